@@ -1,0 +1,22 @@
+# embed.cmake — turns Lua sources into a C table (lrc_embedded_files) so that
+# the lrc binary carries its library and built-in models.
+# Run in script mode: cmake -DOUT=file.c -DROOT=dir -DFILES="name=path,..." -P embed.cmake
+string(REPLACE "," ";" FILES "${FILES}")
+set(body "#include \"frontend/lrc_frontend.h\"\n\n")
+set(table "const lrc_embedded lrc_embedded_files[] = {\n")
+set(i 0)
+foreach(entry IN LISTS FILES)
+  string(REPLACE "=" ";" pair "${entry}")
+  list(GET pair 0 name)
+  list(GET pair 1 path)
+  file(READ "${ROOT}/${path}" hex HEX)
+  file(SIZE "${ROOT}/${path}" size)
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," hex "${hex}")
+  string(REGEX REPLACE "(0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,)" "\\1\n" hex "${hex}")
+  string(APPEND body "static const unsigned char src${i}[] = {\n${hex}0};\n")
+  string(APPEND table "    {\"${name}\", (const char *)src${i}, ${size}},\n")
+  math(EXPR i "${i} + 1")
+endforeach()
+string(APPEND table "};\nconst int lrc_embedded_count = ${i};\n")
+file(WRITE "${OUT}.tmp" "${body}\n${table}")
+file(COPY_FILE "${OUT}.tmp" "${OUT}" ONLY_IF_DIFFERENT)

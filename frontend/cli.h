@@ -1,0 +1,57 @@
+/* cli.h — shared pieces of the `lrc` command-line driver (internal). */
+#ifndef LRC_CLI_H
+#define LRC_CLI_H
+
+#include "../runtime/lrc_runtime.h"
+#include "lrc_frontend.h"
+
+#include <getopt.h>
+
+/* Exit statuses: success, a user error (bad input), a usage error. */
+enum { EXIT_USER = 1, EXIT_USAGE = 2 };
+
+#define LRC_VERSION "0.1.0"
+
+/* Options every model command takes: MODEL [--preset P] [--set K=V]... */
+typedef struct cli_model_opts {
+    const char *model;
+    const char *preset;
+    char **sets;
+    int n_sets;
+} cli_model_opts;
+
+/* Long options shared by the model commands; their values start at 1000. */
+enum {
+    OPT_PRESET = 1000,
+    OPT_SET,
+    OPT_HELP,
+    OPT_PARAMS,
+    OPT_FLOPS,
+    OPT_IR,
+    OPT_SEQ,
+    OPT_BATCH,
+    OPT_SEED,
+    OPT_WEIGHTS,
+    OPT_INPUT,
+    OPT_TARGET,
+    OPT_PROMPT,
+};
+
+/* Handles --preset/--set; returns 1 when the option was one of them. */
+int cli_model_option(cli_model_opts *o, int opt, const char *arg);
+void cli_model_opts_free(cli_model_opts *o);
+/* Prints "lrc CMD: msg" and returns EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "lrc: msg" (one line) and returns EXIT_USER. */
+int cli_user_error(const lrc_err *err);
+/* Parses a non-negative integer option value; returns -1 when invalid. */
+int cli_parse_int(const char *s, int64_t min, int64_t *out);
+/* Loads the model named by o (adds a usage error when it is missing). */
+int cli_model_load(const char *cmd, const cli_model_opts *o, lrc_model *m, lrc_err *err);
+
+int cmd_inspect(int argc, char **argv);
+int cmd_init(int argc, char **argv);
+int cmd_forward(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
+
+#endif

@@ -1,0 +1,388 @@
+/* commands.c — lrc inspect, init, forward and demo. */
+#include "cli.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct cli_args {
+    cli_model_opts m;
+    bool params, flops, ir;
+    int64_t seq, batch, seed;
+    const char *weights, *input, *out, *target, *prompt;
+} cli_args;
+
+/* Parses argv with the options of one command. Returns -1 to go on, or the
+ * exit status (0 after --help). */
+static int parse_args(const char *cmd, int argc, char **argv, const struct option *opts, const char *help,
+                      bool need_model, cli_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->seq = 256;
+    a->batch = 1;
+    a->target = "ref";
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, ":o:", opts, NULL)) != -1) {
+        if (cli_model_option(&a->m, c, optarg)) continue;
+        switch (c) {
+        case OPT_HELP: fputs(help, stdout); return 0;
+        case OPT_PARAMS: a->params = true; break;
+        case OPT_FLOPS: a->flops = true; break;
+        case OPT_IR: a->ir = true; break;
+        case OPT_SEQ:
+            if (cli_parse_int(optarg, 1, &a->seq)) return cli_usage_error(cmd, "--seq %s: expected an integer >= 1", optarg);
+            break;
+        case OPT_BATCH:
+            if (cli_parse_int(optarg, 1, &a->batch)) return cli_usage_error(cmd, "--batch %s: expected an integer >= 1", optarg);
+            break;
+        case OPT_SEED:
+            if (cli_parse_int(optarg, 0, &a->seed)) return cli_usage_error(cmd, "--seed %s: expected an integer >= 0", optarg);
+            break;
+        case OPT_WEIGHTS: a->weights = optarg; break;
+        case OPT_INPUT: a->input = optarg; break;
+        case OPT_TARGET: a->target = optarg; break;
+        case OPT_PROMPT: a->prompt = optarg; break;
+        case 'o': a->out = optarg; break;
+        case ':': return cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
+        default: return cli_usage_error(cmd, "unknown option %s", argv[optind - 1]);
+        }
+    }
+    if (need_model) {
+        if (optind >= argc) return cli_usage_error(cmd, "missing MODEL (a .lua file or a built-in model name)");
+        a->m.model = argv[optind++];
+    }
+    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    return -1;
+}
+
+#define MODEL_OPTS                                                                                   \
+    {"preset", required_argument, 0, OPT_PRESET}, {"set", required_argument, 0, OPT_SET},              \
+    {"help", no_argument, 0, OPT_HELP}
+
+#define MODEL_HELP                                                                                   \
+    "  --preset P        a preset of the model (e.g. 60m, tiny)\n"                                   \
+    "  --set KEY=VALUE   override one config key (repeatable; after the preset)\n"
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* ---- inspect ----------------------------------------------------------- */
+
+static void print_params(const lrc_graph *g)
+{
+    const char *groups[64];
+    int64_t counts[64];
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const lrc_node *p = &g->nodes[i];
+        if (p->op != LRC_OP_PARAM) continue;
+        const char *grp = p->group ? p->group : "other";
+        int k = 0;
+        while (k < n && strcmp(groups[k], grp)) k++;
+        if (k == n && n < 64) {
+            groups[n] = grp;
+            counts[n++] = 0;
+        }
+        if (k < n) counts[k] += lrc_shape_numel(&p->shape);
+    }
+    for (int k = 0; k < n; k++) printf("%-12s %12lld\n", groups[k], (long long)counts[k]);
+    printf("total %lld\n", (long long)lrc_graph_param_count(g));
+}
+
+int cmd_inspect(int argc, char **argv)
+{
+    static const struct option opts[] = {MODEL_OPTS,
+                                         {"params", no_argument, 0, OPT_PARAMS},
+                                         {"flops", no_argument, 0, OPT_FLOPS},
+                                         {"ir", no_argument, 0, OPT_IR},
+                                         {"seq", required_argument, 0, OPT_SEQ},
+                                         {"batch", required_argument, 0, OPT_BATCH},
+                                         {0, 0, 0, 0}};
+    static const char *help =
+        "usage: lrc inspect MODEL [--preset P] [--set KEY=VALUE]... [--params] [--flops] [--ir]\n"
+        "\n"
+        "Builds the model's graph and describes it. With no section flag, prints\n"
+        "the configuration, FLOPs and parameters.\n"
+        "\n" MODEL_HELP
+        "  --params          parameters by group, then 'total N'\n"
+        "  --flops           forward and training FLOPs per token\n"
+        "  --ir              the graph, one node a line\n"
+        "  --seq T           sequence length for the graph (default 256)\n"
+        "  --batch B         batch size for the graph (default 1)\n";
+    cli_args a;
+    int rc = parse_args("inspect", argc, argv, opts, help, true, &a);
+    if (rc >= 0) goto out;
+    lrc_err err;
+    lrc_model m;
+    lrc_graph *g = lrc_graph_new();
+    if (cli_model_load("inspect", &a.m, &m, &err) || lrc_model_build(&m, a.batch, a.seq, g, &err)) {
+        rc = cli_user_error(&err);
+    } else {
+        bool all = !a.params && !a.flops && !a.ir;
+        if (all) {
+            printf("model %s%s%s\n", m.path, a.m.preset ? " preset " : "", a.m.preset ? a.m.preset : "");
+            lrc_model_print_config(&m, stdout);
+        }
+        if (a.ir) lrc_graph_print(g, stdout);
+        if (a.flops || all) {
+            double bwd, fwd = lrc_graph_flops(g, &bwd), tokens = (double)(a.batch * a.seq);
+            printf("forward_flops_per_token  %.6g  (T=%lld)\n", fwd / tokens, (long long)a.seq);
+            printf("training_flops_per_token %.6g  (forward + backward)\n", (fwd + bwd) / tokens);
+        }
+        if (a.params || all) print_params(g);
+        rc = 0;
+    }
+    lrc_graph_free(g);
+    lrc_model_free(&m);
+out:
+    cli_model_opts_free(&a.m);
+    return rc;
+}
+
+/* ---- init -------------------------------------------------------------- */
+
+/* Records the model and its config in the file, for people and tools. */
+static char *config_metadata(lrc_model *m, const char *preset)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    lrc_model_print_config(m, f);
+    fclose(f);
+    /* one JSON-safe line: "key value; key value" */
+    for (char *p = buf; *p; p++)
+        if (*p == '\n') *p = ';';
+        else if (*p == '"' || *p == '\\') *p = '\'';
+    size_t n = strlen(buf) + strlen(m->path) + 128;
+    char *json = lrc_xmalloc(n);
+    snprintf(json, n, "{\"format\":\"lrc\",\"model\":\"%s\",\"preset\":\"%s\",\"config\":\"%s\"}", m->path,
+             preset ? preset : "", buf);
+    free(buf);
+    return json;
+}
+
+int cmd_init(int argc, char **argv)
+{
+    static const struct option opts[] = {MODEL_OPTS, {"seed", required_argument, 0, OPT_SEED}, {0, 0, 0, 0}};
+    static const char *help =
+        "usage: lrc init MODEL [--preset P] [--set KEY=VALUE]... [--seed N] -o W.safetensors\n"
+        "\n"
+        "Initialises every parameter by its init rule from the seed (default 0)\n"
+        "and writes them, named as in Hugging Face checkpoints, as F32.\n"
+        "\n" MODEL_HELP
+        "  --seed N          random seed (default 0)\n"
+        "  -o FILE           the safetensors file to write\n";
+    cli_args a;
+    int rc = parse_args("init", argc, argv, opts, help, true, &a);
+    if (rc >= 0) goto out;
+    if (!a.out) {
+        rc = cli_usage_error("init", "missing -o FILE");
+        goto out;
+    }
+    lrc_err err;
+    lrc_model m;
+    lrc_graph *g = lrc_graph_new();
+    lrc_tensor_set params;
+    lrc_tensor_set_init(&params);
+    if (cli_model_load("init", &a.m, &m, &err) || lrc_model_build(&m, 1, 1, g, &err) ||
+        lrc_params_init(g, (uint64_t)a.seed, &params, &err)) {
+        rc = cli_user_error(&err);
+    } else {
+        params.metadata_json = config_metadata(&m, a.m.preset);
+        if (lrc_safetensors_save(a.out, &params, &err)) rc = cli_user_error(&err);
+        else {
+            printf("wrote %s: %d tensors, %lld parameters, seed %lld\n", a.out, params.n,
+                   (long long)lrc_graph_param_count(g), (long long)a.seed);
+            rc = 0;
+        }
+    }
+    lrc_tensor_set_clear(&params);
+    lrc_graph_free(g);
+    lrc_model_free(&m);
+out:
+    cli_model_opts_free(&a.m);
+    return rc;
+}
+
+/* ---- forward ----------------------------------------------------------- */
+
+/* Finds `tokens` in an input file and checks it: I32 [B, T], ids < vocab. */
+static int check_tokens(const lrc_tensor_set *in, const char *path, int64_t vocab, const lrc_tensor **out,
+                        lrc_err *err)
+{
+    char b[96];
+    for (int i = 0; i < in->n; i++)
+        if (strcmp(in->items[i]->name, "tokens"))
+            return lrc_err_set(err, "%s: unexpected tensor '%s' (an input file holds 'tokens')", path, in->items[i]->name);
+    const lrc_tensor *t = lrc_tensor_set_find(in, "tokens");
+    if (!t) return lrc_err_set(err, "%s: no tensor 'tokens' (I32 [B, T])", path);
+    if (t->dtype != LRC_I32 || t->shape.ndim != 2 || t->shape.dim[0] < 1 || t->shape.dim[1] < 1)
+        return lrc_err_set(err, "%s: 'tokens' is %s %s, expected I32 [B, T] with B, T >= 1", path,
+                           lrc_dtype_st_name(t->dtype), lrc_shape_str(&t->shape, b, sizeof b));
+    const int32_t *ids = t->data;
+    int64_t n = lrc_shape_numel(&t->shape);
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= vocab)
+            return lrc_err_set(err, "%s: tokens[%lld,%lld] = %d is outside the vocabulary [0, %lld)", path,
+                               (long long)(i / t->shape.dim[1]), (long long)(i % t->shape.dim[1]), ids[i],
+                               (long long)vocab);
+    *out = t;
+    return LRC_OK;
+}
+
+int cmd_forward(int argc, char **argv)
+{
+    static const struct option opts[] = {MODEL_OPTS,
+                                         {"weights", required_argument, 0, OPT_WEIGHTS},
+                                         {"input", required_argument, 0, OPT_INPUT},
+                                         {"target", required_argument, 0, OPT_TARGET},
+                                         {0, 0, 0, 0}};
+    static const char *help =
+        "usage: lrc forward MODEL [--preset P] [--set KEY=VALUE]... --weights W.safetensors\n"
+        "                   --input IN.safetensors -o OUT.safetensors [--target ref]\n"
+        "\n"
+        "Runs the model on IN's 'tokens' (I32 [B, T]) and writes 'logits' (F32 [B, T, V]).\n"
+        "\n" MODEL_HELP
+        "  --weights FILE    parameters (F32, BF16 or F16), exactly the model's\n"
+        "  --input FILE      safetensors file holding 'tokens'\n"
+        "  -o FILE           where to write 'logits'\n"
+        "  --target NAME     backend: ref (default)\n";
+    cli_args a;
+    int rc = parse_args("forward", argc, argv, opts, help, true, &a);
+    if (rc >= 0) goto out;
+    if (!a.weights || !a.input || !a.out) {
+        rc = cli_usage_error("forward", "needs --weights, --input and -o");
+        goto out;
+    }
+    lrc_err err;
+    lrc_model m = {0};
+    lrc_graph *g = lrc_graph_new();
+    lrc_tensor_set in, wfile, params, outs;
+    lrc_tensor_set_init(&in);
+    lrc_tensor_set_init(&wfile);
+    lrc_tensor_set_init(&params);
+    lrc_tensor_set_init(&outs);
+    lrc_backend *be = NULL;
+    const lrc_tensor *tokens = NULL;
+    int64_t vocab = 0;
+    rc = EXIT_USER;
+    if (!(be = lrc_backend_open(a.target, &err)) || cli_model_load("forward", &a.m, &m, &err) ||
+        lrc_model_config_int(&m, "vocab", &vocab, &err) || lrc_safetensors_load(a.input, &in, &err) ||
+        check_tokens(&in, a.input, vocab, &tokens, &err) ||
+        lrc_model_build(&m, tokens->shape.dim[0], tokens->shape.dim[1], g, &err) ||
+        lrc_safetensors_load(a.weights, &wfile, &err) || lrc_params_bind(g, &wfile, a.weights, &params, &err) ||
+        lrc_exec_run(be, g, &in, &params, &outs, &err) || lrc_safetensors_save(a.out, &outs, &err)) {
+        cli_user_error(&err);
+    } else {
+        rc = 0;
+    }
+    lrc_backend_close(be);
+    lrc_tensor_set_clear(&in);
+    lrc_tensor_set_clear(&wfile);
+    lrc_tensor_set_clear(&params);
+    lrc_tensor_set_clear(&outs);
+    lrc_graph_free(g);
+    lrc_model_free(&m);
+out:
+    cli_model_opts_free(&a.m);
+    return rc;
+}
+
+/* ---- demo: the README's main job --------------------------------------- */
+
+int cmd_demo(int argc, char **argv)
+{
+    static const struct option opts[] = {MODEL_OPTS,
+                                         {"seed", required_argument, 0, OPT_SEED},
+                                         {"prompt", required_argument, 0, OPT_PROMPT},
+                                         {0, 0, 0, 0}};
+    static const char *help =
+        "usage: lrc demo [--preset P] [--set KEY=VALUE]... [--seed N] [--prompt TEXT]\n"
+        "\n"
+        "Builds the built-in LayerRoPE LLaMA (preset small unless given), initialises\n"
+        "it from the seed, runs it on the prompt's bytes and prints a summary.\n"
+        "\n" MODEL_HELP
+        "  --seed N          random seed (default 0)\n"
+        "  --prompt TEXT     input text, one token per byte\n";
+    cli_args a;
+    int rc = parse_args("demo", argc, argv, opts, help, false, &a);
+    if (rc >= 0) goto out;
+    a.m.model = "llama";
+    if (!a.m.preset) a.m.preset = "small";
+    /* LayerRoPE unless the user chose a placement */
+    char **sets = lrc_xmalloc((size_t)(a.m.n_sets + 1) * sizeof *sets);
+    sets[0] = "norm=layerrope";
+    memcpy(sets + 1, a.m.sets, (size_t)a.m.n_sets * sizeof *sets);
+    free(a.m.sets);
+    a.m.sets = sets;
+    a.m.n_sets++;
+    const char *prompt = a.prompt ? a.prompt : "In the beginning God created the heaven and the earth.";
+    int64_t T = (int64_t)strlen(prompt);
+    if (T < 2) {
+        rc = cli_usage_error("demo", "--prompt needs at least 2 bytes");
+        goto out;
+    }
+    lrc_err err;
+    lrc_model m = {0};
+    lrc_graph *g = lrc_graph_new();
+    lrc_tensor_set in, params, outs;
+    lrc_tensor_set_init(&in);
+    lrc_tensor_set_init(&params);
+    lrc_tensor_set_init(&outs);
+    lrc_backend *be = lrc_backend_ref_new();
+    lrc_shape ts = {2, {1, T}};
+    lrc_tensor *tok = lrc_tensor_new("tokens", LRC_I32, &ts, &err);
+    for (int64_t i = 0; i < T; i++) ((int32_t *)tok->data)[i] = (uint8_t)prompt[i];
+    lrc_tensor_set_add(&in, tok, &err);
+    int64_t vocab = 0;
+    rc = EXIT_USER;
+    double t0 = now_s(), t1 = 0, t2 = 0;
+    if (cli_model_load("demo", &a.m, &m, &err) || lrc_model_config_int(&m, "vocab", &vocab, &err)) {
+        cli_user_error(&err);
+    } else if (vocab < 256) {
+        fprintf(stderr, "lrc: demo: byte tokens need vocab >= 256, the model has %lld\n", (long long)vocab);
+    } else if (lrc_model_build(&m, 1, T, g, &err) || (t1 = now_s(), lrc_params_init(g, (uint64_t)a.seed, &params, &err)) ||
+               lrc_exec_run(be, g, &in, &params, &outs, &err)) {
+        cli_user_error(&err);
+    } else {
+        t2 = now_s();
+        const float *lg = outs.items[0]->data;
+        double loss = 0, bwd, fwd = lrc_graph_flops(g, &bwd);
+        int correct = 0;
+        for (int64_t t = 0; t + 1 < T; t++) {
+            const float *row = lg + t * vocab;
+            double mx = row[0], sum = 0;
+            int64_t best = 0;
+            for (int64_t v = 1; v < vocab; v++)
+                if (row[v] > mx) { mx = row[v]; best = v; }
+            for (int64_t v = 0; v < vocab; v++) sum += exp((double)row[v] - mx);
+            loss += mx + log(sum) - row[(uint8_t)prompt[t + 1]];
+            correct += best == (uint8_t)prompt[t + 1];
+        }
+        printf("lrc demo: %s, preset %s, norm layerrope, seed %lld\n", m.path, a.m.preset, (long long)a.seed);
+        printf("  parameters        %lld\n", (long long)lrc_graph_param_count(g));
+        printf("  graph             %d nodes, built in %.1f ms\n", g->n_nodes, 1e3 * (t1 - t0));
+        printf("  forward (ref)     %lld tokens in %.1f ms, %.2f GFLOP/s\n", (long long)T, 1e3 * (t2 - t1),
+               fwd / (t2 - t1) / 1e9);
+        printf("  next-byte loss    %.4f nats (untrained; ln %lld = %.4f)\n", loss / (double)(T - 1),
+               (long long)vocab, log((double)vocab));
+        printf("  argmax correct    %d of %lld\n", correct, (long long)(T - 1));
+        rc = 0;
+    }
+    lrc_backend_close(be);
+    lrc_tensor_set_clear(&in);
+    lrc_tensor_set_clear(&params);
+    lrc_tensor_set_clear(&outs);
+    lrc_graph_free(g);
+    lrc_model_free(&m);
+out:
+    cli_model_opts_free(&a.m);
+    return rc;
+}

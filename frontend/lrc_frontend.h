@@ -1,0 +1,51 @@
+/* lrc_frontend.h — the public header of the frontend layer: the embedded Lua
+ * state, model descriptions and their configuration. */
+#ifndef LRC_FRONTEND_H
+#define LRC_FRONTEND_H
+
+#include "../ir/lrc_ir.h"
+
+typedef struct lua_State lua_State;
+
+/* Registers the `lrc` module (graph-building API) and the embedded Lua
+ * libraries (`lrc.nn`) in L. */
+void lrc_lua_open(lua_State *L);
+/* While g is set, lrc.* calls in L add nodes to g; NULL ends building. */
+void lrc_lua_set_graph(lua_State *L, lrc_graph *g);
+/* Pushes a tensor handle for node id of the graph being built. */
+void lrc_lua_push_tensor(lua_State *L, int id);
+/* Node id of the tensor handle at idx, or -1. */
+int lrc_lua_tensor_id(lua_State *L, int idx);
+
+/* Embedded sources (generated at build time from frontend/lua and models/). */
+typedef struct lrc_embedded {
+    const char *name; /* "lrc.nn", "models/llama.lua" */
+    const char *source;
+    size_t len;
+} lrc_embedded;
+extern const lrc_embedded lrc_embedded_files[];
+extern const int lrc_embedded_count;
+
+/* A loaded model description with its resolved configuration. */
+typedef struct lrc_model {
+    lua_State *L;
+    char *path;   /* as given, or "models/llama.lua" for an embedded one */
+    int mod_ref;  /* registry refs: the module table, the config table */
+    int cfg_ref;
+} lrc_model;
+
+/* Loads MODEL (a path, or the name of an embedded model such as "llama"),
+ * applies the preset (may be NULL) and then each "KEY=VALUE" in sets.
+ * Unknown keys, values of the wrong type and unknown presets are errors. */
+int lrc_model_load(lrc_model *m, const char *model, const char *preset, char *const *sets, int n_sets,
+                   lrc_err *err);
+void lrc_model_free(lrc_model *m);
+/* Builds the forward graph for tokens [B, T] into g: an INPUT "tokens" and
+ * an output "logits". */
+int lrc_model_build(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, lrc_err *err);
+/* Integer config value (e.g. "vocab"); returns -1 with err set when absent. */
+int lrc_model_config_int(lrc_model *m, const char *key, int64_t *out, lrc_err *err);
+/* Prints the resolved configuration, "key = value" a line, sorted. */
+void lrc_model_print_config(lrc_model *m, FILE *out);
+
+#endif

@@ -1,0 +1,388 @@
+/* lua_api.c — the `lrc` Lua module: tensor handles and one builder function
+ * per op, generated from the op table, that add nodes to the graph being
+ * built. Every error names the line of the user's model file. */
+#include "lrc_frontend.h"
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+#include <math.h>
+#include <string.h>
+
+#define TENSOR_MT "lrc.tensor"
+#define GRAPH_KEY "lrc.graph"
+
+typedef struct {
+    int id;
+} ltensor;
+
+/* "models/llama.lua:42" for the innermost frame of a user file (a chunk
+ * loaded from a file, '@'), skipping lrc's own embedded library ('='). */
+static const char *user_loc(lua_State *L, char *buf, size_t n)
+{
+    lua_Debug ar;
+    for (int level = 1; lua_getstack(L, level, &ar); level++) {
+        lua_getinfo(L, "Sl", &ar);
+        if (ar.source[0] == '@' && ar.currentline > 0) {
+            snprintf(buf, n, "%s:%d", ar.short_src, ar.currentline);
+            return buf;
+        }
+    }
+    snprintf(buf, n, "?");
+    return buf;
+}
+
+static int raise_at(lua_State *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int raise_at(lua_State *L, const char *fmt, ...)
+{
+    char loc[256], msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    lua_pushfstring(L, "%s: %s", user_loc(L, loc, sizeof loc), msg);
+    return lua_error(L);
+}
+
+static lrc_graph *graph_of(lua_State *L)
+{
+    lua_getfield(L, LUA_REGISTRYINDEX, GRAPH_KEY);
+    lrc_graph *g = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    if (!g) raise_at(L, "tensors can only be made while a model is being built (inside build)");
+    return g;
+}
+
+void lrc_lua_set_graph(lua_State *L, lrc_graph *g)
+{
+    if (g) lua_pushlightuserdata(L, g);
+    else lua_pushnil(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, GRAPH_KEY);
+}
+
+void lrc_lua_push_tensor(lua_State *L, int id)
+{
+    ltensor *t = lua_newuserdatauv(L, sizeof *t, 0);
+    t->id = id;
+    luaL_setmetatable(L, TENSOR_MT);
+}
+
+int lrc_lua_tensor_id(lua_State *L, int idx)
+{
+    ltensor *t = luaL_testudata(L, idx, TENSOR_MT);
+    return t ? t->id : -1;
+}
+
+static int check_tensor(lua_State *L, int idx, const char *fn, int argno)
+{
+    int id = lrc_lua_tensor_id(L, idx);
+    if (id < 0) raise_at(L, "%s: argument %d must be a tensor, got %s", fn, argno, luaL_typename(L, idx));
+    if (id >= graph_of(L)->n_nodes) raise_at(L, "%s: argument %d is a tensor of another model", fn, argno);
+    return id;
+}
+
+/* An integer from a Lua value: integers, or floats with an exact integer value. */
+static bool to_int(lua_State *L, int idx, int64_t *out)
+{
+    int ok = 0;
+    lua_Integer v = lua_tointegerx(L, idx, &ok);
+    if (!ok) return false;
+    *out = (int64_t)v;
+    return true;
+}
+
+static void read_shape(lua_State *L, int idx, const char *fn, lrc_shape *s)
+{
+    if (!lua_istable(L, idx)) raise_at(L, "%s: the shape must be a list of sizes, got %s", fn, luaL_typename(L, idx));
+    int n = (int)lua_rawlen(L, idx);
+    if (n > LRC_MAX_DIMS) raise_at(L, "%s: %d axes, at most %d are supported", fn, n, LRC_MAX_DIMS);
+    s->ndim = n;
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, idx, i + 1);
+        if (!to_int(L, -1, &s->dim[i]))
+            raise_at(L, "%s: size %d of the shape is not an integer (%s)", fn, i + 1, luaL_tolstring(L, -1, NULL));
+        lua_pop(L, 1);
+    }
+}
+
+static const char *init_kinds[LRC_INIT_COUNT] = {"zeros", "ones", "const", "normal", "xavier_normal"};
+static const char *init_field[LRC_INIT_COUNT] = {NULL, NULL, "value", "std", "gain"};
+
+/* "ones" | "zeros" | {"normal", std=} | {"xavier_normal", gain=} | {"const", value=} */
+static lrc_init read_init(lua_State *L, int idx, const char *name)
+{
+    lrc_init init = {LRC_INIT_ZEROS, 0};
+    const char *kind = NULL;
+    if (lua_type(L, idx) == LUA_TSTRING) kind = lua_tostring(L, idx);
+    else if (lua_istable(L, idx)) {
+        lua_rawgeti(L, idx, 1);
+        kind = lua_tostring(L, -1);
+        lua_pop(L, 1);
+    }
+    int k = 0;
+    while (kind && k < LRC_INIT_COUNT && strcmp(kind, init_kinds[k])) k++;
+    if (!kind || k == LRC_INIT_COUNT)
+        raise_at(L, "parameter '%s': init must be \"zeros\", \"ones\", {\"const\", value=}, {\"normal\", std=} "
+                 "or {\"xavier_normal\", gain=}", name);
+    init.kind = (lrc_init_kind)k;
+    if (init_field[k]) {
+        if (!lua_istable(L, idx)) raise_at(L, "parameter '%s': init %s needs {\"%s\", %s=...}", name, kind, kind, init_field[k]);
+        lua_getfield(L, idx, init_field[k]);
+        int ok = 0;
+        init.value = lua_tonumberx(L, -1, &ok);
+        lua_pop(L, 1);
+        if (!ok || !isfinite(init.value)) raise_at(L, "parameter '%s': init %s needs a number %s", name, kind, init_field[k]);
+        if (k != LRC_INIT_CONST && init.value < 0) raise_at(L, "parameter '%s': %s must be >= 0", name, init_field[k]);
+    }
+    return init;
+}
+
+/* lrc.param(name, shape, init [, group]) */
+static int l_param(lua_State *L)
+{
+    lrc_graph *g = graph_of(L);
+    const char *name = luaL_checkstring(L, 1);
+    lrc_shape s;
+    read_shape(L, 2, "param", &s);
+    lrc_init init = read_init(L, 3, name);
+    const char *group = luaL_optstring(L, 4, NULL);
+    char loc[256];
+    lrc_err err;
+    int id = lrc_graph_add_param(g, name, &s, init, group, user_loc(L, loc, sizeof loc), &err);
+    if (id < 0) {
+        lua_pushstring(L, err.msg);
+        return lua_error(L);
+    }
+    lrc_lua_push_tensor(L, id);
+    return 1;
+}
+
+/* lrc.input(name, shape [, dtype]) */
+static int l_input(lua_State *L)
+{
+    lrc_graph *g = graph_of(L);
+    const char *name = luaL_checkstring(L, 1);
+    lrc_shape s;
+    read_shape(L, 2, "input", &s);
+    lrc_dtype t = LRC_F32;
+    if (!lua_isnoneornil(L, 3) && lrc_dtype_parse(luaL_checkstring(L, 3), &t))
+        raise_at(L, "input '%s': unknown dtype '%s' (f32, bf16, f16, i32)", name, lua_tostring(L, 3));
+    char loc[256];
+    lrc_err err;
+    int id = lrc_graph_add_input(g, name, t, &s, user_loc(L, loc, sizeof loc), &err);
+    if (id < 0) {
+        lua_pushstring(L, err.msg);
+        return lua_error(L);
+    }
+    lrc_lua_push_tensor(L, id);
+    return 1;
+}
+
+/* Reads attribute table at idx into proto, by the names in the op table. */
+static void read_attrs(lua_State *L, int idx, const lrc_op_info *info, lrc_node *proto)
+{
+    if (info->ilist) { /* the list itself, e.g. lrc.reshape(x, {B, T, d}) */
+        if (!lua_istable(L, idx)) raise_at(L, "%s: expects a list %s", info->name, info->ilist);
+        int n = (int)lua_rawlen(L, idx);
+        if (n > LRC_MAX_IATTR) raise_at(L, "%s: %s has more than %d entries", info->name, info->ilist, LRC_MAX_IATTR);
+        proto->n_iattr = n;
+        for (int i = 0; i < n; i++) {
+            lua_rawgeti(L, idx, i + 1);
+            if (!to_int(L, -1, &proto->iattr[i]))
+                raise_at(L, "%s: entry %d of %s is not an integer", info->name, i + 1, info->ilist);
+            lua_pop(L, 1);
+        }
+        return;
+    }
+    if (!lua_istable(L, idx)) raise_at(L, "%s: attributes must be a table, got %s", info->name, luaL_typename(L, idx));
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+        bool found = false;
+        for (int a = 0; a < LRC_MAX_IATTR && info->iattr[a] && !found; a++)
+            if (!strcmp(key, info->iattr[a])) {
+                found = true;
+                if (lua_isboolean(L, -1)) proto->iattr[a] = lua_toboolean(L, -1);
+                else if (!to_int(L, -1, &proto->iattr[a]))
+                    raise_at(L, "%s: attribute %s must be an integer", info->name, key);
+            }
+        for (int a = 0; a < LRC_MAX_FATTR && info->fattr[a] && !found; a++)
+            if (!strcmp(key, info->fattr[a])) {
+                found = true;
+                int ok = 0;
+                proto->fattr[a] = lua_tonumberx(L, -1, &ok);
+                if (!ok || !isfinite(proto->fattr[a]))
+                    raise_at(L, "%s: attribute %s must be a finite number", info->name, key);
+            }
+        if (!found) raise_at(L, "%s: unknown attribute '%s'", info->name, key);
+        lua_pop(L, 1);
+    }
+}
+
+static int add_node(lua_State *L, lrc_node *proto)
+{
+    lrc_graph *g = graph_of(L);
+    char loc[256];
+    lrc_err err;
+    proto->loc = (char *)user_loc(L, loc, sizeof loc);
+    int id = lrc_graph_add(g, proto, &err);
+    if (id < 0) {
+        lua_pushstring(L, err.msg);
+        return lua_error(L);
+    }
+    lrc_lua_push_tensor(L, id);
+    return 1;
+}
+
+/* lrc.<op>(t1, ..., tn [, attrs]) — upvalue 1 is the op. */
+static int l_op(lua_State *L)
+{
+    lrc_op op = (lrc_op)lua_tointeger(L, lua_upvalueindex(1));
+    const lrc_op_info *info = &lrc_op_table[op];
+    lrc_node proto = {.op = op, .n_in = info->n_in};
+    for (int k = 0; k < info->n_in; k++) proto.in[k] = check_tensor(L, k + 1, info->name, k + 1);
+    int extra = lua_gettop(L) - info->n_in;
+    if (extra > 1) raise_at(L, "%s: takes %d tensors and an attribute table, got %d arguments", info->name,
+                            info->n_in, lua_gettop(L));
+    if (extra == 1 && !lua_isnil(L, info->n_in + 1)) read_attrs(L, info->n_in + 1, info, &proto);
+    else if (info->ilist) raise_at(L, "%s: missing the %s list", info->name, info->ilist);
+    return add_node(L, &proto);
+}
+
+static int unary_scale(lua_State *L, int t, double s)
+{
+    lrc_node proto = {.op = LRC_OP_SCALE, .n_in = 1};
+    proto.in[0] = t;
+    proto.fattr[0] = s;
+    return add_node(L, &proto);
+}
+
+static int binary(lua_State *L, lrc_op op, int a, int b)
+{
+    lrc_node proto = {.op = op, .n_in = 2};
+    proto.in[0] = a;
+    proto.in[1] = b;
+    return add_node(L, &proto);
+}
+
+static int m_add(lua_State *L)
+{
+    int a = lrc_lua_tensor_id(L, 1), b = lrc_lua_tensor_id(L, 2);
+    if (a < 0 || b < 0) raise_at(L, "+ needs two tensors (a number plus a tensor is not an op)");
+    return binary(L, LRC_OP_ADD, a, b);
+}
+
+static int m_sub(lua_State *L)
+{
+    int a = lrc_lua_tensor_id(L, 1), b = lrc_lua_tensor_id(L, 2);
+    if (a < 0 || b < 0) raise_at(L, "- needs two tensors");
+    unary_scale(L, b, -1.0);
+    return binary(L, LRC_OP_ADD, a, lrc_lua_tensor_id(L, -1));
+}
+
+static int m_mul(lua_State *L)
+{
+    int a = lrc_lua_tensor_id(L, 1), b = lrc_lua_tensor_id(L, 2);
+    if (a >= 0 && b >= 0) return binary(L, LRC_OP_MUL, a, b);
+    int t = a >= 0 ? a : b, num = a >= 0 ? 2 : 1;
+    if (!lua_isnumber(L, num)) raise_at(L, "* needs tensors or a number, got %s", luaL_typename(L, num));
+    return unary_scale(L, t, lua_tonumber(L, num));
+}
+
+static int m_div(lua_State *L)
+{
+    int a = lrc_lua_tensor_id(L, 1);
+    if (a < 0 || !lua_isnumber(L, 2)) raise_at(L, "/ divides a tensor by a number");
+    return unary_scale(L, a, 1.0 / lua_tonumber(L, 2));
+}
+
+static int m_unm(lua_State *L) { return unary_scale(L, check_tensor(L, 1, "-", 1), -1.0); }
+
+static int m_index(lua_State *L)
+{
+    const lrc_node *n = &graph_of(L)->nodes[check_tensor(L, 1, "index", 1)];
+    const char *key = luaL_checkstring(L, 2);
+    if (!strcmp(key, "shape")) {
+        lua_createtable(L, n->shape.ndim, 0);
+        for (int i = 0; i < n->shape.ndim; i++) {
+            lua_pushinteger(L, n->shape.dim[i]);
+            lua_rawseti(L, -2, i + 1);
+        }
+    } else if (!strcmp(key, "dtype")) lua_pushstring(L, lrc_dtype_name(n->dtype));
+    else if (!strcmp(key, "ndim")) lua_pushinteger(L, n->shape.ndim);
+    else if (!strcmp(key, "name")) lua_pushstring(L, n->name);
+    else {
+        /* methods: x:reshape{...}, x:silu(), ... are the lrc.<op> functions */
+        lua_getglobal(L, "lrc");
+        if (lua_istable(L, -1)) lua_getfield(L, -1, key);
+        else lua_pushnil(L);
+    }
+    return 1;
+}
+
+static int m_tostring(lua_State *L)
+{
+    const lrc_node *n = &graph_of(L)->nodes[check_tensor(L, 1, "tostring", 1)];
+    char b[96];
+    lua_pushfstring(L, "tensor %s%s (%s at %s)", lrc_dtype_name(n->dtype), lrc_shape_str(&n->shape, b, sizeof b),
+                    lrc_op_name(n->op), n->loc ? n->loc : "?");
+    return 1;
+}
+
+/* lrc.fail(fmt, ...): an error at the user's line, for library code. */
+static int l_fail(lua_State *L)
+{
+    int n = lua_gettop(L);
+    lua_getglobal(L, "string");
+    lua_getfield(L, -1, "format");
+    for (int i = 1; i <= n; i++) lua_pushvalue(L, i);
+    lua_call(L, n, 1);
+    return raise_at(L, "%s", lua_tostring(L, -1));
+}
+
+static int open_lrc(lua_State *L)
+{
+    lua_newtable(L);
+    static const luaL_Reg fns[] = {{"param", l_param}, {"input", l_input}, {"fail", l_fail}, {NULL, NULL}};
+    luaL_setfuncs(L, fns, 0);
+    for (int op = 0; op < LRC_OP_COUNT; op++) {
+        if (lrc_op_table[op].fusion == LRC_FUSE_SOURCE) continue;
+        lua_pushinteger(L, op);
+        lua_pushcclosure(L, l_op, 1);
+        lua_setfield(L, -2, lrc_op_table[op].name);
+    }
+    return 1;
+}
+
+static int load_embedded(lua_State *L)
+{
+    const lrc_embedded *e = lua_touserdata(L, lua_upvalueindex(1));
+    char chunk[128];
+    snprintf(chunk, sizeof chunk, "=%s", e->name);
+    if (luaL_loadbufferx(L, e->source, e->len, chunk, "t")) return lua_error(L);
+    lua_call(L, 0, 1);
+    return 1;
+}
+
+void lrc_lua_open(lua_State *L)
+{
+    luaL_newmetatable(L, TENSOR_MT);
+    static const luaL_Reg mt[] = {{"__add", m_add}, {"__sub", m_sub}, {"__mul", m_mul}, {"__div", m_div},
+                                  {"__unm", m_unm}, {"__index", m_index}, {"__tostring", m_tostring},
+                                  {NULL, NULL}};
+    luaL_setfuncs(L, mt, 0);
+    lua_pop(L, 1);
+
+    luaL_requiref(L, "lrc", open_lrc, 1);
+    lua_pop(L, 1);
+    /* Embedded libraries load on require, under their module names. */
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+    for (int i = 0; i < lrc_embedded_count; i++) {
+        const lrc_embedded *e = &lrc_embedded_files[i];
+        if (!strncmp(e->name, "models/", 7)) continue;
+        lua_pushlightuserdata(L, (void *)e);
+        lua_pushcclosure(L, load_embedded, 1);
+        lua_setfield(L, -2, e->name);
+    }
+    lua_pop(L, 1);
+}

@@ -1,0 +1,284 @@
+/* model.c — loading a model description (a Lua file returning a table with
+ * defaults, presets and build), resolving its configuration from a preset
+ * and --set KEY=VALUE, and building its graph. */
+#include "lrc_frontend.h"
+
+#include <errno.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A model description that runs longer than this is stuck in a loop. */
+#define MAX_INSTRUCTIONS_M 2000 /* millions of Lua VM instructions */
+
+static void count_hook(lua_State *L, lua_Debug *ar)
+{
+    (void)ar;
+    lua_getfield(L, LUA_REGISTRYINDEX, "lrc.icount");
+    lua_Integer n = lua_tointeger(L, -1) + 1;
+    lua_pop(L, 1);
+    lua_pushinteger(L, n);
+    lua_setfield(L, LUA_REGISTRYINDEX, "lrc.icount");
+    if (n > MAX_INSTRUCTIONS_M)
+        luaL_error(L, "the model description ran for over %d million Lua instructions (an endless loop?)",
+                   MAX_INSTRUCTIONS_M);
+}
+
+/* Error values become one-line strings (no traceback: the location is in
+ * the message already). */
+static int msgh(lua_State *L)
+{
+    const char *s = luaL_tolstring(L, 1, NULL);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (; *s; s++) luaL_addchar(&b, *s == '\n' || *s == '\t' ? ' ' : *s);
+    luaL_pushresult(&b);
+    return 1;
+}
+
+static int pcall_err(lua_State *L, int nargs, int nres, lrc_err *err)
+{
+    int base = lua_gettop(L) - nargs;
+    lua_pushcfunction(L, msgh);
+    lua_insert(L, base);
+    int rc = lua_pcall(L, nargs, nres, base);
+    lua_remove(L, base);
+    if (rc) {
+        lrc_err_set(err, "%s", lua_tostring(L, -1));
+        lua_pop(L, 1);
+        return LRC_EUSER;
+    }
+    return LRC_OK;
+}
+
+static const lrc_embedded *find_embedded_model(const char *name)
+{
+    char want[256];
+    const char *base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
+    snprintf(want, sizeof want, "models/%s%s", base, strstr(base, ".lua") ? "" : ".lua");
+    for (int i = 0; i < lrc_embedded_count; i++)
+        if (!strcmp(lrc_embedded_files[i].name, want)) return &lrc_embedded_files[i];
+    return NULL;
+}
+
+static void list_embedded_models(char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < lrc_embedded_count && used < n; i++)
+        if (!strncmp(lrc_embedded_files[i].name, "models/", 7))
+            used += (size_t)snprintf(buf + used, n - used, "%s%s", used ? ", " : "", lrc_embedded_files[i].name + 7);
+}
+
+/* Sorted, comma-separated string keys of the table at idx. */
+static void table_keys(lua_State *L, int idx, char *buf, size_t n)
+{
+    const char *keys[256];
+    int k = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx) && k < 256) {
+        if (lua_type(L, -2) == LUA_TSTRING) keys[k++] = lua_tostring(L, -2);
+        lua_pop(L, 1);
+    }
+    for (int i = 1; i < k; i++)
+        for (int j = i; j > 0 && strcmp(keys[j - 1], keys[j]) > 0; j--) {
+            const char *t = keys[j];
+            keys[j] = keys[j - 1];
+            keys[j - 1] = t;
+        }
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < k && used < n; i++) used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", keys[i]);
+}
+
+/* Parses text as the type of the default at the top of the stack and pushes it. */
+static int push_value_like(lua_State *L, const char *key, const char *text, lrc_err *err)
+{
+    char *end;
+    errno = 0;
+    if (lua_isinteger(L, -1)) {
+        long long v = strtoll(text, &end, 10);
+        if (!*text || *end || errno) return lrc_err_set(err, "--set %s=%s: expected an integer", key, text);
+        lua_pushinteger(L, v);
+    } else if (lua_type(L, -1) == LUA_TNUMBER) {
+        double v = strtod(text, &end);
+        if (!*text || *end || errno || !isfinite(v)) return lrc_err_set(err, "--set %s=%s: expected a number", key, text);
+        lua_pushnumber(L, v);
+    } else if (lua_isboolean(L, -1)) {
+        if (!strcmp(text, "true") || !strcmp(text, "1") || !strcmp(text, "yes")) lua_pushboolean(L, 1);
+        else if (!strcmp(text, "false") || !strcmp(text, "0") || !strcmp(text, "no")) lua_pushboolean(L, 0);
+        else return lrc_err_set(err, "--set %s=%s: expected true or false", key, text);
+    } else {
+        lua_pushstring(L, text);
+    }
+    return LRC_OK;
+}
+
+static int apply_config(lrc_model *m, const char *preset, char *const *sets, int n_sets, lrc_err *err)
+{
+    lua_State *L = m->L;
+    char keys[2048];
+    int mod = lua_gettop(L);
+    if (lua_getfield(L, mod, "defaults") != LUA_TTABLE)
+        return lrc_err_set(err, "%s: the model table has no 'defaults' table", m->path);
+    int defaults = lua_gettop(L);
+    lua_newtable(L);
+    int cfg = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, defaults)) {
+        int t = lua_type(L, -1);
+        if (lua_type(L, -2) != LUA_TSTRING || (t != LUA_TNUMBER && t != LUA_TSTRING && t != LUA_TBOOLEAN))
+            return lrc_err_set(err, "%s: defaults must map names to numbers, strings or booleans", m->path);
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_settable(L, cfg);
+    }
+    if (preset) {
+        lua_getfield(L, mod, "presets");
+        if (!lua_istable(L, -1) || lua_getfield(L, -1, preset) != LUA_TTABLE) {
+            if (lua_istable(L, -2)) table_keys(L, lua_gettop(L) - 1, keys, sizeof keys);
+            else snprintf(keys, sizeof keys, "none");
+            return lrc_err_set(err, "%s: unknown preset '%s' (available: %s)", m->path, preset, keys);
+        }
+        int p = lua_gettop(L);
+        lua_pushnil(L);
+        while (lua_next(L, p)) {
+            lua_pushvalue(L, -2);
+            if (lua_type(L, -1) != LUA_TSTRING || lua_rawget(L, defaults) == LUA_TNIL)
+                return lrc_err_set(err, "%s: preset '%s' sets '%s', which is not a config key", m->path, preset,
+                                   luaL_tolstring(L, -3, NULL));
+            lua_pop(L, 1);
+            lua_pushvalue(L, -2);
+            lua_insert(L, -2);
+            lua_settable(L, cfg);
+        }
+        lua_pop(L, 2);
+    }
+    for (int i = 0; i < n_sets; i++) {
+        const char *eq = strchr(sets[i], '=');
+        if (!eq || eq == sets[i]) return lrc_err_set(err, "--set %s: expected KEY=VALUE", sets[i]);
+        lua_pushlstring(L, sets[i], (size_t)(eq - sets[i]));
+        const char *key = lua_tostring(L, -1);
+        if (lua_getfield(L, defaults, key) == LUA_TNIL) {
+            table_keys(L, defaults, keys, sizeof keys);
+            return lrc_err_set(err, "--set %s: unknown config key '%s' for %s (keys: %s)", sets[i], key, m->path, keys);
+        }
+        if (push_value_like(L, key, eq + 1, err)) return LRC_EUSER;
+        lua_setfield(L, cfg, key);
+        lua_pop(L, 2);
+    }
+    lua_pushvalue(L, cfg);
+    m->cfg_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_settop(L, mod);
+    return LRC_OK;
+}
+
+int lrc_model_load(lrc_model *m, const char *model, const char *preset, char *const *sets, int n_sets,
+                   lrc_err *err)
+{
+    memset(m, 0, sizeof *m);
+    m->mod_ref = m->cfg_ref = LUA_NOREF;
+    lua_State *L = luaL_newstate();
+    if (!L) return lrc_err_set(err, "cannot create a Lua state (out of memory)");
+    m->L = L;
+    luaL_openlibs(L);
+    lrc_lua_open(L);
+    lua_sethook(L, count_hook, LUA_MASKCOUNT, 1000000);
+
+    int rc;
+    const lrc_embedded *e = NULL;
+    if (access(model, F_OK) == 0) {
+        m->path = lrc_strdup(model);
+        rc = luaL_loadfilex(L, model, "t");
+    } else if ((e = find_embedded_model(model)) != NULL) {
+        m->path = lrc_strdup(e->name);
+        char chunk[300];
+        snprintf(chunk, sizeof chunk, "@%s", e->name);
+        rc = luaL_loadbufferx(L, e->source, e->len, chunk, "t");
+    } else {
+        char list[512];
+        list_embedded_models(list, sizeof list);
+        return lrc_err_set(err, "%s: no such file (built-in models: %s)", model, list);
+    }
+    if (rc) return lrc_err_set(err, "%s", lua_tostring(L, -1)); /* syntax errors are one line */
+    if (pcall_err(L, 0, 1, err)) return LRC_EUSER;
+    if (!lua_istable(L, -1))
+        return lrc_err_set(err, "%s: a model file must return a table with defaults, presets and build, got %s",
+                           m->path, luaL_typename(L, -1));
+    if (lua_getfield(L, -1, "build") != LUA_TFUNCTION)
+        return lrc_err_set(err, "%s: the model table has no build function", m->path);
+    lua_pop(L, 1);
+    if (apply_config(m, preset, sets, n_sets, err)) return LRC_EUSER;
+    m->mod_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    return LRC_OK;
+}
+
+void lrc_model_free(lrc_model *m)
+{
+    if (m->L) lua_close(m->L);
+    free(m->path);
+    memset(m, 0, sizeof *m);
+}
+
+int lrc_model_build(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, lrc_err *err)
+{
+    lua_State *L = m->L;
+    lrc_shape s = {2, {B, T}};
+    char where[300];
+    snprintf(where, sizeof where, "%s", m->path);
+    int tokens = lrc_graph_add_input(g, "tokens", LRC_I32, &s, NULL, err);
+    if (tokens < 0) return LRC_EUSER;
+    lrc_lua_set_graph(L, g);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, m->mod_ref);
+    lua_getfield(L, -1, "build");
+    lua_remove(L, -2);
+    /* build gets a copy of the config, so a model cannot change it for later builds */
+    lua_newtable(L);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, m->cfg_ref);
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_settable(L, -5);
+    }
+    lua_pop(L, 1);
+    lrc_lua_push_tensor(L, tokens);
+    int rc = pcall_err(L, 2, 1, err);
+    if (!rc) {
+        int out = lrc_lua_tensor_id(L, -1);
+        if (out < 0) rc = lrc_err_set(err, "%s: build must return the logits tensor, got %s", where, luaL_typename(L, -1));
+        else rc = lrc_graph_add_output(g, "logits", out, err);
+        lua_pop(L, 1);
+    }
+    lrc_lua_set_graph(L, NULL);
+    if (!rc) rc = lrc_graph_verify(g, err);
+    return rc;
+}
+
+int lrc_model_config_int(lrc_model *m, const char *key, int64_t *out, lrc_err *err)
+{
+    lua_rawgeti(m->L, LUA_REGISTRYINDEX, m->cfg_ref);
+    lua_getfield(m->L, -1, key);
+    int ok = lua_isinteger(m->L, -1);
+    if (ok) *out = (int64_t)lua_tointeger(m->L, -1);
+    lua_pop(m->L, 2);
+    return ok ? LRC_OK : lrc_err_set(err, "%s: config key '%s' is not an integer", m->path, key);
+}
+
+void lrc_model_print_config(lrc_model *m, FILE *out)
+{
+    lua_State *L = m->L;
+    char keys[2048];
+    lua_rawgeti(L, LUA_REGISTRYINDEX, m->cfg_ref);
+    table_keys(L, lua_gettop(L), keys, sizeof keys);
+    for (char *k = strtok(keys, ", "); k; k = strtok(NULL, ", ")) {
+        lua_getfield(L, -1, k);
+        fprintf(out, "  %-22s %s\n", k, luaL_tolstring(L, -1, NULL));
+        lua_pop(L, 2);
+    }
+    lua_pop(L, 1);
+}

@@ -1,0 +1,219 @@
+/* graph.c — building the SSA graph, verifying it, printing it, counting it. */
+#include "lrc_ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+lrc_graph *lrc_graph_new(void)
+{
+    return lrc_xcalloc(1, sizeof(lrc_graph));
+}
+
+void lrc_graph_free(lrc_graph *g)
+{
+    if (!g) return;
+    for (int i = 0; i < g->n_nodes; i++) {
+        free(g->nodes[i].name);
+        free(g->nodes[i].group);
+        free(g->nodes[i].loc);
+    }
+    for (int i = 0; i < g->n_outputs; i++) free(g->output_names[i]);
+    free(g->nodes);
+    free(g->outputs);
+    free(g->output_names);
+    free(g);
+}
+
+static int node_where(lrc_err *err, const lrc_node *n)
+{
+    if (n->loc) return lrc_err_prefix(err, "%s", n->loc);
+    return LRC_EUSER;
+}
+
+/* The checks that do not depend on the op's own shape rule. */
+static int check_inputs(const lrc_graph *g, int id, const lrc_node *n, lrc_err *err)
+{
+    (void)g;
+    if ((unsigned)n->op >= LRC_OP_COUNT) return lrc_err_set(err, "node %d: unknown op %d", id, (int)n->op);
+    const lrc_op_info *info = &lrc_op_table[n->op];
+    if (n->n_in != info->n_in)
+        return lrc_err_set(err, "%s: expects %d inputs, got %d", info->name, info->n_in, n->n_in);
+    for (int k = 0; k < n->n_in; k++)
+        if (n->in[k] < 0 || n->in[k] >= id)
+            return lrc_err_set(err, "%s: input %d refers to node %d, which does not come before node %d",
+                               info->name, k + 1, n->in[k], id);
+    if (info->ilist == NULL && n->n_iattr != 0)
+        return lrc_err_set(err, "%s: has no list attribute", info->name);
+    return LRC_OK;
+}
+
+int lrc_graph_add(lrc_graph *g, const lrc_node *proto, lrc_err *err)
+{
+    lrc_node n = *proto;
+    n.name = NULL;
+    n.group = NULL;
+    n.loc = NULL;
+    if (check_inputs(g, g->n_nodes, &n, err) || lrc_op_table[n.op].infer(g, &n, err)) {
+        if (proto->loc) lrc_err_prefix(err, "%s", proto->loc);
+        return -1;
+    }
+    if (g->n_nodes == g->cap) {
+        g->cap = g->cap ? 2 * g->cap : 64;
+        g->nodes = lrc_xrealloc(g->nodes, (size_t)g->cap * sizeof *g->nodes);
+    }
+    n.name = lrc_strdup(proto->name);
+    n.group = lrc_strdup(proto->group);
+    n.loc = lrc_strdup(proto->loc);
+    g->nodes[g->n_nodes] = n;
+    return g->n_nodes++;
+}
+
+int lrc_graph_find(const lrc_graph *g, lrc_op op, const char *name)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == op && g->nodes[i].name && !strcmp(g->nodes[i].name, name)) return i;
+    return -1;
+}
+
+static int add_source(lrc_graph *g, lrc_op op, const char *name, lrc_dtype t, const lrc_shape *s,
+                      lrc_init init, const char *group, const char *loc, lrc_err *err)
+{
+    if (!name || !*name) {
+        lrc_err_set(err, "%s names must not be empty", op == LRC_OP_PARAM ? "parameter" : "input");
+        if (loc) lrc_err_prefix(err, "%s", loc);
+        return -1;
+    }
+    if (lrc_graph_find(g, LRC_OP_PARAM, name) >= 0 || lrc_graph_find(g, LRC_OP_INPUT, name) >= 0) {
+        lrc_err_set(err, "'%s' is defined twice", name);
+        if (loc) lrc_err_prefix(err, "%s", loc);
+        return -1;
+    }
+    if (s->ndim < 0 || s->ndim > LRC_MAX_DIMS) {
+        lrc_err_set(err, "'%s': %d axes, at most %d are supported", name, s->ndim, LRC_MAX_DIMS);
+        if (loc) lrc_err_prefix(err, "%s", loc);
+        return -1;
+    }
+    lrc_node n = {.op = op, .dtype = t, .shape = *s, .init = init};
+    n.name = (char *)name;
+    n.group = (char *)group;
+    n.loc = (char *)loc;
+    int id = lrc_graph_add(g, &n, err);
+    return id;
+}
+
+int lrc_graph_add_input(lrc_graph *g, const char *name, lrc_dtype t, const lrc_shape *s,
+                        const char *loc, lrc_err *err)
+{
+    lrc_init none = {LRC_INIT_ZEROS, 0};
+    return add_source(g, LRC_OP_INPUT, name, t, s, none, NULL, loc, err);
+}
+
+int lrc_graph_add_param(lrc_graph *g, const char *name, const lrc_shape *s, lrc_init init,
+                        const char *group, const char *loc, lrc_err *err)
+{
+    if (init.kind == LRC_INIT_XAVIER_NORMAL && s->ndim != 2) {
+        lrc_err_set(err, "parameter '%s': xavier_normal needs a matrix, got %d axes", name, s->ndim);
+        if (loc) lrc_err_prefix(err, "%s", loc);
+        return -1;
+    }
+    return add_source(g, LRC_OP_PARAM, name, LRC_F32, s, init, group, loc, err);
+}
+
+int lrc_graph_add_output(lrc_graph *g, const char *name, int node, lrc_err *err)
+{
+    if (node < 0 || node >= g->n_nodes) return lrc_err_set(err, "output '%s': no such node %d", name, node);
+    for (int i = 0; i < g->n_outputs; i++)
+        if (!strcmp(g->output_names[i], name)) return lrc_err_set(err, "output '%s' is defined twice", name);
+    if (g->n_outputs == g->cap_outputs) {
+        g->cap_outputs = g->cap_outputs ? 2 * g->cap_outputs : 4;
+        g->outputs = lrc_xrealloc(g->outputs, (size_t)g->cap_outputs * sizeof *g->outputs);
+        g->output_names = lrc_xrealloc(g->output_names, (size_t)g->cap_outputs * sizeof(char *));
+    }
+    g->outputs[g->n_outputs] = node;
+    g->output_names[g->n_outputs++] = lrc_strdup(name);
+    return LRC_OK;
+}
+
+int lrc_graph_verify(const lrc_graph *g, lrc_err *err)
+{
+    for (int id = 0; id < g->n_nodes; id++) {
+        const lrc_node *n = &g->nodes[id];
+        if (check_inputs(g, id, n, err)) return node_where(err, n);
+        lrc_node again = *n;
+        if (lrc_op_table[n->op].infer(g, &again, err)) return node_where(err, n);
+        if (again.dtype != n->dtype || !lrc_shape_eq(&again.shape, &n->shape)) {
+            char b1[96], b2[96];
+            lrc_err_set(err, "node %d (%s) is %s %s but its inputs give %s %s", id, lrc_op_name(n->op),
+                        lrc_dtype_name(n->dtype), lrc_shape_str(&n->shape, b1, sizeof b1),
+                        lrc_dtype_name(again.dtype), lrc_shape_str(&again.shape, b2, sizeof b2));
+            return node_where(err, n);
+        }
+        if (n->op == LRC_OP_PARAM || n->op == LRC_OP_INPUT) {
+            if (!n->name) return lrc_err_set(err, "node %d (%s) has no name", id, lrc_op_name(n->op));
+            for (int j = 0; j < id; j++)
+                if ((g->nodes[j].op == LRC_OP_PARAM || g->nodes[j].op == LRC_OP_INPUT) &&
+                    !strcmp(g->nodes[j].name, n->name)) {
+                    lrc_err_set(err, "'%s' is defined twice (nodes %d and %d)", n->name, j, id);
+                    return node_where(err, n);
+                }
+        }
+    }
+    if (g->n_outputs == 0) return lrc_err_set(err, "the graph has no outputs");
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] < 0 || g->outputs[i] >= g->n_nodes)
+            return lrc_err_set(err, "output '%s' refers to no node", g->output_names[i]);
+    return LRC_OK;
+}
+
+static const char *init_names[LRC_INIT_COUNT] = {"zeros", "ones", "const", "normal", "xavier_normal"};
+
+void lrc_graph_print(const lrc_graph *g, FILE *out)
+{
+    char b[96];
+    for (int id = 0; id < g->n_nodes; id++) {
+        const lrc_node *n = &g->nodes[id];
+        const lrc_op_info *info = &lrc_op_table[n->op];
+        fprintf(out, "%%%d = %s", id, info->name);
+        if (n->name) fprintf(out, " \"%s\"", n->name);
+        for (int k = 0; k < n->n_in; k++) fprintf(out, "%s%%%d", k ? ", " : " ", n->in[k]);
+        for (int a = 0; a < LRC_MAX_IATTR && info->iattr[a]; a++)
+            fprintf(out, " %s=%lld", info->iattr[a], (long long)n->iattr[a]);
+        for (int a = 0; a < LRC_MAX_FATTR && info->fattr[a]; a++)
+            fprintf(out, " %s=%.9g", info->fattr[a], n->fattr[a]);
+        if (info->ilist) {
+            fprintf(out, " %s=(", info->ilist);
+            for (int a = 0; a < n->n_iattr; a++) fprintf(out, "%s%lld", a ? "," : "", (long long)n->iattr[a]);
+            fprintf(out, ")");
+        }
+        if (n->op == LRC_OP_PARAM) {
+            fprintf(out, " init=%s", init_names[n->init.kind]);
+            if (n->init.kind >= LRC_INIT_CONST) fprintf(out, "(%.9g)", n->init.value);
+        }
+        fprintf(out, " : %s%s", lrc_dtype_name(n->dtype), lrc_shape_str(&n->shape, b, sizeof b));
+        if (n->loc) fprintf(out, "  # %s", n->loc);
+        fprintf(out, "\n");
+    }
+    for (int i = 0; i < g->n_outputs; i++)
+        fprintf(out, "output \"%s\" = %%%d\n", g->output_names[i], g->outputs[i]);
+}
+
+int64_t lrc_graph_param_count(const lrc_graph *g)
+{
+    int64_t total = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == LRC_OP_PARAM) total += lrc_shape_numel(&g->nodes[i].shape);
+    return total;
+}
+
+double lrc_graph_flops(const lrc_graph *g, double *bwd_flops)
+{
+    double fwd = 0, bwd = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const lrc_node *n = &g->nodes[i];
+        double f = lrc_op_table[n->op].flops(g, n);
+        fwd += f;
+        bwd += f * lrc_op_table[n->op].bwd_flops_ratio;
+    }
+    if (bwd_flops) *bwd_flops = bwd;
+    return fwd;
+}

@@ -1,0 +1,200 @@
+/* lrc_ir.h — the public header of the IR layer: tensor types, the SSA graph,
+ * the op table, shape inference, the verifier and the printer.
+ *
+ * The IR depends on nothing else in lrc (and on nothing outside libc), so that
+ * passes, code generators and the runtime can all share it. */
+#ifndef LRC_IR_H
+#define LRC_IR_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define LRC_MAX_DIMS 6
+#define LRC_MAX_INPUTS 6
+#define LRC_MAX_IATTR 8
+#define LRC_MAX_FATTR 4
+
+/* ---- errors ------------------------------------------------------------ */
+
+/* A one-line message for a person: where, then what was expected. Functions
+ * that can fail on user input return LRC_OK or LRC_EUSER and fill one. */
+typedef struct lrc_err {
+    char msg[1024];
+} lrc_err;
+
+enum { LRC_OK = 0, LRC_EUSER = 1 };
+
+/* Formats into err (when non-NULL) and returns LRC_EUSER, so that callers can
+ * write `return lrc_err_set(err, "...")`. */
+int lrc_err_set(lrc_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Prepends "prefix: " to an existing message (adds context on the way up). */
+int lrc_err_prefix(lrc_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- types ------------------------------------------------------------- */
+
+typedef enum lrc_dtype {
+    LRC_F32,
+    LRC_BF16,
+    LRC_F16,
+    LRC_I32,
+    LRC_DTYPE_COUNT
+} lrc_dtype;
+
+const char *lrc_dtype_name(lrc_dtype t);     /* "f32" */
+const char *lrc_dtype_st_name(lrc_dtype t);  /* safetensors spelling: "F32" */
+size_t lrc_dtype_size(lrc_dtype t);
+/* Returns 0 and sets *out when name is "f32"/"F32"/..., else -1. */
+int lrc_dtype_parse(const char *name, lrc_dtype *out);
+
+typedef struct lrc_shape {
+    int ndim;
+    int64_t dim[LRC_MAX_DIMS];
+} lrc_shape;
+
+int64_t lrc_shape_numel(const lrc_shape *s);
+bool lrc_shape_eq(const lrc_shape *a, const lrc_shape *b);
+/* "[2,7,32]" into buf; returns buf. */
+char *lrc_shape_str(const lrc_shape *s, char *buf, size_t n);
+
+/* ---- the op table ------------------------------------------------------ */
+
+/* Every op has exactly one row in lrc_op_table (ir/ops.c); tables indexed by
+ * op elsewhere assert their length against LRC_OP_COUNT. */
+typedef enum lrc_op {
+    LRC_OP_INPUT,         /* a named run-time input (tokens, labels) */
+    LRC_OP_PARAM,         /* a named parameter with an init rule */
+    LRC_OP_EMBEDDING,     /* ids[...] i32, W[V,d] -> [..., d] */
+    LRC_OP_MATMUL,        /* x[..., K], W[N, K] (nn.Linear layout) -> [..., N] */
+    LRC_OP_RMSNORM,       /* x / sqrt(mean(x^2) + eps) over the last axis */
+    LRC_OP_ADD,           /* a + b, numpy broadcasting */
+    LRC_OP_MUL,           /* a * b, numpy broadcasting */
+    LRC_OP_SCALE,         /* x * s, s a constant attribute */
+    LRC_OP_SILU,          /* x * sigmoid(x) */
+    LRC_OP_ROPE,          /* sequence RoPE, rotate-half, x[B,T,H,Dh] */
+    LRC_OP_ATTENTION,     /* softmax(q k^T * scale [+ causal mask]) v, [B,T,H,Dh] */
+    LRC_OP_SOFTMAX,       /* over the last axis */
+    LRC_OP_RESHAPE,       /* same elements, new shape */
+    LRC_OP_TRANSPOSE,     /* permute axes */
+    LRC_OP_DEPTH_GAIN,    /* LayerRoPE: gamma[d], alpha, beta, alpha_rot, beta_rot -> [d] */
+    LRC_OP_CROSS_ENTROPY, /* logits[..., V], labels[...] i32 (-100 ignored) -> [] mean */
+    LRC_OP_COUNT
+} lrc_op;
+
+/* How the fusion pass and the code generators treat an op. */
+typedef enum lrc_fusion {
+    LRC_FUSE_SOURCE,      /* inputs and parameters: no computation */
+    LRC_FUSE_VIEW,        /* reshapes: no data movement in a contiguous layout */
+    LRC_FUSE_ELEMENTWISE,
+    LRC_FUSE_REDUCTION,
+    LRC_FUSE_GEMM,
+    LRC_FUSE_ATTENTION,
+    LRC_FUSE_OPAQUE
+} lrc_fusion;
+
+typedef enum lrc_init_kind {
+    LRC_INIT_ZEROS,
+    LRC_INIT_ONES,
+    LRC_INIT_CONST,          /* value */
+    LRC_INIT_NORMAL,         /* N(0, std) */
+    LRC_INIT_XAVIER_NORMAL,  /* N(0, gain * sqrt(2 / (fan_in + fan_out))) */
+    LRC_INIT_COUNT
+} lrc_init_kind;
+
+typedef struct lrc_init {
+    lrc_init_kind kind;
+    double value; /* const value, normal std, or xavier gain */
+} lrc_init;
+
+typedef struct lrc_node {
+    lrc_op op;
+    int n_in;
+    int in[LRC_MAX_INPUTS];
+    lrc_dtype dtype;
+    lrc_shape shape;
+    int n_iattr; /* used by list attributes (reshape's shape, transpose's perm) */
+    int64_t iattr[LRC_MAX_IATTR];
+    double fattr[LRC_MAX_FATTR];
+    char *name;  /* INPUT and PARAM: the tensor's name */
+    char *group; /* PARAM: the group `lrc inspect --params` reports it under */
+    lrc_init init; /* PARAM */
+    char *loc;   /* where it was made, "llama.lua:42", or NULL */
+} lrc_node;
+
+typedef struct lrc_graph lrc_graph;
+
+/* Row of the op table. Attribute names are how the Lua API and the printer
+ * spell them; an op with `ilist` set keeps a variable-length integer list in
+ * iattr[0..n_iattr) under that name. */
+typedef struct lrc_op_info {
+    const char *name;
+    int n_in;
+    lrc_fusion fusion;
+    const char *iattr[LRC_MAX_IATTR]; /* names of integer attributes */
+    const char *fattr[LRC_MAX_FATTR]; /* names of float attributes */
+    const char *ilist;                /* name of the integer-list attribute */
+    /* Fills n->dtype and n->shape from the inputs, or explains what is wrong. */
+    int (*infer)(const lrc_graph *g, lrc_node *n, lrc_err *err);
+    /* Floating-point operations of the forward computation. */
+    double (*flops)(const lrc_graph *g, const lrc_node *n);
+    /* Ratio of backward to forward FLOPs (gradients of all inputs). */
+    double bwd_flops_ratio;
+} lrc_op_info;
+
+extern const lrc_op_info lrc_op_table[LRC_OP_COUNT];
+
+const char *lrc_op_name(lrc_op op);
+/* Returns 0 and sets *out for a known op name, else -1. */
+int lrc_op_parse(const char *name, lrc_op *out);
+/* Bytes an unfused kernel for n reads and writes (inputs + output). */
+double lrc_node_bytes(const lrc_graph *g, const lrc_node *n);
+
+/* ---- the graph --------------------------------------------------------- */
+
+/* Nodes are in topological order by construction: a node's inputs are always
+ * earlier nodes. Node ids are indices. */
+struct lrc_graph {
+    lrc_node *nodes;
+    int n_nodes, cap;
+    int *outputs; /* node ids of the graph's results */
+    char **output_names;
+    int n_outputs, cap_outputs;
+};
+
+lrc_graph *lrc_graph_new(void);
+void lrc_graph_free(lrc_graph *g);
+
+/* Adds a node and runs its shape rule. On success returns the new node id;
+ * on failure returns -1 with err set (prefixed by loc when given) and leaves
+ * the graph unchanged. `proto` gives op, inputs and attributes. */
+int lrc_graph_add(lrc_graph *g, const lrc_node *proto, lrc_err *err);
+int lrc_graph_add_input(lrc_graph *g, const char *name, lrc_dtype t, const lrc_shape *s,
+                        const char *loc, lrc_err *err);
+int lrc_graph_add_param(lrc_graph *g, const char *name, const lrc_shape *s, lrc_init init,
+                        const char *group, const char *loc, lrc_err *err);
+int lrc_graph_add_output(lrc_graph *g, const char *name, int node, lrc_err *err);
+/* Node id of the INPUT or PARAM called name, or -1. */
+int lrc_graph_find(const lrc_graph *g, lrc_op op, const char *name);
+
+/* Checks every invariant the rest of lrc relies on: topological order, input
+ * counts, types and shapes re-derived by the shape rules, unique names. */
+int lrc_graph_verify(const lrc_graph *g, lrc_err *err);
+
+/* Readable text form, one node a line. */
+void lrc_graph_print(const lrc_graph *g, FILE *out);
+
+/* Totals used by `lrc inspect`. */
+int64_t lrc_graph_param_count(const lrc_graph *g);
+double lrc_graph_flops(const lrc_graph *g, double *bwd_flops);
+
+/* Small helpers shared by the layers. */
+char *lrc_strdup(const char *s);
+void *lrc_xmalloc(size_t n); /* aborts on out-of-memory: not a user error */
+void *lrc_xcalloc(size_t n, size_t size);
+void *lrc_xrealloc(void *p, size_t n);
+
+#endif

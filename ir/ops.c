@@ -1,0 +1,313 @@
+/* ops.c — the op table: one row per op with its inputs, attributes, shape
+ * rule, fusion class and FLOP count (DESIGN rule 1). */
+#include "lrc_ir.h"
+
+#include <string.h>
+
+#define IN(k) (&g->nodes[n->in[k]])
+
+static int want_float(const lrc_graph *g, const lrc_node *n, int k, lrc_err *err)
+{
+    lrc_dtype t = IN(k)->dtype;
+    if (t == LRC_I32)
+        return lrc_err_set(err, "%s: input %d must be a floating-point tensor, got %s",
+                           lrc_op_table[n->op].name, k + 1, lrc_dtype_name(t));
+    return LRC_OK;
+}
+
+static int want_rank(const lrc_graph *g, const lrc_node *n, int k, int rank, lrc_err *err)
+{
+    char b[96];
+    if (IN(k)->shape.ndim != rank)
+        return lrc_err_set(err, "%s: input %d must have %d axes, got shape %s",
+                           lrc_op_table[n->op].name, k + 1, rank,
+                           lrc_shape_str(&IN(k)->shape, b, sizeof b));
+    return LRC_OK;
+}
+
+static int want_scalar(const lrc_graph *g, const lrc_node *n, int k, lrc_err *err)
+{
+    char b[96];
+    if (lrc_shape_numel(&IN(k)->shape) != 1 || IN(k)->dtype == LRC_I32)
+        return lrc_err_set(err, "%s: input %d must be a floating-point scalar, got %s %s",
+                           lrc_op_table[n->op].name, k + 1, lrc_dtype_name(IN(k)->dtype),
+                           lrc_shape_str(&IN(k)->shape, b, sizeof b));
+    return LRC_OK;
+}
+
+static int infer_source(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    (void)g;
+    char b[96];
+    for (int i = 0; i < n->shape.ndim; i++)
+        if (n->shape.dim[i] <= 0)
+            return lrc_err_set(err, "%s '%s': sizes must be positive, got shape %s",
+                               n->op == LRC_OP_PARAM ? "parameter" : "input",
+                               n->name ? n->name : "?", lrc_shape_str(&n->shape, b, sizeof b));
+    return LRC_OK;
+}
+
+static int infer_same(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    if (want_float(g, n, 0, err)) return LRC_EUSER;
+    n->dtype = IN(0)->dtype;
+    n->shape = IN(0)->shape;
+    return LRC_OK;
+}
+
+static int infer_embedding(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    char b[96];
+    if (IN(0)->dtype != LRC_I32)
+        return lrc_err_set(err, "embedding: ids must be i32, got %s", lrc_dtype_name(IN(0)->dtype));
+    if (want_float(g, n, 1, err) || want_rank(g, n, 1, 2, err)) return LRC_EUSER;
+    if (IN(0)->shape.ndim + 1 > LRC_MAX_DIMS)
+        return lrc_err_set(err, "embedding: ids %s have too many axes",
+                           lrc_shape_str(&IN(0)->shape, b, sizeof b));
+    n->dtype = IN(1)->dtype;
+    n->shape = IN(0)->shape;
+    n->shape.dim[n->shape.ndim++] = IN(1)->shape.dim[1];
+    return LRC_OK;
+}
+
+static int infer_matmul(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    char b1[96], b2[96];
+    if (want_float(g, n, 0, err) || want_float(g, n, 1, err) || want_rank(g, n, 1, 2, err))
+        return LRC_EUSER;
+    const lrc_shape *x = &IN(0)->shape, *w = &IN(1)->shape;
+    if (x->ndim < 1 || x->dim[x->ndim - 1] != w->dim[1])
+        return lrc_err_set(err, "matmul: x %s has %lld features but the weight %s [out, in] expects %lld",
+                           lrc_shape_str(x, b1, sizeof b1),
+                           x->ndim ? (long long)x->dim[x->ndim - 1] : 0LL,
+                           lrc_shape_str(w, b2, sizeof b2), (long long)w->dim[1]);
+    n->dtype = IN(0)->dtype;
+    n->shape = *x;
+    n->shape.dim[x->ndim - 1] = w->dim[0];
+    return LRC_OK;
+}
+
+static int infer_rmsnorm(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    if (infer_same(g, n, err)) return LRC_EUSER;
+    if (n->shape.ndim < 1) return lrc_err_set(err, "rmsnorm: input must have at least one axis");
+    if (!(n->fattr[0] > 0)) return lrc_err_set(err, "rmsnorm: eps must be positive, got %g", n->fattr[0]);
+    return LRC_OK;
+}
+
+/* numpy broadcasting: align trailing axes; each pair must match or be 1. */
+static int infer_broadcast(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    char b1[96], b2[96];
+    if (want_float(g, n, 0, err) || want_float(g, n, 1, err)) return LRC_EUSER;
+    const lrc_shape *a = &IN(0)->shape, *b = &IN(1)->shape;
+    int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+    n->shape.ndim = nd;
+    for (int i = 0; i < nd; i++) {
+        int ia = a->ndim - nd + i, ib = b->ndim - nd + i;
+        int64_t da = ia >= 0 ? a->dim[ia] : 1, db = ib >= 0 ? b->dim[ib] : 1;
+        if (da != db && da != 1 && db != 1)
+            return lrc_err_set(err, "%s: shapes %s and %s do not broadcast", lrc_op_table[n->op].name,
+                               lrc_shape_str(a, b1, sizeof b1), lrc_shape_str(b, b2, sizeof b2));
+        n->shape.dim[i] = da == 1 ? db : da;
+    }
+    if (IN(0)->dtype != IN(1)->dtype)
+        return lrc_err_set(err, "%s: dtypes differ (%s and %s)", lrc_op_table[n->op].name,
+                           lrc_dtype_name(IN(0)->dtype), lrc_dtype_name(IN(1)->dtype));
+    n->dtype = IN(0)->dtype;
+    return LRC_OK;
+}
+
+static int infer_rope(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    if (infer_same(g, n, err) || want_rank(g, n, 0, 4, err)) return LRC_EUSER;
+    if (n->shape.dim[3] % 2)
+        return lrc_err_set(err, "rope: the head dimension must be even, got %lld",
+                           (long long)n->shape.dim[3]);
+    if (!(n->fattr[0] > 0)) return lrc_err_set(err, "rope: base must be positive, got %g", n->fattr[0]);
+    return LRC_OK;
+}
+
+static int infer_attention(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    char b1[96], b2[96];
+    for (int k = 0; k < 3; k++)
+        if (want_float(g, n, k, err) || want_rank(g, n, k, 4, err)) return LRC_EUSER;
+    for (int k = 1; k < 3; k++)
+        if (!lrc_shape_eq(&IN(0)->shape, &IN(k)->shape))
+            return lrc_err_set(err, "attention: q %s and %s %s must have the same shape [B,T,H,Dh]",
+                               lrc_shape_str(&IN(0)->shape, b1, sizeof b1), k == 1 ? "k" : "v",
+                               lrc_shape_str(&IN(k)->shape, b2, sizeof b2));
+    if (!(n->fattr[0] > 0)) return lrc_err_set(err, "attention: scale must be positive, got %g", n->fattr[0]);
+    n->dtype = IN(0)->dtype;
+    n->shape = IN(0)->shape;
+    return LRC_OK;
+}
+
+static int infer_reshape(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    char b1[96], b2[96];
+    int64_t known = 1, numel = lrc_shape_numel(&IN(0)->shape);
+    int infer_at = -1;
+    if (n->n_iattr < 1 || n->n_iattr > LRC_MAX_DIMS)
+        return lrc_err_set(err, "reshape: the new shape must have 1 to %d axes", LRC_MAX_DIMS);
+    n->shape.ndim = n->n_iattr;
+    for (int i = 0; i < n->n_iattr; i++) {
+        int64_t d = n->iattr[i];
+        if (d == -1 && infer_at < 0) infer_at = i;
+        else if (d <= 0) return lrc_err_set(err, "reshape: size %lld at axis %d is not positive", (long long)d, i);
+        else known *= d;
+        n->shape.dim[i] = d;
+    }
+    if (infer_at >= 0) {
+        if (numel % known)
+            return lrc_err_set(err, "reshape: %lld elements do not split into axes of %lld",
+                               (long long)numel, (long long)known);
+        n->shape.dim[infer_at] = numel / known;
+    }
+    if (lrc_shape_numel(&n->shape) != numel)
+        return lrc_err_set(err, "reshape: %s has %lld elements, %s has %lld",
+                           lrc_shape_str(&IN(0)->shape, b1, sizeof b1), (long long)numel,
+                           lrc_shape_str(&n->shape, b2, sizeof b2), (long long)lrc_shape_numel(&n->shape));
+    /* Store the resolved shape, so that the node re-infers to itself. */
+    for (int i = 0; i < n->shape.ndim; i++) n->iattr[i] = n->shape.dim[i];
+    n->dtype = IN(0)->dtype;
+    return LRC_OK;
+}
+
+static int infer_transpose(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    const lrc_shape *x = &IN(0)->shape;
+    bool seen[LRC_MAX_DIMS] = {0};
+    if (n->n_iattr != x->ndim)
+        return lrc_err_set(err, "transpose: perm has %d axes, the input %d", n->n_iattr, x->ndim);
+    n->shape.ndim = x->ndim;
+    for (int i = 0; i < x->ndim; i++) {
+        int64_t p = n->iattr[i];
+        if (p < 0 || p >= x->ndim || seen[p])
+            return lrc_err_set(err, "transpose: perm is not a permutation of 0..%d", x->ndim - 1);
+        seen[p] = true;
+        n->shape.dim[i] = x->dim[p];
+    }
+    n->dtype = IN(0)->dtype;
+    return LRC_OK;
+}
+
+static int infer_depth_gain(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    if (want_float(g, n, 0, err) || want_rank(g, n, 0, 1, err)) return LRC_EUSER;
+    for (int k = 1; k < 5; k++)
+        if (want_scalar(g, n, k, err)) return LRC_EUSER;
+    if (IN(0)->shape.dim[0] % 2)
+        return lrc_err_set(err, "depth_gain: LayerRoPE pairs features (2j, 2j+1), so the width must be even, got %lld",
+                           (long long)IN(0)->shape.dim[0]);
+    if (n->iattr[0] < 0) return lrc_err_set(err, "depth_gain: layer must be >= 0, got %lld", (long long)n->iattr[0]);
+    if (!(n->fattr[0] > 0)) return lrc_err_set(err, "depth_gain: base must be positive, got %g", n->fattr[0]);
+    n->dtype = LRC_F32; /* DESIGN: LayerRoPE parameters and gains stay f32 */
+    n->shape = IN(0)->shape;
+    return LRC_OK;
+}
+
+static int infer_cross_entropy(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    char b1[96], b2[96];
+    const lrc_shape *x = &IN(0)->shape, *y = &IN(1)->shape;
+    if (want_float(g, n, 0, err)) return LRC_EUSER;
+    if (IN(1)->dtype != LRC_I32)
+        return lrc_err_set(err, "cross_entropy: labels must be i32, got %s", lrc_dtype_name(IN(1)->dtype));
+    bool ok = x->ndim == y->ndim + 1;
+    for (int i = 0; ok && i < y->ndim; i++) ok = x->dim[i] == y->dim[i];
+    if (!ok)
+        return lrc_err_set(err, "cross_entropy: labels %s must have the shape of logits %s without the last axis",
+                           lrc_shape_str(y, b2, sizeof b2), lrc_shape_str(x, b1, sizeof b1));
+    n->dtype = LRC_F32;
+    n->shape.ndim = 0;
+    return LRC_OK;
+}
+
+/* ---- FLOP counts ------------------------------------------------------- */
+
+static double numel_of(const lrc_node *n) { return (double)lrc_shape_numel(&n->shape); }
+static double flops_zero(const lrc_graph *g, const lrc_node *n) { (void)g; (void)n; return 0; }
+static double flops_1(const lrc_graph *g, const lrc_node *n) { (void)g; return numel_of(n); }
+static double flops_4(const lrc_graph *g, const lrc_node *n) { (void)g; return 4 * numel_of(n); }
+static double flops_5(const lrc_graph *g, const lrc_node *n) { (void)g; return 5 * numel_of(n); }
+
+static double flops_matmul(const lrc_graph *g, const lrc_node *n)
+{
+    return 2.0 * numel_of(n) * (double)IN(1)->shape.dim[1];
+}
+
+static double flops_rmsnorm(const lrc_graph *g, const lrc_node *n)
+{
+    (void)g;
+    return 3 * numel_of(n); /* square-accumulate, then one multiply per element */
+}
+
+static double flops_attention(const lrc_graph *g, const lrc_node *n)
+{
+    (void)g;
+    double B = (double)n->shape.dim[0], T = (double)n->shape.dim[1];
+    double H = (double)n->shape.dim[2], D = (double)n->shape.dim[3];
+    /* q.k and p.v, 2 FLOPs each per multiply-add; causal attends to t+1 keys */
+    double pairs = n->iattr[0] ? T * (T + 1) / 2 : T * T;
+    return B * H * pairs * (4 * D + 5);
+}
+
+static double flops_cross_entropy(const lrc_graph *g, const lrc_node *n)
+{
+    return 4 * (double)lrc_shape_numel(&IN(0)->shape);
+}
+
+static double flops_depth_gain(const lrc_graph *g, const lrc_node *n)
+{
+    return 8 * (double)IN(0)->shape.dim[0];
+}
+
+const lrc_op_info lrc_op_table[LRC_OP_COUNT] = {
+    [LRC_OP_INPUT] = {"input", 0, LRC_FUSE_SOURCE, {0}, {0}, NULL, infer_source, flops_zero, 0},
+    [LRC_OP_PARAM] = {"param", 0, LRC_FUSE_SOURCE, {0}, {0}, NULL, infer_source, flops_zero, 0},
+    [LRC_OP_EMBEDDING] = {"embedding", 2, LRC_FUSE_OPAQUE, {0}, {0}, NULL, infer_embedding, flops_zero, 1},
+    [LRC_OP_MATMUL] = {"matmul", 2, LRC_FUSE_GEMM, {0}, {0}, NULL, infer_matmul, flops_matmul, 2},
+    [LRC_OP_RMSNORM] = {"rmsnorm", 1, LRC_FUSE_REDUCTION, {0}, {"eps"}, NULL, infer_rmsnorm, flops_rmsnorm, 2},
+    [LRC_OP_ADD] = {"add", 2, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_broadcast, flops_1, 1},
+    [LRC_OP_MUL] = {"mul", 2, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_broadcast, flops_1, 2},
+    [LRC_OP_SCALE] = {"scale", 1, LRC_FUSE_ELEMENTWISE, {0}, {"s"}, NULL, infer_same, flops_1, 1},
+    [LRC_OP_SILU] = {"silu", 1, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_same, flops_4, 2},
+    [LRC_OP_ROPE] = {"rope", 1, LRC_FUSE_ELEMENTWISE, {0}, {"base"}, NULL, infer_rope, flops_4, 1},
+    [LRC_OP_ATTENTION] = {"attention", 3, LRC_FUSE_ATTENTION, {"causal"}, {"scale"}, NULL, infer_attention,
+                          flops_attention, 2.5},
+    [LRC_OP_SOFTMAX] = {"softmax", 1, LRC_FUSE_REDUCTION, {0}, {0}, NULL, infer_same, flops_5, 1},
+    [LRC_OP_RESHAPE] = {"reshape", 1, LRC_FUSE_VIEW, {0}, {0}, "shape", infer_reshape, flops_zero, 0},
+    [LRC_OP_TRANSPOSE] = {"transpose", 1, LRC_FUSE_OPAQUE, {0}, {0}, "perm", infer_transpose, flops_zero, 0},
+    [LRC_OP_DEPTH_GAIN] = {"depth_gain", 5, LRC_FUSE_OPAQUE, {"layer"}, {"base"}, NULL, infer_depth_gain,
+                           flops_depth_gain, 2},
+    [LRC_OP_CROSS_ENTROPY] = {"cross_entropy", 2, LRC_FUSE_REDUCTION, {0}, {0}, NULL, infer_cross_entropy,
+                              flops_cross_entropy, 1},
+};
+_Static_assert(sizeof lrc_op_table / sizeof lrc_op_table[0] == LRC_OP_COUNT,
+               "every op needs a row in lrc_op_table");
+
+const char *lrc_op_name(lrc_op op) { return lrc_op_table[op].name; }
+
+int lrc_op_parse(const char *name, lrc_op *out)
+{
+    for (int i = 0; i < LRC_OP_COUNT; i++)
+        if (!strcmp(lrc_op_table[i].name, name)) {
+            *out = (lrc_op)i;
+            return 0;
+        }
+    return -1;
+}
+
+double lrc_node_bytes(const lrc_graph *g, const lrc_node *n)
+{
+    if (lrc_op_table[n->op].fusion == LRC_FUSE_SOURCE || lrc_op_table[n->op].fusion == LRC_FUSE_VIEW)
+        return 0;
+    double bytes = numel_of(n) * (double)lrc_dtype_size(n->dtype);
+    if (n->op == LRC_OP_EMBEDDING) /* a gather reads only the rows it returns */
+        return 2 * bytes + numel_of(IN(0)) * (double)lrc_dtype_size(IN(0)->dtype);
+    for (int k = 0; k < n->n_in; k++)
+        bytes += numel_of(IN(k)) * (double)lrc_dtype_size(IN(k)->dtype);
+    return bytes;
+}

@@ -1,0 +1,129 @@
+/* util.c — errors, dtypes, shapes and allocation helpers of the IR layer. */
+#include "lrc_ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int lrc_err_set(lrc_err *err, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return LRC_EUSER;
+}
+
+int lrc_err_prefix(lrc_err *err, const char *fmt, ...)
+{
+    if (err) {
+        char prefix[512], old[sizeof err->msg];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(prefix, sizeof prefix, fmt, ap);
+        va_end(ap);
+        memcpy(old, err->msg, sizeof old);
+        /* Truncation keeps the head of the message, which says where. */
+        size_t n = strlen(prefix);
+        if (n > sizeof err->msg - 3) n = sizeof err->msg - 3;
+        memcpy(err->msg, prefix, n);
+        memcpy(err->msg + n, ": ", 2);
+        size_t rest = strlen(old);
+        if (rest > sizeof err->msg - n - 3) rest = sizeof err->msg - n - 3;
+        memcpy(err->msg + n + 2, old, rest);
+        err->msg[n + 2 + rest] = 0;
+    }
+    return LRC_EUSER;
+}
+
+static const struct {
+    const char *name, *st_name;
+    size_t size;
+} dtype_info[] = {
+    [LRC_F32] = {"f32", "F32", 4},
+    [LRC_BF16] = {"bf16", "BF16", 2},
+    [LRC_F16] = {"f16", "F16", 2},
+    [LRC_I32] = {"i32", "I32", 4},
+};
+_Static_assert(sizeof dtype_info / sizeof dtype_info[0] == LRC_DTYPE_COUNT,
+               "every dtype needs a row in dtype_info");
+
+const char *lrc_dtype_name(lrc_dtype t) { return dtype_info[t].name; }
+const char *lrc_dtype_st_name(lrc_dtype t) { return dtype_info[t].st_name; }
+size_t lrc_dtype_size(lrc_dtype t) { return dtype_info[t].size; }
+
+int lrc_dtype_parse(const char *name, lrc_dtype *out)
+{
+    for (int t = 0; t < LRC_DTYPE_COUNT; t++)
+        if (!strcmp(name, dtype_info[t].name) || !strcmp(name, dtype_info[t].st_name)) {
+            *out = (lrc_dtype)t;
+            return 0;
+        }
+    return -1;
+}
+
+int64_t lrc_shape_numel(const lrc_shape *s)
+{
+    int64_t n = 1;
+    for (int i = 0; i < s->ndim; i++) n *= s->dim[i];
+    return n;
+}
+
+bool lrc_shape_eq(const lrc_shape *a, const lrc_shape *b)
+{
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->dim[i] != b->dim[i]) return false;
+    return true;
+}
+
+char *lrc_shape_str(const lrc_shape *s, char *buf, size_t n)
+{
+    size_t used = 0;
+    used += (size_t)snprintf(buf + used, n - used, "[");
+    for (int i = 0; i < s->ndim && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%lld", i ? "," : "",
+                                 (long long)s->dim[i]);
+    if (used < n) snprintf(buf + used, n - used, "]");
+    return buf;
+}
+
+void *lrc_xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "lrc: out of memory allocating %zu bytes\n", n);
+        exit(1);
+    }
+    return p;
+}
+
+void *lrc_xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) {
+        fprintf(stderr, "lrc: out of memory allocating %zu x %zu bytes\n", n, size);
+        exit(1);
+    }
+    return p;
+}
+
+void *lrc_xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q) {
+        fprintf(stderr, "lrc: out of memory allocating %zu bytes\n", n);
+        exit(1);
+    }
+    return q;
+}
+
+char *lrc_strdup(const char *s)
+{
+    if (!s) return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = lrc_xmalloc(n);
+    memcpy(d, s, n);
+    return d;
+}

@@ -1,0 +1,124 @@
+/* params.c — seeded random numbers, parameter initialisation by each
+ * parameter's init rule, and binding a weights file to a graph. */
+#include "lrc_runtime.h"
+
+#include <math.h>
+#include <string.h>
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void lrc_rng_seed(lrc_rng *r, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t lrc_rng_next(lrc_rng *r)
+{
+    uint64_t *s = r->s, result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+double lrc_rng_uniform(lrc_rng *r) { return (double)(lrc_rng_next(r) >> 11) * 0x1.0p-53; }
+
+double lrc_rng_normal(lrc_rng *r)
+{
+    double u1 = 1.0 - lrc_rng_uniform(r); /* (0, 1]: log stays finite */
+    double u2 = lrc_rng_uniform(r);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* FNV-1a, then mixed with the seed: the per-parameter stream. */
+uint64_t lrc_hash_str(const char *s, uint64_t seed)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    uint64_t x = h ^ seed;
+    return splitmix64(&x);
+}
+
+static void fill(lrc_tensor *t, const lrc_node *n, uint64_t seed)
+{
+    float *d = t->data;
+    int64_t count = lrc_shape_numel(&t->shape);
+    double std = 0;
+    switch (n->init.kind) {
+    case LRC_INIT_ZEROS: return;
+    case LRC_INIT_ONES:
+    case LRC_INIT_CONST:
+        for (int64_t i = 0; i < count; i++) d[i] = (float)(n->init.kind == LRC_INIT_ONES ? 1.0 : n->init.value);
+        return;
+    case LRC_INIT_NORMAL: std = n->init.value; break;
+    case LRC_INIT_XAVIER_NORMAL: /* [out, in]: fan_out = dim 0, fan_in = dim 1 */
+        std = n->init.value * sqrt(2.0 / (double)(t->shape.dim[0] + t->shape.dim[1]));
+        break;
+    default: return;
+    }
+    lrc_rng r;
+    lrc_rng_seed(&r, lrc_hash_str(n->name, seed));
+    for (int64_t i = 0; i < count; i++) d[i] = (float)(std * lrc_rng_normal(&r));
+}
+
+int lrc_params_init(const lrc_graph *g, uint64_t seed, lrc_tensor_set *out, lrc_err *err)
+{
+    lrc_tensor_set_init(out);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const lrc_node *n = &g->nodes[i];
+        if (n->op != LRC_OP_PARAM) continue;
+        lrc_tensor *t = lrc_tensor_new(n->name, LRC_F32, &n->shape, err);
+        if (!t || lrc_tensor_set_add(out, t, err)) {
+            lrc_tensor_set_clear(out);
+            return LRC_EUSER;
+        }
+        fill(t, n, seed);
+    }
+    return LRC_OK;
+}
+
+int lrc_params_bind(const lrc_graph *g, const lrc_tensor_set *file, const char *what, lrc_tensor_set *out,
+                    lrc_err *err)
+{
+    char b1[96], b2[96];
+    lrc_tensor_set_init(out);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const lrc_node *n = &g->nodes[i];
+        if (n->op != LRC_OP_PARAM) continue;
+        const lrc_tensor *t = lrc_tensor_set_find(file, n->name);
+        if (!t) {
+            lrc_tensor_set_clear(out);
+            return lrc_err_set(err, "%s: missing tensor '%s' (%s)", what, n->name,
+                               lrc_shape_str(&n->shape, b1, sizeof b1));
+        }
+        if (!lrc_shape_eq(&t->shape, &n->shape) || t->dtype == LRC_I32) {
+            lrc_tensor_set_clear(out);
+            return lrc_err_set(err, "%s: tensor '%s' is %s %s, the model expects a float tensor %s", what,
+                               n->name, lrc_dtype_st_name(t->dtype), lrc_shape_str(&t->shape, b1, sizeof b1),
+                               lrc_shape_str(&n->shape, b2, sizeof b2));
+        }
+        lrc_tensor *f = lrc_tensor_to_f32(t, err);
+        if (!f || lrc_tensor_set_add(out, f, err)) {
+            lrc_tensor_set_clear(out);
+            return LRC_EUSER;
+        }
+    }
+    for (int i = 0; i < file->n; i++)
+        if (lrc_graph_find(g, LRC_OP_PARAM, file->items[i]->name) < 0) {
+            lrc_tensor_set_clear(out);
+            return lrc_err_set(err, "%s: extra tensor '%s' that the model does not have", what,
+                               file->items[i]->name);
+        }
+    return LRC_OK;
+}

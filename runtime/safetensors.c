@@ -1,0 +1,232 @@
+/* safetensors.c — reading and writing the safetensors format:
+ * an 8-byte little-endian header length N, N bytes of JSON
+ * {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}},
+ * then the data section that the offsets index. JSON goes through cJSON. */
+#include "lrc_runtime.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Larger headers are refused: real files have a few hundred bytes per tensor. */
+#define MAX_HEADER (100u << 20)
+
+typedef struct {
+    const char *name;
+    uint64_t begin, end;
+} span;
+
+static int cmp_span(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+/* JSON numbers are doubles; offsets and sizes must be exact integers. */
+static int json_uint(const cJSON *v, uint64_t *out)
+{
+    if (!cJSON_IsNumber(v)) return -1;
+    double d = v->valuedouble;
+    if (!(d >= 0) || d > 9007199254740992.0 || d != (double)(uint64_t)d) return -1;
+    *out = (uint64_t)d;
+    return 0;
+}
+
+static int parse_entry(const cJSON *e, const char *what, uint64_t data_start, uint64_t data_len,
+                       lrc_dtype *dt, lrc_shape *shape, uint64_t *begin, uint64_t *end, lrc_err *err)
+{
+    const char *name = e->string;
+    if (!cJSON_IsObject(e)) return lrc_err_set(err, "%s: tensor '%s': entry is not a JSON object", what, name);
+    const cJSON *jd = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+    const cJSON *js = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    const cJSON *jo = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    if (!cJSON_IsString(jd)) return lrc_err_set(err, "%s: tensor '%s': missing \"dtype\" string", what, name);
+    if (lrc_dtype_parse(jd->valuestring, dt) || strcmp(jd->valuestring, lrc_dtype_st_name(*dt)))
+        return lrc_err_set(err, "%s: tensor '%s': unsupported dtype '%s' (lrc reads F32, BF16, F16, I32)",
+                           what, name, jd->valuestring);
+    if (!cJSON_IsArray(js)) return lrc_err_set(err, "%s: tensor '%s': missing \"shape\" array", what, name);
+    int nd = cJSON_GetArraySize(js);
+    if (nd > LRC_MAX_DIMS)
+        return lrc_err_set(err, "%s: tensor '%s': %d axes, at most %d are supported", what, name, nd, LRC_MAX_DIMS);
+    shape->ndim = nd;
+    uint64_t numel = 1;
+    for (int i = 0; i < nd; i++) {
+        uint64_t d;
+        if (json_uint(cJSON_GetArrayItem(js, i), &d) || d > (1ull << 40))
+            return lrc_err_set(err, "%s: tensor '%s': shape entry %d is not a valid size", what, name, i);
+        shape->dim[i] = (int64_t)d;
+        numel *= d;
+        if (numel > (1ull << 40)) return lrc_err_set(err, "%s: tensor '%s': shape is too large", what, name);
+    }
+    if (!cJSON_IsArray(jo) || cJSON_GetArraySize(jo) != 2 || json_uint(cJSON_GetArrayItem(jo, 0), begin) ||
+        json_uint(cJSON_GetArrayItem(jo, 1), end))
+        return lrc_err_set(err, "%s: tensor '%s': \"data_offsets\" must be [begin, end] with integers >= 0",
+                           what, name);
+    if (*begin > *end || *end > data_len)
+        return lrc_err_set(err, "%s: tensor '%s': data_offsets [%llu, %llu] lie outside the data section "
+                           "(bytes %llu to %llu of the file)", what, name, (unsigned long long)*begin,
+                           (unsigned long long)*end, (unsigned long long)data_start,
+                           (unsigned long long)(data_start + data_len));
+    uint64_t want = numel * lrc_dtype_size(*dt);
+    if (*end - *begin != want)
+        return lrc_err_set(err, "%s: tensor '%s': %llu bytes at file offset %llu, but %s %s needs %llu",
+                           what, name, (unsigned long long)(*end - *begin),
+                           (unsigned long long)(data_start + *begin), jd->valuestring,
+                           lrc_shape_str(shape, (char[96]){0}, 96), (unsigned long long)want);
+    return LRC_OK;
+}
+
+int lrc_safetensors_parse(const uint8_t *buf, size_t len, const char *what, lrc_tensor_set *out,
+                          lrc_err *err)
+{
+    lrc_tensor_set_init(out);
+    if (len < 8)
+        return lrc_err_set(err, "%s: %zu bytes, too short for the 8-byte header length at offset 0", what, len);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | buf[i];
+    if (hlen > len - 8)
+        return lrc_err_set(err, "%s: header length %llu at offset 0 runs past the end of the file (%zu bytes)",
+                           what, (unsigned long long)hlen, len);
+    if (hlen > MAX_HEADER)
+        return lrc_err_set(err, "%s: header length %llu at offset 0 is over the %u-byte limit", what,
+                           (unsigned long long)hlen, MAX_HEADER);
+    const char *hdr = (const char *)buf + 8;
+    const char *end_ptr = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(hdr, (size_t)hlen, &end_ptr, 0);
+    if (!root) {
+        const char *at = cJSON_GetErrorPtr();
+        size_t off = at && at >= hdr && at <= hdr + hlen ? (size_t)(at - hdr) + 8 : 8;
+        return lrc_err_set(err, "%s: invalid JSON in the header near byte offset %zu", what, off);
+    }
+    int rc = LRC_OK;
+    span *spans = NULL;
+    int n_spans = 0;
+    uint64_t data_start = 8 + hlen, data_len = len - data_start;
+    if (!cJSON_IsObject(root)) {
+        rc = lrc_err_set(err, "%s: the header at offset 8 is not a JSON object", what);
+        goto done;
+    }
+    spans = lrc_xcalloc((size_t)cJSON_GetArraySize(root) + 1, sizeof *spans);
+    for (const cJSON *e = root->child; e; e = e->next) {
+        if (!strcmp(e->string, "__metadata__")) {
+            if (!cJSON_IsObject(e)) {
+                rc = lrc_err_set(err, "%s: \"__metadata__\" must be an object of strings", what);
+                goto done;
+            }
+            for (const cJSON *m = e->child; m; m = m->next)
+                if (!cJSON_IsString(m)) {
+                    rc = lrc_err_set(err, "%s: \"__metadata__\" value '%s' is not a string", what, m->string);
+                    goto done;
+                }
+            free(out->metadata_json);
+            out->metadata_json = cJSON_PrintUnformatted(e);
+            continue;
+        }
+        lrc_dtype dt;
+        lrc_shape shape;
+        uint64_t b = 0, en = 0;
+        if ((rc = parse_entry(e, what, data_start, data_len, &dt, &shape, &b, &en, err))) goto done;
+        lrc_tensor *t = lrc_tensor_new(e->string, dt, &shape, err);
+        if (!t) { rc = LRC_EUSER; goto done; }
+        if (t->nbytes) memcpy(t->data, buf + data_start + b, t->nbytes);
+        if ((rc = lrc_tensor_set_add(out, t, err))) {
+            lrc_err_prefix(err, "%s", what);
+            goto done;
+        }
+        spans[n_spans++] = (span){e->string, b, en};
+    }
+    qsort(spans, (size_t)n_spans, sizeof *spans, cmp_span);
+    for (int i = 1; i < n_spans; i++)
+        if (spans[i].begin < spans[i - 1].end && spans[i].end > spans[i].begin) {
+            rc = lrc_err_set(err, "%s: tensors '%s' and '%s' overlap at file offset %llu", what, spans[i - 1].name,
+                             spans[i].name, (unsigned long long)(data_start + spans[i].begin));
+            goto done;
+        }
+done:
+    free(spans);
+    cJSON_Delete(root);
+    if (rc) lrc_tensor_set_clear(out);
+    return rc;
+}
+
+int lrc_safetensors_load(const char *path, lrc_tensor_set *out, lrc_err *err)
+{
+    lrc_tensor_set_init(out);
+    FILE *f = fopen(path, "rb");
+    if (!f) return lrc_err_set(err, "%s: cannot open: %s", path, strerror(errno));
+    uint8_t *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len == cap) {
+            cap = cap ? 2 * cap : 1 << 16;
+            buf = lrc_xrealloc(buf, cap);
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    int rc = bad ? lrc_err_set(err, "%s: read error", path) : lrc_safetensors_parse(buf, len, path, out, err);
+    free(buf);
+    return rc;
+}
+
+static int write_all(FILE *f, const void *p, size_t n) { return fwrite(p, 1, n, f) == n ? 0 : -1; }
+
+int lrc_safetensors_save(const char *path, const lrc_tensor_set *s, lrc_err *err)
+{
+    cJSON *root = cJSON_CreateObject();
+    if (s->metadata_json) {
+        cJSON *m = cJSON_Parse(s->metadata_json);
+        if (m) cJSON_AddItemToObject(root, "__metadata__", m);
+    }
+    uint64_t off = 0;
+    for (int i = 0; i < s->n; i++) {
+        const lrc_tensor *t = s->items[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "dtype", lrc_dtype_st_name(t->dtype));
+        cJSON *shape = cJSON_AddArrayToObject(e, "shape");
+        for (int d = 0; d < t->shape.ndim; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape.dim[d]));
+        cJSON *offs = cJSON_AddArrayToObject(e, "data_offsets");
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(off + t->nbytes)));
+        off += t->nbytes;
+        cJSON_AddItemToObject(root, t->name, e);
+    }
+    char *json = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    size_t jlen = strlen(json), padded = (jlen + 7) & ~(size_t)7;
+
+    size_t tlen = strlen(path) + 32;
+    char *tmp = lrc_xmalloc(tlen);
+    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    int rc = LRC_OK;
+    if (!f) {
+        rc = lrc_err_set(err, "%s: cannot create: %s", tmp, strerror(errno));
+        goto out;
+    }
+    uint8_t lenbuf[8];
+    for (int i = 0; i < 8; i++) lenbuf[i] = (uint8_t)((uint64_t)padded >> (8 * i));
+    int bad = write_all(f, lenbuf, 8) || write_all(f, json, jlen);
+    for (size_t i = jlen; i < padded && !bad; i++) bad = fputc(' ', f) == EOF;
+    for (int i = 0; i < s->n && !bad; i++) bad = write_all(f, s->items[i]->data, s->items[i]->nbytes);
+    if (fflush(f) || fsync(fileno(f))) bad = 1;
+    if (fclose(f)) bad = 1;
+    if (bad) {
+        rc = lrc_err_set(err, "%s: write failed: %s", path, strerror(errno));
+        remove(tmp);
+        goto out;
+    }
+    if (rename(tmp, path)) {
+        rc = lrc_err_set(err, "%s: cannot rename the temporary file into place: %s", path, strerror(errno));
+        remove(tmp);
+    }
+out:
+    free(tmp);
+    cJSON_free(json);
+    return rc;
+}
