@@ -319,7 +319,7 @@ int cmd_demo(int argc, char **argv)
     /* LayerRoPE unless the user chose a placement */
     char **sets = lrc_xmalloc((size_t)(a.m.n_sets + 1) * sizeof *sets);
     sets[0] = "norm=layerrope";
-    memcpy(sets + 1, a.m.sets, (size_t)a.m.n_sets * sizeof *sets);
+    if (a.m.n_sets) memcpy(sets + 1, a.m.sets, (size_t)a.m.n_sets * sizeof *sets);
     free(a.m.sets);
     a.m.sets = sets;
     a.m.n_sets++;

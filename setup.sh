@@ -1,0 +1,32 @@
+#!/bin/bash
+# setup.sh — the first command on a fresh machine: installs the Debian
+# packages lrc needs, builds it, and runs the main job (lrc demo).
+#   ./setup.sh              install, build, run the demo
+#   ./setup.sh --deps-only  install the packages only (test.sh uses this)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+# Build: compiler, CMake, Lua 5.4, cJSON, LLVM (14; 15 to 19 also work).
+# Tests: PyTorch for the parity tests and OpenBLAS so that torch is not 30x slow.
+packages=(build-essential cmake liblua5.4-dev libcjson-dev python3-torch libopenblas0-pthread)
+if ! command -v llvm-config-19 llvm-config-18 llvm-config-17 llvm-config-16 llvm-config-15 \
+     llvm-config-14 llvm-config >/dev/null 2>&1; then
+  packages+=(llvm-14-dev)
+fi
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+[ "${1:-}" = "--deps-only" ] && exit 0
+
+cmake -S . -B build >/dev/null
+cmake --build build -j"$(nproc)"
+echo
+./build/lrc demo

@@ -1,0 +1,168 @@
+/* test_ir — the op table, shape rules, the verifier and the printer. */
+#include "ir/lrc_ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int passed, failed;
+
+#define CHECK(cond, ...)                                   \
+    do {                                                   \
+        if (cond) passed++;                                \
+        else {                                             \
+            failed++;                                      \
+            printf("FAIL line %d: ", __LINE__);            \
+            printf(__VA_ARGS__);                           \
+            printf("\n");                                  \
+        }                                                  \
+    } while (0)
+
+static lrc_shape S(int nd, ...)
+{
+    lrc_shape s = {nd, {0}};
+    va_list ap;
+    va_start(ap, nd);
+    for (int i = 0; i < nd; i++) s.dim[i] = va_arg(ap, int);
+    va_end(ap);
+    return s;
+}
+
+static int input(lrc_graph *g, const char *name, lrc_shape s)
+{
+    lrc_err err;
+    return lrc_graph_add_input(g, name, LRC_F32, &s, NULL, &err);
+}
+
+/* Adds op(a, b, ...) and returns the id, or -1 with err filled. */
+static int op(lrc_graph *g, lrc_op o, int a, int b, lrc_err *err)
+{
+    lrc_node n = {.op = o, .n_in = lrc_op_table[o].n_in};
+    n.in[0] = a;
+    n.in[1] = b;
+    return lrc_graph_add(g, &n, err);
+}
+
+static void test_table(void)
+{
+    for (int i = 0; i < LRC_OP_COUNT; i++) {
+        const lrc_op_info *info = &lrc_op_table[i];
+        CHECK(info->name && info->infer && info->flops, "op %d has an incomplete row", i);
+        lrc_op back;
+        CHECK(lrc_op_parse(info->name, &back) == 0 && back == (lrc_op)i, "op name %s does not parse back", info->name);
+        for (int j = 0; j < i; j++) CHECK(strcmp(info->name, lrc_op_table[j].name), "duplicate op name %s", info->name);
+    }
+    lrc_op o;
+    CHECK(lrc_op_parse("no_such_op", &o) == -1, "unknown op name parsed");
+    lrc_dtype t;
+    CHECK(lrc_dtype_parse("BF16", &t) == 0 && t == LRC_BF16 && lrc_dtype_size(t) == 2, "bf16 dtype");
+    CHECK(lrc_dtype_parse("F64", &t) == -1, "F64 must be unknown");
+}
+
+static void test_shapes(void)
+{
+    lrc_err err;
+    lrc_graph *g = lrc_graph_new();
+    int x = input(g, "x", S(3, 2, 5, 8)), w = input(g, "w", S(2, 6, 8)), wbad = input(g, "wbad", S(2, 6, 7));
+    int y = op(g, LRC_OP_MATMUL, x, w, &err);
+    CHECK(y >= 0 && lrc_shape_eq(&g->nodes[y].shape, &(lrc_shape){3, {2, 5, 6}}), "matmul shape");
+    CHECK(op(g, LRC_OP_MATMUL, x, wbad, &err) < 0 && strstr(err.msg, "matmul") && strstr(err.msg, "[6,7]"),
+          "matmul mismatch message: %s", err.msg);
+
+    int v = input(g, "v", S(1, 8)), bad = input(g, "bad", S(2, 3, 7));
+    int m = op(g, LRC_OP_MUL, x, v, &err);
+    CHECK(m >= 0 && lrc_shape_eq(&g->nodes[m].shape, &g->nodes[x].shape), "broadcast [2,5,8]*[8]");
+    CHECK(op(g, LRC_OP_ADD, x, bad, &err) < 0 && strstr(err.msg, "do not broadcast"), "broadcast error: %s", err.msg);
+
+    /* rope needs rank 4 and an even head dimension */
+    int r3 = input(g, "r3", S(4, 1, 4, 2, 3)), r4 = input(g, "r4", S(4, 1, 4, 2, 4));
+    lrc_node rn = {.op = LRC_OP_ROPE, .n_in = 1, .in = {r3}, .fattr = {10000}};
+    CHECK(lrc_graph_add(g, &rn, &err) < 0 && strstr(err.msg, "even"), "rope odd head dim: %s", err.msg);
+    rn.in[0] = r4;
+    CHECK(lrc_graph_add(g, &rn, &err) >= 0, "rope ok: %s", err.msg);
+    rn.fattr[0] = 0;
+    CHECK(lrc_graph_add(g, &rn, &err) < 0 && strstr(err.msg, "base"), "rope base 0: %s", err.msg);
+
+    /* reshape with -1, and a wrong element count */
+    lrc_node rs = {.op = LRC_OP_RESHAPE, .n_in = 1, .in = {x}, .n_iattr = 2, .iattr = {-1, 8}};
+    int rsid = lrc_graph_add(g, &rs, &err);
+    CHECK(rsid >= 0 && g->nodes[rsid].shape.dim[0] == 10, "reshape -1");
+    rs.iattr[1] = 7;
+    CHECK(lrc_graph_add(g, &rs, &err) < 0 && strstr(err.msg, "reshape"), "reshape bad: %s", err.msg);
+
+    lrc_node tr = {.op = LRC_OP_TRANSPOSE, .n_in = 1, .in = {x}, .n_iattr = 3, .iattr = {2, 0, 1}};
+    int trid = lrc_graph_add(g, &tr, &err);
+    CHECK(trid >= 0 && lrc_shape_eq(&g->nodes[trid].shape, &(lrc_shape){3, {8, 2, 5}}), "transpose shape");
+    tr.iattr[2] = 0;
+    CHECK(lrc_graph_add(g, &tr, &err) < 0 && strstr(err.msg, "permutation"), "transpose bad perm: %s", err.msg);
+
+    /* depth_gain: even width, scalar parameters */
+    lrc_init one = {LRC_INIT_ONES, 0};
+    int gam = lrc_graph_add_param(g, "gamma", &(lrc_shape){1, {7}}, one, NULL, NULL, &err);
+    int sc = lrc_graph_add_param(g, "s", &(lrc_shape){0, {0}}, one, NULL, NULL, &err);
+    lrc_node dg = {.op = LRC_OP_DEPTH_GAIN, .n_in = 5, .in = {gam, sc, sc, sc, sc}, .iattr = {3}, .fattr = {100}};
+    CHECK(lrc_graph_add(g, &dg, &err) < 0 && strstr(err.msg, "even"), "depth_gain odd width: %s", err.msg);
+    int gam8 = lrc_graph_add_param(g, "gamma8", &(lrc_shape){1, {8}}, one, NULL, NULL, &err);
+    dg.in[0] = gam8;
+    dg.in[2] = v; /* [8] is not a scalar */
+    CHECK(lrc_graph_add(g, &dg, &err) < 0 && strstr(err.msg, "scalar"), "depth_gain scalar: %s", err.msg);
+    dg.in[2] = sc;
+    CHECK(lrc_graph_add(g, &dg, &err) >= 0, "depth_gain ok: %s", err.msg);
+
+    /* sources: positive sizes, unique names */
+    CHECK(lrc_graph_add_param(g, "neg", &(lrc_shape){1, {-3}}, one, NULL, "m.lua:7", &err) < 0 &&
+              strstr(err.msg, "m.lua:7:") && strstr(err.msg, "positive"),
+          "negative size: %s", err.msg);
+    CHECK(lrc_graph_add_param(g, "gamma", &(lrc_shape){1, {8}}, one, NULL, NULL, &err) < 0 &&
+              strstr(err.msg, "twice"),
+          "duplicate name: %s", err.msg);
+    lrc_graph_free(g);
+}
+
+static void test_verify_and_print(void)
+{
+    lrc_err err;
+    lrc_graph *g = lrc_graph_new();
+    int ids = lrc_graph_add_input(g, "tokens", LRC_I32, &(lrc_shape){2, {2, 3}}, NULL, &err);
+    lrc_init nrm = {LRC_INIT_NORMAL, 0.02};
+    int emb = lrc_graph_add_param(g, "emb.weight", &(lrc_shape){2, {11, 4}}, nrm, "embedding", NULL, &err);
+    int e = op(g, LRC_OP_EMBEDDING, ids, emb, &err);
+    int w = lrc_graph_add_param(g, "head.weight", &(lrc_shape){2, {11, 4}}, nrm, "head", NULL, &err);
+    int y = op(g, LRC_OP_MATMUL, e, w, &err);
+    CHECK(lrc_graph_verify(g, &err) != 0 && strstr(err.msg, "no outputs"), "no outputs: %s", err.msg);
+    lrc_graph_add_output(g, "logits", y, &err);
+    CHECK(lrc_graph_verify(g, &err) == 0, "valid graph: %s", err.msg);
+    CHECK(lrc_graph_param_count(g) == 88, "param count");
+    double bwd, fwd = lrc_graph_flops(g, &bwd);
+    CHECK(fwd == 2.0 * 6 * 11 * 4 && bwd == 2 * fwd, "flops %g %g", fwd, bwd);
+
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    lrc_graph_print(g, f);
+    fclose(f);
+    CHECK(strstr(buf, "%4 = matmul %2, %3 : f32[2,3,11]") != NULL, "printer: %s", buf);
+    CHECK(strstr(buf, "output \"logits\" = %4") != NULL, "printer output line");
+    free(buf);
+
+    /* Corrupt the graph behind the builder's back: the verifier must notice. */
+    g->nodes[y].shape.dim[2] = 12;
+    CHECK(lrc_graph_verify(g, &err) != 0 && strstr(err.msg, "inputs give"), "shape tampering: %s", err.msg);
+    g->nodes[y].shape.dim[2] = 11;
+    g->nodes[y].in[0] = y + 1;
+    CHECK(lrc_graph_verify(g, &err) != 0 && strstr(err.msg, "does not come before"), "order: %s", err.msg);
+    g->nodes[y].in[0] = e;
+    g->nodes[y].n_in = 1;
+    CHECK(lrc_graph_verify(g, &err) != 0 && strstr(err.msg, "expects 2 inputs"), "arity: %s", err.msg);
+    g->nodes[y].n_in = 2;
+    CHECK(lrc_graph_verify(g, &err) == 0, "restored graph verifies: %s", err.msg);
+    lrc_graph_free(g);
+}
+
+int main(void)
+{
+    test_table();
+    test_shapes();
+    test_verify_and_print();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
