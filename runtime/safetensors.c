@@ -57,8 +57,9 @@ static int parse_entry(const cJSON *e, const char *what, uint64_t data_start, ui
         if (json_uint(cJSON_GetArrayItem(js, i), &d) || d > (1ull << 40))
             return lrc_err_set(err, "%s: tensor '%s': shape entry %d is not a valid size", what, name, i);
         shape->dim[i] = (int64_t)d;
+        /* checked before multiplying, so the count cannot wrap */
+        if (d && numel > (1ull << 40) / d) return lrc_err_set(err, "%s: tensor '%s': shape is too large", what, name);
         numel *= d;
-        if (numel > (1ull << 40)) return lrc_err_set(err, "%s: tensor '%s': shape is too large", what, name);
     }
     if (!cJSON_IsArray(jo) || cJSON_GetArraySize(jo) != 2 || json_uint(cJSON_GetArrayItem(jo, 0), begin) ||
         json_uint(cJSON_GetArrayItem(jo, 1), end))
@@ -100,6 +101,13 @@ int lrc_safetensors_parse(const uint8_t *buf, size_t len, const char *what, lrc_
         size_t off = at && at >= hdr && at <= hdr + hlen ? (size_t)(at - hdr) + 8 : 8;
         return lrc_err_set(err, "%s: invalid JSON in the header near byte offset %zu", what, off);
     }
+    /* The header is one JSON value; only padding may follow it. */
+    for (const char *p = end_ptr; p < hdr + hlen; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
+            cJSON_Delete(root);
+            return lrc_err_set(err, "%s: unexpected text after the header JSON at byte offset %zu", what,
+                               (size_t)(p - hdr) + 8);
+        }
     int rc = LRC_OK;
     span *spans = NULL;
     int n_spans = 0;
@@ -129,7 +137,10 @@ int lrc_safetensors_parse(const uint8_t *buf, size_t len, const char *what, lrc_
         uint64_t b = 0, en = 0;
         if ((rc = parse_entry(e, what, data_start, data_len, &dt, &shape, &b, &en, err))) goto done;
         lrc_tensor *t = lrc_tensor_new(e->string, dt, &shape, err);
-        if (!t) { rc = LRC_EUSER; goto done; }
+        if (!t) {
+            rc = lrc_err_prefix(err, "%s", what);
+            goto done;
+        }
         if (t->nbytes) memcpy(t->data, buf + data_start + b, t->nbytes);
         if ((rc = lrc_tensor_set_add(out, t, err))) {
             lrc_err_prefix(err, "%s", what);
@@ -137,13 +148,19 @@ int lrc_safetensors_parse(const uint8_t *buf, size_t len, const char *what, lrc_
         }
         spans[n_spans++] = (span){e->string, b, en};
     }
+    /* Sorted by start, non-empty spans overlap exactly when one starts
+     * before the furthest end seen so far; empty ones occupy nothing. */
     qsort(spans, (size_t)n_spans, sizeof *spans, cmp_span);
-    for (int i = 1; i < n_spans; i++)
-        if (spans[i].begin < spans[i - 1].end && spans[i].end > spans[i].begin) {
-            rc = lrc_err_set(err, "%s: tensors '%s' and '%s' overlap at file offset %llu", what, spans[i - 1].name,
+    const span *furthest = NULL;
+    for (int i = 0; i < n_spans; i++) {
+        if (spans[i].begin == spans[i].end) continue;
+        if (furthest && spans[i].begin < furthest->end) {
+            rc = lrc_err_set(err, "%s: tensors '%s' and '%s' overlap at file offset %llu", what, furthest->name,
                              spans[i].name, (unsigned long long)(data_start + spans[i].begin));
             goto done;
         }
+        if (!furthest || spans[i].end > furthest->end) furthest = &spans[i];
+    }
 done:
     free(spans);
     cJSON_Delete(root);
@@ -180,8 +197,16 @@ int lrc_safetensors_save(const char *path, const lrc_tensor_set *s, lrc_err *err
 {
     cJSON *root = cJSON_CreateObject();
     if (s->metadata_json) {
+        /* Written only as the format allows it: an object of strings. */
         cJSON *m = cJSON_Parse(s->metadata_json);
-        if (m) cJSON_AddItemToObject(root, "__metadata__", m);
+        bool ok = cJSON_IsObject(m);
+        for (const cJSON *v = ok ? m->child : NULL; v; v = v->next) ok = ok && cJSON_IsString(v);
+        if (!ok) {
+            cJSON_Delete(m);
+            cJSON_Delete(root);
+            return lrc_err_set(err, "%s: metadata must be a JSON object of strings", path);
+        }
+        cJSON_AddItemToObject(root, "__metadata__", m);
     }
     uint64_t off = 0;
     for (int i = 0; i < s->n; i++) {
@@ -206,7 +231,7 @@ int lrc_safetensors_save(const char *path, const lrc_tensor_set *s, lrc_err *err
     FILE *f = fopen(tmp, "wb");
     int rc = LRC_OK;
     if (!f) {
-        rc = lrc_err_set(err, "%s: cannot create: %s", tmp, strerror(errno));
+        rc = lrc_err_set(err, "%s: cannot create: %s", path, strerror(errno));
         goto out;
     }
     uint8_t lenbuf[8];
