@@ -61,6 +61,44 @@ bool lrc_shape_eq(const lrc_shape *a, const lrc_shape *b);
 /* "[2,7,32]" into buf; returns buf. */
 char *lrc_shape_str(const lrc_shape *s, char *buf, size_t n);
 
+/* ---- host tensors ------------------------------------------------------ */
+
+/* Tensors live in the IR layer because passes fold constants: parameters
+ * with known values, LayerRoPE gains, folded weights. */
+
+typedef struct lrc_tensor {
+    char *name;
+    lrc_dtype dtype;
+    lrc_shape shape;
+    void *data; /* contiguous, row-major, little-endian */
+    size_t nbytes;
+} lrc_tensor;
+
+/* Zero-filled. Returns NULL with err set when the size overflows. */
+lrc_tensor *lrc_tensor_new(const char *name, lrc_dtype t, const lrc_shape *s, lrc_err *err);
+void lrc_tensor_free(lrc_tensor *t);
+/* A new f32 tensor with t's values (bf16 and f16 widened exactly). */
+lrc_tensor *lrc_tensor_to_f32(const lrc_tensor *t, lrc_err *err);
+
+float lrc_bf16_to_f32(uint16_t h);
+float lrc_f16_to_f32(uint16_t h);
+uint16_t lrc_f32_to_bf16(float f); /* round to nearest even */
+uint16_t lrc_f32_to_f16(float f);  /* round to nearest even */
+
+/* An ordered collection of named tensors: the contents of a file, the
+ * parameters of a model, the inputs or outputs of a run. Owns its tensors. */
+typedef struct lrc_tensor_set {
+    lrc_tensor **items;
+    int n, cap;
+    char *metadata_json; /* safetensors "__metadata__" object, or NULL */
+} lrc_tensor_set;
+
+void lrc_tensor_set_init(lrc_tensor_set *s);
+void lrc_tensor_set_clear(lrc_tensor_set *s);
+/* Takes ownership of t. Fails on a duplicate name. */
+int lrc_tensor_set_add(lrc_tensor_set *s, lrc_tensor *t, lrc_err *err);
+lrc_tensor *lrc_tensor_set_find(const lrc_tensor_set *s, const char *name);
+
 /* ---- the op table ------------------------------------------------------ */
 
 /* Every op has exactly one row in lrc_op_table (ir/ops.c); tables indexed by
@@ -143,6 +181,10 @@ typedef struct lrc_op_info {
     double (*flops)(const lrc_graph *g, const lrc_node *n);
     /* Ratio of backward to forward FLOPs (gradients of all inputs). */
     double bwd_flops_ratio;
+    /* The reference implementation (ir/ref_ops.c): contiguous f32 buffers
+     * (i32 for integer tensors), f64 arithmetic; NULL for sources. Fails only
+     * on bad data, such as an id outside the vocabulary. */
+    int (*ref)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
 } lrc_op_info;
 
 extern const lrc_op_info lrc_op_table[LRC_OP_COUNT];

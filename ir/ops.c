@@ -1,6 +1,7 @@
 /* ops.c — the op table: one row per op with its inputs, attributes, shape
  * rule, fusion class and FLOP count (DESIGN rule 1). */
 #include "lrc_ir.h"
+#include "ref_ops.h"
 
 #include <string.h>
 
@@ -265,25 +266,25 @@ static double flops_depth_gain(const lrc_graph *g, const lrc_node *n)
 }
 
 const lrc_op_info lrc_op_table[LRC_OP_COUNT] = {
-    [LRC_OP_INPUT] = {"input", 0, LRC_FUSE_SOURCE, {0}, {0}, NULL, infer_source, flops_zero, 0},
-    [LRC_OP_PARAM] = {"param", 0, LRC_FUSE_SOURCE, {0}, {0}, NULL, infer_source, flops_zero, 0},
-    [LRC_OP_EMBEDDING] = {"embedding", 2, LRC_FUSE_OPAQUE, {0}, {0}, NULL, infer_embedding, flops_zero, 1},
-    [LRC_OP_MATMUL] = {"matmul", 2, LRC_FUSE_GEMM, {0}, {0}, NULL, infer_matmul, flops_matmul, 2},
-    [LRC_OP_RMSNORM] = {"rmsnorm", 1, LRC_FUSE_REDUCTION, {0}, {"eps"}, NULL, infer_rmsnorm, flops_rmsnorm, 2},
-    [LRC_OP_ADD] = {"add", 2, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_broadcast, flops_1, 1},
-    [LRC_OP_MUL] = {"mul", 2, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_broadcast, flops_1, 2},
-    [LRC_OP_SCALE] = {"scale", 1, LRC_FUSE_ELEMENTWISE, {0}, {"s"}, NULL, infer_same, flops_1, 1},
-    [LRC_OP_SILU] = {"silu", 1, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_same, flops_4, 2},
-    [LRC_OP_ROPE] = {"rope", 1, LRC_FUSE_ELEMENTWISE, {0}, {"base"}, NULL, infer_rope, flops_4, 1},
+    [LRC_OP_INPUT] = {"input", 0, LRC_FUSE_SOURCE, {0}, {0}, NULL, infer_source, flops_zero, 0, NULL},
+    [LRC_OP_PARAM] = {"param", 0, LRC_FUSE_SOURCE, {0}, {0}, NULL, infer_source, flops_zero, 0, NULL},
+    [LRC_OP_EMBEDDING] = {"embedding", 2, LRC_FUSE_OPAQUE, {0}, {0}, NULL, infer_embedding, flops_zero, 1, lrc_ref_embedding},
+    [LRC_OP_MATMUL] = {"matmul", 2, LRC_FUSE_GEMM, {0}, {0}, NULL, infer_matmul, flops_matmul, 2, lrc_ref_matmul},
+    [LRC_OP_RMSNORM] = {"rmsnorm", 1, LRC_FUSE_REDUCTION, {0}, {"eps"}, NULL, infer_rmsnorm, flops_rmsnorm, 2, lrc_ref_rmsnorm},
+    [LRC_OP_ADD] = {"add", 2, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_broadcast, flops_1, 1, lrc_ref_binary},
+    [LRC_OP_MUL] = {"mul", 2, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_broadcast, flops_1, 2, lrc_ref_binary},
+    [LRC_OP_SCALE] = {"scale", 1, LRC_FUSE_ELEMENTWISE, {0}, {"s"}, NULL, infer_same, flops_1, 1, lrc_ref_scale},
+    [LRC_OP_SILU] = {"silu", 1, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_same, flops_4, 2, lrc_ref_silu},
+    [LRC_OP_ROPE] = {"rope", 1, LRC_FUSE_ELEMENTWISE, {0}, {"base"}, NULL, infer_rope, flops_4, 1, lrc_ref_rope},
     [LRC_OP_ATTENTION] = {"attention", 3, LRC_FUSE_ATTENTION, {"causal"}, {"scale"}, NULL, infer_attention,
-                          flops_attention, 2.5},
-    [LRC_OP_SOFTMAX] = {"softmax", 1, LRC_FUSE_REDUCTION, {0}, {0}, NULL, infer_same, flops_5, 1},
-    [LRC_OP_RESHAPE] = {"reshape", 1, LRC_FUSE_VIEW, {0}, {0}, "shape", infer_reshape, flops_zero, 0},
-    [LRC_OP_TRANSPOSE] = {"transpose", 1, LRC_FUSE_OPAQUE, {0}, {0}, "perm", infer_transpose, flops_zero, 0},
+                          flops_attention, 2.5, lrc_ref_attention},
+    [LRC_OP_SOFTMAX] = {"softmax", 1, LRC_FUSE_REDUCTION, {0}, {0}, NULL, infer_same, flops_5, 1, lrc_ref_softmax},
+    [LRC_OP_RESHAPE] = {"reshape", 1, LRC_FUSE_VIEW, {0}, {0}, "shape", infer_reshape, flops_zero, 0, lrc_ref_reshape},
+    [LRC_OP_TRANSPOSE] = {"transpose", 1, LRC_FUSE_OPAQUE, {0}, {0}, "perm", infer_transpose, flops_zero, 0, lrc_ref_transpose},
     [LRC_OP_DEPTH_GAIN] = {"depth_gain", 5, LRC_FUSE_OPAQUE, {"layer"}, {"base"}, NULL, infer_depth_gain,
-                           flops_depth_gain, 2},
+                           flops_depth_gain, 2, lrc_ref_depth_gain},
     [LRC_OP_CROSS_ENTROPY] = {"cross_entropy", 2, LRC_FUSE_REDUCTION, {0}, {0}, NULL, infer_cross_entropy,
-                              flops_cross_entropy, 1},
+                              flops_cross_entropy, 1, lrc_ref_cross_entropy},
 };
 _Static_assert(sizeof lrc_op_table / sizeof lrc_op_table[0] == LRC_OP_COUNT,
                "every op needs a row in lrc_op_table");

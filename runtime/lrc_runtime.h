@@ -7,41 +7,6 @@
 
 #include "../ir/lrc_ir.h"
 
-/* ---- host tensors ------------------------------------------------------ */
-
-typedef struct lrc_tensor {
-    char *name;
-    lrc_dtype dtype;
-    lrc_shape shape;
-    void *data; /* contiguous, row-major, little-endian */
-    size_t nbytes;
-} lrc_tensor;
-
-/* Zero-filled. Returns NULL with err set when the size overflows. */
-lrc_tensor *lrc_tensor_new(const char *name, lrc_dtype t, const lrc_shape *s, lrc_err *err);
-void lrc_tensor_free(lrc_tensor *t);
-/* A new f32 tensor with t's values (bf16 and f16 widened exactly). */
-lrc_tensor *lrc_tensor_to_f32(const lrc_tensor *t, lrc_err *err);
-
-float lrc_bf16_to_f32(uint16_t h);
-float lrc_f16_to_f32(uint16_t h);
-uint16_t lrc_f32_to_bf16(float f); /* round to nearest even */
-uint16_t lrc_f32_to_f16(float f);  /* round to nearest even */
-
-/* An ordered collection of named tensors: the contents of a file, the
- * parameters of a model, the inputs or outputs of a run. Owns its tensors. */
-typedef struct lrc_tensor_set {
-    lrc_tensor **items;
-    int n, cap;
-    char *metadata_json; /* safetensors "__metadata__" object, or NULL */
-} lrc_tensor_set;
-
-void lrc_tensor_set_init(lrc_tensor_set *s);
-void lrc_tensor_set_clear(lrc_tensor_set *s);
-/* Takes ownership of t. Fails on a duplicate name. */
-int lrc_tensor_set_add(lrc_tensor_set *s, lrc_tensor *t, lrc_err *err);
-lrc_tensor *lrc_tensor_set_find(const lrc_tensor_set *s, const char *name);
-
 /* ---- safetensors ------------------------------------------------------- */
 
 /* Reads the whole file; every structural problem (header length past the end,

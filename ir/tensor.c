@@ -1,5 +1,5 @@
 /* tensor.c — host tensors, float conversions and named tensor sets. */
-#include "lrc_runtime.h"
+#include "lrc_ir.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,0 +1,278 @@
+/* ref_ops.c — the reference implementation of every op: plain,
+ * obviously-correct C, referenced from the op table. Storage is f32 (i32 for
+ * ids and labels); every sum and every transcendental is computed in double
+ * (DESIGN rule 2). The `ref` backend runs these, and passes use them to fold
+ * constants. */
+#include "ref_ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SHAPE(k) (&g->nodes[n->in[k]].shape)
+#define F(k) ((const float *)in[k])
+#define I(k) ((const int32_t *)in[k])
+
+static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
+
+/* "tokens[1,3]" for the flat index i of shape s. */
+static char *index_str(const char *name, const lrc_shape *s, int64_t i, char *buf, size_t n)
+{
+    int64_t idx[LRC_MAX_DIMS];
+    for (int d = s->ndim - 1; d >= 0; d--) {
+        idx[d] = i % s->dim[d];
+        i /= s->dim[d];
+    }
+    size_t used = (size_t)snprintf(buf, n, "%s[", name);
+    for (int d = 0; d < s->ndim && used < n; d++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%lld", d ? "," : "", (long long)idx[d]);
+    if (used < n) snprintf(buf + used, n - used, "]");
+    return buf;
+}
+
+static const char *input_name(const lrc_graph *g, const lrc_node *n, int k, const char *fallback)
+{
+    const lrc_node *src = &g->nodes[n->in[k]];
+    return src->op == LRC_OP_INPUT && src->name ? src->name : fallback;
+}
+
+int lrc_ref_embedding(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    int64_t count = lrc_shape_numel(SHAPE(0)), V = SHAPE(1)->dim[0], d = SHAPE(1)->dim[1];
+    for (int64_t i = 0; i < count; i++) {
+        int32_t id = I(0)[i];
+        if (id < 0 || id >= V) {
+            char b[128];
+            return lrc_err_set(err, "%s = %d is outside the vocabulary [0, %lld)",
+                               index_str(input_name(g, n, 0, "ids"), SHAPE(0), i, b, sizeof b), id, (long long)V);
+        }
+        memcpy((float *)out + i * d, F(1) + (int64_t)id * d, (size_t)d * sizeof(float));
+    }
+    return LRC_OK;
+}
+
+int lrc_ref_matmul(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    int64_t K = SHAPE(1)->dim[1], N = SHAPE(1)->dim[0], M = lrc_shape_numel(SHAPE(0)) / K;
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t j = 0; j < N; j++) {
+            const float *x = F(0) + m * K, *w = F(1) + j * K;
+            double acc = 0;
+            for (int64_t k = 0; k < K; k++) acc += (double)x[k] * w[k];
+            ((float *)out)[m * N + j] = (float)acc;
+        }
+    return LRC_OK;
+}
+
+int lrc_ref_rmsnorm(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    int64_t d = last_dim(SHAPE(0)), rows = lrc_shape_numel(SHAPE(0)) / d;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *x = F(0) + r * d;
+        double ss = 0;
+        for (int64_t i = 0; i < d; i++) ss += (double)x[i] * x[i];
+        double inv = 1.0 / sqrt(ss / (double)d + n->fattr[0]);
+        for (int64_t i = 0; i < d; i++) ((float *)out)[r * d + i] = (float)(x[i] * inv);
+    }
+    return LRC_OK;
+}
+
+/* Element strides of an input broadcast to the output shape (0 on axes it
+ * repeats along). */
+static void broadcast_strides(const lrc_shape *in, const lrc_shape *out, int64_t *st)
+{
+    int64_t s = 1;
+    for (int d = out->ndim - 1; d >= 0; d--) {
+        int di = in->ndim - out->ndim + d;
+        int64_t size = di >= 0 ? in->dim[di] : 1;
+        st[d] = size == 1 ? 0 : s;
+        s *= size;
+    }
+}
+
+int lrc_ref_binary(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    int64_t sa[LRC_MAX_DIMS], sb[LRC_MAX_DIMS], idx[LRC_MAX_DIMS] = {0};
+    broadcast_strides(SHAPE(0), &n->shape, sa);
+    broadcast_strides(SHAPE(1), &n->shape, sb);
+    int64_t count = lrc_shape_numel(&n->shape), ia = 0, ib = 0;
+    float *o = out;
+    for (int64_t i = 0; i < count; i++) {
+        double a = F(0)[ia], b = F(1)[ib];
+        o[i] = (float)(n->op == LRC_OP_ADD ? a + b : a * b);
+        for (int d = n->shape.ndim - 1; d >= 0; d--) { /* odometer increment */
+            ia += sa[d];
+            ib += sb[d];
+            if (++idx[d] < n->shape.dim[d]) break;
+            ia -= sa[d] * n->shape.dim[d];
+            ib -= sb[d] * n->shape.dim[d];
+            idx[d] = 0;
+        }
+    }
+    return LRC_OK;
+}
+
+int lrc_ref_scale(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    int64_t count = lrc_shape_numel(&n->shape);
+    for (int64_t i = 0; i < count; i++) ((float *)out)[i] = (float)((double)F(0)[i] * n->fattr[0]);
+    (void)g;
+    return LRC_OK;
+}
+
+int lrc_ref_silu(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    (void)g;
+    int64_t count = lrc_shape_numel(&n->shape);
+    for (int64_t i = 0; i < count; i++) {
+        double x = F(0)[i];
+        ((float *)out)[i] = (float)(x / (1.0 + exp(-x)));
+    }
+    return LRC_OK;
+}
+
+int lrc_ref_rope(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    (void)g;
+    int64_t B = n->shape.dim[0], T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3], half = D / 2;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < H; h++) {
+                const float *x = F(0) + ((b * T + t) * H + h) * D;
+                float *o = (float *)out + ((b * T + t) * H + h) * D;
+                for (int64_t i = 0; i < half; i++) {
+                    double ang = (double)t * pow(n->fattr[0], -2.0 * (double)i / (double)D);
+                    double c = cos(ang), s = sin(ang), x1 = x[i], x2 = x[i + half];
+                    o[i] = (float)(x1 * c - x2 * s);
+                    o[i + half] = (float)(x2 * c + x1 * s);
+                }
+            }
+    return LRC_OK;
+}
+
+int lrc_ref_attention(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    (void)g;
+    int64_t B = n->shape.dim[0], T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3];
+    double *p = lrc_xmalloc((size_t)T * sizeof(double)), *acc = lrc_xmalloc((size_t)D * sizeof(double));
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t t = 0; t < T; t++) {
+                const float *q = F(0) + ((b * T + t) * H + h) * D;
+                int64_t keys = n->iattr[0] ? t + 1 : T;
+                double mx = -INFINITY, sum = 0;
+                for (int64_t j = 0; j < keys; j++) {
+                    const float *k = F(1) + ((b * T + j) * H + h) * D;
+                    double s = 0;
+                    for (int64_t i = 0; i < D; i++) s += (double)q[i] * k[i];
+                    p[j] = s * n->fattr[0];
+                    if (p[j] > mx) mx = p[j];
+                }
+                for (int64_t j = 0; j < keys; j++) sum += (p[j] = exp(p[j] - mx));
+                for (int64_t i = 0; i < D; i++) acc[i] = 0;
+                for (int64_t j = 0; j < keys; j++) {
+                    const float *v = F(2) + ((b * T + j) * H + h) * D;
+                    for (int64_t i = 0; i < D; i++) acc[i] += p[j] * v[i];
+                }
+                float *o = (float *)out + ((b * T + t) * H + h) * D;
+                for (int64_t i = 0; i < D; i++) o[i] = (float)(acc[i] / sum);
+            }
+    free(p);
+    free(acc);
+    return LRC_OK;
+}
+
+int lrc_ref_softmax(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    (void)g;
+    int64_t d = last_dim(&n->shape), rows = lrc_shape_numel(&n->shape) / d;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *x = F(0) + r * d;
+        float *o = (float *)out + r * d;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t i = 0; i < d; i++) mx = x[i] > mx ? x[i] : mx;
+        for (int64_t i = 0; i < d; i++) sum += exp((double)x[i] - mx);
+        for (int64_t i = 0; i < d; i++) o[i] = (float)(exp((double)x[i] - mx) / sum);
+    }
+    return LRC_OK;
+}
+
+int lrc_ref_reshape(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    (void)g;
+    memcpy(out, in[0], (size_t)lrc_shape_numel(&n->shape) * 4);
+    return LRC_OK;
+}
+
+int lrc_ref_transpose(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    const lrc_shape *x = SHAPE(0);
+    int64_t xst[LRC_MAX_DIMS], st[LRC_MAX_DIMS], idx[LRC_MAX_DIMS] = {0}, s = 1;
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        xst[d] = s;
+        s *= x->dim[d];
+    }
+    for (int d = 0; d < x->ndim; d++) st[d] = xst[n->iattr[d]]; /* output axis d walks input axis perm[d] */
+    int64_t count = lrc_shape_numel(&n->shape), src = 0;
+    for (int64_t i = 0; i < count; i++) {
+        ((uint32_t *)out)[i] = ((const uint32_t *)in[0])[src];
+        for (int d = n->shape.ndim - 1; d >= 0; d--) {
+            src += st[d];
+            if (++idx[d] < n->shape.dim[d]) break;
+            src -= st[d] * n->shape.dim[d];
+            idx[d] = 0;
+        }
+    }
+    return LRC_OK;
+}
+
+int lrc_ref_depth_gain(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    int64_t d = SHAPE(0)->dim[0];
+    double u = log((double)n->iattr[0] + 1.0);
+    double r = (double)F(1)[0] + (double)F(2)[0] * u;
+    double theta = exp((double)F(3)[0] + (double)F(4)[0] * u), mag = exp(r);
+    for (int64_t j = 0; j < d / 2; j++) {
+        double ang = theta * pow(n->fattr[0], -2.0 * (double)j / (double)d);
+        double c = cos(ang), s = sin(ang), g0 = F(0)[2 * j], g1 = F(0)[2 * j + 1];
+        ((float *)out)[2 * j] = (float)(mag * (g0 * c - g1 * s));
+        ((float *)out)[2 * j + 1] = (float)(mag * (g0 * s + g1 * c));
+    }
+    return LRC_OK;
+}
+
+int lrc_ref_cross_entropy(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    int64_t V = last_dim(SHAPE(0)), rows = lrc_shape_numel(SHAPE(1)), used = 0;
+    double total = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        int32_t y = I(1)[r];
+        if (y == -100) continue;
+        if (y < 0 || y >= V) {
+            char b[128];
+            return lrc_err_set(err, "%s = %d is outside [0, %lld) and not -100 (ignored)",
+                               index_str(input_name(g, n, 1, "labels"), SHAPE(1), r, b, sizeof b), y,
+                               (long long)V);
+        }
+        const float *x = F(0) + r * V;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t i = 0; i < V; i++) mx = x[i] > mx ? x[i] : mx;
+        for (int64_t i = 0; i < V; i++) sum += exp((double)x[i] - mx);
+        total += mx + log(sum) - x[y];
+        used++;
+    }
+    /* Like PyTorch, the mean over no positions is NaN. */
+    *(float *)out = used ? (float)(total / (double)used) : NAN;
+    return LRC_OK;
+}
