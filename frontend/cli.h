@@ -3,6 +3,7 @@
 #define LRC_CLI_H
 
 #include "../runtime/lrc_runtime.h"
+#include "../ir/passes/lrc_passes.h"
 #include "lrc_frontend.h"
 
 #include <getopt.h>
@@ -35,6 +36,8 @@ enum {
     OPT_INPUT,
     OPT_TARGET,
     OPT_PROMPT,
+    OPT_AFTER,
+    OPT_KERNELS,
 };
 
 /* Handles --preset/--set; returns 1 when the option was one of them. */

@@ -8,7 +8,8 @@
 
 typedef struct cli_args {
     cli_model_opts m;
-    bool params, flops, ir;
+    bool params, flops, ir, kernels;
+    const char *after;
     int64_t seq, batch, seed;
     const char *weights, *input, *out, *target, *prompt;
 } cli_args;
@@ -32,6 +33,8 @@ static int parse_args(const char *cmd, int argc, char **argv, const struct optio
         case OPT_PARAMS: a->params = true; break;
         case OPT_FLOPS: a->flops = true; break;
         case OPT_IR: a->ir = true; break;
+        case OPT_KERNELS: a->kernels = true; break;
+        case OPT_AFTER: a->after = optarg; break;
         case OPT_SEQ:
             if (cli_parse_int(optarg, 1, &a->seq)) return cli_usage_error(cmd, "--seq %s: expected an integer >= 1", optarg);
             break;
@@ -96,24 +99,49 @@ static void print_params(const lrc_graph *g)
     printf("total %lld\n", (long long)lrc_graph_param_count(g));
 }
 
+/* Runs the passes on g (up to `after`, all when NULL) and, for the
+ * schedule's passes, builds the kernel groups and the memory plan. With
+ * weights, parameters are constants and gains fold. */
+static int optimize(lrc_graph **g, lrc_tensor_set *consts, const char *after, lrc_schedule *s, bool *have_schedule,
+                    lrc_err *err)
+{
+    lrc_pass_ctx ctx = {consts};
+    *have_schedule = false;
+    if (lrc_passes_run(g, &ctx, after, err)) return LRC_EUSER;
+    if (after && strcmp(after, "fuse") && strcmp(after, "plan_memory")) return LRC_OK;
+    if (lrc_schedule_build(*g, s, err)) return LRC_EUSER;
+    *have_schedule = true;
+    if (!after || !strcmp(after, "plan_memory")) lrc_schedule_plan_memory(*g, s);
+    return LRC_OK;
+}
+
 int cmd_inspect(int argc, char **argv)
 {
     static const struct option opts[] = {MODEL_OPTS,
                                          {"params", no_argument, 0, OPT_PARAMS},
                                          {"flops", no_argument, 0, OPT_FLOPS},
                                          {"ir", no_argument, 0, OPT_IR},
+                                         {"after", required_argument, 0, OPT_AFTER},
+                                         {"kernels", no_argument, 0, OPT_KERNELS},
+                                         {"weights", required_argument, 0, OPT_WEIGHTS},
                                          {"seq", required_argument, 0, OPT_SEQ},
                                          {"batch", required_argument, 0, OPT_BATCH},
                                          {0, 0, 0, 0}};
     static const char *help =
         "usage: lrc inspect MODEL [--preset P] [--set KEY=VALUE]... [--params] [--flops] [--ir]\n"
+        "                   [--after PASS] [--kernels] [--weights W.safetensors]\n"
         "\n"
         "Builds the model's graph and describes it. With no section flag, prints\n"
         "the configuration, FLOPs and parameters.\n"
         "\n" MODEL_HELP
         "  --params          parameters by group, then 'total N'\n"
         "  --flops           forward and training FLOPs per token\n"
-        "  --ir              the graph, one node a line\n"
+        "  --ir              the graph, one node a line (as built, or after --after)\n"
+        "  --after PASS      run the passes up to PASS and print the result:\n"
+        "                    fold_gains, cse, dce, fuse, plan_memory\n"
+        "  --kernels         run every pass and print the kernel groups and memory plan\n"
+        "  --weights FILE    frozen parameters: constant LayerRoPE gains and norm\n"
+        "                    weights fold into the matmul weights\n"
         "  --seq T           sequence length for the graph (default 256)\n"
         "  --batch B         batch size for the graph (default 1)\n";
     cli_args a;
@@ -122,15 +150,21 @@ int cmd_inspect(int argc, char **argv)
     lrc_err err;
     lrc_model m;
     lrc_graph *g = lrc_graph_new();
-    if (cli_model_load("inspect", &a.m, &m, &err) || lrc_model_build(&m, a.batch, a.seq, g, &err)) {
+    lrc_tensor_set wfile, consts;
+    lrc_tensor_set_init(&wfile);
+    lrc_tensor_set_init(&consts);
+    lrc_schedule sched;
+    bool have_sched = false;
+    if (cli_model_load("inspect", &a.m, &m, &err) || lrc_model_build(&m, a.batch, a.seq, g, &err) ||
+        (a.weights && (lrc_safetensors_load(a.weights, &wfile, &err) ||
+                       lrc_params_bind(g, &wfile, a.weights, &consts, &err)))) {
         rc = cli_user_error(&err);
     } else {
-        bool all = !a.params && !a.flops && !a.ir;
+        bool all = !a.params && !a.flops && !a.ir && !a.after && !a.kernels;
         if (all) {
             printf("model %s%s%s\n", m.path, a.m.preset ? " preset " : "", a.m.preset ? a.m.preset : "");
             lrc_model_print_config(&m, stdout);
         }
-        if (a.ir) lrc_graph_print(g, stdout);
         if (a.flops || all) {
             double bwd, fwd = lrc_graph_flops(g, &bwd), tokens = (double)(a.batch * a.seq);
             printf("forward_flops_per_token  %.6g  (T=%lld)\n", fwd / tokens, (long long)a.seq);
@@ -138,7 +172,21 @@ int cmd_inspect(int argc, char **argv)
         }
         if (a.params || all) print_params(g);
         rc = 0;
+        if (a.ir && !a.after) lrc_graph_print(g, stdout);
+        if (a.after || a.kernels) {
+            if (optimize(&g, a.weights ? &consts : NULL, a.kernels ? NULL : a.after, &sched, &have_sched, &err)) {
+                rc = cli_user_error(&err);
+            } else if (have_sched) {
+                if (a.ir) lrc_graph_print(g, stdout);
+                lrc_schedule_print(g, &sched, stdout);
+            } else {
+                lrc_graph_print(g, stdout);
+            }
+        }
     }
+    if (have_sched) lrc_schedule_free(&sched);
+    lrc_tensor_set_clear(&wfile);
+    lrc_tensor_set_clear(&consts);
     lrc_graph_free(g);
     lrc_model_free(&m);
 out:

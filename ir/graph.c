@@ -185,7 +185,9 @@ void lrc_graph_print(const lrc_graph *g, FILE *out)
             for (int a = 0; a < n->n_iattr; a++) fprintf(out, "%s%lld", a ? "," : "", (long long)n->iattr[a]);
             fprintf(out, ")");
         }
-        if (n->op == LRC_OP_PARAM) {
+        if (n->op == LRC_OP_PARAM && n->group && !strcmp(n->group, "folded")) {
+            fprintf(out, " folded");
+        } else if (n->op == LRC_OP_PARAM) {
             fprintf(out, " init=%s", init_names[n->init.kind]);
             if (n->init.kind >= LRC_INIT_CONST) fprintf(out, "(%.9g)", n->init.value);
         }

@@ -275,7 +275,7 @@ const lrc_op_info lrc_op_table[LRC_OP_COUNT] = {
     [LRC_OP_MUL] = {"mul", 2, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_broadcast, flops_1, 2, lrc_ref_binary},
     [LRC_OP_SCALE] = {"scale", 1, LRC_FUSE_ELEMENTWISE, {0}, {"s"}, NULL, infer_same, flops_1, 1, lrc_ref_scale},
     [LRC_OP_SILU] = {"silu", 1, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_same, flops_4, 2, lrc_ref_silu},
-    [LRC_OP_ROPE] = {"rope", 1, LRC_FUSE_ELEMENTWISE, {0}, {"base"}, NULL, infer_rope, flops_4, 1, lrc_ref_rope},
+    [LRC_OP_ROPE] = {"rope", 1, LRC_FUSE_OPAQUE, {0}, {"base"}, NULL, infer_rope, flops_4, 1, lrc_ref_rope},
     [LRC_OP_ATTENTION] = {"attention", 3, LRC_FUSE_ATTENTION, {"causal"}, {"scale"}, NULL, infer_attention,
                           flops_attention, 2.5, lrc_ref_attention},
     [LRC_OP_SOFTMAX] = {"softmax", 1, LRC_FUSE_REDUCTION, {0}, {0}, NULL, infer_same, flops_5, 1, lrc_ref_softmax},

@@ -1,0 +1,272 @@
+/* fuse.c — grouping the graph into kernels. The rules, stated once:
+ *
+ *  1. A matmul, an attention, a row reduction (rmsnorm, softmax) and every
+ *     opaque op (gather, RoPE, depth_gain, loss, transpose) anchors a group.
+ *  2. An elementwise op joins the group of its latest producer when that
+ *     group can take an epilogue (elementwise, row, gemm), the producer's
+ *     value is used by nothing else, and the shapes agree; otherwise it
+ *     anchors an elementwise group.
+ *  3. An elementwise group of one op whose value has a single consumer is
+ *     recomputed inside the consumer's group (a prologue of an elementwise
+ *     or row group, or an input of a gemm epilogue), with matching shapes.
+ *  4. RoPE whose value only feeds an attention's q or k runs inside it.
+ *
+ * Views (reshape) alias their input and belong to no group. Every input of
+ * an elementwise member must have the member's shape, be a vector along the
+ * last axis, or be a scalar — the indexing every renderer implements. */
+#include "lrc_passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *kind_names[LRC_GROUP_KIND_COUNT] = {"elementwise", "row", "gemm", "attention", "opaque"};
+const char *lrc_group_kind_name(lrc_group_kind k) { return kind_names[k]; }
+
+static lrc_group_kind anchor_kind(const lrc_node *n)
+{
+    switch (lrc_op_table[n->op].fusion) {
+    case LRC_FUSE_GEMM: return LRC_GROUP_GEMM;
+    case LRC_FUSE_ATTENTION: return LRC_GROUP_ATTENTION;
+    case LRC_FUSE_ELEMENTWISE: return LRC_GROUP_ELEMENTWISE;
+    case LRC_FUSE_REDUCTION:
+        return n->op == LRC_OP_RMSNORM || n->op == LRC_OP_SOFTMAX ? LRC_GROUP_ROW : LRC_GROUP_OPAQUE;
+    default: return LRC_GROUP_OPAQUE;
+    }
+}
+
+/* The input shapes an elementwise member may read (see the header comment). */
+static bool indexable_inputs(const lrc_graph *g, const lrc_node *n)
+{
+    for (int k = 0; k < n->n_in; k++) {
+        const lrc_shape *s = &g->nodes[n->in[k]].shape;
+        bool ok = lrc_shape_eq(s, &n->shape) || lrc_shape_numel(s) == 1;
+        if (!ok && s->ndim >= 1 && n->shape.ndim >= 1 && s->dim[s->ndim - 1] == n->shape.dim[n->shape.ndim - 1]) {
+            ok = true;
+            for (int i = 0; i + 1 < s->ndim; i++) ok = ok && s->dim[i] == 1;
+        }
+        if (!ok) return false;
+    }
+    return true;
+}
+
+typedef struct {
+    lrc_group_kind kind;
+    int anchor, size;
+    bool dead;
+} proto_group;
+
+static int *resize_ints(int *p, int n) { return lrc_xrealloc(p, (size_t)(n > 0 ? n : 1) * sizeof(int)); }
+
+int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err)
+{
+    int N = g->n_nodes;
+    memset(s, 0, sizeof *s);
+    s->group_of = lrc_xmalloc((size_t)N * sizeof(int));
+    s->buffer_of = lrc_xmalloc((size_t)N * sizeof(int));
+    s->offset = lrc_xmalloc((size_t)N * sizeof(int64_t));
+    int *n_uses = lrc_xcalloc((size_t)N, sizeof(int)), *only_user = lrc_xmalloc((size_t)N * sizeof(int));
+    bool *is_out = lrc_xcalloc((size_t)N, sizeof(bool));
+    for (int i = 0; i < g->n_outputs; i++) is_out[g->outputs[i]] = true;
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++) {
+            int src = g->nodes[i].in[k];
+            /* a node that reads the same value twice is still its only user */
+            if (n_uses[src] == 0 || only_user[src] != i) n_uses[src]++;
+            only_user[src] = i;
+        }
+    proto_group *pg = lrc_xcalloc((size_t)N + 1, sizeof *pg);
+    int n_pg = 0;
+
+    /* rules 1 and 2, in topological order */
+    for (int id = 0; id < N; id++) {
+        const lrc_node *n = &g->nodes[id];
+        s->group_of[id] = -1;
+        s->buffer_of[id] = id;
+        s->offset[id] = -1;
+        lrc_fusion f = lrc_op_table[n->op].fusion;
+        if (f == LRC_FUSE_SOURCE) continue;
+        if (f == LRC_FUSE_VIEW) {
+            s->buffer_of[id] = s->buffer_of[n->in[0]];
+            continue;
+        }
+        lrc_group_kind kind = anchor_kind(n);
+        if (kind == LRC_GROUP_ELEMENTWISE && !indexable_inputs(g, n)) kind = LRC_GROUP_OPAQUE;
+        int join = -1;
+        if (kind == LRC_GROUP_ELEMENTWISE)
+            for (int k = 0; k < n->n_in; k++) {
+                int p = n->in[k], gp = s->group_of[p];
+                if (gp < 0 || gp <= join || n_uses[p] != 1 || is_out[p]) continue;
+                if (pg[gp].kind == LRC_GROUP_ATTENTION || pg[gp].kind == LRC_GROUP_OPAQUE) continue;
+                if (!lrc_shape_eq(&g->nodes[p].shape, &n->shape)) continue;
+                join = gp;
+            }
+        if (join < 0) {
+            join = n_pg++;
+            pg[join] = (proto_group){kind, id, 0, false};
+        }
+        s->group_of[id] = join;
+        pg[join].size++;
+    }
+
+    /* rule 3: single elementwise ops move into their consumer's group,
+     * last first so that chains of them move together */
+    for (int id = N - 1; id >= 0; id--) {
+        int gi = s->group_of[id];
+        if (gi < 0 || pg[gi].kind != LRC_GROUP_ELEMENTWISE || pg[gi].size != 1 || n_uses[id] != 1 || is_out[id])
+            continue;
+        int c = only_user[id], gc = s->group_of[c];
+        if (gc < 0 || gc == gi || !lrc_shape_eq(&g->nodes[c].shape, &g->nodes[id].shape)) continue;
+        const lrc_node *cn = &g->nodes[c];
+        bool ok = pg[gc].kind == LRC_GROUP_ELEMENTWISE ||
+                  (pg[gc].kind == LRC_GROUP_ROW && (c != pg[gc].anchor || cn->in[0] == id)) ||
+                  (pg[gc].kind == LRC_GROUP_GEMM && c != pg[gc].anchor);
+        if (!ok) continue;
+        s->group_of[id] = gc;
+        pg[gc].size++;
+        pg[gi].size = 0;
+        pg[gi].dead = true;
+    }
+
+    /* rule 4: RoPE into attention */
+    for (int id = 0; id < N; id++) {
+        const lrc_node *n = &g->nodes[id];
+        if (n->op != LRC_OP_ATTENTION) continue;
+        for (int k = 0; k < 2; k++) {
+            int r = n->in[k], gr = s->group_of[r];
+            if (g->nodes[r].op == LRC_OP_ROPE && n_uses[r] == 1 && !is_out[r] && pg[gr].size == 1) {
+                pg[gr].dead = true;
+                pg[gr].size = 0;
+                s->group_of[r] = s->group_of[id];
+                pg[s->group_of[id]].size++;
+            }
+        }
+    }
+
+    /* Renumber the live groups in an order that respects their dependencies
+     * (Kahn's algorithm, ties broken by anchor, which keeps the graph's order). */
+    int *renum = lrc_xmalloc((size_t)(n_pg + 1) * sizeof(int)), n_live = 0;
+    for (int i = 0; i < n_pg; i++) renum[i] = pg[i].dead ? -1 : n_live++;
+    int *indeg = lrc_xcalloc((size_t)n_live + 1, sizeof(int));
+    char *edge = lrc_xcalloc((size_t)n_live * (size_t)n_live + 1, 1); /* groups are few: a matrix is fine */
+    for (int id = 0; id < N; id++) {
+        int gc = s->group_of[id] < 0 ? -1 : renum[s->group_of[id]];
+        if (gc < 0) continue;
+        for (int k = 0; k < g->nodes[id].n_in; k++) {
+            int src = s->buffer_of[g->nodes[id].in[k]];
+            int gs = s->group_of[src] < 0 ? -1 : renum[s->group_of[src]];
+            if (gs >= 0 && gs != gc && !edge[(size_t)gs * (size_t)n_live + (size_t)gc]) {
+                edge[(size_t)gs * (size_t)n_live + (size_t)gc] = 1;
+                indeg[gc]++;
+            }
+        }
+    }
+    int *order = lrc_xmalloc((size_t)n_live * sizeof(int) + 1), *pos = lrc_xmalloc((size_t)n_live * sizeof(int) + 1);
+    bool *done = lrc_xcalloc((size_t)n_live + 1, sizeof(bool));
+    int n_done = 0;
+    while (n_done < n_live) {
+        int pick = -1;
+        for (int i = 0; i < n_live && pick < 0; i++) /* live groups are numbered by anchor */
+            if (!done[i] && indeg[i] == 0) pick = i;
+        if (pick < 0) break;
+        done[pick] = true;
+        pos[pick] = n_done;
+        order[n_done++] = pick;
+        for (int j = 0; j < n_live; j++)
+            if (edge[(size_t)pick * (size_t)n_live + (size_t)j]) indeg[j]--;
+    }
+    int rc = LRC_OK;
+    if (n_done < n_live) rc = lrc_err_set(err, "internal error: kernel groups form a cycle");
+
+    s->n_groups = n_live;
+    s->groups = lrc_xcalloc((size_t)n_live + 1, sizeof(lrc_group));
+    for (int i = 0; i < n_pg && !rc; i++) {
+        if (pg[i].dead) continue;
+        lrc_group *gr = &s->groups[pos[renum[i]]];
+        gr->kind = pg[i].kind;
+        gr->anchor = pg[i].anchor;
+    }
+    for (int id = 0; id < N; id++)
+        if (s->group_of[id] >= 0) s->group_of[id] = rc ? -1 : pos[renum[s->group_of[id]]];
+    for (int id = 0; id < N && !rc; id++) {
+        int gi = s->group_of[id];
+        if (gi < 0) continue;
+        lrc_group *gr = &s->groups[gi];
+        gr->nodes = resize_ints(gr->nodes, gr->n_nodes + 1);
+        gr->nodes[gr->n_nodes++] = id;
+        for (int k = 0; k < g->nodes[id].n_in; k++) {
+            int src = s->buffer_of[g->nodes[id].in[k]];
+            if (s->group_of[src] == gi) continue;
+            bool seen = false;
+            for (int j = 0; j < gr->n_inputs; j++) seen = seen || gr->inputs[j] == src;
+            if (seen) continue;
+            gr->inputs = resize_ints(gr->inputs, gr->n_inputs + 1);
+            gr->inputs[gr->n_inputs++] = src;
+        }
+    }
+    /* outputs: members read by another group or by the graph's outputs */
+    bool *needed = lrc_xcalloc((size_t)N, sizeof(bool));
+    for (int id = 0; id < N; id++)
+        for (int k = 0; k < g->nodes[id].n_in; k++) {
+            int src = s->buffer_of[g->nodes[id].in[k]];
+            int gu = s->group_of[id];
+            if (s->group_of[src] >= 0 && gu != s->group_of[src]) needed[src] = true;
+        }
+    for (int i = 0; i < g->n_outputs; i++) needed[s->buffer_of[g->outputs[i]]] = true;
+    for (int id = 0; id < N && !rc; id++)
+        if (needed[id] && s->group_of[id] >= 0) {
+            lrc_group *gr = &s->groups[s->group_of[id]];
+            gr->outputs = resize_ints(gr->outputs, gr->n_outputs + 1);
+            gr->outputs[gr->n_outputs++] = id;
+        }
+    free(needed);
+    free(order);
+    free(pos);
+    free(done);
+    free(edge);
+    free(indeg);
+    free(renum);
+    free(pg);
+    free(n_uses);
+    free(only_user);
+    free(is_out);
+    if (rc) lrc_schedule_free(s);
+    return rc;
+}
+
+void lrc_schedule_free(lrc_schedule *s)
+{
+    for (int i = 0; i < s->n_groups; i++) {
+        free(s->groups[i].nodes);
+        free(s->groups[i].inputs);
+        free(s->groups[i].outputs);
+    }
+    free(s->groups);
+    free(s->group_of);
+    free(s->buffer_of);
+    free(s->offset);
+    memset(s, 0, sizeof *s);
+}
+
+void lrc_schedule_print(const lrc_graph *g, const lrc_schedule *s, FILE *out)
+{
+    for (int i = 0; i < s->n_groups; i++) {
+        const lrc_group *gr = &s->groups[i];
+        fprintf(out, "kernel %d %s:", i, lrc_group_kind_name(gr->kind));
+        for (int j = 0; j < gr->n_nodes; j++)
+            fprintf(out, " %s%%%d=%s", gr->nodes[j] == gr->anchor ? "*" : "", gr->nodes[j],
+                    lrc_op_name(g->nodes[gr->nodes[j]].op));
+        fprintf(out, "  <-");
+        for (int j = 0; j < gr->n_inputs; j++) fprintf(out, " %%%d", gr->inputs[j]);
+        fprintf(out, "  ->");
+        for (int j = 0; j < gr->n_outputs; j++) {
+            int o = gr->outputs[j];
+            if (s->offset[o] >= 0) fprintf(out, " %%%d@%lld", o, (long long)s->offset[o]);
+            else fprintf(out, " %%%d", o);
+        }
+        fprintf(out, "\n");
+    }
+    fprintf(out, "kernels %d\n", s->n_groups);
+    if (s->arena_bytes || s->peak_bytes)
+        fprintf(out, "arena %lld bytes, peak of live intermediates %lld bytes (%.3fx)\n", (long long)s->arena_bytes,
+                (long long)s->peak_bytes, s->peak_bytes ? (double)s->arena_bytes / (double)s->peak_bytes : 1.0);
+}

@@ -1,0 +1,95 @@
+/* lrc_passes.h — the public header of the passes: graph rewrites (gain
+ * folding, CSE, DCE) and the schedule (fusion into kernel groups, memory
+ * planning). Passes know no target; they depend on ir/ only. */
+#ifndef LRC_PASSES_H
+#define LRC_PASSES_H
+
+#include "../lrc_ir.h"
+
+typedef struct lrc_pass_ctx {
+    /* Values of the parameters when they are frozen (weights given at compile
+     * time), else NULL. Passes read constants here and add the constants they
+     * make (folded gains and weights); the graph's PARAM nodes name them. */
+    lrc_tensor_set *consts;
+} lrc_pass_ctx;
+
+typedef struct lrc_pass {
+    const char *name;
+    const char *doc;
+    /* Replaces *g by the rewritten graph (freeing the old one). */
+    int (*run)(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err);
+} lrc_pass;
+
+/* The graph passes in pipeline order. */
+extern const lrc_pass lrc_graph_passes[];
+extern const int lrc_graph_pass_count;
+
+/* Runs the pipeline on *g, stopping after the pass named stop_after when it
+ * is not NULL (an unknown name is an error listing the passes). */
+int lrc_passes_run(lrc_graph **g, lrc_pass_ctx *ctx, const char *stop_after, lrc_err *err);
+/* "fold_gains, cse, dce, fuse, plan_memory" */
+const char *lrc_pass_names(void);
+
+/* Individual passes. */
+int lrc_pass_fold_gains(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err);
+int lrc_pass_cse(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err);
+int lrc_pass_dce(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err);
+
+/* True when node id is a PARAM whose value is in ctx->consts. */
+bool lrc_node_is_const(const lrc_graph *g, int id, const lrc_pass_ctx *ctx);
+
+/* ---- the schedule: kernel groups and memory ---------------------------- */
+
+typedef enum lrc_group_kind {
+    LRC_GROUP_ELEMENTWISE, /* elementwise ops over one output shape */
+    LRC_GROUP_ROW,         /* a row reduction (rmsnorm, softmax) with elementwise epilogue */
+    LRC_GROUP_GEMM,        /* a matmul with an elementwise epilogue */
+    LRC_GROUP_ATTENTION,   /* fused causal attention, RoPE on q and k as prologue */
+    LRC_GROUP_OPAQUE,      /* one op run as is (gather, transpose, depth_gain, loss) */
+    LRC_GROUP_KIND_COUNT
+} lrc_group_kind;
+
+const char *lrc_group_kind_name(lrc_group_kind k);
+
+typedef struct lrc_group {
+    lrc_group_kind kind;
+    int anchor;   /* the node that gives the group its kind */
+    int *nodes;   /* members in topological order (anchor included) */
+    int n_nodes;
+    int *inputs;  /* buffers read from outside the group (source or other group) */
+    int n_inputs;
+    int *outputs; /* members read outside the group or graph outputs */
+    int n_outputs;
+} lrc_group;
+
+typedef struct lrc_schedule {
+    lrc_group *groups;
+    int n_groups;
+    int *group_of;  /* per node: its group, or -1 (sources, views) */
+    int *buffer_of; /* per node: the node whose buffer holds its value (a view
+                       maps to what it views; others to themselves) */
+    /* memory plan: per node, offset in the arena of an intermediate's buffer,
+     * or -1 (sources, graph outputs, views, values internal to a group) */
+    int64_t *offset;
+    int64_t arena_bytes;
+    int64_t peak_bytes; /* most bytes of intermediates live at one time */
+} lrc_schedule;
+
+/* Groups g's nodes into kernels by general rules (ir/passes/fuse.c). */
+int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err);
+/* Places every intermediate in one arena by liveness (ir/passes/plan.c). */
+void lrc_schedule_plan_memory(const lrc_graph *g, lrc_schedule *s);
+void lrc_schedule_free(lrc_schedule *s);
+void lrc_schedule_print(const lrc_graph *g, const lrc_schedule *s, FILE *out);
+
+/* Offsets for buffers with lifetimes [first, last] (inclusive steps):
+ * greedy by size into the lowest gap that fits. Returns the arena size and
+ * sets *peak to the most bytes live at one step. */
+typedef struct lrc_live_buf {
+    int64_t size;
+    int first, last;
+    int64_t offset; /* result */
+} lrc_live_buf;
+int64_t lrc_plan_offsets(lrc_live_buf *bufs, int n, int64_t align, int64_t *peak);
+
+#endif

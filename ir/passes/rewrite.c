@@ -1,0 +1,364 @@
+/* rewrite.c — the graph passes: gain folding (constant evaluation and
+ * folding constant diagonal scales into matmul weights), common-subexpression
+ * elimination, dead-code elimination, and the pipeline that runs them. */
+#include "lrc_passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Constant subgraphs larger than this stay computed at run time. */
+#define MAX_FOLD_ELEMENTS (16 << 20)
+
+bool lrc_node_is_const(const lrc_graph *g, int id, const lrc_pass_ctx *ctx)
+{
+    const lrc_node *n = &g->nodes[id];
+    return ctx && ctx->consts && n->op == LRC_OP_PARAM && lrc_tensor_set_find(ctx->consts, n->name);
+}
+
+/* Adds a copy of old node n with inputs renamed through map. */
+static int copy_node(lrc_graph *ng, const lrc_node *n, const int *map, lrc_err *err)
+{
+    lrc_node p = *n;
+    for (int k = 0; k < n->n_in; k++) p.in[k] = map[n->in[k]];
+    return lrc_graph_add(ng, &p, err);
+}
+
+static int copy_outputs(lrc_graph *ng, const lrc_graph *g, const int *map, lrc_err *err)
+{
+    for (int i = 0; i < g->n_outputs; i++)
+        if (lrc_graph_add_output(ng, g->output_names[i], map[g->outputs[i]], err)) return LRC_EUSER;
+    return LRC_OK;
+}
+
+/* A new constant: the tensor goes into ctx->consts, a PARAM names it. */
+static int add_const(lrc_graph *ng, lrc_pass_ctx *ctx, lrc_tensor *t, const char *loc, lrc_err *err)
+{
+    lrc_init none = {LRC_INIT_ZEROS, 0};
+    lrc_shape s = t->shape;
+    char name[512];
+    snprintf(name, sizeof name, "%s", t->name);
+    if (lrc_tensor_set_add(ctx->consts, t, err)) return -1;
+    return lrc_graph_add_param(ng, name, &s, none, "folded", loc, err);
+}
+
+static const float *const_data(const lrc_graph *g, int id, const lrc_pass_ctx *ctx)
+{
+    return lrc_tensor_set_find(ctx->consts, g->nodes[id].name)->data;
+}
+
+/* c is a vector along x's last axis: shape [K] or [1, ..., 1, K]. */
+static bool is_last_axis_vector(const lrc_shape *c, const lrc_shape *x)
+{
+    if (c->ndim < 1 || c->ndim > x->ndim || x->ndim < 1) return false;
+    for (int i = 0; i + 1 < c->ndim; i++)
+        if (c->dim[i] != 1) return false;
+    return c->dim[c->ndim - 1] == x->dim[x->ndim - 1];
+}
+
+/* For a MUL node of ng with one constant last-axis-vector operand, returns
+ * that operand's index (0 or 1), else -1. */
+static int const_vector_operand(const lrc_graph *ng, int id, const lrc_pass_ctx *ctx)
+{
+    const lrc_node *m = &ng->nodes[id];
+    if (m->op != LRC_OP_MUL) return -1;
+    for (int k = 0; k < 2; k++) {
+        int c = m->in[k], x = m->in[1 - k];
+        if (lrc_node_is_const(ng, c, ctx) && !lrc_node_is_const(ng, x, ctx) &&
+            is_last_axis_vector(&ng->nodes[c].shape, &ng->nodes[x].shape) &&
+            lrc_shape_eq(&ng->nodes[x].shape, &m->shape))
+            return k;
+    }
+    return -1;
+}
+
+/* W'[n, k] = W[n, k] * (col ? c[k] : c[n]): a diagonal scale on the input
+ * (columns) or the output (rows) of y = x W^T, moved into the weight. */
+static lrc_tensor *scaled_weight(const lrc_graph *ng, int w, int c, bool col, lrc_pass_ctx *ctx, lrc_err *err)
+{
+    const lrc_shape *ws = &ng->nodes[w].shape;
+    char name[512];
+    snprintf(name, sizeof name, "fold.%d:%s", ctx->consts->n, ng->nodes[w].name);
+    lrc_tensor *t = lrc_tensor_new(name, LRC_F32, ws, err);
+    if (!t) return NULL;
+    const float *W = const_data(ng, w, ctx), *s = const_data(ng, c, ctx);
+    float *o = t->data;
+    for (int64_t n = 0; n < ws->dim[0]; n++)
+        for (int64_t k = 0; k < ws->dim[1]; k++)
+            o[n * ws->dim[1] + k] = (float)((double)W[n * ws->dim[1] + k] * (col ? s[k] : s[n]));
+    return t;
+}
+
+/* Evaluates node id of ng (all inputs constant) with its reference
+ * implementation into a new constant. */
+static lrc_tensor *evaluate(const lrc_graph *ng, int id, lrc_pass_ctx *ctx, lrc_err *err)
+{
+    const lrc_node *n = &ng->nodes[id];
+    char name[512];
+    snprintf(name, sizeof name, "fold.%d:%s", ctx->consts->n, lrc_op_name(n->op));
+    lrc_tensor *t = lrc_tensor_new(name, LRC_F32, &n->shape, err);
+    if (!t) return NULL;
+    void *in[LRC_MAX_INPUTS];
+    for (int k = 0; k < n->n_in; k++) in[k] = (void *)const_data(ng, n->in[k], ctx);
+    if (lrc_op_table[n->op].ref(ng, n, in, t->data, err)) {
+        lrc_tensor_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* Consumers of every node: CSR arrays. */
+typedef struct {
+    int *start, *list;
+} uses_t;
+
+static void uses_build(const lrc_graph *g, uses_t *u)
+{
+    u->start = lrc_xcalloc((size_t)g->n_nodes + 1, sizeof(int));
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++) u->start[g->nodes[i].in[k] + 1]++;
+    for (int i = 0; i < g->n_nodes; i++) u->start[i + 1] += u->start[i];
+    u->list = lrc_xmalloc((size_t)u->start[g->n_nodes] * sizeof(int) + 1);
+    int *fill = lrc_xcalloc((size_t)g->n_nodes, sizeof(int));
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++) {
+            int src = g->nodes[i].in[k];
+            u->list[u->start[src] + fill[src]++] = i;
+        }
+    free(fill);
+}
+
+static void uses_free(uses_t *u)
+{
+    free(u->start);
+    free(u->list);
+}
+
+static bool is_graph_output(const lrc_graph *g, int id)
+{
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] == id) return true;
+    return false;
+}
+
+/* Every consumer of old node m is a matmul reading it as x with a constant weight. */
+static bool only_const_matmuls(const lrc_graph *g, const uses_t *u, int m, const lrc_pass_ctx *ctx)
+{
+    if (u->start[m] == u->start[m + 1] || is_graph_output(g, m)) return false;
+    for (int j = u->start[m]; j < u->start[m + 1]; j++) {
+        const lrc_node *c = &g->nodes[u->list[j]];
+        if (c->op != LRC_OP_MATMUL || c->in[0] != m || c->in[1] == m || !lrc_node_is_const(g, c->in[1], ctx))
+            return false;
+    }
+    return true;
+}
+
+int lrc_pass_fold_gains(lrc_graph **gp, lrc_pass_ctx *ctx, lrc_err *err)
+{
+    if (!ctx || !ctx->consts) return LRC_OK; /* parameters are variables: nothing is constant */
+    lrc_graph *g = *gp, *ng = lrc_graph_new();
+    int *map = lrc_xmalloc((size_t)g->n_nodes * sizeof(int));
+    uses_t u;
+    uses_build(g, &u);
+    int rc = LRC_OK;
+    for (int id = 0; id < g->n_nodes && !rc; id++) {
+        const lrc_node *n = &g->nodes[id];
+        int nid = -1;
+        if (lrc_op_table[n->op].fusion != LRC_FUSE_SOURCE) {
+            bool all_const = n->n_in > 0;
+            for (int k = 0; k < n->n_in; k++) all_const = all_const && lrc_node_is_const(ng, map[n->in[k]], ctx);
+            if (all_const && lrc_shape_numel(&n->shape) <= MAX_FOLD_ELEMENTS && lrc_op_table[n->op].ref) {
+                /* 1. constant subgraphs (LayerRoPE's depth_gain) become constants */
+                int tmp = copy_node(ng, n, map, err);
+                lrc_tensor *t = tmp < 0 ? NULL : evaluate(ng, tmp, ctx, err);
+                nid = t ? add_const(ng, ctx, t, n->loc, err) : -1;
+                if (nid < 0) rc = LRC_EUSER;
+            } else if (n->op == LRC_OP_MUL) {
+                /* 2. a write gain: mul(x W^T, c) with the matmul used only here -> x (c W)^T */
+                int k = -1, y = -1;
+                for (int j = 0; j < 2 && k < 0; j++) {
+                    int c = map[n->in[j]], yy = map[n->in[1 - j]];
+                    const lrc_node *yn = &ng->nodes[yy];
+                    if (lrc_node_is_const(ng, c, ctx) && yn->op == LRC_OP_MATMUL &&
+                        u.start[n->in[1 - j] + 1] - u.start[n->in[1 - j]] == 1 &&
+                        !is_graph_output(g, n->in[1 - j]) && lrc_node_is_const(ng, yn->in[1], ctx) &&
+                        lrc_shape_numel(&ng->nodes[c].shape) == yn->shape.dim[yn->shape.ndim - 1] &&
+                        is_last_axis_vector(&ng->nodes[c].shape, &yn->shape)) {
+                        k = c;
+                        y = yy;
+                    }
+                }
+                if (k >= 0) {
+                    lrc_tensor *t = scaled_weight(ng, ng->nodes[y].in[1], k, false, ctx, err);
+                    int w = t ? add_const(ng, ctx, t, n->loc, err) : -1;
+                    lrc_node p = {.op = LRC_OP_MATMUL, .n_in = 2, .in = {ng->nodes[y].in[0], w}, .loc = n->loc};
+                    nid = w < 0 ? -1 : lrc_graph_add(ng, &p, err);
+                    if (nid < 0) rc = LRC_EUSER;
+                }
+            } else if (n->op == LRC_OP_SCALE) {
+                /* 3. scale(mul(x, c), s) -> mul(x, s c): keeps a diagonal scale foldable (LNS) */
+                int m = map[n->in[0]], k = const_vector_operand(ng, m, ctx);
+                if (k >= 0 && u.start[n->in[0] + 1] - u.start[n->in[0]] == 1) {
+                    int c = ng->nodes[m].in[k];
+                    char name[512];
+                    snprintf(name, sizeof name, "fold.%d:scaled", ctx->consts->n);
+                    lrc_tensor *t = lrc_tensor_new(name, LRC_F32, &ng->nodes[c].shape, err);
+                    if (t) {
+                        const float *src = const_data(ng, c, ctx);
+                        for (int64_t i = 0; i < lrc_shape_numel(&t->shape); i++)
+                            ((float *)t->data)[i] = (float)((double)src[i] * n->fattr[0]);
+                    }
+                    int cc = t ? add_const(ng, ctx, t, n->loc, err) : -1;
+                    lrc_node p = {.op = LRC_OP_MUL, .n_in = 2, .in = {ng->nodes[m].in[1 - k], cc}, .loc = n->loc};
+                    nid = cc < 0 ? -1 : lrc_graph_add(ng, &p, err);
+                    if (nid < 0) rc = LRC_EUSER;
+                }
+            } else if (n->op == LRC_OP_MATMUL && lrc_node_is_const(ng, map[n->in[1]], ctx)) {
+                /* 4. a read gain: matmul(mul(x, c), W) -> matmul(x, W c) when every
+                 * consumer of the mul can take it, so the mul disappears */
+                int m = map[n->in[0]], k = const_vector_operand(ng, m, ctx);
+                if (k >= 0 && only_const_matmuls(g, &u, n->in[0], ctx)) {
+                    lrc_tensor *t = scaled_weight(ng, map[n->in[1]], ng->nodes[m].in[k], true, ctx, err);
+                    int w = t ? add_const(ng, ctx, t, n->loc, err) : -1;
+                    lrc_node p = {.op = LRC_OP_MATMUL, .n_in = 2, .in = {ng->nodes[m].in[1 - k], w}, .loc = n->loc};
+                    nid = w < 0 ? -1 : lrc_graph_add(ng, &p, err);
+                    if (nid < 0) rc = LRC_EUSER;
+                }
+            }
+        }
+        if (!rc && nid < 0) {
+            nid = copy_node(ng, n, map, err);
+            if (nid < 0) rc = LRC_EUSER;
+        }
+        map[id] = nid;
+    }
+    if (!rc) rc = copy_outputs(ng, g, map, err);
+    uses_free(&u);
+    free(map);
+    if (rc) {
+        lrc_graph_free(ng);
+        return rc;
+    }
+    lrc_graph_free(g);
+    *gp = ng;
+    return lrc_pass_dce(gp, ctx, err); /* the scales folded away are dead now */
+}
+
+/* ---- CSE --------------------------------------------------------------- */
+
+static uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull + (h >> 29); }
+
+static uint64_t node_hash(const lrc_node *n)
+{
+    uint64_t h = mix(0xcbf29ce484222325ull, (uint64_t)n->op);
+    for (int k = 0; k < n->n_in; k++) h = mix(h, (uint64_t)n->in[k]);
+    for (int a = 0; a < LRC_MAX_IATTR; a++) h = mix(h, (uint64_t)n->iattr[a]);
+    for (int a = 0; a < LRC_MAX_FATTR; a++) {
+        uint64_t bits;
+        memcpy(&bits, &n->fattr[a], 8);
+        h = mix(h, bits);
+    }
+    return mix(h, (uint64_t)n->n_iattr);
+}
+
+static bool node_same(const lrc_node *a, const lrc_node *b)
+{
+    return a->op == b->op && a->n_in == b->n_in && !memcmp(a->in, b->in, sizeof a->in) &&
+           a->n_iattr == b->n_iattr && !memcmp(a->iattr, b->iattr, sizeof a->iattr) &&
+           !memcmp(a->fattr, b->fattr, sizeof a->fattr) && a->dtype == b->dtype && lrc_shape_eq(&a->shape, &b->shape);
+}
+
+int lrc_pass_cse(lrc_graph **gp, lrc_pass_ctx *ctx, lrc_err *err)
+{
+    (void)ctx;
+    lrc_graph *g = *gp, *ng = lrc_graph_new();
+    int *map = lrc_xmalloc((size_t)g->n_nodes * sizeof(int));
+    size_t cap = 64;
+    while (cap < 2 * (size_t)g->n_nodes) cap *= 2;
+    int *table = lrc_xmalloc(cap * sizeof(int)); /* ids in ng, -1 empty */
+    for (size_t i = 0; i < cap; i++) table[i] = -1;
+    int rc = LRC_OK;
+    for (int id = 0; id < g->n_nodes && !rc; id++) {
+        const lrc_node *n = &g->nodes[id];
+        if (lrc_op_table[n->op].fusion == LRC_FUSE_SOURCE) { /* names make sources unique */
+            if ((map[id] = copy_node(ng, n, map, err)) < 0) rc = LRC_EUSER;
+            continue;
+        }
+        lrc_node p = *n;
+        for (int k = 0; k < n->n_in; k++) p.in[k] = map[n->in[k]];
+        size_t slot = (size_t)node_hash(&p) & (cap - 1);
+        while (table[slot] >= 0 && !node_same(&ng->nodes[table[slot]], &p)) slot = (slot + 1) & (cap - 1);
+        if (table[slot] >= 0) {
+            map[id] = table[slot];
+            continue;
+        }
+        if ((map[id] = lrc_graph_add(ng, &p, err)) < 0) rc = LRC_EUSER;
+        else table[slot] = map[id];
+    }
+    if (!rc) rc = copy_outputs(ng, g, map, err);
+    free(table);
+    free(map);
+    if (rc) {
+        lrc_graph_free(ng);
+        return rc;
+    }
+    lrc_graph_free(g);
+    *gp = ng;
+    return LRC_OK;
+}
+
+/* ---- DCE --------------------------------------------------------------- */
+
+int lrc_pass_dce(lrc_graph **gp, lrc_pass_ctx *ctx, lrc_err *err)
+{
+    (void)ctx;
+    lrc_graph *g = *gp;
+    bool *live = lrc_xcalloc((size_t)g->n_nodes, sizeof(bool));
+    for (int i = 0; i < g->n_outputs; i++) live[g->outputs[i]] = true;
+    for (int id = g->n_nodes - 1; id >= 0; id--)
+        if (live[id] || g->nodes[id].op == LRC_OP_INPUT) /* inputs stay: the caller provides them */
+            for (int k = 0; k < g->nodes[id].n_in; k++) live[g->nodes[id].in[k]] = true;
+    lrc_graph *ng = lrc_graph_new();
+    int *map = lrc_xmalloc((size_t)g->n_nodes * sizeof(int));
+    int rc = LRC_OK;
+    for (int id = 0; id < g->n_nodes && !rc; id++) {
+        map[id] = -1;
+        if (live[id] || g->nodes[id].op == LRC_OP_INPUT)
+            if ((map[id] = copy_node(ng, &g->nodes[id], map, err)) < 0) rc = LRC_EUSER;
+    }
+    if (!rc) rc = copy_outputs(ng, g, map, err);
+    free(live);
+    free(map);
+    if (rc) {
+        lrc_graph_free(ng);
+        return rc;
+    }
+    lrc_graph_free(g);
+    *gp = ng;
+    return LRC_OK;
+}
+
+/* ---- the pipeline ------------------------------------------------------ */
+
+const lrc_pass lrc_graph_passes[] = {
+    {"fold_gains", "constant LayerRoPE gains and norm weights folded into the adjacent matmul weights",
+     lrc_pass_fold_gains},
+    {"cse", "common subexpressions merged", lrc_pass_cse},
+    {"dce", "nodes that reach no output removed", lrc_pass_dce},
+};
+const int lrc_graph_pass_count = sizeof lrc_graph_passes / sizeof lrc_graph_passes[0];
+
+const char *lrc_pass_names(void) { return "fold_gains, cse, dce, fuse, plan_memory"; }
+
+int lrc_passes_run(lrc_graph **g, lrc_pass_ctx *ctx, const char *stop_after, lrc_err *err)
+{
+    bool known = !stop_after || !strcmp(stop_after, "fuse") || !strcmp(stop_after, "plan_memory");
+    for (int i = 0; i < lrc_graph_pass_count && !known; i++) known = !strcmp(stop_after, lrc_graph_passes[i].name);
+    if (!known) return lrc_err_set(err, "unknown pass '%s' (passes: %s)", stop_after, lrc_pass_names());
+    for (int i = 0; i < lrc_graph_pass_count; i++) {
+        int rc = lrc_graph_passes[i].run(g, ctx, err);
+        if (!rc) rc = lrc_graph_verify(*g, err);
+        if (rc) return lrc_err_prefix(err, "pass %s", lrc_graph_passes[i].name);
+        if (stop_after && !strcmp(stop_after, lrc_graph_passes[i].name)) break;
+    }
+    return LRC_OK;
+}
