@@ -12,6 +12,9 @@ typedef struct lua_State lua_State;
 void lrc_lua_open(lua_State *L);
 /* While g is set, lrc.* calls in L add nodes to g; NULL ends building. */
 void lrc_lua_set_graph(lua_State *L, lrc_graph *g);
+/* "model.lua:42", the innermost line of a user's model file on L's stack
+ * (skipping lrc's own Lua library), or "?" */
+const char *lrc_lua_where(lua_State *L, char *buf, size_t n);
 /* Pushes a tensor handle for node id of the graph being built. */
 void lrc_lua_push_tensor(lua_State *L, int id);
 /* Node id of the tensor handle at idx, or -1. */

@@ -18,10 +18,10 @@ typedef struct {
 
 /* "models/llama.lua:42" for the innermost frame of a user file (a chunk
  * loaded from a file, '@'), skipping lrc's own embedded library ('='). */
-static const char *user_loc(lua_State *L, char *buf, size_t n)
+const char *lrc_lua_where(lua_State *L, char *buf, size_t n)
 {
     lua_Debug ar;
-    for (int level = 1; lua_getstack(L, level, &ar); level++) {
+    for (int level = 0; lua_getstack(L, level, &ar); level++) {
         lua_getinfo(L, "Sl", &ar);
         if (ar.source[0] == '@' && ar.currentline > 0) {
             snprintf(buf, n, "%s:%d", ar.short_src, ar.currentline);
@@ -40,7 +40,7 @@ static int raise_at(lua_State *L, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    lua_pushfstring(L, "%s: %s", user_loc(L, loc, sizeof loc), msg);
+    lua_pushfstring(L, "%s: %s", lrc_lua_where(L, loc, sizeof loc), msg);
     return lua_error(L);
 }
 
@@ -148,7 +148,7 @@ static int l_param(lua_State *L)
     const char *group = luaL_optstring(L, 4, NULL);
     char loc[256];
     lrc_err err;
-    int id = lrc_graph_add_param(g, name, &s, init, group, user_loc(L, loc, sizeof loc), &err);
+    int id = lrc_graph_add_param(g, name, &s, init, group, lrc_lua_where(L, loc, sizeof loc), &err);
     if (id < 0) {
         lua_pushstring(L, err.msg);
         return lua_error(L);
@@ -169,7 +169,7 @@ static int l_input(lua_State *L)
         raise_at(L, "input '%s': unknown dtype '%s' (f32, bf16, f16, i32)", name, lua_tostring(L, 3));
     char loc[256];
     lrc_err err;
-    int id = lrc_graph_add_input(g, name, t, &s, user_loc(L, loc, sizeof loc), &err);
+    int id = lrc_graph_add_input(g, name, t, &s, lrc_lua_where(L, loc, sizeof loc), &err);
     if (id < 0) {
         lua_pushstring(L, err.msg);
         return lua_error(L);
@@ -224,7 +224,7 @@ static int add_node(lua_State *L, lrc_node *proto)
     lrc_graph *g = graph_of(L);
     char loc[256];
     lrc_err err;
-    proto->loc = (char *)user_loc(L, loc, sizeof loc);
+    proto->loc = (char *)lrc_lua_where(L, loc, sizeof loc);
     int id = lrc_graph_add(g, proto, &err);
     if (id < 0) {
         lua_pushstring(L, err.msg);

@@ -2,6 +2,7 @@
  * handling they share. */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,8 +61,9 @@ void cli_model_opts_free(cli_model_opts *o) { free(o->sets); }
 int cli_parse_int(const char *s, int64_t min, int64_t *out)
 {
     char *end;
+    errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (!*s || *end || v < min) return -1;
+    if (!*s || *end || errno == ERANGE || v < min) return -1;
     *out = v;
     return 0;
 }

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 /* A model description that runs longer than this is stuck in a loop. */
-#define MAX_INSTRUCTIONS_M 2000 /* millions of Lua VM instructions */
+#define MAX_INSTRUCTIONS_M 500 /* millions of Lua VM instructions */
 
 static void count_hook(lua_State *L, lua_Debug *ar)
 {
@@ -23,15 +23,23 @@ static void count_hook(lua_State *L, lua_Debug *ar)
     lua_pop(L, 1);
     lua_pushinteger(L, n);
     lua_setfield(L, LUA_REGISTRYINDEX, "lrc.icount");
-    if (n > MAX_INSTRUCTIONS_M)
-        luaL_error(L, "the model description ran for over %d million Lua instructions (an endless loop?)",
-                   MAX_INSTRUCTIONS_M);
+    if (n > MAX_INSTRUCTIONS_M) {
+        char loc[300];
+        luaL_error(L, "%s: the model description ran for over %d million Lua instructions (an endless loop?)",
+                   lrc_lua_where(L, loc, sizeof loc), MAX_INSTRUCTIONS_M);
+    }
 }
 
 /* Error values become one-line strings (no traceback: the location is in
  * the message already). */
 static int msgh(lua_State *L)
 {
+    if (!lua_isstring(L, 1)) { /* error({...}): say where, since the value cannot */
+        char loc[300];
+        lua_pushfstring(L, "%s: error with a %s value: %s", lrc_lua_where(L, loc, sizeof loc), luaL_typename(L, 1),
+                        luaL_tolstring(L, 1, NULL));
+        lua_replace(L, 1);
+    }
     const char *s = luaL_tolstring(L, 1, NULL);
     luaL_Buffer b;
     luaL_buffinit(L, &b);
@@ -204,7 +212,11 @@ int lrc_model_load(lrc_model *m, const char *model, const char *preset, char *co
         list_embedded_models(list, sizeof list);
         return lrc_err_set(err, "%s: no such file (built-in models: %s)", model, list);
     }
-    if (rc) return lrc_err_set(err, "%s", lua_tostring(L, -1)); /* syntax errors are one line */
+    if (rc) { /* syntax errors are one line; some load errors lack the file name */
+        const char *msg = lua_tostring(L, -1);
+        if (strstr(msg, m->path)) return lrc_err_set(err, "%s", msg);
+        return lrc_err_set(err, "%s: %s", m->path, msg);
+    }
     if (pcall_err(L, 0, 1, err)) return LRC_EUSER;
     if (!lua_istable(L, -1))
         return lrc_err_set(err, "%s: a model file must return a table with defaults, presets and build, got %s",

@@ -47,13 +47,31 @@ static int check_inputs(const lrc_graph *g, int id, const lrc_node *n, lrc_err *
     return LRC_OK;
 }
 
+/* Element counts stay far from int64 overflow, so every size computed from
+ * them downstream is exact. */
+static int check_size(const lrc_node *n, lrc_err *err)
+{
+    int64_t numel = 1;
+    char b[160];
+    for (int i = 0; i < n->shape.ndim; i++) {
+        int64_t d = n->shape.dim[i];
+        if (d > 0 && numel > LRC_MAX_ELEMENTS / d)
+            return lrc_err_set(err, "%s%s%s is too large: shape %s has more than 2^40 elements", lrc_op_name(n->op),
+                               n->name ? " " : "", n->name ? n->name : "", lrc_shape_str(&n->shape, b, sizeof b));
+        numel *= d;
+    }
+    return LRC_OK;
+}
+
 int lrc_graph_add(lrc_graph *g, const lrc_node *proto, lrc_err *err)
 {
-    lrc_node n = *proto;
-    n.name = NULL;
-    n.group = NULL;
-    n.loc = NULL;
-    if (check_inputs(g, g->n_nodes, &n, err) || lrc_op_table[n.op].infer(g, &n, err)) {
+    lrc_node n = *proto; /* the shape rule may name the node in its message */
+    if (g->n_nodes >= LRC_MAX_NODES) {
+        lrc_err_set(err, "the graph has more than %d nodes (a loop that never ends?)", LRC_MAX_NODES);
+        if (proto->loc) lrc_err_prefix(err, "%s", proto->loc);
+        return -1;
+    }
+    if (check_inputs(g, g->n_nodes, &n, err) || lrc_op_table[n.op].infer(g, &n, err) || check_size(&n, err)) {
         if (proto->loc) lrc_err_prefix(err, "%s", proto->loc);
         return -1;
     }

@@ -16,6 +16,8 @@
 #define LRC_MAX_INPUTS 6
 #define LRC_MAX_IATTR 8
 #define LRC_MAX_FATTR 4
+#define LRC_MAX_NODES (1 << 21)             /* far above any real model (depth-L512: ~15k) */
+#define LRC_MAX_ELEMENTS ((int64_t)1 << 40) /* per tensor */
 
 /* ---- errors ------------------------------------------------------------ */
 

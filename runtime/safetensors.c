@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Larger headers are refused: real files have a few hundred bytes per tensor. */
@@ -173,6 +174,11 @@ int lrc_safetensors_load(const char *path, lrc_tensor_set *out, lrc_err *err)
     lrc_tensor_set_init(out);
     FILE *f = fopen(path, "rb");
     if (!f) return lrc_err_set(err, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return lrc_err_set(err, "%s: is a directory, not a safetensors file", path);
+    }
     uint8_t *buf = NULL;
     size_t len = 0, cap = 0;
     for (;;) {
@@ -184,9 +190,9 @@ int lrc_safetensors_load(const char *path, lrc_tensor_set *out, lrc_err *err)
         len += got;
         if (got == 0) break;
     }
-    int bad = ferror(f);
+    int bad = ferror(f), saved = errno;
     fclose(f);
-    int rc = bad ? lrc_err_set(err, "%s: read error", path) : lrc_safetensors_parse(buf, len, path, out, err);
+    int rc = bad ? lrc_err_set(err, "%s: read error: %s", path, strerror(saved)) : lrc_safetensors_parse(buf, len, path, out, err);
     free(buf);
     return rc;
 }

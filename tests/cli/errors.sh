@@ -1,0 +1,665 @@
+#!/usr/bin/env bash
+# errors.sh — end-to-end bad-input tests of the lrc command.
+#
+#   tests/cli/errors.sh PATH_TO_LRC
+#   LRC_TESTS_VERBOSE=1 also lists the passing cases, =2 with their stderr line.
+#
+# The rule: bad user input never crashes, hangs or leaves a partial output
+# file. lrc ends with exactly one line on stderr, starting with "lrc", that
+# names the place (file.lua:LINE:, the tensor, the byte offset, the option)
+# and what was expected; exit status 1, or 2 for usage errors.
+#
+# Each case runs under `timeout 20` in a scratch directory and checks the exit
+# status, that stderr is one non-empty line starting with "lrc" and matching
+# the case's patterns (extended regular expressions), that nothing is printed
+# on stdout (no traceback either), and that no file is left behind or changed
+# (no -o output, no temporary file, an existing -o file byte-identical).
+# Prints one line per failing case, then "N passed, M failed"; exits 0 only
+# when nothing failed.
+set -u
+export LC_ALL=C # stable sort order for the snapshots, and English strerror texts
+
+if [ $# -ne 1 ] || [ ! -x "$1" ]; then
+  echo "usage: $0 PATH_TO_LRC" >&2
+  exit 2
+fi
+LRC=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+MODEL=$ROOT/models/llama.lua
+FIX=$ROOT/tests/fixtures/llama/pre_base
+PY=${PYTHON:-python3}
+VERBOSE=${LRC_TESTS_VERBOSE:-0}
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/lrc-errors.XXXXXX") || exit 2
+trap 'rm -rf "$T"' EXIT
+CAP=$(mktemp -d "${TMPDIR:-/tmp}/lrc-errors-cap.XXXXXX") || exit 2
+trap 'rm -rf "$T" "$CAP"' EXIT
+cd "$T" || exit 2
+
+passed=0
+failed=0
+
+snapshot() { # every path under the scratch directory, with the checksum of files
+  find . -mindepth 1 -print0 | sort -z | while IFS= read -r -d '' p; do
+    if [ -f "$p" ]; then printf '%s %s\n' "$p" "$(cksum <"$p")"; else printf '%s\n' "$p"; fi
+  done
+}
+
+# t NAME STATUS PATTERN... -- ARGS...
+#   Runs lrc ARGS; STATUS is the expected exit status (a regex, e.g. 1 or 2);
+#   every PATTERN must match the stderr line. MEM_KB=N t ... caps lrc's
+#   address space (ulimit -v) for cases that would otherwise eat the machine.
+t() {
+  local name=$1 want=$2
+  shift 2
+  local pats=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do pats+=("$1"); shift; done
+  shift
+  local before after start=$SECONDS
+  before=$(snapshot)
+  ( # the subshell's own stderr takes bash's "Aborted"/"Segmentation fault" notices
+    [ -n "${MEM_KB:-}" ] && ulimit -v "$MEM_KB"
+    timeout 20 "$LRC" "$@" >"$CAP/stdout" 2>"$CAP/stderr" </dev/null
+  ) 2>/dev/null
+  local rc=$? why=()
+  local secs=$((SECONDS - start))
+  if [ $rc -eq 124 ]; then
+    why+=("hang (killed after 20 s)")
+  elif [ $rc -gt 128 ]; then
+    why+=("crash (exit status $rc = signal $((rc - 128)))")
+  elif ! [[ $rc =~ ^($want)$ ]]; then
+    why+=("exit status $rc, expected $want")
+  fi
+  local lines first=""
+  lines=$(wc -l <"$CAP/stderr")
+  [ -s "$CAP/stderr" ] && first=$(head -n 1 "$CAP/stderr")
+  if [ ! -s "$CAP/stderr" ]; then
+    why+=("nothing on stderr")
+  else
+    if [ "$lines" -ne 1 ] || [ "$(tail -c 1 "$CAP/stderr" | od -An -tx1 | tr -d ' ')" != 0a ]; then
+      why+=("stderr is not exactly one line ($lines newlines)")
+    fi
+    [ -z "$first" ] && why+=("the stderr line is empty")
+    [[ $first == lrc* ]] || why+=("stderr does not start with 'lrc'")
+    local p
+    for p in "${pats[@]}"; do
+      grep -Eq -- "$p" "$CAP/stderr" || why+=("stderr lacks /$p/")
+    done
+  fi
+  grep -qi traceback "$CAP/stdout" "$CAP/stderr" && why+=("traceback")
+  [ -s "$CAP/stdout" ] && why+=("printed on stdout: $(head -c 120 "$CAP/stdout" | tr '\n' ' ')")
+  after=$(snapshot)
+  if [ "$before" != "$after" ]; then
+    local d
+    d=$(diff <(echo "$before") <(echo "$after") | grep '^[<>]' | sed 's/^>/left or changed:/; s/^</was:/' |
+      tr '\n' ' ')
+    why+=("files changed: ${d:0:300}")
+    # undo, so that one failure does not spill into the next cases
+    comm -13 <(echo "$before" | sed 's/ .*//') <(echo "$after" | sed 's/ .*//') | while IFS= read -r p; do
+      rm -rf -- "$p"
+    done
+  fi
+  if [ ${#why[@]} -eq 0 ]; then
+    passed=$((passed + 1))
+    [ "$VERBOSE" != 0 ] && echo "ok   $name (${secs} s)"
+    [ "$VERBOSE" = 2 ] && echo "     $(head -c 400 "$CAP/stderr")"
+  else
+    failed=$((failed + 1))
+    local msg
+    msg=$(head -c 400 "$CAP/stderr" | tr '\n' '|')
+    local IFS=';'
+    echo "FAIL $name: ${why[*]} | stderr: $msg"
+  fi
+  return 0
+}
+
+# ok NAME ARGS...: a control that must succeed (exit 0), so that the bad cases
+# fail for the reason they are meant to.
+ok() {
+  local name=$1
+  shift
+  timeout 20 "$LRC" "$@" >"$CAP/stdout" 2>"$CAP/stderr" </dev/null
+  local rc=$?
+  if [ $rc -eq 0 ]; then
+    passed=$((passed + 1))
+    [ "$VERBOSE" != 0 ] && echo "ok   $name (control)"
+  else
+    failed=$((failed + 1))
+    echo "FAIL $name: control exited $rc | stderr: $(head -c 400 "$CAP/stderr" | tr '\n' '|')"
+  fi
+}
+
+# ---- helpers that write files ------------------------------------------------
+
+cat >"$CAP/st.py" <<'EOF'
+# st.py — writes good and bad safetensors files for errors.sh.
+import json, struct, sys
+
+SIZE = {"F32": 4, "I32": 4, "F16": 2, "BF16": 2, "F64": 8}
+
+def read(p):
+    b = open(p, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    return json.loads(b[8:8 + n]), b[8 + n:]
+
+def write(p, header, data):
+    s = header if isinstance(header, bytes) else json.dumps(header, separators=(",", ":")).encode()
+    s += b" " * (-len(s) % 8)
+    open(p, "wb").write(struct.pack("<Q", len(s)) + s + data)
+
+def tensors(p):  # name -> [dtype, shape, bytes]
+    h, d = read(p)
+    h.pop("__metadata__", None)
+    return {k: [v["dtype"], v["shape"], d[v["data_offsets"][0]:v["data_offsets"][1]]] for k, v in h.items()}
+
+def pack(p, ts):
+    h, data, off = {}, b"", 0
+    for k, (dt, shape, raw) in ts.items():
+        h[k] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(raw)]}
+        data += raw
+        off += len(raw)
+    write(p, h, data)
+
+def numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+cmd, a = sys.argv[1], sys.argv[2:]
+if cmd == "drop":            # IN OUT NAME
+    ts = tensors(a[0]); del ts[a[2]]; pack(a[1], ts)
+elif cmd == "set":           # IN OUT NAME DTYPE SHAPE: bytes kept, cut or zero-padded
+    ts = tensors(a[0]); shape = json.loads(a[4]); n = numel(shape) * SIZE[a[3]]
+    raw = ts.get(a[2], [0, 0, b""])[2][:n]
+    ts[a[2]] = [a[3], shape, raw + bytes(n - len(raw))]; pack(a[1], ts)
+elif cmd == "make":          # OUT SPEC: {"name": [dtype, shape, [values]]}
+    ts = {}
+    for k, (dt, shape, vals) in json.loads(a[1]).items():
+        ts[k] = [dt, shape, struct.pack("<%d%s" % (len(vals), "f" if dt == "F32" else "i"), *vals)]
+    pack(a[0], ts)
+elif cmd == "hdr":           # IN OUT STATEMENT: edits the header dict h, the data stay
+    h, d = read(a[0]); exec(a[2]); write(a[1], h, d)
+elif cmd == "raw":           # IN OUT TEXT: replaces the header by TEXT, the data stay
+    h, d = read(a[0]); write(a[1], a[2].encode(), d)
+elif cmd == "hlen":          # IN OUT N: overwrites the 8-byte header length
+    b = open(a[0], "rb").read(); open(a[1], "wb").write(struct.pack("<Q", int(a[2])) + b[8:])
+elif cmd == "cut":           # IN OUT WHERE: truncates in the middle of the header or the data
+    b = open(a[0], "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+    at = 8 + n // 2 if a[2] == "header" else 8 + n + (len(b) - 8 - n) // 2
+    open(a[1], "wb").write(b[:at])
+else:
+    sys.exit("st.py: unknown command " + cmd)
+EOF
+st() { "$PY" "$CAP/st.py" "$@" || { echo "errors.sh: st.py $* failed" >&2; exit 2; }; }
+
+model() { cat >"$1"; } # model FILE <<'EOF' ... EOF
+
+# ---- fixtures ------------------------------------------------------------------
+
+W=w.safetensors
+IN=in.safetensors
+cp "$FIX/weights.safetensors" "$W"
+cp "$FIX/input.safetensors" "$IN"
+SETS=()
+while IFS= read -r line; do [ -n "$line" ] && SETS+=(--set "$line"); done <"$FIX/config.txt"
+FWD=(forward "$MODEL" "${SETS[@]}")
+TINY=(init "$MODEL" --preset tiny)
+LOC='llama\.lua:[0-9]+: '
+
+model good.lua <<'EOF'
+local lrc = require "lrc"
+local nn = require "lrc.nn"
+
+local M = { defaults = { d_model = 8, vocab = 16 }, presets = { tiny = { d_model = 4 } } }
+
+function M.build(cfg, tokens)
+  local embed = nn.embedding("embed", cfg.vocab, cfg.d_model)
+  local head = nn.linear("head", cfg.d_model, cfg.vocab)
+  return head(lrc.rmsnorm(embed(tokens), { eps = 1e-5 }))
+end
+
+return M
+EOF
+
+# the controls: the same commands with good input succeed
+ok "control: forward on pre_base" "${FWD[@]}" --weights "$W" --input "$IN" -o ctl.safetensors
+ok "control: init tiny" "${TINY[@]}" -o keep.safetensors
+ok "control: user model" init good.lua --preset tiny -o ctl2.safetensors
+rm -f ctl.safetensors ctl2.safetensors
+
+# ---- Lua model files -------------------------------------------------------------
+
+model syntax.lua <<'EOF'
+local lrc = require "lrc"
+local M = { defaults = { d_model = 8 }, presets = {} }
+function M.build(cfg, tokens)
+  local x = = tokens
+  return x
+end
+return M
+EOF
+t "Lua syntax error" 1 'syntax\.lua:4: ' "near '='" -- init syntax.lua -o out.safetensors
+
+model callnil.lua <<'EOF'
+local lrc = require "lrc"
+local nn = require "lrc.nn"
+local M = { defaults = { d_model = 8, vocab = 16 }, presets = {} }
+function M.build(cfg, tokens)
+  local embed = nn.embedding("embed", cfg.vocab, cfg.d_model)
+  local h = nn.silu(embed(tokens))
+  return h
+end
+return M
+EOF
+t "Lua run-time error in build (calling nil)" 1 'callnil\.lua:6: ' 'nil' -- init callnil.lua -o out.safetensors
+
+model toperr.lua <<'EOF'
+local lrc = require "lrc"
+local width = nil
+local M = { defaults = { d_model = width * 2 }, presets = {} }
+return M
+EOF
+t "Lua run-time error while loading the file" 1 'toperr\.lua:3: ' 'arithmetic' -- init toperr.lua -o out.safetensors
+
+model retnum.lua <<'EOF'
+local lrc = require "lrc"
+local M = { defaults = { d_model = 8 }, presets = {} }
+function M.build(cfg, tokens) return tokens end
+return 42
+EOF
+t "model file returns a number" 1 'retnum\.lua' 'table' 'number' -- init retnum.lua -o out.safetensors
+
+model nobuild.lua <<'EOF'
+local lrc = require "lrc"
+local M = { defaults = { d_model = 8 }, presets = {} }
+function M.bulid(cfg, tokens) return tokens end
+return M
+EOF
+t "model without a build function" 1 'nobuild\.lua' 'build' -- init nobuild.lua -o out.safetensors
+
+model nodefaults.lua <<'EOF'
+local M = { presets = {} }
+function M.build(cfg, tokens) return tokens end
+return M
+EOF
+t "model without defaults" 1 'nodefaults\.lua' 'defaults' -- init nodefaults.lua -o out.safetensors
+
+model tabledefault.lua <<'EOF'
+local M = { defaults = { d_model = 8, sizes = { 1, 2 } }, presets = {} }
+function M.build(cfg, tokens) return tokens end
+return M
+EOF
+t "a default that is a table" 1 'tabledefault\.lua' 'defaults' -- init tabledefault.lua -o out.safetensors
+
+model badpreset.lua <<'EOF'
+local M = { defaults = { d_model = 8 }, presets = { tiny = { d_modle = 4 } } }
+function M.build(cfg, tokens) return tokens end
+return M
+EOF
+t "a preset setting an unknown key" 1 'badpreset\.lua' "'tiny'" "'d_modle'" -- init badpreset.lua --preset tiny -o out.safetensors
+
+model retnum2.lua <<'EOF'
+local lrc = require "lrc"
+local M = { defaults = { d_model = 8 }, presets = {} }
+function M.build(cfg, tokens)
+  return cfg.d_model
+end
+return M
+EOF
+t "build returns a number" 1 'retnum2\.lua' 'tensor' 'number' -- init retnum2.lua -o out.safetensors
+
+model loop.lua <<'EOF'
+local lrc = require "lrc"
+local M = { defaults = { d_model = 8 }, presets = {} }
+function M.build(cfg, tokens)
+  while true do end
+end
+return M
+EOF
+t "endless loop in build" 1 'loop\.lua:4: ' 'loop' -- init loop.lua -o out.safetensors
+
+model layerloop.lua <<'EOF'
+local lrc = require "lrc"
+local nn = require "lrc.nn"
+local M = { defaults = { d_model = 8, vocab = 16, n_layers = 2 }, presets = {} }
+function M.build(cfg, tokens)
+  local h = nn.embedding("embed", cfg.vocab, cfg.d_model)(tokens)
+  local l = 0
+  while l < cfg.n_layers do -- forgot l = l + 1: every turn adds graph nodes
+    h = h + lrc.silu(h)
+  end
+  return nn.linear("head", cfg.d_model, cfg.vocab)(h)
+end
+return M
+EOF
+MEM_KB=4000000 t "endless loop that adds layers (memory capped at 4 GB)" 1 'layerloop\.lua:[0-9]+: ' -- init layerloop.lua -o out.safetensors
+
+model toploop.lua <<'EOF'
+local n = 0
+while true do n = n + 1 end
+EOF
+t "endless loop while loading the file" 1 'toploop\.lua:2: ' 'loop' -- inspect toploop.lua
+
+model recurse.lua <<'EOF'
+local lrc = require "lrc"
+local M = { defaults = { d_model = 8 }, presets = {} }
+local function layer(x, l)
+  local y = layer(x, l + 1)
+  return y
+end
+function M.build(cfg, tokens)
+  return layer(tokens, 0)
+end
+return M
+EOF
+t "endless recursion" 1 'recurse\.lua:4: ' 'stack overflow' -- init recurse.lua -o out.safetensors
+
+model matmul.lua <<'EOF'
+local lrc = require "lrc"
+local nn = require "lrc.nn"
+local M = { defaults = { d_model = 8, vocab = 16 }, presets = {} }
+function M.build(cfg, tokens)
+  local x = nn.embedding("embed", cfg.vocab, cfg.d_model)(tokens)
+  local w = lrc.param("head.weight", { cfg.vocab, cfg.d_model + 1 }, { "normal", std = 0.02 })
+  return lrc.matmul(x, w)
+end
+return M
+EOF
+t "shape error: matmul of mismatched sizes" 1 'matmul\.lua:7: ' 'matmul' -- init matmul.lua -o out.safetensors
+
+model attr.lua <<'EOF'
+local lrc = require "lrc"
+local nn = require "lrc.nn"
+local M = { defaults = { d_model = 8, vocab = 16 }, presets = {} }
+function M.build(cfg, tokens)
+  local x = nn.embedding("embed", cfg.vocab, cfg.d_model)(tokens)
+  local y = lrc.rmsnorm(x, { epsilon = 1e-5 })
+  return nn.linear("head", cfg.d_model, cfg.vocab)(y)
+end
+return M
+EOF
+t "unknown attribute to an op" 1 'attr\.lua:6: ' 'rmsnorm' "'epsilon'" -- init attr.lua -o out.safetensors
+
+model twice.lua <<'EOF'
+local lrc = require "lrc"
+local nn = require "lrc.nn"
+local M = { defaults = { d_model = 8, vocab = 16 }, presets = {} }
+function M.build(cfg, tokens)
+  local x = nn.embedding("embed", cfg.vocab, cfg.d_model)(tokens)
+  local g1 = lrc.param("norm.weight", { cfg.d_model }, "ones")
+  local g2 = lrc.param("norm.weight", { cfg.d_model }, "ones")
+  return nn.linear("head", cfg.d_model, cfg.vocab)(x * g1 * g2)
+end
+return M
+EOF
+t "the same parameter defined twice" 1 'twice\.lua:7: ' "'norm\.weight'" -- init twice.lua -o out.safetensors
+
+model badinit.lua <<'EOF'
+local lrc = require "lrc"
+local M = { defaults = { d_model = 8, vocab = 16 }, presets = {} }
+function M.build(cfg, tokens)
+  local w = lrc.param("embed.weight", { cfg.vocab, cfg.d_model }, { "gaussian", std = 0.02 })
+  return lrc.embedding(tokens, w)
+end
+return M
+EOF
+t "unknown init rule" 1 'badinit\.lua:4: ' "'embed\.weight'" 'init' -- init badinit.lua -o out.safetensors
+
+model negsize.lua <<'EOF'
+local lrc = require "lrc"
+local M = { defaults = { d_model = 8, vocab = 16 }, presets = {} }
+function M.build(cfg, tokens)
+  local w = lrc.param("embed.weight", { cfg.vocab, -cfg.d_model }, "zeros")
+  return lrc.embedding(tokens, w)
+end
+return M
+EOF
+t "negative size in a parameter shape" 1 'negsize\.lua:4: ' "embed\.weight" -- init negsize.lua -o out.safetensors
+
+model addnum.lua <<'EOF'
+local lrc = require "lrc"
+local nn = require "lrc.nn"
+local M = { defaults = { d_model = 8, vocab = 16 }, presets = {} }
+function M.build(cfg, tokens)
+  local x = nn.embedding("embed", cfg.vocab, cfg.d_model)(tokens)
+  return nn.linear("head", cfg.d_model, cfg.vocab)(x + 1)
+end
+return M
+EOF
+t "tensor plus a number" 1 'addnum\.lua:6: ' '\+' -- init addnum.lua -o out.safetensors
+
+model requires.lua <<'EOF'
+local lrc = require "lrc"
+local tf = require "lrc.transformers"
+local M = { defaults = { d_model = 8 }, presets = {} }
+function M.build(cfg, tokens) return tokens end
+return M
+EOF
+t "require of a missing module" 1 'requires\.lua:2: ' "lrc\.transformers" -- init requires.lua -o out.safetensors
+
+model outside.lua <<'EOF'
+local lrc = require "lrc"
+local shared = lrc.param("shared.weight", { 8, 8 }, "ones")
+local M = { defaults = { d_model = 8 }, presets = {} }
+function M.build(cfg, tokens) return tokens end
+return M
+EOF
+t "a tensor made outside build" 1 'outside\.lua:2: ' 'build' -- init outside.lua -o out.safetensors
+
+model errtable.lua <<'EOF'
+local lrc = require "lrc"
+local M = { defaults = { d_model = 8 }, presets = {} }
+function M.build(cfg, tokens)
+  error({ reason = "not ready" })
+end
+return M
+EOF
+t "error() with a table value" 1 'errtable\.lua:4: ' -- init errtable.lua -o out.safetensors
+
+model multiline.lua <<'EOF'
+local lrc = require "lrc"
+local M = { defaults = { d_model = 8 }, presets = {} }
+function M.build(cfg, tokens)
+  error("d_model must be\neven")
+end
+return M
+EOF
+t "an error message with a newline" 1 'multiline\.lua:4: ' 'must be.even' -- init multiline.lua -o out.safetensors
+
+t "model file that does not exist" 1 'nothere\.lua' 'llama' -- init nothere.lua -o out.safetensors
+mkdir adir.lua
+t "a directory as the model file" 1 'adir\.lua' '[Dd]irectory' -- init adir.lua -o out.safetensors
+printf '\x1bLua\x54\x00\x19\x93\r\n\x1a\n' >bytecode.lua
+t "precompiled bytecode as the model" 1 'bytecode\.lua' -- init bytecode.lua -o out.safetensors
+t "unknown preset of a user model" 1 'good\.lua' "'huge'" 'tiny' -- init good.lua --preset huge -o out.safetensors
+
+# ---- configuration ------------------------------------------------------------------
+
+t "--set unknown key" 1 "'foo'" 'd_model' -- "${TINY[@]}" --set foo=1 -o out.safetensors
+t "--set d_model=abc" 1 'd_model=abc' 'integer' -- "${TINY[@]}" --set d_model=abc -o out.safetensors
+t "--set n_layers=2.5" 1 'n_layers=2\.5' 'integer' -- "${TINY[@]}" --set n_layers=2.5 -o out.safetensors
+t "--set n_layers out of range" 1 'n_layers' 'integer' -- "${TINY[@]}" --set n_layers=99999999999999999999 -o out.safetensors
+t "--set without =" 1 '--set d_model' 'KEY=VALUE' -- "${TINY[@]}" --set d_model -o out.safetensors
+t "--set with an empty key" 1 '--set =4' 'KEY=VALUE' -- "${TINY[@]}" --set =4 -o out.safetensors
+t "--set eps=nan" 1 'eps=nan' 'number' -- "${TINY[@]}" --set eps=nan -o out.safetensors
+t "--set boolean key to maybe" 1 'deepnet_depth_alpha=maybe' 'true or false' -- "${TINY[@]}" --set deepnet_depth_alpha=maybe -o out.safetensors
+t "unknown preset" 1 "'huge'" '60m' -- init "$MODEL" --preset huge -o out.safetensors
+t "n_heads not dividing d_model" 1 "$LOC" 'n_heads \(5\)' 'd_model \(32\)' -- "${TINY[@]}" --set n_heads=5 -o out.safetensors
+t "odd d_model with norm=layerrope" 1 "$LOC" 'LayerRoPE' 'even' '33' -- "${TINY[@]}" --set norm=layerrope --set d_model=33 --set n_heads=3 -o out.safetensors
+t "odd head dimension (RoPE)" 1 "$LOC" 'head dimension' '17' -- "${TINY[@]}" --set d_model=34 -o out.safetensors
+t "negative d_model" 1 "$LOC" 'd_model' '-4' -- "${TINY[@]}" --set d_model=-4 -o out.safetensors
+t "vocab=0" 1 "$LOC" 'vocab' -- "${TINY[@]}" --set vocab=0 -o out.safetensors
+t "n_layers=0" 1 "$LOC" 'n_layers' -- "${TINY[@]}" --set n_layers=0 -o out.safetensors
+t "unknown norm" 1 "$LOC" 'norm' "'foo'" -- "${TINY[@]}" --set norm=foo -o out.safetensors
+t "eps=0" 1 "$LOC" 'eps' -- "${TINY[@]}" --set eps=0 -o out.safetensors
+t "negative rope_base" 1 "$LOC" 'rope_base' -- "${TINY[@]}" --set rope_base=-1 -o out.safetensors
+t "built-in model name, bad config" 1 'models/llama\.lua:[0-9]+: ' 'n_heads' -- init llama --preset tiny --set n_heads=3 -o out.safetensors
+t "parameter count overflows (inspect)" 1 'embed_tokens|vocab' 'overflow|too large|too big' -- inspect llama --preset tiny --set vocab=4611686018427387904 --params
+t "parameter too large to allocate (init)" 1 'embed_tokens' -- "${TINY[@]}" --set vocab=4611686018427387904 -o out.safetensors
+t "demo with a vocabulary too small for bytes" 1 'vocab' '256' -- demo --set vocab=100
+
+# ---- weights ----------------------------------------------------------------------------
+
+fwd_w() { # name pattern... -- WEIGHTS
+  local name=$1
+  shift
+  local pats=()
+  while [ "$1" != -- ]; do pats+=("$1"); shift; done
+  t "$name" 1 "${pats[@]}" -- "${FWD[@]}" --weights "$2" --input "$IN" -o out.safetensors
+}
+fwd_in() { # name pattern... -- INPUT
+  local name=$1
+  shift
+  local pats=()
+  while [ "$1" != -- ]; do pats+=("$1"); shift; done
+  t "$name" 1 "${pats[@]}" -- "${FWD[@]}" --weights "$W" --input "$2" -o out.safetensors
+}
+
+st drop "$W" w_missing.st model.layers.1.mlp.up_proj.weight
+fwd_w "weights: a missing tensor" 'w_missing\.st' "'model\.layers\.1\.mlp\.up_proj\.weight'" 'missing' -- w_missing.st
+st set "$W" w_extra.st model.layers.3.mlp.up_proj.weight F32 '[48, 32]'
+fwd_w "weights: an extra tensor" 'w_extra\.st' "'model\.layers\.3\.mlp\.up_proj\.weight'" -- w_extra.st
+st set "$W" w_shape.st model.layers.2.mlp.gate_proj.weight F32 '[32, 48]'
+fwd_w "weights: a transposed tensor" 'w_shape\.st' "'model\.layers\.2\.mlp\.gate_proj\.weight'" '\[32, ?48\]' '\[48, ?32\]' -- w_shape.st
+st set "$W" w_rank.st model.norm.weight F32 '[1, 32]'
+fwd_w "weights: a tensor of the wrong rank" 'w_rank\.st' "'model\.norm\.weight'" -- w_rank.st
+st set "$W" w_i32.st model.layers.0.self_attn.q_proj.weight I32 '[32, 32]'
+fwd_w "weights: I32 where a float is expected" 'w_i32\.st' "'model\.layers\.0\.self_attn\.q_proj\.weight'" 'I32' -- w_i32.st
+st make w_tokens.st '{"tokens": ["I32", [2, 7], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]]}'
+fwd_w "weights: the input file given as weights" 'w_tokens\.st' -- w_tokens.st
+
+# ---- corrupt safetensors files, as weights and as input ----------------------------------
+
+corrupt() { # KIND SRC OUT
+  case $1 in
+  cut_data) st cut "$2" "$3" data ;;
+  cut_header) st cut "$2" "$3" header ;;
+  hlen_past_end) st hlen "$2" "$3" "$(($(stat -c %s "$2") - 7))" ;;
+  hlen_huge) st hlen "$2" "$3" 18446744073709551615 ;;
+  bad_json) st raw "$2" "$3" '{"tokens": {"dtype": "I32", "shape": [2, 7], "data_offsets": [0, 56]' ;;
+  offsets_outside) st hdr "$2" "$3" 'k = next(iter(h)); h[k]["data_offsets"][1] += 1000000' ;;
+  overlap) st hdr "$2" "$3" 'k = next(iter(h)); b, e = h[k]["data_offsets"]; h["zz.overlap"] = {"dtype": "I32", "shape": [(e - b) // 8], "data_offsets": [b + (e - b) // 2, b + (e - b) // 2 + (e - b) // 8 * 4]}' ;;
+  f64) st hdr "$2" "$3" 'k = next(iter(h)); h[k]["dtype"] = "F64"' ;;
+  empty) : >"$3" ;;
+  short) head -c 7 "$2" >"$3" ;;
+  esac
+}
+declare -A WHAT=(
+  [cut_data]="truncated in the middle of the data"
+  [cut_header]="truncated in the middle of the header"
+  [hlen_past_end]="header length past the end of the file"
+  [hlen_huge]="header length 2^64-1"
+  [bad_json]="invalid JSON"
+  [offsets_outside]="data offsets outside the file"
+  [overlap]="overlapping data offsets"
+  [f64]="unknown dtype F64"
+  [empty]="an empty file"
+  [short]="a 7-byte file"
+)
+declare -A PAT=(
+  [cut_data]="outside|offset [0-9]+"
+  [cut_header]="header length [0-9]+ at offset 0"
+  [hlen_past_end]="header length [0-9]+ at offset 0"
+  [hlen_huge]="header length [0-9]+ at offset 0"
+  [bad_json]="JSON.*offset [0-9]+"
+  [offsets_outside]="outside"
+  [overlap]="overlap.*offset [0-9]+"
+  [f64]="'F64'"
+  [empty]="0 bytes.*offset 0"
+  [short]="7 bytes.*offset 0"
+)
+for kind in cut_data cut_header hlen_past_end hlen_huge bad_json offsets_outside overlap f64 empty short; do
+  corrupt "$kind" "$W" "w_$kind.st"
+  corrupt "$kind" "$IN" "in_$kind.st"
+  fwd_w "weights: ${WHAT[$kind]}" "w_$kind\\.st" "${PAT[$kind]}" -- "w_$kind.st"
+  fwd_in "input: ${WHAT[$kind]}" "in_$kind\\.st" "${PAT[$kind]}" -- "in_$kind.st"
+done
+# the tensor named for the errors that concern one tensor
+fwd_w "weights: data offsets outside name the tensor" "'model\.embed_tokens\.weight'" -- w_offsets_outside.st
+fwd_w "weights: F64 names the tensor" "'model\.embed_tokens\.weight'" -- w_f64.st
+fwd_in "input: truncated data names the tensor" "'tokens'" -- in_cut_data.st
+fwd_w "weights: nonexistent path" 'no_such\.st' 'No such file' -- no_such.st
+fwd_in "input: nonexistent path" 'no_such\.st' 'No such file' -- no_such.st
+mkdir a_dir.st
+fwd_w "weights: a directory as path" 'a_dir\.st' '[Dd]irectory' -- a_dir.st
+fwd_in "input: a directory as path" 'a_dir\.st' '[Dd]irectory' -- a_dir.st
+
+st raw "$IN" in_array.st '[1, 2, 3]'
+fwd_in "input: header is a JSON array" 'in_array\.st' 'object' -- in_array.st
+st raw "$IN" in_nested.st "$(printf '%*s' 20000 '' | tr ' ' '[')"
+fwd_in "input: deeply nested JSON" 'in_nested\.st' 'JSON' -- in_nested.st
+st raw "$IN" in_dup.st '{"tokens": {"dtype": "I32", "shape": [2, 7], "data_offsets": [0, 56]}, "tokens": {"dtype": "I32", "shape": [2, 7], "data_offsets": [0, 56]}}'
+fwd_in "input: the same tensor twice" 'in_dup\.st' "'tokens'" -- in_dup.st
+st hdr "$IN" in_reversed.st 'h["tokens"]["data_offsets"] = [56, 0]'
+fwd_in "input: reversed data offsets" 'in_reversed\.st' "'tokens'" -- in_reversed.st
+st hdr "$IN" in_float_offsets.st 'h["tokens"]["data_offsets"] = [0.5, 56]'
+fwd_in "input: fractional data offsets" 'in_float_offsets\.st' "'tokens'" 'data_offsets' -- in_float_offsets.st
+st hdr "$IN" in_nbytes.st 'h["tokens"]["shape"] = [2, 8]'
+fwd_in "input: shape and byte count disagree" 'in_nbytes\.st' "'tokens'" '56' '64' -- in_nbytes.st
+st hdr "$IN" in_negshape.st 'h["tokens"]["shape"] = [-2, 7]'
+fwd_in "input: negative size in a shape" 'in_negshape\.st' "'tokens'" 'shape' -- in_negshape.st
+st hdr "$IN" in_nodtype.st 'del h["tokens"]["dtype"]'
+fwd_in "input: no dtype" 'in_nodtype\.st' "'tokens'" 'dtype' -- in_nodtype.st
+st hdr "$IN" in_meta.st 'h["__metadata__"] = {"step": 3}'
+fwd_in "input: metadata value not a string" 'in_meta\.st' '__metadata__' -- in_meta.st
+
+# ---- input tokens ---------------------------------------------------------------------------
+
+TOK='[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]'
+st make in_vocab.st '{"tokens": ["I32", [2, 7], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 61, 12, 13, 14]]}'
+fwd_in "tokens: id >= vocab" 'tokens\[1,3\] = 61 is outside the vocabulary' -- in_vocab.st
+st make in_neg.st '{"tokens": ["I32", [2, 7], [1, 2, 3, -1, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]]}'
+fwd_in "tokens: negative id" 'tokens\[0,3\] = -1 is outside the vocabulary' -- in_neg.st
+st make in_f32.st "{\"tokens\": [\"F32\", [2, 7], $TOK]}"
+fwd_in "tokens: F32" 'in_f32\.st' "'tokens'" 'F32' 'I32' -- in_f32.st
+st make in_rank1.st "{\"tokens\": [\"I32\", [14], $TOK]}"
+fwd_in "tokens: rank 1" 'in_rank1\.st' "'tokens'" '\[14\]' -- in_rank1.st
+st make in_rank3.st "{\"tokens\": [\"I32\", [1, 2, 7], $TOK]}"
+fwd_in "tokens: rank 3" 'in_rank3\.st' "'tokens'" '\[1, ?2, ?7\]' -- in_rank3.st
+st make in_empty_b.st '{"tokens": ["I32", [0, 7], []]}'
+fwd_in "tokens: batch of 0" 'in_empty_b\.st' "'tokens'" -- in_empty_b.st
+st make in_none.st '{}'
+fwd_in "tokens: no tensors at all" 'in_none\.st' "'tokens'" -- in_none.st
+st make in_ids.st "{\"input_ids\": [\"I32\", [2, 7], $TOK]}"
+fwd_in "tokens: missing, another name instead" 'in_ids\.st' "'input_ids'" "'tokens'" -- in_ids.st
+st make in_more.st "{\"tokens\": [\"I32\", [2, 7], $TOK], \"mask\": [\"I32\", [2, 7], $TOK]}"
+fwd_in "tokens: an extra tensor in the input" 'in_more\.st' "'mask'" -- in_more.st
+st make in_newline.st "{\"tokens\": [\"I32\", [2, 7], $TOK], \"a\\nb\": [\"I32\", [1], [0]]}"
+fwd_in "tokens: an extra tensor with a newline in its name" 'in_newline\.st' -- in_newline.st
+
+# ---- output -------------------------------------------------------------------------------------
+
+t "-o into a nonexistent directory" 1 'no_dir/out\.st' 'No such file' -- "${FWD[@]}" --weights "$W" --input "$IN" -o no_dir/out.st
+t "init -o into a nonexistent directory" 1 'no_dir/out\.st' 'No such file' -- "${TINY[@]}" -o no_dir/out.st
+mkdir out_dir.st
+t "-o is a directory" 1 'out_dir\.st' '[Dd]irectory' -- "${TINY[@]}" -o out_dir.st
+# a failed command never clobbers an existing file (keep.safetensors is from the control init)
+t "failed init keeps an existing -o file" 1 "$LOC" 'n_heads' -- "${TINY[@]}" --set n_heads=5 -o keep.safetensors
+t "failed forward keeps an existing -o file" 1 'tokens\[1,3\]' -- "${FWD[@]}" --weights "$W" --input in_vocab.st -o keep.safetensors
+t "failed forward with -o naming the weights" 1 "'model\.layers\.1\.mlp\.up_proj\.weight'" -- "${FWD[@]}" --weights w_missing.st --input "$IN" -o w_missing.st
+
+# ---- usage (exit status 2) --------------------------------------------------------------------------
+
+t "unknown command" 2 "'frobnicate'" -- frobnicate llama
+t "unknown option" 2 '--bogus' -- inspect llama --bogus
+t "unknown short option" 2 '-x' -- init llama -x -o out.safetensors
+t "missing MODEL" 2 'MODEL' -- inspect
+t "unexpected argument" 2 "'extra'" -- inspect llama extra
+t "init without -o" 2 '-o' -- init llama --preset tiny
+t "-o without its value" 2 '-o' -- init llama --preset tiny -o
+t "--set without its value" 2 '--set' -- inspect llama --set
+t "forward without --weights" 2 '--weights' -- "${FWD[@]}" --input "$IN" -o out.safetensors
+t "forward without --input" 2 '--input' -- "${FWD[@]}" --weights "$W" -o out.safetensors
+t "forward without -o" 2 '-o' -- "${FWD[@]}" --weights "$W" --input "$IN"
+t "--seed -1" 2 '--seed -1' -- init llama --preset tiny --seed -1 -o out.safetensors
+t "--seed abc" 2 '--seed abc' -- init llama --preset tiny --seed abc -o out.safetensors
+t "--seed out of range" 2 '--seed' -- init llama --preset tiny --seed 99999999999999999999 -o out.safetensors
+t "--seq 0" 2 '--seq 0' -- inspect llama --preset tiny --seq 0
+t "--seq out of range" 2 '--seq' -- inspect llama --preset tiny --seq 99999999999999999999
+t "--batch x" 2 '--batch x' -- inspect llama --preset tiny --batch x
+t "unknown --target" '1|2' "'?gpu'?" -- "${FWD[@]}" --weights "$W" --input "$IN" -o out.safetensors --target gpu
+t "demo with a 1-byte prompt" 2 '--prompt' -- demo --prompt a
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

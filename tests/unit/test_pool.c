@@ -1,0 +1,338 @@
+/* test_pool — the kernel thread pool: every item visited exactly once, the
+ * documented partition, back-to-back runs, visibility of the workers'
+ * results, both the spinning and the sleeping wait paths, and bad thread
+ * counts. Run it under -fsanitize=thread too: the pool's memory ordering is
+ * what keeps the plain writes below race-free. */
+#define _GNU_SOURCE
+#include "runtime/lrc_pool.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int passed, failed;
+
+#define CHECK(cond, ...)                                   \
+    do {                                                   \
+        if (cond) passed++;                                \
+        else {                                             \
+            failed++;                                      \
+            printf("FAIL line %d: ", __LINE__);            \
+            printf(__VA_ARGS__);                           \
+            printf("\n");                                  \
+        }                                                  \
+    } while (0)
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+}
+
+static double cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+/* The partition as lrc_pool.h documents it, written out independently. */
+static void expected_chunk(int64_t n, int T, int t, int64_t *begin, int64_t *end)
+{
+    int64_t q = n / T, r = n % T;
+    *begin = t * q + (t < r ? t : r);
+    *end = *begin + q + (t < r ? 1 : 0);
+}
+
+/* ---- every item exactly once, in the documented chunks ----------------- */
+
+#define MAXT 64
+
+typedef struct visit_ctx {
+    uint8_t *count;        /* per item: how often it was visited */
+    int calls[MAXT];       /* per thread: how often fn ran there */
+    int64_t begin[MAXT], end[MAXT];
+} visit_ctx;
+
+static void visit(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    visit_ctx *v = ctx;
+    v->calls[thread]++;
+    v->begin[thread] = begin;
+    v->end[thread] = end;
+    for (int64_t i = begin; i < end; i++) v->count[i]++;
+}
+
+static void check_partition(lrc_pool *p, int T, int64_t n, int rep)
+{
+    visit_ctx v;
+    memset(&v, 0, sizeof v);
+    v.count = calloc((size_t)(n > 0 ? n : 1), 1);
+    lrc_pool_run(p, visit, &v, n);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += v.count[i] != 1;
+    CHECK(bad == 0, "T=%d n=%lld rep %d: %lld items not visited exactly once", T, (long long)n, rep,
+          (long long)bad);
+    for (int t = 0; t < T; t++) {
+        int64_t b, e;
+        expected_chunk(n, T, t, &b, &e);
+        if (b == e) {
+            CHECK(v.calls[t] == 0, "T=%d n=%lld: fn called for the empty chunk of thread %d", T,
+                  (long long)n, t);
+        } else {
+            CHECK(v.calls[t] == 1 && v.begin[t] == b && v.end[t] == e,
+                  "T=%d n=%lld: thread %d got %d calls, last [%lld,%lld), expected [%lld,%lld)", T,
+                  (long long)n, t, v.calls[t], (long long)v.begin[t], (long long)v.end[t],
+                  (long long)b, (long long)e);
+        }
+    }
+    free(v.count);
+}
+
+static void test_partition(void)
+{
+    static const int64_t sizes[] = {0, 1, 2, 3, 7, 1000, 1 << 20};
+    static const int threads[] = {1, 2, 3, 4, 8};
+    for (size_t k = 0; k < sizeof threads / sizeof *threads; k++) {
+        int T = threads[k];
+        lrc_err err;
+        lrc_pool *p = lrc_pool_new(T, &err);
+        CHECK(p && lrc_pool_threads(p) == T, "lrc_pool_new(%d) failed", T);
+        if (!p) continue;
+        for (int rep = 0; rep < 3; rep++)
+            for (size_t j = 0; j < sizeof sizes / sizeof *sizes; j++) check_partition(p, T, sizes[j], rep);
+        lrc_pool_free(p);
+    }
+}
+
+/* The formula itself: contiguous, covering, near-equal, chunk t to thread t. */
+static void test_formula(void)
+{
+    int bad = 0;
+    for (int T = 1; T <= 17; T++)
+        for (int64_t n = 0; n <= 100; n++) {
+            int64_t prev_end = 0, lo = INT64_MAX, hi = 0;
+            for (int t = 0; t < T; t++) {
+                int64_t b, e;
+                expected_chunk(n, T, t, &b, &e);
+                bad += b != prev_end || e < b;
+                lo = e - b < lo ? e - b : lo;
+                hi = e - b > hi ? e - b : hi;
+                prev_end = e;
+            }
+            bad += prev_end != n || hi - lo > 1;
+        }
+    CHECK(bad == 0, "the documented formula is not a near-equal contiguous partition (%d cases)", bad);
+    int64_t b, e;
+    expected_chunk(INT64_MAX, 3, 2, &b, &e);
+    CHECK(e == INT64_MAX, "the formula must not overflow for huge n");
+}
+
+/* ---- results visible after run, on both wait paths ---------------------- */
+
+typedef struct fill_ctx {
+    int64_t *out;
+    int slow_thread; /* this thread sleeps first, so the caller waits asleep */
+} fill_ctx;
+
+static void fill(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    fill_ctx *f = ctx;
+    if (thread == f->slow_thread) usleep(2000);
+    for (int64_t i = begin; i < end; i++) f->out[i] = 3 * i + 1;
+}
+
+static void test_visibility(void)
+{
+    enum { N = 4099 };
+    lrc_err err;
+    lrc_pool *p = lrc_pool_new(4, &err);
+    CHECK(p != NULL, "lrc_pool_new(4): %s", err.msg);
+    if (!p) return;
+    int64_t *out = malloc(N * sizeof *out);
+    /* slow_thread -1: hot path; 3: caller sleeps; then an idle gap longer
+     * than the spin so the workers are asleep when the run starts. */
+    for (int mode = 0; mode < 3; mode++)
+        for (int rep = 0; rep < 20; rep++) {
+            memset(out, 0, N * sizeof *out);
+            fill_ctx f = {out, mode == 1 ? 3 : -1};
+            if (mode == 2) usleep(1000);
+            lrc_pool_run(p, fill, &f, N);
+            int64_t bad = 0;
+            for (int64_t i = 0; i < N; i++) bad += out[i] != 3 * i + 1;
+            CHECK(bad == 0, "mode %d rep %d: %lld results not visible after run", mode, rep,
+                  (long long)bad);
+        }
+    free(out);
+    lrc_pool_free(p);
+}
+
+/* ---- many tiny runs; the cost of an empty one ---------------------------- */
+
+typedef struct sum_ctx {
+    int64_t partial[MAXT];
+} sum_ctx;
+
+static void sum(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    sum_ctx *s = ctx;
+    for (int64_t i = begin; i < end; i++) s->partial[thread] += i;
+}
+
+static void nothing(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)ctx, (void)begin, (void)end, (void)thread;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Prints, does not check: timing depends on the machine and its load. The
+ * median of batches ignores the batches a preemption landed in. */
+static void report_empty_run(lrc_pool *p)
+{
+    enum { BATCHES = 100, PER_BATCH = 100 };
+    double batch[BATCHES], total = 0;
+    for (int r = 0; r < 1000; r++) lrc_pool_run(p, nothing, NULL, 2); /* warm up */
+    for (int b = 0; b < BATCHES; b++) {
+        double t0 = now_us();
+        for (int r = 0; r < PER_BATCH; r++) lrc_pool_run(p, nothing, NULL, 2);
+        batch[b] = (now_us() - t0) / PER_BATCH;
+        total += batch[b];
+    }
+    qsort(batch, BATCHES, sizeof *batch, cmp_double);
+    printf("empty run with 2 threads: %.2f us (median of %d batches of %d; mean %.2f us)\n",
+           batch[BATCHES / 2], BATCHES, PER_BATCH, total / BATCHES);
+}
+
+static void test_back_to_back(void)
+{
+    enum { RUNS = 10000 };
+    static const int threads[] = {2, 3, 4, 8};
+    for (size_t k = 0; k < sizeof threads / sizeof *threads; k++) {
+        int T = threads[k];
+        lrc_err err;
+        lrc_pool *p = lrc_pool_new(T, &err);
+        CHECK(p != NULL, "lrc_pool_new(%d): %s", T, err.msg);
+        if (!p) continue;
+        sum_ctx s;
+        memset(&s, 0, sizeof s);
+        for (int r = 0; r < RUNS; r++) lrc_pool_run(p, sum, &s, 1 + r % 16);
+        int64_t total = 0, want = 0;
+        for (int t = 0; t < T; t++) total += s.partial[t];
+        for (int r = 0; r < RUNS; r++) want += (int64_t)(r % 16) * (r % 16 + 1) / 2;
+        CHECK(total == want, "T=%d: %d tiny runs summed to %lld, expected %lld", T, RUNS,
+              (long long)total, (long long)want);
+        if (T == 2) report_empty_run(p);
+        lrc_pool_free(p);
+    }
+}
+
+/* ---- deterministic per-thread partial sums ------------------------------ */
+
+typedef struct fsum_ctx {
+    const float *x;
+    float partial[MAXT];
+} fsum_ctx;
+
+static void fsum(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    fsum_ctx *s = ctx;
+    float acc = 0;
+    for (int64_t i = begin; i < end; i++) acc += s->x[i];
+    s->partial[thread] = acc;
+}
+
+static void test_determinism(void)
+{
+    enum { N = 100003 };
+    float *x = malloc(N * sizeof *x);
+    for (int i = 0; i < N; i++) x[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+    lrc_err err;
+    lrc_pool *p = lrc_pool_new(3, &err);
+    CHECK(p != NULL, "lrc_pool_new(3): %s", err.msg);
+    if (p) {
+        float first = 0;
+        int differ = 0;
+        for (int r = 0; r < 50; r++) {
+            fsum_ctx s = {.x = x};
+            lrc_pool_run(p, fsum, &s, N);
+            float total = s.partial[0] + s.partial[1] + s.partial[2];
+            if (r == 0) first = total;
+            else differ += memcmp(&total, &first, sizeof total) != 0;
+        }
+        CHECK(differ == 0, "a fixed-thread-count float sum changed in %d of 49 runs", differ);
+        lrc_pool_free(p);
+    }
+    free(x);
+}
+
+/* ---- construction and destruction -------------------------------------- */
+
+static void test_lifecycle(void)
+{
+    static const int invalid[] = {0, -1, -1000, LRC_POOL_MAX_THREADS + 1, 1 << 30};
+    for (size_t k = 0; k < sizeof invalid / sizeof *invalid; k++) {
+        lrc_err err = {{0}};
+        lrc_pool *p = lrc_pool_new(invalid[k], &err);
+        CHECK(p == NULL && err.msg[0] && !strchr(err.msg, '\n'),
+              "lrc_pool_new(%d) must fail with a one-line message, got %p \"%s\"", invalid[k],
+              (void *)p, err.msg);
+        lrc_pool_free(p);
+    }
+    lrc_pool_free(NULL);
+    for (int T = 1; T <= 8; T *= 2) { /* freed without ever running */
+        lrc_err err;
+        lrc_pool *p = lrc_pool_new(T, &err);
+        CHECK(p && lrc_pool_threads(p) == T, "lrc_pool_new(%d)", T);
+        lrc_pool_free(p);
+    }
+    lrc_err err;
+    lrc_pool *p = lrc_pool_new(4, &err); /* freed while its workers sleep */
+    CHECK(p != NULL, "lrc_pool_new(4): %s", err.msg);
+    if (p) {
+        sum_ctx s;
+        memset(&s, 0, sizeof s);
+        lrc_pool_run(p, sum, &s, 100);
+        usleep(2000);
+        lrc_pool_free(p);
+    }
+    p = lrc_pool_new(4, &err); /* idle workers block instead of spinning */
+    if (p) {
+        sum_ctx s;
+        memset(&s, 0, sizeof s);
+        lrc_pool_run(p, sum, &s, 100);
+        double cpu0 = cpu_ms(), wall0 = now_us();
+        usleep(200000);
+        double cpu = cpu_ms() - cpu0, wall = (now_us() - wall0) / 1e3;
+        CHECK(cpu < 0.25 * wall, "an idle pool of 4 used %.1f ms of CPU in %.1f ms", cpu, wall);
+        lrc_pool_free(p);
+    }
+    p = lrc_pool_new(MAXT, &err); /* more threads than this machine has */
+    CHECK(p != NULL, "lrc_pool_new(%d): %s", MAXT, err.msg);
+    if (p) {
+        check_partition(p, MAXT, 1000, 0);
+        check_partition(p, MAXT, 10, 0);
+        lrc_pool_free(p);
+    }
+    int d = lrc_pool_default_threads();
+    CHECK(d >= 1 && d <= LRC_POOL_MAX_THREADS, "lrc_pool_default_threads() = %d", d);
+    printf("default threads: %d\n", d);
+}
+
+int main(void)
+{
+    test_formula();
+    test_lifecycle();
+    test_partition();
+    test_visibility();
+    test_back_to_back();
+    test_determinism();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
