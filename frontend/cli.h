@@ -38,6 +38,8 @@ enum {
     OPT_PROMPT,
     OPT_AFTER,
     OPT_KERNELS,
+    OPT_THREADS,
+    OPT_REPEAT,
 };
 
 /* Handles --preset/--set; returns 1 when the option was one of them. */

@@ -1,5 +1,6 @@
 /* commands.c — lrc inspect, init, forward and demo. */
 #include "cli.h"
+#include "compile.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -10,7 +11,7 @@ typedef struct cli_args {
     cli_model_opts m;
     bool params, flops, ir, kernels;
     const char *after;
-    int64_t seq, batch, seed;
+    int64_t seq, batch, seed, threads, repeat;
     const char *weights, *input, *out, *target, *prompt;
 } cli_args;
 
@@ -23,6 +24,7 @@ static int parse_args(const char *cmd, int argc, char **argv, const struct optio
     a->seq = 256;
     a->batch = 1;
     a->target = "ref";
+    a->threads = -1; /* all cores */
     opterr = 0;
     optind = 1;
     int c;
@@ -43,6 +45,14 @@ static int parse_args(const char *cmd, int argc, char **argv, const struct optio
             break;
         case OPT_SEED:
             if (cli_parse_int(optarg, 0, &a->seed)) return cli_usage_error(cmd, "--seed %s: expected an integer >= 0", optarg);
+            break;
+        case OPT_THREADS:
+            /* --threads 0 is bad input (exit 1), not bad usage: it names a count */
+            if (cli_parse_int(optarg, INT64_MIN, &a->threads) || a->threads > LRC_POOL_MAX_THREADS)
+                return cli_usage_error(cmd, "--threads %s: expected an integer from 1 to %d", optarg, LRC_POOL_MAX_THREADS);
+            break;
+        case OPT_REPEAT:
+            if (cli_parse_int(optarg, 1, &a->repeat)) return cli_usage_error(cmd, "--repeat %s: expected an integer >= 1", optarg);
             break;
         case OPT_WEIGHTS: a->weights = optarg; break;
         case OPT_INPUT: a->input = optarg; break;
@@ -285,23 +295,81 @@ static int check_tokens(const lrc_tensor_set *in, const char *path, int64_t voca
     return LRC_OK;
 }
 
+/* Compiles for the cpu target, runs once (and --repeat more times, timed),
+ * leaving the logits in *outs. */
+static int forward_cpu(const cli_args *a, lrc_graph *g, lrc_tensor_set *params, const lrc_tensor_set *in,
+                       lrc_tensor_set *outs, double build_ms, lrc_err *err)
+{
+    if (a->threads == 0 || a->threads < -1) {
+        lrc_graph_free(g); /* taken over in every case */
+        return lrc_err_set(err, "--threads %lld: the thread count must be at least 1", (long long)a->threads);
+    }
+    lrc_compiled c;
+    lrc_pool *pool = NULL;
+    lrc_exec *x = NULL;
+    int rc = lrc_compile_graph(g, params, &c, err);
+    if (!rc) {
+        printf("compile: %.1f ms (Lua to graph %.1f ms, passes %.1f ms, LLVM %.1f ms), kernels %d, arena %lld bytes\n",
+               build_ms + c.passes_ms + c.codegen_ms, build_ms, c.passes_ms, c.codegen_ms, c.sched.n_groups,
+               (long long)c.sched.arena_bytes);
+        pool = lrc_pool_new(a->threads > 0 ? (int)a->threads : lrc_pool_default_threads(), err);
+        if (!pool) rc = LRC_EUSER;
+    }
+    if (!rc) rc = lrc_exec_new(&c.plan, pool, &x, err);
+    if (!rc) rc = lrc_exec_bind_params(x, params, err);
+    if (!rc) rc = lrc_exec_run_plan(x, in, outs, err);
+    if (!rc && a->repeat > 0) {
+        double *ms = lrc_xmalloc((size_t)a->repeat * sizeof(double));
+        for (int64_t r = 0; r < a->repeat && !rc; r++) {
+            lrc_tensor_set tmp;
+            lrc_tensor_set_init(&tmp);
+            double t0 = now_s();
+            rc = lrc_exec_run_plan(x, in, &tmp, err);
+            ms[r] = 1e3 * (now_s() - t0);
+            lrc_tensor_set_clear(&tmp);
+        }
+        for (int64_t i = 1; i < a->repeat; i++) /* insertion sort: a few runs */
+            for (int64_t j = i; j > 0 && ms[j - 1] > ms[j]; j--) {
+                double t = ms[j];
+                ms[j] = ms[j - 1];
+                ms[j - 1] = t;
+            }
+        const lrc_tensor *tok = lrc_tensor_set_find(in, "tokens");
+        double med = ms[a->repeat / 2], tokens = (double)lrc_shape_numel(&tok->shape);
+        if (!rc)
+            printf("forward: median %.2f ms over %lld runs (min %.2f, max %.2f), %.0f tokens/s, %d threads\n", med,
+                   (long long)a->repeat, ms[0], ms[a->repeat - 1], tokens / (med / 1e3), lrc_pool_threads(pool));
+        free(ms);
+    }
+    lrc_exec_free(x);
+    lrc_pool_free(pool);
+    lrc_compiled_free(&c);
+    return rc;
+}
+
 int cmd_forward(int argc, char **argv)
 {
     static const struct option opts[] = {MODEL_OPTS,
                                          {"weights", required_argument, 0, OPT_WEIGHTS},
                                          {"input", required_argument, 0, OPT_INPUT},
                                          {"target", required_argument, 0, OPT_TARGET},
+                                         {"threads", required_argument, 0, OPT_THREADS},
+                                         {"repeat", required_argument, 0, OPT_REPEAT},
                                          {0, 0, 0, 0}};
     static const char *help =
         "usage: lrc forward MODEL [--preset P] [--set KEY=VALUE]... --weights W.safetensors\n"
-        "                   --input IN.safetensors -o OUT.safetensors [--target ref]\n"
+        "                   --input IN.safetensors -o OUT.safetensors [--target ref|cpu]\n"
+        "                   [--threads N] [--repeat N]\n"
         "\n"
         "Runs the model on IN's 'tokens' (I32 [B, T]) and writes 'logits' (F32 [B, T, V]).\n"
         "\n" MODEL_HELP
         "  --weights FILE    parameters (F32, BF16 or F16), exactly the model's\n"
         "  --input FILE      safetensors file holding 'tokens'\n"
         "  -o FILE           where to write 'logits'\n"
-        "  --target NAME     backend: ref (default)\n";
+        "  --target NAME     ref (the plain-C reference, default) or cpu (compiled\n"
+        "                    through LLVM for this CPU)\n"
+        "  --threads N       cpu: threads (default: all cores)\n"
+        "  --repeat N        cpu: after a warm-up run, time N runs and print the median\n";
     cli_args a;
     int rc = parse_args("forward", argc, argv, opts, help, true, &a);
     if (rc >= 0) goto out;
@@ -309,6 +377,7 @@ int cmd_forward(int argc, char **argv)
         rc = cli_usage_error("forward", "needs --weights, --input and -o");
         goto out;
     }
+    bool cpu = !strcmp(a.target, "cpu");
     lrc_err err;
     lrc_model m = {0};
     lrc_graph *g = lrc_graph_new();
@@ -320,17 +389,25 @@ int cmd_forward(int argc, char **argv)
     lrc_backend *be = NULL;
     const lrc_tensor *tokens = NULL;
     int64_t vocab = 0;
+    double t0 = now_s(), build_ms = 0;
+    bool g_taken = false;
     rc = EXIT_USER;
-    if (!(be = lrc_backend_open(a.target, &err)) || cli_model_load("forward", &a.m, &m, &err) ||
+    if ((!cpu && !(be = lrc_backend_open(a.target, &err))) || cli_model_load("forward", &a.m, &m, &err) ||
         lrc_model_config_int(&m, "vocab", &vocab, &err) || lrc_safetensors_load(a.input, &in, &err) ||
         check_tokens(&in, a.input, vocab, &tokens, &err) ||
         lrc_model_build(&m, tokens->shape.dim[0], tokens->shape.dim[1], g, &err) ||
-        lrc_safetensors_load(a.weights, &wfile, &err) || lrc_params_bind(g, &wfile, a.weights, &params, &err) ||
-        lrc_exec_run(be, g, &in, &params, &outs, &err) || lrc_safetensors_save(a.out, &outs, &err)) {
+        (build_ms = 1e3 * (now_s() - t0), lrc_safetensors_load(a.weights, &wfile, &err)) ||
+        lrc_params_bind(g, &wfile, a.weights, &params, &err)) {
+        cli_user_error(&err);
+    } else if (cpu ? (g_taken = true, forward_cpu(&a, g, &params, &in, &outs, build_ms, &err))
+                   : lrc_exec_run(be, g, &in, &params, &outs, &err)) {
+        cli_user_error(&err);
+    } else if (lrc_safetensors_save(a.out, &outs, &err)) {
         cli_user_error(&err);
     } else {
         rc = 0;
     }
+    if (g_taken) g = NULL; /* the compiler took it over */
     lrc_backend_close(be);
     lrc_tensor_set_clear(&in);
     lrc_tensor_set_clear(&wfile);

@@ -43,6 +43,53 @@ double lrc_rng_uniform(lrc_rng *r); /* [0, 1) with 53 random bits */
 double lrc_rng_normal(lrc_rng *r);  /* N(0, 1), Box-Muller */
 uint64_t lrc_hash_str(const char *s, uint64_t seed);
 
+/* ---- the thread pool ---------------------------------------------------- */
+
+/* The thread pool that compiled CPU kernels run on.
+ *
+ * A pool of n_threads threads: the caller's thread plus n_threads - 1
+ * workers. lrc_pool_run splits [0, n_items) into n_threads contiguous chunks
+ * and runs chunk t on thread t (0 = the caller). The chunks depend only on
+ * (n_items, n_threads), never on timing, so a kernel that reduces within a
+ * chunk gives bit-identical results from run to run for a fixed thread count.
+ *
+ * A compiled model launches a few hundred kernels per forward pass, some
+ * tiny, so a run is cheap (microseconds): idle workers spin briefly on a
+ * generation counter before they fall back to sleeping, and the caller runs
+ * chunk 0 itself instead of waiting for a worker to pick it up. Workers that
+ * stay idle block, so an idle pool costs no CPU. */
+#define LRC_POOL_MAX_THREADS 1024
+
+typedef struct lrc_pool lrc_pool;
+
+/* n_threads >= 1 (the caller's thread counts as one: n_threads - 1 workers).
+ * Returns NULL and fills err for n_threads < 1 or > LRC_POOL_MAX_THREADS or
+ * when threads cannot be created. */
+lrc_pool *lrc_pool_new(int n_threads, lrc_err *err);
+/* Joins the workers; NULL is fine. Must not be called during a run. */
+void lrc_pool_free(lrc_pool *p);
+int lrc_pool_threads(const lrc_pool *p);
+
+/* Called once per non-empty chunk: items [begin, end) on thread `thread`. */
+typedef void (*lrc_task_fn)(void *ctx, int64_t begin, int64_t end, int thread);
+
+/* Runs fn over [0, n_items) and returns when every chunk is done; whatever
+ * fn wrote is then visible to the caller. With T = n_threads,
+ * q = n_items / T and r = n_items % T, thread t gets
+ *     begin = t * q + min(t, r),  end = begin + q + (t < r ? 1 : 0),
+ * so the first r threads get one item more. Empty chunks (n_items < T) are
+ * skipped. n_items <= 0 returns at once; with one thread fn runs inline.
+ *
+ * Not reentrant: one run at a time per pool. Calling lrc_pool_run on a pool
+ * from inside fn, or from two threads at once, is a bug (it aborts with a
+ * message rather than deadlocking). Use one pool per calling thread. */
+void lrc_pool_run(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items);
+
+/* Number of hardware threads this process may run on (sched_getaffinity),
+ * at least 1 and at most LRC_POOL_MAX_THREADS, so it is always a valid
+ * argument to lrc_pool_new. */
+int lrc_pool_default_threads(void);
+
 /* ---- backends ---------------------------------------------------------- */
 
 typedef struct lrc_backend lrc_backend;
@@ -73,6 +120,72 @@ lrc_backend *lrc_backend_open(const char *name, lrc_err *err);
 void lrc_backend_close(lrc_backend *be);
 /* Names of the backends this build knows, comma-separated. */
 const char *lrc_backend_list(void);
+
+/* ---- compiled programs ------------------------------------------------- */
+
+/* A compiled kernel (codegen/lrc_codegen.h): computes work items
+ * [begin, end) with args[i] pointing at the buffer of its argument i. */
+typedef void (*lrc_kernel_fn)(void **args, int64_t begin, int64_t end);
+
+typedef enum lrc_buf_kind {
+    LRC_BUF_NONE,    /* no storage: a value internal to a kernel */
+    LRC_BUF_INPUT,   /* the caller's input tensor `name` */
+    LRC_BUF_PARAM,   /* the parameter `name` */
+    LRC_BUF_OUTPUT,  /* an output tensor `name`, allocated per run */
+    LRC_BUF_ARENA,   /* an intermediate at `offset` in the arena */
+    LRC_BUF_PERSIST, /* kernel-made data kept across runs (packed weights) */
+} lrc_buf_kind;
+
+typedef struct lrc_plan_buf {
+    lrc_buf_kind kind;
+    char *name;
+    lrc_dtype dtype;
+    lrc_shape shape;
+    int64_t offset, bytes;
+} lrc_plan_buf;
+
+typedef struct lrc_plan_launch {
+    char *symbol;
+    char *label;     /* for profiles: "gemm matmul+add (llama.lua:40)" */
+    lrc_kernel_fn fn;
+    int n_args;
+    int *args;       /* buffer indices */
+    int64_t n_items;
+    bool once;       /* preparation: runs after parameters change */
+    double flops, bytes;
+} lrc_plan_launch;
+
+/* Integer inputs checked before a run: values of bufs[buf] lie in [lo, hi). */
+typedef struct lrc_plan_check {
+    int buf;
+    int64_t lo, hi;
+} lrc_plan_check;
+
+/* Buffers and ordered launches: what the runtime executes. */
+typedef struct lrc_plan {
+    lrc_plan_buf *bufs;
+    int n_bufs;
+    lrc_plan_launch *launches;
+    int n_launches;
+    lrc_plan_check *checks;
+    int n_checks;
+    int64_t arena_bytes;
+} lrc_plan;
+
+void lrc_plan_free(lrc_plan *p);
+
+typedef struct lrc_exec lrc_exec;
+/* A plan ready to run: arena and persistent buffers allocated. The plan
+ * must outlive the exec and have every launch's fn set. */
+int lrc_exec_new(const lrc_plan *plan, lrc_pool *pool, lrc_exec **out, lrc_err *err);
+void lrc_exec_free(lrc_exec *x);
+/* Binds parameters by name (f32, shapes checked); the preparation kernels
+ * run again before the next forward. The tensors must outlive the exec. */
+int lrc_exec_bind_params(lrc_exec *x, const lrc_tensor_set *params, lrc_err *err);
+/* Runs the plan on the inputs; appends the outputs (f32) to *outputs. */
+int lrc_exec_run_plan(lrc_exec *x, const lrc_tensor_set *inputs, lrc_tensor_set *outputs, lrc_err *err);
+/* With profiling on, each launch's wall time is added to times_ns[i]. */
+void lrc_exec_profile(lrc_exec *x, double *times_ns, int64_t *calls);
 
 /* ---- the executor ------------------------------------------------------ */
 

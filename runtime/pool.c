@@ -14,7 +14,7 @@
  * are seq_cst, so either the sleeper sees the new value or the waker sees the
  * sleeper and signals. While everybody spins a run makes no system call. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT_S */
-#include "lrc_pool.h"
+#include "lrc_runtime.h"
 
 #include <errno.h>
 #include <pthread.h>

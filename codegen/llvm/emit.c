@@ -1,0 +1,273 @@
+/* emit.c — LLVM C API helpers for building kernels (see emit.h). */
+#include "emit.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void em_init(em_t *e, const char *module_name)
+{
+    memset(e, 0, sizeof *e);
+    e->ctx = LLVMContextCreate();
+    e->mod = LLVMModuleCreateWithNameInContext(module_name, e->ctx);
+    e->b = LLVMCreateBuilderInContext(e->ctx);
+    e->f32 = LLVMFloatTypeInContext(e->ctx);
+    e->f64 = LLVMDoubleTypeInContext(e->ctx);
+    e->i1 = LLVMInt1TypeInContext(e->ctx);
+    e->i8 = LLVMInt8TypeInContext(e->ctx);
+    e->i32 = LLVMInt32TypeInContext(e->ctx);
+    e->i64 = LLVMInt64TypeInContext(e->ctx);
+    e->voidt = LLVMVoidTypeInContext(e->ctx);
+    e->f32p = LLVMPointerType(e->f32, 0);
+    e->i32p = LLVMPointerType(e->i32, 0);
+    e->i8p = LLVMPointerType(e->i8, 0);
+    e->i8pp = LLVMPointerType(e->i8p, 0);
+    LLVMTypeRef params[3] = {e->i8pp, e->i64, e->i64};
+    e->kernel_ty = LLVMFunctionType(e->voidt, params, 3, 0);
+}
+
+void em_dispose_builder(em_t *e)
+{
+    if (e->b) LLVMDisposeBuilder(e->b);
+    e->b = NULL;
+}
+
+void em_begin_kernel(em_t *e, const char *name)
+{
+    e->fn = LLVMAddFunction(e->mod, name, e->kernel_ty);
+    /* kernels must not unwind into the runtime's C frames */
+    unsigned kind = LLVMGetEnumAttributeKindForName("nounwind", 8);
+    LLVMAddAttributeAtIndex(e->fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(e->ctx, kind, 0));
+    e->entry = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "entry");
+    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "body");
+    LLVMPositionBuilderAtEnd(e->b, body);
+    e->args = LLVMGetParam(e->fn, 0);
+    e->begin = LLVMGetParam(e->fn, 1);
+    e->end = LLVMGetParam(e->fn, 2);
+}
+
+void em_finish_kernel(em_t *e)
+{
+    LLVMBuildRetVoid(e->b);
+    LLVMBasicBlockRef body = LLVMGetNextBasicBlock(e->entry);
+    LLVMPositionBuilderAtEnd(e->b, e->entry);
+    LLVMBuildBr(e->b, body);
+}
+
+/* Emits at the end of the entry block (before its terminator, which is
+ * only added by em_finish_kernel). */
+static void at_entry(em_t *e, LLVMBasicBlockRef *saved)
+{
+    *saved = LLVMGetInsertBlock(e->b);
+    LLVMPositionBuilderAtEnd(e->b, e->entry);
+}
+
+LLVMValueRef em_arg(em_t *e, int i, int is_int)
+{
+    LLVMBasicBlockRef saved;
+    at_entry(e, &saved);
+    LLVMValueRef idx = em_i64(e, i);
+    LLVMValueRef slot = LLVMBuildGEP2(e->b, e->i8p, e->args, &idx, 1, "argp");
+    LLVMValueRef p = LLVMBuildLoad2(e->b, e->i8p, slot, "arg");
+    LLVMValueRef r = LLVMBuildBitCast(e->b, p, is_int ? e->i32p : e->f32p, "argf");
+    LLVMPositionBuilderAtEnd(e->b, saved);
+    return r;
+}
+
+LLVMValueRef em_alloca(em_t *e, LLVMTypeRef t, const char *name)
+{
+    LLVMBasicBlockRef saved;
+    at_entry(e, &saved);
+    LLVMValueRef a = LLVMBuildAlloca(e->b, t, name);
+    LLVMPositionBuilderAtEnd(e->b, saved);
+    return a;
+}
+
+LLVMTypeRef em_vty(em_t *e, int w) { return w == 1 ? e->f32 : LLVMVectorType(e->f32, (unsigned)w); }
+LLVMValueRef em_i64(em_t *e, int64_t v) { return LLVMConstInt(e->i64, (unsigned long long)v, 1); }
+LLVMValueRef em_f32(em_t *e, double v) { return LLVMConstReal(e->f32, v); }
+
+LLVMValueRef em_fw(em_t *e, double v, int w)
+{
+    LLVMValueRef c = em_f32(e, v);
+    if (w == 1) return c;
+    LLVMValueRef elems[64];
+    for (int i = 0; i < w; i++) elems[i] = c;
+    return LLVMConstVector(elems, (unsigned)w);
+}
+
+LLVMValueRef em_splat(em_t *e, LLVMValueRef s, int w)
+{
+    if (w == 1) return s;
+    LLVMTypeRef vt = em_vty(e, w);
+    LLVMValueRef v = LLVMBuildInsertElement(e->b, LLVMGetUndef(vt), s, LLVMConstInt(e->i32, 0, 0), "");
+    LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(e->i32, (unsigned)w));
+    return LLVMBuildShuffleVector(e->b, v, LLVMGetUndef(vt), zeros, "splat");
+}
+
+LLVMValueRef em_gep(em_t *e, LLVMValueRef p, LLVMValueRef idx)
+{
+    return LLVMBuildGEP2(e->b, e->f32, p, &idx, 1, "");
+}
+
+LLVMValueRef em_load(em_t *e, LLVMValueRef p, LLVMValueRef idx, int w)
+{
+    LLVMValueRef q = em_gep(e, p, idx);
+    if (w > 1) q = LLVMBuildBitCast(e->b, q, LLVMPointerType(em_vty(e, w), 0), "");
+    LLVMValueRef v = LLVMBuildLoad2(e->b, em_vty(e, w), q, "");
+    LLVMSetAlignment(v, 4);
+    return v;
+}
+
+void em_store(em_t *e, LLVMValueRef p, LLVMValueRef idx, LLVMValueRef v, int w)
+{
+    LLVMValueRef q = em_gep(e, p, idx);
+    if (w > 1) q = LLVMBuildBitCast(e->b, q, LLVMPointerType(em_vty(e, w), 0), "");
+    LLVMValueRef s = LLVMBuildStore(e->b, v, q);
+    LLVMSetAlignment(s, 4);
+}
+
+LLVMValueRef em_load_i32(em_t *e, LLVMValueRef p, LLVMValueRef idx)
+{
+    LLVMValueRef q = LLVMBuildGEP2(e->b, e->i32, p, &idx, 1, "");
+    return LLVMBuildLoad2(e->b, e->i32, q, "");
+}
+
+LLVMValueRef em_add(em_t *e, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFAdd(e->b, a, b, ""); }
+LLVMValueRef em_mul(em_t *e, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFMul(e->b, a, b, ""); }
+LLVMValueRef em_imul(em_t *e, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildMul(e->b, a, b, ""); }
+LLVMValueRef em_iadd(em_t *e, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildAdd(e->b, a, b, ""); }
+
+static LLVMValueRef call_intrinsic(em_t *e, const char *name, LLVMValueRef *ops, int n)
+{
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    LLVMTypeRef t = LLVMTypeOf(ops[0]);
+    LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->mod, id, &t, 1);
+    LLVMTypeRef params[3] = {t, t, t};
+    LLVMTypeRef ft = LLVMFunctionType(t, params, (unsigned)n, 0);
+    return LLVMBuildCall2(e->b, ft, f, ops, (unsigned)n, "");
+}
+
+LLVMValueRef em_fma(em_t *e, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
+{
+    LLVMValueRef ops[3] = {a, b, c};
+    return call_intrinsic(e, "llvm.fma", ops, 3);
+}
+
+LLVMValueRef em_intr1(em_t *e, const char *name, LLVMValueRef x)
+{
+    char full[64];
+    snprintf(full, sizeof full, "llvm.%s", name);
+    return call_intrinsic(e, full, &x, 1);
+}
+
+LLVMValueRef em_intr2(em_t *e, const char *name, LLVMValueRef x, LLVMValueRef y)
+{
+    char full[64];
+    LLVMValueRef ops[2] = {x, y};
+    snprintf(full, sizeof full, "llvm.%s", name);
+    return call_intrinsic(e, full, ops, 2);
+}
+
+LLVMValueRef em_exp(em_t *e, LLVMValueRef x, int w)
+{
+    /* exp(x) = 2^n * exp(r), n = round(x / ln 2), r = x - n ln 2 in two parts */
+    x = em_intr2(e, "minnum", x, em_fw(e, 88.7228391, w));
+    x = em_intr2(e, "maxnum", x, em_fw(e, -87.3365479, w));
+    LLVMValueRef n = em_intr1(e, "floor", em_fma(e, x, em_fw(e, 1.44269504088896341, w), em_fw(e, 0.5, w)));
+    LLVMValueRef r = em_fma(e, n, em_fw(e, -0.693359375, w), x);
+    r = em_fma(e, n, em_fw(e, 2.12194440e-4, w), r);
+    static const double c[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3,
+                               4.1665795894E-2, 1.6666665459E-1, 5.0000001201E-1};
+    LLVMValueRef p = em_fw(e, c[0], w);
+    for (int i = 1; i < 6; i++) p = em_fma(e, p, r, em_fw(e, c[i], w));
+    LLVMValueRef r2 = em_mul(e, r, r);
+    LLVMValueRef y = em_add(e, em_fma(e, p, r2, r), em_fw(e, 1.0, w));
+    /* 2^n from the exponent bits; n is in [-126, 128], so split off one factor
+     * of two to keep the biased exponent in range at the top end */
+    LLVMTypeRef it = w == 1 ? e->i32 : LLVMVectorType(e->i32, (unsigned)w);
+    LLVMValueRef ni = LLVMBuildFPToSI(e->b, em_add(e, n, em_fw(e, -1.0, w)), it, "");
+    LLVMValueRef b127 = LLVMConstInt(e->i32, 127, 0), s23 = LLVMConstInt(e->i32, 23, 0);
+    LLVMValueRef k127 = b127, k23 = s23;
+    if (w > 1) {
+        LLVMValueRef v1[64], v2[64];
+        for (int i = 0; i < w; i++) v1[i] = b127, v2[i] = s23;
+        k127 = LLVMConstVector(v1, (unsigned)w);
+        k23 = LLVMConstVector(v2, (unsigned)w);
+    }
+    LLVMValueRef bits = LLVMBuildShl(e->b, LLVMBuildAdd(e->b, ni, k127, ""), k23, "");
+    LLVMValueRef pow2 = LLVMBuildBitCast(e->b, bits, em_vty(e, w), "");
+    return em_mul(e, em_mul(e, y, pow2), em_fw(e, 2.0, w));
+}
+
+static LLVMValueRef reduce(em_t *e, LLVMValueRef v, int w, int is_max)
+{
+    while (w > 1) {
+        int h = w / 2;
+        LLVMValueRef lo[32], hi[32];
+        for (int i = 0; i < h; i++) {
+            lo[i] = LLVMConstInt(e->i32, (unsigned long long)i, 0);
+            hi[i] = LLVMConstInt(e->i32, (unsigned long long)(i + h), 0);
+        }
+        LLVMValueRef a = LLVMBuildShuffleVector(e->b, v, LLVMGetUndef(LLVMTypeOf(v)), LLVMConstVector(lo, (unsigned)h), "");
+        LLVMValueRef b = LLVMBuildShuffleVector(e->b, v, LLVMGetUndef(LLVMTypeOf(v)), LLVMConstVector(hi, (unsigned)h), "");
+        if (h == 1) {
+            a = LLVMBuildExtractElement(e->b, a, LLVMConstInt(e->i32, 0, 0), "");
+            b = LLVMBuildExtractElement(e->b, b, LLVMConstInt(e->i32, 0, 0), "");
+        }
+        v = is_max ? em_intr2(e, "maxnum", a, b) : em_add(e, a, b);
+        w = h;
+    }
+    return v;
+}
+
+LLVMValueRef em_hsum(em_t *e, LLVMValueRef v, int w) { return reduce(e, v, w, 0); }
+LLVMValueRef em_hmax(em_t *e, LLVMValueRef v, int w) { return reduce(e, v, w, 1); }
+
+LLVMValueRef em_libm(em_t *e, const char *name, LLVMValueRef x, LLVMValueRef y)
+{
+    LLVMTypeRef params[2] = {e->f64, e->f64};
+    int n = y ? 2 : 1;
+    LLVMTypeRef ft = LLVMFunctionType(e->f64, params, (unsigned)n, 0);
+    LLVMValueRef f = LLVMGetNamedFunction(e->mod, name);
+    if (!f) f = LLVMAddFunction(e->mod, name, ft);
+    LLVMValueRef ops[2] = {x, y};
+    return LLVMBuildCall2(e->b, ft, f, ops, (unsigned)n, "");
+}
+
+LLVMValueRef em_for_begin(em_t *e, em_loop *l, LLVMValueRef start, LLVMValueRef end)
+{
+    l->pre = LLVMGetInsertBlock(e->b);
+    l->head = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "loop");
+    l->body = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "body");
+    l->exit = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "after");
+    LLVMBuildBr(e->b, l->head);
+    LLVMPositionBuilderAtEnd(e->b, l->head);
+    l->iv = LLVMBuildPhi(e->b, e->i64, "i");
+    LLVMAddIncoming(l->iv, &start, &l->pre, 1);
+    LLVMBuildCondBr(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, l->iv, end, ""), l->body, l->exit);
+    LLVMPositionBuilderAtEnd(e->b, l->body);
+    return l->iv;
+}
+
+void em_for_end(em_t *e, em_loop *l, LLVMValueRef step)
+{
+    LLVMValueRef next = LLVMBuildAdd(e->b, l->iv, step, "");
+    LLVMBasicBlockRef latch = LLVMGetInsertBlock(e->b);
+    LLVMBuildBr(e->b, l->head);
+    LLVMAddIncoming(l->iv, &next, &latch, 1);
+    LLVMPositionBuilderAtEnd(e->b, l->exit);
+}
+
+void em_if_begin(em_t *e, em_if *c, LLVMValueRef cond)
+{
+    c->then = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "then");
+    c->done = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "endif");
+    LLVMBuildCondBr(e->b, cond, c->then, c->done);
+    LLVMPositionBuilderAtEnd(e->b, c->then);
+}
+
+void em_if_end(em_t *e, em_if *c)
+{
+    LLVMBuildBr(e->b, c->done);
+    LLVMPositionBuilderAtEnd(e->b, c->done);
+}

@@ -1,0 +1,154 @@
+/* gemm.c — GEMM kernels: Y[M, N] = X[M, K] W[N, K]^T with a fused
+ * elementwise epilogue. W is repacked once (pack kernel) into panels of NR
+ * columns, so the micro-kernel streams one contiguous panel while MR rows of
+ * X are broadcast from L1/L2; MR x NR accumulators stay in vector registers
+ * for the whole K loop. A work item is a block of MC rows by NC columns:
+ * the X block stays in L2 while the panels of the block pass through L1. */
+#include "kgen.h"
+
+static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
+
+/* The packed weight is the kernel argument that is not a graph node. */
+static LLVMValueRef packed_arg(kgen *k)
+{
+    for (int a = 0; a < k->k->n_args; a++)
+        if (k->k->args[a] >= k->g->n_nodes) return k->argp[a];
+    return NULL;
+}
+
+void kg_gemm_pack(kgen *k)
+{
+    em_t *e = k->e;
+    int w = k->k->args[0];
+    int64_t N = k->g->nodes[w].shape.dim[0], K = k->g->nodes[w].shape.dim[1];
+    int64_t NR = k->p->tiling.vec * k->p->tiling.nv;
+    LLVMValueRef W = k->argp[0], P = k->argp[1];
+    em_loop lp, lk, lj;
+    LLVMValueRef p = em_for_begin(e, &lp, e->begin, e->end);
+    LLVMValueRef kk = em_for_begin(e, &lk, em_i64(e, 0), em_i64(e, K));
+    LLVMValueRef dst = em_imul(e, em_iadd(e, em_imul(e, p, em_i64(e, K)), kk), em_i64(e, NR));
+    LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, NR));
+    LLVMValueRef n = em_iadd(e, em_imul(e, p, em_i64(e, NR)), j);
+    LLVMValueRef inside = LLVMBuildICmp(e->b, LLVMIntSLT, n, em_i64(e, N), "");
+    /* rows past N read row 0 (always valid) and store zero */
+    LLVMValueRef src = LLVMBuildSelect(e->b, inside, em_iadd(e, em_imul(e, n, em_i64(e, K)), kk), kk, "");
+    LLVMValueRef v = LLVMBuildSelect(e->b, inside, em_load(e, W, src, 1), em_f32(e, 0), "");
+    em_store(e, P, em_iadd(e, dst, j), v, 1);
+    em_for_end(e, &lj, em_i64(e, 1));
+    em_for_end(e, &lk, em_i64(e, 1));
+    em_for_end(e, &lp, em_i64(e, 1));
+}
+
+static LLVMValueRef imin(em_t *e, LLVMValueRef a, LLVMValueRef b)
+{
+    return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, a, b, ""), a, b, "");
+}
+
+/* One MR x NR tile at rows i0.., panel columns p0..; `edge` tiles clamp rows
+ * to M - 1 when loading and store only rows < m1 and columns < n1. */
+static void micro_tile(kgen *k, LLVMValueRef X, LLVMValueRef P, LLVMValueRef i0, LLVMValueRef p0, LLVMValueRef m1,
+                       LLVMValueRef n1, int64_t M, int64_t N, int64_t K, LLVMValueRef *acc, bool edge)
+{
+    em_t *e = k->e;
+    const lrc_gemm_tiling *t = &k->p->tiling;
+    int MR = t->mr, NV = t->nv, VEC = t->vec;
+    int64_t NR = VEC * NV;
+    LLVMTypeRef vt = em_vty(e, VEC);
+    LLVMValueRef rowoff[32];
+    for (int r = 0; r < MR; r++) {
+        LLVMValueRef row = em_iadd(e, i0, em_i64(e, r));
+        if (edge) row = imin(e, row, em_i64(e, M - 1));
+        rowoff[r] = em_imul(e, row, em_i64(e, K));
+    }
+    for (int i = 0; i < MR * NV; i++) LLVMBuildStore(e->b, em_fw(e, 0, VEC), acc[i]);
+    LLVMValueRef bp = em_imul(e, LLVMBuildSDiv(e->b, p0, em_i64(e, NR), ""), em_i64(e, K * NR));
+    em_loop lk;
+    LLVMValueRef kk = em_for_begin(e, &lk, em_i64(e, 0), em_i64(e, K));
+    LLVMValueRef boff = em_iadd(e, bp, em_imul(e, kk, em_i64(e, NR)));
+    LLVMValueRef bv[8];
+    for (int v = 0; v < NV; v++) bv[v] = em_load(e, P, em_iadd(e, boff, em_i64(e, v * VEC)), VEC);
+    for (int r = 0; r < MR; r++) {
+        LLVMValueRef a = em_splat(e, em_load(e, X, em_iadd(e, rowoff[r], kk), 1), VEC);
+        for (int v = 0; v < NV; v++) {
+            LLVMValueRef *slot = &acc[r * NV + v];
+            LLVMBuildStore(e->b, em_fma(e, a, bv[v], LLVMBuildLoad2(e->b, vt, *slot, "")), *slot);
+        }
+    }
+    em_for_end(e, &lk, em_i64(e, 1));
+
+    int anchor = k->gr->anchor;
+    for (int r = 0; r < MR; r++) {
+        LLVMValueRef row = em_iadd(e, i0, em_i64(e, r));
+        em_if rok;
+        if (edge) em_if_begin(e, &rok, LLVMBuildICmp(e->b, LLVMIntSLT, row, m1, ""));
+        for (int v = 0; v < NV; v++) {
+            LLVMValueRef col = em_iadd(e, p0, em_i64(e, v * VEC));
+            LLVMValueRef a = LLVMBuildLoad2(e->b, vt, acc[r * NV + v], "");
+            if (!edge) {
+                kg_reset(k);
+                k->memo[anchor] = a;
+                kg_store_outputs(k, row, col, N, VEC);
+                continue;
+            }
+            LLVMValueRef colend = em_iadd(e, col, em_i64(e, VEC));
+            LLVMValueRef is_full = LLVMBuildICmp(e->b, LLVMIntSLE, colend, n1, "");
+            LLVMBasicBlockRef then_full = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "fullv");
+            LLVMBasicBlockRef else_part = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "partv");
+            LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "donev");
+            LLVMBuildCondBr(e->b, is_full, then_full, else_part);
+            LLVMPositionBuilderAtEnd(e->b, then_full);
+            kg_reset(k);
+            k->memo[anchor] = a;
+            kg_store_outputs(k, row, col, N, VEC);
+            LLVMBuildBr(e->b, done);
+            LLVMPositionBuilderAtEnd(e->b, else_part);
+            em_loop lj;
+            LLVMValueRef c = em_for_begin(e, &lj, col, imin(e, colend, n1));
+            kg_reset(k);
+            k->memo[anchor] = LLVMBuildExtractElement(e->b, a, LLVMBuildTrunc(e->b, LLVMBuildSub(e->b, c, col, ""), e->i32, ""), "");
+            kg_store_outputs(k, row, c, N, 1);
+            em_for_end(e, &lj, em_i64(e, 1));
+            LLVMBuildBr(e->b, done);
+            LLVMPositionBuilderAtEnd(e->b, done);
+        }
+        if (edge) em_if_end(e, &rok);
+    }
+}
+
+void kg_gemm(kgen *k)
+{
+    em_t *e = k->e;
+    const lrc_node *a = &k->g->nodes[k->gr->anchor];
+    const lrc_gemm_tiling *t = &k->p->tiling;
+    int64_t N = last_dim(&a->shape), M = lrc_shape_numel(&a->shape) / N;
+    int64_t K = k->g->nodes[a->in[1]].shape.dim[1];
+    int64_t NR = t->vec * t->nv, n_nb = (N + t->nc - 1) / t->nc;
+    LLVMValueRef X = kg_ptr(k, a->in[0]), P = packed_arg(k);
+    LLVMValueRef acc[256];
+    for (int i = 0; i < t->mr * t->nv; i++) acc[i] = em_alloca(e, em_vty(e, t->vec), "acc");
+    em_loop li, lp, lm;
+    LLVMValueRef item = em_for_begin(e, &li, e->begin, e->end);
+    LLVMValueRef mb = LLVMBuildSDiv(e->b, item, em_i64(e, n_nb), ""), nb = LLVMBuildSRem(e->b, item, em_i64(e, n_nb), "");
+    LLVMValueRef m0 = em_imul(e, mb, em_i64(e, t->mc)), n0 = em_imul(e, nb, em_i64(e, t->nc));
+    LLVMValueRef m1 = imin(e, em_iadd(e, m0, em_i64(e, t->mc)), em_i64(e, M));
+    LLVMValueRef n1 = imin(e, em_iadd(e, n0, em_i64(e, t->nc)), em_i64(e, N));
+    LLVMValueRef p0 = em_for_begin(e, &lp, n0, n1);
+    LLVMValueRef i0 = em_for_begin(e, &lm, m0, m1);
+    LLVMValueRef full = LLVMBuildAnd(e->b,
+                                     LLVMBuildICmp(e->b, LLVMIntSLE, em_iadd(e, i0, em_i64(e, t->mr)), m1, ""),
+                                     LLVMBuildICmp(e->b, LLVMIntSLE, em_iadd(e, p0, em_i64(e, NR)), n1, ""), "");
+    LLVMBasicBlockRef bf = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "tile_full");
+    LLVMBasicBlockRef be = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "tile_edge");
+    LLVMBasicBlockRef bd = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "tile_done");
+    LLVMBuildCondBr(e->b, full, bf, be);
+    LLVMPositionBuilderAtEnd(e->b, bf);
+    micro_tile(k, X, P, i0, p0, m1, n1, M, N, K, acc, false);
+    LLVMBuildBr(e->b, bd);
+    LLVMPositionBuilderAtEnd(e->b, be);
+    micro_tile(k, X, P, i0, p0, m1, n1, M, N, K, acc, true);
+    LLVMBuildBr(e->b, bd);
+    LLVMPositionBuilderAtEnd(e->b, bd);
+    em_for_end(e, &lm, em_i64(e, t->mr));
+    em_for_end(e, &lp, em_i64(e, NR));
+    em_for_end(e, &li, em_i64(e, 1));
+}

@@ -1,0 +1,204 @@
+/* jit.c — the LLVM side of compiling: the host target machine, the module
+ * and its optimisation (new pass manager, default<O3>), native code in an
+ * object file (ahead of time) or loaded by ORC LLJIT (just in time). Both
+ * paths go through the same target machine, so JIT and AOT code are the
+ * same code. */
+#include "emit.h"
+#include "lrc_llvm.h"
+
+#include <llvm/Config/llvm-config.h>
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Error.h>
+#include <llvm-c/LLJIT.h>
+#include <llvm-c/Orc.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct lrc_llvm_module {
+    em_t e;
+    LLVMTargetMachineRef tm;
+    lrc_llvm_target target;
+};
+
+struct lrc_llvm_jit {
+    LLVMOrcLLJITRef jit;
+};
+
+#define STR2(x) #x
+#define STR(x) STR2(x)
+const char *lrc_llvm_version(void) { return "LLVM " STR(LLVM_VERSION_MAJOR) "." STR(LLVM_VERSION_MINOR) "." STR(LLVM_VERSION_PATCH); }
+
+static void init_llvm(void)
+{
+    static int done;
+    if (done) return;
+    LLVMInitializeNativeTarget();
+    LLVMInitializeNativeAsmPrinter();
+    done = 1;
+}
+
+static int error_msg(LLVMErrorRef e, const char *what, lrc_err *err)
+{
+    char *m = LLVMGetErrorMessage(e);
+    lrc_err_set(err, "%s: %s", what, m);
+    LLVMDisposeErrorMessage(m);
+    return LRC_EUSER;
+}
+
+int lrc_llvm_target_host(lrc_llvm_target *t, lrc_err *err)
+{
+    init_llvm();
+    memset(t, 0, sizeof *t);
+    char *triple = LLVMGetDefaultTargetTriple(), *cpu = LLVMGetHostCPUName(), *feat = LLVMGetHostCPUFeatures();
+    snprintf(t->triple, sizeof t->triple, "%s", triple);
+    snprintf(t->cpu, sizeof t->cpu, "%s", cpu);
+    snprintf(t->features, sizeof t->features, "%s", feat);
+    LLVMDisposeMessage(triple);
+    LLVMDisposeMessage(cpu);
+    LLVMDisposeMessage(feat);
+    if (!strstr(t->features, "+avx2") || !strstr(t->features, "+fma"))
+        return lrc_err_set(err, "the cpu target needs AVX2 and FMA; this CPU (%s) lacks them", t->cpu);
+    /* 8-wide vectors everywhere: AVX-512 doubles the registers (ymm16-31),
+     * which the GEMM tile uses, but on the CPUs here it does not double
+     * the FMA throughput. */
+    t->vec = 8;
+    bool avx512 = strstr(t->features, "+avx512f") && strstr(t->features, "+avx512vl");
+    t->tiling = (lrc_gemm_tiling){.mr = avx512 ? 12 : 6, .vec = 8, .nv = 2, .mc = avx512 ? 96 : 96, .nc = 256};
+    return LRC_OK;
+}
+
+static LLVMTargetMachineRef make_tm(const lrc_llvm_target *t, lrc_err *err)
+{
+    init_llvm();
+    LLVMTargetRef target;
+    char *msg = NULL;
+    if (LLVMGetTargetFromTriple(t->triple, &target, &msg)) {
+        lrc_err_set(err, "LLVM has no target for %s: %s", t->triple, msg ? msg : "");
+        LLVMDisposeMessage(msg);
+        return NULL;
+    }
+    return LLVMCreateTargetMachine(target, t->triple, t->cpu, t->features, LLVMCodeGenLevelAggressive, LLVMRelocPIC,
+                                   LLVMCodeModelDefault);
+}
+
+lrc_llvm_module *lrc_llvm_module_new(const char *name, const lrc_llvm_target *t, lrc_err *err)
+{
+    lrc_llvm_module *m = lrc_xcalloc(1, sizeof *m);
+    m->target = *t;
+    m->tm = make_tm(t, err);
+    if (!m->tm) {
+        free(m);
+        return NULL;
+    }
+    em_init(&m->e, name);
+    LLVMSetTarget(m->e.mod, t->triple);
+    LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(m->tm);
+    LLVMSetModuleDataLayout(m->e.mod, dl);
+    LLVMDisposeTargetData(dl);
+    return m;
+}
+
+struct em *lrc_llvm_module_emitter(lrc_llvm_module *m) { return &m->e; }
+
+int lrc_llvm_module_finish(lrc_llvm_module *m, lrc_err *err)
+{
+    char *msg = NULL;
+    if (LLVMVerifyModule(m->e.mod, LLVMReturnStatusAction, &msg)) {
+        /* a bug in a generator, not the user's: say so, with LLVM's words */
+        lrc_err_set(err, "internal error: generated LLVM IR does not verify: %.400s", msg ? msg : "");
+        LLVMDisposeMessage(msg);
+        return LRC_EUSER;
+    }
+    LLVMDisposeMessage(msg);
+    LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
+    LLVMPassBuilderOptionsSetLoopVectorization(opts, 1);
+    LLVMPassBuilderOptionsSetSLPVectorization(opts, 1);
+    LLVMPassBuilderOptionsSetLoopUnrolling(opts, 1);
+    LLVMErrorRef e = LLVMRunPasses(m->e.mod, "default<O3>", m->tm, opts);
+    LLVMDisposePassBuilderOptions(opts);
+    if (e) return error_msg(e, "LLVM optimisation", err);
+    return LRC_OK;
+}
+
+void lrc_llvm_module_free(lrc_llvm_module *m)
+{
+    if (!m) return;
+    em_dispose_builder(&m->e);
+    if (m->e.mod) LLVMDisposeModule(m->e.mod);
+    if (m->e.ctx) LLVMContextDispose(m->e.ctx);
+    if (m->tm) LLVMDisposeTargetMachine(m->tm);
+    free(m);
+}
+
+char *lrc_llvm_module_print(lrc_llvm_module *m)
+{
+    char *s = LLVMPrintModuleToString(m->e.mod), *copy = lrc_strdup(s);
+    LLVMDisposeMessage(s);
+    return copy;
+}
+
+int lrc_llvm_emit_object(lrc_llvm_module *m, const char *path, lrc_err *err)
+{
+    char *msg = NULL;
+    if (LLVMTargetMachineEmitToFile(m->tm, m->e.mod, (char *)path, LLVMObjectFile, &msg)) {
+        lrc_err_set(err, "%s: cannot write object code: %s", path, msg ? msg : "");
+        LLVMDisposeMessage(msg);
+        return LRC_EUSER;
+    }
+    return LRC_OK;
+}
+
+int lrc_llvm_jit_new(lrc_llvm_module *m, lrc_llvm_jit **out, lrc_err *err)
+{
+    char *msg = NULL;
+    LLVMMemoryBufferRef obj;
+    if (LLVMTargetMachineEmitToMemoryBuffer(m->tm, m->e.mod, LLVMObjectFile, &msg, &obj)) {
+        lrc_err_set(err, "LLVM code generation failed: %s", msg ? msg : "");
+        LLVMDisposeMessage(msg);
+        lrc_llvm_module_free(m);
+        return LRC_EUSER;
+    }
+    lrc_llvm_module_free(m);
+    lrc_llvm_jit *j = lrc_xcalloc(1, sizeof *j);
+    LLVMErrorRef e = LLVMOrcCreateLLJIT(&j->jit, NULL);
+    if (e) {
+        LLVMDisposeMemoryBuffer(obj);
+        free(j);
+        return error_msg(e, "cannot create the LLVM JIT", err);
+    }
+    /* kernels call into libm and libc (exp, pow, malloc) from this process */
+    LLVMOrcDefinitionGeneratorRef gen;
+    e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(&gen, LLVMOrcLLJITGetGlobalPrefix(j->jit), NULL, NULL);
+    if (!e) LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(j->jit), gen);
+    if (!e) e = LLVMOrcLLJITAddObjectFile(j->jit, LLVMOrcLLJITGetMainJITDylib(j->jit), obj);
+    else LLVMDisposeMemoryBuffer(obj);
+    if (e) {
+        lrc_llvm_jit_free(j);
+        return error_msg(e, "cannot load the generated code", err);
+    }
+    *out = j;
+    return LRC_OK;
+}
+
+lrc_kernel_fn lrc_llvm_jit_lookup(lrc_llvm_jit *j, const char *name, lrc_err *err)
+{
+    LLVMOrcExecutorAddress addr = 0;
+    LLVMErrorRef e = LLVMOrcLLJITLookup(j->jit, &addr, name);
+    if (e) {
+        error_msg(e, name, err);
+        return NULL;
+    }
+    lrc_kernel_fn fn;
+    memcpy(&fn, &(void *){(void *)(uintptr_t)addr}, sizeof fn);
+    return fn;
+}
+
+void lrc_llvm_jit_free(lrc_llvm_jit *j)
+{
+    if (!j) return;
+    if (j->jit) LLVMOrcDisposeLLJIT(j->jit);
+    free(j);
+}

@@ -1,0 +1,389 @@
+/* kernels.c — LLVM renderings of elementwise, row and opaque kernel groups,
+ * the per-element evaluation that every group's elementwise members share,
+ * and the driver that renders a whole program into one module. */
+#include "kgen.h"
+#include "lrc_llvm.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
+
+LLVMValueRef kg_ptr(kgen *k, int id)
+{
+    int a = k->arg_of[k->s->buffer_of[id]];
+    return a < 0 ? NULL : k->argp[a];
+}
+
+LLVMValueRef kg_extra(kgen *k, int i) { return k->argp[k->arg_of[k->g->n_nodes + i]]; }
+
+void kg_reset(kgen *k) { memset(k->memo, 0, (size_t)k->g->n_nodes * sizeof *k->memo); }
+
+static LLVMValueRef load_input(kgen *k, int id, LLVMValueRef row, LLVMValueRef col, int64_t D, int w)
+{
+    em_t *e = k->e;
+    const lrc_shape *s = &k->g->nodes[id].shape;
+    LLVMValueRef p = kg_ptr(k, id);
+    if (lrc_shape_numel(s) == 1) return em_splat(e, em_load(e, p, em_i64(e, 0), 1), w);
+    if (lrc_shape_numel(s) == last_dim(s) && last_dim(s) == D) return em_load(e, p, col, w);
+    return em_load(e, p, em_iadd(e, em_imul(e, row, em_i64(e, D)), col), w);
+}
+
+LLVMValueRef kg_value(kgen *k, int id, LLVMValueRef row, LLVMValueRef col, int64_t D, int w)
+{
+    if (k->memo[id]) return k->memo[id];
+    em_t *e = k->e;
+    const lrc_node *n = &k->g->nodes[id];
+    LLVMValueRef v;
+    if (!k->member[id]) {
+        v = load_input(k, id, row, col, D, w);
+    } else {
+        LLVMValueRef a = kg_value(k, n->in[0], row, col, D, w);
+        switch (n->op) {
+        case LRC_OP_ADD: v = em_add(e, a, kg_value(k, n->in[1], row, col, D, w)); break;
+        case LRC_OP_MUL: v = em_mul(e, a, kg_value(k, n->in[1], row, col, D, w)); break;
+        case LRC_OP_SCALE: v = em_mul(e, a, em_fw(e, n->fattr[0], w)); break;
+        case LRC_OP_SILU: /* x / (1 + exp(-x)) */
+            v = LLVMBuildFDiv(e->b, a, em_add(e, em_fw(e, 1.0, w), em_exp(e, LLVMBuildFNeg(e->b, a, ""), w)), "");
+            break;
+        default: /* anchors are set by their kernel before members are evaluated */
+            v = LLVMGetUndef(em_vty(e, w));
+            break;
+        }
+    }
+    k->memo[id] = v;
+    return v;
+}
+
+void kg_store_outputs(kgen *k, LLVMValueRef row, LLVMValueRef col, int64_t D, int w)
+{
+    em_t *e = k->e;
+    for (int j = 0; j < k->gr->n_outputs; j++) {
+        int o = k->gr->outputs[j];
+        LLVMValueRef v = kg_value(k, o, row, col, D, w);
+        em_store(e, kg_ptr(k, o), em_iadd(e, em_imul(e, row, em_i64(e, D)), col), v, w);
+    }
+}
+
+/* for col in [0, D): vector chunks, then a scalar tail; body(k, row, col, w) */
+typedef void (*col_body)(kgen *k, LLVMValueRef row, LLVMValueRef col, int64_t D, int w, void *ctx);
+
+static void for_cols(kgen *k, LLVMValueRef row, int64_t D, col_body body, void *ctx)
+{
+    em_t *e = k->e;
+    int64_t vend = D / k->vec * k->vec;
+    em_loop l;
+    if (vend > 0) {
+        LLVMValueRef c = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, vend));
+        kg_reset(k);
+        body(k, row, c, D, k->vec, ctx);
+        em_for_end(e, &l, em_i64(e, k->vec));
+    }
+    if (vend < D) {
+        LLVMValueRef c = em_for_begin(e, &l, em_i64(e, vend), em_i64(e, D));
+        kg_reset(k);
+        body(k, row, c, D, 1, ctx);
+        em_for_end(e, &l, em_i64(e, 1));
+    }
+}
+
+/* ---- elementwise groups ------------------------------------------------ */
+
+static void ew_body(kgen *k, LLVMValueRef row, LLVMValueRef col, int64_t D, int w, void *ctx)
+{
+    (void)ctx;
+    kg_store_outputs(k, row, col, D, w);
+}
+
+static void kg_elementwise(kgen *k)
+{
+    em_t *e = k->e;
+    int64_t D = last_dim(&k->g->nodes[k->gr->anchor].shape);
+    em_loop rows;
+    LLVMValueRef r = em_for_begin(e, &rows, e->begin, e->end);
+    for_cols(k, r, D, ew_body, NULL);
+    em_for_end(e, &rows, em_i64(e, 1));
+}
+
+/* ---- row groups: rmsnorm and softmax with prologue and epilogue -------- */
+
+typedef struct {
+    LLVMValueRef acc_v, acc_s; /* allocas: vector and scalar partial results */
+    LLVMValueRef a;            /* the row's scale (rmsnorm) or max (softmax) */
+    LLVMValueRef b;            /* softmax: 1 / sum */
+    int pass;
+} row_ctx;
+
+static void row_body(kgen *k, LLVMValueRef row, LLVMValueRef col, int64_t D, int w, void *vctx)
+{
+    row_ctx *c = vctx;
+    em_t *e = k->e;
+    const lrc_node *a = &k->g->nodes[k->gr->anchor];
+    LLVMValueRef x = kg_value(k, a->in[0], row, col, D, w);
+    LLVMValueRef acc = w == 1 ? c->acc_s : c->acc_v;
+    LLVMTypeRef t = em_vty(e, w);
+    if (c->pass == 0 && a->op == LRC_OP_RMSNORM) {
+        LLVMBuildStore(e->b, em_fma(e, x, x, LLVMBuildLoad2(e->b, t, acc, "")), acc);
+    } else if (c->pass == 0) { /* softmax: running max */
+        LLVMBuildStore(e->b, em_intr2(e, "maxnum", x, LLVMBuildLoad2(e->b, t, acc, "")), acc);
+    } else if (c->pass == 1) { /* softmax: sum of exp(x - max) */
+        LLVMValueRef ex = em_exp(e, LLVMBuildFSub(e->b, x, em_splat(e, c->a, w), ""), w);
+        LLVMBuildStore(e->b, em_add(e, ex, LLVMBuildLoad2(e->b, t, acc, "")), acc);
+    } else {
+        LLVMValueRef y;
+        if (a->op == LRC_OP_RMSNORM) y = em_mul(e, x, em_splat(e, c->a, w));
+        else y = em_mul(e, em_exp(e, LLVMBuildFSub(e->b, x, em_splat(e, c->a, w), ""), w), em_splat(e, c->b, w));
+        k->memo[k->gr->anchor] = y;
+        kg_store_outputs(k, row, col, D, w);
+    }
+}
+
+static void kg_row(kgen *k)
+{
+    em_t *e = k->e;
+    const lrc_node *a = &k->g->nodes[k->gr->anchor];
+    int64_t D = last_dim(&a->shape);
+    bool softmax = a->op == LRC_OP_SOFTMAX;
+    row_ctx c = {em_alloca(e, em_vty(e, k->vec), "accv"), em_alloca(e, e->f32, "accs"), NULL, NULL, 0};
+    em_loop rows;
+    LLVMValueRef r = em_for_begin(e, &rows, e->begin, e->end);
+    double init = softmax ? -INFINITY : 0.0;
+    LLVMBuildStore(e->b, em_fw(e, init, k->vec), c.acc_v);
+    LLVMBuildStore(e->b, em_f32(e, init), c.acc_s);
+    c.pass = 0;
+    for_cols(k, r, D, row_body, &c);
+    LLVMValueRef v = LLVMBuildLoad2(e->b, em_vty(e, k->vec), c.acc_v, "");
+    LLVMValueRef sc = LLVMBuildLoad2(e->b, e->f32, c.acc_s, "");
+    if (!softmax) {
+        LLVMValueRef ss = em_add(e, em_hsum(e, v, k->vec), sc);
+        LLVMValueRef ms = em_add(e, LLVMBuildFDiv(e->b, ss, em_f32(e, (double)D), ""), em_f32(e, a->fattr[0]));
+        c.a = LLVMBuildFDiv(e->b, em_f32(e, 1.0), em_intr1(e, "sqrt", ms), "inv_rms");
+    } else {
+        c.a = em_intr2(e, "maxnum", em_hmax(e, v, k->vec), sc);
+        LLVMBuildStore(e->b, em_fw(e, 0.0, k->vec), c.acc_v);
+        LLVMBuildStore(e->b, em_f32(e, 0.0), c.acc_s);
+        c.pass = 1;
+        for_cols(k, r, D, row_body, &c);
+        LLVMValueRef sv = LLVMBuildLoad2(e->b, em_vty(e, k->vec), c.acc_v, "");
+        LLVMValueRef ssum = em_add(e, em_hsum(e, sv, k->vec), LLVMBuildLoad2(e->b, e->f32, c.acc_s, ""));
+        c.b = LLVMBuildFDiv(e->b, em_f32(e, 1.0), ssum, "");
+    }
+    c.pass = 2;
+    for_cols(k, r, D, row_body, &c);
+    em_for_end(e, &rows, em_i64(e, 1));
+}
+
+/* ---- opaque ops ------------------------------------------------------- */
+
+static void copy_row(kgen *k, LLVMValueRef dst, LLVMValueRef dst_off, LLVMValueRef src, LLVMValueRef src_off, int64_t D)
+{
+    em_t *e = k->e;
+    int64_t vend = D / k->vec * k->vec;
+    em_loop l;
+    if (vend > 0) {
+        LLVMValueRef c = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, vend));
+        em_store(e, dst, em_iadd(e, dst_off, c), em_load(e, src, em_iadd(e, src_off, c), k->vec), k->vec);
+        em_for_end(e, &l, em_i64(e, k->vec));
+    }
+    if (vend < D) {
+        LLVMValueRef c = em_for_begin(e, &l, em_i64(e, vend), em_i64(e, D));
+        em_store(e, dst, em_iadd(e, dst_off, c), em_load(e, src, em_iadd(e, src_off, c), 1), 1);
+        em_for_end(e, &l, em_i64(e, 1));
+    }
+}
+
+static void kg_embedding(kgen *k, const lrc_node *n)
+{
+    /* ids were checked against the vocabulary by the runtime before launch */
+    em_t *e = k->e;
+    int64_t D = n->shape.dim[n->shape.ndim - 1];
+    LLVMValueRef ids = LLVMBuildBitCast(e->b, kg_ptr(k, n->in[0]), e->i32p, "");
+    em_loop rows;
+    LLVMValueRef r = em_for_begin(e, &rows, e->begin, e->end);
+    LLVMValueRef id = LLVMBuildSExt(e->b, em_load_i32(e, ids, r), e->i64, "");
+    copy_row(k, kg_ptr(k, k->gr->anchor), em_imul(e, r, em_i64(e, D)), kg_ptr(k, n->in[1]), em_imul(e, id, em_i64(e, D)), D);
+    em_for_end(e, &rows, em_i64(e, 1));
+}
+
+static LLVMValueRef to_f64(em_t *e, LLVMValueRef x) { return LLVMBuildFPExt(e->b, x, e->f64, ""); }
+static LLVMValueRef to_f32(em_t *e, LLVMValueRef x) { return LLVMBuildFPTrunc(e->b, x, e->f32, ""); }
+static LLVMValueRef d64(em_t *e, double v) { return LLVMConstReal(e->f64, v); }
+
+/* Standalone RoPE on rows (b, t, h) of x[B,T,H,Dh]; computed in double as
+ * the reference does (it is cold: fused RoPE lives in attention). */
+static void kg_rope(kgen *k, const lrc_node *n)
+{
+    em_t *e = k->e;
+    int64_t T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3], half = D / 2;
+    LLVMValueRef x = kg_ptr(k, n->in[0]), o = kg_ptr(k, k->gr->anchor);
+    em_loop rows, cols;
+    LLVMValueRef r = em_for_begin(e, &rows, e->begin, e->end);
+    LLVMValueRef t = LLVMBuildSRem(e->b, LLVMBuildSDiv(e->b, r, em_i64(e, H), ""), em_i64(e, T), "");
+    LLVMValueRef tf = LLVMBuildSIToFP(e->b, t, e->f64, "");
+    LLVMValueRef i = em_for_begin(e, &cols, em_i64(e, 0), em_i64(e, half));
+    LLVMValueRef ex = LLVMBuildFMul(e->b, LLVMBuildSIToFP(e->b, i, e->f64, ""), d64(e, -2.0 / (double)D), "");
+    LLVMValueRef ang = LLVMBuildFMul(e->b, tf, em_libm(e, "pow", d64(e, n->fattr[0]), ex), "");
+    LLVMValueRef c = em_libm(e, "cos", ang, NULL), s = em_libm(e, "sin", ang, NULL);
+    LLVMValueRef base = em_imul(e, r, em_i64(e, D));
+    LLVMValueRef i2 = em_iadd(e, i, em_i64(e, half));
+    LLVMValueRef x1 = to_f64(e, em_load(e, x, em_iadd(e, base, i), 1));
+    LLVMValueRef x2 = to_f64(e, em_load(e, x, em_iadd(e, base, i2), 1));
+    em_store(e, o, em_iadd(e, base, i),
+             to_f32(e, LLVMBuildFSub(e->b, LLVMBuildFMul(e->b, x1, c, ""), LLVMBuildFMul(e->b, x2, s, ""), "")), 1);
+    em_store(e, o, em_iadd(e, base, i2),
+             to_f32(e, LLVMBuildFAdd(e->b, LLVMBuildFMul(e->b, x2, c, ""), LLVMBuildFMul(e->b, x1, s, ""), "")), 1);
+    em_for_end(e, &cols, em_i64(e, 1));
+    em_for_end(e, &rows, em_i64(e, 1));
+}
+
+/* LayerRoPE's gain for one layer (run once per forward when not folded). */
+static void kg_depth_gain(kgen *k, const lrc_node *n)
+{
+    em_t *e = k->e;
+    int64_t d = k->g->nodes[n->in[0]].shape.dim[0];
+    LLVMValueRef sc[5];
+    for (int j = 1; j < 5; j++) sc[j] = to_f64(e, em_load(e, kg_ptr(k, n->in[j]), em_i64(e, 0), 1));
+    double u = log((double)n->iattr[0] + 1.0);
+    LLVMValueRef r = LLVMBuildFAdd(e->b, sc[1], LLVMBuildFMul(e->b, sc[2], d64(e, u), ""), "");
+    LLVMValueRef mag = em_libm(e, "exp", r, NULL);
+    LLVMValueRef theta = em_libm(e, "exp", LLVMBuildFAdd(e->b, sc[3], LLVMBuildFMul(e->b, sc[4], d64(e, u), ""), ""), NULL);
+    LLVMValueRef gam = kg_ptr(k, n->in[0]), o = kg_ptr(k, k->gr->anchor);
+    em_loop l;
+    LLVMValueRef j = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, d / 2));
+    LLVMValueRef ex = LLVMBuildFMul(e->b, LLVMBuildSIToFP(e->b, j, e->f64, ""), d64(e, -2.0 / (double)d), "");
+    LLVMValueRef ang = LLVMBuildFMul(e->b, theta, em_libm(e, "pow", d64(e, n->fattr[0]), ex), "");
+    LLVMValueRef c = em_libm(e, "cos", ang, NULL), s = em_libm(e, "sin", ang, NULL);
+    LLVMValueRef j0 = em_imul(e, j, em_i64(e, 2)), j1 = em_iadd(e, j0, em_i64(e, 1));
+    LLVMValueRef g0 = to_f64(e, em_load(e, gam, j0, 1)), g1 = to_f64(e, em_load(e, gam, j1, 1));
+    LLVMValueRef re = LLVMBuildFSub(e->b, LLVMBuildFMul(e->b, g0, c, ""), LLVMBuildFMul(e->b, g1, s, ""), "");
+    LLVMValueRef im = LLVMBuildFAdd(e->b, LLVMBuildFMul(e->b, g0, s, ""), LLVMBuildFMul(e->b, g1, c, ""), "");
+    em_store(e, o, j0, to_f32(e, LLVMBuildFMul(e->b, mag, re, "")), 1);
+    em_store(e, o, j1, to_f32(e, LLVMBuildFMul(e->b, mag, im, "")), 1);
+    em_for_end(e, &l, em_i64(e, 1));
+}
+
+/* Mean cross-entropy over labels != -100 (labels were range-checked). */
+static void kg_cross_entropy(kgen *k, const lrc_node *n)
+{
+    em_t *e = k->e;
+    const lrc_shape *xs = &k->g->nodes[n->in[0]].shape;
+    int64_t V = last_dim(xs), rows = lrc_shape_numel(xs) / V;
+    LLVMValueRef x = kg_ptr(k, n->in[0]);
+    LLVMValueRef y = LLVMBuildBitCast(e->b, kg_ptr(k, n->in[1]), e->i32p, "");
+    LLVMValueRef total = em_alloca(e, e->f64, "total"), used = em_alloca(e, e->f64, "used");
+    LLVMValueRef mx = em_alloca(e, e->f64, "mx"), sum = em_alloca(e, e->f64, "sum");
+    LLVMBuildStore(e->b, d64(e, 0), total);
+    LLVMBuildStore(e->b, d64(e, 0), used);
+    em_loop lr, lv;
+    LLVMValueRef r = em_for_begin(e, &lr, em_i64(e, 0), em_i64(e, rows));
+    LLVMValueRef lab = em_load_i32(e, y, r);
+    em_if skip;
+    em_if_begin(e, &skip, LLVMBuildICmp(e->b, LLVMIntNE, lab, LLVMConstInt(e->i32, (unsigned long long)-100, 1), ""));
+    LLVMValueRef base = em_imul(e, r, em_i64(e, V));
+    LLVMBuildStore(e->b, d64(e, -INFINITY), mx);
+    LLVMValueRef v = em_for_begin(e, &lv, em_i64(e, 0), em_i64(e, V));
+    LLVMValueRef xv = to_f64(e, em_load(e, x, em_iadd(e, base, v), 1));
+    LLVMValueRef cur = LLVMBuildLoad2(e->b, e->f64, mx, "");
+    LLVMBuildStore(e->b, LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealOGT, xv, cur, ""), xv, cur, ""), mx);
+    em_for_end(e, &lv, em_i64(e, 1));
+    LLVMValueRef m = LLVMBuildLoad2(e->b, e->f64, mx, "");
+    LLVMBuildStore(e->b, d64(e, 0), sum);
+    v = em_for_begin(e, &lv, em_i64(e, 0), em_i64(e, V));
+    xv = to_f64(e, em_load(e, x, em_iadd(e, base, v), 1));
+    LLVMValueRef ex = em_libm(e, "exp", LLVMBuildFSub(e->b, xv, m, ""), NULL);
+    LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, ex, LLVMBuildLoad2(e->b, e->f64, sum, ""), ""), sum);
+    em_for_end(e, &lv, em_i64(e, 1));
+    LLVMValueRef lse = LLVMBuildFAdd(e->b, m, em_libm(e, "log", LLVMBuildLoad2(e->b, e->f64, sum, ""), NULL), "");
+    LLVMValueRef xy = to_f64(e, em_load(e, x, em_iadd(e, base, LLVMBuildSExt(e->b, lab, e->i64, "")), 1));
+    LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f64, total, ""), LLVMBuildFSub(e->b, lse, xy, ""), ""), total);
+    LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f64, used, ""), d64(e, 1), ""), used);
+    em_if_end(e, &skip);
+    em_for_end(e, &lr, em_i64(e, 1));
+    /* 0/0 is NaN, as in PyTorch */
+    LLVMValueRef mean = LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f64, total, ""), LLVMBuildLoad2(e->b, e->f64, used, ""), "");
+    em_store(e, kg_ptr(k, k->gr->anchor), em_i64(e, 0), to_f32(e, mean), 1);
+}
+
+static void kg_transpose(kgen *k, const lrc_node *n)
+{
+    em_t *e = k->e;
+    const lrc_shape *xs = &k->g->nodes[n->in[0]].shape;
+    int64_t xst[LRC_MAX_DIMS], s = 1;
+    for (int d = xs->ndim - 1; d >= 0; d--) {
+        xst[d] = s;
+        s *= xs->dim[d];
+    }
+    em_loop l;
+    LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, lrc_shape_numel(&n->shape)));
+    LLVMValueRef rest = i, src = em_i64(e, 0);
+    for (int d = n->shape.ndim - 1; d >= 0; d--) { /* digit d of i walks input axis perm[d] */
+        LLVMValueRef digit = LLVMBuildSRem(e->b, rest, em_i64(e, n->shape.dim[d]), "");
+        rest = LLVMBuildSDiv(e->b, rest, em_i64(e, n->shape.dim[d]), "");
+        src = em_iadd(e, src, em_imul(e, digit, em_i64(e, xst[n->iattr[d]])));
+    }
+    em_store(e, kg_ptr(k, k->gr->anchor), i, em_load(e, kg_ptr(k, n->in[0]), src, 1), 1);
+    em_for_end(e, &l, em_i64(e, 1));
+}
+
+static void kg_opaque(kgen *k)
+{
+    const lrc_node *n = &k->g->nodes[k->gr->anchor];
+    switch (n->op) {
+    case LRC_OP_EMBEDDING: kg_embedding(k, n); break;
+    case LRC_OP_ROPE: kg_rope(k, n); break;
+    case LRC_OP_DEPTH_GAIN: kg_depth_gain(k, n); break;
+    case LRC_OP_CROSS_ENTROPY: kg_cross_entropy(k, n); break;
+    case LRC_OP_TRANSPOSE: kg_transpose(k, n); break;
+    default: break; /* lrc_program_build rejected anything else */
+    }
+}
+
+/* ---- the driver -------------------------------------------------------- */
+
+int lrc_llvm_generate(const lrc_graph *g, const lrc_schedule *s, const lrc_program *p, const lrc_llvm_target *t,
+                      lrc_llvm_module **out, lrc_err *err)
+{
+    lrc_llvm_module *m = lrc_llvm_module_new("lrc", t, err);
+    if (!m) return LRC_EUSER;
+    em_t *e = lrc_llvm_module_emitter(m);
+    int nbuf = g->n_nodes + p->n_extra;
+    kgen k = {.e = e, .g = g, .s = s, .p = p, .vec = t->vec};
+    k.arg_of = lrc_xmalloc((size_t)nbuf * sizeof(int));
+    k.member = lrc_xcalloc((size_t)g->n_nodes, sizeof(bool));
+    k.memo = lrc_xcalloc((size_t)g->n_nodes, sizeof(LLVMValueRef));
+    for (int i = 0; i < p->n_kernels; i++) {
+        const lrc_kernel_desc *kd = &p->kernels[i];
+        k.k = kd;
+        k.gr = kd->group >= 0 ? &s->groups[kd->group] : NULL;
+        for (int b = 0; b < nbuf; b++) k.arg_of[b] = -1;
+        for (int a = 0; a < kd->n_args; a++) k.arg_of[kd->args[a]] = a;
+        memset(k.member, 0, (size_t)g->n_nodes * sizeof(bool));
+        if (k.gr)
+            for (int j = 0; j < k.gr->n_nodes; j++) k.member[k.gr->nodes[j]] = true;
+        em_begin_kernel(e, kd->name);
+        k.argp = lrc_xmalloc((size_t)kd->n_args * sizeof(LLVMValueRef) + 1);
+        for (int a = 0; a < kd->n_args; a++)
+            k.argp[a] = em_arg(e, a, kd->args[a] < g->n_nodes && g->nodes[kd->args[a]].dtype == LRC_I32);
+        kg_reset(&k);
+        if (!k.gr) kg_gemm_pack(&k);
+        else switch (k.gr->kind) {
+            case LRC_GROUP_ELEMENTWISE: kg_elementwise(&k); break;
+            case LRC_GROUP_ROW: kg_row(&k); break;
+            case LRC_GROUP_GEMM: kg_gemm(&k); break;
+            case LRC_GROUP_ATTENTION: kg_attention(&k); break;
+            default: kg_opaque(&k); break;
+            }
+        em_finish_kernel(e);
+        free(k.argp);
+    }
+    free(k.arg_of);
+    free(k.member);
+    free(k.memo);
+    if (lrc_llvm_module_finish(m, err)) {
+        lrc_llvm_module_free(m);
+        return LRC_EUSER;
+    }
+    *out = m;
+    return LRC_OK;
+}

@@ -1,0 +1,41 @@
+/* kgen.h — the state shared by the LLVM kernel generators (internal to
+ * codegen/llvm): one group being rendered, its argument pointers, and the
+ * per-element evaluation of its elementwise members. */
+#ifndef LRC_LLVM_KGEN_H
+#define LRC_LLVM_KGEN_H
+
+#include "../lrc_codegen.h"
+#include "emit.h"
+
+typedef struct kgen {
+    em_t *e;
+    const lrc_graph *g;
+    const lrc_schedule *s;
+    const lrc_program *p;
+    const lrc_kernel_desc *k;
+    const lrc_group *gr; /* NULL for preparation kernels */
+    int vec;             /* floats per vector */
+    int *arg_of;         /* buffer id -> argument index, or -1 */
+    LLVMValueRef *argp;  /* argument index -> typed pointer */
+    bool *member;        /* node id -> in this group */
+    LLVMValueRef *memo;  /* node id -> value at the element being generated */
+} kgen;
+
+/* Pointer to the buffer holding node id (through views). */
+LLVMValueRef kg_ptr(kgen *k, int id);
+/* Pointer to extra buffer i. */
+LLVMValueRef kg_extra(kgen *k, int i);
+/* Forgets the values of the previous element. */
+void kg_reset(kgen *k);
+/* Value of node id at (row, col) of the group's [rows, D] iteration space,
+ * width w: members are computed, other nodes loaded by the indexing rules
+ * (same shape: row*D + col; vector along the last axis: col; scalar: 0). */
+LLVMValueRef kg_value(kgen *k, int id, LLVMValueRef row, LLVMValueRef col, int64_t D, int w);
+/* Stores every group output among the members at (row, col). */
+void kg_store_outputs(kgen *k, LLVMValueRef row, LLVMValueRef col, int64_t D, int w);
+
+void kg_gemm_pack(kgen *k);
+void kg_gemm(kgen *k);
+void kg_attention(kgen *k);
+
+#endif

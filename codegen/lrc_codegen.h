@@ -1,0 +1,61 @@
+/* lrc_codegen.h — the public header of codegen/: what every target's
+ * renderer shares. From a graph and its schedule (kernel groups and memory
+ * plan) it describes the launches of a program: one kernel per group, plus
+ * the preparation kernels that repack constant weights once. Renderers
+ * (codegen/llvm, codegen/cuda) turn each description into code; the
+ * frontend turns the descriptions into a runtime plan. Depends on ir/ only. */
+#ifndef LRC_CODEGEN_H
+#define LRC_CODEGEN_H
+
+#include "../ir/passes/lrc_passes.h"
+
+/* Every kernel has the signature
+ *     void NAME(void **args, int64_t begin, int64_t end)
+ * and computes work items [begin, end) of its launch: the runtime splits
+ * [0, n_items) across threads. args[i] points at the buffer of arg i. */
+typedef void (*lrc_kernel_fn)(void **args, int64_t begin, int64_t end);
+
+/* GEMM tiling shared by the packing kernel and the GEMM kernel: weights
+ * W [N, K] are repacked into panels of NR output columns, panel p holding
+ * W[p*NR + j, k] at (p*K + k)*NR + j, zero-padded past N. */
+typedef struct lrc_gemm_tiling {
+    int mr;     /* rows of the micro-tile */
+    int vec;    /* floats per vector register */
+    int nv;     /* vectors per micro-tile row: NR = vec * nv */
+    int mc, nc; /* rows and columns of one work item (multiples of mr and NR) */
+} lrc_gemm_tiling;
+
+/* A buffer the program uses besides the graph's nodes: packed weights. */
+typedef struct lrc_extra_buf {
+    int of_node;   /* the PARAM it is derived from */
+    int64_t bytes;
+} lrc_extra_buf;
+
+typedef struct lrc_kernel_desc {
+    char name[64];   /* symbol: "k12_gemm", "pack3" */
+    int group;       /* schedule group, or -1 for a preparation kernel */
+    lrc_group_kind kind;
+    bool once;       /* a preparation kernel: run when its inputs change */
+    int n_args;
+    int *args;       /* buffer ids: node ids, or n_nodes + i for extra buffer i */
+    int64_t n_items; /* parallel work items */
+    double flops, bytes;
+} lrc_kernel_desc;
+
+typedef struct lrc_program {
+    lrc_kernel_desc *kernels;
+    int n_kernels;
+    lrc_extra_buf *extra;
+    int n_extra;
+    lrc_gemm_tiling tiling;
+} lrc_program;
+
+/* Describes the launches of g under schedule s. Fails, naming the node,
+ * when a group holds an op the renderers cannot generate. */
+int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling tiling, lrc_program *p,
+                      lrc_err *err);
+void lrc_program_free(lrc_program *p);
+/* The extra buffer holding the packed form of weight node w, or -1. */
+int lrc_program_packed_of(const lrc_program *p, int w);
+
+#endif

@@ -1,0 +1,123 @@
+/* program.c — from kernel groups to launch descriptions, shared by every
+ * target: each group becomes one kernel with its argument buffers and its
+ * work items; each GEMM's weight gets a packing kernel into an extra buffer
+ * (run once when the weight is a parameter). */
+#include "lrc_codegen.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
+static int64_t rows_of(const lrc_shape *s) { return lrc_shape_numel(s) / (last_dim(s) ? last_dim(s) : 1); }
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int lrc_program_packed_of(const lrc_program *p, int w)
+{
+    for (int i = 0; i < p->n_extra; i++)
+        if (p->extra[i].of_node == w) return i;
+    return -1;
+}
+
+static lrc_kernel_desc *new_kernel(lrc_program *p)
+{
+    p->kernels = lrc_xrealloc(p->kernels, (size_t)(p->n_kernels + 1) * sizeof *p->kernels);
+    lrc_kernel_desc *k = &p->kernels[p->n_kernels++];
+    memset(k, 0, sizeof *k);
+    return k;
+}
+
+static void add_arg(lrc_kernel_desc *k, int buf)
+{
+    k->args = lrc_xrealloc(k->args, (size_t)(k->n_args + 1) * sizeof(int));
+    k->args[k->n_args++] = buf;
+}
+
+static double buf_bytes(const lrc_graph *g, int id) { return (double)lrc_shape_numel(&g->nodes[id].shape) * 4; }
+
+/* Which ops each group kind can render; anything else is a clear error. */
+static bool renderable(const lrc_group *gr, const lrc_node *n, bool anchor)
+{
+    lrc_fusion f = lrc_op_table[n->op].fusion;
+    switch (gr->kind) {
+    case LRC_GROUP_ELEMENTWISE: return f == LRC_FUSE_ELEMENTWISE;
+    case LRC_GROUP_ROW: return anchor ? (n->op == LRC_OP_RMSNORM || n->op == LRC_OP_SOFTMAX) : f == LRC_FUSE_ELEMENTWISE;
+    case LRC_GROUP_GEMM: return anchor ? n->op == LRC_OP_MATMUL : f == LRC_FUSE_ELEMENTWISE;
+    case LRC_GROUP_ATTENTION: return anchor ? n->op == LRC_OP_ATTENTION : n->op == LRC_OP_ROPE;
+    case LRC_GROUP_OPAQUE: return n->op != LRC_OP_MATMUL && n->op != LRC_OP_ATTENTION;
+    default: return false;
+    }
+}
+
+int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling t, lrc_program *p, lrc_err *err)
+{
+    memset(p, 0, sizeof *p);
+    p->tiling = t;
+    int NR = t.vec * t.nv;
+    for (int gi = 0; gi < s->n_groups; gi++) {
+        const lrc_group *gr = &s->groups[gi];
+        const lrc_node *a = &g->nodes[gr->anchor];
+        for (int j = 0; j < gr->n_nodes; j++) {
+            const lrc_node *n = &g->nodes[gr->nodes[j]];
+            if (!renderable(gr, n, gr->nodes[j] == gr->anchor)) {
+                lrc_program_free(p);
+                lrc_err_set(err, "op %s cannot be generated in a %s kernel", lrc_op_name(n->op),
+                            lrc_group_kind_name(gr->kind));
+                return n->loc ? lrc_err_prefix(err, "%s", n->loc) : LRC_EUSER;
+            }
+        }
+        int packed = -1;
+        if (gr->kind == LRC_GROUP_GEMM) {
+            int w = s->buffer_of[a->in[1]];
+            packed = lrc_program_packed_of(p, w);
+            int64_t N = g->nodes[w].shape.dim[0], K = g->nodes[w].shape.dim[1];
+            bool constant = g->nodes[w].op == LRC_OP_PARAM;
+            if (packed < 0 || !constant) {
+                p->extra = lrc_xrealloc(p->extra, (size_t)(p->n_extra + 1) * sizeof *p->extra);
+                p->extra[p->n_extra] = (lrc_extra_buf){w, cdiv(N, NR) * NR * K * 4};
+                packed = p->n_extra++;
+                lrc_kernel_desc *k = new_kernel(p);
+                snprintf(k->name, sizeof k->name, "pack%d", packed);
+                k->group = -1;
+                k->kind = LRC_GROUP_OPAQUE;
+                k->once = constant;
+                add_arg(k, w);
+                add_arg(k, g->n_nodes + packed);
+                k->n_items = cdiv(N, NR);
+                k->bytes = 2 * buf_bytes(g, w);
+            }
+        }
+        lrc_kernel_desc *k = new_kernel(p);
+        snprintf(k->name, sizeof k->name, "k%d_%s", gi, lrc_group_kind_name(gr->kind));
+        k->group = gi;
+        k->kind = gr->kind;
+        for (int j = 0; j < gr->n_inputs; j++) {
+            int in = gr->inputs[j];
+            add_arg(k, packed >= 0 && in == s->buffer_of[a->in[1]] ? g->n_nodes + packed : in);
+            k->bytes += buf_bytes(g, in);
+        }
+        for (int j = 0; j < gr->n_outputs; j++) {
+            add_arg(k, gr->outputs[j]);
+            k->bytes += buf_bytes(g, gr->outputs[j]);
+        }
+        for (int j = 0; j < gr->n_nodes; j++) k->flops += lrc_op_table[g->nodes[gr->nodes[j]].op].flops(g, &g->nodes[gr->nodes[j]]);
+        switch (gr->kind) {
+        case LRC_GROUP_GEMM:
+            k->n_items = cdiv(rows_of(&a->shape), t.mc) * cdiv(last_dim(&a->shape), t.nc);
+            break;
+        case LRC_GROUP_ATTENTION: k->n_items = a->shape.dim[0] * a->shape.dim[2]; break;
+        case LRC_GROUP_OPAQUE:
+            k->n_items = a->op == LRC_OP_EMBEDDING || a->op == LRC_OP_ROPE ? rows_of(&a->shape) : 1;
+            break;
+        default: k->n_items = rows_of(&a->shape); break;
+        }
+    }
+    return LRC_OK;
+}
+
+void lrc_program_free(lrc_program *p)
+{
+    for (int i = 0; i < p->n_kernels; i++) free(p->kernels[i].args);
+    free(p->kernels);
+    free(p->extra);
+    memset(p, 0, sizeof *p);
+}

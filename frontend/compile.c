@@ -1,0 +1,133 @@
+/* compile.c — the CPU compiler pipeline, end to end: passes on the graph,
+ * kernel groups and memory plan, launch descriptions, kernels through LLVM
+ * into the JIT, and the runtime plan that runs them. */
+#include "compile.h"
+
+#include "../codegen/llvm/lrc_llvm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
+}
+
+/* "gemm matmul+add (llama.lua:40)" */
+static char *launch_label(const lrc_graph *g, const lrc_schedule *s, const lrc_kernel_desc *k)
+{
+    char buf[256];
+    size_t used = 0;
+    if (k->group < 0) {
+        snprintf(buf, sizeof buf, "pack %s", g->nodes[k->args[0]].name ? g->nodes[k->args[0]].name : "weight");
+        return lrc_strdup(buf);
+    }
+    const lrc_group *gr = &s->groups[k->group];
+    used += (size_t)snprintf(buf, sizeof buf, "%s ", lrc_group_kind_name(gr->kind));
+    for (int j = 0; j < gr->n_nodes && used < sizeof buf; j++)
+        used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%s", j ? "+" : "", lrc_op_name(g->nodes[gr->nodes[j]].op));
+    const char *loc = g->nodes[gr->anchor].loc;
+    if (loc && used < sizeof buf) snprintf(buf + used, sizeof buf - used, " (%s)", loc);
+    return lrc_strdup(buf);
+}
+
+static int build_plan(lrc_compiled *c, lrc_err *err)
+{
+    const lrc_graph *g = c->g;
+    const lrc_schedule *s = &c->sched;
+    const lrc_program *p = &c->prog;
+    lrc_plan *pl = &c->plan;
+    memset(pl, 0, sizeof *pl);
+    pl->n_bufs = g->n_nodes + p->n_extra;
+    pl->bufs = lrc_xcalloc((size_t)pl->n_bufs, sizeof *pl->bufs);
+    pl->arena_bytes = s->arena_bytes;
+    for (int id = 0; id < g->n_nodes; id++) {
+        const lrc_node *n = &g->nodes[id];
+        lrc_plan_buf *b = &pl->bufs[id];
+        b->dtype = n->dtype == LRC_I32 ? LRC_I32 : LRC_F32;
+        b->shape = n->shape;
+        b->bytes = lrc_shape_numel(&n->shape) * 4;
+        if (n->op == LRC_OP_INPUT) b->kind = LRC_BUF_INPUT, b->name = lrc_strdup(n->name);
+        else if (n->op == LRC_OP_PARAM) b->kind = LRC_BUF_PARAM, b->name = lrc_strdup(n->name);
+        else if (s->offset[id] >= 0) b->kind = LRC_BUF_ARENA, b->offset = s->offset[id];
+    }
+    for (int i = 0; i < g->n_outputs; i++) {
+        lrc_plan_buf *b = &pl->bufs[s->buffer_of[g->outputs[i]]];
+        if (b->kind != LRC_BUF_NONE) return lrc_err_set(err, "output '%s' is an input or parameter", g->output_names[i]);
+        b->kind = LRC_BUF_OUTPUT;
+        b->name = lrc_strdup(g->output_names[i]);
+        b->shape = g->nodes[g->outputs[i]].shape; /* the output's shape, even through a view */
+    }
+    for (int i = 0; i < p->n_extra; i++) {
+        lrc_plan_buf *b = &pl->bufs[g->n_nodes + i];
+        b->kind = LRC_BUF_PERSIST;
+        b->bytes = p->extra[i].bytes;
+        b->dtype = LRC_F32;
+    }
+    pl->n_launches = p->n_kernels;
+    pl->launches = lrc_xcalloc((size_t)p->n_kernels + 1, sizeof *pl->launches);
+    for (int i = 0; i < p->n_kernels; i++) {
+        const lrc_kernel_desc *k = &p->kernels[i];
+        lrc_plan_launch *l = &pl->launches[i];
+        l->symbol = lrc_strdup(k->name);
+        l->label = launch_label(g, s, k);
+        l->n_args = k->n_args;
+        l->args = lrc_xmalloc((size_t)k->n_args * sizeof(int) + 1);
+        memcpy(l->args, k->args, (size_t)k->n_args * sizeof(int));
+        l->n_items = k->n_items;
+        l->once = k->once;
+        l->flops = k->flops;
+        l->bytes = k->bytes;
+    }
+    /* ids read by a gather must index the table: checked before each run */
+    for (int id = 0; id < g->n_nodes; id++) {
+        const lrc_node *n = &g->nodes[id];
+        if (n->op != LRC_OP_EMBEDDING || pl->bufs[s->buffer_of[n->in[0]]].kind != LRC_BUF_INPUT) continue;
+        pl->checks = lrc_xrealloc(pl->checks, (size_t)(pl->n_checks + 1) * sizeof *pl->checks);
+        pl->checks[pl->n_checks++] = (lrc_plan_check){s->buffer_of[n->in[0]], 0, g->nodes[n->in[1]].shape.dim[0]};
+    }
+    return LRC_OK;
+}
+
+int lrc_compile_graph(lrc_graph *g, lrc_tensor_set *consts, lrc_compiled *c, lrc_err *err)
+{
+    memset(c, 0, sizeof *c);
+    double t0 = now_ms();
+    c->g = g;
+    c->consts = consts;
+    lrc_pass_ctx ctx = {consts};
+    lrc_llvm_target target;
+    int rc = lrc_llvm_target_host(&target, err);
+    if (!rc) rc = lrc_passes_run(&c->g, &ctx, NULL, err);
+    if (!rc) rc = lrc_schedule_build(c->g, &c->sched, err);
+    if (rc) return rc;
+    c->have_sched = true;
+    lrc_schedule_plan_memory(c->g, &c->sched);
+    if ((rc = lrc_program_build(c->g, &c->sched, target.tiling, &c->prog, err))) return rc;
+    c->have_prog = true;
+    double t1 = now_ms();
+    lrc_llvm_module *mod = NULL;
+    if ((rc = lrc_llvm_generate(c->g, &c->sched, &c->prog, &target, &mod, err))) return rc;
+    if ((rc = lrc_llvm_jit_new(mod, &c->jit, err))) return rc;
+    if ((rc = build_plan(c, err))) return rc;
+    c->have_plan = true;
+    for (int i = 0; i < c->plan.n_launches && !rc; i++)
+        if (!(c->plan.launches[i].fn = lrc_llvm_jit_lookup(c->jit, c->plan.launches[i].symbol, err))) rc = LRC_EUSER;
+    c->passes_ms = t1 - t0;
+    c->codegen_ms = now_ms() - t1;
+    return rc;
+}
+
+void lrc_compiled_free(lrc_compiled *c)
+{
+    if (c->have_plan) lrc_plan_free(&c->plan);
+    if (c->have_prog) lrc_program_free(&c->prog);
+    if (c->have_sched) lrc_schedule_free(&c->sched);
+    lrc_llvm_jit_free(c->jit);
+    lrc_graph_free(c->g);
+    memset(c, 0, sizeof *c);
+}

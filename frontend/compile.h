@@ -1,0 +1,28 @@
+/* compile.h — the compiler pipeline for the cpu target (internal to
+ * frontend/, which ties passes, codegen and runtime together). */
+#ifndef LRC_COMPILE_H
+#define LRC_COMPILE_H
+
+#include "../codegen/lrc_codegen.h"
+#include "../runtime/lrc_runtime.h"
+
+typedef struct lrc_llvm_jit lrc_llvm_jit;
+
+typedef struct lrc_compiled {
+    lrc_graph *g;            /* the optimised graph (owned) */
+    lrc_tensor_set *consts;  /* parameters and folded constants (borrowed), or NULL */
+    lrc_schedule sched;
+    lrc_program prog;
+    lrc_plan plan;
+    lrc_llvm_jit *jit;
+    bool have_sched, have_prog, have_plan;
+    double passes_ms, codegen_ms;
+} lrc_compiled;
+
+/* Compiles g (taken over) for this CPU. With consts (the parameters'
+ * values), parameters are constants: gains fold, and the folded weights are
+ * added to consts, which the plan's parameters then name. */
+int lrc_compile_graph(lrc_graph *g, lrc_tensor_set *consts, lrc_compiled *c, lrc_err *err);
+void lrc_compiled_free(lrc_compiled *c);
+
+#endif

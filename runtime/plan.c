@@ -1,0 +1,174 @@
+/* plan.c — running a compiled plan: the arena and persistent buffers, the
+ * binding of parameters, inputs and outputs, the checks of integer inputs,
+ * and each launch split across the thread pool. */
+#include "lrc_runtime.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct lrc_exec {
+    const lrc_plan *plan;
+    lrc_pool *pool;
+    void *arena;
+    void **ptr;          /* per buffer: where it is during a run */
+    bool prepared;       /* the `once` launches ran for the bound parameters */
+    double *times_ns;    /* profiling, or NULL */
+    int64_t *calls;
+};
+
+void lrc_plan_free(lrc_plan *p)
+{
+    for (int i = 0; i < p->n_bufs; i++) free(p->bufs[i].name);
+    for (int i = 0; i < p->n_launches; i++) {
+        free(p->launches[i].symbol);
+        free(p->launches[i].label);
+        free(p->launches[i].args);
+    }
+    free(p->bufs);
+    free(p->launches);
+    free(p->checks);
+    memset(p, 0, sizeof *p);
+}
+
+/* 64-byte alignment: vector loads never split cache lines at a row start. */
+static void *alloc64(size_t n)
+{
+    size_t rounded = (n + 63) / 64 * 64;
+    return aligned_alloc(64, rounded > 0 ? rounded : 64);
+}
+
+int lrc_exec_new(const lrc_plan *plan, lrc_pool *pool, lrc_exec **out, lrc_err *err)
+{
+    lrc_exec *x = lrc_xcalloc(1, sizeof *x);
+    x->plan = plan;
+    x->pool = pool;
+    x->ptr = lrc_xcalloc((size_t)plan->n_bufs + 1, sizeof(void *));
+    x->arena = alloc64((size_t)plan->arena_bytes);
+    if (!x->arena) {
+        lrc_exec_free(x);
+        return lrc_err_set(err, "out of memory for a %lld-byte arena", (long long)plan->arena_bytes);
+    }
+    for (int i = 0; i < plan->n_bufs; i++) {
+        const lrc_plan_buf *b = &plan->bufs[i];
+        if (b->kind == LRC_BUF_ARENA) x->ptr[i] = (char *)x->arena + b->offset;
+        if (b->kind == LRC_BUF_PERSIST && !(x->ptr[i] = alloc64((size_t)b->bytes))) {
+            lrc_exec_free(x);
+            return lrc_err_set(err, "out of memory for %lld bytes of packed weights", (long long)b->bytes);
+        }
+    }
+    *out = x;
+    return LRC_OK;
+}
+
+void lrc_exec_free(lrc_exec *x)
+{
+    if (!x) return;
+    for (int i = 0; i < x->plan->n_bufs; i++)
+        if (x->plan->bufs[i].kind == LRC_BUF_PERSIST) free(x->ptr[i]);
+    free(x->arena);
+    free(x->ptr);
+    free(x);
+}
+
+void lrc_exec_profile(lrc_exec *x, double *times_ns, int64_t *calls)
+{
+    x->times_ns = times_ns;
+    x->calls = calls;
+}
+
+int lrc_exec_bind_params(lrc_exec *x, const lrc_tensor_set *params, lrc_err *err)
+{
+    char b1[96], b2[96];
+    for (int i = 0; i < x->plan->n_bufs; i++) {
+        const lrc_plan_buf *b = &x->plan->bufs[i];
+        if (b->kind != LRC_BUF_PARAM) continue;
+        const lrc_tensor *t = lrc_tensor_set_find(params, b->name);
+        if (!t) return lrc_err_set(err, "missing parameter '%s'", b->name);
+        if (t->dtype != LRC_F32 || !lrc_shape_eq(&t->shape, &b->shape))
+            return lrc_err_set(err, "parameter '%s' is %s %s, the program expects F32 %s", b->name,
+                               lrc_dtype_st_name(t->dtype), lrc_shape_str(&t->shape, b1, sizeof b1),
+                               lrc_shape_str(&b->shape, b2, sizeof b2));
+        x->ptr[i] = t->data;
+    }
+    x->prepared = false;
+    return LRC_OK;
+}
+
+typedef struct {
+    lrc_kernel_fn fn;
+    void **args;
+} task;
+
+static void run_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    task *t = ctx;
+    t->fn(t->args, begin, end);
+}
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e9 * (double)ts.tv_sec + (double)ts.tv_nsec;
+}
+
+static void launch(lrc_exec *x, int li)
+{
+    const lrc_plan_launch *l = &x->plan->launches[li];
+    void *args[64];
+    for (int a = 0; a < l->n_args && a < 64; a++) args[a] = x->ptr[l->args[a]];
+    task t = {l->fn, args};
+    double t0 = x->times_ns ? now_ns() : 0;
+    lrc_pool_run(x->pool, run_task, &t, l->n_items);
+    if (x->times_ns) {
+        x->times_ns[li] += now_ns() - t0;
+        x->calls[li]++;
+    }
+}
+
+int lrc_exec_run_plan(lrc_exec *x, const lrc_tensor_set *inputs, lrc_tensor_set *outputs, lrc_err *err)
+{
+    const lrc_plan *p = x->plan;
+    char b1[96], b2[96];
+    int first_out = outputs->n, rc = LRC_OK;
+    for (int i = 0; i < p->n_bufs && !rc; i++) {
+        const lrc_plan_buf *b = &p->bufs[i];
+        if (b->kind == LRC_BUF_INPUT) {
+            const lrc_tensor *t = lrc_tensor_set_find(inputs, b->name);
+            if (!t) rc = lrc_err_set(err, "missing input '%s'", b->name);
+            else if (t->dtype != b->dtype || !lrc_shape_eq(&t->shape, &b->shape))
+                rc = lrc_err_set(err, "input '%s' is %s %s, the program expects %s %s", b->name,
+                                 lrc_dtype_st_name(t->dtype), lrc_shape_str(&t->shape, b1, sizeof b1),
+                                 lrc_dtype_st_name(b->dtype), lrc_shape_str(&b->shape, b2, sizeof b2));
+            else x->ptr[i] = t->data;
+        } else if (b->kind == LRC_BUF_OUTPUT) {
+            lrc_tensor *t = lrc_tensor_new(b->name, LRC_F32, &b->shape, err);
+            if (!t || lrc_tensor_set_add(outputs, t, err)) rc = LRC_EUSER;
+            else x->ptr[i] = t->data;
+        } else if (b->kind == LRC_BUF_PARAM && !x->ptr[i]) {
+            rc = lrc_err_set(err, "parameter '%s' is not bound", b->name);
+        }
+    }
+    for (int c = 0; c < p->n_checks && !rc; c++) {
+        const lrc_plan_check *ck = &p->checks[c];
+        const lrc_plan_buf *b = &p->bufs[ck->buf];
+        const int32_t *v = x->ptr[ck->buf];
+        int64_t n = lrc_shape_numel(&b->shape), last = b->shape.ndim ? b->shape.dim[b->shape.ndim - 1] : 1;
+        for (int64_t i = 0; i < n && !rc; i++)
+            if (v[i] < ck->lo || v[i] >= ck->hi)
+                rc = lrc_err_set(err, "%s[%lld,%lld] = %d is outside [%lld, %lld)", b->name, (long long)(i / last),
+                                 (long long)(i % last), v[i], (long long)ck->lo, (long long)ck->hi);
+    }
+    if (!rc && !x->prepared) {
+        for (int li = 0; li < p->n_launches; li++)
+            if (p->launches[li].once) launch(x, li);
+        x->prepared = true;
+    }
+    for (int li = 0; li < p->n_launches && !rc; li++)
+        if (!p->launches[li].once) launch(x, li);
+    if (rc) /* no partial outputs */
+        while (outputs->n > first_out) lrc_tensor_free(outputs->items[--outputs->n]);
+    return rc;
+}
