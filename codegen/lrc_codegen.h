@@ -40,6 +40,11 @@ typedef struct lrc_kernel_desc {
     int *args;       /* buffer ids: node ids, or n_nodes + i for extra buffer i */
     int64_t n_items; /* parallel work items */
     double flops, bytes;
+    /* The kernel whose code this launch runs: kernels with the same
+     * structure (ops, attributes, shapes, argument layout) share one
+     * function, so an L-layer model compiles each layer's kernels once. */
+    int impl;
+    char *signature; /* the structural key that decides it */
 } lrc_kernel_desc;
 
 typedef struct lrc_program {

@@ -4,6 +4,8 @@
  * (run once when the weight is a parameter). */
 #include "lrc_codegen.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,6 +48,71 @@ static bool renderable(const lrc_group *gr, const lrc_node *n, bool anchor)
     case LRC_GROUP_OPAQUE: return n->op != LRC_OP_MATMUL && n->op != LRC_OP_ATTENTION;
     default: return false;
     }
+}
+
+/* Appends printf-style text to a growing string. */
+static void sig_add(char **s, size_t *len, size_t *cap, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void sig_add(char **s, size_t *len, size_t *cap, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(*s + *len, *cap - *len, fmt, ap);
+        va_end(ap);
+        if ((size_t)n < *cap - *len) {
+            *len += (size_t)n;
+            return;
+        }
+        *cap = 2 * *cap + (size_t)n;
+        *s = lrc_xrealloc(*s, *cap);
+    }
+}
+
+static void sig_shape(char **s, size_t *len, size_t *cap, const lrc_node *n)
+{
+    char b[160];
+    sig_add(s, len, cap, "%s%s", lrc_dtype_name(n->dtype), lrc_shape_str(&n->shape, b, sizeof b));
+}
+
+/* Everything the generated code of k depends on, with buffers named by
+ * argument position: two kernels with equal signatures have equal code. */
+static char *signature(const lrc_graph *g, const lrc_schedule *s, const lrc_program *p, const lrc_kernel_desc *k)
+{
+    size_t len = 0, cap = 256;
+    char *sig = lrc_xmalloc(cap);
+    sig[0] = 0;
+    sig_add(&sig, &len, &cap, "%s|", k->group < 0 ? "pack" : lrc_group_kind_name(k->kind));
+    for (int a = 0; a < k->n_args; a++) {
+        if (k->args[a] >= g->n_nodes) sig_add(&sig, &len, &cap, "x%lld,", (long long)p->extra[k->args[a] - g->n_nodes].bytes);
+        else sig_shape(&sig, &len, &cap, &g->nodes[k->args[a]]);
+        sig_add(&sig, &len, &cap, ";");
+    }
+    if (k->group < 0) return sig;
+    const lrc_group *gr = &s->groups[k->group];
+    for (int j = 0; j < gr->n_nodes; j++) {
+        const lrc_node *n = &g->nodes[gr->nodes[j]];
+        sig_add(&sig, &len, &cap, "|%s%s:", gr->nodes[j] == gr->anchor ? "*" : "", lrc_op_name(n->op));
+        sig_shape(&sig, &len, &cap, n);
+        for (int a = 0; a < LRC_MAX_IATTR; a++) sig_add(&sig, &len, &cap, ",%lld", (long long)n->iattr[a]);
+        for (int a = 0; a < LRC_MAX_FATTR; a++) sig_add(&sig, &len, &cap, ",%a", n->fattr[a]);
+        sig_add(&sig, &len, &cap, ",n%d", n->n_iattr);
+        for (int i = 0; i < n->n_in; i++) {
+            int src = n->in[i], m = -1, arg = -1;
+            for (int q = 0; q < gr->n_nodes; q++)
+                if (gr->nodes[q] == src) m = q;
+            for (int a = 0; a < k->n_args; a++)
+                if (k->args[a] == s->buffer_of[src]) arg = a;
+            if (arg < 0) /* a GEMM weight is passed packed */
+                for (int a = 0; a < k->n_args; a++)
+                    if (k->args[a] >= g->n_nodes && p->extra[k->args[a] - g->n_nodes].of_node == s->buffer_of[src]) arg = a;
+            sig_add(&sig, &len, &cap, " %c%d:", m >= 0 ? 'm' : 'a', m >= 0 ? m : arg);
+            sig_shape(&sig, &len, &cap, &g->nodes[src]);
+        }
+    }
+    for (int j = 0; j < gr->n_outputs; j++)
+        for (int q = 0; q < gr->n_nodes; q++)
+            if (gr->nodes[q] == gr->outputs[j]) sig_add(&sig, &len, &cap, "|out m%d", q);
+    return sig;
 }
 
 int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling t, lrc_program *p, lrc_err *err)
@@ -111,12 +178,22 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
         default: k->n_items = rows_of(&a->shape); break;
         }
     }
+    for (int i = 0; i < p->n_kernels; i++) {
+        lrc_kernel_desc *k = &p->kernels[i];
+        k->signature = signature(g, s, p, k);
+        k->impl = i;
+        for (int j = 0; j < i && k->impl == i; j++)
+            if (p->kernels[j].impl == j && !strcmp(p->kernels[j].signature, k->signature)) k->impl = j;
+    }
     return LRC_OK;
 }
 
 void lrc_program_free(lrc_program *p)
 {
-    for (int i = 0; i < p->n_kernels; i++) free(p->kernels[i].args);
+    for (int i = 0; i < p->n_kernels; i++) {
+        free(p->kernels[i].args);
+        free(p->kernels[i].signature);
+    }
     free(p->kernels);
     free(p->extra);
     memset(p, 0, sizeof *p);

@@ -318,6 +318,13 @@ static int forward_cpu(const cli_args *a, lrc_graph *g, lrc_tensor_set *params, 
     if (!rc) rc = lrc_exec_new(&c.plan, pool, &x, err);
     if (!rc) rc = lrc_exec_bind_params(x, params, err);
     if (!rc) rc = lrc_exec_run_plan(x, in, outs, err);
+    double *prof_ns = NULL;
+    int64_t *prof_calls = NULL;
+    if (!rc && getenv("LRC_PROFILE")) { /* a developer's quick look; lrc profile is the real tool */
+        prof_ns = lrc_xcalloc((size_t)c.plan.n_launches + 1, sizeof(double));
+        prof_calls = lrc_xcalloc((size_t)c.plan.n_launches + 1, sizeof(int64_t));
+        lrc_exec_profile(x, prof_ns, prof_calls);
+    }
     if (!rc && a->repeat > 0) {
         double *ms = lrc_xmalloc((size_t)a->repeat * sizeof(double));
         for (int64_t r = 0; r < a->repeat && !rc; r++) {
@@ -340,6 +347,19 @@ static int forward_cpu(const cli_args *a, lrc_graph *g, lrc_tensor_set *params, 
             printf("forward: median %.2f ms over %lld runs (min %.2f, max %.2f), %.0f tokens/s, %d threads\n", med,
                    (long long)a->repeat, ms[0], ms[a->repeat - 1], tokens / (med / 1e3), lrc_pool_threads(pool));
         free(ms);
+    }
+    if (prof_ns) {
+        double total = 0;
+        for (int i = 0; i < c.plan.n_launches; i++) total += prof_ns[i];
+        for (int i = 0; i < c.plan.n_launches; i++) {
+            const lrc_plan_launch *l = &c.plan.launches[i];
+            if (!prof_calls[i]) continue;
+            double ms = prof_ns[i] / 1e6 / (double)prof_calls[i];
+            fprintf(stderr, "%8.3f ms %5.1f%% %8.1f GFLOP/s %7.1f GB/s  %s\n", ms, 100 * prof_ns[i] / total,
+                    l->flops / (ms * 1e6), l->bytes / (ms * 1e6), l->label);
+        }
+        free(prof_ns);
+        free(prof_calls);
     }
     lrc_exec_free(x);
     lrc_pool_free(pool);

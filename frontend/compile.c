@@ -73,7 +73,7 @@ static int build_plan(lrc_compiled *c, lrc_err *err)
     for (int i = 0; i < p->n_kernels; i++) {
         const lrc_kernel_desc *k = &p->kernels[i];
         lrc_plan_launch *l = &pl->launches[i];
-        l->symbol = lrc_strdup(k->name);
+        l->symbol = lrc_strdup(p->kernels[k->impl].name);
         l->label = launch_label(g, s, k);
         l->n_args = k->n_args;
         l->args = lrc_xmalloc((size_t)k->n_args * sizeof(int) + 1);

@@ -123,7 +123,8 @@ function M.build(cfg, tokens)
   end
   local final = nn.rmsnorm("model.norm", d, cfg.eps)
   local lm_head = nn.linear("lm_head", d, cfg.vocab, { group = "head" })
-  return lm_head(final(h))
+  local logits = lm_head(final(h)) -- not a tail call: keeps this line in error locations
+  return logits
 end
 
 return M

@@ -128,7 +128,13 @@ void kg_gemm(kgen *k)
     for (int i = 0; i < t->mr * t->nv; i++) acc[i] = em_alloca(e, em_vty(e, t->vec), "acc");
     em_loop li, lp, lm;
     LLVMValueRef item = em_for_begin(e, &li, e->begin, e->end);
-    LLVMValueRef mb = LLVMBuildSDiv(e->b, item, em_i64(e, n_nb), ""), nb = LLVMBuildSRem(e->b, item, em_i64(e, n_nb), "");
+    /* Consecutive items (one thread's chunk) share the block of the larger
+     * operand, so it is read from memory once and then hit in cache: rows of
+     * X when X is larger, a block of weight panels when W is (an LM head). */
+    int64_t n_mb = (M + t->mc - 1) / t->mc;
+    bool w_major = N > M;
+    LLVMValueRef mb = w_major ? LLVMBuildSRem(e->b, item, em_i64(e, n_mb), "") : LLVMBuildSDiv(e->b, item, em_i64(e, n_nb), "");
+    LLVMValueRef nb = w_major ? LLVMBuildSDiv(e->b, item, em_i64(e, n_mb), "") : LLVMBuildSRem(e->b, item, em_i64(e, n_nb), "");
     LLVMValueRef m0 = em_imul(e, mb, em_i64(e, t->mc)), n0 = em_imul(e, nb, em_i64(e, t->nc));
     LLVMValueRef m1 = imin(e, em_iadd(e, m0, em_i64(e, t->mc)), em_i64(e, M));
     LLVMValueRef n1 = imin(e, em_iadd(e, n0, em_i64(e, t->nc)), em_i64(e, N));

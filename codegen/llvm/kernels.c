@@ -354,6 +354,7 @@ int lrc_llvm_generate(const lrc_graph *g, const lrc_schedule *s, const lrc_progr
     k.memo = lrc_xcalloc((size_t)g->n_nodes, sizeof(LLVMValueRef));
     for (int i = 0; i < p->n_kernels; i++) {
         const lrc_kernel_desc *kd = &p->kernels[i];
+        if (kd->impl != i) continue; /* runs the code of an identical kernel */
         k.k = kd;
         k.gr = kd->group >= 0 ? &s->groups[kd->group] : NULL;
         for (int b = 0; b < nbuf; b++) k.arg_of[b] = -1;
