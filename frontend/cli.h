@@ -40,6 +40,9 @@ enum {
     OPT_KERNELS,
     OPT_THREADS,
     OPT_REPEAT,
+    OPT_M,
+    OPT_N,
+    OPT_K,
 };
 
 /* Handles --preset/--set; returns 1 when the option was one of them. */
@@ -58,5 +61,6 @@ int cmd_inspect(int argc, char **argv);
 int cmd_init(int argc, char **argv);
 int cmd_forward(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_gemm_bench(int argc, char **argv);
 
 #endif

@@ -17,6 +17,7 @@ static const char *usage_text =
     "  init MODEL      initialise parameters from a seed into a safetensors file\n"
     "  forward MODEL   run the model on tokens from a safetensors file\n"
     "  demo            build, initialise and run the default LayerRoPE LLaMA\n"
+    "  gemm-bench      time one generated GEMM (for bench/cpu_gemm.py)\n"
     "\n"
     "MODEL is a Lua file, or the name of a built-in model (llama).\n"
     "Every command takes --help. Exit status: 0 success, 1 bad input, 2 bad usage.\n";
@@ -92,7 +93,8 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } cmds[] = {{"inspect", cmd_inspect}, {"init", cmd_init}, {"forward", cmd_forward}, {"demo", cmd_demo}};
+    } cmds[] = {{"inspect", cmd_inspect}, {"init", cmd_init}, {"forward", cmd_forward}, {"demo", cmd_demo},
+                  {"gemm-bench", cmd_gemm_bench}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(cmd, cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "lrc: unknown command '%s' (commands: inspect, init, forward, demo; see lrc --help)\n", cmd);

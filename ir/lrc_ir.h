@@ -79,6 +79,8 @@ typedef struct lrc_tensor {
 /* Zero-filled. Returns NULL with err set when the size overflows. */
 lrc_tensor *lrc_tensor_new(const char *name, lrc_dtype t, const lrc_shape *s, lrc_err *err);
 void lrc_tensor_free(lrc_tensor *t);
+/* Not zero-filled, for storage that a kernel overwrites completely. */
+lrc_tensor *lrc_tensor_new_uninit(const char *name, lrc_dtype t, const lrc_shape *s, lrc_err *err);
 /* A new f32 tensor with t's values (bf16 and f16 widened exactly). */
 lrc_tensor *lrc_tensor_to_f32(const lrc_tensor *t, lrc_err *err);
 
@@ -240,5 +242,8 @@ char *lrc_strdup(const char *s);
 void *lrc_xmalloc(size_t n); /* aborts on out-of-memory: not a user error */
 void *lrc_xcalloc(size_t n, size_t size);
 void *lrc_xrealloc(void *p, size_t n);
+/* Tensor storage: 64-byte aligned, large sizes on huge pages; not zeroed;
+ * NULL when out of memory; release with free(). */
+void *lrc_alloc_data(size_t n);
 
 #endif

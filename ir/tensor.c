@@ -4,7 +4,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+static lrc_tensor *tensor_new(const char *name, lrc_dtype t, const lrc_shape *s, bool zero, lrc_err *err);
+
 lrc_tensor *lrc_tensor_new(const char *name, lrc_dtype t, const lrc_shape *s, lrc_err *err)
+{
+    return tensor_new(name, t, s, true, err);
+}
+
+lrc_tensor *lrc_tensor_new_uninit(const char *name, lrc_dtype t, const lrc_shape *s, lrc_err *err)
+{
+    return tensor_new(name, t, s, false, err);
+}
+
+static lrc_tensor *tensor_new(const char *name, lrc_dtype t, const lrc_shape *s, bool zero, lrc_err *err)
 {
     size_t n = lrc_dtype_size(t);
     for (int i = 0; i < s->ndim; i++) {
@@ -23,7 +35,9 @@ lrc_tensor *lrc_tensor_new(const char *name, lrc_dtype t, const lrc_shape *s, lr
     x->dtype = t;
     x->shape = *s;
     x->nbytes = n;
-    x->data = calloc(1, n ? n : 1);
+    /* calloc's fresh pages come zeroed, so nothing is written twice; storage
+     * a kernel fills goes on huge pages (fewer faults) */
+    x->data = zero ? calloc(1, n ? n : 1) : lrc_alloc_data(n);
     if (!x->data) {
         lrc_err_set(err, "tensor '%s': out of memory for %zu bytes", x->name, n);
         lrc_tensor_free(x);

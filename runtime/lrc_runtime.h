@@ -182,7 +182,8 @@ void lrc_exec_free(lrc_exec *x);
 /* Binds parameters by name (f32, shapes checked); the preparation kernels
  * run again before the next forward. The tensors must outlive the exec. */
 int lrc_exec_bind_params(lrc_exec *x, const lrc_tensor_set *params, lrc_err *err);
-/* Runs the plan on the inputs; appends the outputs (f32) to *outputs. */
+/* Runs the plan on the inputs. Outputs already in *outputs (by name, F32,
+ * the right shape) are written in place; the others are appended. */
 int lrc_exec_run_plan(lrc_exec *x, const lrc_tensor_set *inputs, lrc_tensor_set *outputs, lrc_err *err);
 /* With profiling on, each launch's wall time is added to times_ns[i]. */
 void lrc_exec_profile(lrc_exec *x, double *times_ns, int64_t *calls);

@@ -31,20 +31,13 @@ void lrc_plan_free(lrc_plan *p)
     memset(p, 0, sizeof *p);
 }
 
-/* 64-byte alignment: vector loads never split cache lines at a row start. */
-static void *alloc64(size_t n)
-{
-    size_t rounded = (n + 63) / 64 * 64;
-    return aligned_alloc(64, rounded > 0 ? rounded : 64);
-}
-
 int lrc_exec_new(const lrc_plan *plan, lrc_pool *pool, lrc_exec **out, lrc_err *err)
 {
     lrc_exec *x = lrc_xcalloc(1, sizeof *x);
     x->plan = plan;
     x->pool = pool;
     x->ptr = lrc_xcalloc((size_t)plan->n_bufs + 1, sizeof(void *));
-    x->arena = alloc64((size_t)plan->arena_bytes);
+    x->arena = lrc_alloc_data((size_t)plan->arena_bytes);
     if (!x->arena) {
         lrc_exec_free(x);
         return lrc_err_set(err, "out of memory for a %lld-byte arena", (long long)plan->arena_bytes);
@@ -52,7 +45,7 @@ int lrc_exec_new(const lrc_plan *plan, lrc_pool *pool, lrc_exec **out, lrc_err *
     for (int i = 0; i < plan->n_bufs; i++) {
         const lrc_plan_buf *b = &plan->bufs[i];
         if (b->kind == LRC_BUF_ARENA) x->ptr[i] = (char *)x->arena + b->offset;
-        if (b->kind == LRC_BUF_PERSIST && !(x->ptr[i] = alloc64((size_t)b->bytes))) {
+        if (b->kind == LRC_BUF_PERSIST && !(x->ptr[i] = lrc_alloc_data((size_t)b->bytes))) {
             lrc_exec_free(x);
             return lrc_err_set(err, "out of memory for %lld bytes of packed weights", (long long)b->bytes);
         }
@@ -144,8 +137,14 @@ int lrc_exec_run_plan(lrc_exec *x, const lrc_tensor_set *inputs, lrc_tensor_set 
                                  lrc_dtype_st_name(b->dtype), lrc_shape_str(&b->shape, b2, sizeof b2));
             else x->ptr[i] = t->data;
         } else if (b->kind == LRC_BUF_OUTPUT) {
-            lrc_tensor *t = lrc_tensor_new(b->name, LRC_F32, &b->shape, err);
-            if (!t || lrc_tensor_set_add(outputs, t, err)) rc = LRC_EUSER;
+            lrc_tensor *t = lrc_tensor_set_find(outputs, b->name);
+            if (t && (t->dtype != LRC_F32 || !lrc_shape_eq(&t->shape, &b->shape)))
+                rc = lrc_err_set(err, "output '%s' given as %s %s, the program writes F32 %s", b->name,
+                                 lrc_dtype_st_name(t->dtype), lrc_shape_str(&t->shape, b1, sizeof b1),
+                                 lrc_shape_str(&b->shape, b2, sizeof b2));
+            else if (t) x->ptr[i] = t->data; /* the caller's buffer, reused */
+            else if (!(t = lrc_tensor_new_uninit(b->name, LRC_F32, &b->shape, err)) || lrc_tensor_set_add(outputs, t, err))
+                rc = LRC_EUSER;
             else x->ptr[i] = t->data;
         } else if (b->kind == LRC_BUF_PARAM && !x->ptr[i]) {
             rc = lrc_err_set(err, "parameter '%s' is not bound", b->name);
