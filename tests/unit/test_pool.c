@@ -4,7 +4,7 @@
  * counts. Run it under -fsanitize=thread too: the pool's memory ordering is
  * what keeps the plain writes below race-free. */
 #define _GNU_SOURCE
-#include "runtime/lrc_pool.h"
+#include "runtime/lrc_runtime.h"
 
 #include <stdlib.h>
 #include <string.h>

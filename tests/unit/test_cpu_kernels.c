@@ -1,0 +1,271 @@
+/* test_cpu_kernels — every op and every kind of fused kernel of the cpu
+ * target against the reference executor, on random inputs with fixed seeds
+ * and odd shapes (not multiples of the vector width, the GEMM micro-tile or
+ * its blocks), with guard bytes after every input, parameter and output
+ * buffer to catch out-of-bounds writes (ggml's test-backend-ops pattern). */
+#include "frontend/compile.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GUARD 256
+#define GUARD_BYTE 0x5A
+
+static int passed, failed;
+
+typedef int (*build_fn)(lrc_graph *g, const int64_t *d);
+
+static lrc_shape S(int nd, const int64_t *dims)
+{
+    lrc_shape s = {nd, {0}};
+    for (int i = 0; i < nd; i++) s.dim[i] = dims[i];
+    return s;
+}
+
+static int input(lrc_graph *g, const char *name, int nd, const int64_t *dims, lrc_dtype t)
+{
+    lrc_err err;
+    lrc_shape s = S(nd, dims);
+    return lrc_graph_add_input(g, name, t, &s, NULL, &err);
+}
+
+static int param(lrc_graph *g, const char *name, int nd, const int64_t *dims)
+{
+    lrc_err err;
+    lrc_shape s = S(nd, dims);
+    lrc_init init = {LRC_INIT_NORMAL, 0.5};
+    return lrc_graph_add_param(g, name, &s, init, NULL, NULL, &err);
+}
+
+static int op(lrc_graph *g, lrc_op o, int a, int b, int c, double f0, int64_t i0)
+{
+    lrc_err err;
+    lrc_node n = {.op = o, .n_in = lrc_op_table[o].n_in, .in = {a, b, c}, .fattr = {f0}, .iattr = {i0}};
+    int id = lrc_graph_add(g, &n, &err);
+    if (id < 0) printf("  build: %s\n", err.msg);
+    return id;
+}
+
+static int reshape(lrc_graph *g, int x, int nd, const int64_t *dims)
+{
+    lrc_err err;
+    lrc_node n = {.op = LRC_OP_RESHAPE, .n_in = 1, .in = {x}, .n_iattr = nd};
+    for (int i = 0; i < nd; i++) n.iattr[i] = dims[i];
+    return lrc_graph_add(g, &n, &err);
+}
+
+static int out(lrc_graph *g, const char *name, int id)
+{
+    lrc_err err;
+    return id < 0 ? -1 : lrc_graph_add_output(g, name, id, &err);
+}
+
+/* ---- the cases: d[] are the sizes of each case ------------------------- */
+
+static int b_elementwise(lrc_graph *g, const int64_t *d)
+{ /* y = silu(a * v + b) * 0.5 with v a vector along the last axis; z = a + s (scalar) */
+    int64_t sh[2] = {d[0], d[1]}, vd[1] = {d[1]}, sd[1] = {1};
+    int a = input(g, "a", 2, sh, LRC_F32), b = input(g, "b", 2, sh, LRC_F32);
+    int v = input(g, "v", 1, vd, LRC_F32), s = input(g, "s", 1, sd, LRC_F32);
+    int y = op(g, LRC_OP_SCALE, op(g, LRC_OP_SILU, op(g, LRC_OP_ADD, op(g, LRC_OP_MUL, a, v, 0, 0, 0), b, 0, 0, 0), 0, 0, 0, 0),
+               0, 0, 0.5, 0);
+    return out(g, "y", y) || out(g, "z", op(g, LRC_OP_ADD, a, s, 0, 0, 0));
+}
+
+static int b_rmsnorm(lrc_graph *g, const int64_t *d)
+{ /* prologue (x + r), rmsnorm, epilogue (* w + x) */
+    int64_t sh[3] = {d[0], d[1], d[2]}, wd[1] = {d[2]};
+    int x = input(g, "x", 3, sh, LRC_F32), r = input(g, "r", 3, sh, LRC_F32), w = param(g, "w", 1, wd);
+    int n = op(g, LRC_OP_RMSNORM, op(g, LRC_OP_ADD, x, r, 0, 0, 0), 0, 0, 1e-5, 0);
+    return out(g, "y", op(g, LRC_OP_ADD, op(g, LRC_OP_MUL, n, w, 0, 0, 0), x, 0, 0, 0));
+}
+
+static int b_softmax(lrc_graph *g, const int64_t *d)
+{
+    int64_t sh[2] = {d[0], d[1]};
+    int x = input(g, "x", 2, sh, LRC_F32);
+    return out(g, "y", op(g, LRC_OP_SOFTMAX, op(g, LRC_OP_SCALE, x, 0, 0, 8.0, 0), 0, 0, 0, 0));
+}
+
+static int b_gemm(lrc_graph *g, const int64_t *d)
+{ /* Y = silu(X W1^T) * (X W2^T) + R: two GEMMs, epilogues reading the other's output */
+    int64_t xs[3] = {d[0], d[1], d[3]}, ws[2] = {d[2], d[3]}, ys[3] = {d[0], d[1], d[2]};
+    int x = input(g, "x", 3, xs, LRC_F32), r = input(g, "r", 3, ys, LRC_F32);
+    int w1 = param(g, "w1", 2, ws), w2 = param(g, "w2", 2, ws);
+    int a = op(g, LRC_OP_SILU, op(g, LRC_OP_MATMUL, x, w1, 0, 0, 0), 0, 0, 0, 0);
+    int y = op(g, LRC_OP_ADD, op(g, LRC_OP_MUL, a, op(g, LRC_OP_MATMUL, x, w2, 0, 0, 0), 0, 0, 0), r, 0, 0, 0);
+    return out(g, "y", y) || out(g, "plain", op(g, LRC_OP_MATMUL, r, param(g, "w3", 2, (int64_t[]){d[3], d[2]}), 0, 0, 0));
+}
+
+static int b_attention(lrc_graph *g, const int64_t *d)
+{ /* causal attention with RoPE on q and k (fused), and a non-causal one without */
+    int64_t B = d[0], T = d[1], H = d[2], D = d[3], sh[4] = {B, T, H, D}, flat[3] = {B, T, H * D};
+    int q = input(g, "q", 4, sh, LRC_F32), k = input(g, "k", 4, sh, LRC_F32), v = input(g, "v", 4, sh, LRC_F32);
+    int qf = input(g, "qf", 3, flat, LRC_F32);
+    int q2 = reshape(g, qf, 4, sh);
+    int a = op(g, LRC_OP_ATTENTION, op(g, LRC_OP_ROPE, q2, 0, 0, 500.0, 0), op(g, LRC_OP_ROPE, k, 0, 0, 10000.0, 0), v,
+               1.0 / sqrt((double)D), 1);
+    int b = op(g, LRC_OP_ATTENTION, q, k, v, 0.3, 0);
+    return out(g, "causal", a) || out(g, "full", b) || out(g, "rope", op(g, LRC_OP_ROPE, q, 0, 0, 100.0, 0));
+}
+
+static int b_misc(lrc_graph *g, const int64_t *d)
+{ /* embedding, transpose, LayerRoPE depth_gain, cross-entropy */
+    int64_t ids[2] = {d[0], d[1]}, tab[2] = {d[2], d[3]}, gd[1] = {d[3]}, sc[1] = {1};
+    int t = input(g, "tokens", 2, ids, LRC_I32), w = param(g, "table", 2, tab);
+    int e = op(g, LRC_OP_EMBEDDING, t, w, 0, 0, 0);
+    lrc_err err;
+    lrc_node tr = {.op = LRC_OP_TRANSPOSE, .n_in = 1, .in = {e}, .n_iattr = 3, .iattr = {2, 0, 1}};
+    int gam = param(g, "gamma", 1, gd), s1 = param(g, "a", 0, sc), s2 = param(g, "b", 0, sc);
+    lrc_node dg = {.op = LRC_OP_DEPTH_GAIN, .n_in = 5, .in = {gam, s1, s2, s1, s2}, .iattr = {5}, .fattr = {100}};
+    int64_t lg[3] = {d[0], d[1], d[4]};
+    int logits = input(g, "logits", 3, lg, LRC_F32), labels = input(g, "labels", 2, ids, LRC_I32);
+    return out(g, "emb", e) || out(g, "tr", lrc_graph_add(g, &tr, &err)) || out(g, "gain", lrc_graph_add(g, &dg, &err)) ||
+           out(g, "loss", op(g, LRC_OP_CROSS_ENTROPY, logits, labels, 0, 0, 0));
+}
+
+/* ---- the harness ------------------------------------------------------- */
+
+/* A tensor whose storage has GUARD pattern bytes after its data. */
+static lrc_tensor *guarded(const char *name, lrc_dtype t, const lrc_shape *s)
+{
+    lrc_err err;
+    lrc_tensor *x = lrc_tensor_new(name, t, s, &err);
+    x->data = realloc(x->data, x->nbytes + GUARD);
+    memset((char *)x->data + x->nbytes, GUARD_BYTE, GUARD);
+    return x;
+}
+
+static bool guard_ok(const lrc_tensor *t)
+{
+    for (size_t i = 0; i < GUARD; i++)
+        if (((const unsigned char *)t->data)[t->nbytes + i] != GUARD_BYTE) return false;
+    return true;
+}
+
+static void fill(lrc_tensor *t, lrc_rng *r, int64_t int_range)
+{
+    int64_t n = lrc_shape_numel(&t->shape);
+    for (int64_t i = 0; i < n; i++) {
+        if (t->dtype == LRC_I32)
+            ((int32_t *)t->data)[i] = (i % 5 == 3 && !strcmp(t->name, "labels")) ? -100 : (int32_t)(lrc_rng_next(r) % (uint64_t)int_range);
+        else ((float *)t->data)[i] = (float)(2 * lrc_rng_uniform(r) - 1);
+    }
+}
+
+static void run_case(const char *name, build_fn build, const int64_t *d, uint64_t seed)
+{
+    lrc_err err;
+    char label[160];
+    snprintf(label, sizeof label, "%s [%lld,%lld,%lld,%lld,%lld]", name, (long long)d[0], (long long)d[1],
+             (long long)d[2], (long long)d[3], (long long)d[4]);
+    lrc_graph *g = lrc_graph_new(), *g2 = lrc_graph_new();
+    if (build(g, d) || build(g2, d) || lrc_graph_verify(g, &err)) {
+        printf("FAIL %s: cannot build\n", label);
+        failed++;
+        lrc_graph_free(g);
+        lrc_graph_free(g2);
+        return;
+    }
+    lrc_rng r;
+    lrc_rng_seed(&r, seed);
+    lrc_tensor_set in, params, want, got;
+    lrc_tensor_set_init(&in);
+    lrc_tensor_set_init(&params);
+    lrc_tensor_set_init(&want);
+    lrc_tensor_set_init(&got);
+    int64_t vocab = 1;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == LRC_OP_EMBEDDING) vocab = g->nodes[g->nodes[i].in[1]].shape.dim[0];
+    for (int i = 0; i < g->n_nodes; i++) {
+        const lrc_node *n = &g->nodes[i];
+        if (n->op != LRC_OP_INPUT && n->op != LRC_OP_PARAM) continue;
+        lrc_tensor *t = guarded(n->name, n->dtype, &n->shape);
+        int64_t range = !strcmp(n->name, "labels") ? d[4] : vocab;
+        fill(t, &r, range);
+        lrc_tensor_set_add(n->op == LRC_OP_INPUT ? &in : &params, t, &err);
+    }
+    for (int i = 0; i < g->n_outputs; i++)
+        lrc_tensor_set_add(&got, guarded(g->output_names[i], LRC_F32, &g->nodes[g->outputs[i]].shape), &err);
+    lrc_backend *ref = lrc_backend_ref_new();
+    lrc_compiled c;
+    lrc_pool *pool = lrc_pool_new(2, &err);
+    lrc_exec *x = NULL;
+    int rc = lrc_exec_run(ref, g, &in, &params, &want, &err);
+    if (!rc) rc = lrc_compile_graph(g2, NULL, &c, &err);
+    else memset(&c, 0, sizeof c), lrc_graph_free(g2);
+    if (!rc) rc = lrc_exec_new(&c.plan, pool, &x, &err);
+    if (!rc) rc = lrc_exec_bind_params(x, &params, &err);
+    if (!rc) rc = lrc_exec_run_plan(x, &in, &got, &err);
+    bool ok = !rc;
+    if (rc) printf("FAIL %s: %s\n", label, err.msg);
+    for (int i = 0; i < want.n && ok; i++) {
+        const lrc_tensor *a = lrc_tensor_set_find(&got, want.items[i]->name), *b = want.items[i];
+        double num = 0, den = 0;
+        for (int64_t j = 0; j < lrc_shape_numel(&b->shape); j++) {
+            double dlt = (double)((float *)a->data)[j] - ((float *)b->data)[j];
+            num += dlt * dlt;
+            den += (double)((float *)b->data)[j] * ((float *)b->data)[j];
+        }
+        double rel = sqrt(num) / (den > 0 ? sqrt(den) : 1);
+        if (!(rel <= 1e-5)) {
+            printf("FAIL %s: output %s relative error %.3e\n", label, b->name, rel);
+            ok = false;
+        }
+    }
+    for (int i = 0; i < in.n; i++) ok = ok && guard_ok(in.items[i]);
+    for (int i = 0; i < params.n; i++) ok = ok && guard_ok(params.items[i]);
+    for (int i = 0; i < got.n; i++)
+        if (!guard_ok(got.items[i])) {
+            printf("FAIL %s: wrote past the end of output %s\n", label, got.items[i]->name);
+            ok = false;
+        }
+    if (ok) {
+        printf("ok   %s (%d kernels)\n", label, c.sched.n_groups);
+        passed++;
+    } else {
+        failed++;
+    }
+    lrc_exec_free(x);
+    lrc_pool_free(pool);
+    if (c.g) lrc_compiled_free(&c);
+    lrc_backend_close(ref);
+    lrc_graph_free(g);
+    lrc_tensor_set_clear(&in);
+    lrc_tensor_set_clear(&params);
+    lrc_tensor_set_clear(&want);
+    lrc_tensor_set_clear(&got);
+}
+
+int main(void)
+{
+    static const struct {
+        const char *name;
+        build_fn fn;
+        int64_t d[5];
+    } cases[] = {
+        {"elementwise", b_elementwise, {1, 1, 0, 0, 0}},
+        {"elementwise", b_elementwise, {7, 37, 0, 0, 0}},
+        {"elementwise", b_elementwise, {3, 200, 0, 0, 0}},
+        {"rmsnorm", b_rmsnorm, {1, 1, 1, 0, 0}},
+        {"rmsnorm", b_rmsnorm, {2, 5, 23, 0, 0}},
+        {"rmsnorm", b_rmsnorm, {1, 3, 515, 0, 0}},
+        {"softmax", b_softmax, {4, 3, 0, 0, 0}},
+        {"softmax", b_softmax, {9, 77, 0, 0, 0}},
+        {"gemm", b_gemm, {1, 1, 1, 1, 0}},
+        {"gemm", b_gemm, {1, 5, 7, 3, 0}},
+        {"gemm", b_gemm, {2, 13, 33, 17, 0}},
+        {"gemm", b_gemm, {1, 131, 291, 45, 0}},
+        {"gemm", b_gemm, {3, 67, 257, 130, 0}},
+        {"attention", b_attention, {1, 1, 1, 2, 0}},
+        {"attention", b_attention, {2, 7, 3, 6, 0}},
+        {"attention", b_attention, {1, 19, 2, 18, 0}},
+        {"attention", b_attention, {1, 33, 1, 34, 0}},
+        {"misc", b_misc, {2, 3, 11, 6, 9}},
+        {"misc", b_misc, {1, 13, 5, 10, 31}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(cases[i].name, cases[i].fn, cases[i].d, 1000 + i);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
