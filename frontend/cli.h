@@ -57,7 +57,21 @@ int cli_parse_int(const char *s, int64_t min, int64_t *out);
 /* Loads the model named by o (adds a usage error when it is missing). */
 int cli_model_load(const char *cmd, const cli_model_opts *o, lrc_model *m, lrc_err *err);
 
+typedef struct cli_args {
+    cli_model_opts m;
+    bool params, flops, ir, kernels;
+    const char *after;
+    int64_t seq, batch, seed, threads, repeat;
+    const char *weights, *input, *out, *target, *prompt;
+} cli_args;
+
+/* Parses argv with the options of one command. Returns -1 to go on, or the
+ * exit status (0 after --help). need_model: the first operand is MODEL. */
+int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *opts, const char *help,
+                   bool need_model, cli_args *a);
+
 int cmd_inspect(int argc, char **argv);
+int cmd_compile(int argc, char **argv);
 int cmd_init(int argc, char **argv);
 int cmd_forward(int argc, char **argv);
 int cmd_demo(int argc, char **argv);

@@ -2,74 +2,12 @@
 #include "cli.h"
 #include "compile.h"
 
+#include <cjson/cJSON.h>
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-typedef struct cli_args {
-    cli_model_opts m;
-    bool params, flops, ir, kernels;
-    const char *after;
-    int64_t seq, batch, seed, threads, repeat;
-    const char *weights, *input, *out, *target, *prompt;
-} cli_args;
-
-/* Parses argv with the options of one command. Returns -1 to go on, or the
- * exit status (0 after --help). */
-static int parse_args(const char *cmd, int argc, char **argv, const struct option *opts, const char *help,
-                      bool need_model, cli_args *a)
-{
-    memset(a, 0, sizeof *a);
-    a->seq = 256;
-    a->batch = 1;
-    a->target = "ref";
-    a->threads = -1; /* all cores */
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, ":o:", opts, NULL)) != -1) {
-        if (cli_model_option(&a->m, c, optarg)) continue;
-        switch (c) {
-        case OPT_HELP: fputs(help, stdout); return 0;
-        case OPT_PARAMS: a->params = true; break;
-        case OPT_FLOPS: a->flops = true; break;
-        case OPT_IR: a->ir = true; break;
-        case OPT_KERNELS: a->kernels = true; break;
-        case OPT_AFTER: a->after = optarg; break;
-        case OPT_SEQ:
-            if (cli_parse_int(optarg, 1, &a->seq)) return cli_usage_error(cmd, "--seq %s: expected an integer >= 1", optarg);
-            break;
-        case OPT_BATCH:
-            if (cli_parse_int(optarg, 1, &a->batch)) return cli_usage_error(cmd, "--batch %s: expected an integer >= 1", optarg);
-            break;
-        case OPT_SEED:
-            if (cli_parse_int(optarg, 0, &a->seed)) return cli_usage_error(cmd, "--seed %s: expected an integer >= 0", optarg);
-            break;
-        case OPT_THREADS:
-            /* --threads 0 is bad input (exit 1), not bad usage: it names a count */
-            if (cli_parse_int(optarg, INT64_MIN, &a->threads) || a->threads > LRC_POOL_MAX_THREADS)
-                return cli_usage_error(cmd, "--threads %s: expected an integer from 1 to %d", optarg, LRC_POOL_MAX_THREADS);
-            break;
-        case OPT_REPEAT:
-            if (cli_parse_int(optarg, 1, &a->repeat)) return cli_usage_error(cmd, "--repeat %s: expected an integer >= 1", optarg);
-            break;
-        case OPT_WEIGHTS: a->weights = optarg; break;
-        case OPT_INPUT: a->input = optarg; break;
-        case OPT_TARGET: a->target = optarg; break;
-        case OPT_PROMPT: a->prompt = optarg; break;
-        case 'o': a->out = optarg; break;
-        case ':': return cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
-        default: return cli_usage_error(cmd, "unknown option %s", argv[optind - 1]);
-        }
-    }
-    if (need_model) {
-        if (optind >= argc) return cli_usage_error(cmd, "missing MODEL (a .lua file or a built-in model name)");
-        a->m.model = argv[optind++];
-    }
-    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
-    return -1;
-}
 
 #define MODEL_OPTS                                                                                   \
     {"preset", required_argument, 0, OPT_PRESET}, {"set", required_argument, 0, OPT_SET},              \
@@ -155,7 +93,7 @@ int cmd_inspect(int argc, char **argv)
         "  --seq T           sequence length for the graph (default 256)\n"
         "  --batch B         batch size for the graph (default 1)\n";
     cli_args a;
-    int rc = parse_args("inspect", argc, argv, opts, help, true, &a);
+    int rc = cli_parse_args("inspect", argc, argv, opts, help, true, &a);
     if (rc >= 0) goto out;
     lrc_err err;
     lrc_model m;
@@ -238,7 +176,7 @@ int cmd_init(int argc, char **argv)
         "  --seed N          random seed (default 0)\n"
         "  -o FILE           the safetensors file to write\n";
     cli_args a;
-    int rc = parse_args("init", argc, argv, opts, help, true, &a);
+    int rc = cli_parse_args("init", argc, argv, opts, help, true, &a);
     if (rc >= 0) goto out;
     if (!a.out) {
         rc = cli_usage_error("init", "missing -o FILE");
@@ -295,6 +233,36 @@ static int check_tokens(const lrc_tensor_set *in, const char *path, int64_t voca
     return LRC_OK;
 }
 
+/* Runs plan x on in, once and then --repeat timed times; *outs gets the logits. */
+static int run_timed(const cli_args *a, lrc_exec *x, lrc_pool *pool, const lrc_tensor_set *in, lrc_tensor_set *outs,
+                     lrc_err *err)
+{
+    int rc = lrc_exec_run_plan(x, in, outs, err);
+    if (rc || a->repeat <= 0) return rc;
+    double *ms = lrc_xmalloc((size_t)a->repeat * sizeof(double));
+    for (int64_t r = 0; r < a->repeat && !rc; r++) {
+        lrc_tensor_set tmp;
+        lrc_tensor_set_init(&tmp);
+        double t0 = now_s();
+        rc = lrc_exec_run_plan(x, in, &tmp, err);
+        ms[r] = 1e3 * (now_s() - t0);
+        lrc_tensor_set_clear(&tmp);
+    }
+    for (int64_t i = 1; i < a->repeat; i++) /* insertion sort: a few runs */
+        for (int64_t j = i; j > 0 && ms[j - 1] > ms[j]; j--) {
+            double t = ms[j];
+            ms[j] = ms[j - 1];
+            ms[j - 1] = t;
+        }
+    const lrc_tensor *tok = lrc_tensor_set_find(in, "tokens");
+    double med = ms[a->repeat / 2], tokens = tok ? (double)lrc_shape_numel(&tok->shape) : 0;
+    if (!rc)
+        printf("forward: median %.2f ms over %lld runs (min %.2f, max %.2f), %.0f tokens/s, %d threads\n", med,
+               (long long)a->repeat, ms[0], ms[a->repeat - 1], tokens / (med / 1e3), lrc_pool_threads(pool));
+    free(ms);
+    return rc;
+}
+
 /* Compiles for the cpu target, runs once (and --repeat more times, timed),
  * leaving the logits in *outs. */
 static int forward_cpu(const cli_args *a, lrc_graph *g, lrc_tensor_set *params, const lrc_tensor_set *in,
@@ -317,7 +285,6 @@ static int forward_cpu(const cli_args *a, lrc_graph *g, lrc_tensor_set *params, 
     }
     if (!rc) rc = lrc_exec_new(&c.plan, pool, &x, err);
     if (!rc) rc = lrc_exec_bind_params(x, params, err);
-    if (!rc) rc = lrc_exec_run_plan(x, in, outs, err);
     double *prof_ns = NULL;
     int64_t *prof_calls = NULL;
     if (!rc && getenv("LRC_PROFILE")) { /* a developer's quick look; lrc profile is the real tool */
@@ -325,29 +292,7 @@ static int forward_cpu(const cli_args *a, lrc_graph *g, lrc_tensor_set *params, 
         prof_calls = lrc_xcalloc((size_t)c.plan.n_launches + 1, sizeof(int64_t));
         lrc_exec_profile(x, prof_ns, prof_calls);
     }
-    if (!rc && a->repeat > 0) {
-        double *ms = lrc_xmalloc((size_t)a->repeat * sizeof(double));
-        for (int64_t r = 0; r < a->repeat && !rc; r++) {
-            lrc_tensor_set tmp;
-            lrc_tensor_set_init(&tmp);
-            double t0 = now_s();
-            rc = lrc_exec_run_plan(x, in, &tmp, err);
-            ms[r] = 1e3 * (now_s() - t0);
-            lrc_tensor_set_clear(&tmp);
-        }
-        for (int64_t i = 1; i < a->repeat; i++) /* insertion sort: a few runs */
-            for (int64_t j = i; j > 0 && ms[j - 1] > ms[j]; j--) {
-                double t = ms[j];
-                ms[j] = ms[j - 1];
-                ms[j - 1] = t;
-            }
-        const lrc_tensor *tok = lrc_tensor_set_find(in, "tokens");
-        double med = ms[a->repeat / 2], tokens = (double)lrc_shape_numel(&tok->shape);
-        if (!rc)
-            printf("forward: median %.2f ms over %lld runs (min %.2f, max %.2f), %.0f tokens/s, %d threads\n", med,
-                   (long long)a->repeat, ms[0], ms[a->repeat - 1], tokens / (med / 1e3), lrc_pool_threads(pool));
-        free(ms);
-    }
+    if (!rc) rc = run_timed(a, x, pool, in, outs, err);
     if (prof_ns) {
         double total = 0;
         for (int i = 0; i < c.plan.n_launches; i++) total += prof_ns[i];
@@ -365,6 +310,76 @@ static int forward_cpu(const cli_args *a, lrc_graph *g, lrc_tensor_set *params, 
     lrc_pool_free(pool);
     lrc_compiled_free(&c);
     return rc;
+}
+
+/* lrc forward PKG: the package's plan and kernels, nothing compiled. */
+static int forward_package(const cli_args *a)
+{
+    if (a->m.preset || a->m.n_sets)
+        return cli_usage_error("forward", "%s is a compiled package: --preset and --set do not apply", a->m.model);
+    if (!a->input || !a->out) return cli_usage_error("forward", "needs --input and -o");
+    if (strcmp(a->target, "ref") && strcmp(a->target, "cpu"))
+        return cli_usage_error("forward", "a package runs on the target it was compiled for (cpu)");
+    lrc_err err;
+    lrc_package pkg;
+    lrc_tensor_set in, wfile, outs;
+    lrc_tensor_set_init(&in);
+    lrc_tensor_set_init(&wfile);
+    lrc_tensor_set_init(&outs);
+    lrc_pool *pool = NULL;
+    lrc_exec *x = NULL;
+    int rc = lrc_package_load(a->m.model, &pkg, &err);
+    bool loaded = !rc;
+    if (!rc) {
+        cJSON *meta = cJSON_Parse(pkg.meta_json);
+        const cJSON *req = cJSON_GetObjectItemCaseSensitive(meta, "requires");
+        rc = lrc_cpu_check_features(cJSON_IsString(req) ? req->valuestring : "avx2,fma", &err);
+        cJSON_Delete(meta);
+    }
+    if (!rc && pkg.has_weights && a->weights)
+        rc = lrc_err_set(&err, "%s holds its weights (folded at compile time): leave out --weights", a->m.model);
+    if (!rc && !pkg.has_weights && !a->weights)
+        rc = lrc_err_set(&err, "%s was compiled without weights: give them with --weights W", a->m.model);
+    if (!rc && a->weights) {
+        /* exactly the package's parameters, each with its shape */
+        rc = lrc_safetensors_load(a->weights, &wfile, &err);
+        for (int i = 0; i < wfile.n && !rc; i++) {
+            bool known = false;
+            for (int b = 0; b < pkg.plan.n_bufs && !known; b++)
+                known = pkg.plan.bufs[b].kind == LRC_BUF_PARAM && !strcmp(pkg.plan.bufs[b].name, wfile.items[i]->name);
+            if (!known) rc = lrc_err_set(&err, "%s: extra tensor '%s' that the package does not have", a->weights, wfile.items[i]->name);
+        }
+        for (int i = 0; i < wfile.n && !rc; i++)
+            if (wfile.items[i]->dtype != LRC_F32) {
+                lrc_tensor *f = lrc_tensor_to_f32(wfile.items[i], &err);
+                if (!f) rc = LRC_EUSER;
+                else {
+                    lrc_tensor_free(wfile.items[i]);
+                    wfile.items[i] = f;
+                }
+            }
+    }
+    if (!rc) rc = lrc_safetensors_load(a->input, &in, &err);
+    if (!rc && a->threads != -1 && a->threads < 1)
+        rc = lrc_err_set(&err, "--threads %lld: the thread count must be at least 1", (long long)a->threads);
+    if (!rc && !(pool = lrc_pool_new(a->threads > 0 ? (int)a->threads : lrc_pool_default_threads(), &err))) rc = LRC_EUSER;
+    if (!rc) rc = lrc_exec_new(&pkg.plan, pool, &x, &err);
+    if (!rc) {
+        rc = lrc_exec_bind_params(x, a->weights ? &wfile : &pkg.weights, &err);
+        if (rc && a->weights) lrc_err_prefix(&err, "%s", a->weights);
+    }
+    if (!rc) {
+        rc = run_timed(a, x, pool, &in, &outs, &err);
+        if (rc) lrc_err_prefix(&err, "%s", a->input);
+    }
+    if (!rc) rc = lrc_safetensors_save(a->out, &outs, &err);
+    lrc_exec_free(x);
+    lrc_pool_free(pool);
+    if (loaded) lrc_package_free(&pkg);
+    lrc_tensor_set_clear(&in);
+    lrc_tensor_set_clear(&wfile);
+    lrc_tensor_set_clear(&outs);
+    return rc ? cli_user_error(&err) : 0;
 }
 
 int cmd_forward(int argc, char **argv)
@@ -391,8 +406,12 @@ int cmd_forward(int argc, char **argv)
         "  --threads N       cpu: threads (default: all cores)\n"
         "  --repeat N        cpu: after a warm-up run, time N runs and print the median\n";
     cli_args a;
-    int rc = parse_args("forward", argc, argv, opts, help, true, &a);
+    int rc = cli_parse_args("forward", argc, argv, opts, help, true, &a);
     if (rc >= 0) goto out;
+    if (lrc_package_is(a.m.model)) {
+        rc = forward_package(&a);
+        goto out;
+    }
     if (!a.weights || !a.input || !a.out) {
         rc = cli_usage_error("forward", "needs --weights, --input and -o");
         goto out;
@@ -457,7 +476,7 @@ int cmd_demo(int argc, char **argv)
         "  --seed N          random seed (default 0)\n"
         "  --prompt TEXT     input text, one token per byte\n";
     cli_args a;
-    int rc = parse_args("demo", argc, argv, opts, help, false, &a);
+    int rc = cli_parse_args("demo", argc, argv, opts, help, false, &a);
     if (rc >= 0) goto out;
     a.m.model = "llama";
     if (!a.m.preset) a.m.preset = "small";

@@ -95,6 +95,11 @@ static int build_plan(lrc_compiled *c, lrc_err *err)
 
 int lrc_compile_graph(lrc_graph *g, lrc_tensor_set *consts, lrc_compiled *c, lrc_err *err)
 {
+    return lrc_compile_graph_to(g, consts, NULL, c, err);
+}
+
+int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *object_path, lrc_compiled *c, lrc_err *err)
+{
     memset(c, 0, sizeof *c);
     double t0 = now_ms();
     c->g = g;
@@ -111,11 +116,20 @@ int lrc_compile_graph(lrc_graph *g, lrc_tensor_set *consts, lrc_compiled *c, lrc
     c->have_prog = true;
     double t1 = now_ms();
     lrc_llvm_module *mod = NULL;
+    /* what the code needs of the CPU, checked when a package is loaded */
+    snprintf(c->cpu_features, sizeof c->cpu_features, "avx2,fma%s", target.tiling.vec == 16 ? ",avx512f,avx512vl" : "");
+    snprintf(c->cpu_name, sizeof c->cpu_name, "%s", target.cpu);
     if ((rc = lrc_llvm_generate(c->g, &c->sched, &c->prog, &target, &mod, err))) return rc;
-    if ((rc = lrc_llvm_jit_new(mod, &c->jit, err))) return rc;
+    if (object_path) {
+        rc = lrc_llvm_emit_object(mod, object_path, err);
+        lrc_llvm_module_free(mod);
+    } else {
+        rc = lrc_llvm_jit_new(mod, &c->jit, err);
+    }
+    if (rc) return rc;
     if ((rc = build_plan(c, err))) return rc;
     c->have_plan = true;
-    for (int i = 0; i < c->plan.n_launches && !rc; i++)
+    for (int i = 0; i < c->plan.n_launches && !rc && !object_path; i++)
         if (!(c->plan.launches[i].fn = lrc_llvm_jit_lookup(c->jit, c->plan.launches[i].symbol, err))) rc = LRC_EUSER;
     c->passes_ms = t1 - t0;
     c->codegen_ms = now_ms() - t1;

@@ -17,12 +17,16 @@ typedef struct lrc_compiled {
     lrc_llvm_jit *jit;
     bool have_sched, have_prog, have_plan;
     double passes_ms, codegen_ms;
+    char cpu_features[128], cpu_name[64];
 } lrc_compiled;
 
 /* Compiles g (taken over) for this CPU. With consts (the parameters'
  * values), parameters are constants: gains fold, and the folded weights are
  * added to consts, which the plan's parameters then name. */
 int lrc_compile_graph(lrc_graph *g, lrc_tensor_set *consts, lrc_compiled *c, lrc_err *err);
+/* Same, writing native code to an object file instead of the JIT (the
+ * plan's launches then have no fn). */
+int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *object_path, lrc_compiled *c, lrc_err *err);
 void lrc_compiled_free(lrc_compiled *c);
 
 #endif

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <getopt.h>
 #include <string.h>
 
 static const char *usage_text =
@@ -15,7 +16,8 @@ static const char *usage_text =
     "commands:\n"
     "  inspect MODEL   parameters by group, FLOPs per token, the IR\n"
     "  init MODEL      initialise parameters from a seed into a safetensors file\n"
-    "  forward MODEL   run the model on tokens from a safetensors file\n"
+    "  compile MODEL   compile ahead of time into a package (kernels, plan, weights)\n"
+    "  forward MODEL   run the model (or a package) on tokens from a safetensors file\n"
     "  demo            build, initialise and run the default LayerRoPE LLaMA\n"
     "  gemm-bench      time one generated GEMM (for bench/cpu_gemm.py)\n"
     "\n"
@@ -75,6 +77,60 @@ int cli_model_load(const char *cmd, const cli_model_opts *o, lrc_model *m, lrc_e
     return lrc_model_load(m, o->model, o->preset, o->sets, o->n_sets, err);
 }
 
+int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *opts, const char *help,
+                      bool need_model, cli_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->seq = 256;
+    a->batch = 1;
+    a->target = "ref";
+    a->threads = -1; /* all cores */
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, ":o:", opts, NULL)) != -1) {
+        if (cli_model_option(&a->m, c, optarg)) continue;
+        switch (c) {
+        case OPT_HELP: fputs(help, stdout); return 0;
+        case OPT_PARAMS: a->params = true; break;
+        case OPT_FLOPS: a->flops = true; break;
+        case OPT_IR: a->ir = true; break;
+        case OPT_KERNELS: a->kernels = true; break;
+        case OPT_AFTER: a->after = optarg; break;
+        case OPT_SEQ:
+            if (cli_parse_int(optarg, 1, &a->seq)) return cli_usage_error(cmd, "--seq %s: expected an integer >= 1", optarg);
+            break;
+        case OPT_BATCH:
+            if (cli_parse_int(optarg, 1, &a->batch)) return cli_usage_error(cmd, "--batch %s: expected an integer >= 1", optarg);
+            break;
+        case OPT_SEED:
+            if (cli_parse_int(optarg, 0, &a->seed)) return cli_usage_error(cmd, "--seed %s: expected an integer >= 0", optarg);
+            break;
+        case OPT_THREADS:
+            /* --threads 0 is bad input (exit 1), not bad usage: it names a count */
+            if (cli_parse_int(optarg, INT64_MIN, &a->threads) || a->threads > LRC_POOL_MAX_THREADS)
+                return cli_usage_error(cmd, "--threads %s: expected an integer from 1 to %d", optarg, LRC_POOL_MAX_THREADS);
+            break;
+        case OPT_REPEAT:
+            if (cli_parse_int(optarg, 1, &a->repeat)) return cli_usage_error(cmd, "--repeat %s: expected an integer >= 1", optarg);
+            break;
+        case OPT_WEIGHTS: a->weights = optarg; break;
+        case OPT_INPUT: a->input = optarg; break;
+        case OPT_TARGET: a->target = optarg; break;
+        case OPT_PROMPT: a->prompt = optarg; break;
+        case 'o': a->out = optarg; break;
+        case ':': return cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
+        default: return cli_usage_error(cmd, "unknown option %s", argv[optind - 1]);
+        }
+    }
+    if (need_model) {
+        if (optind >= argc) return cli_usage_error(cmd, "missing MODEL (a .lua file or a built-in model name)");
+        a->m.model = argv[optind++];
+    }
+    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -93,7 +149,7 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } cmds[] = {{"inspect", cmd_inspect}, {"init", cmd_init}, {"forward", cmd_forward}, {"demo", cmd_demo},
+    } cmds[] = {{"inspect", cmd_inspect}, {"init", cmd_init}, {"compile", cmd_compile}, {"forward", cmd_forward}, {"demo", cmd_demo},
                   {"gemm-bench", cmd_gemm_bench}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(cmd, cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);

@@ -188,6 +188,31 @@ int lrc_exec_run_plan(lrc_exec *x, const lrc_tensor_set *inputs, lrc_tensor_set 
 /* With profiling on, each launch's wall time is added to times_ns[i]. */
 void lrc_exec_profile(lrc_exec *x, double *times_ns, int64_t *calls);
 
+/* ---- ahead-of-time packages -------------------------------------------- */
+
+#define LRC_PACKAGE_VERSION 1
+
+/* A directory: package.json (plan and metadata), kernels.so, and
+ * weights.safetensors when weights were given at compile time. */
+typedef struct lrc_package {
+    lrc_plan plan;         /* launches resolved in kernels.so */
+    lrc_tensor_set weights;
+    bool has_weights;
+    char *meta_json;       /* what compiled it: model, config, shapes, CPU */
+    void *dl;
+} lrc_package;
+
+int lrc_package_write_plan(const char *dir, const lrc_plan *p, const char *meta_json, lrc_err *err);
+/* path is a directory with a package.json */
+bool lrc_package_is(const char *path);
+/* Reads and checks everything (format version, plan consistency, every
+ * kernel symbol, weights); a damaged package is an error naming the file. */
+int lrc_package_load(const char *dir, lrc_package *pkg, lrc_err *err);
+void lrc_package_free(lrc_package *pkg);
+/* Checks that this CPU has every feature in the comma-separated list
+ * ("avx2,fma,avx512f"), naming the first one missing. */
+int lrc_cpu_check_features(const char *list, lrc_err *err);
+
 /* ---- the executor ------------------------------------------------------ */
 
 /* Runs g on a backend. `inputs` holds a tensor for every INPUT node and

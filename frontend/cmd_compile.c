@@ -1,0 +1,208 @@
+/* cmd_compile.c — lrc compile: a model compiled ahead of time into a
+ * package (kernels.so, package.json with the plan, and the folded weights
+ * when given) that lrc forward runs with no Lua, LLVM or compilation. */
+#include "cli.h"
+#include "compile.h"
+
+#include "../codegen/llvm/lrc_llvm.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* cc -shared: the system linker turns the object file into a library the
+ * runtime can dlopen. */
+static int link_shared(const char *obj, const char *so, lrc_err *err)
+{
+    const char *cc = getenv("CC") ? getenv("CC") : "cc";
+    char *argv[] = {(char *)cc, "-shared", "-o", (char *)so, (char *)obj, "-lm", NULL};
+    pid_t pid;
+    int rc = posix_spawnp(&pid, cc, NULL, NULL, argv, environ), status = 0;
+    if (rc) return lrc_err_set(err, "cannot run the linker '%s' to make %s: %s (install build-essential)", cc, so, strerror(rc));
+    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
+        return lrc_err_set(err, "the linker '%s' failed to make %s from %s", cc, so, obj);
+    return LRC_OK;
+}
+
+static void remove_tree(const char *dir) /* dir: at most 4200 bytes */
+{
+    static const char *files[] = {"kernels.o", "kernels.so", "package.json", "package.json.tmp", "weights.safetensors"};
+    char p[4400];
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        remove(p);
+    }
+    rmdir(dir);
+}
+
+static char *package_meta(lrc_model *m, const cli_args *a, const lrc_compiled *c, int64_t vocab)
+{
+    char *cfg = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&cfg, &len);
+    lrc_model_print_config(m, f);
+    fclose(f);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "model", m->path);
+    cJSON_AddStringToObject(o, "preset", a->m.preset ? a->m.preset : "");
+    cJSON_AddStringToObject(o, "config", cfg);
+    cJSON_AddStringToObject(o, "target", "cpu");
+    cJSON_AddStringToObject(o, "cpu", c->cpu_name);
+    cJSON_AddStringToObject(o, "requires", c->cpu_features);
+    cJSON_AddNumberToObject(o, "batch", (double)a->batch);
+    cJSON_AddNumberToObject(o, "seq", (double)a->seq);
+    cJSON_AddNumberToObject(o, "vocab", (double)vocab);
+    cJSON_AddNumberToObject(o, "kernels", c->sched.n_groups);
+    cJSON_AddStringToObject(o, "compiled_by", "lrc " LRC_VERSION);
+    cJSON_AddStringToObject(o, "llvm", lrc_llvm_version());
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    free(cfg);
+    return s;
+}
+
+static int compile_run(const cli_args *a)
+{
+    if (strcmp(a->target, "cpu"))
+        return cli_user_error(&(lrc_err){"lrc compile: unknown target (this build compiles for: cpu)"});
+    struct stat st;
+    char pkgjson[4200];
+    snprintf(pkgjson, sizeof pkgjson, "%s/package.json", a->out);
+    if (stat(a->out, &st) == 0 && !(S_ISDIR(st.st_mode) && stat(pkgjson, &st) == 0)) {
+        lrc_err e;
+        lrc_err_set(&e, "%s exists and is not an lrc package: choose another -o", a->out);
+        return cli_user_error(&e);
+    }
+    lrc_err err;
+    lrc_model m = {0};
+    lrc_graph *g = lrc_graph_new();
+    lrc_tensor_set wfile, params, keep;
+    lrc_tensor_set_init(&wfile);
+    lrc_tensor_set_init(&params);
+    lrc_tensor_set_init(&keep);
+    lrc_compiled c;
+    memset(&c, 0, sizeof c);
+    int64_t vocab = 0;
+    char tmp[4096], obj[4200], so[4200], wpath[4200], old[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", a->out, (long)getpid());
+    snprintf(obj, sizeof obj, "%s/kernels.o", tmp);
+    snprintf(so, sizeof so, "%s/kernels.so", tmp);
+    snprintf(wpath, sizeof wpath, "%s/weights.safetensors", tmp);
+    int rc = EXIT_USER;
+    bool made_tmp = false;
+    if (lrc_model_load(&m, a->m.model, a->m.preset, a->m.sets, a->m.n_sets, &err) ||
+        lrc_model_config_int(&m, "vocab", &vocab, &err) || lrc_model_build(&m, a->batch, a->seq, g, &err) ||
+        (a->weights && (lrc_safetensors_load(a->weights, &wfile, &err) ||
+                        lrc_params_bind(g, &wfile, a->weights, &params, &err)))) {
+        lrc_graph_free(g);
+        cli_user_error(&err);
+        goto done;
+    }
+    if (mkdir(tmp, 0755)) {
+        lrc_graph_free(g);
+        lrc_err_set(&err, "%s: cannot create: %s", tmp, strerror(errno));
+        cli_user_error(&err);
+        goto done;
+    }
+    made_tmp = true;
+    if (lrc_compile_graph_to(g, a->weights ? &params : NULL, obj, &c, &err) || link_shared(obj, so, &err)) {
+        cli_user_error(&err);
+        goto done;
+    }
+    remove(obj);
+    char *meta = package_meta(&m, a, &c, vocab);
+    rc = lrc_package_write_plan(tmp, &c.plan, meta, &err);
+    free(meta);
+    if (!rc && a->weights) {
+        /* only what the plan reads: the folded weights, not the originals */
+        for (int i = 0; i < c.plan.n_bufs; i++)
+            if (c.plan.bufs[i].kind == LRC_BUF_PARAM) {
+                const lrc_tensor *t = lrc_tensor_set_find(&params, c.plan.bufs[i].name);
+                lrc_tensor *copy = lrc_tensor_new(t->name, LRC_F32, &t->shape, &err);
+                memcpy(copy->data, t->data, t->nbytes);
+                lrc_tensor_set_add(&keep, copy, &err);
+            }
+        rc = lrc_safetensors_save(wpath, &keep, &err);
+    }
+    /* move into place: an old package is replaced only once the new one is whole */
+    snprintf(old, sizeof old, "%s.old.%ld", a->out, (long)getpid());
+    if (!rc && stat(a->out, &st) == 0 && rename(a->out, old))
+        rc = lrc_err_set(&err, "%s: cannot replace: %s", a->out, strerror(errno));
+    if (!rc && rename(tmp, a->out)) rc = lrc_err_set(&err, "%s: cannot create: %s", a->out, strerror(errno));
+    if (!rc) {
+        made_tmp = false;
+        remove_tree(old);
+    }
+    if (rc) {
+        cli_user_error(&err);
+        rc = EXIT_USER;
+        goto done;
+    }
+    int64_t total = 0;
+    for (int i = 0; i < keep.n; i++) total += (int64_t)keep.items[i]->nbytes;
+    printf("compiled %s%s%s for cpu (%s, %s) at batch %lld x seq %lld in %.0f ms\n", m.path, a->m.preset ? " preset " : "",
+           a->m.preset ? a->m.preset : "", c.cpu_name, c.cpu_features, (long long)a->batch, (long long)a->seq,
+           c.passes_ms + c.codegen_ms);
+    printf("kernels %d\n", c.sched.n_groups);
+    int functions = 0;
+    for (int i = 0; i < c.prog.n_kernels; i++) functions += c.prog.kernels[i].impl == i;
+    printf("functions %d (launches of equal structure share code)\n", functions);
+    printf("arena %lld bytes\n", (long long)c.sched.arena_bytes);
+    printf("peak of live intermediates %lld bytes (arena / peak = %.3f)\n", (long long)c.sched.peak_bytes,
+           c.sched.peak_bytes ? (double)c.sched.arena_bytes / (double)c.sched.peak_bytes : 1.0);
+    if (a->weights) printf("weights %lld bytes (%d tensors, gains folded)\n", (long long)total, keep.n);
+    else printf("weights not included: give them with lrc forward %s --weights W\n", a->out);
+    printf("package %s\n", a->out);
+    rc = 0;
+done:
+    if (made_tmp) remove_tree(tmp);
+    lrc_compiled_free(&c);
+    lrc_tensor_set_clear(&wfile);
+    lrc_tensor_set_clear(&params);
+    lrc_tensor_set_clear(&keep);
+    lrc_model_free(&m);
+    return rc;
+}
+
+int cmd_compile(int argc, char **argv)
+{
+    static const struct option opts[] = {{"preset", required_argument, 0, OPT_PRESET},
+                                         {"set", required_argument, 0, OPT_SET},
+                                         {"help", no_argument, 0, OPT_HELP},
+                                         {"target", required_argument, 0, OPT_TARGET},
+                                         {"weights", required_argument, 0, OPT_WEIGHTS},
+                                         {"batch", required_argument, 0, OPT_BATCH},
+                                         {"seq", required_argument, 0, OPT_SEQ},
+                                         {0, 0, 0, 0}};
+    static const char *help =
+        "usage: lrc compile MODEL [--preset P] [--set KEY=VALUE]... --target cpu [--weights W]\n"
+        "                   [--batch B] [--seq T] -o PKG\n"
+        "\n"
+        "Compiles the model ahead of time for tokens [B, T] into the package directory\n"
+        "PKG: kernels.so (native code for this CPU), package.json (the plan) and, with\n"
+        "--weights, the weights with LayerRoPE gains and norm weights folded in.\n"
+        "lrc forward PKG runs it with no Lua, LLVM or compilation.\n"
+        "\n"
+        "  --preset P        a preset of the model\n"
+        "  --set KEY=VALUE   override one config key (repeatable; after the preset)\n"
+        "  --target cpu      the target (cpu)\n"
+        "  --weights FILE    freeze these weights into the package (folding gains)\n"
+        "  --batch B         batch size (default 1)\n"
+        "  --seq T           sequence length (default 256)\n"
+        "  -o PKG            the package directory to write (replaced if it is a package)\n";
+    cli_args a;
+    int rc = cli_parse_args("compile", argc, argv, opts, help, true, &a);
+    if (rc < 0) {
+        if (!a.out) rc = cli_usage_error("compile", "missing -o PKG");
+        else rc = compile_run(&a);
+    }
+    cli_model_opts_free(&a.m);
+    return rc;
+}

@@ -1,0 +1,272 @@
+/* package.c — ahead-of-time packages: a directory holding the plan
+ * (package.json: format version, target, the shapes it was compiled for,
+ * buffers, launches, checks), the kernels as a shared library, and the
+ * weights when they were given at compile time. Loading needs only libc,
+ * libdl and cJSON: no Lua, no LLVM, no compilation. */
+#include "lrc_runtime.h"
+
+#include <cjson/cJSON.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *kind_names[] = {"none", "input", "param", "output", "arena", "persist"};
+#define N_KINDS (int)(sizeof kind_names / sizeof kind_names[0])
+
+static cJSON *shape_json(const lrc_shape *s)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < s->ndim; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)s->dim[i]));
+    return a;
+}
+
+int lrc_package_write_plan(const char *dir, const lrc_plan *p, const char *meta_json, lrc_err *err)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "format", "lrc-package");
+    cJSON_AddNumberToObject(root, "version", LRC_PACKAGE_VERSION);
+    cJSON *meta = meta_json ? cJSON_Parse(meta_json) : NULL;
+    cJSON_AddItemToObject(root, "meta", meta ? meta : cJSON_CreateObject());
+    cJSON_AddNumberToObject(root, "arena_bytes", (double)p->arena_bytes);
+    cJSON *bufs = cJSON_AddArrayToObject(root, "buffers");
+    for (int i = 0; i < p->n_bufs; i++) {
+        const lrc_plan_buf *b = &p->bufs[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "kind", kind_names[b->kind]);
+        if (b->kind != LRC_BUF_NONE) {
+            if (b->name) cJSON_AddStringToObject(o, "name", b->name);
+            cJSON_AddStringToObject(o, "dtype", lrc_dtype_st_name(b->dtype));
+            cJSON_AddItemToObject(o, "shape", shape_json(&b->shape));
+            cJSON_AddNumberToObject(o, "offset", (double)b->offset);
+            cJSON_AddNumberToObject(o, "bytes", (double)b->bytes);
+        }
+        cJSON_AddItemToArray(bufs, o);
+    }
+    cJSON *ls = cJSON_AddArrayToObject(root, "launches");
+    for (int i = 0; i < p->n_launches; i++) {
+        const lrc_plan_launch *l = &p->launches[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "symbol", l->symbol);
+        cJSON_AddStringToObject(o, "label", l->label ? l->label : "");
+        cJSON *args = cJSON_AddArrayToObject(o, "args");
+        for (int a = 0; a < l->n_args; a++) cJSON_AddItemToArray(args, cJSON_CreateNumber(l->args[a]));
+        cJSON_AddNumberToObject(o, "items", (double)l->n_items);
+        cJSON_AddBoolToObject(o, "once", l->once);
+        cJSON_AddNumberToObject(o, "flops", l->flops);
+        cJSON_AddNumberToObject(o, "bytes", l->bytes);
+        cJSON_AddItemToArray(ls, o);
+    }
+    cJSON *cs = cJSON_AddArrayToObject(root, "checks");
+    for (int i = 0; i < p->n_checks; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "buffer", p->checks[i].buf);
+        cJSON_AddNumberToObject(o, "lo", (double)p->checks[i].lo);
+        cJSON_AddNumberToObject(o, "hi", (double)p->checks[i].hi);
+        cJSON_AddItemToArray(cs, o);
+    }
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/package.json", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    int rc = LRC_OK;
+    if (!f || fputs(text, f) == EOF || fclose(f)) {
+        rc = lrc_err_set(err, "%s: cannot write: %s", path, strerror(errno));
+        if (f) remove(tmp);
+    } else if (rename(tmp, path)) {
+        rc = lrc_err_set(err, "%s: cannot write: %s", path, strerror(errno));
+        remove(tmp);
+    }
+    cJSON_free(text);
+    return rc;
+}
+
+/* ---- loading ----------------------------------------------------------- */
+
+static int get_num(const cJSON *o, const char *key, double lo, double hi, double *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi) || v->valuedouble != (double)(int64_t)v->valuedouble)
+        return -1;
+    *out = v->valuedouble;
+    return 0;
+}
+
+static int bad(lrc_err *err, const char *path, const char *what, int i)
+{
+    return lrc_err_set(err, "%s: %s%s%d is missing or invalid (a damaged package?)", path, what, i >= 0 ? " " : "", i);
+}
+
+static int parse_plan(const cJSON *root, const char *path, lrc_plan *p, lrc_err *err)
+{
+    double v;
+    const cJSON *bufs = cJSON_GetObjectItemCaseSensitive(root, "buffers");
+    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(root, "launches");
+    const cJSON *cs = cJSON_GetObjectItemCaseSensitive(root, "checks");
+    if (get_num(root, "arena_bytes", 0, 1e15, &v) || !cJSON_IsArray(bufs) || !cJSON_IsArray(ls) || !cJSON_IsArray(cs))
+        return bad(err, path, "the plan", -1);
+    p->arena_bytes = (int64_t)v;
+    p->n_bufs = cJSON_GetArraySize(bufs);
+    p->bufs = lrc_xcalloc((size_t)p->n_bufs + 1, sizeof *p->bufs);
+    int i = 0;
+    for (const cJSON *o = bufs->child; o; o = o->next, i++) {
+        lrc_plan_buf *b = &p->bufs[i];
+        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(o, "kind");
+        int k = 0;
+        while (cJSON_IsString(kind) && k < N_KINDS && strcmp(kind->valuestring, kind_names[k])) k++;
+        if (!cJSON_IsString(kind) || k == N_KINDS) return bad(err, path, "buffer", i);
+        b->kind = (lrc_buf_kind)k;
+        if (b->kind == LRC_BUF_NONE) continue;
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
+        const cJSON *dt = cJSON_GetObjectItemCaseSensitive(o, "dtype");
+        const cJSON *sh = cJSON_GetObjectItemCaseSensitive(o, "shape");
+        if (cJSON_IsString(name)) b->name = lrc_strdup(name->valuestring);
+        bool named = b->kind == LRC_BUF_INPUT || b->kind == LRC_BUF_PARAM || b->kind == LRC_BUF_OUTPUT;
+        if ((named && !b->name) || !cJSON_IsString(dt) || lrc_dtype_parse(dt->valuestring, &b->dtype) ||
+            !cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > LRC_MAX_DIMS)
+            return bad(err, path, "buffer", i);
+        b->shape.ndim = cJSON_GetArraySize(sh);
+        int d = 0;
+        for (const cJSON *x = sh->child; x; x = x->next, d++) {
+            if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > 1e12) return bad(err, path, "buffer", i);
+            b->shape.dim[d] = (int64_t)x->valuedouble;
+        }
+        if (get_num(o, "offset", 0, 1e15, &v)) return bad(err, path, "buffer", i);
+        b->offset = (int64_t)v;
+        if (get_num(o, "bytes", 0, 1e15, &v)) return bad(err, path, "buffer", i);
+        b->bytes = (int64_t)v;
+        if (b->kind == LRC_BUF_ARENA && b->offset + b->bytes > p->arena_bytes) return bad(err, path, "buffer", i);
+        if (b->kind != LRC_BUF_PERSIST && b->bytes != lrc_shape_numel(&b->shape) * 4) return bad(err, path, "buffer", i);
+    }
+    p->n_launches = cJSON_GetArraySize(ls);
+    p->launches = lrc_xcalloc((size_t)p->n_launches + 1, sizeof *p->launches);
+    i = 0;
+    for (const cJSON *o = ls->child; o; o = o->next, i++) {
+        lrc_plan_launch *l = &p->launches[i];
+        const cJSON *sym = cJSON_GetObjectItemCaseSensitive(o, "symbol"), *label = cJSON_GetObjectItemCaseSensitive(o, "label");
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(o, "args");
+        if (!cJSON_IsString(sym) || !cJSON_IsArray(args) || cJSON_GetArraySize(args) > 64 || get_num(o, "items", 0, 1e15, &v))
+            return bad(err, path, "launch", i);
+        l->symbol = lrc_strdup(sym->valuestring);
+        l->label = lrc_strdup(cJSON_IsString(label) ? label->valuestring : "");
+        l->n_items = (int64_t)v;
+        l->once = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "once"));
+        const cJSON *fl = cJSON_GetObjectItemCaseSensitive(o, "flops"), *by = cJSON_GetObjectItemCaseSensitive(o, "bytes");
+        l->flops = cJSON_IsNumber(fl) ? fl->valuedouble : 0;
+        l->bytes = cJSON_IsNumber(by) ? by->valuedouble : 0;
+        l->n_args = cJSON_GetArraySize(args);
+        l->args = lrc_xcalloc((size_t)l->n_args + 1, sizeof(int));
+        int a = 0;
+        for (const cJSON *x = args->child; x; x = x->next, a++) {
+            if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble >= p->n_bufs ||
+                p->bufs[(int)x->valuedouble].kind == LRC_BUF_NONE)
+                return bad(err, path, "launch", i);
+            l->args[a] = (int)x->valuedouble;
+        }
+    }
+    p->n_checks = cJSON_GetArraySize(cs);
+    p->checks = lrc_xcalloc((size_t)p->n_checks + 1, sizeof *p->checks);
+    i = 0;
+    for (const cJSON *o = cs->child; o; o = o->next, i++) {
+        double b, lo, hi;
+        if (get_num(o, "buffer", 0, p->n_bufs - 1, &b) || get_num(o, "lo", -1e15, 1e15, &lo) ||
+            get_num(o, "hi", -1e15, 1e15, &hi) || p->bufs[(int)b].kind != LRC_BUF_INPUT ||
+            p->bufs[(int)b].dtype != LRC_I32)
+            return bad(err, path, "check", i);
+        p->checks[i] = (lrc_plan_check){(int)b, (int64_t)lo, (int64_t)hi};
+    }
+    return LRC_OK;
+}
+
+bool lrc_package_is(const char *path)
+{
+    char json[4096];
+    struct stat st;
+    snprintf(json, sizeof json, "%s/package.json", path);
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) && stat(json, &st) == 0;
+}
+
+int lrc_package_load(const char *dir, lrc_package *pkg, lrc_err *err)
+{
+    memset(pkg, 0, sizeof *pkg);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/package.json", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) return lrc_err_set(err, "%s: not an lrc package (no package.json: %s)", dir, strerror(errno));
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 1 >= cap) text = lrc_xrealloc(text, cap = cap ? 2 * cap : 65536);
+        size_t got = fread(text + len, 1, cap - len - 1, f);
+        len += got;
+        if (!got) break;
+    }
+    fclose(f);
+    text[len] = 0;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    free(text);
+    int rc = LRC_OK;
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(root, "version");
+    if (!root) rc = lrc_err_set(err, "%s: invalid JSON (a truncated or damaged package?)", path);
+    else if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "lrc-package"))
+        rc = lrc_err_set(err, "%s: not an lrc package", path);
+    else if (!cJSON_IsNumber(ver) || ver->valuedouble != LRC_PACKAGE_VERSION)
+        rc = lrc_err_set(err, "%s: package format version %g, this lrc reads version %d: compile the model again",
+                         path, cJSON_IsNumber(ver) ? ver->valuedouble : -1.0, LRC_PACKAGE_VERSION);
+    else rc = parse_plan(root, path, &pkg->plan, err);
+    if (!rc) {
+        const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "meta");
+        pkg->meta_json = meta ? cJSON_PrintUnformatted(meta) : lrc_strdup("{}");
+    }
+    cJSON_Delete(root);
+    if (!rc) {
+        snprintf(path, sizeof path, "%s/kernels.so", dir);
+        pkg->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!pkg->dl) rc = lrc_err_set(err, "%s: cannot load the kernels: %s", path, dlerror());
+    }
+    for (int i = 0; i < pkg->plan.n_launches && !rc; i++) {
+        void *sym = dlsym(pkg->dl, pkg->plan.launches[i].symbol);
+        if (!sym) rc = lrc_err_set(err, "%s: kernel '%s' is missing (a damaged package?)", path, pkg->plan.launches[i].symbol);
+        else memcpy(&pkg->plan.launches[i].fn, &sym, sizeof sym);
+    }
+    lrc_tensor_set_init(&pkg->weights);
+    snprintf(path, sizeof path, "%s/weights.safetensors", dir);
+    struct stat st;
+    if (!rc && stat(path, &st) == 0) {
+        pkg->has_weights = true;
+        rc = lrc_safetensors_load(path, &pkg->weights, err);
+    }
+    if (rc) lrc_package_free(pkg);
+    return rc;
+}
+
+void lrc_package_free(lrc_package *pkg)
+{
+    lrc_plan_free(&pkg->plan);
+    lrc_tensor_set_clear(&pkg->weights);
+    free(pkg->meta_json);
+    if (pkg->dl) dlclose(pkg->dl);
+    memset(pkg, 0, sizeof *pkg);
+}
+
+int lrc_cpu_check_features(const char *list, lrc_err *err)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", list ? list : "");
+    __builtin_cpu_init();
+    for (char *f = strtok(buf, ","); f; f = strtok(NULL, ",")) {
+        int have;
+        /* __builtin_cpu_supports takes literals only */
+        if (!strcmp(f, "avx2")) have = __builtin_cpu_supports("avx2");
+        else if (!strcmp(f, "fma")) have = __builtin_cpu_supports("fma");
+        else if (!strcmp(f, "avx512f")) have = __builtin_cpu_supports("avx512f");
+        else if (!strcmp(f, "avx512vl")) have = __builtin_cpu_supports("avx512vl");
+        else return lrc_err_set(err, "the package needs CPU feature '%s', which this lrc cannot check", f);
+        if (!have) return lrc_err_set(err, "the package was compiled for a CPU with %s, which this CPU lacks: compile it here", f);
+    }
+    return LRC_OK;
+}
