@@ -22,6 +22,27 @@ static cJSON *shape_json(const lrc_shape *s)
     return a;
 }
 
+/* Size and FNV-1a hash of a file: package.json records them for kernels.so,
+ * so a truncated or damaged library is refused before dlopen maps it (a
+ * short mapping would fault, not fail). */
+static int file_digest(const char *path, uint64_t *size, uint64_t *hash)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    unsigned char buf[65536];
+    uint64_t h = 0xcbf29ce484222325ull, n = 0;
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
+        for (size_t i = 0; i < got; i++) h = (h ^ buf[i]) * 0x100000001b3ull;
+        n += got;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    *size = n;
+    *hash = h;
+    return bad ? -1 : 0;
+}
+
 int lrc_package_write_plan(const char *dir, const lrc_plan *p, const char *meta_json, lrc_err *err)
 {
     cJSON *root = cJSON_CreateObject();
@@ -30,6 +51,16 @@ int lrc_package_write_plan(const char *dir, const lrc_plan *p, const char *meta_
     cJSON *meta = meta_json ? cJSON_Parse(meta_json) : NULL;
     cJSON_AddItemToObject(root, "meta", meta ? meta : cJSON_CreateObject());
     cJSON_AddNumberToObject(root, "arena_bytes", (double)p->arena_bytes);
+    char so[4200], hex[32];
+    uint64_t size, hash;
+    snprintf(so, sizeof so, "%s/kernels.so", dir);
+    if (file_digest(so, &size, &hash)) {
+        cJSON_Delete(root);
+        return lrc_err_set(err, "%s: cannot read: %s", so, strerror(errno));
+    }
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hash);
+    cJSON_AddNumberToObject(root, "kernels_bytes", (double)size);
+    cJSON_AddStringToObject(root, "kernels_fnv1a", hex);
     cJSON *bufs = cJSON_AddArrayToObject(root, "buffers");
     for (int i = 0; i < p->n_bufs; i++) {
         const lrc_plan_buf *b = &p->bufs[i];
@@ -222,9 +253,25 @@ int lrc_package_load(const char *dir, lrc_package *pkg, lrc_err *err)
         const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "meta");
         pkg->meta_json = meta ? cJSON_PrintUnformatted(meta) : lrc_strdup("{}");
     }
+    uint64_t want_size = 0, size = 0, hash = 0;
+    char want_hash[32] = "", hex[32];
+    const cJSON *kb = cJSON_GetObjectItemCaseSensitive(root, "kernels_bytes");
+    const cJSON *kh = cJSON_GetObjectItemCaseSensitive(root, "kernels_fnv1a");
+    if (!rc && (!cJSON_IsNumber(kb) || !cJSON_IsString(kh))) rc = bad(err, path, "the kernels' size and hash", -1);
+    if (!rc) {
+        want_size = (uint64_t)kb->valuedouble;
+        snprintf(want_hash, sizeof want_hash, "%s", kh->valuestring);
+    }
     cJSON_Delete(root);
     if (!rc) {
         snprintf(path, sizeof path, "%s/kernels.so", dir);
+        if (file_digest(path, &size, &hash)) rc = lrc_err_set(err, "%s: cannot read: %s", path, strerror(errno));
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hash);
+        if (!rc && (size != want_size || strcmp(hex, want_hash)))
+            rc = lrc_err_set(err, "%s: %llu bytes with hash %s, package.json says %llu bytes with hash %s (a damaged package?)",
+                             path, (unsigned long long)size, hex, (unsigned long long)want_size, want_hash);
+    }
+    if (!rc) {
         pkg->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         if (!pkg->dl) rc = lrc_err_set(err, "%s: cannot load the kernels: %s", path, dlerror());
     }

@@ -639,6 +639,35 @@ t "failed init keeps an existing -o file" 1 "$LOC" 'n_heads' -- "${TINY[@]}" --s
 t "failed forward keeps an existing -o file" 1 'tokens\[1,3\]' -- "${FWD[@]}" --weights "$W" --input in_vocab.st -o keep.safetensors
 t "failed forward with -o naming the weights" 1 "'model\.layers\.1\.mlp\.up_proj\.weight'" -- "${FWD[@]}" --weights w_missing.st --input "$IN" -o w_missing.st
 
+# ---- compiled packages and the cpu target ---------------------------------------------------------
+
+ok "compile a package with weights" compile "$MODEL" "${SETS[@]}" --target cpu --weights "$W" --batch 2 --seq 7 -o pkg
+ok "compile a package without weights" compile "$MODEL" "${SETS[@]}" --target cpu --batch 2 --seq 7 -o pkg_now
+ok "forward a package" forward pkg --input "$IN" -o pkg_out.safetensors
+rm -f pkg_out.safetensors
+cp -r pkg pkg_v99 && sed -i 's/"version":[[:space:]]*1/"version": 99/' pkg_v99/package.json
+cp -r pkg pkg_cut && head -c 300 pkg/package.json >pkg_cut/package.json
+cp -r pkg pkg_noso && rm pkg_noso/kernels.so
+cp -r pkg pkg_badso && head -c 1000 pkg/kernels.so >pkg_badso/kernels.so
+t "package: another format version" 1 'pkg_v99' 'version 99' -- forward pkg_v99 --input "$IN" -o out.safetensors
+t "package: truncated package.json" 1 'pkg_cut' 'JSON|damaged' -- forward pkg_cut --input "$IN" -o out.safetensors
+t "package: kernels.so missing" 1 'pkg_noso' 'kernels' -- forward pkg_noso --input "$IN" -o out.safetensors
+t "package: kernels.so truncated" 1 'pkg_badso' 'kernels' -- forward pkg_badso --input "$IN" -o out.safetensors
+st make in_shape.st '{"tokens": ["I32", [1, 3], [1, 2, 3]]}'
+t "package: input of another shape" 1 "'tokens'" '\[1,3\]' '\[2,7\]' -- forward pkg --input in_shape.st -o out.safetensors
+t "package: token outside the vocabulary" 1 'tokens\[1,3\]' -- forward pkg --input in_vocab.st -o out.safetensors
+t "package: --threads 0" 1 '--threads 0' -- forward pkg --input "$IN" -o out.safetensors --threads 0
+t "package without weights, none given" 1 'pkg_now' '--weights' -- forward pkg_now --input "$IN" -o out.safetensors
+ok "init weights of another config" init "$MODEL" --preset tiny -o tiny_w.safetensors
+t "package: weights for another config" 1 'tiny_w\.safetensors' "model\." -- forward pkg_now --weights tiny_w.safetensors --input "$IN" -o out.safetensors
+t "package with weights given more" 1 'pkg' 'weights' -- forward pkg --weights "$W" --input "$IN" -o out.safetensors
+t "package: --preset does not apply" 2 'package' -- forward pkg --preset tiny --input "$IN" -o out.safetensors
+t "cpu target: --threads 0" 1 '--threads 0' -- "${FWD[@]}" --weights "$W" --input "$IN" -o out.safetensors --target cpu --threads 0
+t "compile: unknown target" 1 'target' -- compile "$MODEL" "${SETS[@]}" --target tpu -o pkg_tpu
+t "compile: -o is a regular file" 1 'keep\.safetensors' 'not an lrc package' -- compile "$MODEL" "${SETS[@]}" --target cpu -o keep.safetensors
+t "compile without -o" 2 '-o' -- compile "$MODEL" "${SETS[@]}" --target cpu
+t "compile: bad weights" 1 'w_missing\.st' -- compile "$MODEL" "${SETS[@]}" --target cpu --weights w_missing.st -o pkg_bad
+
 # ---- usage (exit status 2) --------------------------------------------------------------------------
 
 t "unknown command" 2 "'frobnicate'" -- frobnicate llama
