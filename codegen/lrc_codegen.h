@@ -25,6 +25,12 @@ typedef struct lrc_gemm_tiling {
     int mc, nc; /* rows and columns of one work item (multiples of mr and NR) */
 } lrc_gemm_tiling;
 
+/* Every program also has a kernel LRC_PEAK_SYMBOL that runs
+ * LRC_PEAK_ITERS x mr x nv independent vector FMAs (vec floats each) per
+ * work item and writes one float to args[0]: the profiler's FLOP/s ceiling. */
+#define LRC_PEAK_SYMBOL "lrc_peak_fma"
+#define LRC_PEAK_ITERS 100000
+
 /* A buffer the program uses besides the graph's nodes: packed weights. */
 typedef struct lrc_extra_buf {
     int of_node;   /* the PARAM it is derived from */

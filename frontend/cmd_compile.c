@@ -60,6 +60,8 @@ static char *package_meta(lrc_model *m, const cli_args *a, const lrc_compiled *c
     cJSON_AddNumberToObject(o, "seq", (double)a->seq);
     cJSON_AddNumberToObject(o, "vocab", (double)vocab);
     cJSON_AddNumberToObject(o, "kernels", c->sched.n_groups);
+    const lrc_gemm_tiling *t = &c->prog.tiling;
+    cJSON_AddNumberToObject(o, "peak_flops_per_item", (double)LRC_PEAK_ITERS * t->mr * t->nv * t->vec * 2.0);
     cJSON_AddStringToObject(o, "compiled_by", "lrc " LRC_VERSION);
     cJSON_AddStringToObject(o, "llvm", lrc_llvm_version());
     char *s = cJSON_PrintUnformatted(o);

@@ -1,6 +1,7 @@
 /* commands.c — lrc inspect, init, forward and demo. */
 #include "cli.h"
 #include "compile.h"
+#include "engine.h"
 
 #include <cjson/cJSON.h>
 
@@ -263,121 +264,55 @@ static int run_timed(const cli_args *a, lrc_exec *x, lrc_pool *pool, const lrc_t
     return rc;
 }
 
-/* Compiles for the cpu target, runs once (and --repeat more times, timed),
- * leaving the logits in *outs. */
-static int forward_cpu(const cli_args *a, lrc_graph *g, lrc_tensor_set *params, const lrc_tensor_set *in,
-                       lrc_tensor_set *outs, double build_ms, lrc_err *err)
+/* Prints the slowest-first per-launch times gathered with LRC_PROFILE set. */
+static void print_quick_profile(const lrc_plan *plan, const double *ns, const int64_t *calls)
 {
-    if (a->threads == 0 || a->threads < -1) {
-        lrc_graph_free(g); /* taken over in every case */
-        return lrc_err_set(err, "--threads %lld: the thread count must be at least 1", (long long)a->threads);
+    double total = 0;
+    for (int i = 0; i < plan->n_launches; i++) total += ns[i];
+    for (int i = 0; i < plan->n_launches; i++) {
+        const lrc_plan_launch *l = &plan->launches[i];
+        if (!calls[i]) continue;
+        double ms = ns[i] / 1e6 / (double)calls[i];
+        fprintf(stderr, "%8.3f ms %5.1f%% %8.1f GFLOP/s %7.1f GB/s  %s\n", ms, 100 * ns[i] / total,
+                l->flops / (ms * 1e6), l->bytes / (ms * 1e6), l->label);
     }
-    lrc_compiled c;
-    lrc_pool *pool = NULL;
-    lrc_exec *x = NULL;
-    int rc = lrc_compile_graph(g, params, &c, err);
-    if (!rc) {
-        printf("compile: %.1f ms (Lua to graph %.1f ms, passes %.1f ms, LLVM %.1f ms), kernels %d, arena %lld bytes\n",
-               build_ms + c.passes_ms + c.codegen_ms, build_ms, c.passes_ms, c.codegen_ms, c.sched.n_groups,
-               (long long)c.sched.arena_bytes);
-        pool = lrc_pool_new(a->threads > 0 ? (int)a->threads : lrc_pool_default_threads(), err);
-        if (!pool) rc = LRC_EUSER;
-    }
-    if (!rc) rc = lrc_exec_new(&c.plan, pool, &x, err);
-    if (!rc) rc = lrc_exec_bind_params(x, params, err);
-    double *prof_ns = NULL;
-    int64_t *prof_calls = NULL;
-    if (!rc && getenv("LRC_PROFILE")) { /* a developer's quick look; lrc profile is the real tool */
-        prof_ns = lrc_xcalloc((size_t)c.plan.n_launches + 1, sizeof(double));
-        prof_calls = lrc_xcalloc((size_t)c.plan.n_launches + 1, sizeof(int64_t));
-        lrc_exec_profile(x, prof_ns, prof_calls);
-    }
-    if (!rc) rc = run_timed(a, x, pool, in, outs, err);
-    if (prof_ns) {
-        double total = 0;
-        for (int i = 0; i < c.plan.n_launches; i++) total += prof_ns[i];
-        for (int i = 0; i < c.plan.n_launches; i++) {
-            const lrc_plan_launch *l = &c.plan.launches[i];
-            if (!prof_calls[i]) continue;
-            double ms = prof_ns[i] / 1e6 / (double)prof_calls[i];
-            fprintf(stderr, "%8.3f ms %5.1f%% %8.1f GFLOP/s %7.1f GB/s  %s\n", ms, 100 * prof_ns[i] / total,
-                    l->flops / (ms * 1e6), l->bytes / (ms * 1e6), l->label);
-        }
-        free(prof_ns);
-        free(prof_calls);
-    }
-    lrc_exec_free(x);
-    lrc_pool_free(pool);
-    lrc_compiled_free(&c);
-    return rc;
 }
 
-/* lrc forward PKG: the package's plan and kernels, nothing compiled. */
-static int forward_package(const cli_args *a)
+/* lrc forward on the cpu target: MODEL compiled now, or a compiled PKG. */
+static int forward_engine(const cli_args *a)
 {
-    if (a->m.preset || a->m.n_sets)
+    if (lrc_package_is(a->m.model) && (a->m.preset || a->m.n_sets))
         return cli_usage_error("forward", "%s is a compiled package: --preset and --set do not apply", a->m.model);
-    if (!a->input || !a->out) return cli_usage_error("forward", "needs --input and -o");
-    if (strcmp(a->target, "ref") && strcmp(a->target, "cpu"))
+    if (lrc_package_is(a->m.model) && strcmp(a->target, "ref") && strcmp(a->target, "cpu"))
         return cli_usage_error("forward", "a package runs on the target it was compiled for (cpu)");
     lrc_err err;
-    lrc_package pkg;
-    lrc_tensor_set in, wfile, outs;
+    lrc_tensor_set in, outs;
     lrc_tensor_set_init(&in);
-    lrc_tensor_set_init(&wfile);
     lrc_tensor_set_init(&outs);
-    lrc_pool *pool = NULL;
-    lrc_exec *x = NULL;
-    int rc = lrc_package_load(a->m.model, &pkg, &err);
-    bool loaded = !rc;
-    if (!rc) {
-        cJSON *meta = cJSON_Parse(pkg.meta_json);
-        const cJSON *req = cJSON_GetObjectItemCaseSensitive(meta, "requires");
-        rc = lrc_cpu_check_features(cJSON_IsString(req) ? req->valuestring : "avx2,fma", &err);
-        cJSON_Delete(meta);
+    cli_engine e;
+    memset(&e, 0, sizeof e);
+    const lrc_tensor *tok = NULL;
+    double *prof_ns = NULL;
+    int64_t *prof_calls = NULL;
+    int rc = lrc_safetensors_load(a->input, &in, &err);
+    if (!rc) rc = check_tokens(&in, a->input, INT32_MAX, &tok, &err); /* ids: checked against the plan */
+    if (!rc) rc = cli_engine_open(a, tok->shape.dim[0], tok->shape.dim[1], &e, &err);
+    if (!rc && !e.is_package)
+        printf("compile: %.1f ms (Lua to graph %.1f ms, passes %.1f ms, LLVM %.1f ms), kernels %d, arena %lld bytes\n",
+               e.build_ms + e.comp.passes_ms + e.comp.codegen_ms, e.build_ms, e.comp.passes_ms, e.comp.codegen_ms,
+               e.comp.sched.n_groups, (long long)e.comp.sched.arena_bytes);
+    if (!rc && getenv("LRC_PROFILE")) { /* a developer's quick look; lrc profile is the tool */
+        prof_ns = lrc_xcalloc((size_t)e.plan->n_launches + 1, sizeof(double));
+        prof_calls = lrc_xcalloc((size_t)e.plan->n_launches + 1, sizeof(int64_t));
+        lrc_exec_profile(e.x, prof_ns, prof_calls);
     }
-    if (!rc && pkg.has_weights && a->weights)
-        rc = lrc_err_set(&err, "%s holds its weights (folded at compile time): leave out --weights", a->m.model);
-    if (!rc && !pkg.has_weights && !a->weights)
-        rc = lrc_err_set(&err, "%s was compiled without weights: give them with --weights W", a->m.model);
-    if (!rc && a->weights) {
-        /* exactly the package's parameters, each with its shape */
-        rc = lrc_safetensors_load(a->weights, &wfile, &err);
-        for (int i = 0; i < wfile.n && !rc; i++) {
-            bool known = false;
-            for (int b = 0; b < pkg.plan.n_bufs && !known; b++)
-                known = pkg.plan.bufs[b].kind == LRC_BUF_PARAM && !strcmp(pkg.plan.bufs[b].name, wfile.items[i]->name);
-            if (!known) rc = lrc_err_set(&err, "%s: extra tensor '%s' that the package does not have", a->weights, wfile.items[i]->name);
-        }
-        for (int i = 0; i < wfile.n && !rc; i++)
-            if (wfile.items[i]->dtype != LRC_F32) {
-                lrc_tensor *f = lrc_tensor_to_f32(wfile.items[i], &err);
-                if (!f) rc = LRC_EUSER;
-                else {
-                    lrc_tensor_free(wfile.items[i]);
-                    wfile.items[i] = f;
-                }
-            }
-    }
-    if (!rc) rc = lrc_safetensors_load(a->input, &in, &err);
-    if (!rc && a->threads != -1 && a->threads < 1)
-        rc = lrc_err_set(&err, "--threads %lld: the thread count must be at least 1", (long long)a->threads);
-    if (!rc && !(pool = lrc_pool_new(a->threads > 0 ? (int)a->threads : lrc_pool_default_threads(), &err))) rc = LRC_EUSER;
-    if (!rc) rc = lrc_exec_new(&pkg.plan, pool, &x, &err);
-    if (!rc) {
-        rc = lrc_exec_bind_params(x, a->weights ? &wfile : &pkg.weights, &err);
-        if (rc && a->weights) lrc_err_prefix(&err, "%s", a->weights);
-    }
-    if (!rc) {
-        rc = run_timed(a, x, pool, &in, &outs, &err);
-        if (rc) lrc_err_prefix(&err, "%s", a->input);
-    }
+    if (!rc && (rc = run_timed(a, e.x, e.pool, &in, &outs, &err))) lrc_err_prefix(&err, "%s", a->input);
     if (!rc) rc = lrc_safetensors_save(a->out, &outs, &err);
-    lrc_exec_free(x);
-    lrc_pool_free(pool);
-    if (loaded) lrc_package_free(&pkg);
+    if (prof_ns) print_quick_profile(e.plan, prof_ns, prof_calls);
+    free(prof_ns);
+    free(prof_calls);
+    cli_engine_close(&e);
     lrc_tensor_set_clear(&in);
-    lrc_tensor_set_clear(&wfile);
     lrc_tensor_set_clear(&outs);
     return rc ? cli_user_error(&err) : 0;
 }
@@ -408,15 +343,15 @@ int cmd_forward(int argc, char **argv)
     cli_args a;
     int rc = cli_parse_args("forward", argc, argv, opts, help, true, &a);
     if (rc >= 0) goto out;
-    if (lrc_package_is(a.m.model)) {
-        rc = forward_package(&a);
+    bool pkg = lrc_package_is(a.m.model);
+    if ((!pkg && !a.weights) || !a.input || !a.out) {
+        rc = cli_usage_error("forward", pkg ? "needs --input and -o" : "needs --weights, --input and -o");
         goto out;
     }
-    if (!a.weights || !a.input || !a.out) {
-        rc = cli_usage_error("forward", "needs --weights, --input and -o");
+    if (pkg || !strcmp(a.target, "cpu")) {
+        rc = forward_engine(&a);
         goto out;
     }
-    bool cpu = !strcmp(a.target, "cpu");
     lrc_err err;
     lrc_model m = {0};
     lrc_graph *g = lrc_graph_new();
@@ -428,25 +363,21 @@ int cmd_forward(int argc, char **argv)
     lrc_backend *be = NULL;
     const lrc_tensor *tokens = NULL;
     int64_t vocab = 0;
-    double t0 = now_s(), build_ms = 0;
-    bool g_taken = false;
     rc = EXIT_USER;
-    if ((!cpu && !(be = lrc_backend_open(a.target, &err))) || cli_model_load("forward", &a.m, &m, &err) ||
+    if (!(be = lrc_backend_open(a.target, &err)) || cli_model_load("forward", &a.m, &m, &err) ||
         lrc_model_config_int(&m, "vocab", &vocab, &err) || lrc_safetensors_load(a.input, &in, &err) ||
         check_tokens(&in, a.input, vocab, &tokens, &err) ||
         lrc_model_build(&m, tokens->shape.dim[0], tokens->shape.dim[1], g, &err) ||
-        (build_ms = 1e3 * (now_s() - t0), lrc_safetensors_load(a.weights, &wfile, &err)) ||
+        lrc_safetensors_load(a.weights, &wfile, &err) ||
         lrc_params_bind(g, &wfile, a.weights, &params, &err)) {
         cli_user_error(&err);
-    } else if (cpu ? (g_taken = true, forward_cpu(&a, g, &params, &in, &outs, build_ms, &err))
-                   : lrc_exec_run(be, g, &in, &params, &outs, &err)) {
+    } else if (lrc_exec_run(be, g, &in, &params, &outs, &err)) {
         cli_user_error(&err);
     } else if (lrc_safetensors_save(a.out, &outs, &err)) {
         cli_user_error(&err);
     } else {
         rc = 0;
     }
-    if (g_taken) g = NULL; /* the compiler took it over */
     lrc_backend_close(be);
     lrc_tensor_set_clear(&in);
     lrc_tensor_set_clear(&wfile);

@@ -188,6 +188,25 @@ int lrc_exec_run_plan(lrc_exec *x, const lrc_tensor_set *inputs, lrc_tensor_set 
 /* With profiling on, each launch's wall time is added to times_ns[i]. */
 void lrc_exec_profile(lrc_exec *x, double *times_ns, int64_t *calls);
 
+/* One launch as it ran: for traces. */
+typedef struct lrc_trace_event {
+    int launch;
+    double start_ns, dur_ns; /* CLOCK_MONOTONIC */
+} lrc_trace_event;
+/* Records up to cap launches into events (*n counts them). */
+void lrc_exec_trace(lrc_exec *x, lrc_trace_event *events, int64_t cap, int64_t *n);
+
+/* ---- machine ceilings and traces (runtime/profile.c) -------------------- */
+
+/* Copy bandwidth of this machine on the pool's threads, GB/s counting the
+ * bytes read and written: the memory ceiling profiles compare against. */
+double lrc_measure_copy_gbs(lrc_pool *pool, size_t bytes);
+/* FLOP/s of a program's FMA probe kernel (LRC_PEAK_SYMBOL) on the pool:
+ * flops_per_item is what one work item computes. */
+double lrc_measure_peak_gflops(lrc_pool *pool, lrc_kernel_fn probe, double flops_per_item);
+/* A trace that Perfetto and chrome://tracing open (Chrome's JSON format). */
+int lrc_trace_write(const char *path, const lrc_plan *plan, const lrc_trace_event *ev, int64_t n, lrc_err *err);
+
 /* ---- ahead-of-time packages -------------------------------------------- */
 
 #define LRC_PACKAGE_VERSION 1
@@ -209,6 +228,8 @@ bool lrc_package_is(const char *path);
  * kernel symbol, weights); a damaged package is an error naming the file. */
 int lrc_package_load(const char *dir, lrc_package *pkg, lrc_err *err);
 void lrc_package_free(lrc_package *pkg);
+/* A function of the package's kernels.so by name, or NULL. */
+void *lrc_package_symbol(const lrc_package *pkg, const char *name);
 /* Checks that this CPU has every feature in the comma-separated list
  * ("avx2,fma,avx512f"), naming the first one missing. */
 int lrc_cpu_check_features(const char *list, lrc_err *err);

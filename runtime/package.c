@@ -128,7 +128,8 @@ static int get_num(const cJSON *o, const char *key, double lo, double hi, double
 
 static int bad(lrc_err *err, const char *path, const char *what, int i)
 {
-    return lrc_err_set(err, "%s: %s%s%d is missing or invalid (a damaged package?)", path, what, i >= 0 ? " " : "", i);
+    if (i < 0) return lrc_err_set(err, "%s: %s: missing or invalid (a damaged package?)", path, what);
+    return lrc_err_set(err, "%s: %s %d is missing or invalid (a damaged package?)", path, what, i);
 }
 
 static int parse_plan(const cJSON *root, const char *path, lrc_plan *p, lrc_err *err)
@@ -317,3 +318,5 @@ int lrc_cpu_check_features(const char *list, lrc_err *err)
     }
     return LRC_OK;
 }
+
+void *lrc_package_symbol(const lrc_package *pkg, const char *name) { return pkg->dl ? dlsym(pkg->dl, name) : NULL; }

@@ -15,6 +15,8 @@ struct lrc_exec {
     bool prepared;       /* the `once` launches ran for the bound parameters */
     double *times_ns;    /* profiling, or NULL */
     int64_t *calls;
+    lrc_trace_event *events; /* tracing, or NULL */
+    int64_t events_cap, *n_events;
 };
 
 void lrc_plan_free(lrc_plan *p)
@@ -70,6 +72,13 @@ void lrc_exec_profile(lrc_exec *x, double *times_ns, int64_t *calls)
     x->calls = calls;
 }
 
+void lrc_exec_trace(lrc_exec *x, lrc_trace_event *events, int64_t cap, int64_t *n)
+{
+    x->events = events;
+    x->events_cap = cap;
+    x->n_events = n;
+}
+
 int lrc_exec_bind_params(lrc_exec *x, const lrc_tensor_set *params, lrc_err *err)
 {
     char b1[96], b2[96];
@@ -113,12 +122,15 @@ static void launch(lrc_exec *x, int li)
     void *args[64];
     for (int a = 0; a < l->n_args && a < 64; a++) args[a] = x->ptr[l->args[a]];
     task t = {l->fn, args};
-    double t0 = x->times_ns ? now_ns() : 0;
+    bool timed = x->times_ns || x->events;
+    double t0 = timed ? now_ns() : 0;
     lrc_pool_run(x->pool, run_task, &t, l->n_items);
+    double dt = timed ? now_ns() - t0 : 0;
     if (x->times_ns) {
-        x->times_ns[li] += now_ns() - t0;
+        x->times_ns[li] += dt;
         x->calls[li]++;
     }
+    if (x->events && *x->n_events < x->events_cap) x->events[(*x->n_events)++] = (lrc_trace_event){li, t0, dt};
 }
 
 int lrc_exec_run_plan(lrc_exec *x, const lrc_tensor_set *inputs, lrc_tensor_set *outputs, lrc_err *err)

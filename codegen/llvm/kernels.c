@@ -339,6 +339,35 @@ static void kg_opaque(kgen *k)
     }
 }
 
+/* ---- the FMA peak probe ------------------------------------------------- */
+
+/* lrc_peak_fma: LRC_PEAK_ITERS iterations of mr * nv independent vector
+ * FMAs per work item, the GEMM tile's shape without memory traffic: what
+ * `lrc profile` divides achieved FLOP/s by. args[0] receives a sum so that
+ * nothing is optimised away. */
+static void emit_peak_kernel(em_t *e, const lrc_gemm_tiling *t)
+{
+    em_begin_kernel(e, LRC_PEAK_SYMBOL);
+    int n = t->mr * t->nv, w = t->vec;
+    LLVMValueRef slots[64], out = em_arg(e, 0, 0);
+    for (int i = 0; i < n; i++) {
+        slots[i] = em_alloca(e, em_vty(e, w), "acc");
+        LLVMBuildStore(e->b, em_fw(e, 0.001 * (i + 1), w), slots[i]);
+    }
+    LLVMValueRef x = em_fw(e, 0.999, w), y = em_fw(e, 1e-6, w);
+    em_loop items, it;
+    em_for_begin(e, &items, e->begin, e->end);
+    em_for_begin(e, &it, em_i64(e, 0), em_i64(e, LRC_PEAK_ITERS));
+    for (int i = 0; i < n; i++)
+        LLVMBuildStore(e->b, em_fma(e, LLVMBuildLoad2(e->b, em_vty(e, w), slots[i], ""), x, y), slots[i]);
+    em_for_end(e, &it, em_i64(e, 1));
+    em_for_end(e, &items, em_i64(e, 1));
+    LLVMValueRef sum = em_fw(e, 0, w);
+    for (int i = 0; i < n; i++) sum = em_add(e, sum, LLVMBuildLoad2(e->b, em_vty(e, w), slots[i], ""));
+    em_store(e, out, em_i64(e, 0), em_hsum(e, sum, w), 1);
+    em_finish_kernel(e);
+}
+
 /* ---- the driver -------------------------------------------------------- */
 
 int lrc_llvm_generate(const lrc_graph *g, const lrc_schedule *s, const lrc_program *p, const lrc_llvm_target *t,
@@ -381,6 +410,7 @@ int lrc_llvm_generate(const lrc_graph *g, const lrc_schedule *s, const lrc_progr
     free(k.arg_of);
     free(k.member);
     free(k.memo);
+    emit_peak_kernel(e, &p->tiling);
     if (lrc_llvm_module_finish(m, err)) {
         lrc_llvm_module_free(m);
         return LRC_EUSER;

@@ -1,0 +1,32 @@
+/* engine.h — a ready-to-run program for the cpu target, from a model
+ * (compiled just in time) or a package (internal to frontend/). */
+#ifndef LRC_ENGINE_H
+#define LRC_ENGINE_H
+
+#include "cli.h"
+#include "compile.h"
+
+typedef struct cli_engine {
+    bool is_package;
+    lrc_package pkg;
+    lrc_model model;
+    lrc_compiled comp;
+    bool have_pkg, have_model, have_comp;
+    lrc_tensor_set wfile, folded;
+    const lrc_tensor_set *params; /* what the plan's parameters are bound to */
+    const lrc_plan *plan;
+    lrc_pool *pool;
+    lrc_exec *x;
+    lrc_kernel_fn peak;           /* the FMA probe, or NULL */
+    int64_t vocab;
+    double build_ms;              /* Lua to graph */
+} cli_engine;
+
+/* MODEL (built for tokens [B, T] with --weights) or PKG (its own shapes;
+ * weights inside or --weights), --threads: ready to run. */
+int cli_engine_open(const cli_args *a, int64_t B, int64_t T, cli_engine *e, lrc_err *err);
+void cli_engine_close(cli_engine *e);
+/* FLOPs one work item of the probe computes. */
+double cli_engine_peak_flops_per_item(const cli_engine *e);
+
+#endif
