@@ -167,6 +167,7 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
             k->bytes += buf_bytes(g, gr->outputs[j]);
         }
         for (int j = 0; j < gr->n_nodes; j++) k->flops += lrc_op_table[g->nodes[gr->nodes[j]].op].flops(g, &g->nodes[gr->nodes[j]]);
+        if (a->op == LRC_OP_EMBEDDING) k->bytes = lrc_node_bytes(g, a); /* a gather reads only its rows */
         switch (gr->kind) {
         case LRC_GROUP_GEMM:
             k->n_items = cdiv(rows_of(&a->shape), t.mc) * cdiv(last_dim(&a->shape), t.nc);

@@ -76,5 +76,6 @@ int cmd_init(int argc, char **argv);
 int cmd_forward(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_gemm_bench(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
 
 #endif

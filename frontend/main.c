@@ -18,6 +18,7 @@ static const char *usage_text =
     "  init MODEL      initialise parameters from a seed into a safetensors file\n"
     "  compile MODEL   compile ahead of time into a package (kernels, plan, weights)\n"
     "  forward MODEL   run the model (or a package) on tokens from a safetensors file\n"
+    "  profile MODEL   per-kernel times against this machine's ceilings, and a trace\n"
     "  demo            build, initialise and run the default LayerRoPE LLaMA\n"
     "  gemm-bench      time one generated GEMM (for bench/cpu_gemm.py)\n"
     "\n"
@@ -149,7 +150,7 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } cmds[] = {{"inspect", cmd_inspect}, {"init", cmd_init}, {"compile", cmd_compile}, {"forward", cmd_forward}, {"demo", cmd_demo},
+    } cmds[] = {{"inspect", cmd_inspect}, {"init", cmd_init}, {"compile", cmd_compile}, {"profile", cmd_profile}, {"forward", cmd_forward}, {"demo", cmd_demo},
                   {"gemm-bench", cmd_gemm_bench}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(cmd, cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);

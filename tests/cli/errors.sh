@@ -663,6 +663,11 @@ t "package: weights for another config" 1 'tiny_w\.safetensors' "model\." -- for
 t "package with weights given more" 1 'pkg' 'weights' -- forward pkg --weights "$W" --input "$IN" -o out.safetensors
 t "package: --preset does not apply" 2 'package' -- forward pkg --preset tiny --input "$IN" -o out.safetensors
 t "cpu target: --threads 0" 1 '--threads 0' -- "${FWD[@]}" --weights "$W" --input "$IN" -o out.safetensors --target cpu --threads 0
+t "profile: --threads 0" 1 '--threads 0' -- profile pkg --input "$IN" --threads 0 -o trace.json
+t "profile: missing input file" 1 'nope\.st' -- profile pkg --input nope.st -o trace.json
+t "profile without --input" 2 '--input' -- profile pkg
+t "profile: unknown target" 2 'target' -- profile pkg --input "$IN" --target tpu
+t "profile: token outside the vocabulary" 1 'tokens\[1,3\]' -- profile pkg --input in_vocab.st -o trace.json
 t "compile: unknown target" 1 'target' -- compile "$MODEL" "${SETS[@]}" --target tpu -o pkg_tpu
 t "compile: -o is a regular file" 1 'keep\.safetensors' 'not an lrc package' -- compile "$MODEL" "${SETS[@]}" --target cpu -o keep.safetensors
 t "compile without -o" 2 '-o' -- compile "$MODEL" "${SETS[@]}" --target cpu

@@ -1,0 +1,137 @@
+/* cmd_profile.c — lrc profile: every kernel of a forward pass timed over
+ * repeated runs, against ceilings measured on this machine at the same
+ * thread count (the FMA probe of the program, a large copy), and a trace
+ * that Perfetto and chrome://tracing open. */
+#include "engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *symbol, *label;
+    int64_t calls;
+    double ns, flops, bytes;
+} row_t;
+
+static int by_time(const void *a, const void *b)
+{
+    const row_t *x = a, *y = b;
+    return x->ns < y->ns ? 1 : x->ns > y->ns ? -1 : 0;
+}
+
+/* One row per function: launches of equal structure (one per layer) share it. */
+static int aggregate(const lrc_plan *p, const double *ns, const int64_t *calls, row_t *rows)
+{
+    int n = 0;
+    for (int i = 0; i < p->n_launches; i++) {
+        if (!calls[i]) continue;
+        const lrc_plan_launch *l = &p->launches[i];
+        int r = 0;
+        while (r < n && strcmp(rows[r].symbol, l->symbol)) r++;
+        if (r == n) rows[n++] = (row_t){l->symbol, l->label, 0, 0, 0, 0};
+        rows[r].calls += calls[i];
+        rows[r].ns += ns[i];
+        rows[r].flops += l->flops * (double)calls[i];
+        rows[r].bytes += l->bytes * (double)calls[i];
+    }
+    qsort(rows, (size_t)n, sizeof *rows, by_time);
+    return n;
+}
+
+int cmd_profile(int argc, char **argv)
+{
+    static const struct option opts[] = {{"preset", required_argument, 0, OPT_PRESET},
+                                         {"set", required_argument, 0, OPT_SET},
+                                         {"help", no_argument, 0, OPT_HELP},
+                                         {"weights", required_argument, 0, OPT_WEIGHTS},
+                                         {"input", required_argument, 0, OPT_INPUT},
+                                         {"target", required_argument, 0, OPT_TARGET},
+                                         {"threads", required_argument, 0, OPT_THREADS},
+                                         {"repeat", required_argument, 0, OPT_REPEAT},
+                                         {0, 0, 0, 0}};
+    static const char *help =
+        "usage: lrc profile MODEL|PKG [--preset P] [--set KEY=VALUE]... [--weights W] --input IN\n"
+        "                   [--target cpu] [--threads N] [--repeat N] [-o TRACE.json]\n"
+        "\n"
+        "Runs the forward pass N times (default 10) after a warm-up and prints, per\n"
+        "kernel function, calls, total time, share, GFLOP/s, GB/s and the fraction of\n"
+        "this machine's ceilings (FMA throughput and copy bandwidth, measured now with\n"
+        "the same threads). Writes a trace for Perfetto / chrome://tracing (default\n"
+        "lrc-trace.json).\n";
+    cli_args a;
+    int rc = cli_parse_args("profile", argc, argv, opts, help, true, &a);
+    if (rc >= 0) goto out;
+    bool pkg = lrc_package_is(a.m.model);
+    if (!a.input || (!pkg && !a.weights)) {
+        rc = cli_usage_error("profile", pkg ? "needs --input" : "needs --weights and --input");
+        goto out;
+    }
+    if (strcmp(a.target, "ref") && strcmp(a.target, "cpu")) {
+        rc = cli_usage_error("profile", "--target %s: this build profiles the cpu target", a.target);
+        goto out;
+    }
+    const char *trace = a.out ? a.out : "lrc-trace.json";
+    int64_t repeat = a.repeat > 0 ? a.repeat : 10;
+    lrc_err err;
+    lrc_tensor_set in, outs;
+    lrc_tensor_set_init(&in);
+    lrc_tensor_set_init(&outs);
+    cli_engine e;
+    memset(&e, 0, sizeof e);
+    const lrc_tensor *tok = NULL;
+    rc = lrc_safetensors_load(a.input, &in, &err);
+    if (!rc && !(tok = lrc_tensor_set_find(&in, "tokens")))
+        rc = lrc_err_set(&err, "%s: no tensor 'tokens' (I32 [B, T])", a.input);
+    if (!rc && (tok->dtype != LRC_I32 || tok->shape.ndim != 2))
+        rc = lrc_err_set(&err, "%s: 'tokens' must be I32 [B, T]", a.input);
+    if (!rc) rc = cli_engine_open(&a, tok->shape.dim[0], tok->shape.dim[1], &e, &err);
+    if (!rc && (rc = lrc_exec_run_plan(e.x, &in, &outs, &err))) lrc_err_prefix(&err, "%s", a.input); /* warm-up */
+    int n_launch = rc ? 0 : e.plan->n_launches;
+    double *ns = lrc_xcalloc((size_t)n_launch + 1, sizeof(double));
+    int64_t *calls = lrc_xcalloc((size_t)n_launch + 1, sizeof(int64_t)), n_ev = 0;
+    lrc_trace_event *ev = lrc_xmalloc(((size_t)n_launch * (size_t)repeat + 1) * sizeof *ev);
+    if (!rc) {
+        lrc_exec_profile(e.x, ns, calls);
+        lrc_exec_trace(e.x, ev, (int64_t)n_launch * repeat, &n_ev);
+    }
+    for (int64_t r = 0; r < repeat && !rc; r++) rc = lrc_exec_run_plan(e.x, &in, &outs, &err); /* outputs reused */
+    if (!rc) rc = lrc_trace_write(trace, e.plan, ev, n_ev, &err);
+    if (!rc) {
+        double fpi = cli_engine_peak_flops_per_item(&e);
+        double peak = e.peak && fpi > 0 ? lrc_measure_peak_gflops(e.pool, e.peak, fpi) : 0;
+        double bw = lrc_measure_copy_gbs(e.pool, (size_t)256 << 20);
+        row_t *rows = lrc_xcalloc((size_t)n_launch + 1, sizeof *rows);
+        int n = aggregate(e.plan, ns, calls, rows);
+        double total = 0, flops = 0;
+        for (int i = 0; i < n; i++) total += rows[i].ns, flops += rows[i].flops;
+        int per_run = 0;
+        for (int i = 0; i < e.plan->n_launches; i++) per_run += !e.plan->launches[i].once;
+        printf("profile of %s: %lld runs, %d threads, %d launches per run in %d functions\n", a.m.model,
+               (long long)repeat, lrc_pool_threads(e.pool), per_run, n);
+        printf("ceilings measured now: %.1f GFLOP/s (FMA probe), %.1f GB/s (copy)\n", peak, bw);
+        printf("forward: %.2f ms per run, %.1f GFLOP/s\n\n", total / 1e6 / (double)repeat, flops / total);
+        printf("%-11s %6s %10s %6s %9s %8s %6s  %s\n", "function", "calls", "total ms", "share", "GFLOP/s", "GB/s",
+               "%peak", "kernel");
+        for (int i = 0; i < n; i++) {
+            double gf = rows[i].flops / rows[i].ns, gb = rows[i].bytes / rows[i].ns;
+            double frac = peak > 0 ? gf / peak : 0, fb = bw > 0 ? gb / bw : 0;
+            /* the ceiling that binds: compute or memory, whichever is closer */
+            printf("%-11s %6lld %10.3f %5.1f%% %9.1f %8.1f %5.0f%%%c  %s\n", rows[i].symbol, (long long)rows[i].calls,
+                   rows[i].ns / 1e6, 100 * rows[i].ns / total, gf, gb, 100 * (frac > fb ? frac : fb),
+                   frac > fb ? 'F' : 'B', rows[i].label);
+        }
+        printf("\n%%peak: F of the FMA ceiling, B of the copy bandwidth, whichever is higher\n");
+        printf("trace %s (%lld events)\n", trace, (long long)n_ev);
+        free(rows);
+    }
+    free(ns);
+    free(calls);
+    free(ev);
+    cli_engine_close(&e);
+    lrc_tensor_set_clear(&in);
+    lrc_tensor_set_clear(&outs);
+    rc = rc ? cli_user_error(&err) : 0;
+out:
+    cli_model_opts_free(&a.m);
+    return rc;
+}
