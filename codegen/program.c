@@ -44,8 +44,8 @@ static bool renderable(const lrc_group *gr, const lrc_node *n, bool anchor)
     case LRC_GROUP_ELEMENTWISE: return f == LRC_FUSE_ELEMENTWISE;
     case LRC_GROUP_ROW: return anchor ? (n->op == LRC_OP_RMSNORM || n->op == LRC_OP_SOFTMAX) : f == LRC_FUSE_ELEMENTWISE;
     case LRC_GROUP_GEMM: return anchor ? n->op == LRC_OP_MATMUL : f == LRC_FUSE_ELEMENTWISE;
-    case LRC_GROUP_ATTENTION: return anchor ? n->op == LRC_OP_ATTENTION : n->op == LRC_OP_ROPE;
-    case LRC_GROUP_OPAQUE: return n->op != LRC_OP_MATMUL && n->op != LRC_OP_ATTENTION;
+    case LRC_GROUP_ATTENTION: return anchor ? n->op == LRC_OP_ATTENTION || n->op == LRC_OP_KV_ATTENTION : n->op == LRC_OP_ROPE;
+    case LRC_GROUP_OPAQUE: return n->op != LRC_OP_MATMUL && n->op != LRC_OP_ATTENTION && n->op != LRC_OP_KV_ATTENTION;
     default: return false;
     }
 }

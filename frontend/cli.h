@@ -43,6 +43,10 @@ enum {
     OPT_M,
     OPT_N,
     OPT_K,
+    OPT_NEW,
+    OPT_TEMPERATURE,
+    OPT_TOPK,
+    OPT_CTX,
 };
 
 /* Handles --preset/--set; returns 1 when the option was one of them. */
@@ -61,7 +65,8 @@ typedef struct cli_args {
     cli_model_opts m;
     bool params, flops, ir, kernels;
     const char *after;
-    int64_t seq, batch, seed, threads, repeat;
+    int64_t seq, batch, seed, threads, repeat, new_tokens, top_k, ctx;
+    double temperature;
     const char *weights, *input, *out, *target, *prompt;
 } cli_args;
 
@@ -77,5 +82,6 @@ int cmd_forward(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_gemm_bench(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
 
 #endif

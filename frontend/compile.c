@@ -53,6 +53,7 @@ static int build_plan(lrc_compiled *c, lrc_err *err)
         b->bytes = lrc_shape_numel(&n->shape) * 4;
         if (n->op == LRC_OP_INPUT) b->kind = LRC_BUF_INPUT, b->name = lrc_strdup(n->name);
         else if (n->op == LRC_OP_PARAM) b->kind = LRC_BUF_PARAM, b->name = lrc_strdup(n->name);
+        else if (n->op == LRC_OP_STATE) b->kind = LRC_BUF_STATE, b->name = lrc_strdup(n->name);
         else if (s->offset[id] >= 0) b->kind = LRC_BUF_ARENA, b->offset = s->offset[id];
     }
     for (int i = 0; i < g->n_outputs; i++) {

@@ -67,7 +67,7 @@ static int open_package(const cli_args *a, cli_engine *e, lrc_err *err)
 }
 
 /* Builds the model for tokens [B, T] and compiles it with its weights. */
-static int open_model(const cli_args *a, int64_t B, int64_t T, cli_engine *e, lrc_err *err)
+static int open_model(const cli_args *a, int64_t B, int64_t T, int64_t ctx, cli_engine *e, lrc_err *err)
 {
     double t0 = now_ms();
     lrc_graph *g = lrc_graph_new();
@@ -75,6 +75,7 @@ static int open_model(const cli_args *a, int64_t B, int64_t T, cli_engine *e, lr
     e->have_model = true;
     if (!rc) rc = lrc_model_config_int(&e->model, "vocab", &e->vocab, err);
     if (!rc) rc = lrc_model_build(&e->model, B, T, g, err);
+    if (!rc && ctx > 0) rc = lrc_pass_kv_cache(&g, ctx, err);
     e->build_ms = now_ms() - t0;
     if (!rc) rc = lrc_safetensors_load(a->weights, &e->wfile, err);
     if (!rc) rc = lrc_params_bind(g, &e->wfile, a->weights, &e->folded, err);
@@ -91,7 +92,19 @@ static int open_model(const cli_args *a, int64_t B, int64_t T, cli_engine *e, lr
     return e->peak ? LRC_OK : LRC_EUSER;
 }
 
+static int engine_open(const cli_args *a, int64_t B, int64_t T, int64_t ctx, cli_engine *e, lrc_err *err);
+
 int cli_engine_open(const cli_args *a, int64_t B, int64_t T, cli_engine *e, lrc_err *err)
+{
+    return engine_open(a, B, T, 0, e, err);
+}
+
+int cli_engine_open_decoder(const cli_args *a, int64_t T, int64_t ctx, cli_engine *e, lrc_err *err)
+{
+    return engine_open(a, 1, T, ctx, e, err);
+}
+
+static int engine_open(const cli_args *a, int64_t B, int64_t T, int64_t ctx, cli_engine *e, lrc_err *err)
 {
     memset(e, 0, sizeof *e);
     lrc_tensor_set_init(&e->wfile);
@@ -99,7 +112,7 @@ int cli_engine_open(const cli_args *a, int64_t B, int64_t T, cli_engine *e, lrc_
     if (a->threads == 0 || a->threads < -1)
         return lrc_err_set(err, "--threads %lld: the thread count must be at least 1", (long long)a->threads);
     e->is_package = lrc_package_is(a->m.model);
-    int rc = e->is_package ? open_package(a, e, err) : open_model(a, B, T, e, err);
+    int rc = e->is_package ? open_package(a, e, err) : open_model(a, B, T, ctx, e, err);
     if (!rc) e->pool = lrc_pool_new(a->threads > 0 ? (int)a->threads : lrc_pool_default_threads(), err);
     if (!rc && !e->pool) rc = LRC_EUSER;
     if (!rc) rc = lrc_exec_new(e->plan, e->pool, &e->x, err);

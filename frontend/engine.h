@@ -25,6 +25,9 @@ typedef struct cli_engine {
 /* MODEL (built for tokens [B, T] with --weights) or PKG (its own shapes;
  * weights inside or --weights), --threads: ready to run. */
 int cli_engine_open(const cli_args *a, int64_t B, int64_t T, cli_engine *e, lrc_err *err);
+/* The same for one decoding step (T new tokens) with KV caches of ctx
+ * positions: inputs "tokens" and "pos", states "cache.L.k/v". */
+int cli_engine_open_decoder(const cli_args *a, int64_t T, int64_t ctx, cli_engine *e, lrc_err *err);
 void cli_engine_close(cli_engine *e);
 /* FLOPs one work item of the probe computes. */
 double cli_engine_peak_flops_per_item(const cli_engine *e);

@@ -18,6 +18,7 @@ static const char *usage_text =
     "  init MODEL      initialise parameters from a seed into a safetensors file\n"
     "  compile MODEL   compile ahead of time into a package (kernels, plan, weights)\n"
     "  forward MODEL   run the model (or a package) on tokens from a safetensors file\n"
+    "  generate MODEL  continue a prompt, byte by byte, with a KV cache\n"
     "  profile MODEL   per-kernel times against this machine's ceilings, and a trace\n"
     "  demo            build, initialise and run the default LayerRoPE LLaMA\n"
     "  gemm-bench      time one generated GEMM (for bench/cpu_gemm.py)\n"
@@ -85,11 +86,14 @@ int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *
     a->seq = 256;
     a->batch = 1;
     a->target = "ref";
+    a->new_tokens = -1;
+    a->temperature = 0.8;
+    a->top_k = 40;
     a->threads = -1; /* all cores */
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, ":o:", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":o:n:", opts, NULL)) != -1) {
         if (cli_model_option(&a->m, c, optarg)) continue;
         switch (c) {
         case OPT_HELP: fputs(help, stdout); return 0;
@@ -120,6 +124,26 @@ int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *
         case OPT_TARGET: a->target = optarg; break;
         case OPT_PROMPT: a->prompt = optarg; break;
         case 'o': a->out = optarg; break;
+        case 'n':
+            if (strcmp(cmd, "generate")) return cli_usage_error(cmd, "unknown option -n");
+            /* fall through */
+        case OPT_NEW:
+            if (cli_parse_int(optarg, 0, &a->new_tokens)) return cli_usage_error(cmd, "-n %s: expected an integer >= 0", optarg);
+            break;
+        case OPT_TOPK:
+            if (cli_parse_int(optarg, 0, &a->top_k)) return cli_usage_error(cmd, "--top-k %s: expected an integer >= 0", optarg);
+            break;
+        case OPT_CTX:
+            if (cli_parse_int(optarg, 1, &a->ctx) || a->ctx > INT32_MAX) return cli_usage_error(cmd, "--ctx %s: expected a positive integer", optarg);
+            break;
+        case OPT_TEMPERATURE: {
+            char *end;
+            errno = 0;
+            a->temperature = strtod(optarg, &end);
+            if (!*optarg || *end || errno || !(a->temperature >= 0) || a->temperature > 1e6)
+                return cli_usage_error(cmd, "--temperature %s: expected a number >= 0", optarg);
+            break;
+        }
         case ':': return cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
         default: return cli_usage_error(cmd, "unknown option %s", argv[optind - 1]);
         }
@@ -150,7 +174,7 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } cmds[] = {{"inspect", cmd_inspect}, {"init", cmd_init}, {"compile", cmd_compile}, {"profile", cmd_profile}, {"forward", cmd_forward}, {"demo", cmd_demo},
+    } cmds[] = {{"inspect", cmd_inspect}, {"init", cmd_init}, {"compile", cmd_compile}, {"profile", cmd_profile}, {"generate", cmd_generate}, {"forward", cmd_forward}, {"demo", cmd_demo},
                   {"gemm-bench", cmd_gemm_bench}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(cmd, cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);

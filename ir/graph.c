@@ -97,11 +97,12 @@ static int add_source(lrc_graph *g, lrc_op op, const char *name, lrc_dtype t, co
                       lrc_init init, const char *group, const char *loc, lrc_err *err)
 {
     if (!name || !*name) {
-        lrc_err_set(err, "%s names must not be empty", op == LRC_OP_PARAM ? "parameter" : "input");
+        lrc_err_set(err, "%s names must not be empty", op == LRC_OP_PARAM ? "parameter" : op == LRC_OP_STATE ? "state" : "input");
         if (loc) lrc_err_prefix(err, "%s", loc);
         return -1;
     }
-    if (lrc_graph_find(g, LRC_OP_PARAM, name) >= 0 || lrc_graph_find(g, LRC_OP_INPUT, name) >= 0) {
+    if (lrc_graph_find(g, LRC_OP_PARAM, name) >= 0 || lrc_graph_find(g, LRC_OP_INPUT, name) >= 0 ||
+        lrc_graph_find(g, LRC_OP_STATE, name) >= 0) {
         lrc_err_set(err, "'%s' is defined twice", name);
         if (loc) lrc_err_prefix(err, "%s", loc);
         return -1;
@@ -137,6 +138,12 @@ int lrc_graph_add_param(lrc_graph *g, const char *name, const lrc_shape *s, lrc_
     return add_source(g, LRC_OP_PARAM, name, LRC_F32, s, init, group, loc, err);
 }
 
+int lrc_graph_add_state(lrc_graph *g, const char *name, const lrc_shape *s, const char *loc, lrc_err *err)
+{
+    lrc_init none = {LRC_INIT_ZEROS, 0};
+    return add_source(g, LRC_OP_STATE, name, LRC_F32, s, none, NULL, loc, err);
+}
+
 int lrc_graph_add_output(lrc_graph *g, const char *name, int node, lrc_err *err)
 {
     if (node < 0 || node >= g->n_nodes) return lrc_err_set(err, "output '%s': no such node %d", name, node);
@@ -166,10 +173,10 @@ int lrc_graph_verify(const lrc_graph *g, lrc_err *err)
                         lrc_dtype_name(again.dtype), lrc_shape_str(&again.shape, b2, sizeof b2));
             return node_where(err, n);
         }
-        if (n->op == LRC_OP_PARAM || n->op == LRC_OP_INPUT) {
+        if (lrc_op_table[n->op].fusion == LRC_FUSE_SOURCE) {
             if (!n->name) return lrc_err_set(err, "node %d (%s) has no name", id, lrc_op_name(n->op));
             for (int j = 0; j < id; j++)
-                if ((g->nodes[j].op == LRC_OP_PARAM || g->nodes[j].op == LRC_OP_INPUT) &&
+                if (lrc_op_table[g->nodes[j].op].fusion == LRC_FUSE_SOURCE &&
                     !strcmp(g->nodes[j].name, n->name)) {
                     lrc_err_set(err, "'%s' is defined twice (nodes %d and %d)", n->name, j, id);
                     return node_where(err, n);

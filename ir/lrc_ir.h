@@ -124,6 +124,10 @@ typedef enum lrc_op {
     LRC_OP_TRANSPOSE,     /* permute axes */
     LRC_OP_DEPTH_GAIN,    /* LayerRoPE: gamma[d], alpha, beta, alpha_rot, beta_rot -> [d] */
     LRC_OP_CROSS_ENTROPY, /* logits[..., V], labels[...] i32 (-100 ignored) -> [] mean */
+    LRC_OP_STATE,         /* a named buffer kept across runs (a KV cache), zeros at first */
+    LRC_OP_KV_ATTENTION,  /* q, k, v [B,T,H,Dh], caches [B,Tmax,H,Dh], pos i32 [1]: RoPE at
+                             positions pos.., k and v written into the caches, causal
+                             attention over cache positions [0, pos + t] */
     LRC_OP_COUNT
 } lrc_op;
 
@@ -161,7 +165,7 @@ typedef struct lrc_node {
     int n_iattr; /* used by list attributes (reshape's shape, transpose's perm) */
     int64_t iattr[LRC_MAX_IATTR];
     double fattr[LRC_MAX_FATTR];
-    char *name;  /* INPUT and PARAM: the tensor's name */
+    char *name;  /* INPUT, PARAM and STATE: the tensor's name */
     char *group; /* PARAM: the group `lrc inspect --params` reports it under */
     lrc_init init; /* PARAM */
     char *loc;   /* where it was made, "llama.lua:42", or NULL */
@@ -222,8 +226,9 @@ int lrc_graph_add_input(lrc_graph *g, const char *name, lrc_dtype t, const lrc_s
                         const char *loc, lrc_err *err);
 int lrc_graph_add_param(lrc_graph *g, const char *name, const lrc_shape *s, lrc_init init,
                         const char *group, const char *loc, lrc_err *err);
+int lrc_graph_add_state(lrc_graph *g, const char *name, const lrc_shape *s, const char *loc, lrc_err *err);
 int lrc_graph_add_output(lrc_graph *g, const char *name, int node, lrc_err *err);
-/* Node id of the INPUT or PARAM called name, or -1. */
+/* Node id of the source (INPUT, PARAM or STATE) op called name, or -1. */
 int lrc_graph_find(const lrc_graph *g, lrc_op op, const char *name);
 
 /* Checks every invariant the rest of lrc relies on: topological order, input

@@ -43,7 +43,7 @@ static int infer_source(const lrc_graph *g, lrc_node *n, lrc_err *err)
     for (int i = 0; i < n->shape.ndim; i++)
         if (n->shape.dim[i] <= 0)
             return lrc_err_set(err, "%s '%s': sizes must be positive, got shape %s",
-                               n->op == LRC_OP_PARAM ? "parameter" : "input",
+                               n->op == LRC_OP_PARAM ? "parameter" : n->op == LRC_OP_STATE ? "state" : "input",
                                n->name ? n->name : "?", lrc_shape_str(&n->shape, b, sizeof b));
     return LRC_OK;
 }
@@ -226,6 +226,32 @@ static int infer_cross_entropy(const lrc_graph *g, lrc_node *n, lrc_err *err)
     return LRC_OK;
 }
 
+static int infer_kv_attention(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    char b1[96], b2[96];
+    for (int k = 0; k < 5; k++)
+        if (want_float(g, n, k, err) || want_rank(g, n, k, 4, err)) return LRC_EUSER;
+    const lrc_shape *q = &IN(0)->shape, *kc = &IN(3)->shape;
+    for (int k = 1; k < 3; k++)
+        if (!lrc_shape_eq(q, &IN(k)->shape))
+            return lrc_err_set(err, "kv_attention: q %s and %s %s must have the same shape", lrc_shape_str(q, b1, sizeof b1),
+                               k == 1 ? "k" : "v", lrc_shape_str(&IN(k)->shape, b2, sizeof b2));
+    for (int k = 3; k < 5; k++)
+        if (IN(k)->op != LRC_OP_STATE)
+            return lrc_err_set(err, "kv_attention: input %d must be a state buffer (the cache)", k + 1);
+    if (!lrc_shape_eq(kc, &IN(4)->shape) || kc->dim[0] != q->dim[0] || kc->dim[2] != q->dim[2] || kc->dim[3] != q->dim[3] ||
+        kc->dim[1] < q->dim[1])
+        return lrc_err_set(err, "kv_attention: caches %s do not hold [B, Tmax, H, Dh] for q %s",
+                           lrc_shape_str(kc, b1, sizeof b1), lrc_shape_str(q, b2, sizeof b2));
+    if (IN(5)->dtype != LRC_I32 || lrc_shape_numel(&IN(5)->shape) != 1)
+        return lrc_err_set(err, "kv_attention: pos must be one i32");
+    if (q->dim[3] % 2) return lrc_err_set(err, "kv_attention: the head dimension must be even for RoPE");
+    if (!(n->fattr[0] > 0) || !(n->fattr[1] > 0)) return lrc_err_set(err, "kv_attention: scale and base must be positive");
+    n->dtype = IN(0)->dtype;
+    n->shape = *q;
+    return LRC_OK;
+}
+
 /* ---- FLOP counts ------------------------------------------------------- */
 
 static double numel_of(const lrc_node *n) { return (double)lrc_shape_numel(&n->shape); }
@@ -253,6 +279,14 @@ static double flops_attention(const lrc_graph *g, const lrc_node *n)
     /* q.k and p.v, 2 FLOPs each per multiply-add; causal attends to t+1 keys */
     double pairs = n->iattr[0] ? T * (T + 1) / 2 : T * T;
     return B * H * pairs * (4 * D + 5);
+}
+
+static double flops_kv_attention(const lrc_graph *g, const lrc_node *n)
+{
+    /* against the whole cache at worst: the position is only known at run time */
+    double B = (double)n->shape.dim[0], T = (double)n->shape.dim[1], H = (double)n->shape.dim[2];
+    double D = (double)n->shape.dim[3], Tmax = (double)IN(3)->shape.dim[1];
+    return B * H * T * Tmax * (4 * D + 5) + 6 * B * T * H * D;
 }
 
 static double flops_cross_entropy(const lrc_graph *g, const lrc_node *n)
@@ -285,6 +319,9 @@ const lrc_op_info lrc_op_table[LRC_OP_COUNT] = {
                            flops_depth_gain, 2, lrc_ref_depth_gain},
     [LRC_OP_CROSS_ENTROPY] = {"cross_entropy", 2, LRC_FUSE_REDUCTION, {0}, {0}, NULL, infer_cross_entropy,
                               flops_cross_entropy, 1, lrc_ref_cross_entropy},
+    [LRC_OP_STATE] = {"state", 0, LRC_FUSE_SOURCE, {0}, {0}, NULL, infer_source, flops_zero, 0, NULL},
+    [LRC_OP_KV_ATTENTION] = {"kv_attention", 6, LRC_FUSE_ATTENTION, {0}, {"scale", "base"}, NULL, infer_kv_attention,
+                             flops_kv_attention, 0, lrc_ref_kv_attention},
 };
 _Static_assert(sizeof lrc_op_table / sizeof lrc_op_table[0] == LRC_OP_COUNT,
                "every op needs a row in lrc_op_table");

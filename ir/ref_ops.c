@@ -276,3 +276,62 @@ int lrc_ref_cross_entropy(const lrc_graph *g, const lrc_node *n, void *const *in
     *(float *)out = used ? (float)(total / (double)used) : NAN;
     return LRC_OK;
 }
+
+/* Decoding with a KV cache. The caches (inputs 3 and 4) are state buffers
+ * that this op updates in place: rotated k and v of the new positions go
+ * into rows pos.., then each new query attends to rows [0, pos + t]. */
+int lrc_ref_kv_attention(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    int64_t B = n->shape.dim[0], T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3], half = D / 2;
+    int64_t Tmax = SHAPE(3)->dim[1], pos = I(5)[0];
+    double scale = n->fattr[0], base = n->fattr[1];
+    if (pos < 0 || pos + T > Tmax)
+        return lrc_err_set(err, "kv_attention: positions %lld..%lld do not fit the cache of %lld", (long long)pos,
+                           (long long)(pos + T - 1), (long long)Tmax);
+    float *kc = in[3], *vc = in[4];
+    double *p = lrc_xmalloc((size_t)(pos + T) * sizeof(double)), *acc = lrc_xmalloc((size_t)D * sizeof(double));
+    double *qr = lrc_xmalloc((size_t)D * sizeof(double));
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < H; h++) {
+                const float *k = F(1) + ((b * T + t) * H + h) * D, *v = F(2) + ((b * T + t) * H + h) * D;
+                float *kd = kc + ((b * Tmax + pos + t) * H + h) * D, *vd = vc + ((b * Tmax + pos + t) * H + h) * D;
+                for (int64_t i = 0; i < half; i++) {
+                    double ang = (double)(pos + t) * pow(base, -2.0 * (double)i / (double)D), c = cos(ang), s = sin(ang);
+                    kd[i] = (float)(k[i] * c - k[i + half] * s);
+                    kd[i + half] = (float)(k[i + half] * c + k[i] * s);
+                }
+                for (int64_t i = 0; i < D; i++) vd[i] = v[i];
+            }
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < H; h++) {
+                const float *q = F(0) + ((b * T + t) * H + h) * D;
+                for (int64_t i = 0; i < half; i++) {
+                    double ang = (double)(pos + t) * pow(base, -2.0 * (double)i / (double)D), c = cos(ang), s = sin(ang);
+                    qr[i] = (double)(float)(q[i] * c - q[i + half] * s);
+                    qr[i + half] = (double)(float)(q[i + half] * c + q[i] * s);
+                }
+                int64_t keys = pos + t + 1;
+                double mx = -INFINITY, sum = 0;
+                for (int64_t j = 0; j < keys; j++) {
+                    const float *k = kc + ((b * Tmax + j) * H + h) * D;
+                    double sc = 0;
+                    for (int64_t i = 0; i < D; i++) sc += qr[i] * k[i];
+                    p[j] = sc * scale;
+                    if (p[j] > mx) mx = p[j];
+                }
+                for (int64_t j = 0; j < keys; j++) sum += (p[j] = exp(p[j] - mx));
+                for (int64_t i = 0; i < D; i++) acc[i] = 0;
+                for (int64_t j = 0; j < keys; j++) {
+                    const float *v = vc + ((b * Tmax + j) * H + h) * D;
+                    for (int64_t i = 0; i < D; i++) acc[i] += p[j] * v[i];
+                }
+                float *o = (float *)out + ((b * T + t) * H + h) * D;
+                for (int64_t i = 0; i < D; i++) o[i] = (float)(acc[i] / sum);
+            }
+    free(p);
+    free(acc);
+    free(qr);
+    return LRC_OK;
+}

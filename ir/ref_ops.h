@@ -17,5 +17,6 @@ int lrc_ref_reshape(const lrc_graph *g, const lrc_node *n, void *const *in, void
 int lrc_ref_transpose(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
 int lrc_ref_depth_gain(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
 int lrc_ref_cross_entropy(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
+int lrc_ref_kv_attention(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
 
 #endif

@@ -17,7 +17,7 @@ static int bind_source(lrc_backend *be, const lrc_graph *g, int id, const lrc_te
     bool is_param = n->op == LRC_OP_PARAM;
     const lrc_tensor *t = lrc_tensor_set_find(is_param ? params : inputs, n->name);
     char b1[96], b2[96];
-    if (!t) return lrc_err_set(err, "missing %s '%s'", is_param ? "parameter" : "input", n->name);
+    if (!t) return lrc_err_set(err, "missing %s '%s'", is_param ? "parameter" : n->op == LRC_OP_STATE ? "state" : "input", n->name);
     bool want_int = n->dtype == LRC_I32;
     if (!lrc_shape_eq(&t->shape, &n->shape) || (want_int ? t->dtype != LRC_I32 : t->dtype != LRC_F32))
         return lrc_err_set(err, "%s '%s' is %s %s, the model expects %s %s", is_param ? "parameter" : "input",
@@ -41,10 +41,12 @@ int lrc_exec_run(lrc_backend *be, const lrc_graph *g, const lrc_tensor_set *inpu
         for (int k = 0; k < g->nodes[i].n_in; k++) last_use[g->nodes[i].in[k]] = i;
     }
     for (int i = 0; i < g->n_outputs; i++) last_use[g->outputs[i]] = N; /* kept to the end */
+    for (int i = 0; i < N; i++)
+        if (g->nodes[i].op == LRC_OP_STATE) last_use[i] = N; /* read back after the run */
 
     for (int id = 0; id < N && !rc; id++) {
         const lrc_node *n = &g->nodes[id];
-        if (n->op == LRC_OP_INPUT || n->op == LRC_OP_PARAM) {
+        if (lrc_op_table[n->op].fusion == LRC_FUSE_SOURCE) {
             rc = bind_source(be, g, id, inputs, params, &buf[id], err);
             continue;
         }
@@ -67,6 +69,12 @@ int lrc_exec_run(lrc_backend *be, const lrc_graph *g, const lrc_tensor_set *inpu
         }
     }
     if (!rc) rc = be->ops->synchronize(be, err);
+    /* state buffers (KV caches) were updated in place: hand them back */
+    for (int id = 0; id < N && !rc; id++)
+        if (g->nodes[id].op == LRC_OP_STATE && buf[id]) {
+            lrc_tensor *t = lrc_tensor_set_find(inputs, g->nodes[id].name);
+            rc = be->ops->read(be, t->data, buf[id], buffer_bytes(&g->nodes[id]), err);
+        }
     for (int i = 0; i < g->n_outputs && !rc; i++) {
         const lrc_node *n = &g->nodes[g->outputs[i]];
         lrc_tensor *t = lrc_tensor_new(g->output_names[i], n->dtype == LRC_I32 ? LRC_I32 : LRC_F32, &n->shape, err);

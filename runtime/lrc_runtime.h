@@ -134,6 +134,7 @@ typedef enum lrc_buf_kind {
     LRC_BUF_OUTPUT,  /* an output tensor `name`, allocated per run */
     LRC_BUF_ARENA,   /* an intermediate at `offset` in the arena */
     LRC_BUF_PERSIST, /* kernel-made data kept across runs (packed weights) */
+    LRC_BUF_STATE,   /* a named state (KV cache): zeros, then kept across runs */
 } lrc_buf_kind;
 
 typedef struct lrc_plan_buf {
@@ -185,6 +186,8 @@ int lrc_exec_bind_params(lrc_exec *x, const lrc_tensor_set *params, lrc_err *err
 /* Runs the plan on the inputs. Outputs already in *outputs (by name, F32,
  * the right shape) are written in place; the others are appended. */
 int lrc_exec_run_plan(lrc_exec *x, const lrc_tensor_set *inputs, lrc_tensor_set *outputs, lrc_err *err);
+/* Zeros every state buffer: a new sequence. */
+void lrc_exec_reset_state(lrc_exec *x);
 /* With profiling on, each launch's wall time is added to times_ns[i]. */
 void lrc_exec_profile(lrc_exec *x, double *times_ns, int64_t *calls);
 
@@ -236,7 +239,8 @@ int lrc_cpu_check_features(const char *list, lrc_err *err);
 
 /* ---- the executor ------------------------------------------------------ */
 
-/* Runs g on a backend. `inputs` holds a tensor for every INPUT node and
+/* Runs g on a backend. `inputs` holds a tensor for every INPUT and STATE
+ * node (states, such as KV caches, are updated in place) and
  * `params` one for every PARAM node (f32; see lrc_params_bind). The graph's
  * outputs are appended to *outputs as f32/i32 host tensors named like the
  * outputs. Intermediates are freed after their last use. */

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static const char *kind_names[] = {"none", "input", "param", "output", "arena", "persist"};
+static const char *kind_names[] = {"none", "input", "param", "output", "arena", "persist", "state"};
 #define N_KINDS (int)(sizeof kind_names / sizeof kind_names[0])
 
 static cJSON *shape_json(const lrc_shape *s)
@@ -156,7 +156,7 @@ static int parse_plan(const cJSON *root, const char *path, lrc_plan *p, lrc_err 
         const cJSON *dt = cJSON_GetObjectItemCaseSensitive(o, "dtype");
         const cJSON *sh = cJSON_GetObjectItemCaseSensitive(o, "shape");
         if (cJSON_IsString(name)) b->name = lrc_strdup(name->valuestring);
-        bool named = b->kind == LRC_BUF_INPUT || b->kind == LRC_BUF_PARAM || b->kind == LRC_BUF_OUTPUT;
+        bool named = b->kind == LRC_BUF_INPUT || b->kind == LRC_BUF_PARAM || b->kind == LRC_BUF_OUTPUT || b->kind == LRC_BUF_STATE;
         if ((named && !b->name) || !cJSON_IsString(dt) || lrc_dtype_parse(dt->valuestring, &b->dtype) ||
             !cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > LRC_MAX_DIMS)
             return bad(err, path, "buffer", i);

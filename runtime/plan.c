@@ -47,20 +47,28 @@ int lrc_exec_new(const lrc_plan *plan, lrc_pool *pool, lrc_exec **out, lrc_err *
     for (int i = 0; i < plan->n_bufs; i++) {
         const lrc_plan_buf *b = &plan->bufs[i];
         if (b->kind == LRC_BUF_ARENA) x->ptr[i] = (char *)x->arena + b->offset;
-        if (b->kind == LRC_BUF_PERSIST && !(x->ptr[i] = lrc_alloc_data((size_t)b->bytes))) {
+        if ((b->kind == LRC_BUF_PERSIST || b->kind == LRC_BUF_STATE) && !(x->ptr[i] = lrc_alloc_data((size_t)b->bytes))) {
             lrc_exec_free(x);
-            return lrc_err_set(err, "out of memory for %lld bytes of packed weights", (long long)b->bytes);
+            return lrc_err_set(err, "out of memory for %lld bytes of %s", (long long)b->bytes,
+                               b->kind == LRC_BUF_STATE ? "state (a KV cache)" : "packed weights");
         }
     }
     *out = x;
+    lrc_exec_reset_state(x);
     return LRC_OK;
+}
+
+void lrc_exec_reset_state(lrc_exec *x)
+{
+    for (int i = 0; i < x->plan->n_bufs; i++)
+        if (x->plan->bufs[i].kind == LRC_BUF_STATE) memset(x->ptr[i], 0, (size_t)x->plan->bufs[i].bytes);
 }
 
 void lrc_exec_free(lrc_exec *x)
 {
     if (!x) return;
     for (int i = 0; i < x->plan->n_bufs; i++)
-        if (x->plan->bufs[i].kind == LRC_BUF_PERSIST) free(x->ptr[i]);
+        if (x->plan->bufs[i].kind == LRC_BUF_PERSIST || x->plan->bufs[i].kind == LRC_BUF_STATE) free(x->ptr[i]);
     free(x->arena);
     free(x->ptr);
     free(x);

@@ -108,94 +108,167 @@ static void load_row(kgen *k, const qk_src *s, LLVMValueRef off, LLVMValueRef t,
     }
 }
 
-void kg_attention(kgen *k)
+/* Scratch of one (batch, head) item: scores, accumulators, the query row. */
+typedef struct {
+    LLVMValueRef S, qp, acc[256], sumv, sums, maxs;
+    int64_t nchunks, tail;
+} attend_ctx;
+
+static void attend_init(kgen *k, attend_ctx *c, int64_t D)
 {
     em_t *e = k->e;
-    const lrc_node *a = &k->g->nodes[k->gr->anchor];
-    int64_t B = a->shape.dim[0], T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3];
-    (void)B;
     int vec = k->vec;
-    bool causal = a->iattr[0] != 0;
-    qk_src q = source_of(k, a->in[0], T, D), kk = source_of(k, a->in[1], T, D);
-    LLVMValueRef V = kg_ptr(k, a->in[2]), O = kg_ptr(k, k->gr->anchor);
-    int64_t nchunks = D / vec, tail = D % vec;
-    LLVMTypeRef vt = em_vty(e, vec);
+    c->nchunks = D / vec;
+    c->tail = D % vec;
+    for (int64_t i = 0; i < c->nchunks + c->tail; i++) c->acc[i] = em_alloca(e, i < c->nchunks ? em_vty(e, vec) : e->f32, "acc");
+    c->sumv = em_alloca(e, em_vty(e, vec), "sumv");
+    c->sums = em_alloca(e, e->f32, "sums");
+    c->maxs = em_alloca(e, e->f32, "max");
     LLVMValueRef qrow = em_alloca(e, LLVMArrayType(e->f32, (unsigned)D), "q");
     LLVMValueRef zero2[2] = {em_i64(e, 0), em_i64(e, 0)};
-    LLVMValueRef acc[256]; /* D / vec + D % vec slots: D up to ~2000 */
-    for (int64_t c = 0; c < nchunks + tail; c++) acc[c] = em_alloca(e, c < nchunks ? vt : e->f32, "acc");
-    LLVMValueRef sumv = em_alloca(e, vt, "sumv"), sums = em_alloca(e, e->f32, "sums");
-    LLVMValueRef maxs = em_alloca(e, e->f32, "max");
+    LLVMBasicBlockRef here = LLVMGetInsertBlock(e->b);
+    LLVMPositionBuilderAtEnd(e->b, e->entry);
+    c->qp = LLVMBuildGEP2(e->b, LLVMArrayType(e->f32, (unsigned)D), qrow, zero2, 2, "");
+    LLVMPositionBuilderAtEnd(e->b, here);
+}
 
-    em_loop litem, lj, lt;
-    LLVMValueRef item = em_for_begin(e, &litem, e->begin, e->end);
-    LLVMValueRef qp = LLVMBuildGEP2(e->b, LLVMArrayType(e->f32, (unsigned)D), qrow, zero2, 2, "");
-    LLVMValueRef b = LLVMBuildSDiv(e->b, item, em_i64(e, H), ""), h = LLVMBuildSRem(e->b, item, em_i64(e, H), "");
-    /* element (b, t, h, 0) of a [B,T,H,D] tensor */
-    #define ROW(tv) em_imul(e, em_iadd(e, em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T)), (tv)), em_i64(e, H)), h), em_i64(e, D))
-    LLVMValueRef Kb = call_malloc(e, T * D * 4), S = call_malloc(e, T * 4);
-    LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, T));
-    load_row(k, &kk, ROW(j), j, D, 1.0, Kb, em_imul(e, j, em_i64(e, D)));
-    em_for_end(e, &lj, em_i64(e, 1));
-
-    LLVMValueRef t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
-    load_row(k, &q, ROW(t), t, D, a->fattr[0], qp, em_i64(e, 0));
-    LLVMValueRef nkeys = causal ? em_iadd(e, t, em_i64(e, 1)) : em_i64(e, T);
+/* out[ooff..+D) = softmax over j < nkeys of (q . K[kbase + j kstride]) applied
+ * to V[vbase + j vstride]; q (c->qp) is already rotated and scaled. */
+static void attend(kgen *k, attend_ctx *c, int64_t D, LLVMValueRef K, LLVMValueRef kbase, int64_t kstride, LLVMValueRef V,
+                   LLVMValueRef vbase, int64_t vstride, LLVMValueRef nkeys, LLVMValueRef O, LLVMValueRef ooff)
+{
+    em_t *e = k->e;
+    int vec = k->vec;
+    LLVMTypeRef vt = em_vty(e, vec);
+    LLVMValueRef qp = c->qp, S = c->S;
     /* scores and their max */
-    LLVMBuildStore(e->b, em_f32(e, -INFINITY), maxs);
+    LLVMBuildStore(e->b, em_f32(e, -INFINITY), c->maxs);
     em_loop ls;
-    j = em_for_begin(e, &ls, em_i64(e, 0), nkeys);
-    LLVMValueRef koff = em_imul(e, j, em_i64(e, D));
+    LLVMValueRef j = em_for_begin(e, &ls, em_i64(e, 0), nkeys);
+    LLVMValueRef koff = em_iadd(e, kbase, em_imul(e, j, em_i64(e, kstride)));
     LLVMValueRef dv = em_fw(e, 0, vec), ds = em_f32(e, 0);
-    for (int64_t c = 0; c < nchunks; c++)
-        dv = em_fma(e, em_load(e, qp, em_i64(e, c * vec), vec), em_load(e, Kb, em_iadd(e, koff, em_i64(e, c * vec)), vec), dv);
-    for (int64_t i = nchunks * vec; i < D; i++)
-        ds = em_fma(e, em_load(e, qp, em_i64(e, i), 1), em_load(e, Kb, em_iadd(e, koff, em_i64(e, i)), 1), ds);
+    for (int64_t ch = 0; ch < c->nchunks; ch++)
+        dv = em_fma(e, em_load(e, qp, em_i64(e, ch * vec), vec), em_load(e, K, em_iadd(e, koff, em_i64(e, ch * vec)), vec), dv);
+    for (int64_t i = c->nchunks * vec; i < D; i++)
+        ds = em_fma(e, em_load(e, qp, em_i64(e, i), 1), em_load(e, K, em_iadd(e, koff, em_i64(e, i)), 1), ds);
     LLVMValueRef sc = em_add(e, em_hsum(e, dv, vec), ds);
     em_store(e, S, j, sc, 1);
-    LLVMBuildStore(e->b, em_intr2(e, "maxnum", sc, LLVMBuildLoad2(e->b, e->f32, maxs, "")), maxs);
+    LLVMBuildStore(e->b, em_intr2(e, "maxnum", sc, LLVMBuildLoad2(e->b, e->f32, c->maxs, "")), c->maxs);
     em_for_end(e, &ls, em_i64(e, 1));
-    LLVMValueRef mx = LLVMBuildLoad2(e->b, e->f32, maxs, "");
+    LLVMValueRef mx = LLVMBuildLoad2(e->b, e->f32, c->maxs, "");
     /* p = exp(s - max), vectorised over keys, and their sum */
-    LLVMBuildStore(e->b, em_fw(e, 0, vec), sumv);
-    LLVMBuildStore(e->b, em_f32(e, 0), sums);
+    LLVMBuildStore(e->b, em_fw(e, 0, vec), c->sumv);
+    LLVMBuildStore(e->b, em_f32(e, 0), c->sums);
     LLVMValueRef vend = em_imul(e, LLVMBuildSDiv(e->b, nkeys, em_i64(e, vec), ""), em_i64(e, vec));
     em_loop lp;
     j = em_for_begin(e, &lp, em_i64(e, 0), vend);
     LLVMValueRef pv = em_exp(e, LLVMBuildFSub(e->b, em_load(e, S, j, vec), em_splat(e, mx, vec), ""), vec);
     em_store(e, S, j, pv, vec);
-    LLVMBuildStore(e->b, em_add(e, pv, LLVMBuildLoad2(e->b, vt, sumv, "")), sumv);
+    LLVMBuildStore(e->b, em_add(e, pv, LLVMBuildLoad2(e->b, vt, c->sumv, "")), c->sumv);
     em_for_end(e, &lp, em_i64(e, vec));
     j = em_for_begin(e, &lp, vend, nkeys);
     LLVMValueRef ps = em_exp(e, LLVMBuildFSub(e->b, em_load(e, S, j, 1), mx, ""), 1);
     em_store(e, S, j, ps, 1);
-    LLVMBuildStore(e->b, em_add(e, ps, LLVMBuildLoad2(e->b, e->f32, sums, "")), sums);
+    LLVMBuildStore(e->b, em_add(e, ps, LLVMBuildLoad2(e->b, e->f32, c->sums, "")), c->sums);
     em_for_end(e, &lp, em_i64(e, 1));
     LLVMValueRef inv = LLVMBuildFDiv(e->b, em_f32(e, 1.0),
-                                     em_add(e, em_hsum(e, LLVMBuildLoad2(e->b, vt, sumv, ""), vec),
-                                            LLVMBuildLoad2(e->b, e->f32, sums, "")), "");
+                                     em_add(e, em_hsum(e, LLVMBuildLoad2(e->b, vt, c->sumv, ""), vec),
+                                            LLVMBuildLoad2(e->b, e->f32, c->sums, "")), "");
     /* out = sum_j p_j v_j / sum */
-    for (int64_t c = 0; c < nchunks + tail; c++) LLVMBuildStore(e->b, c < nchunks ? em_fw(e, 0, vec) : em_f32(e, 0), acc[c]);
+    int64_t n = c->nchunks + c->tail;
+    for (int64_t ch = 0; ch < n; ch++) LLVMBuildStore(e->b, ch < c->nchunks ? em_fw(e, 0, vec) : em_f32(e, 0), c->acc[ch]);
     em_loop lv;
     j = em_for_begin(e, &lv, em_i64(e, 0), nkeys);
-    LLVMValueRef pj = em_load(e, S, j, 1), pjv = em_splat(e, pj, vec), voff = ROW(j);
-    for (int64_t c = 0; c < nchunks + tail; c++) {
-        bool isv = c < nchunks;
-        int64_t i = isv ? c * vec : nchunks * vec + (c - nchunks);
+    LLVMValueRef pj = em_load(e, S, j, 1), pjv = em_splat(e, pj, vec);
+    LLVMValueRef voff = em_iadd(e, vbase, em_imul(e, j, em_i64(e, vstride)));
+    for (int64_t ch = 0; ch < n; ch++) {
+        bool isv = ch < c->nchunks;
+        int64_t i = isv ? ch * vec : c->nchunks * vec + (ch - c->nchunks);
         LLVMValueRef x = em_load(e, V, em_iadd(e, voff, em_i64(e, i)), isv ? vec : 1);
-        LLVMBuildStore(e->b, em_fma(e, isv ? pjv : pj, x, LLVMBuildLoad2(e->b, isv ? vt : e->f32, acc[c], "")), acc[c]);
+        LLVMBuildStore(e->b, em_fma(e, isv ? pjv : pj, x, LLVMBuildLoad2(e->b, isv ? vt : e->f32, c->acc[ch], "")), c->acc[ch]);
     }
     em_for_end(e, &lv, em_i64(e, 1));
-    LLVMValueRef ooff = ROW(t);
-    for (int64_t c = 0; c < nchunks + tail; c++) {
-        bool isv = c < nchunks;
-        int64_t i = isv ? c * vec : nchunks * vec + (c - nchunks);
-        LLVMValueRef r = em_mul(e, LLVMBuildLoad2(e->b, isv ? vt : e->f32, acc[c], ""), em_splat(e, inv, isv ? vec : 1));
+    for (int64_t ch = 0; ch < n; ch++) {
+        bool isv = ch < c->nchunks;
+        int64_t i = isv ? ch * vec : c->nchunks * vec + (ch - c->nchunks);
+        LLVMValueRef r = em_mul(e, LLVMBuildLoad2(e->b, isv ? vt : e->f32, c->acc[ch], ""), em_splat(e, inv, isv ? vec : 1));
         em_store(e, O, em_iadd(e, ooff, em_i64(e, i)), r, isv ? vec : 1);
     }
+}
+
+void kg_attention(kgen *k)
+{
+    em_t *e = k->e;
+    const lrc_node *a = &k->g->nodes[k->gr->anchor];
+    if (a->op == LRC_OP_KV_ATTENTION) {
+        kg_kv_attention(k);
+        return;
+    }
+    int64_t T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3];
+    bool causal = a->iattr[0] != 0;
+    qk_src q = source_of(k, a->in[0], T, D), kk = source_of(k, a->in[1], T, D);
+    LLVMValueRef V = kg_ptr(k, a->in[2]), O = kg_ptr(k, k->gr->anchor);
+    attend_ctx c;
+    attend_init(k, &c, D);
+    em_loop litem, lj, lt;
+    LLVMValueRef item = em_for_begin(e, &litem, e->begin, e->end);
+    LLVMValueRef b = LLVMBuildSDiv(e->b, item, em_i64(e, H), ""), h = LLVMBuildSRem(e->b, item, em_i64(e, H), "");
+    /* element (b, t, h, 0) of a [B,T,H,D] tensor */
+    LLVMValueRef head0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T * H)), h), em_i64(e, D));
+    #define ROW(tv) em_iadd(e, head0, em_imul(e, (tv), em_i64(e, H * D)))
+    LLVMValueRef Kb = call_malloc(e, T * D * 4);
+    c.S = call_malloc(e, T * 4);
+    LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, T));
+    load_row(k, &kk, ROW(j), j, D, 1.0, Kb, em_imul(e, j, em_i64(e, D)));
+    em_for_end(e, &lj, em_i64(e, 1));
+    LLVMValueRef t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
+    load_row(k, &q, ROW(t), t, D, a->fattr[0], c.qp, em_i64(e, 0));
+    LLVMValueRef nkeys = causal ? em_iadd(e, t, em_i64(e, 1)) : em_i64(e, T);
+    attend(k, &c, D, Kb, em_i64(e, 0), D, V, head0, H * D, nkeys, O, ROW(t));
     em_for_end(e, &lt, em_i64(e, 1));
     call_free(e, Kb);
-    call_free(e, S);
+    call_free(e, c.S);
     em_for_end(e, &litem, em_i64(e, 1));
     #undef ROW
+}
+
+/* One decoding step: the new rows' rotated k and their v go into the caches
+ * at positions pos.. (each work item owns its (batch, head) slice of them),
+ * then each new query attends to cache rows [0, pos + t]. */
+void kg_kv_attention(kgen *k)
+{
+    em_t *e = k->e;
+    const lrc_node *a = &k->g->nodes[k->gr->anchor];
+    int64_t T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3];
+    int64_t Tmax = k->g->nodes[a->in[3]].shape.dim[1];
+    double base = a->fattr[1];
+    qk_src q = {kg_ptr(k, a->in[0]), rope_table(e, Tmax, D, base, false), rope_table(e, Tmax, D, base, true)};
+    qk_src kk = {kg_ptr(k, a->in[1]), q.cos, q.sin}, vv = {kg_ptr(k, a->in[2]), NULL, NULL};
+    LLVMValueRef KC = kg_ptr(k, a->in[3]), VC = kg_ptr(k, a->in[4]), O = kg_ptr(k, k->gr->anchor);
+    LLVMValueRef POS = LLVMBuildBitCast(e->b, kg_ptr(k, a->in[5]), e->i32p, "");
+    LLVMValueRef pos = LLVMBuildSExt(e->b, em_load_i32(e, POS, em_i64(e, 0)), e->i64, "pos");
+    attend_ctx c;
+    attend_init(k, &c, D);
+    em_loop litem, lt;
+    LLVMValueRef item = em_for_begin(e, &litem, e->begin, e->end);
+    LLVMValueRef b = LLVMBuildSDiv(e->b, item, em_i64(e, H), ""), h = LLVMBuildSRem(e->b, item, em_i64(e, H), "");
+    LLVMValueRef head0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T * H)), h), em_i64(e, D));
+    LLVMValueRef cache0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, Tmax * H)), h), em_i64(e, D));
+    #define ROW(tv) em_iadd(e, head0, em_imul(e, (tv), em_i64(e, H * D)))
+    #define CROW(tv) em_iadd(e, cache0, em_imul(e, (tv), em_i64(e, H * D)))
+    LLVMValueRef t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
+    LLVMValueRef at = em_iadd(e, pos, t);
+    load_row(k, &kk, ROW(t), at, D, 1.0, KC, CROW(at));
+    load_row(k, &vv, ROW(t), at, D, 1.0, VC, CROW(at));
+    em_for_end(e, &lt, em_i64(e, 1));
+    c.S = call_malloc(e, Tmax * 4);
+    t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
+    at = em_iadd(e, pos, t);
+    load_row(k, &q, ROW(t), at, D, a->fattr[0], c.qp, em_i64(e, 0));
+    attend(k, &c, D, KC, cache0, H * D, VC, cache0, H * D, em_iadd(e, at, em_i64(e, 1)), O, ROW(t));
+    em_for_end(e, &lt, em_i64(e, 1));
+    call_free(e, c.S);
+    em_for_end(e, &litem, em_i64(e, 1));
+    #undef ROW
+    #undef CROW
 }

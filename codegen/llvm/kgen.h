@@ -37,5 +37,6 @@ void kg_store_outputs(kgen *k, LLVMValueRef row, LLVMValueRef col, int64_t D, in
 void kg_gemm_pack(kgen *k);
 void kg_gemm(kgen *k);
 void kg_attention(kgen *k);
+void kg_kv_attention(kgen *k);
 
 #endif

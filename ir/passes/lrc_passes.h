@@ -35,6 +35,11 @@ int lrc_pass_fold_gains(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err);
 int lrc_pass_cse(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err);
 int lrc_pass_dce(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err);
 
+/* One decoding step with a KV cache (ir/passes/decode.c): from a graph
+ * built for the new tokens, caches of max_len positions as state buffers
+ * "cache.L.k" / "cache.L.v" and an input "pos" (i32 [1]). */
+int lrc_pass_kv_cache(lrc_graph **g, int64_t max_len, lrc_err *err);
+
 /* True when node id is a PARAM whose value is in ctx->consts. */
 bool lrc_node_is_const(const lrc_graph *g, int id, const lrc_pass_ctx *ctx);
 

@@ -1,0 +1,54 @@
+/* decode.c — the graph of one decoding step with a KV cache, from a model's
+ * graph built for the new tokens only: every causal attention whose q and k
+ * carry sequence RoPE (the LLaMA family's, and any model's built from
+ * lrc.nn.attention) becomes kv_attention over two state buffers, the layer's
+ * K and V caches, at the position given by a new input "pos". */
+#include "lrc_passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int lrc_pass_kv_cache(lrc_graph **gp, int64_t max_len, lrc_err *err)
+{
+    lrc_graph *g = *gp, *ng = lrc_graph_new();
+    int *map = lrc_xmalloc((size_t)g->n_nodes * sizeof(int));
+    lrc_shape one = {1, {1}};
+    int pos = lrc_graph_add_input(ng, "pos", LRC_I32, &one, NULL, err), rc = pos < 0 ? LRC_EUSER : LRC_OK;
+    int layer = 0;
+    for (int id = 0; id < g->n_nodes && !rc; id++) {
+        const lrc_node *n = &g->nodes[id];
+        lrc_node p = *n;
+        for (int k = 0; k < n->n_in; k++) p.in[k] = map[n->in[k]];
+        if (n->op == LRC_OP_ATTENTION) {
+            const lrc_node *q = &g->nodes[n->in[0]], *k = &g->nodes[n->in[1]];
+            if (!n->iattr[0] || q->op != LRC_OP_ROPE || k->op != LRC_OP_ROPE || q->fattr[0] != k->fattr[0]) {
+                rc = lrc_err_set(err, "decoding with a KV cache needs causal attention with the same RoPE on q and k");
+                if (n->loc) lrc_err_prefix(err, "%s", n->loc);
+                break;
+            }
+            lrc_shape cs = n->shape;
+            cs.dim[1] = max_len;
+            char kn[64], vn[64];
+            snprintf(kn, sizeof kn, "cache.%d.k", layer);
+            snprintf(vn, sizeof vn, "cache.%d.v", layer++);
+            int kc = lrc_graph_add_state(ng, kn, &cs, n->loc, err), vc = kc < 0 ? -1 : lrc_graph_add_state(ng, vn, &cs, n->loc, err);
+            lrc_node kv = {.op = LRC_OP_KV_ATTENTION, .n_in = 6,
+                           .in = {map[q->in[0]], map[k->in[0]], map[n->in[2]], kc, vc, pos},
+                           .fattr = {n->fattr[0], q->fattr[0]}, .loc = n->loc};
+            map[id] = vc < 0 ? -1 : lrc_graph_add(ng, &kv, err);
+        } else {
+            map[id] = lrc_graph_add(ng, &p, err);
+        }
+        if (map[id] < 0) rc = LRC_EUSER;
+    }
+    for (int i = 0; i < g->n_outputs && !rc; i++) rc = lrc_graph_add_output(ng, g->output_names[i], map[g->outputs[i]], err);
+    free(map);
+    if (!rc && layer == 0) rc = lrc_err_set(err, "the model has no attention to cache");
+    if (rc) {
+        lrc_graph_free(ng);
+        return rc;
+    }
+    lrc_graph_free(g);
+    *gp = ng;
+    return lrc_pass_dce(gp, NULL, err); /* the RoPE nodes now feed nothing */
+}
