@@ -56,8 +56,14 @@ static char *package_meta(lrc_model *m, const cli_args *a, const lrc_compiled *c
     cJSON_AddStringToObject(o, "target", "cpu");
     cJSON_AddStringToObject(o, "cpu", c->cpu_name);
     cJSON_AddStringToObject(o, "requires", c->cpu_features);
-    cJSON_AddNumberToObject(o, "batch", (double)a->batch);
-    cJSON_AddNumberToObject(o, "seq", (double)a->seq);
+    if (a->ctx > 0) { /* a decoder: one token a step, KV caches of ctx positions */
+        cJSON_AddNumberToObject(o, "batch", 1);
+        cJSON_AddNumberToObject(o, "seq", 1);
+        cJSON_AddNumberToObject(o, "ctx", (double)a->ctx);
+    } else {
+        cJSON_AddNumberToObject(o, "batch", (double)a->batch);
+        cJSON_AddNumberToObject(o, "seq", (double)a->seq);
+    }
     cJSON_AddNumberToObject(o, "vocab", (double)vocab);
     cJSON_AddNumberToObject(o, "kernels", c->sched.n_groups);
     const lrc_gemm_tiling *t = &c->prog.tiling;
@@ -100,7 +106,9 @@ static int compile_run(const cli_args *a)
     int rc = EXIT_USER;
     bool made_tmp = false;
     if (lrc_model_load(&m, a->m.model, a->m.preset, a->m.sets, a->m.n_sets, &err) ||
-        lrc_model_config_int(&m, "vocab", &vocab, &err) || lrc_model_build(&m, a->batch, a->seq, g, &err) ||
+        lrc_model_config_int(&m, "vocab", &vocab, &err) ||
+        lrc_model_build(&m, a->ctx > 0 ? 1 : a->batch, a->ctx > 0 ? 1 : a->seq, g, &err) ||
+        (a->ctx > 0 && lrc_pass_kv_cache(&g, a->ctx, &err)) ||
         (a->weights && (lrc_safetensors_load(a->weights, &wfile, &err) ||
                         lrc_params_bind(g, &wfile, a->weights, &params, &err)))) {
         lrc_graph_free(g);
@@ -149,9 +157,14 @@ static int compile_run(const cli_args *a)
     }
     int64_t total = 0;
     for (int i = 0; i < keep.n; i++) total += (int64_t)keep.items[i]->nbytes;
-    printf("compiled %s%s%s for cpu (%s, %s) at batch %lld x seq %lld in %.0f ms\n", m.path, a->m.preset ? " preset " : "",
-           a->m.preset ? a->m.preset : "", c.cpu_name, c.cpu_features, (long long)a->batch, (long long)a->seq,
-           c.passes_ms + c.codegen_ms);
+    if (a->ctx > 0)
+        printf("compiled %s%s%s for cpu (%s, %s) as a decoder with a KV cache of %lld positions in %.0f ms\n", m.path,
+               a->m.preset ? " preset " : "", a->m.preset ? a->m.preset : "", c.cpu_name, c.cpu_features,
+               (long long)a->ctx, c.passes_ms + c.codegen_ms);
+    else
+        printf("compiled %s%s%s for cpu (%s, %s) at batch %lld x seq %lld in %.0f ms\n", m.path, a->m.preset ? " preset " : "",
+               a->m.preset ? a->m.preset : "", c.cpu_name, c.cpu_features, (long long)a->batch, (long long)a->seq,
+               c.passes_ms + c.codegen_ms);
     printf("kernels %d\n", c.sched.n_groups);
     int functions = 0;
     for (int i = 0; i < c.prog.n_kernels; i++) functions += c.prog.kernels[i].impl == i;
@@ -182,10 +195,11 @@ int cmd_compile(int argc, char **argv)
                                          {"weights", required_argument, 0, OPT_WEIGHTS},
                                          {"batch", required_argument, 0, OPT_BATCH},
                                          {"seq", required_argument, 0, OPT_SEQ},
+                                         {"ctx", required_argument, 0, OPT_CTX},
                                          {0, 0, 0, 0}};
     static const char *help =
         "usage: lrc compile MODEL [--preset P] [--set KEY=VALUE]... --target cpu [--weights W]\n"
-        "                   [--batch B] [--seq T] -o PKG\n"
+        "                   [--batch B] [--seq T | --ctx C] -o PKG\n"
         "\n"
         "Compiles the model ahead of time for tokens [B, T] into the package directory\n"
         "PKG: kernels.so (native code for this CPU), package.json (the plan) and, with\n"
@@ -198,6 +212,8 @@ int cmd_compile(int argc, char **argv)
         "  --weights FILE    freeze these weights into the package (folding gains)\n"
         "  --batch B         batch size (default 1)\n"
         "  --seq T           sequence length (default 256)\n"
+        "  --ctx C           compile a decoder for lrc generate instead: one token a\n"
+        "                    step with KV caches of C positions\n"
         "  -o PKG            the package directory to write (replaced if it is a package)\n";
     cli_args a;
     int rc = cli_parse_args("compile", argc, argv, opts, help, true, &a);

@@ -668,6 +668,19 @@ t "profile: missing input file" 1 'nope\.st' -- profile pkg --input nope.st -o t
 t "profile without --input" 2 '--input' -- profile pkg
 t "profile: unknown target" 2 'target' -- profile pkg --input "$IN" --target tpu
 t "profile: token outside the vocabulary" 1 'tokens\[1,3\]' -- profile pkg --input in_vocab.st -o trace.json
+ok "compile a decoder package" compile "$MODEL" --preset tiny --target cpu --weights tiny_w.safetensors --ctx 16 -o pkg_dec
+ok "generate from a decoder package" generate pkg_dec --prompt "In the" -n 4 --seed 1
+t "generate: prompt longer than the context" 1 'prompt' 'context' -- generate pkg_dec --prompt "In the beginning God created" -n 2
+t "generate: prompt and tokens past the context" 1 'context holds 16' -- generate pkg_dec --prompt "In the" -n 20
+t "generate: --ctx shorter than the prompt" 1 'longer than the context' -- generate "$MODEL" --preset tiny --weights tiny_w.safetensors --prompt "In the beginning" --ctx 4
+t "generate: vocabulary under 256" 1 'vocabulary' '256' -- generate "$MODEL" "${SETS[@]}" --weights "$W" --prompt "In" -n 2
+t "generate: --threads 0" 1 '--threads 0' -- generate pkg_dec --prompt "In" -n 2 --threads 0
+t "generate: a whole-sequence package" 1 'pkg' '--ctx' -- generate pkg --prompt "In" -n 2
+t "generate: empty prompt" 1 'prompt' -- generate pkg_dec --prompt "" -n 2
+t "generate: negative temperature" 2 '--temperature' -- generate pkg_dec --prompt "In" --temperature -1
+t "generate: -n abc" 2 '-n abc' -- generate pkg_dec --prompt "In" -n abc
+t "generate without --prompt" 2 '--prompt' -- generate pkg_dec
+t "-n on another command" 2 '-n' -- inspect llama -n 3
 t "compile: unknown target" 1 'target' -- compile "$MODEL" "${SETS[@]}" --target tpu -o pkg_tpu
 t "compile: -o is a regular file" 1 'keep\.safetensors' 'not an lrc package' -- compile "$MODEL" "${SETS[@]}" --target cpu -o keep.safetensors
 t "compile without -o" 2 '-o' -- compile "$MODEL" "${SETS[@]}" --target cpu
