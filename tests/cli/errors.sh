@@ -333,7 +333,7 @@ function M.build(cfg, tokens)
 end
 return M
 EOF
-MEM_KB=4000000 t "endless loop that adds layers (memory capped at 4 GB)" 1 'layerloop\.lua:[0-9]+: ' -- init layerloop.lua -o out.safetensors
+t "endless loop that adds layers (stopped by the node limit)" 1 'layerloop\.lua:[0-9]+: ' -- init layerloop.lua -o out.safetensors
 
 model toploop.lua <<'EOF'
 local n = 0
