@@ -196,6 +196,18 @@ static void attend(kgen *k, attend_ctx *c, int64_t D, LLVMValueRef K, LLVMValueR
     }
 }
 
+static LLVMValueRef splat_i64(em_t *e, LLVMValueRef x, int w)
+{
+    LLVMTypeRef vt = LLVMVectorType(e->i64, (unsigned)w);
+    LLVMValueRef v = LLVMBuildInsertElement(e->b, LLVMGetUndef(vt), x, LLVMConstInt(e->i32, 0, 0), "");
+    return LLVMBuildShuffleVector(e->b, v, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(e->i32, (unsigned)w)), "");
+}
+
+/* Causal (or full) attention of a block of QB query rows at once: every
+ * key row and value row loaded from cache feeds QB dot products or QB
+ * accumulators, instead of one (loads, not FMAs, bound the one-row form).
+ * Scores of masked keys become exact zeros after the exponential, so the
+ * value loop runs unmasked over the block's keys. */
 void kg_attention(kgen *k)
 {
     em_t *e = k->e;
@@ -205,29 +217,124 @@ void kg_attention(kgen *k)
         return;
     }
     int64_t T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3];
+    int vec = k->p->tiling.vec, QB = vec == 16 ? 4 : 2;
+    int64_t nch = D / vec, tail = D % vec, Tp = (T + vec - 1) / vec * vec;
     bool causal = a->iattr[0] != 0;
     qk_src q = source_of(k, a->in[0], T, D), kk = source_of(k, a->in[1], T, D);
     LLVMValueRef V = kg_ptr(k, a->in[2]), O = kg_ptr(k, k->gr->anchor);
-    attend_ctx c;
-    attend_init(k, &c, D);
-    em_loop litem, lj, lt;
+    LLVMTypeRef vt = em_vty(e, vec);
+    /* per block: rotated, scaled queries [QB][D]; per row accumulators */
+    LLVMValueRef qarr = em_alloca(e, LLVMArrayType(e->f32, (unsigned)(QB * D)), "qblk");
+    LLVMValueRef acc[8][64], accs[8][64], sumv[8], sums[8], maxs[8];
+    for (int r = 0; r < QB; r++) {
+        for (int64_t c = 0; c < nch; c++) acc[r][c] = em_alloca(e, vt, "acc");
+        for (int64_t c = 0; c < tail; c++) accs[r][c] = em_alloca(e, e->f32, "accs");
+        sumv[r] = em_alloca(e, vt, "sumv");
+        sums[r] = em_alloca(e, e->f32, "sums");
+        maxs[r] = em_alloca(e, e->f32, "max");
+    }
+    LLVMBasicBlockRef here = LLVMGetInsertBlock(e->b);
+    LLVMPositionBuilderAtEnd(e->b, e->entry);
+    LLVMValueRef zero2[2] = {em_i64(e, 0), em_i64(e, 0)};
+    LLVMValueRef qp = LLVMBuildGEP2(e->b, LLVMArrayType(e->f32, (unsigned)(QB * D)), qarr, zero2, 2, "");
+    LLVMPositionBuilderAtEnd(e->b, here);
+
+    em_loop litem, lj, lt, lk, lp, lv;
     LLVMValueRef item = em_for_begin(e, &litem, e->begin, e->end);
     LLVMValueRef b = LLVMBuildSDiv(e->b, item, em_i64(e, H), ""), h = LLVMBuildSRem(e->b, item, em_i64(e, H), "");
-    /* element (b, t, h, 0) of a [B,T,H,D] tensor */
     LLVMValueRef head0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T * H)), h), em_i64(e, D));
     #define ROW(tv) em_iadd(e, head0, em_imul(e, (tv), em_i64(e, H * D)))
-    LLVMValueRef Kb = call_malloc(e, T * D * 4);
-    c.S = call_malloc(e, T * 4);
+    LLVMValueRef Kb = call_malloc(e, T * D * 4), S = call_malloc(e, QB * Tp * 4);
     LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, T));
     load_row(k, &kk, ROW(j), j, D, 1.0, Kb, em_imul(e, j, em_i64(e, D)));
     em_for_end(e, &lj, em_i64(e, 1));
-    LLVMValueRef t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
-    load_row(k, &q, ROW(t), t, D, a->fattr[0], c.qp, em_i64(e, 0));
-    LLVMValueRef nkeys = causal ? em_iadd(e, t, em_i64(e, 1)) : em_i64(e, T);
-    attend(k, &c, D, Kb, em_i64(e, 0), D, V, head0, H * D, nkeys, O, ROW(t));
-    em_for_end(e, &lt, em_i64(e, 1));
+
+    LLVMValueRef t0 = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
+    /* rows past T repeat the last row: computed, never stored */
+    LLVMValueRef trow[8], nk[8];
+    for (int r = 0; r < QB; r++) {
+        LLVMValueRef tr = em_iadd(e, t0, em_i64(e, r));
+        LLVMValueRef in = LLVMBuildICmp(e->b, LLVMIntSLT, tr, em_i64(e, T), "");
+        trow[r] = LLVMBuildSelect(e->b, in, tr, em_i64(e, T - 1), "");
+        nk[r] = causal ? em_iadd(e, trow[r], em_i64(e, 1)) : em_i64(e, T);
+        load_row(k, &q, ROW(trow[r]), trow[r], D, a->fattr[0], qp, em_i64(e, r * D));
+        LLVMBuildStore(e->b, em_f32(e, -INFINITY), maxs[r]);
+    }
+    LLVMValueRef nkb = causal ? nk[QB - 1] : em_i64(e, T); /* keys any row of the block sees */
+    /* scores: each key row loaded once for the block */
+    j = em_for_begin(e, &lk, em_i64(e, 0), nkb);
+    LLVMValueRef koff = em_imul(e, j, em_i64(e, D));
+    LLVMValueRef kv[64], ks[64];
+    for (int64_t c = 0; c < nch; c++) kv[c] = em_load(e, Kb, em_iadd(e, koff, em_i64(e, c * vec)), vec);
+    for (int64_t c = 0; c < tail; c++) ks[c] = em_load(e, Kb, em_iadd(e, koff, em_i64(e, nch * vec + c)), 1);
+    for (int r = 0; r < QB; r++) {
+        LLVMValueRef dv = em_fw(e, 0, vec), ds = em_f32(e, 0);
+        for (int64_t c = 0; c < nch; c++) dv = em_fma(e, em_load(e, qp, em_i64(e, r * D + c * vec), vec), kv[c], dv);
+        for (int64_t c = 0; c < tail; c++) ds = em_fma(e, em_load(e, qp, em_i64(e, r * D + nch * vec + c), 1), ks[c], ds);
+        LLVMValueRef sc = em_add(e, em_hsum(e, dv, vec), ds);
+        /* keys after the row's own position do not count (causal) */
+        LLVMValueRef seen = LLVMBuildICmp(e->b, LLVMIntSLT, j, nk[r], "");
+        em_store(e, S, em_iadd(e, j, em_i64(e, r * Tp)), sc, 1);
+        LLVMValueRef m = LLVMBuildLoad2(e->b, e->f32, maxs[r], "");
+        LLVMBuildStore(e->b, LLVMBuildSelect(e->b, seen, em_intr2(e, "maxnum", sc, m), m, ""), maxs[r]);
+    }
+    em_for_end(e, &lk, em_i64(e, 1));
+    /* p = exp(s - max) for seen keys, exact zeros for the others; row sums */
+    LLVMValueRef vend = em_imul(e, LLVMBuildSDiv(e->b, nkb, em_i64(e, vec), ""), em_i64(e, vec));
+    for (int r = 0; r < QB; r++) {
+        LLVMValueRef mx = LLVMBuildLoad2(e->b, e->f32, maxs[r], ""), base = em_i64(e, r * Tp);
+        LLVMBuildStore(e->b, em_fw(e, 0, vec), sumv[r]);
+        LLVMBuildStore(e->b, em_f32(e, 0), sums[r]);
+        j = em_for_begin(e, &lp, em_i64(e, 0), vend);
+        LLVMValueRef pv = em_exp(e, LLVMBuildFSub(e->b, em_load(e, S, em_iadd(e, base, j), vec), em_splat(e, mx, vec), ""), vec);
+        LLVMValueRef idx[16];
+        for (int i = 0; i < vec; i++) idx[i] = LLVMConstInt(e->i64, (unsigned long long)i, 0);
+        LLVMValueRef jv = LLVMBuildAdd(e->b, splat_i64(e, j, vec), LLVMConstVector(idx, (unsigned)vec), "");
+        LLVMValueRef nkv = splat_i64(e, nk[r], vec);
+        pv = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, jv, nkv, ""), pv, em_fw(e, 0, vec), "");
+        em_store(e, S, em_iadd(e, base, j), pv, vec);
+        LLVMBuildStore(e->b, em_add(e, pv, LLVMBuildLoad2(e->b, vt, sumv[r], "")), sumv[r]);
+        em_for_end(e, &lp, em_i64(e, vec));
+        j = em_for_begin(e, &lp, vend, nkb);
+        LLVMValueRef ps = em_exp(e, LLVMBuildFSub(e->b, em_load(e, S, em_iadd(e, base, j), 1), mx, ""), 1);
+        ps = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, j, nk[r], ""), ps, em_f32(e, 0), "");
+        em_store(e, S, em_iadd(e, base, j), ps, 1);
+        LLVMBuildStore(e->b, em_add(e, ps, LLVMBuildLoad2(e->b, e->f32, sums[r], "")), sums[r]);
+        em_for_end(e, &lp, em_i64(e, 1));
+        for (int64_t c = 0; c < nch; c++) LLVMBuildStore(e->b, em_fw(e, 0, vec), acc[r][c]);
+        for (int64_t c = 0; c < tail; c++) LLVMBuildStore(e->b, em_f32(e, 0), accs[r][c]);
+    }
+    /* out = P V: each value row loaded once for the block */
+    j = em_for_begin(e, &lv, em_i64(e, 0), nkb);
+    LLVMValueRef voff = ROW(j);
+    for (int64_t c = 0; c < nch; c++) kv[c] = em_load(e, V, em_iadd(e, voff, em_i64(e, c * vec)), vec);
+    for (int64_t c = 0; c < tail; c++) ks[c] = em_load(e, V, em_iadd(e, voff, em_i64(e, nch * vec + c)), 1);
+    for (int r = 0; r < QB; r++) {
+        LLVMValueRef pj = em_load(e, S, em_iadd(e, j, em_i64(e, r * Tp)), 1), pjv = em_splat(e, pj, vec);
+        for (int64_t c = 0; c < nch; c++)
+            LLVMBuildStore(e->b, em_fma(e, pjv, kv[c], LLVMBuildLoad2(e->b, vt, acc[r][c], "")), acc[r][c]);
+        for (int64_t c = 0; c < tail; c++)
+            LLVMBuildStore(e->b, em_fma(e, pj, ks[c], LLVMBuildLoad2(e->b, e->f32, accs[r][c], "")), accs[r][c]);
+    }
+    em_for_end(e, &lv, em_i64(e, 1));
+    for (int r = 0; r < QB; r++) {
+        LLVMValueRef tr = em_iadd(e, t0, em_i64(e, r));
+        em_if store;
+        em_if_begin(e, &store, LLVMBuildICmp(e->b, LLVMIntSLT, tr, em_i64(e, T), ""));
+        LLVMValueRef inv = LLVMBuildFDiv(e->b, em_f32(e, 1.0),
+                                         em_add(e, em_hsum(e, LLVMBuildLoad2(e->b, vt, sumv[r], ""), vec),
+                                                LLVMBuildLoad2(e->b, e->f32, sums[r], "")), "");
+        LLVMValueRef ooff = ROW(tr);
+        for (int64_t c = 0; c < nch; c++)
+            em_store(e, O, em_iadd(e, ooff, em_i64(e, c * vec)),
+                     em_mul(e, LLVMBuildLoad2(e->b, vt, acc[r][c], ""), em_splat(e, inv, vec)), vec);
+        for (int64_t c = 0; c < tail; c++)
+            em_store(e, O, em_iadd(e, ooff, em_i64(e, nch * vec + c)), em_mul(e, LLVMBuildLoad2(e->b, e->f32, accs[r][c], ""), inv), 1);
+        em_if_end(e, &store);
+    }
+    em_for_end(e, &lt, em_i64(e, QB));
     call_free(e, Kb);
-    call_free(e, c.S);
+    call_free(e, S);
     em_for_end(e, &litem, em_i64(e, 1));
     #undef ROW
 }
