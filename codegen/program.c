@@ -132,8 +132,7 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
                 return n->loc ? lrc_err_prefix(err, "%s", n->loc) : LRC_EUSER;
             }
         }
-        if ((gr->kind == LRC_GROUP_ATTENTION && a->shape.dim[3] > 1024) ||
-            (gr->kind == LRC_GROUP_GEMM && t.mr * t.nv > 256)) {
+        if (gr->kind == LRC_GROUP_ATTENTION && a->shape.dim[3] > 1024) {
             lrc_program_free(p);
             lrc_err_set(err, "%s: head dimension %lld is over the 1024 the cpu kernels hold in registers",
                         lrc_op_name(a->op), (long long)a->shape.dim[3]);
