@@ -128,11 +128,12 @@ void kg_gemm(kgen *k)
     for (int i = 0; i < t->mr * t->nv; i++) acc[i] = em_alloca(e, em_vty(e, t->vec), "acc");
     em_loop li, lp, lm;
     LLVMValueRef item = em_for_begin(e, &li, e->begin, e->end);
-    /* Consecutive items (one thread's chunk) share the block of the larger
-     * operand, so it is read from memory once and then hit in cache: rows of
-     * X when X is larger, a block of weight panels when W is (an LM head). */
+    /* Consecutive items (one thread's chunk) share a block of X rows, so
+     * each thread sweeps the same mix of full and partial column blocks (an
+     * even split). A weight too large for the caches (an LM head) is swept
+     * the other way instead: each block of its panels read from memory once. */
     int64_t n_mb = (M + t->mc - 1) / t->mc;
-    bool w_major = N > M;
+    bool w_major = N * K * 4 > ((int64_t)16 << 20);
     LLVMValueRef mb = w_major ? LLVMBuildSRem(e->b, item, em_i64(e, n_mb), "") : LLVMBuildSDiv(e->b, item, em_i64(e, n_nb), "");
     LLVMValueRef nb = w_major ? LLVMBuildSDiv(e->b, item, em_i64(e, n_mb), "") : LLVMBuildSRem(e->b, item, em_i64(e, n_nb), "");
     LLVMValueRef m0 = em_imul(e, mb, em_i64(e, t->mc)), n0 = em_imul(e, nb, em_i64(e, t->nc));
