@@ -34,6 +34,7 @@ typedef struct lrc_gemm_tiling {
 /* A buffer the program uses besides the graph's nodes: packed weights. */
 typedef struct lrc_extra_buf {
     int of_node;   /* the PARAM it is derived from */
+    int panel;     /* columns per panel: NR, or vec for a two-matmul kernel */
     int64_t bytes;
 } lrc_extra_buf;
 
@@ -66,7 +67,8 @@ typedef struct lrc_program {
 int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling tiling, lrc_program *p,
                       lrc_err *err);
 void lrc_program_free(lrc_program *p);
-/* The extra buffer holding the packed form of weight node w, or -1. */
-int lrc_program_packed_of(const lrc_program *p, int w);
+/* The extra buffer holding weight node w packed in panels of `panel`
+ * columns, or -1. */
+int lrc_program_packed_of(const lrc_program *p, int w, int panel);
 
 #endif

@@ -13,10 +13,10 @@ static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 
 static int64_t rows_of(const lrc_shape *s) { return lrc_shape_numel(s) / (last_dim(s) ? last_dim(s) : 1); }
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-int lrc_program_packed_of(const lrc_program *p, int w)
+int lrc_program_packed_of(const lrc_program *p, int w, int panel)
 {
     for (int i = 0; i < p->n_extra; i++)
-        if (p->extra[i].of_node == w) return i;
+        if (p->extra[i].of_node == w && p->extra[i].panel == panel) return i;
     return -1;
 }
 
@@ -43,7 +43,7 @@ static bool renderable(const lrc_group *gr, const lrc_node *n, bool anchor)
     switch (gr->kind) {
     case LRC_GROUP_ELEMENTWISE: return f == LRC_FUSE_ELEMENTWISE;
     case LRC_GROUP_ROW: return anchor ? (n->op == LRC_OP_RMSNORM || n->op == LRC_OP_SOFTMAX) : f == LRC_FUSE_ELEMENTWISE;
-    case LRC_GROUP_GEMM: return anchor ? n->op == LRC_OP_MATMUL : f == LRC_FUSE_ELEMENTWISE;
+    case LRC_GROUP_GEMM: return n->op == LRC_OP_MATMUL || (!anchor && f == LRC_FUSE_ELEMENTWISE);
     case LRC_GROUP_ATTENTION: return anchor ? n->op == LRC_OP_ATTENTION || n->op == LRC_OP_KV_ATTENTION : n->op == LRC_OP_ROPE;
     case LRC_GROUP_OPAQUE: return n->op != LRC_OP_MATMUL && n->op != LRC_OP_ATTENTION && n->op != LRC_OP_KV_ATTENTION;
     default: return false;
@@ -83,7 +83,9 @@ static char *signature(const lrc_graph *g, const lrc_schedule *s, const lrc_prog
     sig[0] = 0;
     sig_add(&sig, &len, &cap, "%s|", k->group < 0 ? "pack" : lrc_group_kind_name(k->kind));
     for (int a = 0; a < k->n_args; a++) {
-        if (k->args[a] >= g->n_nodes) sig_add(&sig, &len, &cap, "x%lld,", (long long)p->extra[k->args[a] - g->n_nodes].bytes);
+        if (k->args[a] >= g->n_nodes)
+            sig_add(&sig, &len, &cap, "x%lld/%d,", (long long)p->extra[k->args[a] - g->n_nodes].bytes,
+                    p->extra[k->args[a] - g->n_nodes].panel);
         else sig_shape(&sig, &len, &cap, &g->nodes[k->args[a]]);
         sig_add(&sig, &len, &cap, ";");
     }
@@ -138,24 +140,30 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
                         lrc_op_name(a->op), (long long)a->shape.dim[3]);
             return a->loc ? lrc_err_prefix(err, "%s", a->loc) : LRC_EUSER;
         }
-        int packed = -1;
-        if (gr->kind == LRC_GROUP_GEMM) {
-            int w = s->buffer_of[a->in[1]];
-            packed = lrc_program_packed_of(p, w);
+        /* GEMM weights: packed once (when parameters) into panels; a kernel
+         * with two matmuls packs each in panels of one vector */
+        int packed[2] = {-1, -1}, wnode[2] = {-1, -1}, n_mm = 0;
+        if (gr->kind == LRC_GROUP_GEMM)
+            for (int j = 0; j < gr->n_nodes; j++)
+                if (g->nodes[gr->nodes[j]].op == LRC_OP_MATMUL && n_mm < 2) wnode[n_mm++] = s->buffer_of[g->nodes[gr->nodes[j]].in[1]];
+        int panel = n_mm == 2 ? t.vec : NR;
+        for (int m = 0; m < n_mm; m++) {
+            int w = wnode[m];
+            packed[m] = lrc_program_packed_of(p, w, panel);
             int64_t N = g->nodes[w].shape.dim[0], K = g->nodes[w].shape.dim[1];
             bool constant = g->nodes[w].op == LRC_OP_PARAM;
-            if (packed < 0 || !constant) {
+            if (packed[m] < 0 || !constant) {
                 p->extra = lrc_xrealloc(p->extra, (size_t)(p->n_extra + 1) * sizeof *p->extra);
-                p->extra[p->n_extra] = (lrc_extra_buf){w, cdiv(N, NR) * NR * K * 4};
-                packed = p->n_extra++;
+                p->extra[p->n_extra] = (lrc_extra_buf){w, panel, cdiv(N, panel) * panel * K * 4};
+                packed[m] = p->n_extra++;
                 lrc_kernel_desc *k = new_kernel(p);
-                snprintf(k->name, sizeof k->name, "pack%d", packed);
+                snprintf(k->name, sizeof k->name, "pack%d", packed[m]);
                 k->group = -1;
                 k->kind = LRC_GROUP_OPAQUE;
                 k->once = constant;
                 add_arg(k, w);
-                add_arg(k, g->n_nodes + packed);
-                k->n_items = cdiv(N, NR);
+                add_arg(k, g->n_nodes + packed[m]);
+                k->n_items = cdiv(N, panel);
                 k->bytes = 2 * buf_bytes(g, w);
             }
         }
@@ -164,8 +172,8 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
         k->group = gi;
         k->kind = gr->kind;
         for (int j = 0; j < gr->n_inputs; j++) {
-            int in = gr->inputs[j];
-            add_arg(k, packed >= 0 && in == s->buffer_of[a->in[1]] ? g->n_nodes + packed : in);
+            int in = gr->inputs[j], m = in == wnode[0] ? 0 : in == wnode[1] ? 1 : -1;
+            add_arg(k, m >= 0 ? g->n_nodes + packed[m] : in);
             k->bytes += buf_bytes(g, in);
         }
         for (int j = 0; j < gr->n_outputs; j++) {

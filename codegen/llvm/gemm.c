@@ -8,20 +8,32 @@
 
 static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
 
-/* The packed weight is the kernel argument that is not a graph node. */
-static LLVMValueRef packed_arg(kgen *k)
+/* The packed form of matmul node mm's weight: the argument that is an
+ * extra buffer derived from it. */
+static LLVMValueRef packed_arg(kgen *k, int mm)
 {
+    int w = k->s->buffer_of[k->g->nodes[mm].in[1]];
     for (int a = 0; a < k->k->n_args; a++)
-        if (k->k->args[a] >= k->g->n_nodes) return k->argp[a];
+        if (k->k->args[a] >= k->g->n_nodes && k->p->extra[k->k->args[a] - k->g->n_nodes].of_node == w) return k->argp[a];
     return NULL;
 }
+
+/* One or two matmuls of the same X: with two, each tile column block holds
+ * one vector of each (mm[0]'s then mm[1]'s), panels one vector wide. */
+typedef struct {
+    int n;          /* matmuls */
+    int mm[2];      /* their nodes, in graph order */
+    LLVMValueRef P[2];
+    int nv;         /* vectors per row per matmul */
+    int64_t NR;     /* output columns per tile */
+} gemm_shape;
 
 void kg_gemm_pack(kgen *k)
 {
     em_t *e = k->e;
     int w = k->k->args[0];
     int64_t N = k->g->nodes[w].shape.dim[0], K = k->g->nodes[w].shape.dim[1];
-    int64_t NR = k->p->tiling.vec * k->p->tiling.nv;
+    int64_t NR = k->p->extra[k->k->args[1] - k->g->n_nodes].panel;
     LLVMValueRef W = k->argp[0], P = k->argp[1];
     em_loop lp, lk, lj;
     LLVMValueRef p = em_for_begin(e, &lp, e->begin, e->end);
@@ -46,13 +58,13 @@ static LLVMValueRef imin(em_t *e, LLVMValueRef a, LLVMValueRef b)
 
 /* One MR x NR tile at rows i0.., panel columns p0..; `edge` tiles clamp rows
  * to M - 1 when loading and store only rows < m1 and columns < n1. */
-static void micro_tile(kgen *k, LLVMValueRef X, LLVMValueRef P, LLVMValueRef i0, LLVMValueRef p0, LLVMValueRef m1,
+static void micro_tile(kgen *k, LLVMValueRef X, const gemm_shape *gs, LLVMValueRef i0, LLVMValueRef p0, LLVMValueRef m1,
                        LLVMValueRef n1, int64_t M, int64_t N, int64_t K, LLVMValueRef *acc, bool edge)
 {
     em_t *e = k->e;
     const lrc_gemm_tiling *t = &k->p->tiling;
-    int MR = t->mr, NV = t->nv, VEC = t->vec;
-    int64_t NR = VEC * NV;
+    int MR = t->mr, VEC = t->vec, NW = gs->n, NV = gs->nv * NW; /* accumulator vectors per row */
+    int64_t NR = gs->NR;
     LLVMTypeRef vt = em_vty(e, VEC);
     LLVMValueRef rowoff[32];
     for (int r = 0; r < MR; r++) {
@@ -66,7 +78,8 @@ static void micro_tile(kgen *k, LLVMValueRef X, LLVMValueRef P, LLVMValueRef i0,
     LLVMValueRef kk = em_for_begin(e, &lk, em_i64(e, 0), em_i64(e, K));
     LLVMValueRef boff = em_iadd(e, bp, em_imul(e, kk, em_i64(e, NR)));
     LLVMValueRef bv[8];
-    for (int v = 0; v < NV; v++) bv[v] = em_load(e, P, em_iadd(e, boff, em_i64(e, v * VEC)), VEC);
+    for (int v = 0; v < NV; v++) /* weight v / nv, vector v % nv of its panel */
+        bv[v] = em_load(e, gs->P[v / gs->nv], em_iadd(e, boff, em_i64(e, (v % gs->nv) * VEC)), VEC);
     for (int r = 0; r < MR; r++) {
         LLVMValueRef a = em_splat(e, em_load(e, X, em_iadd(e, rowoff[r], kk), 1), VEC);
         for (int v = 0; v < NV; v++) {
@@ -76,17 +89,17 @@ static void micro_tile(kgen *k, LLVMValueRef X, LLVMValueRef P, LLVMValueRef i0,
     }
     em_for_end(e, &lk, em_i64(e, 1));
 
-    int anchor = k->gr->anchor;
     for (int r = 0; r < MR; r++) {
         LLVMValueRef row = em_iadd(e, i0, em_i64(e, r));
         em_if rok;
         if (edge) em_if_begin(e, &rok, LLVMBuildICmp(e->b, LLVMIntSLT, row, m1, ""));
-        for (int v = 0; v < NV; v++) {
+        for (int v = 0; v < gs->nv; v++) { /* output column vectors of the tile */
             LLVMValueRef col = em_iadd(e, p0, em_i64(e, v * VEC));
-            LLVMValueRef a = LLVMBuildLoad2(e->b, vt, acc[r * NV + v], "");
+            LLVMValueRef a[2];
+            for (int w = 0; w < NW; w++) a[w] = LLVMBuildLoad2(e->b, vt, acc[r * NV + w * gs->nv + v], "");
             if (!edge) {
                 kg_reset(k);
-                k->memo[anchor] = a;
+                for (int w = 0; w < NW; w++) k->memo[gs->mm[w]] = a[w];
                 kg_store_outputs(k, row, col, N, VEC);
                 continue;
             }
@@ -98,14 +111,15 @@ static void micro_tile(kgen *k, LLVMValueRef X, LLVMValueRef P, LLVMValueRef i0,
             LLVMBuildCondBr(e->b, is_full, then_full, else_part);
             LLVMPositionBuilderAtEnd(e->b, then_full);
             kg_reset(k);
-            k->memo[anchor] = a;
+            for (int w = 0; w < NW; w++) k->memo[gs->mm[w]] = a[w];
             kg_store_outputs(k, row, col, N, VEC);
             LLVMBuildBr(e->b, done);
             LLVMPositionBuilderAtEnd(e->b, else_part);
             em_loop lj;
             LLVMValueRef c = em_for_begin(e, &lj, col, imin(e, colend, n1));
             kg_reset(k);
-            k->memo[anchor] = LLVMBuildExtractElement(e->b, a, LLVMBuildTrunc(e->b, LLVMBuildSub(e->b, c, col, ""), e->i32, ""), "");
+            LLVMValueRef lane = LLVMBuildTrunc(e->b, LLVMBuildSub(e->b, c, col, ""), e->i32, "");
+            for (int w = 0; w < NW; w++) k->memo[gs->mm[w]] = LLVMBuildExtractElement(e->b, a[w], lane, "");
             kg_store_outputs(k, row, c, N, 1);
             em_for_end(e, &lj, em_i64(e, 1));
             LLVMBuildBr(e->b, done);
@@ -122,8 +136,14 @@ void kg_gemm(kgen *k)
     const lrc_gemm_tiling *t = &k->p->tiling;
     int64_t N = last_dim(&a->shape), M = lrc_shape_numel(&a->shape) / N;
     int64_t K = k->g->nodes[a->in[1]].shape.dim[1];
-    int64_t NR = t->vec * t->nv, n_nb = (N + t->nc - 1) / t->nc;
-    LLVMValueRef X = kg_ptr(k, a->in[0]), P = packed_arg(k);
+    gemm_shape gs = {0};
+    for (int j = 0; j < k->gr->n_nodes && gs.n < 2; j++)
+        if (k->g->nodes[k->gr->nodes[j]].op == LRC_OP_MATMUL) gs.mm[gs.n++] = k->gr->nodes[j];
+    for (int w = 0; w < gs.n; w++) gs.P[w] = packed_arg(k, gs.mm[w]);
+    gs.nv = gs.n == 2 ? 1 : t->nv;
+    gs.NR = t->vec * gs.nv;
+    int64_t NR = gs.NR, n_nb = (N + t->nc - 1) / t->nc;
+    LLVMValueRef X = kg_ptr(k, a->in[0]);
     LLVMValueRef acc[256];
     for (int i = 0; i < t->mr * t->nv; i++) acc[i] = em_alloca(e, em_vty(e, t->vec), "acc");
     em_loop li, lp, lm;
@@ -149,10 +169,10 @@ void kg_gemm(kgen *k)
     LLVMBasicBlockRef bd = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "tile_done");
     LLVMBuildCondBr(e->b, full, bf, be);
     LLVMPositionBuilderAtEnd(e->b, bf);
-    micro_tile(k, X, P, i0, p0, m1, n1, M, N, K, acc, false);
+    micro_tile(k, X, &gs, i0, p0, m1, n1, M, N, K, acc, false);
     LLVMBuildBr(e->b, bd);
     LLVMPositionBuilderAtEnd(e->b, be);
-    micro_tile(k, X, P, i0, p0, m1, n1, M, N, K, acc, true);
+    micro_tile(k, X, &gs, i0, p0, m1, n1, M, N, K, acc, true);
     LLVMBuildBr(e->b, bd);
     LLVMPositionBuilderAtEnd(e->b, bd);
     em_for_end(e, &lm, em_i64(e, t->mr));

@@ -10,6 +10,9 @@
  *     recomputed inside the consumer's group (a prologue of an elementwise
  *     or row group, or an input of a gemm epilogue), with matching shapes.
  *  4. RoPE whose value only feeds an attention's q or k runs inside it.
+ *  5. A matmul whose result only feeds the epilogue of another matmul of
+ *     the same input and weight shape runs in that kernel (SwiGLU's gate
+ *     and up: both tiles at once, the gate never stored).
  *
  * Views (reshape) alias their input and belong to no group. Every input of
  * an elementwise member must have the member's shape, be a vector along the
@@ -123,6 +126,40 @@ int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err)
         if (!ok) continue;
         s->group_of[id] = gc;
         pg[gc].size++;
+        pg[gi].size = 0;
+        pg[gi].dead = true;
+    }
+
+    /* rule 5: two matmuls of the same input and weight shape, the first
+     * one's value read only by the second one's epilogue (SwiGLU's gate and
+     * up), run as one kernel that computes both tiles side by side */
+    for (int gi = 0; gi < n_pg; gi++) {
+        if (pg[gi].dead || pg[gi].kind != LRC_GROUP_GEMM) continue;
+        const lrc_node *m1 = &g->nodes[pg[gi].anchor];
+        int target = -1, n_out = 0;
+        bool ok = true;
+        for (int id = 0; id < N && ok; id++) {
+            if (s->group_of[id] != gi) continue;
+            if (id != pg[gi].anchor && lrc_op_table[g->nodes[id].op].fusion != LRC_FUSE_ELEMENTWISE) ok = false;
+            bool outside = is_out[id];
+            for (int c = id + 1; c < N && ok; c++)
+                for (int k = 0; k < g->nodes[c].n_in; k++) {
+                    if (g->nodes[c].in[k] != id || s->group_of[c] == gi) continue;
+                    int gc = s->group_of[c];
+                    outside = true;
+                    if (gc < 0 || pg[gc].kind != LRC_GROUP_GEMM || c == pg[gc].anchor || (target >= 0 && gc != target)) ok = false;
+                    else target = gc;
+                }
+            n_out += outside;
+        }
+        if (!ok || target < 0 || n_out != 1) continue;
+        const lrc_node *m2 = &g->nodes[pg[target].anchor];
+        if (s->buffer_of[m1->in[0]] != s->buffer_of[m2->in[0]] ||
+            !lrc_shape_eq(&g->nodes[m1->in[1]].shape, &g->nodes[m2->in[1]].shape))
+            continue;
+        for (int id = 0; id < N; id++)
+            if (s->group_of[id] == gi) s->group_of[id] = target;
+        pg[target].size += pg[gi].size;
         pg[gi].size = 0;
         pg[gi].dead = true;
     }
