@@ -218,7 +218,9 @@ void kg_attention(kgen *k)
     }
     int64_t T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3];
     int vec = k->p->tiling.vec, QB = vec == 16 ? 4 : 2;
-    int64_t nch = D / vec, tail = D % vec, Tp = (T + vec - 1) / vec * vec;
+    /* keys padded to whole vectors plus one, so that rows of the transposed
+     * keys are not a power of two apart (they would share a few L1 sets) */
+    int64_t nch = D / vec, tail = D % vec, Tp = (T + vec - 1) / vec * vec + vec;
     bool causal = a->iattr[0] != 0;
     qk_src q = source_of(k, a->in[0], T, D), kk = source_of(k, a->in[1], T, D);
     LLVMValueRef V = kg_ptr(k, a->in[2]), O = kg_ptr(k, k->gr->anchor);
@@ -244,10 +246,16 @@ void kg_attention(kgen *k)
     LLVMValueRef b = LLVMBuildSDiv(e->b, item, em_i64(e, H), ""), h = LLVMBuildSRem(e->b, item, em_i64(e, H), "");
     LLVMValueRef head0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T * H)), h), em_i64(e, D));
     #define ROW(tv) em_iadd(e, head0, em_imul(e, (tv), em_i64(e, H * D)))
-    LLVMValueRef Kb = call_malloc(e, T * D * 4), S = call_malloc(e, QB * Tp * 4);
+    /* keys rotated once per item, stored transposed: Kt[d * Tp + j] */
+    LLVMValueRef Kt = call_malloc(e, D * Tp * 4), S = call_malloc(e, QB * Tp * 4);
+    LLVMValueRef krow = em_alloca(e, LLVMArrayType(e->f32, (unsigned)D), "krow");
+    LLVMValueRef kp = LLVMBuildGEP2(e->b, LLVMArrayType(e->f32, (unsigned)D), krow, zero2, 2, "");
     LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, T));
-    load_row(k, &kk, ROW(j), j, D, 1.0, Kb, em_imul(e, j, em_i64(e, D)));
+    load_row(k, &kk, ROW(j), j, D, 1.0, kp, em_i64(e, 0));
+    for (int64_t d = 0; d < D; d++) em_store(e, Kt, em_iadd(e, j, em_i64(e, d * Tp)), em_load(e, kp, em_i64(e, d), 1), 1);
     em_for_end(e, &lj, em_i64(e, 1));
+    for (int64_t d = 0; d < D; d++) /* padding keys: zeros, so their unused scores stay finite */
+        for (int64_t jj = T; jj < Tp; jj++) em_store(e, Kt, em_i64(e, d * Tp + jj), em_f32(e, 0), 1);
 
     LLVMValueRef t0 = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
     /* rows past T repeat the last row: computed, never stored */
@@ -261,50 +269,49 @@ void kg_attention(kgen *k)
         LLVMBuildStore(e->b, em_f32(e, -INFINITY), maxs[r]);
     }
     LLVMValueRef nkb = causal ? nk[QB - 1] : em_i64(e, T); /* keys any row of the block sees */
-    /* scores: each key row loaded once for the block */
+    /* scores, a vector of keys at a time for every row of the block: one
+     * transposed key load feeds QB FMAs, no horizontal sums */
     j = em_for_begin(e, &lk, em_i64(e, 0), nkb);
-    LLVMValueRef koff = em_imul(e, j, em_i64(e, D));
-    LLVMValueRef kv[64], ks[64];
-    for (int64_t c = 0; c < nch; c++) kv[c] = em_load(e, Kb, em_iadd(e, koff, em_i64(e, c * vec)), vec);
-    for (int64_t c = 0; c < tail; c++) ks[c] = em_load(e, Kb, em_iadd(e, koff, em_i64(e, nch * vec + c)), 1);
-    for (int r = 0; r < QB; r++) {
-        LLVMValueRef dv = em_fw(e, 0, vec), ds = em_f32(e, 0);
-        for (int64_t c = 0; c < nch; c++) dv = em_fma(e, em_load(e, qp, em_i64(e, r * D + c * vec), vec), kv[c], dv);
-        for (int64_t c = 0; c < tail; c++) ds = em_fma(e, em_load(e, qp, em_i64(e, r * D + nch * vec + c), 1), ks[c], ds);
-        LLVMValueRef sc = em_add(e, em_hsum(e, dv, vec), ds);
-        /* keys after the row's own position do not count (causal) */
-        LLVMValueRef seen = LLVMBuildICmp(e->b, LLVMIntSLT, j, nk[r], "");
-        em_store(e, S, em_iadd(e, j, em_i64(e, r * Tp)), sc, 1);
-        LLVMValueRef m = LLVMBuildLoad2(e->b, e->f32, maxs[r], "");
-        LLVMBuildStore(e->b, LLVMBuildSelect(e->b, seen, em_intr2(e, "maxnum", sc, m), m, ""), maxs[r]);
+    LLVMValueRef sv[8];
+    for (int r = 0; r < QB; r++) sv[r] = em_fw(e, 0, vec);
+    for (int64_t d = 0; d < D; d++) {
+        LLVMValueRef kd = em_load(e, Kt, em_iadd(e, j, em_i64(e, d * Tp)), vec);
+        for (int r = 0; r < QB; r++) sv[r] = em_fma(e, em_splat(e, em_load(e, qp, em_i64(e, r * D + d), 1), vec), kd, sv[r]);
     }
-    em_for_end(e, &lk, em_i64(e, 1));
-    /* p = exp(s - max) for seen keys, exact zeros for the others; row sums */
-    LLVMValueRef vend = em_imul(e, LLVMBuildSDiv(e->b, nkb, em_i64(e, vec), ""), em_i64(e, vec));
+    for (int r = 0; r < QB; r++) em_store(e, S, em_iadd(e, j, em_i64(e, r * Tp)), sv[r], vec);
+    em_for_end(e, &lk, em_i64(e, vec));
+    LLVMValueRef idxv[16];
+    for (int i = 0; i < vec; i++) idxv[i] = LLVMConstInt(e->i64, (unsigned long long)i, 0);
+    /* each row's max over the keys it sees */
+    for (int r = 0; r < QB; r++) {
+        LLVMValueRef mv = em_alloca(e, vt, "maxv");
+        LLVMBuildStore(e->b, em_fw(e, -INFINITY, vec), mv);
+        j = em_for_begin(e, &lk, em_i64(e, 0), nk[r]);
+        LLVMValueRef jv = LLVMBuildAdd(e->b, splat_i64(e, j, vec), LLVMConstVector(idxv, (unsigned)vec), "");
+        LLVMValueRef seen = LLVMBuildICmp(e->b, LLVMIntSLT, jv, splat_i64(e, nk[r], vec), "");
+        LLVMValueRef x = LLVMBuildSelect(e->b, seen, em_load(e, S, em_iadd(e, j, em_i64(e, r * Tp)), vec), em_fw(e, -INFINITY, vec), "");
+        LLVMBuildStore(e->b, em_intr2(e, "maxnum", x, LLVMBuildLoad2(e->b, vt, mv, "")), mv);
+        em_for_end(e, &lk, em_i64(e, vec));
+        LLVMBuildStore(e->b, em_hmax(e, LLVMBuildLoad2(e->b, vt, mv, ""), vec), maxs[r]);
+    }
+    /* p = exp(s - max) for seen keys, exact zeros for the others (S rows
+     * are padded to whole vectors); row sums */
     for (int r = 0; r < QB; r++) {
         LLVMValueRef mx = LLVMBuildLoad2(e->b, e->f32, maxs[r], ""), base = em_i64(e, r * Tp);
         LLVMBuildStore(e->b, em_fw(e, 0, vec), sumv[r]);
         LLVMBuildStore(e->b, em_f32(e, 0), sums[r]);
-        j = em_for_begin(e, &lp, em_i64(e, 0), vend);
+        j = em_for_begin(e, &lp, em_i64(e, 0), nkb);
         LLVMValueRef pv = em_exp(e, LLVMBuildFSub(e->b, em_load(e, S, em_iadd(e, base, j), vec), em_splat(e, mx, vec), ""), vec);
-        LLVMValueRef idx[16];
-        for (int i = 0; i < vec; i++) idx[i] = LLVMConstInt(e->i64, (unsigned long long)i, 0);
-        LLVMValueRef jv = LLVMBuildAdd(e->b, splat_i64(e, j, vec), LLVMConstVector(idx, (unsigned)vec), "");
-        LLVMValueRef nkv = splat_i64(e, nk[r], vec);
-        pv = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, jv, nkv, ""), pv, em_fw(e, 0, vec), "");
+        LLVMValueRef jv = LLVMBuildAdd(e->b, splat_i64(e, j, vec), LLVMConstVector(idxv, (unsigned)vec), "");
+        pv = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, jv, splat_i64(e, nk[r], vec), ""), pv, em_fw(e, 0, vec), "");
         em_store(e, S, em_iadd(e, base, j), pv, vec);
         LLVMBuildStore(e->b, em_add(e, pv, LLVMBuildLoad2(e->b, vt, sumv[r], "")), sumv[r]);
         em_for_end(e, &lp, em_i64(e, vec));
-        j = em_for_begin(e, &lp, vend, nkb);
-        LLVMValueRef ps = em_exp(e, LLVMBuildFSub(e->b, em_load(e, S, em_iadd(e, base, j), 1), mx, ""), 1);
-        ps = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, j, nk[r], ""), ps, em_f32(e, 0), "");
-        em_store(e, S, em_iadd(e, base, j), ps, 1);
-        LLVMBuildStore(e->b, em_add(e, ps, LLVMBuildLoad2(e->b, e->f32, sums[r], "")), sums[r]);
-        em_for_end(e, &lp, em_i64(e, 1));
         for (int64_t c = 0; c < nch; c++) LLVMBuildStore(e->b, em_fw(e, 0, vec), acc[r][c]);
         for (int64_t c = 0; c < tail; c++) LLVMBuildStore(e->b, em_f32(e, 0), accs[r][c]);
     }
     /* out = P V: each value row loaded once for the block */
+    LLVMValueRef kv[64], ks[64];
     j = em_for_begin(e, &lv, em_i64(e, 0), nkb);
     LLVMValueRef voff = ROW(j);
     for (int64_t c = 0; c < nch; c++) kv[c] = em_load(e, V, em_iadd(e, voff, em_i64(e, c * vec)), vec);
@@ -333,7 +340,7 @@ void kg_attention(kgen *k)
         em_if_end(e, &store);
     }
     em_for_end(e, &lt, em_i64(e, QB));
-    call_free(e, Kb);
+    call_free(e, Kt);
     call_free(e, S);
     em_for_end(e, &litem, em_i64(e, 1));
     #undef ROW
