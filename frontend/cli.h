@@ -75,6 +75,20 @@ typedef struct cli_args {
 int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *opts, const char *help,
                    bool need_model, cli_args *a);
 
+/* The options and help lines every model command shares. */
+#define MODEL_OPTS                                                                                   \
+    {"preset", required_argument, 0, OPT_PRESET}, {"set", required_argument, 0, OPT_SET},              \
+    {"help", no_argument, 0, OPT_HELP}
+
+#define MODEL_HELP                                                                                   \
+    "  --preset P        a preset of the model (e.g. 60m, tiny)\n"                                   \
+    "  --set KEY=VALUE   override one config key (repeatable; after the preset)\n"
+
+/* For commands that run MODEL or PKG on the cpu target: checks that the
+ * option `need` (its value given as `have`) and, for a model, --weights are
+ * there and that the target is cpu. Returns -1 to go on, else EXIT_USAGE. */
+int cli_check_run_args(const char *cmd, const cli_args *a, const char *need, bool have);
+
 int cmd_inspect(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 int cmd_init(int argc, char **argv);

@@ -188,9 +188,7 @@ done:
 
 int cmd_compile(int argc, char **argv)
 {
-    static const struct option opts[] = {{"preset", required_argument, 0, OPT_PRESET},
-                                         {"set", required_argument, 0, OPT_SET},
-                                         {"help", no_argument, 0, OPT_HELP},
+    static const struct option opts[] = {MODEL_OPTS,
                                          {"target", required_argument, 0, OPT_TARGET},
                                          {"weights", required_argument, 0, OPT_WEIGHTS},
                                          {"batch", required_argument, 0, OPT_BATCH},

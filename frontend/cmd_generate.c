@@ -47,9 +47,7 @@ static int sample(const float *logits, int64_t V, double temperature, int64_t to
 
 int cmd_generate(int argc, char **argv)
 {
-    static const struct option opts[] = {{"preset", required_argument, 0, OPT_PRESET},
-                                         {"set", required_argument, 0, OPT_SET},
-                                         {"help", no_argument, 0, OPT_HELP},
+    static const struct option opts[] = {MODEL_OPTS,
                                          {"weights", required_argument, 0, OPT_WEIGHTS},
                                          {"prompt", required_argument, 0, OPT_PROMPT},
                                          {"tokens", required_argument, 0, OPT_NEW},
@@ -76,15 +74,8 @@ int cmd_generate(int argc, char **argv)
     cli_args a;
     int rc = cli_parse_args("generate", argc, argv, opts, help, true, &a);
     if (rc >= 0) goto out;
+    if ((rc = cli_check_run_args("generate", &a, "--prompt", a.prompt != NULL)) >= 0) goto out;
     bool pkg = lrc_package_is(a.m.model);
-    if (!a.prompt || (!pkg && !a.weights)) {
-        rc = cli_usage_error("generate", pkg ? "needs --prompt" : "needs --weights and --prompt");
-        goto out;
-    }
-    if (strcmp(a.target, "ref") && strcmp(a.target, "cpu")) {
-        rc = cli_usage_error("generate", "--target %s: generation runs on the cpu target", a.target);
-        goto out;
-    }
     int64_t P = (int64_t)strlen(a.prompt), N = a.new_tokens >= 0 ? a.new_tokens : 100;
     lrc_err err;
     cli_engine e;

@@ -40,9 +40,7 @@ static int aggregate(const lrc_plan *p, const double *ns, const int64_t *calls, 
 
 int cmd_profile(int argc, char **argv)
 {
-    static const struct option opts[] = {{"preset", required_argument, 0, OPT_PRESET},
-                                         {"set", required_argument, 0, OPT_SET},
-                                         {"help", no_argument, 0, OPT_HELP},
+    static const struct option opts[] = {MODEL_OPTS,
                                          {"weights", required_argument, 0, OPT_WEIGHTS},
                                          {"input", required_argument, 0, OPT_INPUT},
                                          {"target", required_argument, 0, OPT_TARGET},
@@ -61,15 +59,7 @@ int cmd_profile(int argc, char **argv)
     cli_args a;
     int rc = cli_parse_args("profile", argc, argv, opts, help, true, &a);
     if (rc >= 0) goto out;
-    bool pkg = lrc_package_is(a.m.model);
-    if (!a.input || (!pkg && !a.weights)) {
-        rc = cli_usage_error("profile", pkg ? "needs --input" : "needs --weights and --input");
-        goto out;
-    }
-    if (strcmp(a.target, "ref") && strcmp(a.target, "cpu")) {
-        rc = cli_usage_error("profile", "--target %s: this build profiles the cpu target", a.target);
-        goto out;
-    }
+    if ((rc = cli_check_run_args("profile", &a, "--input", a.input != NULL)) >= 0) goto out;
     const char *trace = a.out ? a.out : "lrc-trace.json";
     int64_t repeat = a.repeat > 0 ? a.repeat : 10;
     lrc_err err;

@@ -10,14 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-#define MODEL_OPTS                                                                                   \
-    {"preset", required_argument, 0, OPT_PRESET}, {"set", required_argument, 0, OPT_SET},              \
-    {"help", no_argument, 0, OPT_HELP}
-
-#define MODEL_HELP                                                                                   \
-    "  --preset P        a preset of the model (e.g. 60m, tiny)\n"                                   \
-    "  --set KEY=VALUE   override one config key (repeatable; after the preset)\n"
-
 static double now_s(void)
 {
     struct timespec t;

@@ -156,6 +156,16 @@ int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *
     return -1;
 }
 
+int cli_check_run_args(const char *cmd, const cli_args *a, const char *need, bool have)
+{
+    bool pkg = lrc_package_is(a->m.model);
+    if (!have || (!pkg && !a->weights))
+        return pkg ? cli_usage_error(cmd, "needs %s", need) : cli_usage_error(cmd, "needs --weights and %s", need);
+    if (strcmp(a->target, "ref") && strcmp(a->target, "cpu"))
+        return cli_usage_error(cmd, "--target %s: %s runs on the cpu target", a->target, cmd);
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {

@@ -30,6 +30,21 @@ static int copy_outputs(lrc_graph *ng, const lrc_graph *g, const int *map, lrc_e
     return LRC_OK;
 }
 
+/* Ends a rewrite of *gp into ng (nodes renamed by map): the outputs carry
+ * over and ng replaces *gp, or on failure ng is dropped. Frees map. */
+static int finish(lrc_graph **gp, lrc_graph *ng, int *map, int rc, lrc_err *err)
+{
+    if (!rc) rc = copy_outputs(ng, *gp, map, err);
+    free(map);
+    if (rc) {
+        lrc_graph_free(ng);
+        return rc;
+    }
+    lrc_graph_free(*gp);
+    *gp = ng;
+    return LRC_OK;
+}
+
 /* A new constant: the tensor goes into ctx->consts, a PARAM names it. */
 static int add_const(lrc_graph *ng, lrc_pass_ctx *ctx, lrc_tensor *t, const char *loc, lrc_err *err)
 {
@@ -231,15 +246,8 @@ int lrc_pass_fold_gains(lrc_graph **gp, lrc_pass_ctx *ctx, lrc_err *err)
         }
         map[id] = nid;
     }
-    if (!rc) rc = copy_outputs(ng, g, map, err);
     uses_free(&u);
-    free(map);
-    if (rc) {
-        lrc_graph_free(ng);
-        return rc;
-    }
-    lrc_graph_free(g);
-    *gp = ng;
+    if ((rc = finish(gp, ng, map, rc, err))) return rc;
     return lrc_pass_dce(gp, ctx, err); /* the scales folded away are dead now */
 }
 
@@ -294,16 +302,8 @@ int lrc_pass_cse(lrc_graph **gp, lrc_pass_ctx *ctx, lrc_err *err)
         if ((map[id] = lrc_graph_add(ng, &p, err)) < 0) rc = LRC_EUSER;
         else table[slot] = map[id];
     }
-    if (!rc) rc = copy_outputs(ng, g, map, err);
     free(table);
-    free(map);
-    if (rc) {
-        lrc_graph_free(ng);
-        return rc;
-    }
-    lrc_graph_free(g);
-    *gp = ng;
-    return LRC_OK;
+    return finish(gp, ng, map, rc, err);
 }
 
 /* ---- DCE --------------------------------------------------------------- */
@@ -325,16 +325,8 @@ int lrc_pass_dce(lrc_graph **gp, lrc_pass_ctx *ctx, lrc_err *err)
         if (live[id] || g->nodes[id].op == LRC_OP_INPUT)
             if ((map[id] = copy_node(ng, &g->nodes[id], map, err)) < 0) rc = LRC_EUSER;
     }
-    if (!rc) rc = copy_outputs(ng, g, map, err);
     free(live);
-    free(map);
-    if (rc) {
-        lrc_graph_free(ng);
-        return rc;
-    }
-    lrc_graph_free(g);
-    *gp = ng;
-    return LRC_OK;
+    return finish(gp, ng, map, rc, err);
 }
 
 /* ---- the pipeline ------------------------------------------------------ */

@@ -3,6 +3,7 @@
  * and odd shapes (not multiples of the vector width, the GEMM micro-tile or
  * its blocks), with guard bytes after every input, parameter and output
  * buffer to catch out-of-bounds writes (ggml's test-backend-ops pattern). */
+#include "check.h"
 #include "frontend/compile.h"
 
 #include <math.h>
@@ -12,7 +13,6 @@
 #define GUARD 256
 #define GUARD_BYTE 0x5A
 
-static int passed, failed;
 
 typedef int (*build_fn)(lrc_graph *g, const int64_t *d);
 

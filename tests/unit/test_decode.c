@@ -3,6 +3,7 @@
  * (tests/fixtures/llama/CASE, every placement), within 1e-5: on the
  * reference backend and compiled for the cpu target.
  * Usage: test_decode MODEL.lua FIXTURE_DIR... */
+#include "check.h"
 #include "frontend/compile.h"
 #include "frontend/lrc_frontend.h"
 
@@ -10,22 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int passed, failed;
-
-static int read_sets(const char *dir, char sets[][128], char **argv, int max)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/config.txt", dir);
-    FILE *f = fopen(path, "r");
-    int n = 0;
-    while (f && n < max && fgets(sets[n], 128, f)) {
-        sets[n][strcspn(sets[n], "\n")] = 0;
-        argv[n] = sets[n];
-        if (sets[n][0]) n++;
-    }
-    if (f) fclose(f);
-    return n;
-}
 
 /* Relative error of logits for position t (all batch rows) against want[B,T,V]. */
 static double step_err(const float *got, const lrc_tensor *want, int64_t t)
@@ -44,7 +29,7 @@ static double step_err(const float *got, const lrc_tensor *want, int64_t t)
 static void run_case(const char *model, const char *dir, bool compiled)
 {
     char sets[32][128], path[1024], *argv[32];
-    int n_sets = read_sets(dir, sets, argv, 32);
+    int n_sets = read_config_sets(dir, sets, argv, 32);
     lrc_err err;
     lrc_model m = {0};
     lrc_graph *g = lrc_graph_new();

@@ -1,21 +1,10 @@
 /* test_ir — the op table, shape rules, the verifier and the printer. */
+#include "check.h"
 #include "ir/lrc_ir.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                   \
-    do {                                                   \
-        if (cond) passed++;                                \
-        else {                                             \
-            failed++;                                      \
-            printf("FAIL line %d: ", __LINE__);            \
-            printf(__VA_ARGS__);                           \
-            printf("\n");                                  \
-        }                                                  \
-    } while (0)
 
 static lrc_shape S(int nd, ...)
 {

@@ -4,6 +4,7 @@
  * pattern). Usage: test_ops BACKEND FIXTURE.safetensors...
  * A fixture holds in0, in1, ... and out, and "__metadata__" with the op name
  * and its attributes as strings. */
+#include "check.h"
 #include "runtime/lrc_runtime.h"
 
 #include <cjson/cJSON.h>
@@ -14,7 +15,6 @@
 #define GUARD 64
 #define GUARD_BYTE 0xA5
 
-static int passed, failed;
 
 /* Fills proto's attributes from the fixture's metadata by op-table names. */
 static int read_attrs(const char *meta, lrc_node *proto, char *opname, size_t n)

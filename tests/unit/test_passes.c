@@ -5,6 +5,7 @@
  * multiplication by a norm weight is left in LayerRoPE and Pre-Norm models,
  * and a LayerRoPE model has exactly as many kernels as its Pre-Norm twin.
  * Usage: test_passes MODEL.lua FIXTURE_DIR... */
+#include "check.h"
 #include "frontend/lrc_frontend.h"
 #include "ir/passes/lrc_passes.h"
 #include "runtime/lrc_runtime.h"
@@ -13,9 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                        \
+#define CHECK_IN(cond, ...)                        \
     do {                                        \
         if (cond) passed++;                     \
         else {                                  \
@@ -25,21 +24,6 @@ static int passed, failed;
             printf("\n");                       \
         }                                       \
     } while (0)
-
-/* config.txt lines become --set arguments. */
-static int read_sets(const char *dir, char sets[][128], int max)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/config.txt", dir);
-    FILE *f = fopen(path, "r");
-    int n = 0;
-    while (f && n < max && fgets(sets[n], 128, f)) {
-        sets[n][strcspn(sets[n], "\n")] = 0;
-        if (sets[n][0]) n++;
-    }
-    if (f) fclose(f);
-    return n;
-}
 
 static double rel_err(const lrc_tensor *a, const lrc_tensor *b)
 {
@@ -88,8 +72,7 @@ static void run_case(const char *model, const char *dir)
 {
     char sets[32][128], path[1024];
     char *argv[32];
-    int n_sets = read_sets(dir, sets, 32);
-    for (int i = 0; i < n_sets; i++) argv[i] = sets[i];
+    int n_sets = read_config_sets(dir, sets, argv, 32);
     lrc_err err;
     lrc_model m = {0};
     lrc_graph *g = lrc_graph_new();
@@ -108,15 +91,15 @@ static void run_case(const char *model, const char *dir)
         lrc_model_build(&m, tok->shape.dim[0], tok->shape.dim[1], g, &err) ||
         lrc_safetensors_load(path, &wfile, &err) || lrc_params_bind(g, &wfile, path, &params, &err) ||
         lrc_exec_run(be, g, &in, &params, &out_a, &err)) {
-        CHECK(0, "setup: %s", err.msg);
+        CHECK_IN(0, "setup: %s", err.msg);
         goto done;
     }
     lrc_pass_ctx ctx = {&params};
-    CHECK(!lrc_passes_run(&g, &ctx, NULL, &err), "passes: %s", err.msg);
-    CHECK(!lrc_exec_run(be, g, &in, &params, &out_b, &err), "optimised run: %s", err.msg);
+    CHECK_IN(!lrc_passes_run(&g, &ctx, NULL, &err), "passes: %s", err.msg);
+    CHECK_IN(!lrc_exec_run(be, g, &in, &params, &out_b, &err), "optimised run: %s", err.msg);
     if (out_b.n == 1) {
         double rel = rel_err(out_b.items[0], out_a.items[0]);
-        CHECK(rel <= 1e-5, "optimised logits differ: relative error %.3e", rel);
+        CHECK_IN(rel <= 1e-5, "optimised logits differ: relative error %.3e", rel);
         printf("  %-28s optimised vs unoptimised logits: relative error %.2e\n", strrchr(dir, '/') + 1, rel);
     }
     bool layerrope = false, pre_like = false;
@@ -133,12 +116,12 @@ static void run_case(const char *model, const char *dir)
         int L = 0;
         for (int i = 0; i < n_sets; i++)
             if (!strncmp(sets[i], "n_layers=", 9)) L = atoi(sets[i] + 9);
-        CHECK(gains == 0 && muls == L, "after folding: %d depth_gain, %d mul (want 0 and %d)", gains, muls, L);
+        CHECK_IN(gains == 0 && muls == L, "after folding: %d depth_gain, %d mul (want 0 and %d)", gains, muls, L);
     }
     if (layerrope) {
         int k_lr = kernels_with(model, sets, n_sets, "layerrope", 2, 5, 3);
         int k_pre = kernels_with(model, sets, n_sets, "pre", 2, 5, 3);
-        CHECK(k_lr > 0 && k_lr == k_pre, "kernels: layerrope %d, pre %d", k_lr, k_pre);
+        CHECK_IN(k_lr > 0 && k_lr == k_pre, "kernels: layerrope %d, pre %d", k_lr, k_pre);
     }
 done:
     lrc_backend_close(be);

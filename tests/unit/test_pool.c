@@ -4,6 +4,7 @@
  * counts. Run it under -fsanitize=thread too: the pool's memory ordering is
  * what keeps the plain writes below race-free. */
 #define _GNU_SOURCE
+#include "check.h"
 #include "runtime/lrc_runtime.h"
 
 #include <stdlib.h>
@@ -11,18 +12,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                   \
-    do {                                                   \
-        if (cond) passed++;                                \
-        else {                                             \
-            failed++;                                      \
-            printf("FAIL line %d: ", __LINE__);            \
-            printf(__VA_ARGS__);                           \
-            printf("\n");                                  \
-        }                                                  \
-    } while (0)
 
 static double now_us(void)
 {

@@ -4,6 +4,7 @@
  * (right error, file name first, nothing left in the set). Runs under
  * AddressSanitizer/LeakSanitizer in CI, so everything allocated is freed and
  * corrupt inputs live in exact-size heap buffers (an overread is caught). */
+#include "check.h"
 #include "runtime/lrc_runtime.h"
 
 #include <cjson/cJSON.h>
@@ -14,18 +15,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                        \
-    do {                                        \
-        if (cond) passed++;                     \
-        else {                                  \
-            failed++;                           \
-            printf("FAIL line %d: ", __LINE__); \
-            printf(__VA_ARGS__);                \
-            printf("\n");                       \
-        }                                       \
-    } while (0)
 
 static uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
