@@ -393,7 +393,8 @@ int cmd_demo(int argc, char **argv)
         "usage: lrc demo [--preset P] [--set KEY=VALUE]... [--seed N] [--prompt TEXT]\n"
         "\n"
         "Builds the built-in LayerRoPE LLaMA (preset small unless given), initialises\n"
-        "it from the seed, runs it on the prompt's bytes and prints a summary.\n"
+        "it from the seed, runs it on the prompt's bytes with the reference backend and\n"
+        "compiled for this CPU, and prints a summary.\n"
         "\n" MODEL_HELP
         "  --seed N          random seed (default 0)\n"
         "  --prompt TEXT     input text, one token per byte\n";
@@ -439,28 +440,75 @@ int cmd_demo(int argc, char **argv)
         cli_user_error(&err);
     } else {
         t2 = now_s();
-        const float *lg = outs.items[0]->data;
-        double loss = 0, bwd, fwd = lrc_graph_flops(g, &bwd);
-        int correct = 0;
-        for (int64_t t = 0; t + 1 < T; t++) {
-            const float *row = lg + t * vocab;
-            double mx = row[0], sum = 0;
-            int64_t best = 0;
-            for (int64_t v = 1; v < vocab; v++)
-                if (row[v] > mx) { mx = row[v]; best = v; }
-            for (int64_t v = 0; v < vocab; v++) sum += exp((double)row[v] - mx);
-            loss += mx + log(sum) - row[(uint8_t)prompt[t + 1]];
-            correct += best == (uint8_t)prompt[t + 1];
+        double bwd, fwd = lrc_graph_flops(g, &bwd);
+        int64_t n_params = lrc_graph_param_count(g);
+        int n_nodes = g->n_nodes;
+        /* the same model compiled for this CPU, weights folded in */
+        lrc_graph *g2 = lrc_graph_new();
+        lrc_tensor_set consts, outs2;
+        lrc_tensor_set_init(&consts);
+        lrc_tensor_set_init(&outs2);
+        lrc_compiled c;
+        memset(&c, 0, sizeof c);
+        lrc_pool *pool = NULL;
+        lrc_exec *x = NULL;
+        double t3 = now_s(), t4 = 0, t5 = 0;
+        int crc = lrc_model_build(&m, 1, T, g2, &err);
+        for (int i = 0; i < params.n && !crc; i++) {
+            lrc_tensor *copy = lrc_tensor_new(params.items[i]->name, LRC_F32, &params.items[i]->shape, &err);
+            memcpy(copy->data, params.items[i]->data, copy->nbytes);
+            crc = lrc_tensor_set_add(&consts, copy, &err);
         }
-        printf("lrc demo: %s, preset %s, norm layerrope, seed %lld\n", m.path, a.m.preset, (long long)a.seed);
-        printf("  parameters        %lld\n", (long long)lrc_graph_param_count(g));
-        printf("  graph             %d nodes, built in %.1f ms\n", g->n_nodes, 1e3 * (t1 - t0));
-        printf("  forward (ref)     %lld tokens in %.1f ms, %.2f GFLOP/s\n", (long long)T, 1e3 * (t2 - t1),
-               fwd / (t2 - t1) / 1e9);
-        printf("  next-byte loss    %.4f nats (untrained; ln %lld = %.4f)\n", loss / (double)(T - 1),
-               (long long)vocab, log((double)vocab));
-        printf("  argmax correct    %d of %lld\n", correct, (long long)(T - 1));
-        rc = 0;
+        if (!crc) crc = lrc_compile_graph(g2, &consts, &c, &err);
+        else lrc_graph_free(g2);
+        if (!crc && !(pool = lrc_pool_new(lrc_pool_default_threads(), &err))) crc = LRC_EUSER;
+        if (!crc) crc = lrc_exec_new(&c.plan, pool, &x, &err);
+        if (!crc) crc = lrc_exec_bind_params(x, &consts, &err);
+        if (!crc) crc = lrc_exec_run_plan(x, &in, &outs2, &err); /* packs the weights */
+        if (!crc) {
+            t4 = now_s();
+            crc = lrc_exec_run_plan(x, &in, &outs2, &err);
+            t5 = now_s();
+        }
+        if (crc) {
+            cli_user_error(&err);
+        } else {
+            const float *lg = outs.items[0]->data, *lc = outs2.items[0]->data;
+            double loss = 0, num = 0, den = 0;
+            int correct = 0;
+            for (int64_t i = 0; i < T * vocab; i++) {
+                num += ((double)lc[i] - lg[i]) * ((double)lc[i] - lg[i]);
+                den += (double)lg[i] * lg[i];
+            }
+            for (int64_t t = 0; t + 1 < T; t++) {
+                const float *row = lc + t * vocab;
+                double mx = row[0], sum = 0;
+                int64_t best = 0;
+                for (int64_t v = 1; v < vocab; v++)
+                    if (row[v] > mx) { mx = row[v]; best = v; }
+                for (int64_t v = 0; v < vocab; v++) sum += exp((double)row[v] - mx);
+                loss += mx + log(sum) - row[(uint8_t)prompt[t + 1]];
+                correct += best == (uint8_t)prompt[t + 1];
+            }
+            printf("lrc demo: %s, preset %s, norm layerrope, seed %lld\n", m.path, a.m.preset, (long long)a.seed);
+            printf("  parameters        %lld\n", (long long)n_params);
+            printf("  graph             %d nodes, built in %.1f ms\n", n_nodes, 1e3 * (t1 - t0));
+            printf("  compiled (cpu)    %d kernels in %.1f ms, LayerRoPE gains folded into the weights\n",
+                   c.sched.n_groups, 1e3 * (t4 - t3));
+            printf("  forward (ref)     %lld tokens in %.2f ms, %.2f GFLOP/s\n", (long long)T, 1e3 * (t2 - t1), fwd / (t2 - t1) / 1e9);
+            printf("  forward (cpu)     %lld tokens in %.2f ms, %.2f GFLOP/s, %d threads\n", (long long)T, 1e3 * (t5 - t4),
+                   fwd / (t5 - t4) / 1e9, lrc_pool_threads(pool));
+            printf("  cpu vs ref        relative difference %.2e\n", sqrt(num) / (den > 0 ? sqrt(den) : 1));
+            printf("  next-byte loss    %.4f nats (untrained; ln %lld = %.4f)\n", loss / (double)(T - 1),
+                   (long long)vocab, log((double)vocab));
+            printf("  argmax correct    %d of %lld\n", correct, (long long)(T - 1));
+            rc = 0;
+        }
+        lrc_exec_free(x);
+        lrc_pool_free(pool);
+        if (c.g) lrc_compiled_free(&c);
+        lrc_tensor_set_clear(&consts);
+        lrc_tensor_set_clear(&outs2);
     }
     lrc_backend_close(be);
     lrc_tensor_set_clear(&in);
