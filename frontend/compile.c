@@ -121,6 +121,13 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
     snprintf(c->cpu_features, sizeof c->cpu_features, "avx2,fma%s", target.tiling.vec == 16 ? ",avx512f,avx512vl" : "");
     snprintf(c->cpu_name, sizeof c->cpu_name, "%s", target.cpu);
     if ((rc = lrc_llvm_generate(c->g, &c->sched, &c->prog, &target, &mod, err))) return rc;
+    const char *dump = getenv("LRC_DUMP_IR"); /* a developer's look at the optimised kernels */
+    if (dump) {
+        FILE *f = fopen(dump, "w");
+        char *text = lrc_llvm_module_print(mod);
+        if (f) fputs(text, f), fclose(f);
+        free(text);
+    }
     if (object_path) {
         rc = lrc_llvm_emit_object(mod, object_path, err);
         lrc_llvm_module_free(mod);

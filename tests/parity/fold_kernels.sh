@@ -1,0 +1,37 @@
+#!/bin/bash
+# fold_kernels.sh LRC MODEL COMPARE — LayerRoPE folds away: compiled with
+# weights, a LayerRoPE model reports the same `kernels N` as the Pre-Norm
+# model of the same size, and its package gives the logits of the unfolded
+# graph on the reference backend within 1e-5.
+set -u
+lrc=$1 model=$2 compare=$3
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+passed=0 failed=0
+check() { if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL $1"; fi; }
+python3 - "$dir/in.safetensors" <<'PY'
+import json, struct, sys
+tokens = [(7 * i + 3) % 256 for i in range(2 * 13)]
+header = json.dumps({"tokens": {"dtype": "I32", "shape": [2, 13], "data_offsets": [0, 4 * len(tokens)]}}).encode()
+header += b" " * (-len(header) % 8)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<Q", len(header)) + header + struct.pack("<%di" % len(tokens), *tokens))
+PY
+for preset in tiny small; do
+  for norm in pre layerrope peri layerrope_peri; do
+    "$lrc" init "$model" --preset $preset --set norm=$norm --seed 5 -o "$dir/w_$norm.safetensors" >/dev/null
+    "$lrc" compile "$model" --preset $preset --set norm=$norm --target cpu --weights "$dir/w_$norm.safetensors" \
+      --batch 2 --seq 13 -o "$dir/pkg_$norm" >"$dir/compile_$norm.txt" || echo "FAIL compile $preset $norm"
+    "$lrc" forward "$dir/pkg_$norm" --input "$dir/in.safetensors" -o "$dir/out_pkg.safetensors" >/dev/null
+    "$lrc" forward "$model" --preset $preset --set norm=$norm --weights "$dir/w_$norm.safetensors" \
+      --input "$dir/in.safetensors" -o "$dir/out_ref.safetensors" --target ref
+    check "$preset $norm: folded package vs unfolded ref" \
+      "'$compare' '$dir/out_pkg.safetensors' '$dir/out_ref.safetensors' logits 1e-5 >/dev/null"
+  done
+  k() { grep '^kernels ' "$dir/compile_$1.txt"; }
+  echo "$preset: pre $(k pre), layerrope $(k layerrope), peri $(k peri), layerrope_peri $(k layerrope_peri)"
+  check "$preset: layerrope has the kernels of pre" '[ -n "$(k pre)" ] && [ "$(k pre)" = "$(k layerrope)" ]'
+  check "$preset: layerrope_peri has the kernels of peri" '[ -n "$(k peri)" ] && [ "$(k peri)" = "$(k layerrope_peri)" ]'
+done
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
