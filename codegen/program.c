@@ -45,7 +45,9 @@ static bool renderable(const lrc_group *gr, const lrc_node *n, bool anchor)
     case LRC_GROUP_ROW: return anchor ? (n->op == LRC_OP_RMSNORM || n->op == LRC_OP_SOFTMAX) : f == LRC_FUSE_ELEMENTWISE;
     case LRC_GROUP_GEMM: return n->op == LRC_OP_MATMUL || (!anchor && f == LRC_FUSE_ELEMENTWISE);
     case LRC_GROUP_ATTENTION: return anchor ? n->op == LRC_OP_ATTENTION || n->op == LRC_OP_KV_ATTENTION : n->op == LRC_OP_ROPE;
-    case LRC_GROUP_OPAQUE: return n->op != LRC_OP_MATMUL && n->op != LRC_OP_ATTENTION && n->op != LRC_OP_KV_ATTENTION;
+    case LRC_GROUP_OPAQUE: /* the ops kg_opaque renders, by name: a new op fails here, loudly */
+        return n->op == LRC_OP_EMBEDDING || n->op == LRC_OP_ROPE || n->op == LRC_OP_DEPTH_GAIN ||
+               n->op == LRC_OP_CROSS_ENTROPY || n->op == LRC_OP_TRANSPOSE;
     default: return false;
     }
 }

@@ -217,7 +217,9 @@ void kg_attention(kgen *k)
         return;
     }
     int64_t T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3];
-    int vec = k->p->tiling.vec, QB = vec == 16 ? 4 : 2;
+    /* QB query rows share each key load; the value loop takes them RG rows
+     * at a time, so that RG x D/vec accumulators stay in registers */
+    int vec = k->p->tiling.vec, QB = vec == 16 ? 8 : 2, RG = vec == 16 ? 4 : 2;
     /* keys padded to whole vectors plus one, so that rows of the transposed
      * keys are not a power of two apart (they would share a few L1 sets) */
     int64_t nch = D / vec, tail = D % vec, Tp = (T + vec - 1) / vec * vec + vec;
@@ -312,18 +314,20 @@ void kg_attention(kgen *k)
     }
     /* out = P V: each value row loaded once for the block */
     LLVMValueRef kv[64], ks[64];
-    j = em_for_begin(e, &lv, em_i64(e, 0), nkb);
-    LLVMValueRef voff = ROW(j);
-    for (int64_t c = 0; c < nch; c++) kv[c] = em_load(e, V, em_iadd(e, voff, em_i64(e, c * vec)), vec);
-    for (int64_t c = 0; c < tail; c++) ks[c] = em_load(e, V, em_iadd(e, voff, em_i64(e, nch * vec + c)), 1);
-    for (int r = 0; r < QB; r++) {
-        LLVMValueRef pj = em_load(e, S, em_iadd(e, j, em_i64(e, r * Tp)), 1), pjv = em_splat(e, pj, vec);
-        for (int64_t c = 0; c < nch; c++)
-            LLVMBuildStore(e->b, em_fma(e, pjv, kv[c], LLVMBuildLoad2(e->b, vt, acc[r][c], "")), acc[r][c]);
-        for (int64_t c = 0; c < tail; c++)
-            LLVMBuildStore(e->b, em_fma(e, pj, ks[c], LLVMBuildLoad2(e->b, e->f32, accs[r][c], "")), accs[r][c]);
+    for (int r0 = 0; r0 < QB; r0 += RG) {
+        j = em_for_begin(e, &lv, em_i64(e, 0), nkb);
+        LLVMValueRef voff = ROW(j);
+        for (int64_t c = 0; c < nch; c++) kv[c] = em_load(e, V, em_iadd(e, voff, em_i64(e, c * vec)), vec);
+        for (int64_t c = 0; c < tail; c++) ks[c] = em_load(e, V, em_iadd(e, voff, em_i64(e, nch * vec + c)), 1);
+        for (int r = r0; r < r0 + RG; r++) {
+            LLVMValueRef pj = em_load(e, S, em_iadd(e, j, em_i64(e, r * Tp)), 1), pjv = em_splat(e, pj, vec);
+            for (int64_t c = 0; c < nch; c++)
+                LLVMBuildStore(e->b, em_fma(e, pjv, kv[c], LLVMBuildLoad2(e->b, vt, acc[r][c], "")), acc[r][c]);
+            for (int64_t c = 0; c < tail; c++)
+                LLVMBuildStore(e->b, em_fma(e, pj, ks[c], LLVMBuildLoad2(e->b, e->f32, accs[r][c], "")), accs[r][c]);
+        }
+        em_for_end(e, &lv, em_i64(e, 1));
     }
-    em_for_end(e, &lv, em_i64(e, 1));
     for (int r = 0; r < QB; r++) {
         LLVMValueRef tr = em_iadd(e, t0, em_i64(e, r));
         em_if store;
