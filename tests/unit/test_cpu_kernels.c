@@ -238,8 +238,26 @@ static void run_case(const char *name, build_fn build, const int64_t *d, uint64_
     lrc_tensor_set_clear(&got);
 }
 
+/* An op the cpu target cannot generate is an error that names it, never a
+ * silently empty kernel (a column broadcast [n,1] is not an indexing the
+ * elementwise kernels implement). */
+static void unsupported_is_an_error(void)
+{
+    lrc_err err;
+    lrc_graph *g = lrc_graph_new();
+    int64_t a[2] = {3, 5}, b[2] = {3, 1};
+    int x = input(g, "x", 2, a, LRC_F32), y = input(g, "y", 2, b, LRC_F32);
+    out(g, "z", op(g, LRC_OP_ADD, x, y, 0, 0, 0));
+    lrc_compiled c;
+    int rc = lrc_compile_graph(g, NULL, &c, &err);
+    CHECK(rc != 0 && strstr(err.msg, "add") && strstr(err.msg, "cannot be generated"), "unsupported op: rc %d, '%s'", rc,
+          rc ? err.msg : "");
+    lrc_compiled_free(&c);
+}
+
 int main(void)
 {
+    unsupported_is_an_error();
     static const struct {
         const char *name;
         build_fn fn;
