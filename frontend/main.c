@@ -2,6 +2,8 @@
  * handling they share. */
 #include "cli.h"
 
+#include "../codegen/llvm/lrc_llvm.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -178,7 +180,14 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(cmd, "--version")) {
-        printf("lrc %s (built with LLVM %s)\nbackends: %s\n", LRC_VERSION, LRC_LLVM_VERSION, lrc_backend_list());
+        lrc_llvm_target t;
+        lrc_err err;
+        printf("lrc %s (built with LLVM %s)\n", LRC_VERSION, LRC_LLVM_VERSION);
+        printf("target ref: available (the plain-C reference)\n");
+        if (lrc_llvm_target_host(&t, &err)) printf("target cpu: not available: %s\n", err.msg);
+        else printf("target cpu: available (%s, %d-float vectors, GEMM tile %dx%d)\n", t.triple, t.tiling.vec, t.tiling.mr,
+                    t.tiling.vec * t.tiling.nv);
+        printf("target cuda: not available: this build has no CUDA backend yet\n");
         return 0;
     }
     static const struct {

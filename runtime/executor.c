@@ -95,7 +95,7 @@ const char *lrc_backend_list(void) { return "ref"; }
 lrc_backend *lrc_backend_open(const char *name, lrc_err *err)
 {
     if (!strcmp(name, "ref")) return lrc_backend_ref_new();
-    lrc_err_set(err, "unknown target '%s' (this build has: %s)", name, lrc_backend_list());
+    lrc_err_set(err, "unknown target '%s' (targets: ref, cpu; see lrc --version)", name);
     return NULL;
 }
 
