@@ -26,6 +26,7 @@ typedef struct {
     LLVMValueRef P[2];
     int nv;         /* vectors per row per matmul */
     int64_t NR;     /* output columns per tile */
+    int mr;         /* rows per tile: the tiling's, or M when smaller (decoding) */
 } gemm_shape;
 
 void kg_gemm_pack(kgen *k)
@@ -63,7 +64,7 @@ static void micro_tile(kgen *k, LLVMValueRef X, const gemm_shape *gs, LLVMValueR
 {
     em_t *e = k->e;
     const lrc_gemm_tiling *t = &k->p->tiling;
-    int MR = t->mr, VEC = t->vec, NW = gs->n, NV = gs->nv * NW; /* accumulator vectors per row */
+    int MR = gs->mr, VEC = t->vec, NW = gs->n, NV = gs->nv * NW; /* accumulator vectors per row */
     int64_t NR = gs->NR;
     LLVMTypeRef vt = em_vty(e, VEC);
     LLVMValueRef rowoff[32];
@@ -142,6 +143,9 @@ void kg_gemm(kgen *k)
     for (int w = 0; w < gs.n; w++) gs.P[w] = packed_arg(k, gs.mm[w]);
     gs.nv = gs.n == 2 ? 1 : t->nv;
     gs.NR = t->vec * gs.nv;
+    /* fewer rows than a tile (one token a step): tiles of exactly M rows,
+     * instead of tiles that compute rows past M and drop them */
+    gs.mr = M < t->mr ? (int)M : t->mr;
     int64_t NR = gs.NR, n_nb = (N + t->nc - 1) / t->nc;
     LLVMValueRef X = kg_ptr(k, a->in[0]);
     LLVMValueRef acc[256];
@@ -162,7 +166,7 @@ void kg_gemm(kgen *k)
     LLVMValueRef p0 = em_for_begin(e, &lp, n0, n1);
     LLVMValueRef i0 = em_for_begin(e, &lm, m0, m1);
     LLVMValueRef full = LLVMBuildAnd(e->b,
-                                     LLVMBuildICmp(e->b, LLVMIntSLE, em_iadd(e, i0, em_i64(e, t->mr)), m1, ""),
+                                     LLVMBuildICmp(e->b, LLVMIntSLE, em_iadd(e, i0, em_i64(e, gs.mr)), m1, ""),
                                      LLVMBuildICmp(e->b, LLVMIntSLE, em_iadd(e, p0, em_i64(e, NR)), n1, ""), "");
     LLVMBasicBlockRef bf = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "tile_full");
     LLVMBasicBlockRef be = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "tile_edge");
@@ -175,7 +179,7 @@ void kg_gemm(kgen *k)
     micro_tile(k, X, &gs, i0, p0, m1, n1, M, N, K, acc, true);
     LLVMBuildBr(e->b, bd);
     LLVMPositionBuilderAtEnd(e->b, bd);
-    em_for_end(e, &lm, em_i64(e, t->mr));
+    em_for_end(e, &lm, em_i64(e, gs.mr));
     em_for_end(e, &lp, em_i64(e, NR));
     em_for_end(e, &li, em_i64(e, 1));
 }
