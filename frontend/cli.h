@@ -97,5 +97,6 @@ int cmd_demo(int argc, char **argv);
 int cmd_gemm_bench(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_backward(int argc, char **argv);
 
 #endif

@@ -18,6 +18,7 @@ static const char *usage_text =
     "commands:\n"
     "  inspect MODEL   parameters by group, FLOPs per token, the IR\n"
     "  init MODEL      initialise parameters from a seed into a safetensors file\n"
+    "  backward MODEL  loss and parameter gradients of a batch (reverse mode)\n"
     "  compile MODEL   compile ahead of time into a package (kernels, plan, weights)\n"
     "  forward MODEL   run the model (or a package) on tokens from a safetensors file\n"
     "  generate MODEL  continue a prompt, byte by byte, with a KV cache\n"
@@ -193,7 +194,7 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } cmds[] = {{"inspect", cmd_inspect}, {"init", cmd_init}, {"compile", cmd_compile}, {"profile", cmd_profile}, {"generate", cmd_generate}, {"forward", cmd_forward}, {"demo", cmd_demo},
+    } cmds[] = {{"inspect", cmd_inspect}, {"init", cmd_init}, {"compile", cmd_compile}, {"profile", cmd_profile}, {"generate", cmd_generate}, {"backward", cmd_backward}, {"forward", cmd_forward}, {"demo", cmd_demo},
                   {"gemm-bench", cmd_gemm_bench}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(cmd, cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);

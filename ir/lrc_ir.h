@@ -128,6 +128,19 @@ typedef enum lrc_op {
     LRC_OP_KV_ATTENTION,  /* q, k, v [B,T,H,Dh], caches [B,Tmax,H,Dh], pos i32 [1]: RoPE at
                              positions pos.., k and v written into the caches, causal
                              attention over cache positions [0, pos + t] */
+    /* gradients (reverse mode, ir/passes/autodiff.c) */
+    LRC_OP_MATMUL_NN,     /* dy[..., N], W[N, K] -> [..., K] = dy W */
+    LRC_OP_MATMUL_TN,     /* dy[..., N], x[..., K] -> [N, K] = sum over rows of dy^T x */
+    LRC_OP_EMBEDDING_GRAD,/* ids[...], dy[..., d] -> [vocab, d], rows summed by id */
+    LRC_OP_SUM_TO,        /* x -> shape (a list): sums the axes a broadcast repeated */
+    LRC_OP_RMSNORM_GRAD,  /* x, dy -> dx of x / sqrt(mean(x^2) + eps) */
+    LRC_OP_SILU_GRAD,     /* x, dy -> dy * d silu / dx */
+    LRC_OP_ROPE_GRAD,     /* dy -> dy rotated back (the transpose of RoPE) */
+    LRC_OP_ATTENTION_GRAD,/* q, k, v, dy -> dq, dk or dv (`which` 0, 1, 2) */
+    LRC_OP_SOFTMAX_GRAD,  /* y, dy -> y * (dy - sum(dy * y)) */
+    LRC_OP_DEPTH_GAIN_GRAD, /* gamma, alpha, beta, alpha_rot, beta_rot, dy -> the gradient of
+                               input `which` (0: gamma [d]; 1..4: a scalar) */
+    LRC_OP_CROSS_ENTROPY_GRAD, /* logits, labels -> d(mean loss) / d logits */
     LRC_OP_COUNT
 } lrc_op;
 
@@ -193,6 +206,11 @@ typedef struct lrc_op_info {
      * (i32 for integer tensors), f64 arithmetic; NULL for sources. Fails only
      * on bad data, such as an id outside the vocabulary. */
     int (*ref)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
+    /* The gradient rule: given node id and the node dy holding the gradient
+     * of its output (-1: the output is the loss, gradient 1), adds nodes
+     * for the gradient of each input into dx[k] (-1 where there is none,
+     * as for ids). NULL: the op has no gradient. */
+    int (*grad)(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 } lrc_op_info;
 
 extern const lrc_op_info lrc_op_table[LRC_OP_COUNT];

@@ -7,6 +7,9 @@
 
 #define IN(k) (&g->nodes[n->in[k]])
 
+static double numel_of(const lrc_node *n);
+static double flops_attention(const lrc_graph *g, const lrc_node *n);
+
 static int want_float(const lrc_graph *g, const lrc_node *n, int k, lrc_err *err)
 {
     lrc_dtype t = IN(k)->dtype;
@@ -252,6 +255,91 @@ static int infer_kv_attention(const lrc_graph *g, lrc_node *n, lrc_err *err)
     return LRC_OK;
 }
 
+/* ---- shape rules of the gradient ops ------------------------------------ */
+
+static int infer_matmul_nn(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    if (want_rank(g, n, 1, 2, err)) return LRC_EUSER;
+    const lrc_shape *x = &IN(0)->shape;
+    if (x->ndim < 1 || x->dim[x->ndim - 1] != IN(1)->shape.dim[0])
+        return lrc_err_set(err, "matmul_nn: dy's last axis must be the weight's rows");
+    n->dtype = IN(0)->dtype;
+    n->shape = *x;
+    n->shape.dim[x->ndim - 1] = IN(1)->shape.dim[1];
+    return LRC_OK;
+}
+
+static int infer_matmul_tn(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    const lrc_shape *a = &IN(0)->shape, *b = &IN(1)->shape;
+    if (a->ndim < 1 || b->ndim != a->ndim || lrc_shape_numel(a) / a->dim[a->ndim - 1] != lrc_shape_numel(b) / b->dim[b->ndim - 1])
+        return lrc_err_set(err, "matmul_tn: dy and x must have the same rows");
+    n->dtype = IN(0)->dtype;
+    n->shape = (lrc_shape){2, {a->dim[a->ndim - 1], b->dim[b->ndim - 1]}};
+    return LRC_OK;
+}
+
+static int infer_embedding_grad(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    if (IN(0)->dtype != LRC_I32 || n->iattr[0] < 1) return lrc_err_set(err, "embedding_grad: needs i32 ids and a vocab");
+    n->dtype = IN(1)->dtype;
+    n->shape = (lrc_shape){2, {n->iattr[0], IN(1)->shape.dim[IN(1)->shape.ndim - 1]}};
+    return LRC_OK;
+}
+
+static int infer_sum_to(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    const lrc_shape *x = &IN(0)->shape;
+    if (n->n_iattr > x->ndim) return lrc_err_set(err, "sum_to: more axes than the input");
+    n->shape.ndim = n->n_iattr;
+    for (int i = 0; i < n->n_iattr; i++) {
+        int64_t d = n->iattr[i], xd = x->dim[x->ndim - n->n_iattr + i];
+        if (d != 1 && d != xd) return lrc_err_set(err, "sum_to: the target shape does not broadcast to the input");
+        n->shape.dim[i] = d;
+    }
+    n->dtype = IN(0)->dtype;
+    return LRC_OK;
+}
+
+static int infer_same_as_first(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    for (int k = 1; k < n->n_in; k++)
+        if (!lrc_shape_eq(&IN(0)->shape, &IN(k)->shape) && IN(k)->dtype != LRC_I32)
+            return lrc_err_set(err, "%s: inputs must have the same shape", lrc_op_table[n->op].name);
+    n->dtype = IN(0)->dtype;
+    n->shape = IN(0)->shape;
+    return LRC_OK;
+}
+
+static int infer_attention_grad(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    if (n->iattr[1] < 0 || n->iattr[1] > 2) return lrc_err_set(err, "attention_grad: which must be 0, 1 or 2");
+    return infer_same_as_first(g, n, err);
+}
+
+static int infer_depth_gain_grad(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    if (n->iattr[1] < 0 || n->iattr[1] > 4) return lrc_err_set(err, "depth_gain_grad: which must be 0 to 4");
+    n->dtype = LRC_F32;
+    n->shape = IN(n->iattr[1])->shape;
+    return LRC_OK;
+}
+
+static int infer_cross_entropy_grad(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    if (IN(1)->dtype != LRC_I32) return lrc_err_set(err, "cross_entropy_grad: labels must be i32");
+    n->dtype = LRC_F32;
+    n->shape = IN(0)->shape;
+    return LRC_OK;
+}
+
+static double flops_matmul_nn(const lrc_graph *g, const lrc_node *n) { return 2.0 * numel_of(n) * (double)IN(1)->shape.dim[0]; }
+static double flops_matmul_tn(const lrc_graph *g, const lrc_node *n)
+{
+    return 2.0 * numel_of(n) * (double)(lrc_shape_numel(&IN(0)->shape) / IN(0)->shape.dim[IN(0)->shape.ndim - 1]);
+}
+static double flops_attention_grad(const lrc_graph *g, const lrc_node *n) { return 1.5 * flops_attention(g, n); }
+
 /* ---- FLOP counts ------------------------------------------------------- */
 
 static double numel_of(const lrc_node *n) { return (double)lrc_shape_numel(&n->shape); }
@@ -302,26 +390,43 @@ static double flops_depth_gain(const lrc_graph *g, const lrc_node *n)
 const lrc_op_info lrc_op_table[LRC_OP_COUNT] = {
     [LRC_OP_INPUT] = {"input", 0, LRC_FUSE_SOURCE, {0}, {0}, NULL, infer_source, flops_zero, 0, NULL},
     [LRC_OP_PARAM] = {"param", 0, LRC_FUSE_SOURCE, {0}, {0}, NULL, infer_source, flops_zero, 0, NULL},
-    [LRC_OP_EMBEDDING] = {"embedding", 2, LRC_FUSE_OPAQUE, {0}, {0}, NULL, infer_embedding, flops_zero, 1, lrc_ref_embedding},
-    [LRC_OP_MATMUL] = {"matmul", 2, LRC_FUSE_GEMM, {0}, {0}, NULL, infer_matmul, flops_matmul, 2, lrc_ref_matmul},
-    [LRC_OP_RMSNORM] = {"rmsnorm", 1, LRC_FUSE_REDUCTION, {0}, {"eps"}, NULL, infer_rmsnorm, flops_rmsnorm, 2, lrc_ref_rmsnorm},
-    [LRC_OP_ADD] = {"add", 2, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_broadcast, flops_1, 1, lrc_ref_binary},
-    [LRC_OP_MUL] = {"mul", 2, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_broadcast, flops_1, 2, lrc_ref_binary},
-    [LRC_OP_SCALE] = {"scale", 1, LRC_FUSE_ELEMENTWISE, {0}, {"s"}, NULL, infer_same, flops_1, 1, lrc_ref_scale},
-    [LRC_OP_SILU] = {"silu", 1, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_same, flops_4, 2, lrc_ref_silu},
-    [LRC_OP_ROPE] = {"rope", 1, LRC_FUSE_OPAQUE, {0}, {"base"}, NULL, infer_rope, flops_4, 1, lrc_ref_rope},
+    [LRC_OP_EMBEDDING] = {"embedding", 2, LRC_FUSE_OPAQUE, {0}, {0}, NULL, infer_embedding, flops_zero, 1, lrc_ref_embedding, .grad = lrc_grad_embedding},
+    [LRC_OP_MATMUL] = {"matmul", 2, LRC_FUSE_GEMM, {0}, {0}, NULL, infer_matmul, flops_matmul, 2, lrc_ref_matmul, .grad = lrc_grad_matmul},
+    [LRC_OP_RMSNORM] = {"rmsnorm", 1, LRC_FUSE_REDUCTION, {0}, {"eps"}, NULL, infer_rmsnorm, flops_rmsnorm, 2, lrc_ref_rmsnorm, .grad = lrc_grad_rmsnorm},
+    [LRC_OP_ADD] = {"add", 2, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_broadcast, flops_1, 1, lrc_ref_binary, .grad = lrc_grad_add},
+    [LRC_OP_MUL] = {"mul", 2, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_broadcast, flops_1, 2, lrc_ref_binary, .grad = lrc_grad_mul},
+    [LRC_OP_SCALE] = {"scale", 1, LRC_FUSE_ELEMENTWISE, {0}, {"s"}, NULL, infer_same, flops_1, 1, lrc_ref_scale, .grad = lrc_grad_scale},
+    [LRC_OP_SILU] = {"silu", 1, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_same, flops_4, 2, lrc_ref_silu, .grad = lrc_grad_silu},
+    [LRC_OP_ROPE] = {"rope", 1, LRC_FUSE_OPAQUE, {0}, {"base"}, NULL, infer_rope, flops_4, 1, lrc_ref_rope, .grad = lrc_grad_rope},
     [LRC_OP_ATTENTION] = {"attention", 3, LRC_FUSE_ATTENTION, {"causal"}, {"scale"}, NULL, infer_attention,
-                          flops_attention, 2.5, lrc_ref_attention},
-    [LRC_OP_SOFTMAX] = {"softmax", 1, LRC_FUSE_REDUCTION, {0}, {0}, NULL, infer_same, flops_5, 1, lrc_ref_softmax},
-    [LRC_OP_RESHAPE] = {"reshape", 1, LRC_FUSE_VIEW, {0}, {0}, "shape", infer_reshape, flops_zero, 0, lrc_ref_reshape},
-    [LRC_OP_TRANSPOSE] = {"transpose", 1, LRC_FUSE_OPAQUE, {0}, {0}, "perm", infer_transpose, flops_zero, 0, lrc_ref_transpose},
+                          flops_attention, 2.5, lrc_ref_attention, .grad = lrc_grad_attention},
+    [LRC_OP_SOFTMAX] = {"softmax", 1, LRC_FUSE_REDUCTION, {0}, {0}, NULL, infer_same, flops_5, 1, lrc_ref_softmax, .grad = lrc_grad_softmax},
+    [LRC_OP_RESHAPE] = {"reshape", 1, LRC_FUSE_VIEW, {0}, {0}, "shape", infer_reshape, flops_zero, 0, lrc_ref_reshape, .grad = lrc_grad_reshape},
+    [LRC_OP_TRANSPOSE] = {"transpose", 1, LRC_FUSE_OPAQUE, {0}, {0}, "perm", infer_transpose, flops_zero, 0, lrc_ref_transpose, .grad = lrc_grad_transpose},
     [LRC_OP_DEPTH_GAIN] = {"depth_gain", 5, LRC_FUSE_OPAQUE, {"layer"}, {"base"}, NULL, infer_depth_gain,
-                           flops_depth_gain, 2, lrc_ref_depth_gain},
+                           flops_depth_gain, 2, lrc_ref_depth_gain, .grad = lrc_grad_depth_gain},
     [LRC_OP_CROSS_ENTROPY] = {"cross_entropy", 2, LRC_FUSE_REDUCTION, {0}, {0}, NULL, infer_cross_entropy,
-                              flops_cross_entropy, 1, lrc_ref_cross_entropy},
+                              flops_cross_entropy, 1, lrc_ref_cross_entropy, .grad = lrc_grad_cross_entropy},
     [LRC_OP_STATE] = {"state", 0, LRC_FUSE_SOURCE, {0}, {0}, NULL, infer_source, flops_zero, 0, NULL},
     [LRC_OP_KV_ATTENTION] = {"kv_attention", 6, LRC_FUSE_ATTENTION, {0}, {"scale", "base"}, NULL, infer_kv_attention,
                              flops_kv_attention, 0, lrc_ref_kv_attention},
+    [LRC_OP_MATMUL_NN] = {"matmul_nn", 2, LRC_FUSE_OPAQUE, {0}, {0}, NULL, infer_matmul_nn, flops_matmul_nn, 0, lrc_ref_matmul_nn},
+    [LRC_OP_MATMUL_TN] = {"matmul_tn", 2, LRC_FUSE_OPAQUE, {0}, {0}, NULL, infer_matmul_tn, flops_matmul_tn, 0, lrc_ref_matmul_tn},
+    [LRC_OP_EMBEDDING_GRAD] = {"embedding_grad", 2, LRC_FUSE_OPAQUE, {"vocab"}, {0}, NULL, infer_embedding_grad,
+                               flops_1, 0, lrc_ref_embedding_grad},
+    [LRC_OP_SUM_TO] = {"sum_to", 1, LRC_FUSE_OPAQUE, {0}, {0}, "shape", infer_sum_to, flops_1, 0, lrc_ref_sum_to},
+    [LRC_OP_RMSNORM_GRAD] = {"rmsnorm_grad", 2, LRC_FUSE_OPAQUE, {0}, {"eps"}, NULL, infer_same_as_first, flops_5, 0,
+                             lrc_ref_rmsnorm_grad},
+    [LRC_OP_SILU_GRAD] = {"silu_grad", 2, LRC_FUSE_OPAQUE, {0}, {0}, NULL, infer_same_as_first, flops_5, 0, lrc_ref_silu_grad},
+    [LRC_OP_ROPE_GRAD] = {"rope_grad", 1, LRC_FUSE_OPAQUE, {0}, {"base"}, NULL, infer_rope, flops_4, 0, lrc_ref_rope_grad},
+    [LRC_OP_ATTENTION_GRAD] = {"attention_grad", 4, LRC_FUSE_OPAQUE, {"causal", "which"}, {"scale"}, NULL,
+                               infer_attention_grad, flops_attention_grad, 0, lrc_ref_attention_grad},
+    [LRC_OP_SOFTMAX_GRAD] = {"softmax_grad", 2, LRC_FUSE_OPAQUE, {0}, {0}, NULL, infer_same_as_first, flops_4, 0,
+                             lrc_ref_softmax_grad},
+    [LRC_OP_DEPTH_GAIN_GRAD] = {"depth_gain_grad", 6, LRC_FUSE_OPAQUE, {"layer", "which"}, {"base"}, NULL,
+                                infer_depth_gain_grad, flops_depth_gain, 0, lrc_ref_depth_gain_grad},
+    [LRC_OP_CROSS_ENTROPY_GRAD] = {"cross_entropy_grad", 2, LRC_FUSE_OPAQUE, {0}, {0}, NULL, infer_cross_entropy_grad,
+                                   flops_cross_entropy, 0, lrc_ref_cross_entropy_grad},
 };
 _Static_assert(sizeof lrc_op_table / sizeof lrc_op_table[0] == LRC_OP_COUNT,
                "every op needs a row in lrc_op_table");

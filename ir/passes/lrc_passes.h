@@ -40,6 +40,11 @@ int lrc_pass_dce(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err);
  * "cache.L.k" / "cache.L.v" and an input "pos" (i32 [1]). */
 int lrc_pass_kv_cache(lrc_graph **g, int64_t max_len, lrc_err *err);
 
+/* Reverse mode (ir/passes/autodiff.c): adds the gradient of the scalar
+ * node `loss` with respect to every parameter to g; the outputs become
+ * "loss" and one gradient per parameter, named as the parameter. */
+int lrc_pass_autodiff(lrc_graph *g, int loss, lrc_err *err);
+
 /* True when node id is a PARAM whose value is in ctx->consts. */
 bool lrc_node_is_const(const lrc_graph *g, int id, const lrc_pass_ctx *ctx);
 

@@ -681,6 +681,16 @@ t "generate: negative temperature" 2 '--temperature' -- generate pkg_dec --promp
 t "generate: -n abc" 2 '-n abc' -- generate pkg_dec --prompt "In" -n abc
 t "generate without --prompt" 2 '--prompt' -- generate pkg_dec
 t "-n on another command" 2 '-n' -- inspect llama -n 3
+ok "backward on a fixture" backward "$MODEL" "${SETS[@]}" --weights "$W" --input "$IN" -o grads_ok.safetensors
+rm -f grads_ok.safetensors
+st make in_badlabel.st '{"tokens": ["I32", [2, 7], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]], "labels": ["I32", [2, 7], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 61, 12, 13, -100]]}'
+t "backward: a label outside the vocabulary" 1 'labels\[1,3\] = 61' -- backward "$MODEL" "${SETS[@]}" --weights "$W" --input in_badlabel.st -o grads.safetensors
+st make in_labshape.st '{"tokens": ["I32", [2, 7], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]], "labels": ["I32", [14], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]]}'
+t "backward: labels of another shape" 1 "'labels'" -- backward "$MODEL" "${SETS[@]}" --weights "$W" --input in_labshape.st -o grads.safetensors
+t "backward: token outside the vocabulary" 1 'tokens\[1,3\]' -- backward "$MODEL" "${SETS[@]}" --weights "$W" --input in_vocab.st -o grads.safetensors
+t "backward: --target cpu" 1 'target' -- backward "$MODEL" "${SETS[@]}" --weights "$W" --input "$IN" -o grads.safetensors --target cpu
+t "backward: missing weights tensor" 1 'w_missing\.st' -- backward "$MODEL" "${SETS[@]}" --weights w_missing.st --input "$IN" -o grads.safetensors
+t "backward without -o" 2 '-o' -- backward "$MODEL" "${SETS[@]}" --weights "$W" --input "$IN"
 t "compile: unknown target" 1 'target' -- compile "$MODEL" "${SETS[@]}" --target tpu -o pkg_tpu
 t "compile: -o is a regular file" 1 'keep\.safetensors' 'not an lrc package' -- compile "$MODEL" "${SETS[@]}" --target cpu -o keep.safetensors
 t "compile without -o" 2 '-o' -- compile "$MODEL" "${SETS[@]}" --target cpu

@@ -1,6 +1,7 @@
-/* st_compare — compares one tensor of two safetensors files by relative
- * error ||a - b|| / ||b|| (b the reference), for the parity tests.
- * usage: st_compare OUT.safetensors REF.safetensors NAME TOL */
+/* st_compare — compares tensors of two safetensors files by relative error
+ * ||a - b|| / ||b|| (b the reference), for the parity tests: one tensor, or
+ * with NAME "*" every tensor of REF, each against its own norm.
+ * usage: st_compare OUT.safetensors REF.safetensors NAME|'*' TOL */
 #include "runtime/lrc_runtime.h"
 
 #include <math.h>
@@ -19,23 +20,40 @@ int main(int argc, char **argv)
         fprintf(stderr, "st_compare: %s\n", err.msg);
         return 1;
     }
-    const lrc_tensor *x = lrc_tensor_set_find(&a, argv[3]), *y = lrc_tensor_set_find(&b, argv[3]);
-    if (!x || !y || x->dtype != LRC_F32 || y->dtype != LRC_F32 || !lrc_shape_eq(&x->shape, &y->shape)) {
-        fprintf(stderr, "st_compare: '%s' missing, not F32, or shapes differ\n", argv[3]);
-        return 1;
+    /* NAME "*": every tensor of REF, each within TOL of its own norm */
+    double tol = atof(argv[4]), worst = 0;
+    const char *worst_name = "";
+    int64_t values = 0;
+    bool all = !strcmp(argv[3], "*"), ok = true;
+    for (int i = 0; i < b.n && ok; i++) {
+        const lrc_tensor *y = b.items[i];
+        if (!all && strcmp(y->name, argv[3])) continue;
+        const lrc_tensor *x = lrc_tensor_set_find(&a, y->name);
+        if (!x || x->dtype != LRC_F32 || y->dtype != LRC_F32 || !lrc_shape_eq(&x->shape, &y->shape)) {
+            fprintf(stderr, "st_compare: '%s' missing in %s, not F32, or shapes differ\n", y->name, argv[1]);
+            ok = false;
+            break;
+        }
+        const float *p = x->data, *q = y->data;
+        double num = 0, den = 0;
+        int64_t n = lrc_shape_numel(&x->shape);
+        for (int64_t j = 0; j < n; j++) {
+            double d = (double)p[j] - q[j];
+            num += d * d;
+            den += (double)q[j] * q[j];
+        }
+        double rel = sqrt(num) / (sqrt(den) > 0 ? sqrt(den) : 1);
+        if (!(rel <= worst) || !isfinite(rel)) worst = rel, worst_name = y->name;
+        values += n;
     }
-    const float *p = x->data, *q = y->data;
-    double num = 0, den = 0;
-    int64_t n = lrc_shape_numel(&x->shape);
-    for (int64_t i = 0; i < n; i++) {
-        double d = (double)p[i] - q[i];
-        num += d * d;
-        den += (double)q[i] * q[i];
+    if (ok && values == 0) {
+        fprintf(stderr, "st_compare: no tensor '%s' in %s\n", argv[3], argv[2]);
+        ok = false;
     }
-    double rel = sqrt(num) / (sqrt(den) > 0 ? sqrt(den) : 1);
-    double tol = atof(argv[4]);
-    printf("%s: relative error %.3e (tolerance %.0e, %lld values)\n", argv[3], rel, tol, (long long)n);
+    if (ok) printf("%s: worst relative error %.3e (%s; tolerance %.0e, %lld values)\n", argv[3], worst, worst_name, tol,
+                   (long long)values);
+    int rc = ok && worst <= tol && isfinite(worst) ? 0 : 1;
     lrc_tensor_set_clear(&a);
     lrc_tensor_set_clear(&b);
-    return rel <= tol && isfinite(rel) ? 0 : 1;
+    return rc;
 }

@@ -1,0 +1,112 @@
+/* cmd_backward.c — lrc backward: the loss and the gradient of every
+ * parameter for a batch, by reverse mode over the IR (ir/passes/autodiff.c),
+ * on the reference backend. */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* tokens I32 [B, T], and labels I32 [B, T] (given, or the tokens shifted
+ * left with the last position ignored). */
+static int read_batch(const char *path, lrc_tensor_set *in, int64_t vocab, lrc_err *err)
+{
+    char b[96];
+    if (lrc_safetensors_load(path, in, err)) return LRC_EUSER;
+    const lrc_tensor *t = lrc_tensor_set_find(in, "tokens"), *l = lrc_tensor_set_find(in, "labels");
+    for (int i = 0; i < in->n; i++)
+        if (strcmp(in->items[i]->name, "tokens") && strcmp(in->items[i]->name, "labels"))
+            return lrc_err_set(err, "%s: unexpected tensor '%s' (an input holds 'tokens' and may hold 'labels')", path,
+                               in->items[i]->name);
+    if (!t || t->dtype != LRC_I32 || t->shape.ndim != 2 || t->shape.dim[0] < 1 || t->shape.dim[1] < 1)
+        return lrc_err_set(err, "%s: needs 'tokens' I32 [B, T]", path);
+    if (l && (l->dtype != LRC_I32 || !lrc_shape_eq(&l->shape, &t->shape)))
+        return lrc_err_set(err, "%s: 'labels' is %s %s, expected I32 %s like 'tokens'", path, lrc_dtype_st_name(l->dtype),
+                           lrc_shape_str(&l->shape, b, sizeof b), lrc_shape_str(&t->shape, (char[96]){0}, 96));
+    int64_t B = t->shape.dim[0], T = t->shape.dim[1];
+    for (int64_t i = 0; i < B * T; i++) {
+        int32_t v = ((const int32_t *)t->data)[i], y = l ? ((const int32_t *)l->data)[i] : 0;
+        if (v < 0 || v >= vocab)
+            return lrc_err_set(err, "%s: tokens[%lld,%lld] = %d is outside the vocabulary [0, %lld)", path,
+                               (long long)(i / T), (long long)(i % T), v, (long long)vocab);
+        if (l && y != -100 && (y < 0 || y >= vocab))
+            return lrc_err_set(err, "%s: labels[%lld,%lld] = %d is outside [0, %lld) and not -100", path,
+                               (long long)(i / T), (long long)(i % T), y, (long long)vocab);
+    }
+    if (!l) {
+        lrc_tensor *nl = lrc_tensor_new("labels", LRC_I32, &t->shape, err);
+        if (!nl) return LRC_EUSER;
+        for (int64_t i = 0; i < B * T; i++)
+            ((int32_t *)nl->data)[i] = i % T == T - 1 ? -100 : ((const int32_t *)t->data)[i + 1];
+        return lrc_tensor_set_add(in, nl, err);
+    }
+    return LRC_OK;
+}
+
+int cmd_backward(int argc, char **argv)
+{
+    static const struct option opts[] = {MODEL_OPTS,
+                                         {"weights", required_argument, 0, OPT_WEIGHTS},
+                                         {"input", required_argument, 0, OPT_INPUT},
+                                         {"target", required_argument, 0, OPT_TARGET},
+                                         {0, 0, 0, 0}};
+    static const char *help =
+        "usage: lrc backward MODEL [--preset P] [--set KEY=VALUE]... --weights W.safetensors\n"
+        "                    --input IN.safetensors -o GRADS.safetensors [--target ref]\n"
+        "\n"
+        "The next-token cross-entropy of the batch and its gradient with respect to\n"
+        "every parameter. IN holds 'tokens' (I32 [B, T]) and optionally 'labels'\n"
+        "(I32 [B, T], -100 ignored; by default the tokens shifted left, the last\n"
+        "position ignored). GRADS receives 'loss' (F32 scalar) and one tensor per\n"
+        "parameter, named as the parameter.\n"
+        "\n" MODEL_HELP
+        "  --target ref      the reference backend (the only one for gradients so far)\n";
+    cli_args a;
+    int rc = cli_parse_args("backward", argc, argv, opts, help, true, &a);
+    if (rc >= 0) goto out;
+    if (!a.weights || !a.input || !a.out) {
+        rc = cli_usage_error("backward", "needs --weights, --input and -o");
+        goto out;
+    }
+    lrc_err err;
+    lrc_model m = {0};
+    lrc_graph *g = lrc_graph_new();
+    lrc_tensor_set in, wfile, params, outs;
+    lrc_tensor_set_init(&in);
+    lrc_tensor_set_init(&wfile);
+    lrc_tensor_set_init(&params);
+    lrc_tensor_set_init(&outs);
+    lrc_backend *be = NULL;
+    int64_t vocab = 0;
+    const lrc_tensor *tok = NULL;
+    rc = LRC_OK;
+    if (strcmp(a.target, "ref")) rc = lrc_err_set(&err, "--target %s: gradients run on the ref target so far", a.target);
+    if (!rc) rc = lrc_model_load(&m, a.m.model, a.m.preset, a.m.sets, a.m.n_sets, &err);
+    if (!rc) rc = lrc_model_config_int(&m, "vocab", &vocab, &err);
+    if (!rc) rc = read_batch(a.input, &in, vocab, &err);
+    if (!rc) tok = lrc_tensor_set_find(&in, "tokens");
+    if (!rc) rc = lrc_model_build(&m, tok->shape.dim[0], tok->shape.dim[1], g, &err);
+    int labels = -1, loss = -1;
+    if (!rc && (labels = lrc_graph_add_input(g, "labels", LRC_I32, &tok->shape, NULL, &err)) < 0) rc = LRC_EUSER;
+    if (!rc) {
+        lrc_node ce = {.op = LRC_OP_CROSS_ENTROPY, .n_in = 2, .in = {g->outputs[0], labels}};
+        if ((loss = lrc_graph_add(g, &ce, &err)) < 0) rc = LRC_EUSER;
+    }
+    if (!rc) rc = lrc_pass_autodiff(g, loss, &err);
+    if (!rc) rc = lrc_safetensors_load(a.weights, &wfile, &err);
+    if (!rc) rc = lrc_params_bind(g, &wfile, a.weights, &params, &err);
+    if (!rc) rc = (be = lrc_backend_open("ref", &err)) ? LRC_OK : LRC_EUSER;
+    if (!rc) rc = lrc_exec_run(be, g, &in, &params, &outs, &err);
+    if (!rc) rc = lrc_safetensors_save(a.out, &outs, &err);
+    if (!rc) printf("loss %.6f, gradients of %d parameters written to %s\n", ((float *)outs.items[0]->data)[0], outs.n - 1, a.out);
+    rc = rc ? cli_user_error(&err) : 0;
+    lrc_backend_close(be);
+    lrc_tensor_set_clear(&in);
+    lrc_tensor_set_clear(&wfile);
+    lrc_tensor_set_clear(&params);
+    lrc_tensor_set_clear(&outs);
+    lrc_graph_free(g);
+    lrc_model_free(&m);
+out:
+    cli_model_opts_free(&a.m);
+    return rc;
+}

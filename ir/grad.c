@@ -1,0 +1,143 @@
+/* grad.c — the gradient rule of every differentiable op (the op table's
+ * `grad`): nodes that compute the gradients of an op's inputs from the
+ * gradient of its output. Reverse mode over the graph is
+ * ir/passes/autodiff.c. */
+#include "ref_ops.h"
+
+#include <string.h>
+
+static int add_op(lrc_graph *g, lrc_op op, int a, int b, lrc_err *err)
+{
+    lrc_node p = {.op = op, .n_in = lrc_op_table[op].n_in, .in = {a, b}};
+    return lrc_graph_add(g, &p, err);
+}
+
+/* x summed over the axes a broadcast to x's shape repeated, back to `to`. */
+static int sum_to(lrc_graph *g, int x, const lrc_shape *to, lrc_err *err)
+{
+    if (x < 0 || lrc_shape_eq(&g->nodes[x].shape, to)) return x;
+    lrc_node p = {.op = LRC_OP_SUM_TO, .n_in = 1, .in = {x}, .n_iattr = to->ndim};
+    for (int i = 0; i < to->ndim; i++) p.iattr[i] = to->dim[i];
+    return lrc_graph_add(g, &p, err);
+}
+
+#define NODE lrc_node n = g->nodes[id] /* a copy: adding nodes moves the array */
+
+int lrc_grad_matmul(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    NODE;
+    dx[0] = add_op(g, LRC_OP_MATMUL_NN, dy, n.in[1], err);
+    dx[1] = dx[0] < 0 ? -1 : add_op(g, LRC_OP_MATMUL_TN, dy, n.in[0], err);
+    return dx[0] < 0 || dx[1] < 0 ? LRC_EUSER : LRC_OK;
+}
+
+int lrc_grad_embedding(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    NODE;
+    lrc_node p = {.op = LRC_OP_EMBEDDING_GRAD, .n_in = 2, .in = {n.in[0], dy}, .iattr = {g->nodes[n.in[1]].shape.dim[0]}};
+    dx[1] = lrc_graph_add(g, &p, err);
+    return dx[1] < 0 ? LRC_EUSER : LRC_OK;
+}
+
+int lrc_grad_add(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    NODE;
+    for (int k = 0; k < 2; k++) dx[k] = sum_to(g, dy, &g->nodes[n.in[k]].shape, err);
+    return dx[0] < 0 || dx[1] < 0 ? LRC_EUSER : LRC_OK;
+}
+
+int lrc_grad_mul(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    NODE;
+    for (int k = 0; k < 2; k++) {
+        int prod = add_op(g, LRC_OP_MUL, dy, n.in[1 - k], err);
+        dx[k] = prod < 0 ? -1 : sum_to(g, prod, &g->nodes[n.in[k]].shape, err);
+    }
+    return dx[0] < 0 || dx[1] < 0 ? LRC_EUSER : LRC_OK;
+}
+
+int lrc_grad_scale(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    NODE;
+    lrc_node p = {.op = LRC_OP_SCALE, .n_in = 1, .in = {dy}, .fattr = {n.fattr[0]}};
+    dx[0] = lrc_graph_add(g, &p, err);
+    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
+}
+
+int lrc_grad_silu(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    NODE;
+    dx[0] = add_op(g, LRC_OP_SILU_GRAD, n.in[0], dy, err);
+    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
+}
+
+int lrc_grad_rmsnorm(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    NODE;
+    lrc_node p = {.op = LRC_OP_RMSNORM_GRAD, .n_in = 2, .in = {n.in[0], dy}, .fattr = {n.fattr[0]}};
+    dx[0] = lrc_graph_add(g, &p, err);
+    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
+}
+
+int lrc_grad_rope(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    NODE;
+    lrc_node p = {.op = LRC_OP_ROPE_GRAD, .n_in = 1, .in = {dy}, .fattr = {n.fattr[0]}};
+    dx[0] = lrc_graph_add(g, &p, err);
+    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
+}
+
+int lrc_grad_attention(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    NODE;
+    for (int k = 0; k < 3; k++) {
+        lrc_node p = {.op = LRC_OP_ATTENTION_GRAD, .n_in = 4, .in = {n.in[0], n.in[1], n.in[2], dy},
+                      .iattr = {n.iattr[0], k}, .fattr = {n.fattr[0]}};
+        if ((dx[k] = lrc_graph_add(g, &p, err)) < 0) return LRC_EUSER;
+    }
+    return LRC_OK;
+}
+
+int lrc_grad_softmax(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    dx[0] = add_op(g, LRC_OP_SOFTMAX_GRAD, id, dy, err);
+    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
+}
+
+int lrc_grad_reshape(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    NODE;
+    const lrc_shape *s = &g->nodes[n.in[0]].shape;
+    lrc_node p = {.op = LRC_OP_RESHAPE, .n_in = 1, .in = {dy}, .n_iattr = s->ndim};
+    for (int i = 0; i < s->ndim; i++) p.iattr[i] = s->dim[i];
+    dx[0] = lrc_graph_add(g, &p, err);
+    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
+}
+
+int lrc_grad_transpose(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    NODE;
+    lrc_node p = {.op = LRC_OP_TRANSPOSE, .n_in = 1, .in = {dy}, .n_iattr = n.n_iattr};
+    for (int i = 0; i < n.n_iattr; i++) p.iattr[n.iattr[i]] = i; /* the inverse permutation */
+    dx[0] = lrc_graph_add(g, &p, err);
+    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
+}
+
+int lrc_grad_depth_gain(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    NODE;
+    for (int k = 0; k < 5; k++) {
+        lrc_node p = {.op = LRC_OP_DEPTH_GAIN_GRAD, .n_in = 6, .in = {n.in[0], n.in[1], n.in[2], n.in[3], n.in[4], dy},
+                      .iattr = {n.iattr[0], k}, .fattr = {n.fattr[0]}};
+        if ((dx[k] = lrc_graph_add(g, &p, err)) < 0) return LRC_EUSER;
+    }
+    return LRC_OK;
+}
+
+int lrc_grad_cross_entropy(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    NODE;
+    int d = add_op(g, LRC_OP_CROSS_ENTROPY_GRAD, n.in[0], n.in[1], err);
+    dx[0] = d < 0 || dy < 0 ? d : add_op(g, LRC_OP_MUL, d, dy, err); /* dy < 0: the loss itself */
+    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
+}

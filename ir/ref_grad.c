@@ -1,0 +1,233 @@
+/* ref_grad.c — reference implementations of the gradient ops: plain C,
+ * f32 storage, f64 arithmetic, as ref_ops.c. */
+#include "ref_ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SHAPE(k) (&g->nodes[n->in[k]].shape)
+#define F(k) ((const float *)in[k])
+#define I(k) ((const int32_t *)in[k])
+
+static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
+
+int lrc_ref_matmul_nn(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    int64_t N = SHAPE(1)->dim[0], K = SHAPE(1)->dim[1], M = lrc_shape_numel(SHAPE(0)) / N;
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t k = 0; k < K; k++) {
+            double acc = 0;
+            for (int64_t j = 0; j < N; j++) acc += (double)F(0)[m * N + j] * F(1)[j * K + k];
+            ((float *)out)[m * K + k] = (float)acc;
+        }
+    return LRC_OK;
+}
+
+int lrc_ref_matmul_tn(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    int64_t N = last_dim(SHAPE(0)), K = last_dim(SHAPE(1)), M = lrc_shape_numel(SHAPE(0)) / N;
+    for (int64_t j = 0; j < N; j++)
+        for (int64_t k = 0; k < K; k++) {
+            double acc = 0;
+            for (int64_t m = 0; m < M; m++) acc += (double)F(0)[m * N + j] * F(1)[m * K + k];
+            ((float *)out)[j * K + k] = (float)acc;
+        }
+    return LRC_OK;
+}
+
+int lrc_ref_embedding_grad(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    int64_t rows = lrc_shape_numel(SHAPE(0)), d = n->shape.dim[1], total = lrc_shape_numel(&n->shape);
+    double *acc = lrc_xcalloc((size_t)total, sizeof(double));
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < d; i++) acc[(int64_t)I(0)[r] * d + i] += F(1)[r * d + i];
+    for (int64_t i = 0; i < total; i++) ((float *)out)[i] = (float)acc[i];
+    free(acc);
+    return LRC_OK;
+}
+
+int lrc_ref_sum_to(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    const lrc_shape *x = SHAPE(0), *o = &n->shape;
+    int64_t total = lrc_shape_numel(o), count = lrc_shape_numel(x), idx[LRC_MAX_DIMS] = {0};
+    double *acc = lrc_xcalloc((size_t)total + 1, sizeof(double));
+    for (int64_t i = 0; i < count; i++) {
+        /* the output index: x's index with broadcast axes dropped or set to 0 */
+        int64_t oi = 0;
+        for (int d = 0; d < o->ndim; d++) {
+            int xd = x->ndim - o->ndim + d;
+            oi = oi * o->dim[d] + (o->dim[d] == 1 ? 0 : idx[xd]);
+        }
+        acc[oi] += F(0)[i];
+        for (int d = x->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < x->dim[d]) break;
+            idx[d] = 0;
+        }
+    }
+    for (int64_t i = 0; i < total; i++) ((float *)out)[i] = (float)acc[i];
+    free(acc);
+    return LRC_OK;
+}
+
+int lrc_ref_rmsnorm_grad(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    int64_t d = last_dim(SHAPE(0)), rows = lrc_shape_numel(SHAPE(0)) / d;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *x = F(0) + r * d, *dy = F(1) + r * d;
+        double ss = 0, dot = 0;
+        for (int64_t i = 0; i < d; i++) ss += (double)x[i] * x[i], dot += (double)dy[i] * x[i];
+        double rs = 1.0 / sqrt(ss / (double)d + n->fattr[0]);
+        for (int64_t i = 0; i < d; i++)
+            ((float *)out)[r * d + i] = (float)(rs * dy[i] - x[i] * rs * rs * rs * dot / (double)d);
+    }
+    return LRC_OK;
+}
+
+int lrc_ref_silu_grad(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    (void)g;
+    for (int64_t i = 0; i < lrc_shape_numel(&n->shape); i++) {
+        double x = F(0)[i], s = 1.0 / (1.0 + exp(-x));
+        ((float *)out)[i] = (float)(F(1)[i] * s * (1.0 + x * (1.0 - s)));
+    }
+    return LRC_OK;
+}
+
+int lrc_ref_rope_grad(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    (void)g;
+    int64_t B = n->shape.dim[0], T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3], half = D / 2;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < H; h++) {
+                const float *y = F(0) + ((b * T + t) * H + h) * D;
+                float *o = (float *)out + ((b * T + t) * H + h) * D;
+                for (int64_t i = 0; i < half; i++) {
+                    double ang = (double)t * pow(n->fattr[0], -2.0 * (double)i / (double)D), c = cos(ang), s = sin(ang);
+                    o[i] = (float)(y[i] * c + y[i + half] * s);
+                    o[i + half] = (float)(y[i + half] * c - y[i] * s);
+                }
+            }
+    return LRC_OK;
+}
+
+/* Recomputes each (batch, head)'s probabilities; dS = P o (dP - rowsum(dP o P)). */
+int lrc_ref_attention_grad(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    (void)g;
+    int64_t B = n->shape.dim[0], T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3];
+    int which = (int)n->iattr[1];
+    double scale = n->fattr[0];
+    double *P = lrc_xmalloc((size_t)(T * T) * sizeof(double)), *dS = lrc_xmalloc((size_t)(T * T) * sizeof(double));
+#define AT(k, b, t, h) (F(k) + (((b) * T + (t)) * H + (h)) * D)
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            for (int64_t t = 0; t < T; t++) {
+                int64_t keys = n->iattr[0] ? t + 1 : T;
+                double mx = -INFINITY, sum = 0, rowdot = 0;
+                for (int64_t j = 0; j < T; j++) {
+                    double s = -INFINITY;
+                    if (j < keys) {
+                        s = 0;
+                        for (int64_t i = 0; i < D; i++) s += (double)AT(0, b, t, h)[i] * AT(1, b, j, h)[i];
+                        s *= scale;
+                    }
+                    P[t * T + j] = s;
+                    if (s > mx) mx = s;
+                }
+                for (int64_t j = 0; j < T; j++) sum += (P[t * T + j] = j < keys ? exp(P[t * T + j] - mx) : 0);
+                for (int64_t j = 0; j < T; j++) {
+                    P[t * T + j] /= sum;
+                    double dp = 0; /* dP[t][j] = dy_t . v_j */
+                    for (int64_t i = 0; i < D; i++) dp += (double)AT(3, b, t, h)[i] * AT(2, b, j, h)[i];
+                    dS[t * T + j] = dp;
+                    rowdot += dp * P[t * T + j];
+                }
+                for (int64_t j = 0; j < T; j++) dS[t * T + j] = P[t * T + j] * (dS[t * T + j] - rowdot);
+            }
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t i = 0; i < D; i++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j < T; j++) {
+                        if (which == 0) acc += dS[t * T + j] * AT(1, b, j, h)[i] * scale; /* dq_t = sum_j dS[t,j] k_j */
+                        else if (which == 1) acc += dS[j * T + t] * AT(0, b, j, h)[i] * scale; /* dk_t = sum_j dS[j,t] q_j */
+                        else acc += P[j * T + t] * AT(3, b, j, h)[i]; /* dv_t = sum_j P[j,t] dy_j */
+                    }
+                    ((float *)out)[((b * T + t) * H + h) * D + i] = (float)acc;
+                }
+        }
+#undef AT
+    free(P);
+    free(dS);
+    return LRC_OK;
+}
+
+int lrc_ref_softmax_grad(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    (void)g;
+    int64_t d = last_dim(&n->shape), rows = lrc_shape_numel(&n->shape) / d;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *y = F(0) + r * d, *dy = F(1) + r * d;
+        double dot = 0;
+        for (int64_t i = 0; i < d; i++) dot += (double)dy[i] * y[i];
+        for (int64_t i = 0; i < d; i++) ((float *)out)[r * d + i] = (float)(y[i] * (dy[i] - dot));
+    }
+    return LRC_OK;
+}
+
+/* g[2j] = m (g0 c - g1 s), g[2j+1] = m (g0 s + g1 c) with m = e^(a + b u),
+ * angle theta f_j, theta = e^(ar + br u), f_j = base^(-2j/d). */
+int lrc_ref_depth_gain_grad(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    int64_t d = SHAPE(0)->dim[0];
+    int which = (int)n->iattr[1];
+    double u = log((double)n->iattr[0] + 1.0), m = exp((double)F(1)[0] + (double)F(2)[0] * u);
+    double theta = exp((double)F(3)[0] + (double)F(4)[0] * u), dmag = 0, dtheta = 0;
+    const float *gam = F(0), *dy = F(5);
+    for (int64_t j = 0; j < d / 2; j++) {
+        double f = pow(n->fattr[0], -2.0 * (double)j / (double)d), c = cos(theta * f), s = sin(theta * f);
+        double g0 = m * (gam[2 * j] * c - gam[2 * j + 1] * s), g1 = m * (gam[2 * j] * s + gam[2 * j + 1] * c);
+        double dy0 = dy[2 * j], dy1 = dy[2 * j + 1];
+        if (which == 0) {
+            ((float *)out)[2 * j] = (float)(m * (dy0 * c + dy1 * s));
+            ((float *)out)[2 * j + 1] = (float)(m * (-dy0 * s + dy1 * c));
+        }
+        dmag += dy0 * g0 + dy1 * g1;        /* d g / d log m = g */
+        dtheta += f * (dy1 * g0 - dy0 * g1); /* d g0 / d theta = -f g1, d g1 / d theta = f g0 */
+    }
+    double v = which == 1 ? dmag : which == 2 ? dmag * u : which == 3 ? dtheta * theta : dtheta * theta * u;
+    if (which > 0) ((float *)out)[0] = (float)v;
+    return LRC_OK;
+}
+
+int lrc_ref_cross_entropy_grad(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    int64_t V = last_dim(SHAPE(0)), rows = lrc_shape_numel(SHAPE(1)), used = 0;
+    for (int64_t r = 0; r < rows; r++) used += I(1)[r] != -100;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *x = F(0) + r * V;
+        float *o = (float *)out + r * V;
+        int32_t y = I(1)[r];
+        if (y == -100) {
+            memset(o, 0, (size_t)V * sizeof(float));
+            continue;
+        }
+        if (y < 0 || y >= V) return lrc_err_set(err, "labels: %d is outside [0, %lld) and not -100", y, (long long)V);
+        double mx = -INFINITY, sum = 0;
+        for (int64_t i = 0; i < V; i++) mx = x[i] > mx ? x[i] : mx;
+        for (int64_t i = 0; i < V; i++) sum += exp((double)x[i] - mx);
+        for (int64_t i = 0; i < V; i++) o[i] = (float)((exp((double)x[i] - mx) / sum - (i == y)) / (double)used);
+    }
+    return LRC_OK;
+}
