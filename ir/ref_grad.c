@@ -104,19 +104,7 @@ int lrc_ref_rope_grad(const lrc_graph *g, const lrc_node *n, void *const *in, vo
 {
     (void)err;
     (void)g;
-    int64_t B = n->shape.dim[0], T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3], half = D / 2;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t h = 0; h < H; h++) {
-                const float *y = F(0) + ((b * T + t) * H + h) * D;
-                float *o = (float *)out + ((b * T + t) * H + h) * D;
-                for (int64_t i = 0; i < half; i++) {
-                    double ang = (double)t * pow(n->fattr[0], -2.0 * (double)i / (double)D), c = cos(ang), s = sin(ang);
-                    o[i] = (float)(y[i] * c + y[i + half] * s);
-                    o[i + half] = (float)(y[i + half] * c - y[i] * s);
-                }
-            }
-    return LRC_OK;
+    return lrc_ref_rotate(n, F(0), out, -1);
 }
 
 /* Recomputes each (batch, head)'s probabilities; dS = P o (dP - rowsum(dP o P)). */

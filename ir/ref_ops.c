@@ -136,24 +136,31 @@ int lrc_ref_silu(const lrc_graph *g, const lrc_node *n, void *const *in, void *o
     return LRC_OK;
 }
 
-int lrc_ref_rope(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+/* Sequence RoPE (rotate-half) by +angle, or its transpose (the gradient)
+ * by -angle when sign is -1. */
+int lrc_ref_rotate(const lrc_node *n, const float *x, float *out, int sign)
 {
-    (void)err;
-    (void)g;
     int64_t B = n->shape.dim[0], T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3], half = D / 2;
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++)
             for (int64_t h = 0; h < H; h++) {
-                const float *x = F(0) + ((b * T + t) * H + h) * D;
-                float *o = (float *)out + ((b * T + t) * H + h) * D;
+                const float *xr = x + ((b * T + t) * H + h) * D;
+                float *o = out + ((b * T + t) * H + h) * D;
                 for (int64_t i = 0; i < half; i++) {
                     double ang = (double)t * pow(n->fattr[0], -2.0 * (double)i / (double)D);
-                    double c = cos(ang), s = sin(ang), x1 = x[i], x2 = x[i + half];
+                    double c = cos(ang), s = sign * sin(ang), x1 = xr[i], x2 = xr[i + half];
                     o[i] = (float)(x1 * c - x2 * s);
                     o[i + half] = (float)(x2 * c + x1 * s);
                 }
             }
     return LRC_OK;
+}
+
+int lrc_ref_rope(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    (void)g;
+    return lrc_ref_rotate(n, F(0), out, 1);
 }
 
 int lrc_ref_attention(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)

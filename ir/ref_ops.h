@@ -46,4 +46,6 @@ int lrc_grad_transpose(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_depth_gain(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_cross_entropy(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 
+int lrc_ref_rotate(const lrc_node *n, const float *x, float *out, int sign);
+
 #endif
