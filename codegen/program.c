@@ -47,7 +47,9 @@ static bool renderable(const lrc_group *gr, const lrc_node *n, bool anchor)
     case LRC_GROUP_ATTENTION: return anchor ? n->op == LRC_OP_ATTENTION || n->op == LRC_OP_KV_ATTENTION : n->op == LRC_OP_ROPE;
     case LRC_GROUP_OPAQUE: /* the ops kg_opaque renders, by name: a new op fails here, loudly */
         return n->op == LRC_OP_EMBEDDING || n->op == LRC_OP_ROPE || n->op == LRC_OP_DEPTH_GAIN ||
-               n->op == LRC_OP_CROSS_ENTROPY || n->op == LRC_OP_TRANSPOSE;
+               n->op == LRC_OP_CROSS_ENTROPY || n->op == LRC_OP_TRANSPOSE || n->op == LRC_OP_ROPE_GRAD ||
+               n->op == LRC_OP_RMSNORM_GRAD || n->op == LRC_OP_SOFTMAX_GRAD || n->op == LRC_OP_CROSS_ENTROPY_GRAD ||
+               n->op == LRC_OP_SUM_TO || n->op == LRC_OP_EMBEDDING_GRAD || n->op == LRC_OP_DEPTH_GAIN_GRAD;
     default: return false;
     }
 }
@@ -190,7 +192,12 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
             break;
         case LRC_GROUP_ATTENTION: k->n_items = a->shape.dim[0] * a->shape.dim[2]; break;
         case LRC_GROUP_OPAQUE:
-            k->n_items = a->op == LRC_OP_EMBEDDING || a->op == LRC_OP_ROPE ? rows_of(&a->shape) : 1;
+            /* row-parallel ones; the others (sums into shared rows) run as one item */
+            k->n_items = a->op == LRC_OP_EMBEDDING || a->op == LRC_OP_ROPE || a->op == LRC_OP_ROPE_GRAD ||
+                                 a->op == LRC_OP_RMSNORM_GRAD || a->op == LRC_OP_SOFTMAX_GRAD ||
+                                 a->op == LRC_OP_CROSS_ENTROPY_GRAD
+                             ? rows_of(&a->shape)
+                             : 1;
             break;
         default: k->n_items = rows_of(&a->shape); break;
         }

@@ -417,7 +417,7 @@ const lrc_op_info lrc_op_table[LRC_OP_COUNT] = {
     [LRC_OP_SUM_TO] = {"sum_to", 1, LRC_FUSE_OPAQUE, {0}, {0}, "shape", infer_sum_to, flops_1, 0, lrc_ref_sum_to},
     [LRC_OP_RMSNORM_GRAD] = {"rmsnorm_grad", 2, LRC_FUSE_OPAQUE, {0}, {"eps"}, NULL, infer_same_as_first, flops_5, 0,
                              lrc_ref_rmsnorm_grad},
-    [LRC_OP_SILU_GRAD] = {"silu_grad", 2, LRC_FUSE_OPAQUE, {0}, {0}, NULL, infer_same_as_first, flops_5, 0, lrc_ref_silu_grad},
+    [LRC_OP_SILU_GRAD] = {"silu_grad", 2, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_same_as_first, flops_5, 0, lrc_ref_silu_grad},
     [LRC_OP_ROPE_GRAD] = {"rope_grad", 1, LRC_FUSE_OPAQUE, {0}, {"base"}, NULL, infer_rope, flops_4, 0, lrc_ref_rope_grad},
     [LRC_OP_ATTENTION_GRAD] = {"attention_grad", 4, LRC_FUSE_OPAQUE, {"causal", "which"}, {"scale"}, NULL,
                                infer_attention_grad, flops_attention_grad, 0, lrc_ref_attention_grad},

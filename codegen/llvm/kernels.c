@@ -47,6 +47,13 @@ LLVMValueRef kg_value(kgen *k, int id, LLVMValueRef row, LLVMValueRef col, int64
         case LRC_OP_SILU: /* x / (1 + exp(-x)) */
             v = LLVMBuildFDiv(e->b, a, em_add(e, em_fw(e, 1.0, w), em_exp(e, LLVMBuildFNeg(e->b, a, ""), w)), "");
             break;
+        case LRC_OP_SILU_GRAD: { /* dy s (1 + x (1 - s)), s = sigmoid(x) */
+            LLVMValueRef sg = LLVMBuildFDiv(e->b, em_fw(e, 1.0, w),
+                                            em_add(e, em_fw(e, 1.0, w), em_exp(e, LLVMBuildFNeg(e->b, a, ""), w)), "");
+            LLVMValueRef one_m = LLVMBuildFSub(e->b, em_fw(e, 1.0, w), sg, "");
+            v = em_mul(e, em_mul(e, kg_value(k, n->in[1], row, col, D, w), sg), em_fma(e, a, one_m, em_fw(e, 1.0, w)));
+            break;
+        }
         default: /* anchors are set by their kernel before members are evaluated */
             v = LLVMGetUndef(em_vty(e, w));
             break;
@@ -212,7 +219,8 @@ static LLVMValueRef d64(em_t *e, double v) { return LLVMConstReal(e->f64, v); }
 
 /* Standalone RoPE on rows (b, t, h) of x[B,T,H,Dh]; computed in double as
  * the reference does (it is cold: fused RoPE lives in attention). */
-static void kg_rope(kgen *k, const lrc_node *n)
+/* sign -1: rotation by -angle, the transpose: RoPE's gradient */
+static void kg_rope(kgen *k, const lrc_node *n, double sign)
 {
     em_t *e = k->e;
     int64_t T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3], half = D / 2;
@@ -224,7 +232,7 @@ static void kg_rope(kgen *k, const lrc_node *n)
     LLVMValueRef i = em_for_begin(e, &cols, em_i64(e, 0), em_i64(e, half));
     LLVMValueRef ex = LLVMBuildFMul(e->b, LLVMBuildSIToFP(e->b, i, e->f64, ""), d64(e, -2.0 / (double)D), "");
     LLVMValueRef ang = LLVMBuildFMul(e->b, tf, em_libm(e, "pow", d64(e, n->fattr[0]), ex), "");
-    LLVMValueRef c = em_libm(e, "cos", ang, NULL), s = em_libm(e, "sin", ang, NULL);
+    LLVMValueRef c = em_libm(e, "cos", ang, NULL), s = LLVMBuildFMul(e->b, em_libm(e, "sin", ang, NULL), d64(e, sign), "");
     LLVMValueRef base = em_imul(e, r, em_i64(e, D));
     LLVMValueRef i2 = em_iadd(e, i, em_i64(e, half));
     LLVMValueRef x1 = to_f64(e, em_load(e, x, em_iadd(e, base, i), 1));
@@ -331,11 +339,12 @@ static void kg_opaque(kgen *k)
     const lrc_node *n = &k->g->nodes[k->gr->anchor];
     switch (n->op) {
     case LRC_OP_EMBEDDING: kg_embedding(k, n); break;
-    case LRC_OP_ROPE: kg_rope(k, n); break;
+    case LRC_OP_ROPE: kg_rope(k, n, 1.0); break;
+    case LRC_OP_ROPE_GRAD: kg_rope(k, n, -1.0); break;
     case LRC_OP_DEPTH_GAIN: kg_depth_gain(k, n); break;
     case LRC_OP_CROSS_ENTROPY: kg_cross_entropy(k, n); break;
     case LRC_OP_TRANSPOSE: kg_transpose(k, n); break;
-    default: break; /* lrc_program_build rejected anything else */
+    default: kg_grad_opaque(k, n); break; /* lrc_program_build rejected anything else */
     }
 }
 

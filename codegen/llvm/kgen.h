@@ -38,5 +38,7 @@ void kg_gemm_pack(kgen *k);
 void kg_gemm(kgen *k);
 void kg_attention(kgen *k);
 void kg_kv_attention(kgen *k);
+/* Gradient ops rendered as opaque kernels; false for other ops. */
+bool kg_grad_opaque(kgen *k, const lrc_node *n);
 
 #endif

@@ -125,6 +125,32 @@ static int b_misc(lrc_graph *g, const int64_t *d)
            out(g, "loss", op(g, LRC_OP_CROSS_ENTROPY, logits, labels, 0, 0, 0));
 }
 
+static int b_grads(lrc_graph *g, const int64_t *d)
+{ /* the gradient ops the cpu target renders outside GEMMs and attention */
+    lrc_err err;
+    int64_t sh[3] = {d[0], d[1], d[2]}, r4[4] = {d[0], d[1], 2, d[3]}, ids[2] = {d[0], d[1]}, vd[1] = {d[2]}, sc[1] = {1};
+    int x = input(g, "x", 3, sh, LRC_F32), dy = input(g, "dy", 3, sh, LRC_F32);
+    int q = input(g, "q", 4, r4, LRC_F32), t = input(g, "tokens", 2, ids, LRC_I32), labels = input(g, "labels", 2, ids, LRC_I32);
+    int rc = out(g, "silu_grad", op(g, LRC_OP_SILU_GRAD, x, dy, 0, 0, 0)) ||
+             out(g, "rope_grad", op(g, LRC_OP_ROPE_GRAD, q, 0, 0, 321.0, 0)) ||
+             out(g, "rmsnorm_grad", op(g, LRC_OP_RMSNORM_GRAD, x, dy, 0, 1e-3, 0)) ||
+             out(g, "softmax_grad", op(g, LRC_OP_SOFTMAX_GRAD, op(g, LRC_OP_SOFTMAX, x, 0, 0, 0, 0), dy, 0, 0, 0)) ||
+             out(g, "ce_grad", op(g, LRC_OP_CROSS_ENTROPY_GRAD, x, labels, 0, 0, 0));
+    lrc_node st = {.op = LRC_OP_SUM_TO, .n_in = 1, .in = {dy}, .n_iattr = 1, .iattr = {d[2]}};
+    lrc_node st2 = {.op = LRC_OP_SUM_TO, .n_in = 1, .in = {dy}, .n_iattr = 3, .iattr = {1, d[1], 1}};
+    lrc_node eg = {.op = LRC_OP_EMBEDDING_GRAD, .n_in = 2, .in = {t, dy}, .iattr = {d[4]}};
+    rc = rc || out(g, "sum_to", lrc_graph_add(g, &st, &err)) || out(g, "sum_to2", lrc_graph_add(g, &st2, &err)) ||
+         out(g, "embedding_grad", lrc_graph_add(g, &eg, &err));
+    int gam = param(g, "gamma", 1, vd), a1 = param(g, "a1", 0, sc), a2 = param(g, "a2", 0, sc), gy = input(g, "gy", 1, vd, LRC_F32);
+    for (int w = 0; w < 5 && !rc; w++) {
+        char name[32];
+        snprintf(name, sizeof name, "depth_gain_grad%d", w);
+        lrc_node dg = {.op = LRC_OP_DEPTH_GAIN_GRAD, .n_in = 6, .in = {gam, a1, a2, a2, a1, gy}, .iattr = {3, w}, .fattr = {100}};
+        rc = out(g, name, lrc_graph_add(g, &dg, &err));
+    }
+    return rc;
+}
+
 /* ---- the harness ------------------------------------------------------- */
 
 /* A tensor whose storage has GUARD pattern bytes after its data. */
@@ -176,8 +202,10 @@ static void run_case(const char *name, build_fn build, const int64_t *d, uint64_
     lrc_tensor_set_init(&want);
     lrc_tensor_set_init(&got);
     int64_t vocab = 1;
-    for (int i = 0; i < g->n_nodes; i++)
+    for (int i = 0; i < g->n_nodes; i++) {
         if (g->nodes[i].op == LRC_OP_EMBEDDING) vocab = g->nodes[g->nodes[i].in[1]].shape.dim[0];
+        if (g->nodes[i].op == LRC_OP_EMBEDDING_GRAD) vocab = g->nodes[i].iattr[0];
+    }
     for (int i = 0; i < g->n_nodes; i++) {
         const lrc_node *n = &g->nodes[i];
         if (n->op != LRC_OP_INPUT && n->op != LRC_OP_PARAM) continue;
@@ -282,6 +310,8 @@ int main(void)
         {"attention", b_attention, {1, 33, 1, 34, 0}},
         {"misc", b_misc, {2, 3, 11, 6, 9}},
         {"misc", b_misc, {1, 13, 5, 10, 31}},
+        {"grads", b_grads, {2, 3, 10, 6, 10}},
+        {"grads", b_grads, {1, 7, 34, 10, 34}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(cases[i].name, cases[i].fn, cases[i].d, 1000 + i);
     printf("%d passed, %d failed\n", passed, failed);

@@ -1,0 +1,204 @@
+/* kernels_grad.c — LLVM renderings of gradient ops that are not GEMMs:
+ * row kernels (rmsnorm, softmax, cross-entropy), reductions undoing
+ * broadcasts and gathers (sum_to, embedding_grad) and LayerRoPE's gradient.
+ * Written plainly, in double where the reference is: correct first; the
+ * hot ones get vector forms when training needs their speed. */
+#include "kgen.h"
+
+#include <math.h>
+
+static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
+static LLVMValueRef to_f64(em_t *e, LLVMValueRef x) { return LLVMBuildFPExt(e->b, x, e->f64, ""); }
+static LLVMValueRef to_f32(em_t *e, LLVMValueRef x) { return LLVMBuildFPTrunc(e->b, x, e->f32, ""); }
+static LLVMValueRef d64(em_t *e, double v) { return LLVMConstReal(e->f64, v); }
+static LLVMValueRef fadd(em_t *e, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFAdd(e->b, a, b, ""); }
+static LLVMValueRef fmul(em_t *e, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFMul(e->b, a, b, ""); }
+static LLVMValueRef fsub(em_t *e, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFSub(e->b, a, b, ""); }
+static LLVMValueRef ld(em_t *e, LLVMValueRef p, LLVMValueRef i) { return to_f64(e, em_load(e, p, i, 1)); }
+static void st(em_t *e, LLVMValueRef p, LLVMValueRef i, LLVMValueRef v) { em_store(e, p, i, to_f32(e, v), 1); }
+
+/* Two double accumulators over a row: sum a(i) b(i) for the two (a, b)
+ * pairs given, i in [0, D). */
+static void row_dots(kgen *k, LLVMValueRef base, int64_t D, LLVMValueRef a0, LLVMValueRef b0, LLVMValueRef a1,
+                     LLVMValueRef b1, LLVMValueRef acc0, LLVMValueRef acc1)
+{
+    em_t *e = k->e;
+    LLVMBuildStore(e->b, d64(e, 0), acc0);
+    LLVMBuildStore(e->b, d64(e, 0), acc1);
+    em_loop l;
+    LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, D));
+    LLVMValueRef ix = em_iadd(e, base, i);
+    LLVMBuildStore(e->b, fadd(e, LLVMBuildLoad2(e->b, e->f64, acc0, ""), fmul(e, ld(e, a0, ix), ld(e, b0, ix))), acc0);
+    if (a1) LLVMBuildStore(e->b, fadd(e, LLVMBuildLoad2(e->b, e->f64, acc1, ""), fmul(e, ld(e, a1, ix), ld(e, b1, ix))), acc1);
+    em_for_end(e, &l, em_i64(e, 1));
+}
+
+/* dx = r dy - x r^3 (dy . x) / d, r = 1 / sqrt(mean(x^2) + eps) */
+static void kg_rmsnorm_grad(kgen *k, const lrc_node *n)
+{
+    em_t *e = k->e;
+    int64_t D = last_dim(&n->shape);
+    LLVMValueRef X = kg_ptr(k, n->in[0]), DY = kg_ptr(k, n->in[1]), O = kg_ptr(k, k->gr->anchor);
+    LLVMValueRef ss = em_alloca(e, e->f64, "ss"), dot = em_alloca(e, e->f64, "dot");
+    em_loop lr, l;
+    LLVMValueRef r = em_for_begin(e, &lr, e->begin, e->end), base = em_imul(e, r, em_i64(e, D));
+    row_dots(k, base, D, X, X, DY, X, ss, dot);
+    LLVMValueRef ms = fadd(e, LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f64, ss, ""), d64(e, (double)D), ""), d64(e, n->fattr[0]));
+    LLVMValueRef rs = LLVMBuildFDiv(e->b, d64(e, 1.0), em_intr1(e, "sqrt", ms), "");
+    LLVMValueRef c = LLVMBuildFDiv(e->b, fmul(e, fmul(e, fmul(e, rs, rs), rs), LLVMBuildLoad2(e->b, e->f64, dot, "")), d64(e, (double)D), "");
+    LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, D)), ix = em_iadd(e, base, i);
+    st(e, O, ix, fsub(e, fmul(e, rs, ld(e, DY, ix)), fmul(e, ld(e, X, ix), c)));
+    em_for_end(e, &l, em_i64(e, 1));
+    em_for_end(e, &lr, em_i64(e, 1));
+}
+
+/* dx = y (dy - y . dy) */
+static void kg_softmax_grad(kgen *k, const lrc_node *n)
+{
+    em_t *e = k->e;
+    int64_t D = last_dim(&n->shape);
+    LLVMValueRef Y = kg_ptr(k, n->in[0]), DY = kg_ptr(k, n->in[1]), O = kg_ptr(k, k->gr->anchor);
+    LLVMValueRef dot = em_alloca(e, e->f64, "dot"), unused = em_alloca(e, e->f64, "unused");
+    em_loop lr, l;
+    LLVMValueRef r = em_for_begin(e, &lr, e->begin, e->end), base = em_imul(e, r, em_i64(e, D));
+    row_dots(k, base, D, Y, DY, NULL, NULL, dot, unused);
+    LLVMValueRef dt = LLVMBuildLoad2(e->b, e->f64, dot, "");
+    LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, D)), ix = em_iadd(e, base, i);
+    st(e, O, ix, fmul(e, ld(e, Y, ix), fsub(e, ld(e, DY, ix), dt)));
+    em_for_end(e, &l, em_i64(e, 1));
+    em_for_end(e, &lr, em_i64(e, 1));
+}
+
+/* (softmax(x) - onehot(label)) / (labels not -100), zero rows for -100 */
+static void kg_cross_entropy_grad(kgen *k, const lrc_node *n)
+{
+    em_t *e = k->e;
+    int64_t V = last_dim(&n->shape), rows = lrc_shape_numel(&n->shape) / V;
+    LLVMValueRef X = kg_ptr(k, n->in[0]), O = kg_ptr(k, k->gr->anchor);
+    LLVMValueRef Y = LLVMBuildBitCast(e->b, kg_ptr(k, n->in[1]), e->i32p, "");
+    LLVMValueRef used = em_alloca(e, e->f64, "used"), mx = em_alloca(e, e->f64, "mx"), sum = em_alloca(e, e->f64, "sum");
+    LLVMValueRef ignore = LLVMConstInt(e->i32, (unsigned long long)-100, 1);
+    em_loop lu, lr, l;
+    LLVMBuildStore(e->b, d64(e, 0), used); /* every chunk counts the used labels itself */
+    LLVMValueRef u = em_for_begin(e, &lu, em_i64(e, 0), em_i64(e, rows));
+    LLVMValueRef is = LLVMBuildICmp(e->b, LLVMIntNE, em_load_i32(e, Y, u), ignore, "");
+    LLVMBuildStore(e->b, fadd(e, LLVMBuildLoad2(e->b, e->f64, used, ""), LLVMBuildSelect(e->b, is, d64(e, 1), d64(e, 0), "")), used);
+    em_for_end(e, &lu, em_i64(e, 1));
+    LLVMValueRef nused = LLVMBuildLoad2(e->b, e->f64, used, "");
+    LLVMValueRef r = em_for_begin(e, &lr, e->begin, e->end), base = em_imul(e, r, em_i64(e, V));
+    LLVMValueRef lab = em_load_i32(e, Y, r), live = LLVMBuildICmp(e->b, LLVMIntNE, lab, ignore, "");
+    LLVMBuildStore(e->b, d64(e, -INFINITY), mx);
+    LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, V));
+    LLVMValueRef xv = ld(e, X, em_iadd(e, base, i)), cur = LLVMBuildLoad2(e->b, e->f64, mx, "");
+    LLVMBuildStore(e->b, LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealOGT, xv, cur, ""), xv, cur, ""), mx);
+    em_for_end(e, &l, em_i64(e, 1));
+    LLVMValueRef m = LLVMBuildLoad2(e->b, e->f64, mx, "");
+    LLVMBuildStore(e->b, d64(e, 0), sum);
+    i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, V));
+    LLVMBuildStore(e->b, fadd(e, LLVMBuildLoad2(e->b, e->f64, sum, ""), em_libm(e, "exp", fsub(e, ld(e, X, em_iadd(e, base, i)), m), NULL)), sum);
+    em_for_end(e, &l, em_i64(e, 1));
+    LLVMValueRef s = LLVMBuildLoad2(e->b, e->f64, sum, "");
+    i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, V));
+    LLVMValueRef p = LLVMBuildFDiv(e->b, em_libm(e, "exp", fsub(e, ld(e, X, em_iadd(e, base, i)), m), NULL), s, "");
+    LLVMValueRef hot = LLVMBuildICmp(e->b, LLVMIntEQ, LLVMBuildTrunc(e->b, i, e->i32, ""), lab, "");
+    LLVMValueRef gv = LLVMBuildFDiv(e->b, fsub(e, p, LLVMBuildSelect(e->b, hot, d64(e, 1), d64(e, 0), "")), nused, "");
+    st(e, O, em_iadd(e, base, i), LLVMBuildSelect(e->b, live, gv, d64(e, 0), ""));
+    em_for_end(e, &l, em_i64(e, 1));
+    em_for_end(e, &lr, em_i64(e, 1));
+}
+
+/* Every input element added into the output element it was broadcast from
+ * (one work item: a plain serial sum). */
+static void kg_sum_to(kgen *k, const lrc_node *n)
+{
+    em_t *e = k->e;
+    const lrc_shape *x = &k->g->nodes[n->in[0]].shape, *o = &n->shape;
+    LLVMValueRef X = kg_ptr(k, n->in[0]), O = kg_ptr(k, k->gr->anchor);
+    int64_t ost[LRC_MAX_DIMS], s = 1;
+    for (int d = o->ndim - 1; d >= 0; d--) {
+        ost[d] = o->dim[d] == 1 ? 0 : s;
+        s *= o->dim[d];
+    }
+    em_loop lz, l;
+    LLVMValueRef z = em_for_begin(e, &lz, em_i64(e, 0), em_i64(e, lrc_shape_numel(o)));
+    em_store(e, O, z, em_f32(e, 0), 1);
+    em_for_end(e, &lz, em_i64(e, 1));
+    LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, lrc_shape_numel(x)));
+    LLVMValueRef rest = i, dst = em_i64(e, 0);
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        LLVMValueRef digit = LLVMBuildSRem(e->b, rest, em_i64(e, x->dim[d]), "");
+        rest = LLVMBuildSDiv(e->b, rest, em_i64(e, x->dim[d]), "");
+        int od = o->ndim - x->ndim + d;
+        if (od >= 0 && ost[od]) dst = em_iadd(e, dst, em_imul(e, digit, em_i64(e, ost[od])));
+    }
+    em_store(e, O, dst, em_add(e, em_load(e, O, dst, 1), em_load(e, X, i, 1)), 1);
+    em_for_end(e, &l, em_i64(e, 1));
+}
+
+/* dW[id] += dy row, rows in order (one work item: no two threads add to one row) */
+static void kg_embedding_grad(kgen *k, const lrc_node *n)
+{
+    em_t *e = k->e;
+    int64_t d = n->shape.dim[1], rows = lrc_shape_numel(&k->g->nodes[n->in[0]].shape);
+    LLVMValueRef ids = LLVMBuildBitCast(e->b, kg_ptr(k, n->in[0]), e->i32p, "");
+    LLVMValueRef DY = kg_ptr(k, n->in[1]), O = kg_ptr(k, k->gr->anchor);
+    em_loop lz, lr, l;
+    LLVMValueRef z = em_for_begin(e, &lz, em_i64(e, 0), em_i64(e, lrc_shape_numel(&n->shape)));
+    em_store(e, O, z, em_f32(e, 0), 1);
+    em_for_end(e, &lz, em_i64(e, 1));
+    LLVMValueRef r = em_for_begin(e, &lr, em_i64(e, 0), em_i64(e, rows));
+    LLVMValueRef dst = em_imul(e, LLVMBuildSExt(e->b, em_load_i32(e, ids, r), e->i64, ""), em_i64(e, d));
+    LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, d));
+    LLVMValueRef at = em_iadd(e, dst, i);
+    em_store(e, O, at, em_add(e, em_load(e, O, at, 1), em_load(e, DY, em_iadd(e, em_imul(e, r, em_i64(e, d)), i), 1)), 1);
+    em_for_end(e, &l, em_i64(e, 1));
+    em_for_end(e, &lr, em_i64(e, 1));
+}
+
+/* LayerRoPE's gradient for input `which` (see ir/ref_grad.c for the algebra). */
+static void kg_depth_gain_grad(kgen *k, const lrc_node *n)
+{
+    em_t *e = k->e;
+    int64_t d = k->g->nodes[n->in[0]].shape.dim[0];
+    int which = (int)n->iattr[1];
+    double u = log((double)n->iattr[0] + 1.0);
+    LLVMValueRef G = kg_ptr(k, n->in[0]), DY = kg_ptr(k, n->in[5]), O = kg_ptr(k, k->gr->anchor), sc[5];
+    for (int j = 1; j < 5; j++) sc[j] = ld(e, kg_ptr(k, n->in[j]), em_i64(e, 0));
+    LLVMValueRef m = em_libm(e, "exp", fadd(e, sc[1], fmul(e, sc[2], d64(e, u))), NULL);
+    LLVMValueRef theta = em_libm(e, "exp", fadd(e, sc[3], fmul(e, sc[4], d64(e, u))), NULL);
+    LLVMValueRef dmag = em_alloca(e, e->f64, "dmag"), dth = em_alloca(e, e->f64, "dtheta");
+    LLVMBuildStore(e->b, d64(e, 0), dmag);
+    LLVMBuildStore(e->b, d64(e, 0), dth);
+    em_loop l;
+    LLVMValueRef j = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, d / 2));
+    LLVMValueRef f = em_libm(e, "pow", d64(e, n->fattr[0]), fmul(e, LLVMBuildSIToFP(e->b, j, e->f64, ""), d64(e, -2.0 / (double)d)));
+    LLVMValueRef ang = fmul(e, theta, f), c = em_libm(e, "cos", ang, NULL), s = em_libm(e, "sin", ang, NULL);
+    LLVMValueRef j0 = em_imul(e, j, em_i64(e, 2)), j1 = em_iadd(e, j0, em_i64(e, 1));
+    LLVMValueRef g0 = ld(e, G, j0), g1 = ld(e, G, j1), dy0 = ld(e, DY, j0), dy1 = ld(e, DY, j1);
+    LLVMValueRef o0 = fmul(e, m, fsub(e, fmul(e, g0, c), fmul(e, g1, s))), o1 = fmul(e, m, fadd(e, fmul(e, g0, s), fmul(e, g1, c)));
+    if (which == 0) {
+        st(e, O, j0, fmul(e, m, fadd(e, fmul(e, dy0, c), fmul(e, dy1, s))));
+        st(e, O, j1, fmul(e, m, fsub(e, fmul(e, dy1, c), fmul(e, dy0, s))));
+    }
+    LLVMBuildStore(e->b, fadd(e, LLVMBuildLoad2(e->b, e->f64, dmag, ""), fadd(e, fmul(e, dy0, o0), fmul(e, dy1, o1))), dmag);
+    LLVMBuildStore(e->b, fadd(e, LLVMBuildLoad2(e->b, e->f64, dth, ""), fmul(e, f, fsub(e, fmul(e, dy1, o0), fmul(e, dy0, o1)))), dth);
+    em_for_end(e, &l, em_i64(e, 1));
+    LLVMValueRef dm = LLVMBuildLoad2(e->b, e->f64, dmag, ""), dt = fmul(e, LLVMBuildLoad2(e->b, e->f64, dth, ""), theta);
+    if (which > 0) {
+        LLVMValueRef v = which == 1 ? dm : which == 2 ? fmul(e, dm, d64(e, u)) : which == 3 ? dt : fmul(e, dt, d64(e, u));
+        st(e, O, em_i64(e, 0), v);
+    }
+}
+
+bool kg_grad_opaque(kgen *k, const lrc_node *n)
+{
+    switch (n->op) {
+    case LRC_OP_RMSNORM_GRAD: kg_rmsnorm_grad(k, n); return true;
+    case LRC_OP_SOFTMAX_GRAD: kg_softmax_grad(k, n); return true;
+    case LRC_OP_CROSS_ENTROPY_GRAD: kg_cross_entropy_grad(k, n); return true;
+    case LRC_OP_SUM_TO: kg_sum_to(k, n); return true;
+    case LRC_OP_EMBEDDING_GRAD: kg_embedding_grad(k, n); return true;
+    case LRC_OP_DEPTH_GAIN_GRAD: kg_depth_gain_grad(k, n); return true;
+    default: return false;
+    }
+}
