@@ -33,10 +33,18 @@ typedef struct lrc_gemm_tiling {
 
 /* A buffer the program uses besides the graph's nodes: packed weights. */
 typedef struct lrc_extra_buf {
-    int of_node;   /* the PARAM it is derived from */
-    int panel;     /* columns per panel: NR, or vec for a two-matmul kernel */
+    int of_node;     /* the node it is derived from */
+    int panel;       /* columns per panel: NR, or vec for a two-matmul kernel */
+    bool transposed; /* the source holds W^T: [inner, columns] (gradient GEMMs) */
     int64_t bytes;
 } lrc_extra_buf;
+
+/* GEMM ops: matmul (x W^T), matmul_nn (dy W) and matmul_tn (dy^T x) are the
+ * same kernel with the second operand packed from W or from its transpose,
+ * and for matmul_tn the first operand read transposed. */
+bool lrc_is_gemm_op(lrc_op op);
+/* Columns and inner size of the packed second operand of GEMM node n. */
+void lrc_gemm_dims(const lrc_graph *g, const lrc_node *n, int64_t *cols, int64_t *inner);
 
 typedef struct lrc_kernel_desc {
     char name[64];   /* symbol: "k12_gemm", "pack3" */
@@ -69,6 +77,6 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
 void lrc_program_free(lrc_program *p);
 /* The extra buffer holding weight node w packed in panels of `panel`
  * columns, or -1. */
-int lrc_program_packed_of(const lrc_program *p, int w, int panel);
+int lrc_program_packed_of(const lrc_program *p, int w, int panel, bool transposed);
 
 #endif

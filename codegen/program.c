@@ -13,11 +13,21 @@ static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 
 static int64_t rows_of(const lrc_shape *s) { return lrc_shape_numel(s) / (last_dim(s) ? last_dim(s) : 1); }
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-int lrc_program_packed_of(const lrc_program *p, int w, int panel)
+int lrc_program_packed_of(const lrc_program *p, int w, int panel, bool transposed)
 {
     for (int i = 0; i < p->n_extra; i++)
-        if (p->extra[i].of_node == w && p->extra[i].panel == panel) return i;
+        if (p->extra[i].of_node == w && p->extra[i].panel == panel && p->extra[i].transposed == transposed) return i;
     return -1;
+}
+
+bool lrc_is_gemm_op(lrc_op op) { return op == LRC_OP_MATMUL || op == LRC_OP_MATMUL_NN || op == LRC_OP_MATMUL_TN; }
+
+void lrc_gemm_dims(const lrc_graph *g, const lrc_node *n, int64_t *cols, int64_t *inner)
+{
+    const lrc_shape *w = &g->nodes[n->in[1]].shape;
+    if (n->op == LRC_OP_MATMUL) *cols = w->dim[0], *inner = w->dim[1];
+    else if (n->op == LRC_OP_MATMUL_NN) *cols = w->dim[1], *inner = w->dim[0];
+    else *cols = w->dim[w->ndim - 1], *inner = lrc_shape_numel(w) / w->dim[w->ndim - 1];
 }
 
 static lrc_kernel_desc *new_kernel(lrc_program *p)
@@ -43,7 +53,7 @@ static bool renderable(const lrc_group *gr, const lrc_node *n, bool anchor)
     switch (gr->kind) {
     case LRC_GROUP_ELEMENTWISE: return f == LRC_FUSE_ELEMENTWISE;
     case LRC_GROUP_ROW: return anchor ? (n->op == LRC_OP_RMSNORM || n->op == LRC_OP_SOFTMAX) : f == LRC_FUSE_ELEMENTWISE;
-    case LRC_GROUP_GEMM: return n->op == LRC_OP_MATMUL || (!anchor && f == LRC_FUSE_ELEMENTWISE);
+    case LRC_GROUP_GEMM: return lrc_is_gemm_op(n->op) || (!anchor && f == LRC_FUSE_ELEMENTWISE);
     case LRC_GROUP_ATTENTION: return anchor ? n->op == LRC_OP_ATTENTION || n->op == LRC_OP_KV_ATTENTION : n->op == LRC_OP_ROPE;
     case LRC_GROUP_OPAQUE: /* the ops kg_opaque renders, by name: a new op fails here, loudly */
         return n->op == LRC_OP_EMBEDDING || n->op == LRC_OP_ROPE || n->op == LRC_OP_DEPTH_GAIN ||
@@ -88,8 +98,8 @@ static char *signature(const lrc_graph *g, const lrc_schedule *s, const lrc_prog
     sig_add(&sig, &len, &cap, "%s|", k->group < 0 ? "pack" : lrc_group_kind_name(k->kind));
     for (int a = 0; a < k->n_args; a++) {
         if (k->args[a] >= g->n_nodes)
-            sig_add(&sig, &len, &cap, "x%lld/%d,", (long long)p->extra[k->args[a] - g->n_nodes].bytes,
-                    p->extra[k->args[a] - g->n_nodes].panel);
+            sig_add(&sig, &len, &cap, "x%lld/%d/%d,", (long long)p->extra[k->args[a] - g->n_nodes].bytes,
+                    p->extra[k->args[a] - g->n_nodes].panel, p->extra[k->args[a] - g->n_nodes].transposed);
         else sig_shape(&sig, &len, &cap, &g->nodes[k->args[a]]);
         sig_add(&sig, &len, &cap, ";");
     }
@@ -146,19 +156,24 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
         }
         /* GEMM weights: packed once (when parameters) into panels; a kernel
          * with two matmuls packs each in panels of one vector */
-        int packed[2] = {-1, -1}, wnode[2] = {-1, -1}, n_mm = 0;
+        int packed[2] = {-1, -1}, wnode[2] = {-1, -1}, mnode[2] = {-1, -1}, n_mm = 0;
         if (gr->kind == LRC_GROUP_GEMM)
             for (int j = 0; j < gr->n_nodes; j++)
-                if (g->nodes[gr->nodes[j]].op == LRC_OP_MATMUL && n_mm < 2) wnode[n_mm++] = s->buffer_of[g->nodes[gr->nodes[j]].in[1]];
+                if (lrc_is_gemm_op(g->nodes[gr->nodes[j]].op) && n_mm < 2) {
+                    mnode[n_mm] = gr->nodes[j];
+                    wnode[n_mm++] = s->buffer_of[g->nodes[gr->nodes[j]].in[1]];
+                }
         int panel = n_mm == 2 ? t.vec : NR;
         for (int m = 0; m < n_mm; m++) {
             int w = wnode[m];
-            packed[m] = lrc_program_packed_of(p, w, panel);
-            int64_t N = g->nodes[w].shape.dim[0], K = g->nodes[w].shape.dim[1];
+            bool transposed = g->nodes[mnode[m]].op != LRC_OP_MATMUL;
+            packed[m] = lrc_program_packed_of(p, w, panel, transposed);
+            int64_t N, K;
+            lrc_gemm_dims(g, &g->nodes[mnode[m]], &N, &K);
             bool constant = g->nodes[w].op == LRC_OP_PARAM;
             if (packed[m] < 0 || !constant) {
                 p->extra = lrc_xrealloc(p->extra, (size_t)(p->n_extra + 1) * sizeof *p->extra);
-                p->extra[p->n_extra] = (lrc_extra_buf){w, panel, cdiv(N, panel) * panel * K * 4};
+                p->extra[p->n_extra] = (lrc_extra_buf){w, panel, transposed, cdiv(N, panel) * panel * K * 4};
                 packed[m] = p->n_extra++;
                 lrc_kernel_desc *k = new_kernel(p);
                 snprintf(k->name, sizeof k->name, "pack%d", packed[m]);

@@ -13,8 +13,11 @@ static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 
 static LLVMValueRef packed_arg(kgen *k, int mm)
 {
     int w = k->s->buffer_of[k->g->nodes[mm].in[1]];
+    bool tr = k->g->nodes[mm].op != LRC_OP_MATMUL;
     for (int a = 0; a < k->k->n_args; a++)
-        if (k->k->args[a] >= k->g->n_nodes && k->p->extra[k->k->args[a] - k->g->n_nodes].of_node == w) return k->argp[a];
+        if (k->k->args[a] >= k->g->n_nodes && k->p->extra[k->k->args[a] - k->g->n_nodes].of_node == w &&
+            k->p->extra[k->k->args[a] - k->g->n_nodes].transposed == tr)
+            return k->argp[a];
     return NULL;
 }
 
@@ -27,14 +30,19 @@ typedef struct {
     int nv;         /* vectors per row per matmul */
     int64_t NR;     /* output columns per tile */
     int mr;         /* rows per tile: the tiling's, or M when smaller (decoding) */
+    bool a_trans;   /* X read transposed: X[r][i] at i * M + r (matmul_tn's dy^T) */
 } gemm_shape;
 
 void kg_gemm_pack(kgen *k)
 {
     em_t *e = k->e;
     int w = k->k->args[0];
-    int64_t N = k->g->nodes[w].shape.dim[0], K = k->g->nodes[w].shape.dim[1];
-    int64_t NR = k->p->extra[k->k->args[1] - k->g->n_nodes].panel;
+    const lrc_extra_buf *xb = &k->p->extra[k->k->args[1] - k->g->n_nodes];
+    const lrc_shape *ws = &k->g->nodes[w].shape;
+    /* W [N, K] row-major, or transposed: the source is [K, N] (W^T) */
+    int64_t N = xb->transposed ? ws->dim[ws->ndim - 1] : ws->dim[0];
+    int64_t K = xb->transposed ? lrc_shape_numel(ws) / N : ws->dim[1];
+    int64_t NR = xb->panel;
     LLVMValueRef W = k->argp[0], P = k->argp[1];
     em_loop lp, lk, lj;
     LLVMValueRef p = em_for_begin(e, &lp, e->begin, e->end);
@@ -44,7 +52,8 @@ void kg_gemm_pack(kgen *k)
     LLVMValueRef n = em_iadd(e, em_imul(e, p, em_i64(e, NR)), j);
     LLVMValueRef inside = LLVMBuildICmp(e->b, LLVMIntSLT, n, em_i64(e, N), "");
     /* rows past N read row 0 (always valid) and store zero */
-    LLVMValueRef src = LLVMBuildSelect(e->b, inside, em_iadd(e, em_imul(e, n, em_i64(e, K)), kk), kk, "");
+    LLVMValueRef at = xb->transposed ? em_iadd(e, em_imul(e, kk, em_i64(e, N)), n) : em_iadd(e, em_imul(e, n, em_i64(e, K)), kk);
+    LLVMValueRef src = LLVMBuildSelect(e->b, inside, at, kk, "");
     LLVMValueRef v = LLVMBuildSelect(e->b, inside, em_load(e, W, src, 1), em_f32(e, 0), "");
     em_store(e, P, em_iadd(e, dst, j), v, 1);
     em_for_end(e, &lj, em_i64(e, 1));
@@ -71,7 +80,7 @@ static void micro_tile(kgen *k, LLVMValueRef X, const gemm_shape *gs, LLVMValueR
     for (int r = 0; r < MR; r++) {
         LLVMValueRef row = em_iadd(e, i0, em_i64(e, r));
         if (edge) row = imin(e, row, em_i64(e, M - 1));
-        rowoff[r] = em_imul(e, row, em_i64(e, K));
+        rowoff[r] = gs->a_trans ? row : em_imul(e, row, em_i64(e, K));
     }
     for (int i = 0; i < MR * NV; i++) LLVMBuildStore(e->b, em_fw(e, 0, VEC), acc[i]);
     LLVMValueRef bp = em_imul(e, LLVMBuildSDiv(e->b, p0, em_i64(e, NR), ""), em_i64(e, K * NR));
@@ -82,7 +91,8 @@ static void micro_tile(kgen *k, LLVMValueRef X, const gemm_shape *gs, LLVMValueR
     for (int v = 0; v < NV; v++) /* weight v / nv, vector v % nv of its panel */
         bv[v] = em_load(e, gs->P[v / gs->nv], em_iadd(e, boff, em_i64(e, (v % gs->nv) * VEC)), VEC);
     for (int r = 0; r < MR; r++) {
-        LLVMValueRef a = em_splat(e, em_load(e, X, em_iadd(e, rowoff[r], kk), 1), VEC);
+        LLVMValueRef ai = gs->a_trans ? em_iadd(e, rowoff[r], em_imul(e, kk, em_i64(e, M))) : em_iadd(e, rowoff[r], kk);
+        LLVMValueRef a = em_splat(e, em_load(e, X, ai, 1), VEC);
         for (int v = 0; v < NV; v++) {
             LLVMValueRef *slot = &acc[r * NV + v];
             LLVMBuildStore(e->b, em_fma(e, a, bv[v], LLVMBuildLoad2(e->b, vt, *slot, "")), *slot);
@@ -136,10 +146,13 @@ void kg_gemm(kgen *k)
     const lrc_node *a = &k->g->nodes[k->gr->anchor];
     const lrc_gemm_tiling *t = &k->p->tiling;
     int64_t N = last_dim(&a->shape), M = lrc_shape_numel(&a->shape) / N;
-    int64_t K = k->g->nodes[a->in[1]].shape.dim[1];
+    int64_t cols, K;
+    lrc_gemm_dims(k->g, a, &cols, &K);
+    (void)cols; /* the output's last axis, as N below */
     gemm_shape gs = {0};
+    gs.a_trans = a->op == LRC_OP_MATMUL_TN;
     for (int j = 0; j < k->gr->n_nodes && gs.n < 2; j++)
-        if (k->g->nodes[k->gr->nodes[j]].op == LRC_OP_MATMUL) gs.mm[gs.n++] = k->gr->nodes[j];
+        if (lrc_is_gemm_op(k->g->nodes[k->gr->nodes[j]].op)) gs.mm[gs.n++] = k->gr->nodes[j];
     for (int w = 0; w < gs.n; w++) gs.P[w] = packed_arg(k, gs.mm[w]);
     gs.nv = gs.n == 2 ? 1 : t->nv;
     gs.NR = t->vec * gs.nv;

@@ -134,7 +134,7 @@ int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err)
      * one's value read only by the second one's epilogue (SwiGLU's gate and
      * up), run as one kernel that computes both tiles side by side */
     for (int gi = 0; gi < n_pg; gi++) {
-        if (pg[gi].dead || pg[gi].kind != LRC_GROUP_GEMM) continue;
+        if (pg[gi].dead || pg[gi].kind != LRC_GROUP_GEMM || g->nodes[pg[gi].anchor].op != LRC_OP_MATMUL) continue;
         const lrc_node *m1 = &g->nodes[pg[gi].anchor];
         int target = -1, n_out = 0;
         bool ok = true;
@@ -154,7 +154,7 @@ int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err)
         }
         if (!ok || target < 0 || n_out != 1) continue;
         const lrc_node *m2 = &g->nodes[pg[target].anchor];
-        if (s->buffer_of[m1->in[0]] != s->buffer_of[m2->in[0]] ||
+        if (m2->op != LRC_OP_MATMUL || s->buffer_of[m1->in[0]] != s->buffer_of[m2->in[0]] ||
             !lrc_shape_eq(&g->nodes[m1->in[1]].shape, &g->nodes[m2->in[1]].shape))
             continue;
         for (int id = 0; id < N; id++)

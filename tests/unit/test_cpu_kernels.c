@@ -151,6 +151,15 @@ static int b_grads(lrc_graph *g, const int64_t *d)
     return rc;
 }
 
+static int b_gemm_grads(lrc_graph *g, const int64_t *d)
+{ /* dx = dy W (+ another gradient), dW = dy^T x: the GEMMs of a backward pass */
+    int64_t ys[3] = {d[0], d[1], d[2]}, xs[3] = {d[0], d[1], d[3]}, ws[2] = {d[2], d[3]};
+    int dy = input(g, "dy", 3, ys, LRC_F32), x = input(g, "x", 3, xs, LRC_F32), r = input(g, "r", 3, xs, LRC_F32);
+    int w = param(g, "w", 2, ws);
+    return out(g, "dx", op(g, LRC_OP_ADD, op(g, LRC_OP_MATMUL_NN, dy, w, 0, 0, 0), r, 0, 0, 0)) ||
+           out(g, "dw", op(g, LRC_OP_MATMUL_TN, dy, x, 0, 0, 0));
+}
+
 /* ---- the harness ------------------------------------------------------- */
 
 /* A tensor whose storage has GUARD pattern bytes after its data. */
@@ -310,6 +319,9 @@ int main(void)
         {"attention", b_attention, {1, 33, 1, 34, 0}},
         {"misc", b_misc, {2, 3, 11, 6, 9}},
         {"misc", b_misc, {1, 13, 5, 10, 31}},
+        {"gemm_grads", b_gemm_grads, {1, 1, 1, 1, 0}},
+        {"gemm_grads", b_gemm_grads, {2, 13, 33, 17, 0}},
+        {"gemm_grads", b_gemm_grads, {1, 131, 45, 291, 0}},
         {"grads", b_grads, {2, 3, 10, 6, 10}},
         {"grads", b_grads, {1, 7, 34, 10, 34}},
     };
