@@ -36,6 +36,7 @@ typedef struct lrc_extra_buf {
     int of_node;     /* the node it is derived from */
     int panel;       /* columns per panel: NR, or vec for a two-matmul kernel */
     bool transposed; /* the source holds W^T: [inner, columns] (gradient GEMMs) */
+    int64_t cols, inner; /* of the operand as the GEMM sees it (a view may reshape its buffer) */
     int64_t bytes;
 } lrc_extra_buf;
 

@@ -59,7 +59,8 @@ static bool renderable(const lrc_group *gr, const lrc_node *n, bool anchor)
         return n->op == LRC_OP_EMBEDDING || n->op == LRC_OP_ROPE || n->op == LRC_OP_DEPTH_GAIN ||
                n->op == LRC_OP_CROSS_ENTROPY || n->op == LRC_OP_TRANSPOSE || n->op == LRC_OP_ROPE_GRAD ||
                n->op == LRC_OP_RMSNORM_GRAD || n->op == LRC_OP_SOFTMAX_GRAD || n->op == LRC_OP_CROSS_ENTROPY_GRAD ||
-               n->op == LRC_OP_SUM_TO || n->op == LRC_OP_EMBEDDING_GRAD || n->op == LRC_OP_DEPTH_GAIN_GRAD;
+               n->op == LRC_OP_SUM_TO || n->op == LRC_OP_EMBEDDING_GRAD || n->op == LRC_OP_DEPTH_GAIN_GRAD ||
+               n->op == LRC_OP_ATTENTION_GRAD;
     default: return false;
     }
 }
@@ -98,8 +99,9 @@ static char *signature(const lrc_graph *g, const lrc_schedule *s, const lrc_prog
     sig_add(&sig, &len, &cap, "%s|", k->group < 0 ? "pack" : lrc_group_kind_name(k->kind));
     for (int a = 0; a < k->n_args; a++) {
         if (k->args[a] >= g->n_nodes)
-            sig_add(&sig, &len, &cap, "x%lld/%d/%d,", (long long)p->extra[k->args[a] - g->n_nodes].bytes,
-                    p->extra[k->args[a] - g->n_nodes].panel, p->extra[k->args[a] - g->n_nodes].transposed);
+            sig_add(&sig, &len, &cap, "x%lld/%d/%d/%lldx%lld,", (long long)p->extra[k->args[a] - g->n_nodes].bytes,
+                    p->extra[k->args[a] - g->n_nodes].panel, p->extra[k->args[a] - g->n_nodes].transposed,
+                    (long long)p->extra[k->args[a] - g->n_nodes].cols, (long long)p->extra[k->args[a] - g->n_nodes].inner);
         else sig_shape(&sig, &len, &cap, &g->nodes[k->args[a]]);
         sig_add(&sig, &len, &cap, ";");
     }
@@ -173,7 +175,7 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
             bool constant = g->nodes[w].op == LRC_OP_PARAM;
             if (packed[m] < 0 || !constant) {
                 p->extra = lrc_xrealloc(p->extra, (size_t)(p->n_extra + 1) * sizeof *p->extra);
-                p->extra[p->n_extra] = (lrc_extra_buf){w, panel, transposed, cdiv(N, panel) * panel * K * 4};
+                p->extra[p->n_extra] = (lrc_extra_buf){w, panel, transposed, N, K, cdiv(N, panel) * panel * K * 4};
                 packed[m] = p->n_extra++;
                 lrc_kernel_desc *k = new_kernel(p);
                 snprintf(k->name, sizeof k->name, "pack%d", packed[m]);
@@ -208,7 +210,8 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
         case LRC_GROUP_ATTENTION: k->n_items = a->shape.dim[0] * a->shape.dim[2]; break;
         case LRC_GROUP_OPAQUE:
             /* row-parallel ones; the others (sums into shared rows) run as one item */
-            k->n_items = a->op == LRC_OP_EMBEDDING || a->op == LRC_OP_ROPE || a->op == LRC_OP_ROPE_GRAD ||
+            k->n_items = a->op == LRC_OP_ATTENTION_GRAD ? a->shape.dim[0] * a->shape.dim[2]
+                       : a->op == LRC_OP_EMBEDDING || a->op == LRC_OP_ROPE || a->op == LRC_OP_ROPE_GRAD ||
                                  a->op == LRC_OP_RMSNORM_GRAD || a->op == LRC_OP_SOFTMAX_GRAD ||
                                  a->op == LRC_OP_CROSS_ENTROPY_GRAD
                              ? rows_of(&a->shape)

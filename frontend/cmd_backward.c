@@ -2,6 +2,7 @@
  * parameter for a batch, by reverse mode over the IR (ir/passes/autodiff.c),
  * on the reference backend. */
 #include "cli.h"
+#include "compile.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -48,10 +49,11 @@ int cmd_backward(int argc, char **argv)
                                          {"weights", required_argument, 0, OPT_WEIGHTS},
                                          {"input", required_argument, 0, OPT_INPUT},
                                          {"target", required_argument, 0, OPT_TARGET},
+                                         {"threads", required_argument, 0, OPT_THREADS},
                                          {0, 0, 0, 0}};
     static const char *help =
         "usage: lrc backward MODEL [--preset P] [--set KEY=VALUE]... --weights W.safetensors\n"
-        "                    --input IN.safetensors -o GRADS.safetensors [--target ref]\n"
+        "                    --input IN.safetensors -o GRADS.safetensors [--target ref|cpu] [--threads N]\n"
         "\n"
         "The next-token cross-entropy of the batch and its gradient with respect to\n"
         "every parameter. IN holds 'tokens' (I32 [B, T]) and optionally 'labels'\n"
@@ -59,7 +61,8 @@ int cmd_backward(int argc, char **argv)
         "position ignored). GRADS receives 'loss' (F32 scalar) and one tensor per\n"
         "parameter, named as the parameter.\n"
         "\n" MODEL_HELP
-        "  --target ref      the reference backend (the only one for gradients so far)\n";
+        "  --target NAME     ref (default) or cpu (the training graph compiled through LLVM)\n"
+        "  --threads N       cpu: threads (default: all cores)\n";
     cli_args a;
     int rc = cli_parse_args("backward", argc, argv, opts, help, true, &a);
     if (rc >= 0) goto out;
@@ -79,7 +82,9 @@ int cmd_backward(int argc, char **argv)
     int64_t vocab = 0;
     const lrc_tensor *tok = NULL;
     rc = LRC_OK;
-    if (strcmp(a.target, "ref")) rc = lrc_err_set(&err, "--target %s: gradients run on the ref target so far", a.target);
+    bool cpu = !strcmp(a.target, "cpu");
+    if (!cpu && strcmp(a.target, "ref")) rc = lrc_err_set(&err, "--target %s: gradients run on the ref and cpu targets", a.target);
+    if (a.threads == 0 || a.threads < -1) rc = lrc_err_set(&err, "--threads %lld: the thread count must be at least 1", (long long)a.threads);
     if (!rc) rc = lrc_model_load(&m, a.m.model, a.m.preset, a.m.sets, a.m.n_sets, &err);
     if (!rc) rc = lrc_model_config_int(&m, "vocab", &vocab, &err);
     if (!rc) rc = read_batch(a.input, &in, vocab, &err);
@@ -94,11 +99,27 @@ int cmd_backward(int argc, char **argv)
     if (!rc) rc = lrc_pass_autodiff(g, loss, &err);
     if (!rc) rc = lrc_safetensors_load(a.weights, &wfile, &err);
     if (!rc) rc = lrc_params_bind(g, &wfile, a.weights, &params, &err);
-    if (!rc) rc = (be = lrc_backend_open("ref", &err)) ? LRC_OK : LRC_EUSER;
-    if (!rc) rc = lrc_exec_run(be, g, &in, &params, &outs, &err);
+    lrc_compiled c;
+    memset(&c, 0, sizeof c);
+    lrc_pool *pool = NULL;
+    lrc_exec *x = NULL;
+    if (!rc && cpu) { /* the training graph compiled like any graph; parameters stay variables */
+        rc = lrc_compile_graph(g, NULL, &c, &err);
+        g = NULL;
+        if (!rc && !(pool = lrc_pool_new(a.threads > 0 ? (int)a.threads : lrc_pool_default_threads(), &err))) rc = LRC_EUSER;
+        if (!rc) rc = lrc_exec_new(&c.plan, pool, &x, &err);
+        if (!rc) rc = lrc_exec_bind_params(x, &params, &err);
+        if (!rc) rc = lrc_exec_run_plan(x, &in, &outs, &err);
+    } else if (!rc) {
+        rc = (be = lrc_backend_open("ref", &err)) ? LRC_OK : LRC_EUSER;
+        if (!rc) rc = lrc_exec_run(be, g, &in, &params, &outs, &err);
+    }
     if (!rc) rc = lrc_safetensors_save(a.out, &outs, &err);
     if (!rc) printf("loss %.6f, gradients of %d parameters written to %s\n", ((float *)outs.items[0]->data)[0], outs.n - 1, a.out);
     rc = rc ? cli_user_error(&err) : 0;
+    lrc_exec_free(x);
+    lrc_pool_free(pool);
+    if (c.g) lrc_compiled_free(&c);
     lrc_backend_close(be);
     lrc_tensor_set_clear(&in);
     lrc_tensor_set_clear(&wfile);

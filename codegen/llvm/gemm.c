@@ -38,11 +38,10 @@ void kg_gemm_pack(kgen *k)
     em_t *e = k->e;
     int w = k->k->args[0];
     const lrc_extra_buf *xb = &k->p->extra[k->k->args[1] - k->g->n_nodes];
-    const lrc_shape *ws = &k->g->nodes[w].shape;
-    /* W [N, K] row-major, or transposed: the source is [K, N] (W^T) */
-    int64_t N = xb->transposed ? ws->dim[ws->ndim - 1] : ws->dim[0];
-    int64_t K = xb->transposed ? lrc_shape_numel(ws) / N : ws->dim[1];
-    int64_t NR = xb->panel;
+    (void)w;
+    /* W [N, K] row-major, or transposed: the source is [K, N] (W^T); the
+     * sizes as the GEMM sees the operand, whatever shape its buffer has */
+    int64_t N = xb->cols, K = xb->inner, NR = xb->panel;
     LLVMValueRef W = k->argp[0], P = k->argp[1];
     em_loop lp, lk, lj;
     LLVMValueRef p = em_for_begin(e, &lp, e->begin, e->end);

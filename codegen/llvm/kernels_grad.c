@@ -107,21 +107,30 @@ static void kg_cross_entropy_grad(kgen *k, const lrc_node *n)
     em_for_end(e, &lr, em_i64(e, 1));
 }
 
-/* Every input element added into the output element it was broadcast from
- * (one work item: a plain serial sum). */
+/* Every input element added into the output element it was broadcast from,
+ * in double (these are the gradients of gains: sums of many rows, whose
+ * small results feed LayerRoPE's scalars); one work item, a serial sum. */
 static void kg_sum_to(kgen *k, const lrc_node *n)
 {
     em_t *e = k->e;
     const lrc_shape *x = &k->g->nodes[n->in[0]].shape, *o = &n->shape;
     LLVMValueRef X = kg_ptr(k, n->in[0]), O = kg_ptr(k, k->gr->anchor);
-    int64_t ost[LRC_MAX_DIMS], s = 1;
+    int64_t ost[LRC_MAX_DIMS], s = 1, no = lrc_shape_numel(o);
     for (int d = o->ndim - 1; d >= 0; d--) {
         ost[d] = o->dim[d] == 1 ? 0 : s;
         s *= o->dim[d];
     }
+    LLVMTypeRef ft[1] = {e->i64}, fp[1] = {e->i8p};
+    LLVMTypeRef mt = LLVMFunctionType(e->i8p, ft, 1, 0), frt = LLVMFunctionType(e->voidt, fp, 1, 0);
+    LLVMValueRef mf = LLVMGetNamedFunction(e->mod, "malloc"), ff = LLVMGetNamedFunction(e->mod, "free");
+    if (!mf) mf = LLVMAddFunction(e->mod, "malloc", mt);
+    if (!ff) ff = LLVMAddFunction(e->mod, "free", frt);
+    LLVMValueRef bytes = em_i64(e, no * 8), raw = LLVMBuildCall2(e->b, mt, mf, &bytes, 1, "");
+    LLVMValueRef acc = LLVMBuildBitCast(e->b, raw, LLVMPointerType(e->f64, 0), "");
+    #define AT(i) LLVMBuildGEP2(e->b, e->f64, acc, (LLVMValueRef[1]){(i)}, 1, "")
     em_loop lz, l;
-    LLVMValueRef z = em_for_begin(e, &lz, em_i64(e, 0), em_i64(e, lrc_shape_numel(o)));
-    em_store(e, O, z, em_f32(e, 0), 1);
+    LLVMValueRef z = em_for_begin(e, &lz, em_i64(e, 0), em_i64(e, no));
+    LLVMBuildStore(e->b, d64(e, 0), AT(z));
     em_for_end(e, &lz, em_i64(e, 1));
     LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, lrc_shape_numel(x)));
     LLVMValueRef rest = i, dst = em_i64(e, 0);
@@ -131,8 +140,14 @@ static void kg_sum_to(kgen *k, const lrc_node *n)
         int od = o->ndim - x->ndim + d;
         if (od >= 0 && ost[od]) dst = em_iadd(e, dst, em_imul(e, digit, em_i64(e, ost[od])));
     }
-    em_store(e, O, dst, em_add(e, em_load(e, O, dst, 1), em_load(e, X, i, 1)), 1);
+    LLVMValueRef slot = AT(dst);
+    LLVMBuildStore(e->b, fadd(e, LLVMBuildLoad2(e->b, e->f64, slot, ""), ld(e, X, i)), slot);
     em_for_end(e, &l, em_i64(e, 1));
+    z = em_for_begin(e, &lz, em_i64(e, 0), em_i64(e, no));
+    st(e, O, z, LLVMBuildLoad2(e->b, e->f64, AT(z), ""));
+    em_for_end(e, &lz, em_i64(e, 1));
+    LLVMBuildCall2(e->b, frt, ff, &raw, 1, "");
+    #undef AT
 }
 
 /* dW[id] += dy row, rows in order (one work item: no two threads add to one row) */
@@ -190,9 +205,12 @@ static void kg_depth_gain_grad(kgen *k, const lrc_node *n)
     }
 }
 
+void kg_attention_grad(kgen *k);
+
 bool kg_grad_opaque(kgen *k, const lrc_node *n)
 {
     switch (n->op) {
+    case LRC_OP_ATTENTION_GRAD: kg_attention_grad(k); return true;
     case LRC_OP_RMSNORM_GRAD: kg_rmsnorm_grad(k, n); return true;
     case LRC_OP_SOFTMAX_GRAD: kg_softmax_grad(k, n); return true;
     case LRC_OP_CROSS_ENTROPY_GRAD: kg_cross_entropy_grad(k, n); return true;
@@ -201,4 +219,119 @@ bool kg_grad_opaque(kgen *k, const lrc_node *n)
     case LRC_OP_DEPTH_GAIN_GRAD: kg_depth_gain_grad(k, n); return true;
     default: return false;
     }
+}
+
+/* ---- attention's gradient ------------------------------------------------ */
+
+/* q_t . k_j over D floats in vectors of vec, the tail scalar (f32, summed
+ * in a fixed order). */
+static LLVMValueRef dot_rows(kgen *k, LLVMValueRef A, LLVMValueRef aoff, LLVMValueRef B, LLVMValueRef boff, int64_t D)
+{
+    em_t *e = k->e;
+    int vec = k->vec;
+    LLVMValueRef dv = em_fw(e, 0, vec), ds = em_f32(e, 0);
+    for (int64_t c = 0; c + vec <= D; c += vec)
+        dv = em_fma(e, em_load(e, A, em_iadd(e, aoff, em_i64(e, c)), vec), em_load(e, B, em_iadd(e, boff, em_i64(e, c)), vec), dv);
+    for (int64_t c = D / vec * vec; c < D; c++)
+        ds = em_fma(e, em_load(e, A, em_iadd(e, aoff, em_i64(e, c)), 1), em_load(e, B, em_iadd(e, boff, em_i64(e, c)), 1), ds);
+    return em_add(e, em_hsum(e, dv, vec), ds);
+}
+
+/* One (batch, head) a work item: the probabilities P (and, for dq and dk,
+ * dS = P o (dP - rowsum(dP o P)) with dP = dy v^T) recomputed into scratch,
+ * then the rows of the requested gradient. */
+void kg_attention_grad(kgen *k)
+{
+    em_t *e = k->e;
+    const lrc_node *a = &k->g->nodes[k->gr->anchor];
+    int64_t T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3];
+    int which = (int)a->iattr[1];
+    bool causal = a->iattr[0] != 0;
+    double scale = a->fattr[0];
+    LLVMValueRef Q = kg_ptr(k, a->in[0]), K = kg_ptr(k, a->in[1]), V = kg_ptr(k, a->in[2]), DY = kg_ptr(k, a->in[3]);
+    LLVMValueRef O = kg_ptr(k, k->gr->anchor);
+    LLVMTypeRef ft[1] = {e->i64}, fp[1] = {e->i8p};
+    LLVMTypeRef mt = LLVMFunctionType(e->i8p, ft, 1, 0), frt = LLVMFunctionType(e->voidt, fp, 1, 0);
+    LLVMValueRef mf = LLVMGetNamedFunction(e->mod, "malloc"), ff = LLVMGetNamedFunction(e->mod, "free");
+    if (!mf) mf = LLVMAddFunction(e->mod, "malloc", mt);
+    if (!ff) ff = LLVMAddFunction(e->mod, "free", frt);
+    LLVMValueRef mx = em_alloca(e, e->f32, "mx"), sum = em_alloca(e, e->f32, "sum"), rowdot = em_alloca(e, e->f32, "rowdot");
+    int64_t n_acc = (D + k->vec - 1) / k->vec;
+    LLVMValueRef acc[256];
+    for (int64_t c = 0; c < n_acc && c < 256; c++) acc[c] = em_alloca(e, em_vty(e, k->vec), "acc");
+    LLVMValueRef tacc[64];
+    for (int64_t c = 0; c < D % k->vec; c++) tacc[c] = em_alloca(e, e->f32, "tacc");
+    em_loop li, lt, lj, lo;
+    LLVMValueRef item = em_for_begin(e, &li, e->begin, e->end);
+    LLVMValueRef b = LLVMBuildSDiv(e->b, item, em_i64(e, H), ""), h = LLVMBuildSRem(e->b, item, em_i64(e, H), "");
+    LLVMValueRef head0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T * H)), h), em_i64(e, D));
+    #define ROW(tv) em_iadd(e, head0, em_imul(e, (tv), em_i64(e, H * D)))
+    LLVMValueRef bytes = em_i64(e, T * T * 4);
+    LLVMValueRef P = LLVMBuildBitCast(e->b, LLVMBuildCall2(e->b, mt, mf, &bytes, 1, ""), e->f32p, "");
+    LLVMValueRef S = LLVMBuildBitCast(e->b, LLVMBuildCall2(e->b, mt, mf, &bytes, 1, ""), e->f32p, "");
+    /* P row t: softmax over keys j < keys(t) of scale q_t . k_j, zeros after */
+    LLVMValueRef t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
+    LLVMValueRef keys = causal ? em_iadd(e, t, em_i64(e, 1)) : em_i64(e, T), prow = em_imul(e, t, em_i64(e, T));
+    LLVMBuildStore(e->b, em_f32(e, -INFINITY), mx);
+    LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, T));
+    LLVMValueRef seen = LLVMBuildICmp(e->b, LLVMIntSLT, j, keys, "");
+    LLVMValueRef sc = em_mul(e, dot_rows(k, Q, ROW(t), K, ROW(j), D), em_f32(e, scale));
+    em_store(e, P, em_iadd(e, prow, j), sc, 1);
+    LLVMValueRef m0 = LLVMBuildLoad2(e->b, e->f32, mx, "");
+    LLVMBuildStore(e->b, LLVMBuildSelect(e->b, seen, em_intr2(e, "maxnum", sc, m0), m0, ""), mx);
+    em_for_end(e, &lj, em_i64(e, 1));
+    LLVMValueRef m = LLVMBuildLoad2(e->b, e->f32, mx, "");
+    LLVMBuildStore(e->b, em_f32(e, 0), sum);
+    j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, T));
+    seen = LLVMBuildICmp(e->b, LLVMIntSLT, j, keys, "");
+    LLVMValueRef pe = LLVMBuildSelect(e->b, seen, em_exp(e, LLVMBuildFSub(e->b, em_load(e, P, em_iadd(e, prow, j), 1), m, ""), 1),
+                                      em_f32(e, 0), "");
+    em_store(e, P, em_iadd(e, prow, j), pe, 1);
+    LLVMBuildStore(e->b, em_add(e, LLVMBuildLoad2(e->b, e->f32, sum, ""), pe), sum);
+    em_for_end(e, &lj, em_i64(e, 1));
+    LLVMValueRef inv = LLVMBuildFDiv(e->b, em_f32(e, 1.0), LLVMBuildLoad2(e->b, e->f32, sum, ""), "");
+    LLVMBuildStore(e->b, em_f32(e, 0), rowdot);
+    j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, T));
+    LLVMValueRef pj = em_mul(e, em_load(e, P, em_iadd(e, prow, j), 1), inv);
+    em_store(e, P, em_iadd(e, prow, j), pj, 1);
+    if (which != 2) { /* dP[t][j] = dy_t . v_j into S for now */
+        LLVMValueRef dp = dot_rows(k, DY, ROW(t), V, ROW(j), D);
+        em_store(e, S, em_iadd(e, prow, j), dp, 1);
+        LLVMBuildStore(e->b, em_fma(e, dp, pj, LLVMBuildLoad2(e->b, e->f32, rowdot, "")), rowdot);
+    }
+    em_for_end(e, &lj, em_i64(e, 1));
+    if (which != 2) {
+        LLVMValueRef rd = LLVMBuildLoad2(e->b, e->f32, rowdot, "");
+        j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, T));
+        LLVMValueRef at = em_iadd(e, prow, j);
+        em_store(e, S, at, em_mul(e, em_load(e, P, at, 1), LLVMBuildFSub(e->b, em_load(e, S, at, 1), rd, "")), 1);
+        em_for_end(e, &lj, em_i64(e, 1));
+    }
+    em_for_end(e, &lt, em_i64(e, 1));
+    /* output row t: dq_t = scale sum_j dS[t,j] k_j, dk_t = scale sum_j dS[j,t] q_j, dv_t = sum_j P[j,t] dy_j */
+    LLVMValueRef M = which == 2 ? P : S, R = which == 0 ? K : which == 1 ? Q : DY;
+    double f = which == 2 ? 1.0 : scale;
+    t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
+    int vec = k->vec;
+    for (int64_t c = 0; c < D / vec; c++) LLVMBuildStore(e->b, em_fw(e, 0, vec), acc[c]);
+    for (int64_t c = 0; c < D % vec; c++) LLVMBuildStore(e->b, em_f32(e, 0), tacc[c]);
+    j = em_for_begin(e, &lo, em_i64(e, 0), em_i64(e, T));
+    LLVMValueRef coef = em_load(e, M, which == 0 ? em_iadd(e, em_imul(e, t, em_i64(e, T)), j) : em_iadd(e, em_imul(e, j, em_i64(e, T)), t), 1);
+    LLVMValueRef cv = em_splat(e, coef, vec), roff = ROW(j);
+    for (int64_t c = 0; c < D / vec; c++)
+        LLVMBuildStore(e->b, em_fma(e, cv, em_load(e, R, em_iadd(e, roff, em_i64(e, c * vec)), vec), LLVMBuildLoad2(e->b, em_vty(e, vec), acc[c], "")), acc[c]);
+    for (int64_t c = 0; c < D % vec; c++)
+        LLVMBuildStore(e->b, em_fma(e, coef, em_load(e, R, em_iadd(e, roff, em_i64(e, D / vec * vec + c)), 1), LLVMBuildLoad2(e->b, e->f32, tacc[c], "")), tacc[c]);
+    em_for_end(e, &lo, em_i64(e, 1));
+    LLVMValueRef ooff = ROW(t);
+    for (int64_t c = 0; c < D / vec; c++)
+        em_store(e, O, em_iadd(e, ooff, em_i64(e, c * vec)), em_mul(e, LLVMBuildLoad2(e->b, em_vty(e, vec), acc[c], ""), em_fw(e, f, vec)), vec);
+    for (int64_t c = 0; c < D % vec; c++)
+        em_store(e, O, em_iadd(e, ooff, em_i64(e, D / vec * vec + c)), em_mul(e, LLVMBuildLoad2(e->b, e->f32, tacc[c], ""), em_f32(e, f)), 1);
+    em_for_end(e, &lt, em_i64(e, 1));
+    LLVMValueRef a0 = LLVMBuildBitCast(e->b, P, e->i8p, ""), a1 = LLVMBuildBitCast(e->b, S, e->i8p, "");
+    LLVMBuildCall2(e->b, frt, ff, &a0, 1, "");
+    LLVMBuildCall2(e->b, frt, ff, &a1, 1, "");
+    em_for_end(e, &li, em_i64(e, 1));
+    #undef ROW
 }

@@ -688,7 +688,8 @@ t "backward: a label outside the vocabulary" 1 'labels\[1,3\] = 61' -- backward 
 st make in_labshape.st '{"tokens": ["I32", [2, 7], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]], "labels": ["I32", [14], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]]}'
 t "backward: labels of another shape" 1 "'labels'" -- backward "$MODEL" "${SETS[@]}" --weights "$W" --input in_labshape.st -o grads.safetensors
 t "backward: token outside the vocabulary" 1 'tokens\[1,3\]' -- backward "$MODEL" "${SETS[@]}" --weights "$W" --input in_vocab.st -o grads.safetensors
-t "backward: --target cpu" 1 'target' -- backward "$MODEL" "${SETS[@]}" --weights "$W" --input "$IN" -o grads.safetensors --target cpu
+t "backward: --target gpu" 1 'target' -- backward "$MODEL" "${SETS[@]}" --weights "$W" --input "$IN" -o grads.safetensors --target gpu
+t "backward: --threads 0" 1 '--threads 0' -- backward "$MODEL" "${SETS[@]}" --weights "$W" --input "$IN" -o grads.safetensors --target cpu --threads 0
 t "backward: missing weights tensor" 1 'w_missing\.st' -- backward "$MODEL" "${SETS[@]}" --weights w_missing.st --input "$IN" -o grads.safetensors
 t "backward without -o" 2 '-o' -- backward "$MODEL" "${SETS[@]}" --weights "$W" --input "$IN"
 t "compile: unknown target" 1 'target' -- compile "$MODEL" "${SETS[@]}" --target tpu -o pkg_tpu

@@ -160,6 +160,22 @@ static int b_gemm_grads(lrc_graph *g, const int64_t *d)
            out(g, "dw", op(g, LRC_OP_MATMUL_TN, dy, x, 0, 0, 0));
 }
 
+static int b_attention_grad(lrc_graph *g, const int64_t *d)
+{ /* dq, dk, dv of causal and of full attention */
+    lrc_err err;
+    int64_t sh[4] = {d[0], d[1], d[2], d[3]};
+    int q = input(g, "q", 4, sh, LRC_F32), k = input(g, "k", 4, sh, LRC_F32), v = input(g, "v", 4, sh, LRC_F32);
+    int dy = input(g, "dy", 4, sh, LRC_F32), rc = 0;
+    for (int causal = 0; causal < 2 && !rc; causal++)
+        for (int w = 0; w < 3 && !rc; w++) {
+            char name[32];
+            snprintf(name, sizeof name, "d%c_%s", "qkv"[w], causal ? "causal" : "full");
+            lrc_node n = {.op = LRC_OP_ATTENTION_GRAD, .n_in = 4, .in = {q, k, v, dy}, .iattr = {causal, w}, .fattr = {0.37}};
+            rc = out(g, name, lrc_graph_add(g, &n, &err));
+        }
+    return rc;
+}
+
 /* ---- the harness ------------------------------------------------------- */
 
 /* A tensor whose storage has GUARD pattern bytes after its data. */
@@ -322,6 +338,9 @@ int main(void)
         {"gemm_grads", b_gemm_grads, {1, 1, 1, 1, 0}},
         {"gemm_grads", b_gemm_grads, {2, 13, 33, 17, 0}},
         {"gemm_grads", b_gemm_grads, {1, 131, 45, 291, 0}},
+        {"attention_grad", b_attention_grad, {1, 1, 1, 2, 0}},
+        {"attention_grad", b_attention_grad, {2, 7, 3, 6, 0}},
+        {"attention_grad", b_attention_grad, {1, 19, 2, 18, 0}},
         {"grads", b_grads, {2, 3, 10, 6, 10}},
         {"grads", b_grads, {1, 7, 34, 10, 34}},
     };
