@@ -156,8 +156,12 @@ static int b_gemm_grads(lrc_graph *g, const int64_t *d)
     int64_t ys[3] = {d[0], d[1], d[2]}, xs[3] = {d[0], d[1], d[3]}, ws[2] = {d[2], d[3]};
     int dy = input(g, "dy", 3, ys, LRC_F32), x = input(g, "x", 3, xs, LRC_F32), r = input(g, "r", 3, xs, LRC_F32);
     int w = param(g, "w", 2, ws);
+    /* the operand through a view whose buffer has another shape: packing
+     * must use the view's sizes (a bug once wrote 4x past the packed buffer) */
+    int64_t flat[2] = {d[0], d[1] * d[3]};
+    int xf = input(g, "xflat", 2, flat, LRC_F32), xv = reshape(g, op(g, LRC_OP_SCALE, xf, 0, 0, 1.5, 0), 3, xs);
     return out(g, "dx", op(g, LRC_OP_ADD, op(g, LRC_OP_MATMUL_NN, dy, w, 0, 0, 0), r, 0, 0, 0)) ||
-           out(g, "dw", op(g, LRC_OP_MATMUL_TN, dy, x, 0, 0, 0));
+           out(g, "dw", op(g, LRC_OP_MATMUL_TN, dy, x, 0, 0, 0)) || out(g, "dw_view", op(g, LRC_OP_MATMUL_TN, dy, xv, 0, 0, 0));
 }
 
 static int b_attention_grad(lrc_graph *g, const int64_t *d)
