@@ -47,6 +47,13 @@ enum {
     OPT_TEMPERATURE,
     OPT_TOPK,
     OPT_CTX,
+    OPT_STEPS,
+    OPT_LR,
+    OPT_WARMUP,
+    OPT_EVAL_EVERY,
+    OPT_STOP_AFTER,
+    OPT_DATA,
+    OPT_RESUME,
 };
 
 /* Handles --preset/--set; returns 1 when the option was one of them. */
@@ -66,7 +73,9 @@ typedef struct cli_args {
     bool params, flops, ir, kernels;
     const char *after;
     int64_t seq, batch, seed, threads, repeat, new_tokens, top_k, ctx;
-    double temperature;
+    double temperature, lr, warmup;
+    int64_t steps, eval_every, stop_after;
+    const char *data, *resume;
     const char *weights, *input, *out, *target, *prompt;
 } cli_args;
 
@@ -98,5 +107,6 @@ int cmd_gemm_bench(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_backward(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 
 #endif

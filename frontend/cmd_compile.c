@@ -215,6 +215,7 @@ int cmd_compile(int argc, char **argv)
         "  -o PKG            the package directory to write (replaced if it is a package)\n";
     cli_args a;
     int rc = cli_parse_args("compile", argc, argv, opts, help, true, &a);
+    if (a.batch == 0) a.batch = 1;
     if (rc < 0) {
         if (!a.out) rc = cli_usage_error("compile", "missing -o PKG");
         else rc = compile_run(&a);

@@ -88,6 +88,7 @@ int cmd_inspect(int argc, char **argv)
     cli_args a;
     int rc = cli_parse_args("inspect", argc, argv, opts, help, true, &a);
     if (rc >= 0) goto out;
+    if (a.batch == 0) a.batch = 1;
     lrc_err err;
     lrc_model m;
     lrc_graph *g = lrc_graph_new();

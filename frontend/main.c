@@ -5,6 +5,7 @@
 #include "../codegen/llvm/lrc_llvm.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <getopt.h>
@@ -18,6 +19,7 @@ static const char *usage_text =
     "commands:\n"
     "  inspect MODEL   parameters by group, FLOPs per token, the IR\n"
     "  init MODEL      initialise parameters from a seed into a safetensors file\n"
+    "  train MODEL     train on text (next byte), with checkpoints and --resume\n"
     "  backward MODEL  loss and parameter gradients of a batch (reverse mode)\n"
     "  compile MODEL   compile ahead of time into a package (kernels, plan, weights)\n"
     "  forward MODEL   run the model (or a package) on tokens from a safetensors file\n"
@@ -87,9 +89,12 @@ int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *
 {
     memset(a, 0, sizeof *a);
     a->seq = 256;
-    a->batch = 1;
+    a->batch = 0; /* not given: each command has its default */
     a->target = "ref";
     a->new_tokens = -1;
+    a->lr = -1;
+    a->steps = -1; /* not given */
+    a->warmup = 0.1;
     a->temperature = 0.8;
     a->top_k = 40;
     a->threads = -1; /* all cores */
@@ -139,6 +144,29 @@ int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *
         case OPT_CTX:
             if (cli_parse_int(optarg, 1, &a->ctx) || a->ctx > INT32_MAX) return cli_usage_error(cmd, "--ctx %s: expected a positive integer", optarg);
             break;
+        case OPT_STEPS:
+            if (cli_parse_int(optarg, INT64_MIN, &a->steps) || a->steps > INT32_MAX || a->steps < INT32_MIN)
+                return cli_usage_error(cmd, "--steps %s: expected an integer", optarg);
+            break;
+        case OPT_EVAL_EVERY:
+            if (cli_parse_int(optarg, 1, &a->eval_every)) return cli_usage_error(cmd, "--eval-every %s: expected an integer >= 1", optarg);
+            break;
+        case OPT_STOP_AFTER:
+            if (cli_parse_int(optarg, 1, &a->stop_after)) return cli_usage_error(cmd, "--stop-after %s: expected an integer >= 1", optarg);
+            break;
+        case OPT_DATA: a->data = optarg; break;
+        case OPT_RESUME: a->resume = optarg; break;
+        case OPT_LR:
+        case OPT_WARMUP: {
+            char *end;
+            errno = 0;
+            double v = strtod(optarg, &end);
+            if (!*optarg || *end || errno || !isfinite(v) || v < 0 || (c == OPT_WARMUP && v >= 1))
+                return cli_usage_error(cmd, "%s %s: expected a number%s", c == OPT_LR ? "--lr" : "--warmup", optarg,
+                                       c == OPT_LR ? " >= 0" : " in [0, 1)");
+            *(c == OPT_LR ? &a->lr : &a->warmup) = v;
+            break;
+        }
         case OPT_TEMPERATURE: {
             char *end;
             errno = 0;
@@ -194,7 +222,7 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } cmds[] = {{"inspect", cmd_inspect}, {"init", cmd_init}, {"compile", cmd_compile}, {"profile", cmd_profile}, {"generate", cmd_generate}, {"backward", cmd_backward}, {"forward", cmd_forward}, {"demo", cmd_demo},
+    } cmds[] = {{"inspect", cmd_inspect}, {"init", cmd_init}, {"compile", cmd_compile}, {"profile", cmd_profile}, {"generate", cmd_generate}, {"backward", cmd_backward}, {"train", cmd_train}, {"forward", cmd_forward}, {"demo", cmd_demo},
                   {"gemm-bench", cmd_gemm_bench}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(cmd, cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);

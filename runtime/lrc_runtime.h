@@ -237,6 +237,38 @@ void *lrc_package_symbol(const lrc_package *pkg, const char *name);
  * ("avx2,fma,avx512f"), naming the first one missing. */
 int lrc_cpu_check_features(const char *list, lrc_err *err);
 
+/* ---- training (runtime/train.c) ------------------------------------------ */
+
+/* Byte-level text: token id = byte value. The last 5% (at least two
+ * sequences) is the validation split. */
+typedef struct lrc_text {
+    uint8_t *bytes;
+    int64_t n, n_train;
+} lrc_text;
+int lrc_text_load(lrc_text *t, const char *path, int64_t seq, lrc_err *err);
+int lrc_text_from_bytes(lrc_text *t, const uint8_t *bytes, int64_t n, int64_t seq, const char *what, lrc_err *err);
+void lrc_text_free(lrc_text *t);
+/* B windows of T bytes at seeded positions of one split; labels are the
+ * next bytes. */
+void lrc_text_batch(const lrc_text *t, bool validation, int64_t B, int64_t T, lrc_rng *rng, int32_t *tokens,
+                    int32_t *labels);
+
+typedef struct lrc_schedule_cfg {
+    double peak, warmup, floor; /* warm-up as a fraction of steps; floor as a fraction of peak */
+    int64_t steps;
+} lrc_schedule_cfg;
+/* Linear warm-up, then cosine decay to floor x peak (the paper's recipe). */
+double lrc_lr_at(const lrc_schedule_cfg *s, int64_t step);
+
+typedef struct lrc_adamw_cfg {
+    double beta1, beta2, eps, weight_decay, clip; /* clip <= 0: no clipping */
+    bool decay_all;                               /* decay vectors and scalars too */
+} lrc_adamw_cfg;
+/* One AdamW step (0-based) over n tensors; returns the gradients' global
+ * norm (before clipping). */
+double lrc_adamw_step(const lrc_adamw_cfg *c, lrc_pool *pool, int64_t step, double lr, lrc_tensor **params,
+                      lrc_tensor **grads, lrc_tensor **m, lrc_tensor **v, int n);
+
 /* ---- the executor ------------------------------------------------------ */
 
 /* Runs g on a backend. `inputs` holds a tensor for every INPUT and STATE

@@ -692,6 +692,25 @@ t "backward: --target gpu" 1 'target' -- backward "$MODEL" "${SETS[@]}" --weight
 t "backward: --threads 0" 1 '--threads 0' -- backward "$MODEL" "${SETS[@]}" --weights "$W" --input "$IN" -o grads.safetensors --target cpu --threads 0
 t "backward: missing weights tensor" 1 'w_missing\.st' -- backward "$MODEL" "${SETS[@]}" --weights w_missing.st --input "$IN" -o grads.safetensors
 t "backward without -o" 2 '-o' -- backward "$MODEL" "${SETS[@]}" --weights "$W" --input "$IN"
+for i in $(seq 1 60); do echo "In the beginning God created the heaven and the earth."; done >text.txt
+TR=(train "$MODEL" --preset tiny --steps 4 --lr 1e-3 --batch 2 --seq 16 --threads 2)
+ok "train a tiny run" "${TR[@]}" --data text.txt -o run_ok
+: >empty.txt
+t "train: empty data file" 1 'empty\.txt' 'bytes' -- "${TR[@]}" --data empty.txt -o run_x
+printf 'short' >short.txt
+t "train: data too short" 1 'short\.txt' -- "${TR[@]}" --data short.txt -o run_x
+t "train: missing data file" 1 'nope\.txt' -- "${TR[@]}" --data nope.txt -o run_x
+t "train: --steps 0" 1 '--steps 0' -- train "$MODEL" --preset tiny --steps 0 --lr 1e-3 --data text.txt -o run_x
+t "train: --lr not a number" 2 '--lr abc' -- train "$MODEL" --preset tiny --steps 4 --lr abc --data text.txt -o run_x
+t "train: run directory exists" 1 'run_ok' 'resume' -- "${TR[@]}" --data text.txt -o run_ok
+t "train: vocabulary under 256" 1 'vocabulary' -- train "$MODEL" "${SETS[@]}" --steps 4 --lr 1e-3 --seq 16 --data text.txt -o run_x
+t "train: --resume of a missing run" 1 'nope_run' -- train --resume nope_run
+cp -r run_ok run_cut && head -c 1000 run_ok/checkpoint.safetensors >run_cut/checkpoint.safetensors
+t "train: --resume a truncated checkpoint" 1 'checkpoint\.safetensors' -- train --resume run_cut
+cp -r run_ok run_other && cp w.safetensors run_other/checkpoint.safetensors
+t "train: --resume a checkpoint of another model" 1 'checkpoint\.safetensors' -- train --resume run_other
+t "train: --threads 0" 1 '--threads 0' -- "${TR[@]}" --data text.txt -o run_x --threads 0
+t "train without -o" 2 '-o' -- train "$MODEL" --preset tiny --steps 4 --lr 1e-3
 t "compile: unknown target" 1 'target' -- compile "$MODEL" "${SETS[@]}" --target tpu -o pkg_tpu
 t "compile: -o is a regular file" 1 'keep\.safetensors' 'not an lrc package' -- compile "$MODEL" "${SETS[@]}" --target cpu -o keep.safetensors
 t "compile without -o" 2 '-o' -- compile "$MODEL" "${SETS[@]}" --target cpu

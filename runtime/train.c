@@ -1,0 +1,113 @@
+/* train.c — what training needs besides gradients: byte-level text data with
+ * a deterministic train/validation split and seeded batches, AdamW over all
+ * parameters, the learning-rate schedule and gradient clipping. Plain C on
+ * the runtime's thread pool; deterministic for a fixed thread count. */
+#include "lrc_runtime.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int lrc_text_from_bytes(lrc_text *t, const uint8_t *bytes, int64_t n, int64_t seq, const char *what, lrc_err *err)
+{
+    memset(t, 0, sizeof *t);
+    /* both splits must hold at least one sequence and its next byte */
+    int64_t need = 2 * (seq + 1);
+    if (n < need * 2)
+        return lrc_err_set(err, "%s: %lld bytes of text, too little for sequences of %lld (at least %lld)", what,
+                           (long long)n, (long long)seq, (long long)(need * 2));
+    t->bytes = lrc_xmalloc((size_t)n);
+    memcpy(t->bytes, bytes, (size_t)n);
+    t->n = n;
+    /* the last 5% (at least two sequences) is validation: a contiguous tail,
+     * so no validation byte is ever inside a training window */
+    int64_t val = n / 20 > need ? n / 20 : need;
+    t->n_train = n - val;
+    return LRC_OK;
+}
+
+int lrc_text_load(lrc_text *t, const char *path, int64_t seq, lrc_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return lrc_err_set(err, "%s: cannot open: %s", path, strerror(errno));
+    uint8_t *buf = NULL;
+    size_t len = 0, cap = 0, got;
+    do {
+        if (len == cap) buf = lrc_xrealloc(buf, cap = cap ? 2 * cap : 1 << 20);
+        got = fread(buf + len, 1, cap - len, f);
+        len += got;
+    } while (got > 0);
+    int bad = ferror(f);
+    fclose(f);
+    int rc = bad ? lrc_err_set(err, "%s: read error", path) : lrc_text_from_bytes(t, buf, (int64_t)len, seq, path, err);
+    free(buf);
+    return rc;
+}
+
+void lrc_text_free(lrc_text *t)
+{
+    free(t->bytes);
+    memset(t, 0, sizeof *t);
+}
+
+void lrc_text_batch(const lrc_text *t, bool validation, int64_t B, int64_t T, lrc_rng *rng, int32_t *tokens,
+                    int32_t *labels)
+{
+    int64_t lo = validation ? t->n_train : 0, hi = validation ? t->n : t->n_train, span = hi - lo - T;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t start = lo + (int64_t)(lrc_rng_next(rng) % (uint64_t)span);
+        for (int64_t i = 0; i < T; i++) {
+            tokens[b * T + i] = t->bytes[start + i];
+            labels[b * T + i] = t->bytes[start + i + 1];
+        }
+    }
+}
+
+double lrc_lr_at(const lrc_schedule_cfg *s, int64_t step)
+{
+    /* linear warm-up to the peak, then cosine down to floor x peak */
+    int64_t warm = (int64_t)(s->warmup * (double)s->steps);
+    if (step < warm) return s->peak * (double)(step + 1) / (double)warm;
+    double p = s->steps > warm ? (double)(step - warm) / (double)(s->steps - warm) : 1.0;
+    if (p > 1) p = 1;
+    return s->peak * (s->floor + (1 - s->floor) * 0.5 * (1 + cos(M_PI * p)));
+}
+
+typedef struct {
+    const lrc_adamw_cfg *c;
+    lrc_tensor **p, **g, **m, **v;
+    double lr, scale, bc1, bc2;
+} adam_job;
+
+static void adam_part(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    adam_job *j = ctx;
+    for (int64_t i = begin; i < end; i++) {
+        float *p = j->p[i]->data, *m = j->m[i]->data, *v = j->v[i]->data;
+        const float *g = j->g[i]->data;
+        /* decoupled weight decay, on matrices only unless asked otherwise */
+        double wd = j->p[i]->shape.ndim >= 2 || j->c->decay_all ? j->c->weight_decay : 0;
+        for (int64_t k = 0; k < lrc_shape_numel(&j->p[i]->shape); k++) {
+            double gk = (double)g[k] * j->scale;
+            double mk = j->c->beta1 * m[k] + (1 - j->c->beta1) * gk, vk = j->c->beta2 * v[k] + (1 - j->c->beta2) * gk * gk;
+            m[k] = (float)mk;
+            v[k] = (float)vk;
+            double upd = (mk / j->bc1) / (sqrt(vk / j->bc2) + j->c->eps);
+            p[k] = (float)((double)p[k] * (1 - j->lr * wd) - j->lr * upd);
+        }
+    }
+}
+
+double lrc_adamw_step(const lrc_adamw_cfg *c, lrc_pool *pool, int64_t step, double lr, lrc_tensor **params,
+                      lrc_tensor **grads, lrc_tensor **m, lrc_tensor **v, int n)
+{
+    double sq = 0;
+    for (int i = 0; i < n; i++)
+        for (int64_t k = 0; k < lrc_shape_numel(&grads[i]->shape); k++) sq += (double)((float *)grads[i]->data)[k] * ((float *)grads[i]->data)[k];
+    double norm = sqrt(sq), scale = c->clip > 0 && norm > c->clip ? c->clip / norm : 1.0;
+    adam_job j = {c, params, grads, m, v, lr, scale, 1 - pow(c->beta1, (double)(step + 1)), 1 - pow(c->beta2, (double)(step + 1))};
+    lrc_pool_run(pool, adam_part, &j, n); /* one tensor per work item: each element updated by one thread */
+    return norm;
+}
