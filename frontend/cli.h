@@ -108,5 +108,8 @@ int cmd_profile(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_backward(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
+/* Loss curves of runs in one PNG via gnuplot (frontend/cmd_plot.c). */
+int lrc_plot_runs(char *const *runs, int n_runs, const char *png, lrc_err *err);
 
 #endif

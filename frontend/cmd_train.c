@@ -238,7 +238,21 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
         fflush(stdout);
         if (!rc && eval) rc = write_checkpoint(dir, &ck, step + 1, &rng, err);
     }
-    if (!rc) printf("trained to step %lld of %lld; checkpoint %s\n", (long long)stop, (long long)ta->steps, ckpath);
+    if (!rc) { /* the weights alone, for forward, generate and compile */
+        char mpath[4200];
+        snprintf(mpath, sizeof mpath, "%s/model.safetensors", dir);
+        rc = lrc_safetensors_save(mpath, &view, err);
+    }
+    if (!rc) {
+        printf("trained to step %lld of %lld; checkpoint %s, weights %s/model.safetensors\n", (long long)stop,
+               (long long)ta->steps, ckpath, dir);
+        char png[4200];
+        lrc_err perr;
+        snprintf(png, sizeof png, "%s/loss.png", dir);
+        char *runs[1] = {(char *)dir};
+        if (lrc_plot_runs(runs, 1, png, &perr)) printf("no plot: %s\n", perr.msg); /* training itself succeeded */
+        else printf("loss curves %s\n", png);
+    }
     free(pm);
     free(pv);
     free(pp);

@@ -20,6 +20,7 @@ static const char *usage_text =
     "  inspect MODEL   parameters by group, FLOPs per token, the IR\n"
     "  init MODEL      initialise parameters from a seed into a safetensors file\n"
     "  train MODEL     train on text (next byte), with checkpoints and --resume\n"
+    "  plot RUN...     loss curves of training runs in one PNG\n"
     "  backward MODEL  loss and parameter gradients of a batch (reverse mode)\n"
     "  compile MODEL   compile ahead of time into a package (kernels, plan, weights)\n"
     "  forward MODEL   run the model (or a package) on tokens from a safetensors file\n"
@@ -222,7 +223,7 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } cmds[] = {{"inspect", cmd_inspect}, {"init", cmd_init}, {"compile", cmd_compile}, {"profile", cmd_profile}, {"generate", cmd_generate}, {"backward", cmd_backward}, {"train", cmd_train}, {"forward", cmd_forward}, {"demo", cmd_demo},
+    } cmds[] = {{"inspect", cmd_inspect}, {"init", cmd_init}, {"compile", cmd_compile}, {"profile", cmd_profile}, {"generate", cmd_generate}, {"backward", cmd_backward}, {"train", cmd_train}, {"plot", cmd_plot}, {"forward", cmd_forward}, {"demo", cmd_demo},
                   {"gemm-bench", cmd_gemm_bench}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(cmd, cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);

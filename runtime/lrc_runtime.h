@@ -239,11 +239,13 @@ int lrc_cpu_check_features(const char *list, lrc_err *err);
 
 /* ---- training (runtime/train.c) ------------------------------------------ */
 
-/* Byte-level text: token id = byte value. The last 5% (at least two
- * sequences) is the validation split. */
+/* Byte-level text: token id = byte value. Blocks of 64 KiB, every 20th
+ * one validation (for short texts, the last block). */
 typedef struct lrc_text {
     uint8_t *bytes;
-    int64_t n, n_train;
+    int64_t n, n_train; /* n_train: training windows */
+    int64_t block, n_blocks;
+    int64_t *cum[2]; /* per split: windows starting in blocks before i */
 } lrc_text;
 int lrc_text_load(lrc_text *t, const char *path, int64_t seq, lrc_err *err);
 int lrc_text_from_bytes(lrc_text *t, const uint8_t *bytes, int64_t n, int64_t seq, const char *what, lrc_err *err);

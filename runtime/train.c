@@ -9,21 +9,41 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Validation is every 20th block of 64 KiB (or of four sequences, when
+ * longer): spread through the text, so it follows the training data's
+ * distribution instead of being its last book; no window ever crosses
+ * from one split into the other. */
 int lrc_text_from_bytes(lrc_text *t, const uint8_t *bytes, int64_t n, int64_t seq, const char *what, lrc_err *err)
 {
     memset(t, 0, sizeof *t);
-    /* both splits must hold at least one sequence and its next byte */
-    int64_t need = 2 * (seq + 1);
+    int64_t need = 2 * (seq + 1), bs = (int64_t)1 << 16;
+    if (bs < 4 * (seq + 1)) bs = 4 * (seq + 1);
     if (n < need * 2)
         return lrc_err_set(err, "%s: %lld bytes of text, too little for sequences of %lld (at least %lld)", what,
                            (long long)n, (long long)seq, (long long)(need * 2));
+    int64_t nb = (n + bs - 1) / bs;
+    if (nb < 2) bs = n / 2, nb = 2; /* a short text: its second half is validation */
     t->bytes = lrc_xmalloc((size_t)n);
     memcpy(t->bytes, bytes, (size_t)n);
     t->n = n;
-    /* the last 5% (at least two sequences) is validation: a contiguous tail,
-     * so no validation byte is ever inside a training window */
-    int64_t val = n / 20 > need ? n / 20 : need;
-    t->n_train = n - val;
+    t->block = bs;
+    t->n_blocks = nb;
+    for (int split = 0; split < 2; split++) {
+        t->cum[split] = lrc_xcalloc((size_t)nb + 1, sizeof(int64_t));
+        int64_t total = 0;
+        for (int64_t i = 0; i < nb; i++) {
+            int64_t lo = i * bs, hi = i == nb - 1 ? n : lo + bs;
+            bool val = nb >= 20 ? i % 20 == 19 : i == nb - 1;
+            if (val == (split == 1) && hi - lo > seq + 1) total += hi - lo - seq - 1 + 1;
+            t->cum[split][i + 1] = total;
+        }
+        if (total == 0) {
+            lrc_text_free(t);
+            return lrc_err_set(err, "%s: %lld bytes of text leave no %s window of %lld bytes", what, (long long)n,
+                               split ? "validation" : "training", (long long)(seq + 1));
+        }
+    }
+    t->n_train = t->cum[0][nb];
     return LRC_OK;
 }
 
@@ -48,15 +68,24 @@ int lrc_text_load(lrc_text *t, const char *path, int64_t seq, lrc_err *err)
 void lrc_text_free(lrc_text *t)
 {
     free(t->bytes);
+    free(t->cum[0]);
+    free(t->cum[1]);
     memset(t, 0, sizeof *t);
 }
 
 void lrc_text_batch(const lrc_text *t, bool validation, int64_t B, int64_t T, lrc_rng *rng, int32_t *tokens,
                     int32_t *labels)
 {
-    int64_t lo = validation ? t->n_train : 0, hi = validation ? t->n : t->n_train, span = hi - lo - T;
+    const int64_t *cum = t->cum[validation];
     for (int64_t b = 0; b < B; b++) {
-        int64_t start = lo + (int64_t)(lrc_rng_next(rng) % (uint64_t)span);
+        /* a window start, uniform over all of the split's windows */
+        int64_t r = (int64_t)(lrc_rng_next(rng) % (uint64_t)cum[t->n_blocks]), lo = 0, hi = t->n_blocks;
+        while (hi - lo > 1) { /* the block i with cum[i] <= r < cum[i + 1] */
+            int64_t mid = (lo + hi) / 2;
+            if (cum[mid] <= r) lo = mid;
+            else hi = mid;
+        }
+        int64_t start = lo * t->block + (r - cum[lo]);
         for (int64_t i = 0; i < T; i++) {
             tokens[b * T + i] = t->bytes[start + i];
             labels[b * T + i] = t->bytes[start + i + 1];

@@ -1,0 +1,108 @@
+/* cmd_plot.c — lrc plot: loss curves of one or more training runs in one
+ * PNG, drawn by gnuplot (Debian's gnuplot-nox) from their metrics.jsonl. */
+#include "cli.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* step, train loss and validation loss (or NaN) per line, from metrics.jsonl */
+static int write_series(const char *run, FILE *out, int *n_val, lrc_err *err)
+{
+    char path[4200], line[4096];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", run);
+    FILE *f = fopen(path, "r");
+    if (!f) return lrc_err_set(err, "%s: cannot open: %s", path, strerror(errno));
+    int n = 0, lineno = 0, rc = LRC_OK;
+    while (fgets(line, sizeof line, f) && !rc) {
+        lineno++;
+        cJSON *o = cJSON_Parse(line);
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "step"), *tl = cJSON_GetObjectItemCaseSensitive(o, "train_loss");
+        const cJSON *vl = cJSON_GetObjectItemCaseSensitive(o, "val_loss");
+        if (!cJSON_IsNumber(st) || !cJSON_IsNumber(tl)) rc = lrc_err_set(err, "%s:%d: not a metrics line", path, lineno);
+        else {
+            if (cJSON_IsNumber(vl)) fprintf(out, "%.17g %.17g %.17g\n", st->valuedouble, tl->valuedouble, vl->valuedouble);
+            else fprintf(out, "%.17g %.17g NaN\n", st->valuedouble, tl->valuedouble);
+            if (cJSON_IsNumber(vl)) (*n_val)++;
+            n++;
+        }
+        cJSON_Delete(o);
+    }
+    fclose(f);
+    if (!rc && n == 0) rc = lrc_err_set(err, "%s: no metrics yet", path);
+    fprintf(out, "\n\n"); /* gnuplot: the next data set */
+    return rc;
+}
+
+int lrc_plot_runs(char *const *runs, int n_runs, const char *png, lrc_err *err)
+{
+    char data[] = "/tmp/lrc-plot-XXXXXX";
+    int fd = mkstemp(data);
+    if (fd < 0) return lrc_err_set(err, "cannot create a temporary file: %s", strerror(errno));
+    FILE *f = fdopen(fd, "w");
+    int rc = LRC_OK, n_val = 0;
+    for (int i = 0; i < n_runs && !rc; i++) rc = write_series(runs[i], f, &n_val, err);
+    fclose(f);
+    if (!rc) {
+        FILE *gp = popen("gnuplot 2>/dev/null", "w");
+        if (!gp) rc = lrc_err_set(err, "cannot run gnuplot (apt-get install gnuplot-nox)");
+        else {
+            char tmp[4200];
+            snprintf(tmp, sizeof tmp, "%s.tmp.png", png);
+            fprintf(gp, "set terminal pngcairo size 1000,600 noenhanced\nset output '%s'\n", tmp);
+            fprintf(gp, "set xlabel 'step'\nset ylabel 'loss (nats per byte)'\nset grid\nset key top right\n");
+            fprintf(gp, "set datafile missing 'NaN'\nplot ");
+            for (int i = 0; i < n_runs; i++)
+                fprintf(gp, "%s'%s' index %d using 1:2 with lines lw 1 title '%s train', '%s' index %d using 1:3 with linespoints lw 2 title '%s validation'",
+                        i ? ", " : "", data, i, runs[i], data, i, runs[i]);
+            fprintf(gp, "\n");
+            int status = pclose(gp);
+            if (status != 0 || access(tmp, F_OK)) {
+                rc = lrc_err_set(err, "gnuplot could not draw %s (apt-get install gnuplot-nox)", png);
+                remove(tmp);
+            } else if (rename(tmp, png)) {
+                rc = lrc_err_set(err, "%s: cannot write: %s", png, strerror(errno));
+            }
+        }
+    }
+    remove(data);
+    return rc;
+}
+
+int cmd_plot(int argc, char **argv)
+{
+    static const char *help = "usage: lrc plot RUN_DIR... [-o PLOT.png]\n"
+                              "\n"
+                              "Train and validation loss of the runs, overlaid in one PNG (default\n"
+                              "loss.png), drawn by gnuplot from each RUN_DIR/metrics.jsonl.\n";
+    const char *out = "loss.png";
+    char **runs = lrc_xmalloc((size_t)argc * sizeof *runs);
+    int n = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help")) {
+            fputs(help, stdout);
+            free(runs);
+            return 0;
+        }
+        if (!strcmp(argv[i], "-o")) {
+            if (i + 1 >= argc) {
+                free(runs);
+                return cli_usage_error("plot", "-o needs a value");
+            }
+            out = argv[++i];
+        } else if (argv[i][0] == '-') {
+            free(runs);
+            return cli_usage_error("plot", "unknown option %s", argv[i]);
+        } else {
+            runs[n++] = argv[i];
+        }
+    }
+    lrc_err err;
+    int rc = n == 0 ? cli_usage_error("plot", "give at least one RUN_DIR")
+                    : lrc_plot_runs(runs, n, out, &err) ? cli_user_error(&err) : 0;
+    if (n && !rc) printf("wrote %s (%d run%s)\n", out, n, n > 1 ? "s" : "");
+    free(runs);
+    return rc;
+}
