@@ -1,6 +1,8 @@
 #!/bin/bash
 # setup.sh — the first command on a fresh machine: installs the Debian
-# packages lrc needs, builds it, and runs the main job (lrc demo).
+# packages lrc needs, builds it, and runs the main job: the demo, then a small
+# LayerRoPE LLaMA trained on the King James Bible (a few minutes), its loss
+# curves (runs/*/loss.png) and text generated from it.
 #   ./setup.sh              install, build, run the demo
 #   ./setup.sh --deps-only  install the packages only (test.sh uses this)
 set -euo pipefail
@@ -31,3 +33,13 @@ cmake -S . -B build >/dev/null
 cmake --build build -j"$(nproc)"
 echo
 ./build/lrc demo
+# The main job: a small LayerRoPE LLaMA trained on the King James Bible for a
+# few minutes, its loss curves, then text from it.
+run="runs/kjv-layerrope-$(date +%Y%m%d-%H%M%S)"
+mkdir -p runs
+echo
+./build/lrc train llama --preset small --set norm=layerrope --steps 400 --lr 3e-3 --warmup 0.05 \
+  --eval-every 50 -o "$run"
+echo
+./build/lrc generate llama --preset small --set norm=layerrope --weights "$run/model.safetensors" \
+  --prompt "And God said, " -n 300 --temperature 0.7 --seed 1
