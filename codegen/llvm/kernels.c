@@ -271,7 +271,8 @@ static void kg_depth_gain(kgen *k, const lrc_node *n)
     em_for_end(e, &l, em_i64(e, 1));
 }
 
-/* Mean cross-entropy over labels != -100 (labels were range-checked). */
+/* Mean cross-entropy over labels != -100 (labels were range-checked); one
+ * work item, each row's log-sum-exp vectorised. */
 static void kg_cross_entropy(kgen *k, const lrc_node *n)
 {
     em_t *e = k->e;
@@ -280,29 +281,16 @@ static void kg_cross_entropy(kgen *k, const lrc_node *n)
     LLVMValueRef x = kg_ptr(k, n->in[0]);
     LLVMValueRef y = LLVMBuildBitCast(e->b, kg_ptr(k, n->in[1]), e->i32p, "");
     LLVMValueRef total = em_alloca(e, e->f64, "total"), used = em_alloca(e, e->f64, "used");
-    LLVMValueRef mx = em_alloca(e, e->f64, "mx"), sum = em_alloca(e, e->f64, "sum");
     LLVMBuildStore(e->b, d64(e, 0), total);
     LLVMBuildStore(e->b, d64(e, 0), used);
-    em_loop lr, lv;
+    em_loop lr;
     LLVMValueRef r = em_for_begin(e, &lr, em_i64(e, 0), em_i64(e, rows));
     LLVMValueRef lab = em_load_i32(e, y, r);
     em_if skip;
     em_if_begin(e, &skip, LLVMBuildICmp(e->b, LLVMIntNE, lab, LLVMConstInt(e->i32, (unsigned long long)-100, 1), ""));
-    LLVMValueRef base = em_imul(e, r, em_i64(e, V));
-    LLVMBuildStore(e->b, d64(e, -INFINITY), mx);
-    LLVMValueRef v = em_for_begin(e, &lv, em_i64(e, 0), em_i64(e, V));
-    LLVMValueRef xv = to_f64(e, em_load(e, x, em_iadd(e, base, v), 1));
-    LLVMValueRef cur = LLVMBuildLoad2(e->b, e->f64, mx, "");
-    LLVMBuildStore(e->b, LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealOGT, xv, cur, ""), xv, cur, ""), mx);
-    em_for_end(e, &lv, em_i64(e, 1));
-    LLVMValueRef m = LLVMBuildLoad2(e->b, e->f64, mx, "");
-    LLVMBuildStore(e->b, d64(e, 0), sum);
-    v = em_for_begin(e, &lv, em_i64(e, 0), em_i64(e, V));
-    xv = to_f64(e, em_load(e, x, em_iadd(e, base, v), 1));
-    LLVMValueRef ex = em_libm(e, "exp", LLVMBuildFSub(e->b, xv, m, ""), NULL);
-    LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, ex, LLVMBuildLoad2(e->b, e->f64, sum, ""), ""), sum);
-    em_for_end(e, &lv, em_i64(e, 1));
-    LLVMValueRef lse = LLVMBuildFAdd(e->b, m, em_libm(e, "log", LLVMBuildLoad2(e->b, e->f64, sum, ""), NULL), "");
+    LLVMValueRef base = em_imul(e, r, em_i64(e, V)), m, sum;
+    kg_row_logsumexp(k, x, base, V, &m, &sum);
+    LLVMValueRef lse = LLVMBuildFAdd(e->b, to_f64(e, m), em_libm(e, "log", sum, NULL), "");
     LLVMValueRef xy = to_f64(e, em_load(e, x, em_iadd(e, base, LLVMBuildSExt(e->b, lab, e->i64, "")), 1));
     LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f64, total, ""), LLVMBuildFSub(e->b, lse, xy, ""), ""), total);
     LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f64, used, ""), d64(e, 1), ""), used);

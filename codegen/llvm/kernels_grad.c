@@ -69,14 +69,50 @@ static void kg_softmax_grad(kgen *k, const lrc_node *n)
     em_for_end(e, &lr, em_i64(e, 1));
 }
 
+/* The max and the sum of exp(x - max) of a row of V logits, vectorised
+ * (f32 exponentials, the sum in f32 vectors then in double): what the loss
+ * and its gradient need, without V calls to libm. */
+void kg_row_logsumexp(kgen *k, LLVMValueRef X, LLVMValueRef base, int64_t V, LLVMValueRef *max_out, LLVMValueRef *sum_out)
+{
+    em_t *e = k->e;
+    int vec = k->vec;
+    int64_t vend = V / vec * vec;
+    LLVMTypeRef vt = em_vty(e, vec);
+    LLVMValueRef mv = em_alloca(e, vt, "lse_max"), ms = em_alloca(e, e->f32, "lse_maxs");
+    LLVMValueRef sv = em_alloca(e, vt, "lse_sum"), ss = em_alloca(e, e->f32, "lse_sums");
+    LLVMBuildStore(e->b, em_fw(e, -INFINITY, vec), mv);
+    LLVMBuildStore(e->b, em_f32(e, -INFINITY), ms);
+    em_loop l;
+    LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, vend));
+    LLVMBuildStore(e->b, em_intr2(e, "maxnum", em_load(e, X, em_iadd(e, base, i), vec), LLVMBuildLoad2(e->b, vt, mv, "")), mv);
+    em_for_end(e, &l, em_i64(e, vec));
+    i = em_for_begin(e, &l, em_i64(e, vend), em_i64(e, V));
+    LLVMBuildStore(e->b, em_intr2(e, "maxnum", em_load(e, X, em_iadd(e, base, i), 1), LLVMBuildLoad2(e->b, e->f32, ms, "")), ms);
+    em_for_end(e, &l, em_i64(e, 1));
+    LLVMValueRef m = em_intr2(e, "maxnum", em_hmax(e, LLVMBuildLoad2(e->b, vt, mv, ""), vec), LLVMBuildLoad2(e->b, e->f32, ms, ""));
+    LLVMBuildStore(e->b, em_fw(e, 0, vec), sv);
+    LLVMBuildStore(e->b, em_f32(e, 0), ss);
+    i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, vend));
+    LLVMValueRef ev = em_exp(e, LLVMBuildFSub(e->b, em_load(e, X, em_iadd(e, base, i), vec), em_splat(e, m, vec), ""), vec);
+    LLVMBuildStore(e->b, em_add(e, ev, LLVMBuildLoad2(e->b, vt, sv, "")), sv);
+    em_for_end(e, &l, em_i64(e, vec));
+    i = em_for_begin(e, &l, em_i64(e, vend), em_i64(e, V));
+    LLVMValueRef es = em_exp(e, LLVMBuildFSub(e->b, em_load(e, X, em_iadd(e, base, i), 1), m, ""), 1);
+    LLVMBuildStore(e->b, em_add(e, es, LLVMBuildLoad2(e->b, e->f32, ss, "")), ss);
+    em_for_end(e, &l, em_i64(e, 1));
+    *max_out = m;
+    *sum_out = fadd(e, to_f64(e, em_hsum(e, LLVMBuildLoad2(e->b, vt, sv, ""), vec)), to_f64(e, LLVMBuildLoad2(e->b, e->f32, ss, "")));
+}
+
 /* (softmax(x) - onehot(label)) / (labels not -100), zero rows for -100 */
 static void kg_cross_entropy_grad(kgen *k, const lrc_node *n)
 {
     em_t *e = k->e;
-    int64_t V = last_dim(&n->shape), rows = lrc_shape_numel(&n->shape) / V;
+    int vec = k->vec;
+    int64_t V = last_dim(&n->shape), rows = lrc_shape_numel(&n->shape) / V, vend = V / vec * vec;
     LLVMValueRef X = kg_ptr(k, n->in[0]), O = kg_ptr(k, k->gr->anchor);
     LLVMValueRef Y = LLVMBuildBitCast(e->b, kg_ptr(k, n->in[1]), e->i32p, "");
-    LLVMValueRef used = em_alloca(e, e->f64, "used"), mx = em_alloca(e, e->f64, "mx"), sum = em_alloca(e, e->f64, "sum");
+    LLVMValueRef used = em_alloca(e, e->f64, "used");
     LLVMValueRef ignore = LLVMConstInt(e->i32, (unsigned long long)-100, 1);
     em_loop lu, lr, l;
     LLVMBuildStore(e->b, d64(e, 0), used); /* every chunk counts the used labels itself */
@@ -87,23 +123,23 @@ static void kg_cross_entropy_grad(kgen *k, const lrc_node *n)
     LLVMValueRef nused = LLVMBuildLoad2(e->b, e->f64, used, "");
     LLVMValueRef r = em_for_begin(e, &lr, e->begin, e->end), base = em_imul(e, r, em_i64(e, V));
     LLVMValueRef lab = em_load_i32(e, Y, r), live = LLVMBuildICmp(e->b, LLVMIntNE, lab, ignore, "");
-    LLVMBuildStore(e->b, d64(e, -INFINITY), mx);
-    LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, V));
-    LLVMValueRef xv = ld(e, X, em_iadd(e, base, i)), cur = LLVMBuildLoad2(e->b, e->f64, mx, "");
-    LLVMBuildStore(e->b, LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealOGT, xv, cur, ""), xv, cur, ""), mx);
+    LLVMValueRef m, s;
+    kg_row_logsumexp(k, X, base, V, &m, &s);
+    /* p / used for live rows, 0 for ignored ones: one factor per row */
+    LLVMValueRef f = to_f32(e, LLVMBuildSelect(e->b, live, LLVMBuildFDiv(e->b, d64(e, 1.0), fmul(e, s, nused), ""), d64(e, 0), ""));
+    LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, vend));
+    LLVMValueRef pv = em_exp(e, LLVMBuildFSub(e->b, em_load(e, X, em_iadd(e, base, i), vec), em_splat(e, m, vec), ""), vec);
+    em_store(e, O, em_iadd(e, base, i), em_mul(e, pv, em_splat(e, f, vec)), vec);
+    em_for_end(e, &l, em_i64(e, vec));
+    i = em_for_begin(e, &l, em_i64(e, vend), em_i64(e, V));
+    LLVMValueRef ps = em_exp(e, LLVMBuildFSub(e->b, em_load(e, X, em_iadd(e, base, i), 1), m, ""), 1);
+    em_store(e, O, em_iadd(e, base, i), em_mul(e, ps, f), 1);
     em_for_end(e, &l, em_i64(e, 1));
-    LLVMValueRef m = LLVMBuildLoad2(e->b, e->f64, mx, "");
-    LLVMBuildStore(e->b, d64(e, 0), sum);
-    i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, V));
-    LLVMBuildStore(e->b, fadd(e, LLVMBuildLoad2(e->b, e->f64, sum, ""), em_libm(e, "exp", fsub(e, ld(e, X, em_iadd(e, base, i)), m), NULL)), sum);
-    em_for_end(e, &l, em_i64(e, 1));
-    LLVMValueRef s = LLVMBuildLoad2(e->b, e->f64, sum, "");
-    i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, V));
-    LLVMValueRef p = LLVMBuildFDiv(e->b, em_libm(e, "exp", fsub(e, ld(e, X, em_iadd(e, base, i)), m), NULL), s, "");
-    LLVMValueRef hot = LLVMBuildICmp(e->b, LLVMIntEQ, LLVMBuildTrunc(e->b, i, e->i32, ""), lab, "");
-    LLVMValueRef gv = LLVMBuildFDiv(e->b, fsub(e, p, LLVMBuildSelect(e->b, hot, d64(e, 1), d64(e, 0), "")), nused, "");
-    st(e, O, em_iadd(e, base, i), LLVMBuildSelect(e->b, live, gv, d64(e, 0), ""));
-    em_for_end(e, &l, em_i64(e, 1));
+    em_if hot;
+    em_if_begin(e, &hot, live);
+    LLVMValueRef at = em_iadd(e, base, LLVMBuildSExt(e->b, lab, e->i64, ""));
+    em_store(e, O, at, to_f32(e, fsub(e, ld(e, O, at), LLVMBuildFDiv(e->b, d64(e, 1.0), nused, ""))), 1);
+    em_if_end(e, &hot);
     em_for_end(e, &lr, em_i64(e, 1));
 }
 

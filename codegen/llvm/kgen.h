@@ -40,5 +40,7 @@ void kg_attention(kgen *k);
 void kg_kv_attention(kgen *k);
 /* Gradient ops rendered as opaque kernels; false for other ops. */
 bool kg_grad_opaque(kgen *k, const lrc_node *n);
+/* max and sum of exp(x - max) over a row of V floats at X + base (vectorised). */
+void kg_row_logsumexp(kgen *k, LLVMValueRef X, LLVMValueRef base, int64_t V, LLVMValueRef *max_out, LLVMValueRef *sum_out);
 
 #endif
