@@ -54,6 +54,7 @@ enum {
     OPT_STOP_AFTER,
     OPT_DATA,
     OPT_RESUME,
+    OPT_CLIP,
 };
 
 /* Handles --preset/--set; returns 1 when the option was one of them. */
@@ -73,7 +74,7 @@ typedef struct cli_args {
     bool params, flops, ir, kernels;
     const char *after;
     int64_t seq, batch, seed, threads, repeat, new_tokens, top_k, ctx;
-    double temperature, lr, warmup;
+    double temperature, lr, warmup, clip;
     int64_t steps, eval_every, stop_after;
     const char *data, *resume;
     const char *weights, *input, *out, *target, *prompt;

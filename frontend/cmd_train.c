@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <signal.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,11 +15,21 @@
 #include <time.h>
 #include <unistd.h>
 
+enum { LRC_EINTERRUPTED = 2 }; /* not an error: stopped by Ctrl-C, checkpoint written */
+
 typedef struct {
     int64_t steps, batch, seq, seed, eval_every, stop_after;
-    double lr, warmup;
+    double lr, warmup, clip;
     const char *data, *resume;
 } train_args;
+
+/* Ctrl-C: the step in flight finishes, a checkpoint is written, then exit. */
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
 
 static double now_s(void)
 {
@@ -184,7 +195,12 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
     if (!rc) rc = lrc_exec_new(&c.plan, pool, &x, err);
     if (!rc) rc = lrc_exec_bind_params(x, &ck, err);
     lrc_schedule_cfg sched = {ta->lr, ta->warmup, 0.1, ta->steps};
-    lrc_adamw_cfg adam = {0.9, 0.999, 1e-8, 0.0, 0.0, false};
+    lrc_adamw_cfg adam = {0.9, 0.999, 1e-8, 0.0, ta->clip, false};
+    interrupted = 0;
+    struct sigaction sa = {0}, old_sa;
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, &old_sa);
+    int64_t done = step0;
     int64_t stop = ta->stop_after > 0 && ta->stop_after < ta->steps ? ta->stop_after : ta->steps;
     double t0 = now_s(), tstep = t0;
     pp = lrc_xcalloc((size_t)view.n + 1, sizeof *pp);
@@ -236,15 +252,23 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
                tps, left);
         if (eval) printf("  val %.4f\n", vl);
         fflush(stdout);
-        if (!rc && eval) rc = write_checkpoint(dir, &ck, step + 1, &rng, err);
+        done = step + 1;
+        if (!rc && (eval || interrupted)) rc = write_checkpoint(dir, &ck, step + 1, &rng, err);
+        if (!rc && interrupted) {
+            printf("\ninterrupted after step %lld; checkpoint written: continue with lrc train --resume %s\n",
+                   (long long)step + 1, dir);
+            break;
+        }
     }
+    sigaction(SIGINT, &old_sa, NULL);
+    if (!rc && interrupted) rc = LRC_EINTERRUPTED;
     if (!rc) { /* the weights alone, for forward, generate and compile */
         char mpath[4200];
         snprintf(mpath, sizeof mpath, "%s/model.safetensors", dir);
         rc = lrc_safetensors_save(mpath, &view, err);
     }
     if (!rc) {
-        printf("trained to step %lld of %lld; checkpoint %s, weights %s/model.safetensors\n", (long long)stop,
+        printf("trained to step %lld of %lld; checkpoint %s, weights %s/model.safetensors\n", (long long)done,
                (long long)ta->steps, ckpath, dir);
         char png[4200];
         lrc_err perr;
@@ -285,6 +309,7 @@ static int save_run(const char *dir, const cli_args *a, lrc_err *err)
     cJSON_AddNumberToObject(o, "warmup", a->warmup);
     cJSON_AddNumberToObject(o, "eval_every", (double)a->eval_every);
     cJSON_AddNumberToObject(o, "seed", (double)a->seed);
+    cJSON_AddNumberToObject(o, "clip", a->clip);
     if (a->data) cJSON_AddStringToObject(o, "data", a->data);
     char *text = cJSON_Print(o), path[4200];
     cJSON_Delete(o);
@@ -328,6 +353,8 @@ static int load_run(const char *dir, cli_args *a, cJSON **keep, lrc_err *err)
     }
     a->steps = (int64_t)v[0], a->lr = v[1], a->batch = (int64_t)v[2], a->seq = (int64_t)v[3];
     a->warmup = v[4], a->eval_every = (int64_t)v[5], a->seed = (int64_t)v[6];
+    const cJSON *clip = cJSON_GetObjectItemCaseSensitive(o, "clip");
+    a->clip = cJSON_IsNumber(clip) ? clip->valuedouble : 0;
     return LRC_OK;
 }
 
@@ -345,12 +372,13 @@ int cmd_train(int argc, char **argv)
                                          {"stop-after", required_argument, 0, OPT_STOP_AFTER},
                                          {"data", required_argument, 0, OPT_DATA},
                                          {"resume", required_argument, 0, OPT_RESUME},
+                                         {"clip", required_argument, 0, OPT_CLIP},
                                          {"target", required_argument, 0, OPT_TARGET},
                                          {0, 0, 0, 0}};
     static const char *help =
         "usage: lrc train MODEL [--preset P] [--set KEY=VALUE]... --steps N --lr X [--batch B] [--seq T]\n"
         "                 [--warmup F] [--eval-every K] [--seed S] [--threads N] [--stop-after K]\n"
-        "                 [--data FILE] -o RUN_DIR\n"
+        "                 [--clip G] [--data FILE] -o RUN_DIR\n"
         "       lrc train --resume RUN_DIR [--stop-after K] [--threads N]\n"
         "\n"
         "Trains on text, one token per byte (the King James Bible from Debian's\n"
@@ -359,7 +387,9 @@ int cmd_train(int argc, char **argv)
         "RUN_DIR gets run.json, metrics.jsonl (train and validation loss, rate,\n"
         "gradient norm, tokens/s) and checkpoint.safetensors (parameters, optimizer\n"
         "state, step, random state), written atomically at each evaluation.\n"
-        "--stop-after K ends after step K of N; --resume continues bit for bit.\n";
+        "--stop-after K ends after step K of N; --resume continues bit for bit.\n"
+        "--clip G scales the gradients down to a global norm of G (default: off).\n"
+        "Ctrl-C finishes the step, writes the checkpoint and exits (status 130).\n";
     bool resuming = false;
     for (int i = 1; i < argc; i++) resuming = resuming || !strcmp(argv[i], "--resume");
     cli_args a;
@@ -395,7 +425,7 @@ int cmd_train(int argc, char **argv)
     if (!rc && (a.threads == 0 || a.threads < -1)) rc = lrc_err_set(&err, "--threads %lld: the thread count must be at least 1", (long long)a.threads);
     bool created = !a.resume && !rc;
     if (!rc) {
-        train_args ta = {a.steps, a.batch, a.seq, a.seed, a.eval_every, a.stop_after, a.lr, a.warmup, a.data, a.resume};
+        train_args ta = {a.steps, a.batch, a.seq, a.seed, a.eval_every, a.stop_after, a.lr, a.warmup, a.clip, a.data, a.resume};
         rc = train_run(&a, &ta, dir, &err);
     }
     char ck[4200];
@@ -409,7 +439,7 @@ int cmd_train(int argc, char **argv)
         }
         rmdir(a.out);
     }
-    rc = rc ? cli_user_error(&err) : 0;
+    rc = rc == LRC_EINTERRUPTED ? 130 : rc ? cli_user_error(&err) : 0; /* 130: ended by SIGINT, as shells say */
     cJSON_Delete(keep);
 out:
     cli_model_opts_free(&a.m);

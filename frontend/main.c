@@ -158,14 +158,16 @@ int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *
         case OPT_DATA: a->data = optarg; break;
         case OPT_RESUME: a->resume = optarg; break;
         case OPT_LR:
+        case OPT_CLIP:
         case OPT_WARMUP: {
             char *end;
             errno = 0;
             double v = strtod(optarg, &end);
             if (!*optarg || *end || errno || !isfinite(v) || v < 0 || (c == OPT_WARMUP && v >= 1))
-                return cli_usage_error(cmd, "%s %s: expected a number%s", c == OPT_LR ? "--lr" : "--warmup", optarg,
-                                       c == OPT_LR ? " >= 0" : " in [0, 1)");
-            *(c == OPT_LR ? &a->lr : &a->warmup) = v;
+                return cli_usage_error(cmd, "%s %s: expected a number%s",
+                                       c == OPT_LR ? "--lr" : c == OPT_CLIP ? "--clip" : "--warmup", optarg,
+                                       c == OPT_WARMUP ? " in [0, 1)" : " >= 0");
+            *(c == OPT_LR ? &a->lr : c == OPT_CLIP ? &a->clip : &a->warmup) = v;
             break;
         }
         case OPT_TEMPERATURE: {

@@ -23,5 +23,20 @@ last=$(grep -o '"val_loss":[0-9.]*' "$dir/full/metrics.jsonl" | tail -1 | cut -d
 echo "validation loss: $first at step 5, $last at step 20"
 check "validation loss falls" "awk 'BEGIN { exit !($last < $first - 0.5) }'"
 check "20 metric lines" "[ \$(wc -l <'$dir/full/metrics.jsonl') = 20 ]"
+# Ctrl-C: the step in flight ends, a checkpoint is written, exit status 130; --resume finishes the run
+"$lrc" train "$model" --preset tiny --steps 100000 --lr 1e-3 --batch 4 --seq 32 --eval-every 1000 \
+  --data "$dir/text.txt" --threads 2 -o "$dir/int" >/dev/null 2>&1 &
+pid=$!
+for i in $(seq 1 100); do [ -s "$dir/int/metrics.jsonl" ] && break; sleep 0.1; done
+kill -INT $pid
+wait $pid
+status=$?
+check "Ctrl-C exits with 130" "[ $status = 130 ]"
+check "Ctrl-C writes a checkpoint" "[ -s '$dir/int/checkpoint.safetensors' ]"
+"$lrc" train --resume "$dir/int" --stop-after "$(($(wc -l <"$dir/int/metrics.jsonl") + 2))" --threads 2 >/dev/null
+resumed=$?
+check "an interrupted run resumes" "[ $resumed = 0 ] && [ -s '$dir/int/model.safetensors' ]"
+"$lrc" train "$model" "${args[@]}" --clip 0.5 -o "$dir/clip" >/dev/null
+check "--clip trains" "grep -q '\"step\":20,' '$dir/clip/metrics.jsonl'"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
