@@ -89,14 +89,7 @@ int cmd_backward(int argc, char **argv)
     if (!rc) rc = lrc_model_config_int(&m, "vocab", &vocab, &err);
     if (!rc) rc = read_batch(a.input, &in, vocab, &err);
     if (!rc) tok = lrc_tensor_set_find(&in, "tokens");
-    if (!rc) rc = lrc_model_build(&m, tok->shape.dim[0], tok->shape.dim[1], g, &err);
-    int labels = -1, loss = -1;
-    if (!rc && (labels = lrc_graph_add_input(g, "labels", LRC_I32, &tok->shape, NULL, &err)) < 0) rc = LRC_EUSER;
-    if (!rc) {
-        lrc_node ce = {.op = LRC_OP_CROSS_ENTROPY, .n_in = 2, .in = {g->outputs[0], labels}};
-        if ((loss = lrc_graph_add(g, &ce, &err)) < 0) rc = LRC_EUSER;
-    }
-    if (!rc) rc = lrc_pass_autodiff(g, loss, &err);
+    if (!rc) rc = lrc_model_build_training(&m, tok->shape.dim[0], tok->shape.dim[1], g, &err);
     if (!rc) rc = lrc_safetensors_load(a.weights, &wfile, &err);
     if (!rc) rc = lrc_params_bind(g, &wfile, a.weights, &params, &err);
     lrc_compiled c;

@@ -7,13 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -78,9 +71,9 @@ int cmd_gemm_bench(int argc, char **argv)
     if (!rc) rc = lrc_exec_run_plan(ex, &in, &out, &err); /* warm-up, packs W */
     double *ms = lrc_xmalloc((size_t)repeat * sizeof(double));
     for (int64_t r = 0; r < repeat && !rc; r++) { /* into the same Y, as BLAS benchmarks do */
-        double t0 = now_s();
+        double t0 = lrc_now_s();
         rc = lrc_exec_run_plan(ex, &in, &out, &err);
-        ms[r] = 1e3 * (now_s() - t0);
+        ms[r] = 1e3 * (lrc_now_s() - t0);
     }
     if (!rc) {
         qsort(ms, (size_t)repeat, sizeof *ms, cmp_double);

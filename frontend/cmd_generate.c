@@ -9,13 +9,6 @@
 #include <string.h>
 #include <time.h>
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* The byte tokenizer: ids 0..255 are bytes; larger ids have no text, so
  * they are never sampled. */
 static int sample(const float *logits, int64_t V, double temperature, int64_t top_k, lrc_rng *rng)
@@ -115,7 +108,7 @@ int cmd_generate(int argc, char **argv)
     }
     lrc_rng rng;
     lrc_rng_seed(&rng, (uint64_t)a.seed);
-    double t0 = now_s(), t_prompt = t0;
+    double t0 = lrc_now_s(), t_prompt = t0;
     int64_t made = 0;
     int next = 0;
     if (!rc) fputs(a.prompt, stdout);
@@ -126,7 +119,7 @@ int cmd_generate(int argc, char **argv)
         ((int32_t *)pos->data)[0] = (int32_t)i;
         if ((rc = lrc_exec_run_plan(e.x, &in, &outs, &err))) break;
         if (i < P - 1) continue;
-        if (i == P - 1) t_prompt = now_s();
+        if (i == P - 1) t_prompt = lrc_now_s();
         const lrc_tensor *lg = outs.items[0];
         next = sample(lg->data, lrc_shape_numel(&lg->shape), a.temperature, a.top_k, &rng);
         putchar(next);
@@ -134,7 +127,7 @@ int cmd_generate(int argc, char **argv)
         made++;
     }
     if (!rc) {
-        double t1 = now_s();
+        double t1 = lrc_now_s();
         putchar('\n');
         fprintf(stderr, "generate: %lld new tokens in %.1f ms, %.1f tokens/s (prompt: %lld tokens in %.1f ms, context %lld)\n",
                 (long long)made, 1e3 * (t1 - t_prompt), made / (t1 - t_prompt > 0 ? t1 - t_prompt : 1e-9), (long long)P,

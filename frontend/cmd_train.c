@@ -31,13 +31,6 @@ static void on_sigint(int sig)
     interrupted = 1;
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* The text: --data FILE, or the King James Bible from Debian's bible-kjv. */
 static int load_text(const char *path, int64_t seq, lrc_text *t, lrc_err *err)
 {
@@ -120,14 +113,7 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
     if (!rc) rc = lrc_model_config_int(&m, "vocab", &vocab, err);
     if (!rc && vocab < 256) rc = lrc_err_set(err, "byte-level text needs a vocabulary of at least 256, the model has %lld", (long long)vocab);
     if (!rc) rc = load_text(ta->data, T, &text, err);
-    if (!rc) rc = lrc_model_build(&m, B, T, g, err);
-    int labels = -1, loss = -1;
-    if (!rc && (labels = lrc_graph_add_input(g, "labels", LRC_I32, &bt, NULL, err)) < 0) rc = LRC_EUSER;
-    if (!rc) {
-        lrc_node ce = {.op = LRC_OP_CROSS_ENTROPY, .n_in = 2, .in = {g->outputs[0], labels}};
-        if ((loss = lrc_graph_add(g, &ce, err)) < 0) rc = LRC_EUSER;
-    }
-    if (!rc) rc = lrc_pass_autodiff(g, loss, err);
+    if (!rc) rc = lrc_model_build_training(&m, B, T, g, err);
     /* parameters: from the checkpoint when resuming, else initialised */
     lrc_rng rng;
     lrc_rng_seed(&rng, (uint64_t)ta->seed);
@@ -202,7 +188,7 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
     sigaction(SIGINT, &sa, &old_sa);
     int64_t done = step0;
     int64_t stop = ta->stop_after > 0 && ta->stop_after < ta->steps ? ta->stop_after : ta->steps;
-    double t0 = now_s(), tstep = t0;
+    double t0 = lrc_now_s(), tstep = t0;
     pp = lrc_xcalloc((size_t)view.n + 1, sizeof *pp);
     pg = lrc_xcalloc((size_t)view.n + 1, sizeof *pg);
     for (int64_t step = step0; step < stop && !rc; step++) {
@@ -221,8 +207,8 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
         if (rc) break;
         double lr = lrc_lr_at(&sched, step);
         double gn = lrc_adamw_step(&adam, pool, step, lr, pp, pg, pm, pv, view.n);
-        lrc_exec_bind_params(x, &ck, err); /* parameters changed: the packing kernels run again */
-        double now = now_s(), tps = (double)(B * T) / (now - tstep);
+        lrc_exec_params_changed(x); /* AdamW wrote them in place: the packing kernels run again */
+        double now = lrc_now_s(), tps = (double)(B * T) / (now - tstep);
         tstep = now;
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "step", (double)step + 1);

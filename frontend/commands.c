@@ -10,13 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* ---- inspect ----------------------------------------------------------- */
 
 static void print_params(const lrc_graph *g)
@@ -237,9 +230,9 @@ static int run_timed(const cli_args *a, lrc_exec *x, lrc_pool *pool, const lrc_t
     /* steady state, as a serving loop runs: the outputs of one run are the
      * buffers of the next (every run still writes all of them) */
     for (int64_t r = 0; r < a->repeat && !rc; r++) {
-        double t0 = now_s();
+        double t0 = lrc_now_s();
         rc = lrc_exec_run_plan(x, in, outs, err);
-        ms[r] = 1e3 * (now_s() - t0);
+        ms[r] = 1e3 * (lrc_now_s() - t0);
     }
     for (int64_t i = 1; i < a->repeat; i++) /* insertion sort: a few runs */
         for (int64_t j = i; j > 0 && ms[j - 1] > ms[j]; j--) {
@@ -431,16 +424,16 @@ int cmd_demo(int argc, char **argv)
     lrc_tensor_set_add(&in, tok, &err);
     int64_t vocab = 0;
     rc = EXIT_USER;
-    double t0 = now_s(), t1 = 0, t2 = 0;
+    double t0 = lrc_now_s(), t1 = 0, t2 = 0;
     if (cli_model_load("demo", &a.m, &m, &err) || lrc_model_config_int(&m, "vocab", &vocab, &err)) {
         cli_user_error(&err);
     } else if (vocab < 256) {
         fprintf(stderr, "lrc: demo: byte tokens need vocab >= 256, the model has %lld\n", (long long)vocab);
-    } else if (lrc_model_build(&m, 1, T, g, &err) || (t1 = now_s(), lrc_params_init(g, (uint64_t)a.seed, &params, &err)) ||
+    } else if (lrc_model_build(&m, 1, T, g, &err) || (t1 = lrc_now_s(), lrc_params_init(g, (uint64_t)a.seed, &params, &err)) ||
                lrc_exec_run(be, g, &in, &params, &outs, &err)) {
         cli_user_error(&err);
     } else {
-        t2 = now_s();
+        t2 = lrc_now_s();
         double bwd, fwd = lrc_graph_flops(g, &bwd);
         int64_t n_params = lrc_graph_param_count(g);
         int n_nodes = g->n_nodes;
@@ -453,7 +446,7 @@ int cmd_demo(int argc, char **argv)
         memset(&c, 0, sizeof c);
         lrc_pool *pool = NULL;
         lrc_exec *x = NULL;
-        double t3 = now_s(), t4 = 0, t5 = 0;
+        double t3 = lrc_now_s(), t4 = 0, t5 = 0;
         int crc = lrc_model_build(&m, 1, T, g2, &err);
         for (int i = 0; i < params.n && !crc; i++) {
             lrc_tensor *copy = lrc_tensor_new(params.items[i]->name, LRC_F32, &params.items[i]->shape, &err);
@@ -467,9 +460,9 @@ int cmd_demo(int argc, char **argv)
         if (!crc) crc = lrc_exec_bind_params(x, &consts, &err);
         if (!crc) crc = lrc_exec_run_plan(x, &in, &outs2, &err); /* packs the weights */
         if (!crc) {
-            t4 = now_s();
+            t4 = lrc_now_s();
             crc = lrc_exec_run_plan(x, &in, &outs2, &err);
-            t5 = now_s();
+            t5 = lrc_now_s();
         }
         if (crc) {
             cli_user_error(&err);

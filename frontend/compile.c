@@ -10,13 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
-}
-
 /* "gemm matmul+add (llama.lua:40)" */
 static char *launch_label(const lrc_graph *g, const lrc_schedule *s, const lrc_kernel_desc *k)
 {
@@ -102,7 +95,7 @@ int lrc_compile_graph(lrc_graph *g, lrc_tensor_set *consts, lrc_compiled *c, lrc
 int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *object_path, lrc_compiled *c, lrc_err *err)
 {
     memset(c, 0, sizeof *c);
-    double t0 = now_ms();
+    double t0 = (1e3 * lrc_now_s());
     c->g = g;
     c->consts = consts;
     lrc_pass_ctx ctx = {consts};
@@ -115,7 +108,7 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
     lrc_schedule_plan_memory(c->g, &c->sched);
     if ((rc = lrc_program_build(c->g, &c->sched, target.tiling, &c->prog, err))) return rc;
     c->have_prog = true;
-    double t1 = now_ms();
+    double t1 = (1e3 * lrc_now_s());
     lrc_llvm_module *mod = NULL;
     /* what the code needs of the CPU, checked when a package is loaded */
     snprintf(c->cpu_features, sizeof c->cpu_features, "avx2,fma%s", target.tiling.vec == 16 ? ",avx512f,avx512vl" : "");
@@ -140,7 +133,7 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
     for (int i = 0; i < c->plan.n_launches && !rc && !object_path; i++)
         if (!(c->plan.launches[i].fn = lrc_llvm_jit_lookup(c->jit, c->plan.launches[i].symbol, err))) rc = LRC_EUSER;
     c->passes_ms = t1 - t0;
-    c->codegen_ms = now_ms() - t1;
+    c->codegen_ms = (1e3 * lrc_now_s()) - t1;
     return rc;
 }
 

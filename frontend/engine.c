@@ -10,13 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
-}
-
 /* Weights given for a package: exactly its parameters, widened to f32
  * (shapes are checked when they are bound). */
 static int package_weights(const char *pkg, const lrc_plan *plan, const char *path, lrc_tensor_set *w, lrc_err *err)
@@ -69,14 +62,14 @@ static int open_package(const cli_args *a, cli_engine *e, lrc_err *err)
 /* Builds the model for tokens [B, T] and compiles it with its weights. */
 static int open_model(const cli_args *a, int64_t B, int64_t T, int64_t ctx, cli_engine *e, lrc_err *err)
 {
-    double t0 = now_ms();
+    double t0 = (1e3 * lrc_now_s());
     lrc_graph *g = lrc_graph_new();
     int rc = lrc_model_load(&e->model, a->m.model, a->m.preset, a->m.sets, a->m.n_sets, err);
     e->have_model = true;
     if (!rc) rc = lrc_model_config_int(&e->model, "vocab", &e->vocab, err);
     if (!rc) rc = lrc_model_build(&e->model, B, T, g, err);
     if (!rc && ctx > 0) rc = lrc_pass_kv_cache(&g, ctx, err);
-    e->build_ms = now_ms() - t0;
+    e->build_ms = (1e3 * lrc_now_s()) - t0;
     if (!rc) rc = lrc_safetensors_load(a->weights, &e->wfile, err);
     if (!rc) rc = lrc_params_bind(g, &e->wfile, a->weights, &e->folded, err);
     if (rc) {

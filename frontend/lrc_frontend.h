@@ -46,6 +46,10 @@ void lrc_model_free(lrc_model *m);
 /* Builds the forward graph for tokens [B, T] into g: an INPUT "tokens" and
  * an output "logits". */
 int lrc_model_build(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, lrc_err *err);
+/* The training graph: the forward graph, an INPUT "labels" (I32 [B, T],
+ * -100 ignored), the mean cross-entropy as output "loss", then one gradient
+ * output per parameter (lrc_pass_autodiff). */
+int lrc_model_build_training(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, lrc_err *err);
 /* Integer config value (e.g. "vocab"); returns -1 with err set when absent. */
 int lrc_model_config_int(lrc_model *m, const char *key, int64_t *out, lrc_err *err);
 /* Prints the resolved configuration, "key = value" a line, sorted. */

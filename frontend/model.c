@@ -3,6 +3,8 @@
  * and --set KEY=VALUE, and building its graph. */
 #include "lrc_frontend.h"
 
+#include "../ir/passes/lrc_passes.h"
+
 #include <errno.h>
 #include <lauxlib.h>
 #include <lua.h>
@@ -268,6 +270,19 @@ int lrc_model_build(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, lrc_err *e
     }
     lrc_lua_set_graph(L, NULL);
     if (!rc) rc = lrc_graph_verify(g, err);
+    return rc;
+}
+
+int lrc_model_build_training(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, lrc_err *err)
+{
+    lrc_shape bt = {2, {B, T}};
+    int rc = lrc_model_build(m, B, T, g, err), labels = -1, loss = -1;
+    if (!rc && (labels = lrc_graph_add_input(g, "labels", LRC_I32, &bt, NULL, err)) < 0) rc = LRC_EUSER;
+    if (!rc) {
+        lrc_node ce = {.op = LRC_OP_CROSS_ENTROPY, .n_in = 2, .in = {g->outputs[0], labels}};
+        if ((loss = lrc_graph_add(g, &ce, err)) < 0) rc = LRC_EUSER;
+    }
+    if (!rc) rc = lrc_pass_autodiff(g, loss, err);
     return rc;
 }
 

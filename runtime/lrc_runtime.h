@@ -183,6 +183,9 @@ void lrc_exec_free(lrc_exec *x);
 /* Binds parameters by name (f32, shapes checked); the preparation kernels
  * run again before the next forward. The tensors must outlive the exec. */
 int lrc_exec_bind_params(lrc_exec *x, const lrc_tensor_set *params, lrc_err *err);
+/* The bound parameters were written in place (an optimizer step): the
+ * preparation kernels run again before the next forward. */
+void lrc_exec_params_changed(lrc_exec *x);
 /* Runs the plan on the inputs. Outputs already in *outputs (by name, F32,
  * the right shape) are written in place; the others are appended. */
 int lrc_exec_run_plan(lrc_exec *x, const lrc_tensor_set *inputs, lrc_tensor_set *outputs, lrc_err *err);
@@ -200,6 +203,9 @@ typedef struct lrc_trace_event {
 void lrc_exec_trace(lrc_exec *x, lrc_trace_event *events, int64_t cap, int64_t *n);
 
 /* ---- machine ceilings and traces (runtime/profile.c) -------------------- */
+
+/* Seconds on the monotonic clock: the one timer every layer uses. */
+double lrc_now_s(void);
 
 /* Copy bandwidth of this machine on the pool's threads, GB/s counting the
  * bytes read and written: the memory ceiling profiles compare against. */

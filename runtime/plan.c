@@ -105,6 +105,8 @@ int lrc_exec_bind_params(lrc_exec *x, const lrc_tensor_set *params, lrc_err *err
     return LRC_OK;
 }
 
+void lrc_exec_params_changed(lrc_exec *x) { x->prepared = false; }
+
 typedef struct {
     lrc_kernel_fn fn;
     void **args;
@@ -117,13 +119,6 @@ static void run_task(void *ctx, int64_t begin, int64_t end, int thread)
     t->fn(t->args, begin, end);
 }
 
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e9 * (double)ts.tv_sec + (double)ts.tv_nsec;
-}
-
 static void launch(lrc_exec *x, int li)
 {
     const lrc_plan_launch *l = &x->plan->launches[li];
@@ -131,9 +126,9 @@ static void launch(lrc_exec *x, int li)
     for (int a = 0; a < l->n_args && a < 64; a++) args[a] = x->ptr[l->args[a]];
     task t = {l->fn, args};
     bool timed = x->times_ns || x->events;
-    double t0 = timed ? now_ns() : 0;
+    double t0 = timed ? (1e9 * lrc_now_s()) : 0;
     lrc_pool_run(x->pool, run_task, &t, l->n_items);
-    double dt = timed ? now_ns() - t0 : 0;
+    double dt = timed ? (1e9 * lrc_now_s()) - t0 : 0;
     if (x->times_ns) {
         x->times_ns[li] += dt;
         x->calls[li]++;

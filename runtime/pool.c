@@ -67,17 +67,10 @@ static inline void cpu_relax(void)
 #endif
 }
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Called every 64 spins: true once the spin has lasted SPIN_NS. */
-static bool spun_out(int64_t deadline)
+static bool spun_out(double deadline)
 {
-    if (now_ns() > deadline) return true;
+    if (lrc_now_s() > deadline) return true;
     sched_yield();
     return false;
 }
@@ -101,7 +94,7 @@ static void run_chunk(lrc_pool *p, int t)
 static uint64_t wait_for_gen(lrc_pool *p, uint64_t seen)
 {
     uint64_t g;
-    int64_t deadline = now_ns() + SPIN_NS;
+    double deadline = lrc_now_s() + 1e-9 * SPIN_NS;
     for (unsigned i = 1;; i++) {
         g = atomic_load_explicit(&p->gen, memory_order_acquire);
         if (g != seen) return g;
@@ -148,7 +141,7 @@ static void publish(lrc_pool *p)
 
 static void wait_for_workers(lrc_pool *p)
 {
-    int64_t deadline = now_ns() + SPIN_NS;
+    double deadline = lrc_now_s() + 1e-9 * SPIN_NS;
     for (unsigned i = 1;; i++) {
         if (atomic_load_explicit(&p->pending, memory_order_acquire) == 0) return;
         if (i % 64 == 0 && spun_out(deadline)) break;

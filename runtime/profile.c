@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-static double now_s(void)
+double lrc_now_s(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -50,9 +50,9 @@ double lrc_measure_copy_gbs(lrc_pool *pool, size_t bytes)
     int64_t chunks = (int64_t)((bytes + j.chunk - 1) / j.chunk);
     double t[7];
     for (int r = 0; r < 7; r++) {
-        double t0 = now_s();
+        double t0 = lrc_now_s();
         lrc_pool_run(pool, copy_part, &j, chunks);
-        t[r] = now_s() - t0;
+        t[r] = lrc_now_s() - t0;
     }
     qsort(t, 7, sizeof t[0], cmp);
     free(j.src);
@@ -80,9 +80,9 @@ double lrc_measure_peak_gflops(lrc_pool *pool, lrc_kernel_fn probe, double flops
     int64_t items = 4 * (int64_t)threads;
     double t[5];
     for (int r = 0; r < 5; r++) {
-        double t0 = now_s();
+        double t0 = lrc_now_s();
         lrc_pool_run(pool, peak_part, &j, items);
-        t[r] = now_s() - t0;
+        t[r] = lrc_now_s() - t0;
     }
     qsort(t, 5, sizeof t[0], cmp);
     free(sink);

@@ -11,29 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static LLVMValueRef libc_fn(em_t *e, const char *name, LLVMTypeRef ret, LLVMTypeRef *params, int n, LLVMTypeRef *ft)
-{
-    *ft = LLVMFunctionType(ret, params, (unsigned)n, 0);
-    LLVMValueRef f = LLVMGetNamedFunction(e->mod, name);
-    return f ? f : LLVMAddFunction(e->mod, name, *ft);
-}
-
-static LLVMValueRef call_malloc(em_t *e, int64_t bytes)
-{
-    LLVMTypeRef ft, p[1] = {e->i64};
-    LLVMValueRef f = libc_fn(e, "malloc", e->i8p, p, 1, &ft);
-    LLVMValueRef arg = em_i64(e, bytes);
-    return LLVMBuildBitCast(e->b, LLVMBuildCall2(e->b, ft, f, &arg, 1, ""), e->f32p, "");
-}
-
-static void call_free(em_t *e, LLVMValueRef ptr)
-{
-    LLVMTypeRef ft, p[1] = {e->i8p};
-    LLVMValueRef f = libc_fn(e, "free", e->voidt, p, 1, &ft);
-    LLVMValueRef arg = LLVMBuildBitCast(e->b, ptr, e->i8p, "");
-    LLVMBuildCall2(e->b, ft, f, &arg, 1, "");
-}
-
 /* cos or sin table [T][half] of RoPE angles t * base^(-2i/D), as a constant global. */
 static LLVMValueRef rope_table(em_t *e, int64_t T, int64_t D, double base, bool sine)
 {
@@ -249,7 +226,7 @@ void kg_attention(kgen *k)
     LLVMValueRef head0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T * H)), h), em_i64(e, D));
     #define ROW(tv) em_iadd(e, head0, em_imul(e, (tv), em_i64(e, H * D)))
     /* keys rotated once per item, stored transposed: Kt[d * Tp + j] */
-    LLVMValueRef Kt = call_malloc(e, D * Tp * 4), S = call_malloc(e, QB * Tp * 4);
+    LLVMValueRef Kt = em_malloc(e, em_i64(e, D * Tp * 4)), S = em_malloc(e, em_i64(e, QB * Tp * 4));
     LLVMValueRef krow = em_alloca(e, LLVMArrayType(e->f32, (unsigned)D), "krow");
     LLVMValueRef kp = LLVMBuildGEP2(e->b, LLVMArrayType(e->f32, (unsigned)D), krow, zero2, 2, "");
     LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, T));
@@ -344,8 +321,8 @@ void kg_attention(kgen *k)
         em_if_end(e, &store);
     }
     em_for_end(e, &lt, em_i64(e, QB));
-    call_free(e, Kt);
-    call_free(e, S);
+    em_free(e, Kt);
+    em_free(e, S);
     em_for_end(e, &litem, em_i64(e, 1));
     #undef ROW
 }
@@ -379,13 +356,13 @@ void kg_kv_attention(kgen *k)
     load_row(k, &kk, ROW(t), at, D, 1.0, KC, CROW(at));
     load_row(k, &vv, ROW(t), at, D, 1.0, VC, CROW(at));
     em_for_end(e, &lt, em_i64(e, 1));
-    c.S = call_malloc(e, Tmax * 4);
+    c.S = em_malloc(e, em_i64(e, Tmax * 4));
     t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
     at = em_iadd(e, pos, t);
     load_row(k, &q, ROW(t), at, D, a->fattr[0], c.qp, em_i64(e, 0));
     attend(k, &c, D, KC, cache0, H * D, VC, cache0, H * D, em_iadd(e, at, em_i64(e, 1)), O, ROW(t));
     em_for_end(e, &lt, em_i64(e, 1));
-    call_free(e, c.S);
+    em_free(e, c.S);
     em_for_end(e, &litem, em_i64(e, 1));
     #undef ROW
     #undef CROW

@@ -234,6 +234,32 @@ LLVMValueRef em_libm(em_t *e, const char *name, LLVMValueRef x, LLVMValueRef y)
     return LLVMBuildCall2(e->b, ft, f, ops, (unsigned)n, "");
 }
 
+LLVMValueRef em_to_f64(em_t *e, LLVMValueRef x) { return LLVMBuildFPExt(e->b, x, e->f64, ""); }
+LLVMValueRef em_to_f32(em_t *e, LLVMValueRef x) { return LLVMBuildFPTrunc(e->b, x, e->f32, ""); }
+LLVMValueRef em_d64(em_t *e, double v) { return LLVMConstReal(e->f64, v); }
+
+static LLVMValueRef libc_fn(em_t *e, const char *name, LLVMTypeRef ret, LLVMTypeRef param, LLVMTypeRef *ft)
+{
+    *ft = LLVMFunctionType(ret, &param, 1, 0);
+    LLVMValueRef f = LLVMGetNamedFunction(e->mod, name);
+    return f ? f : LLVMAddFunction(e->mod, name, *ft);
+}
+
+LLVMValueRef em_malloc(em_t *e, LLVMValueRef bytes)
+{
+    LLVMTypeRef ft;
+    LLVMValueRef f = libc_fn(e, "malloc", e->i8p, e->i64, &ft);
+    return LLVMBuildBitCast(e->b, LLVMBuildCall2(e->b, ft, f, &bytes, 1, ""), e->f32p, "");
+}
+
+void em_free(em_t *e, LLVMValueRef ptr)
+{
+    LLVMTypeRef ft;
+    LLVMValueRef f = libc_fn(e, "free", e->voidt, e->i8p, &ft);
+    LLVMValueRef arg = LLVMBuildBitCast(e->b, ptr, e->i8p, "");
+    LLVMBuildCall2(e->b, ft, f, &arg, 1, "");
+}
+
 LLVMValueRef em_for_begin(em_t *e, em_loop *l, LLVMValueRef start, LLVMValueRef end)
 {
     l->pre = LLVMGetInsertBlock(e->b);

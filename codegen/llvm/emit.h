@@ -57,6 +57,15 @@ LLVMValueRef em_hsum(em_t *e, LLVMValueRef v, int w);
 LLVMValueRef em_hmax(em_t *e, LLVMValueRef v, int w);
 /* A call to a libm double function (cold paths only): cos, sin, exp, log, pow. */
 LLVMValueRef em_libm(em_t *e, const char *name, LLVMValueRef x, LLVMValueRef y);
+/* Scalar precision changes and a double constant, for the double-precision
+ * paths that mirror the reference. */
+LLVMValueRef em_to_f64(em_t *e, LLVMValueRef x);
+LLVMValueRef em_to_f32(em_t *e, LLVMValueRef x);
+LLVMValueRef em_d64(em_t *e, double v);
+/* Heap scratch from libc, cast to float*: for per-item buffers sized by the
+ * shape, too large for the stack. em_free takes any pointer. */
+LLVMValueRef em_malloc(em_t *e, LLVMValueRef bytes);
+void em_free(em_t *e, LLVMValueRef ptr);
 
 /* for (iv = start; iv < end; iv += step) — em_for_begin leaves the builder
  * in the body and returns iv; em_for_end closes the loop and leaves the

@@ -213,9 +213,6 @@ static void kg_embedding(kgen *k, const lrc_node *n)
     em_for_end(e, &rows, em_i64(e, 1));
 }
 
-static LLVMValueRef to_f64(em_t *e, LLVMValueRef x) { return LLVMBuildFPExt(e->b, x, e->f64, ""); }
-static LLVMValueRef to_f32(em_t *e, LLVMValueRef x) { return LLVMBuildFPTrunc(e->b, x, e->f32, ""); }
-static LLVMValueRef d64(em_t *e, double v) { return LLVMConstReal(e->f64, v); }
 
 /* Standalone RoPE on rows (b, t, h) of x[B,T,H,Dh]; computed in double as
  * the reference does (it is cold: fused RoPE lives in attention). */
@@ -230,17 +227,17 @@ static void kg_rope(kgen *k, const lrc_node *n, double sign)
     LLVMValueRef t = LLVMBuildSRem(e->b, LLVMBuildSDiv(e->b, r, em_i64(e, H), ""), em_i64(e, T), "");
     LLVMValueRef tf = LLVMBuildSIToFP(e->b, t, e->f64, "");
     LLVMValueRef i = em_for_begin(e, &cols, em_i64(e, 0), em_i64(e, half));
-    LLVMValueRef ex = LLVMBuildFMul(e->b, LLVMBuildSIToFP(e->b, i, e->f64, ""), d64(e, -2.0 / (double)D), "");
-    LLVMValueRef ang = LLVMBuildFMul(e->b, tf, em_libm(e, "pow", d64(e, n->fattr[0]), ex), "");
-    LLVMValueRef c = em_libm(e, "cos", ang, NULL), s = LLVMBuildFMul(e->b, em_libm(e, "sin", ang, NULL), d64(e, sign), "");
+    LLVMValueRef ex = LLVMBuildFMul(e->b, LLVMBuildSIToFP(e->b, i, e->f64, ""), em_d64(e, -2.0 / (double)D), "");
+    LLVMValueRef ang = LLVMBuildFMul(e->b, tf, em_libm(e, "pow", em_d64(e, n->fattr[0]), ex), "");
+    LLVMValueRef c = em_libm(e, "cos", ang, NULL), s = LLVMBuildFMul(e->b, em_libm(e, "sin", ang, NULL), em_d64(e, sign), "");
     LLVMValueRef base = em_imul(e, r, em_i64(e, D));
     LLVMValueRef i2 = em_iadd(e, i, em_i64(e, half));
-    LLVMValueRef x1 = to_f64(e, em_load(e, x, em_iadd(e, base, i), 1));
-    LLVMValueRef x2 = to_f64(e, em_load(e, x, em_iadd(e, base, i2), 1));
+    LLVMValueRef x1 = em_to_f64(e, em_load(e, x, em_iadd(e, base, i), 1));
+    LLVMValueRef x2 = em_to_f64(e, em_load(e, x, em_iadd(e, base, i2), 1));
     em_store(e, o, em_iadd(e, base, i),
-             to_f32(e, LLVMBuildFSub(e->b, LLVMBuildFMul(e->b, x1, c, ""), LLVMBuildFMul(e->b, x2, s, ""), "")), 1);
+             em_to_f32(e, LLVMBuildFSub(e->b, LLVMBuildFMul(e->b, x1, c, ""), LLVMBuildFMul(e->b, x2, s, ""), "")), 1);
     em_store(e, o, em_iadd(e, base, i2),
-             to_f32(e, LLVMBuildFAdd(e->b, LLVMBuildFMul(e->b, x2, c, ""), LLVMBuildFMul(e->b, x1, s, ""), "")), 1);
+             em_to_f32(e, LLVMBuildFAdd(e->b, LLVMBuildFMul(e->b, x2, c, ""), LLVMBuildFMul(e->b, x1, s, ""), "")), 1);
     em_for_end(e, &cols, em_i64(e, 1));
     em_for_end(e, &rows, em_i64(e, 1));
 }
@@ -251,23 +248,23 @@ static void kg_depth_gain(kgen *k, const lrc_node *n)
     em_t *e = k->e;
     int64_t d = k->g->nodes[n->in[0]].shape.dim[0];
     LLVMValueRef sc[5];
-    for (int j = 1; j < 5; j++) sc[j] = to_f64(e, em_load(e, kg_ptr(k, n->in[j]), em_i64(e, 0), 1));
+    for (int j = 1; j < 5; j++) sc[j] = em_to_f64(e, em_load(e, kg_ptr(k, n->in[j]), em_i64(e, 0), 1));
     double u = log((double)n->iattr[0] + 1.0);
-    LLVMValueRef r = LLVMBuildFAdd(e->b, sc[1], LLVMBuildFMul(e->b, sc[2], d64(e, u), ""), "");
+    LLVMValueRef r = LLVMBuildFAdd(e->b, sc[1], LLVMBuildFMul(e->b, sc[2], em_d64(e, u), ""), "");
     LLVMValueRef mag = em_libm(e, "exp", r, NULL);
-    LLVMValueRef theta = em_libm(e, "exp", LLVMBuildFAdd(e->b, sc[3], LLVMBuildFMul(e->b, sc[4], d64(e, u), ""), ""), NULL);
+    LLVMValueRef theta = em_libm(e, "exp", LLVMBuildFAdd(e->b, sc[3], LLVMBuildFMul(e->b, sc[4], em_d64(e, u), ""), ""), NULL);
     LLVMValueRef gam = kg_ptr(k, n->in[0]), o = kg_ptr(k, k->gr->anchor);
     em_loop l;
     LLVMValueRef j = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, d / 2));
-    LLVMValueRef ex = LLVMBuildFMul(e->b, LLVMBuildSIToFP(e->b, j, e->f64, ""), d64(e, -2.0 / (double)d), "");
-    LLVMValueRef ang = LLVMBuildFMul(e->b, theta, em_libm(e, "pow", d64(e, n->fattr[0]), ex), "");
+    LLVMValueRef ex = LLVMBuildFMul(e->b, LLVMBuildSIToFP(e->b, j, e->f64, ""), em_d64(e, -2.0 / (double)d), "");
+    LLVMValueRef ang = LLVMBuildFMul(e->b, theta, em_libm(e, "pow", em_d64(e, n->fattr[0]), ex), "");
     LLVMValueRef c = em_libm(e, "cos", ang, NULL), s = em_libm(e, "sin", ang, NULL);
     LLVMValueRef j0 = em_imul(e, j, em_i64(e, 2)), j1 = em_iadd(e, j0, em_i64(e, 1));
-    LLVMValueRef g0 = to_f64(e, em_load(e, gam, j0, 1)), g1 = to_f64(e, em_load(e, gam, j1, 1));
+    LLVMValueRef g0 = em_to_f64(e, em_load(e, gam, j0, 1)), g1 = em_to_f64(e, em_load(e, gam, j1, 1));
     LLVMValueRef re = LLVMBuildFSub(e->b, LLVMBuildFMul(e->b, g0, c, ""), LLVMBuildFMul(e->b, g1, s, ""), "");
     LLVMValueRef im = LLVMBuildFAdd(e->b, LLVMBuildFMul(e->b, g0, s, ""), LLVMBuildFMul(e->b, g1, c, ""), "");
-    em_store(e, o, j0, to_f32(e, LLVMBuildFMul(e->b, mag, re, "")), 1);
-    em_store(e, o, j1, to_f32(e, LLVMBuildFMul(e->b, mag, im, "")), 1);
+    em_store(e, o, j0, em_to_f32(e, LLVMBuildFMul(e->b, mag, re, "")), 1);
+    em_store(e, o, j1, em_to_f32(e, LLVMBuildFMul(e->b, mag, im, "")), 1);
     em_for_end(e, &l, em_i64(e, 1));
 }
 
@@ -281,8 +278,8 @@ static void kg_cross_entropy(kgen *k, const lrc_node *n)
     LLVMValueRef x = kg_ptr(k, n->in[0]);
     LLVMValueRef y = LLVMBuildBitCast(e->b, kg_ptr(k, n->in[1]), e->i32p, "");
     LLVMValueRef total = em_alloca(e, e->f64, "total"), used = em_alloca(e, e->f64, "used");
-    LLVMBuildStore(e->b, d64(e, 0), total);
-    LLVMBuildStore(e->b, d64(e, 0), used);
+    LLVMBuildStore(e->b, em_d64(e, 0), total);
+    LLVMBuildStore(e->b, em_d64(e, 0), used);
     em_loop lr;
     LLVMValueRef r = em_for_begin(e, &lr, em_i64(e, 0), em_i64(e, rows));
     LLVMValueRef lab = em_load_i32(e, y, r);
@@ -290,15 +287,15 @@ static void kg_cross_entropy(kgen *k, const lrc_node *n)
     em_if_begin(e, &skip, LLVMBuildICmp(e->b, LLVMIntNE, lab, LLVMConstInt(e->i32, (unsigned long long)-100, 1), ""));
     LLVMValueRef base = em_imul(e, r, em_i64(e, V)), m, sum;
     kg_row_logsumexp(k, x, base, V, &m, &sum);
-    LLVMValueRef lse = LLVMBuildFAdd(e->b, to_f64(e, m), em_libm(e, "log", sum, NULL), "");
-    LLVMValueRef xy = to_f64(e, em_load(e, x, em_iadd(e, base, LLVMBuildSExt(e->b, lab, e->i64, "")), 1));
+    LLVMValueRef lse = LLVMBuildFAdd(e->b, em_to_f64(e, m), em_libm(e, "log", sum, NULL), "");
+    LLVMValueRef xy = em_to_f64(e, em_load(e, x, em_iadd(e, base, LLVMBuildSExt(e->b, lab, e->i64, "")), 1));
     LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f64, total, ""), LLVMBuildFSub(e->b, lse, xy, ""), ""), total);
-    LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f64, used, ""), d64(e, 1), ""), used);
+    LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f64, used, ""), em_d64(e, 1), ""), used);
     em_if_end(e, &skip);
     em_for_end(e, &lr, em_i64(e, 1));
     /* 0/0 is NaN, as in PyTorch */
     LLVMValueRef mean = LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f64, total, ""), LLVMBuildLoad2(e->b, e->f64, used, ""), "");
-    em_store(e, kg_ptr(k, k->gr->anchor), em_i64(e, 0), to_f32(e, mean), 1);
+    em_store(e, kg_ptr(k, k->gr->anchor), em_i64(e, 0), em_to_f32(e, mean), 1);
 }
 
 static void kg_transpose(kgen *k, const lrc_node *n)
@@ -322,17 +319,18 @@ static void kg_transpose(kgen *k, const lrc_node *n)
     em_for_end(e, &l, em_i64(e, 1));
 }
 
-static void kg_opaque(kgen *k)
+/* False when no cpu kernel renders the op: lrc_llvm_generate reports it. */
+static bool kg_opaque(kgen *k)
 {
     const lrc_node *n = &k->g->nodes[k->gr->anchor];
     switch (n->op) {
-    case LRC_OP_EMBEDDING: kg_embedding(k, n); break;
-    case LRC_OP_ROPE: kg_rope(k, n, 1.0); break;
-    case LRC_OP_ROPE_GRAD: kg_rope(k, n, -1.0); break;
-    case LRC_OP_DEPTH_GAIN: kg_depth_gain(k, n); break;
-    case LRC_OP_CROSS_ENTROPY: kg_cross_entropy(k, n); break;
-    case LRC_OP_TRANSPOSE: kg_transpose(k, n); break;
-    default: kg_grad_opaque(k, n); break; /* lrc_program_build rejected anything else */
+    case LRC_OP_EMBEDDING: kg_embedding(k, n); return true;
+    case LRC_OP_ROPE: kg_rope(k, n, 1.0); return true;
+    case LRC_OP_ROPE_GRAD: kg_rope(k, n, -1.0); return true;
+    case LRC_OP_DEPTH_GAIN: kg_depth_gain(k, n); return true;
+    case LRC_OP_CROSS_ENTROPY: kg_cross_entropy(k, n); return true;
+    case LRC_OP_TRANSPOSE: kg_transpose(k, n); return true;
+    default: return kg_grad_opaque(k, n);
     }
 }
 
@@ -378,6 +376,7 @@ int lrc_llvm_generate(const lrc_graph *g, const lrc_schedule *s, const lrc_progr
     k.arg_of = lrc_xmalloc((size_t)nbuf * sizeof(int));
     k.member = lrc_xcalloc((size_t)g->n_nodes, sizeof(bool));
     k.memo = lrc_xcalloc((size_t)g->n_nodes, sizeof(LLVMValueRef));
+    int rc = LRC_OK;
     for (int i = 0; i < p->n_kernels; i++) {
         const lrc_kernel_desc *kd = &p->kernels[i];
         if (kd->impl != i) continue; /* runs the code of an identical kernel */
@@ -393,20 +392,31 @@ int lrc_llvm_generate(const lrc_graph *g, const lrc_schedule *s, const lrc_progr
         for (int a = 0; a < kd->n_args; a++)
             k.argp[a] = em_arg(e, a, kd->args[a] < g->n_nodes && g->nodes[kd->args[a]].dtype == LRC_I32);
         kg_reset(&k);
+        bool rendered = true;
         if (!k.gr) kg_gemm_pack(&k);
         else switch (k.gr->kind) {
             case LRC_GROUP_ELEMENTWISE: kg_elementwise(&k); break;
             case LRC_GROUP_ROW: kg_row(&k); break;
             case LRC_GROUP_GEMM: kg_gemm(&k); break;
             case LRC_GROUP_ATTENTION: kg_attention(&k); break;
-            default: kg_opaque(&k); break;
+            default: rendered = kg_opaque(&k); break;
             }
-        em_finish_kernel(e);
         free(k.argp);
+        if (!rendered) {
+            const lrc_node *n = &g->nodes[k.gr->anchor];
+            rc = lrc_err_set(err, "op %s cannot be generated in a %s kernel", lrc_op_name(n->op), lrc_group_kind_name(k.gr->kind));
+            if (n->loc) lrc_err_prefix(err, "%s", n->loc);
+            break;
+        }
+        em_finish_kernel(e);
     }
     free(k.arg_of);
     free(k.member);
     free(k.memo);
+    if (rc) {
+        lrc_llvm_module_free(m);
+        return rc;
+    }
     emit_peak_kernel(e, &p->tiling);
     if (lrc_llvm_module_finish(m, err)) {
         lrc_llvm_module_free(m);

@@ -8,14 +8,11 @@
 #include <math.h>
 
 static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
-static LLVMValueRef to_f64(em_t *e, LLVMValueRef x) { return LLVMBuildFPExt(e->b, x, e->f64, ""); }
-static LLVMValueRef to_f32(em_t *e, LLVMValueRef x) { return LLVMBuildFPTrunc(e->b, x, e->f32, ""); }
-static LLVMValueRef d64(em_t *e, double v) { return LLVMConstReal(e->f64, v); }
 static LLVMValueRef fadd(em_t *e, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFAdd(e->b, a, b, ""); }
 static LLVMValueRef fmul(em_t *e, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFMul(e->b, a, b, ""); }
 static LLVMValueRef fsub(em_t *e, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFSub(e->b, a, b, ""); }
-static LLVMValueRef ld(em_t *e, LLVMValueRef p, LLVMValueRef i) { return to_f64(e, em_load(e, p, i, 1)); }
-static void st(em_t *e, LLVMValueRef p, LLVMValueRef i, LLVMValueRef v) { em_store(e, p, i, to_f32(e, v), 1); }
+static LLVMValueRef ld(em_t *e, LLVMValueRef p, LLVMValueRef i) { return em_to_f64(e, em_load(e, p, i, 1)); }
+static void st(em_t *e, LLVMValueRef p, LLVMValueRef i, LLVMValueRef v) { em_store(e, p, i, em_to_f32(e, v), 1); }
 
 /* Two double accumulators over a row: sum a(i) b(i) for the two (a, b)
  * pairs given, i in [0, D). */
@@ -23,8 +20,8 @@ static void row_dots(kgen *k, LLVMValueRef base, int64_t D, LLVMValueRef a0, LLV
                      LLVMValueRef b1, LLVMValueRef acc0, LLVMValueRef acc1)
 {
     em_t *e = k->e;
-    LLVMBuildStore(e->b, d64(e, 0), acc0);
-    LLVMBuildStore(e->b, d64(e, 0), acc1);
+    LLVMBuildStore(e->b, em_d64(e, 0), acc0);
+    LLVMBuildStore(e->b, em_d64(e, 0), acc1);
     em_loop l;
     LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, D));
     LLVMValueRef ix = em_iadd(e, base, i);
@@ -43,9 +40,9 @@ static void kg_rmsnorm_grad(kgen *k, const lrc_node *n)
     em_loop lr, l;
     LLVMValueRef r = em_for_begin(e, &lr, e->begin, e->end), base = em_imul(e, r, em_i64(e, D));
     row_dots(k, base, D, X, X, DY, X, ss, dot);
-    LLVMValueRef ms = fadd(e, LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f64, ss, ""), d64(e, (double)D), ""), d64(e, n->fattr[0]));
-    LLVMValueRef rs = LLVMBuildFDiv(e->b, d64(e, 1.0), em_intr1(e, "sqrt", ms), "");
-    LLVMValueRef c = LLVMBuildFDiv(e->b, fmul(e, fmul(e, fmul(e, rs, rs), rs), LLVMBuildLoad2(e->b, e->f64, dot, "")), d64(e, (double)D), "");
+    LLVMValueRef ms = fadd(e, LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f64, ss, ""), em_d64(e, (double)D), ""), em_d64(e, n->fattr[0]));
+    LLVMValueRef rs = LLVMBuildFDiv(e->b, em_d64(e, 1.0), em_intr1(e, "sqrt", ms), "");
+    LLVMValueRef c = LLVMBuildFDiv(e->b, fmul(e, fmul(e, fmul(e, rs, rs), rs), LLVMBuildLoad2(e->b, e->f64, dot, "")), em_d64(e, (double)D), "");
     LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, D)), ix = em_iadd(e, base, i);
     st(e, O, ix, fsub(e, fmul(e, rs, ld(e, DY, ix)), fmul(e, ld(e, X, ix), c)));
     em_for_end(e, &l, em_i64(e, 1));
@@ -101,7 +98,7 @@ void kg_row_logsumexp(kgen *k, LLVMValueRef X, LLVMValueRef base, int64_t V, LLV
     LLVMBuildStore(e->b, em_add(e, es, LLVMBuildLoad2(e->b, e->f32, ss, "")), ss);
     em_for_end(e, &l, em_i64(e, 1));
     *max_out = m;
-    *sum_out = fadd(e, to_f64(e, em_hsum(e, LLVMBuildLoad2(e->b, vt, sv, ""), vec)), to_f64(e, LLVMBuildLoad2(e->b, e->f32, ss, "")));
+    *sum_out = fadd(e, em_to_f64(e, em_hsum(e, LLVMBuildLoad2(e->b, vt, sv, ""), vec)), em_to_f64(e, LLVMBuildLoad2(e->b, e->f32, ss, "")));
 }
 
 /* (softmax(x) - onehot(label)) / (labels not -100), zero rows for -100 */
@@ -115,10 +112,10 @@ static void kg_cross_entropy_grad(kgen *k, const lrc_node *n)
     LLVMValueRef used = em_alloca(e, e->f64, "used");
     LLVMValueRef ignore = LLVMConstInt(e->i32, (unsigned long long)-100, 1);
     em_loop lu, lr, l;
-    LLVMBuildStore(e->b, d64(e, 0), used); /* every chunk counts the used labels itself */
+    LLVMBuildStore(e->b, em_d64(e, 0), used); /* every chunk counts the used labels itself */
     LLVMValueRef u = em_for_begin(e, &lu, em_i64(e, 0), em_i64(e, rows));
     LLVMValueRef is = LLVMBuildICmp(e->b, LLVMIntNE, em_load_i32(e, Y, u), ignore, "");
-    LLVMBuildStore(e->b, fadd(e, LLVMBuildLoad2(e->b, e->f64, used, ""), LLVMBuildSelect(e->b, is, d64(e, 1), d64(e, 0), "")), used);
+    LLVMBuildStore(e->b, fadd(e, LLVMBuildLoad2(e->b, e->f64, used, ""), LLVMBuildSelect(e->b, is, em_d64(e, 1), em_d64(e, 0), "")), used);
     em_for_end(e, &lu, em_i64(e, 1));
     LLVMValueRef nused = LLVMBuildLoad2(e->b, e->f64, used, "");
     LLVMValueRef r = em_for_begin(e, &lr, e->begin, e->end), base = em_imul(e, r, em_i64(e, V));
@@ -126,7 +123,7 @@ static void kg_cross_entropy_grad(kgen *k, const lrc_node *n)
     LLVMValueRef m, s;
     kg_row_logsumexp(k, X, base, V, &m, &s);
     /* p / used for live rows, 0 for ignored ones: one factor per row */
-    LLVMValueRef f = to_f32(e, LLVMBuildSelect(e->b, live, LLVMBuildFDiv(e->b, d64(e, 1.0), fmul(e, s, nused), ""), d64(e, 0), ""));
+    LLVMValueRef f = em_to_f32(e, LLVMBuildSelect(e->b, live, LLVMBuildFDiv(e->b, em_d64(e, 1.0), fmul(e, s, nused), ""), em_d64(e, 0), ""));
     LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, vend));
     LLVMValueRef pv = em_exp(e, LLVMBuildFSub(e->b, em_load(e, X, em_iadd(e, base, i), vec), em_splat(e, m, vec), ""), vec);
     em_store(e, O, em_iadd(e, base, i), em_mul(e, pv, em_splat(e, f, vec)), vec);
@@ -138,7 +135,7 @@ static void kg_cross_entropy_grad(kgen *k, const lrc_node *n)
     em_if hot;
     em_if_begin(e, &hot, live);
     LLVMValueRef at = em_iadd(e, base, LLVMBuildSExt(e->b, lab, e->i64, ""));
-    em_store(e, O, at, to_f32(e, fsub(e, ld(e, O, at), LLVMBuildFDiv(e->b, d64(e, 1.0), nused, ""))), 1);
+    em_store(e, O, at, em_to_f32(e, fsub(e, ld(e, O, at), LLVMBuildFDiv(e->b, em_d64(e, 1.0), nused, ""))), 1);
     em_if_end(e, &hot);
     em_for_end(e, &lr, em_i64(e, 1));
 }
@@ -156,17 +153,12 @@ static void kg_sum_to(kgen *k, const lrc_node *n)
         ost[d] = o->dim[d] == 1 ? 0 : s;
         s *= o->dim[d];
     }
-    LLVMTypeRef ft[1] = {e->i64}, fp[1] = {e->i8p};
-    LLVMTypeRef mt = LLVMFunctionType(e->i8p, ft, 1, 0), frt = LLVMFunctionType(e->voidt, fp, 1, 0);
-    LLVMValueRef mf = LLVMGetNamedFunction(e->mod, "malloc"), ff = LLVMGetNamedFunction(e->mod, "free");
-    if (!mf) mf = LLVMAddFunction(e->mod, "malloc", mt);
-    if (!ff) ff = LLVMAddFunction(e->mod, "free", frt);
-    LLVMValueRef bytes = em_i64(e, no * 8), raw = LLVMBuildCall2(e->b, mt, mf, &bytes, 1, "");
+    LLVMValueRef raw = em_malloc(e, em_i64(e, no * 8));
     LLVMValueRef acc = LLVMBuildBitCast(e->b, raw, LLVMPointerType(e->f64, 0), "");
     #define AT(i) LLVMBuildGEP2(e->b, e->f64, acc, (LLVMValueRef[1]){(i)}, 1, "")
     em_loop lz, l;
     LLVMValueRef z = em_for_begin(e, &lz, em_i64(e, 0), em_i64(e, no));
-    LLVMBuildStore(e->b, d64(e, 0), AT(z));
+    LLVMBuildStore(e->b, em_d64(e, 0), AT(z));
     em_for_end(e, &lz, em_i64(e, 1));
     LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, lrc_shape_numel(x)));
     LLVMValueRef rest = i, dst = em_i64(e, 0);
@@ -182,7 +174,7 @@ static void kg_sum_to(kgen *k, const lrc_node *n)
     z = em_for_begin(e, &lz, em_i64(e, 0), em_i64(e, no));
     st(e, O, z, LLVMBuildLoad2(e->b, e->f64, AT(z), ""));
     em_for_end(e, &lz, em_i64(e, 1));
-    LLVMBuildCall2(e->b, frt, ff, &raw, 1, "");
+    em_free(e, raw);
     #undef AT
 }
 
@@ -215,14 +207,14 @@ static void kg_depth_gain_grad(kgen *k, const lrc_node *n)
     double u = log((double)n->iattr[0] + 1.0);
     LLVMValueRef G = kg_ptr(k, n->in[0]), DY = kg_ptr(k, n->in[5]), O = kg_ptr(k, k->gr->anchor), sc[5];
     for (int j = 1; j < 5; j++) sc[j] = ld(e, kg_ptr(k, n->in[j]), em_i64(e, 0));
-    LLVMValueRef m = em_libm(e, "exp", fadd(e, sc[1], fmul(e, sc[2], d64(e, u))), NULL);
-    LLVMValueRef theta = em_libm(e, "exp", fadd(e, sc[3], fmul(e, sc[4], d64(e, u))), NULL);
+    LLVMValueRef m = em_libm(e, "exp", fadd(e, sc[1], fmul(e, sc[2], em_d64(e, u))), NULL);
+    LLVMValueRef theta = em_libm(e, "exp", fadd(e, sc[3], fmul(e, sc[4], em_d64(e, u))), NULL);
     LLVMValueRef dmag = em_alloca(e, e->f64, "dmag"), dth = em_alloca(e, e->f64, "dtheta");
-    LLVMBuildStore(e->b, d64(e, 0), dmag);
-    LLVMBuildStore(e->b, d64(e, 0), dth);
+    LLVMBuildStore(e->b, em_d64(e, 0), dmag);
+    LLVMBuildStore(e->b, em_d64(e, 0), dth);
     em_loop l;
     LLVMValueRef j = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, d / 2));
-    LLVMValueRef f = em_libm(e, "pow", d64(e, n->fattr[0]), fmul(e, LLVMBuildSIToFP(e->b, j, e->f64, ""), d64(e, -2.0 / (double)d)));
+    LLVMValueRef f = em_libm(e, "pow", em_d64(e, n->fattr[0]), fmul(e, LLVMBuildSIToFP(e->b, j, e->f64, ""), em_d64(e, -2.0 / (double)d)));
     LLVMValueRef ang = fmul(e, theta, f), c = em_libm(e, "cos", ang, NULL), s = em_libm(e, "sin", ang, NULL);
     LLVMValueRef j0 = em_imul(e, j, em_i64(e, 2)), j1 = em_iadd(e, j0, em_i64(e, 1));
     LLVMValueRef g0 = ld(e, G, j0), g1 = ld(e, G, j1), dy0 = ld(e, DY, j0), dy1 = ld(e, DY, j1);
@@ -236,7 +228,7 @@ static void kg_depth_gain_grad(kgen *k, const lrc_node *n)
     em_for_end(e, &l, em_i64(e, 1));
     LLVMValueRef dm = LLVMBuildLoad2(e->b, e->f64, dmag, ""), dt = fmul(e, LLVMBuildLoad2(e->b, e->f64, dth, ""), theta);
     if (which > 0) {
-        LLVMValueRef v = which == 1 ? dm : which == 2 ? fmul(e, dm, d64(e, u)) : which == 3 ? dt : fmul(e, dt, d64(e, u));
+        LLVMValueRef v = which == 1 ? dm : which == 2 ? fmul(e, dm, em_d64(e, u)) : which == 3 ? dt : fmul(e, dt, em_d64(e, u));
         st(e, O, em_i64(e, 0), v);
     }
 }
@@ -286,11 +278,6 @@ void kg_attention_grad(kgen *k)
     double scale = a->fattr[0];
     LLVMValueRef Q = kg_ptr(k, a->in[0]), K = kg_ptr(k, a->in[1]), V = kg_ptr(k, a->in[2]), DY = kg_ptr(k, a->in[3]);
     LLVMValueRef O = kg_ptr(k, k->gr->anchor);
-    LLVMTypeRef ft[1] = {e->i64}, fp[1] = {e->i8p};
-    LLVMTypeRef mt = LLVMFunctionType(e->i8p, ft, 1, 0), frt = LLVMFunctionType(e->voidt, fp, 1, 0);
-    LLVMValueRef mf = LLVMGetNamedFunction(e->mod, "malloc"), ff = LLVMGetNamedFunction(e->mod, "free");
-    if (!mf) mf = LLVMAddFunction(e->mod, "malloc", mt);
-    if (!ff) ff = LLVMAddFunction(e->mod, "free", frt);
     LLVMValueRef mx = em_alloca(e, e->f32, "mx"), sum = em_alloca(e, e->f32, "sum"), rowdot = em_alloca(e, e->f32, "rowdot");
     int64_t n_acc = (D + k->vec - 1) / k->vec;
     LLVMValueRef acc[256];
@@ -303,8 +290,7 @@ void kg_attention_grad(kgen *k)
     LLVMValueRef head0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T * H)), h), em_i64(e, D));
     #define ROW(tv) em_iadd(e, head0, em_imul(e, (tv), em_i64(e, H * D)))
     LLVMValueRef bytes = em_i64(e, T * T * 4);
-    LLVMValueRef P = LLVMBuildBitCast(e->b, LLVMBuildCall2(e->b, mt, mf, &bytes, 1, ""), e->f32p, "");
-    LLVMValueRef S = LLVMBuildBitCast(e->b, LLVMBuildCall2(e->b, mt, mf, &bytes, 1, ""), e->f32p, "");
+    LLVMValueRef P = em_malloc(e, bytes), S = em_malloc(e, bytes);
     /* P row t: softmax over keys j < keys(t) of scale q_t . k_j, zeros after */
     LLVMValueRef t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
     LLVMValueRef keys = causal ? em_iadd(e, t, em_i64(e, 1)) : em_i64(e, T), prow = em_imul(e, t, em_i64(e, T));
@@ -365,9 +351,8 @@ void kg_attention_grad(kgen *k)
     for (int64_t c = 0; c < D % vec; c++)
         em_store(e, O, em_iadd(e, ooff, em_i64(e, D / vec * vec + c)), em_mul(e, LLVMBuildLoad2(e->b, e->f32, tacc[c], ""), em_f32(e, f)), 1);
     em_for_end(e, &lt, em_i64(e, 1));
-    LLVMValueRef a0 = LLVMBuildBitCast(e->b, P, e->i8p, ""), a1 = LLVMBuildBitCast(e->b, S, e->i8p, "");
-    LLVMBuildCall2(e->b, frt, ff, &a0, 1, "");
-    LLVMBuildCall2(e->b, frt, ff, &a1, 1, "");
+    em_free(e, P);
+    em_free(e, S);
     em_for_end(e, &li, em_i64(e, 1));
     #undef ROW
 }

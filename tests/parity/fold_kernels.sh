@@ -21,7 +21,7 @@ for preset in tiny small; do
   for norm in pre layerrope peri layerrope_peri; do
     "$lrc" init "$model" --preset $preset --set norm=$norm --seed 5 -o "$dir/w_$norm.safetensors" >/dev/null
     "$lrc" compile "$model" --preset $preset --set norm=$norm --target cpu --weights "$dir/w_$norm.safetensors" \
-      --batch 2 --seq 13 -o "$dir/pkg_$norm" >"$dir/compile_$norm.txt" || echo "FAIL compile $preset $norm"
+      --batch 2 --seq 13 -o "$dir/pkg_$norm" >"$dir/compile_$norm.txt" || { failed=$((failed + 1)); echo "FAIL compile $preset $norm"; }
     "$lrc" forward "$dir/pkg_$norm" --input "$dir/in.safetensors" -o "$dir/out_pkg.safetensors" >/dev/null
     "$lrc" forward "$model" --preset $preset --set norm=$norm --weights "$dir/w_$norm.safetensors" \
       --input "$dir/in.safetensors" -o "$dir/out_ref.safetensors" --target ref
