@@ -221,14 +221,13 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
         if (eval) { /* a fixed validation set: the same batches at every evaluation */
             lrc_rng vr;
             lrc_rng_seed(&vr, (uint64_t)ta->seed + 0x5eed);
-            lrc_tensor_set vouts;
-            lrc_tensor_set_init(&vouts);
+            /* the step's outputs are spent (AdamW read the gradients): the
+             * evaluation writes into them rather than allocating its own */
             for (int e = 0; e < 4 && !rc; e++) {
                 lrc_text_batch(&text, true, B, T, &vr, tok->data, lab->data);
-                rc = lrc_exec_run_plan(x, &in, &vouts, err);
-                if (!rc) vl += ((float *)lrc_tensor_set_find(&vouts, "loss")->data)[0] / 4.0;
+                rc = lrc_exec_run_plan(x, &in, &outs, err);
+                if (!rc) vl += ((float *)lrc_tensor_set_find(&outs, "loss")->data)[0] / 4.0;
             }
-            lrc_tensor_set_clear(&vouts);
             cJSON_AddNumberToObject(o, "val_loss", vl);
         }
         if (!rc) rc = append_metrics(dir, o, err);
