@@ -570,6 +570,20 @@ def loadavg():
         return "?"
 
 
+def finish(lrc_error, lrc_failed, strict, missed, missed_what):
+    """The closing lines every bench prints and its exit status: 1 when the
+    lrc side failed (the reference figures still stand), 4 when --strict and a
+    target was missed, else 0."""
+    print("load avg: %s (end)" % loadavg())
+    if lrc_error is not None:
+        print("RESULT: %s (%s); %s" % (lrc_failed[0], lrc_error, lrc_failed[1]))
+        return 1
+    if strict and missed:
+        print("RESULT: %s: %s" % (missed_what, ", ".join(missed)))
+        return 4
+    return 0
+
+
 def _self_check():
     torch = import_torch()
     import llama_ref

@@ -267,14 +267,8 @@ def main():
             print("lrc process wall time per invocation (process start, compile, load, %d runs, write): median %.2f s" % (
                 a.repeat, common.median(lrc_wall)))
         print("logits check: %s" % check)
-        print("load avg: %s (end)" % common.loadavg())
-        if lrc_error is not None:
-            print("RESULT: lrc side FAILED (%s); torch figures above are still valid" % lrc_error)
-            return 1
-        if a.strict and missed:
-            print("RESULT: target(s) missed: %s" % ", ".join(missed))
-            return 4
-        return 0
+        return common.finish(lrc_error, ("lrc side FAILED", "torch figures above are still valid"), a.strict, missed,
+                             "target(s) missed")
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -218,14 +218,8 @@ def main():
     else:
         line += "; lrc n/a"
     print(line)
-    print("load avg: %s (end)" % common.loadavg())
-    if lrc_error is not None:
-        print("RESULT: lrc gemm-bench not available (%s); OpenBLAS figures above are still valid" % lrc_error)
-        return 1
-    if a.strict and missed:
-        print("RESULT: 80%% target missed at: %s" % ", ".join(missed))
-        return 4
-    return 0
+    return common.finish(lrc_error, ("lrc gemm-bench not available", "OpenBLAS figures above are still valid"),
+                         a.strict, missed, "80% target missed at")
 
 
 if __name__ == "__main__":
