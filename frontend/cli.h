@@ -55,6 +55,7 @@ enum {
     OPT_DATA,
     OPT_RESUME,
     OPT_CLIP,
+    OPT_ACCUM,
 };
 
 /* Handles --preset/--set; returns 1 when the option was one of them. */
@@ -75,7 +76,7 @@ typedef struct cli_args {
     const char *after;
     int64_t seq, batch, seed, threads, repeat, new_tokens, top_k, ctx;
     double temperature, lr, warmup, clip;
-    int64_t steps, eval_every, stop_after;
+    int64_t steps, eval_every, stop_after, accum;
     const char *data, *resume;
     const char *weights, *input, *out, *target, *prompt;
 } cli_args;

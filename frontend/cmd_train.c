@@ -18,7 +18,7 @@
 enum { LRC_EINTERRUPTED = 2 }; /* not an error: stopped by Ctrl-C, checkpoint written */
 
 typedef struct {
-    int64_t steps, batch, seq, seed, eval_every, stop_after;
+    int64_t steps, batch, seq, seed, eval_every, stop_after, accum;
     double lr, warmup, clip;
     const char *data, *resume;
 } train_args;
@@ -191,24 +191,41 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
     double t0 = lrc_now_s(), tstep = t0;
     pp = lrc_xcalloc((size_t)view.n + 1, sizeof *pp);
     pg = lrc_xcalloc((size_t)view.n + 1, sizeof *pg);
+    /* --accum K: the gradients of K micro-batches summed here, then averaged */
+    lrc_tensor **acc = ta->accum > 1 ? lrc_xcalloc((size_t)view.n + 1, sizeof *acc) : NULL;
+    for (int i = 0; acc && i < view.n && !rc; i++)
+        if (!(acc[i] = lrc_tensor_new(view.items[i]->name, LRC_F32, &view.items[i]->shape, err))) rc = LRC_EUSER;
     for (int64_t step = step0; step < stop && !rc; step++) {
-        lrc_text_batch(&text, false, B, T, &rng, tok->data, lab->data);
-        if ((rc = lrc_exec_run_plan(x, &in, &outs, err))) break;
-        float l = ((float *)lrc_tensor_set_find(&outs, "loss")->data)[0];
-        for (int i = 0; i < view.n && !rc; i++) {
-            pp[i] = view.items[i];
-            pg[i] = lrc_tensor_set_find(&outs, view.items[i]->name);
-            for (int64_t k = 0; k < lrc_shape_numel(&pg[i]->shape) && !rc; k++)
-                if (!isfinite(((float *)pg[i]->data)[k]))
-                    rc = lrc_err_set(err, "step %lld: the gradient of '%s' is not finite (the last checkpoint is kept)",
-                                     (long long)step + 1, pg[i]->name);
+        float l = 0;
+        for (int64_t micro = 0; micro < ta->accum && !rc; micro++) {
+            lrc_text_batch(&text, false, B, T, &rng, tok->data, lab->data);
+            if ((rc = lrc_exec_run_plan(x, &in, &outs, err))) break;
+            l += ((float *)lrc_tensor_set_find(&outs, "loss")->data)[0] / (float)ta->accum;
+            for (int i = 0; i < view.n && !rc; i++) {
+                pp[i] = view.items[i];
+                pg[i] = lrc_tensor_set_find(&outs, view.items[i]->name);
+                const float *gd = pg[i]->data;
+                int64_t count = lrc_shape_numel(&pg[i]->shape);
+                for (int64_t k = 0; k < count && !rc; k++)
+                    if (!isfinite(gd[k]))
+                        rc = lrc_err_set(err, "step %lld: the gradient of '%s' is not finite (the last checkpoint is kept)",
+                                         (long long)step + 1, pg[i]->name);
+                if (!acc || rc) continue;
+                float *s = acc[i]->data;
+                for (int64_t k = 0; k < count; k++) s[k] = micro ? s[k] + gd[k] : gd[k];
+                if (micro == ta->accum - 1) {
+                    for (int64_t k = 0; k < count; k++) s[k] /= (float)ta->accum;
+                    pg[i] = acc[i];
+                }
+            }
         }
+        if (rc) break;
         if (!rc && !isfinite(l)) rc = lrc_err_set(err, "step %lld: the loss is not finite (the last checkpoint is kept)", (long long)step + 1);
         if (rc) break;
         double lr = lrc_lr_at(&sched, step);
         double gn = lrc_adamw_step(&adam, pool, step, lr, pp, pg, pm, pv, view.n);
         lrc_exec_params_changed(x); /* AdamW wrote them in place: the packing kernels run again */
-        double now = lrc_now_s(), tps = (double)(B * T) / (now - tstep);
+        double now = lrc_now_s(), tps = (double)(B * T * ta->accum) / (now - tstep);
         tstep = now;
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "step", (double)step + 1);
@@ -245,6 +262,8 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
             break;
         }
     }
+    for (int i = 0; acc && i < view.n; i++) lrc_tensor_free(acc[i]);
+    free(acc);
     sigaction(SIGINT, &old_sa, NULL);
     if (!rc && interrupted) rc = LRC_EINTERRUPTED;
     if (!rc) { /* the weights alone, for forward, generate and compile */
@@ -295,6 +314,7 @@ static int save_run(const char *dir, const cli_args *a, lrc_err *err)
     cJSON_AddNumberToObject(o, "eval_every", (double)a->eval_every);
     cJSON_AddNumberToObject(o, "seed", (double)a->seed);
     cJSON_AddNumberToObject(o, "clip", a->clip);
+    cJSON_AddNumberToObject(o, "accum", (double)a->accum);
     if (a->data) cJSON_AddStringToObject(o, "data", a->data);
     char *text = cJSON_Print(o), path[4200];
     cJSON_Delete(o);
@@ -340,6 +360,8 @@ static int load_run(const char *dir, cli_args *a, cJSON **keep, lrc_err *err)
     a->warmup = v[4], a->eval_every = (int64_t)v[5], a->seed = (int64_t)v[6];
     const cJSON *clip = cJSON_GetObjectItemCaseSensitive(o, "clip");
     a->clip = cJSON_IsNumber(clip) ? clip->valuedouble : 0;
+    const cJSON *accum = cJSON_GetObjectItemCaseSensitive(o, "accum");
+    a->accum = cJSON_IsNumber(accum) && accum->valuedouble >= 1 ? (int64_t)accum->valuedouble : 1;
     return LRC_OK;
 }
 
@@ -358,12 +380,13 @@ int cmd_train(int argc, char **argv)
                                          {"data", required_argument, 0, OPT_DATA},
                                          {"resume", required_argument, 0, OPT_RESUME},
                                          {"clip", required_argument, 0, OPT_CLIP},
+                                         {"accum", required_argument, 0, OPT_ACCUM},
                                          {"target", required_argument, 0, OPT_TARGET},
                                          {0, 0, 0, 0}};
     static const char *help =
         "usage: lrc train MODEL [--preset P] [--set KEY=VALUE]... --steps N --lr X [--batch B] [--seq T]\n"
         "                 [--warmup F] [--eval-every K] [--seed S] [--threads N] [--stop-after K]\n"
-        "                 [--clip G] [--data FILE] -o RUN_DIR\n"
+        "                 [--clip G] [--accum K] [--data FILE] -o RUN_DIR\n"
         "       lrc train --resume RUN_DIR [--stop-after K] [--threads N]\n"
         "\n"
         "Trains on text, one token per byte (the King James Bible from Debian's\n"
@@ -374,6 +397,7 @@ int cmd_train(int argc, char **argv)
         "state, step, random state), written atomically at each evaluation.\n"
         "--stop-after K ends after step K of N; --resume continues bit for bit.\n"
         "--clip G scales the gradients down to a global norm of G (default: off).\n"
+        "--accum K averages the gradients of K batches of B per step (default 1).\n"
         "Ctrl-C finishes the step, writes the checkpoint and exits (status 130).\n";
     bool resuming = false;
     for (int i = 1; i < argc; i++) resuming = resuming || !strcmp(argv[i], "--resume");
@@ -381,6 +405,7 @@ int cmd_train(int argc, char **argv)
     int rc = cli_parse_args("train", argc, argv, opts, help, !resuming, &a);
     if (rc >= 0) goto out;
     if (a.batch == 0) a.batch = 16;
+    if (a.accum == 0) a.accum = 1;
     cJSON *keep = NULL;
     lrc_err err;
     const char *dir = a.resume ? a.resume : a.out;
@@ -410,7 +435,7 @@ int cmd_train(int argc, char **argv)
     if (!rc && (a.threads == 0 || a.threads < -1)) rc = lrc_err_set(&err, "--threads %lld: the thread count must be at least 1", (long long)a.threads);
     bool created = !a.resume && !rc;
     if (!rc) {
-        train_args ta = {a.steps, a.batch, a.seq, a.seed, a.eval_every, a.stop_after, a.lr, a.warmup, a.clip, a.data, a.resume};
+        train_args ta = {a.steps, a.batch, a.seq, a.seed, a.eval_every, a.stop_after, a.accum, a.lr, a.warmup, a.clip, a.data, a.resume};
         rc = train_run(&a, &ta, dir, &err);
     }
     char ck[4200];

@@ -155,6 +155,10 @@ int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *
         case OPT_STOP_AFTER:
             if (cli_parse_int(optarg, 1, &a->stop_after)) return cli_usage_error(cmd, "--stop-after %s: expected an integer >= 1", optarg);
             break;
+        case OPT_ACCUM:
+            if (cli_parse_int(optarg, 1, &a->accum) || a->accum > 1 << 20)
+                return cli_usage_error(cmd, "--accum %s: expected an integer from 1 to %d", optarg, 1 << 20);
+            break;
         case OPT_DATA: a->data = optarg; break;
         case OPT_RESUME: a->resume = optarg; break;
         case OPT_LR:

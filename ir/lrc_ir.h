@@ -211,6 +211,9 @@ typedef struct lrc_op_info {
      * for the gradient of each input into dx[k] (-1 where there is none,
      * as for ids). NULL: the op has no gradient. */
     int (*grad)(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
+    /* `ref` with every f32 buffer in f64 (i32 stays i32): the arithmetic of
+     * finite-difference checks, where f32 storage would be mostly rounding. */
+    int (*ref64)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
 } lrc_op_info;
 
 extern const lrc_op_info lrc_op_table[LRC_OP_COUNT];

@@ -1,18 +1,23 @@
 /* ref_grad.c — reference implementations of the gradient ops: plain C,
- * f32 storage, f64 arithmetic, as ref_ops.c. */
+ * f32 storage, f64 arithmetic, as ref_ops.c (and compiled twice like it). */
 #include "ref_ops.h"
+
+#ifndef REF /* ref_ops64.c includes this file again with real = double */
+#define REF(name) lrc_ref_##name
+typedef float real;
+#endif
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define SHAPE(k) (&g->nodes[n->in[k]].shape)
-#define F(k) ((const float *)in[k])
+#define F(k) ((const real *)in[k])
 #define I(k) ((const int32_t *)in[k])
 
 static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
 
-int lrc_ref_matmul_nn(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(matmul_nn)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
     int64_t N = SHAPE(1)->dim[0], K = SHAPE(1)->dim[1], M = lrc_shape_numel(SHAPE(0)) / N;
@@ -20,12 +25,12 @@ int lrc_ref_matmul_nn(const lrc_graph *g, const lrc_node *n, void *const *in, vo
         for (int64_t k = 0; k < K; k++) {
             double acc = 0;
             for (int64_t j = 0; j < N; j++) acc += (double)F(0)[m * N + j] * F(1)[j * K + k];
-            ((float *)out)[m * K + k] = (float)acc;
+            ((real *)out)[m * K + k] = (real)acc;
         }
     return LRC_OK;
 }
 
-int lrc_ref_matmul_tn(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(matmul_tn)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
     int64_t N = last_dim(SHAPE(0)), K = last_dim(SHAPE(1)), M = lrc_shape_numel(SHAPE(0)) / N;
@@ -33,24 +38,24 @@ int lrc_ref_matmul_tn(const lrc_graph *g, const lrc_node *n, void *const *in, vo
         for (int64_t k = 0; k < K; k++) {
             double acc = 0;
             for (int64_t m = 0; m < M; m++) acc += (double)F(0)[m * N + j] * F(1)[m * K + k];
-            ((float *)out)[j * K + k] = (float)acc;
+            ((real *)out)[j * K + k] = (real)acc;
         }
     return LRC_OK;
 }
 
-int lrc_ref_embedding_grad(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(embedding_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
     int64_t rows = lrc_shape_numel(SHAPE(0)), d = n->shape.dim[1], total = lrc_shape_numel(&n->shape);
     double *acc = lrc_xcalloc((size_t)total, sizeof(double));
     for (int64_t r = 0; r < rows; r++)
         for (int64_t i = 0; i < d; i++) acc[(int64_t)I(0)[r] * d + i] += F(1)[r * d + i];
-    for (int64_t i = 0; i < total; i++) ((float *)out)[i] = (float)acc[i];
+    for (int64_t i = 0; i < total; i++) ((real *)out)[i] = (real)acc[i];
     free(acc);
     return LRC_OK;
 }
 
-int lrc_ref_sum_to(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(sum_to)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
     const lrc_shape *x = SHAPE(0), *o = &n->shape;
@@ -69,46 +74,46 @@ int lrc_ref_sum_to(const lrc_graph *g, const lrc_node *n, void *const *in, void 
             idx[d] = 0;
         }
     }
-    for (int64_t i = 0; i < total; i++) ((float *)out)[i] = (float)acc[i];
+    for (int64_t i = 0; i < total; i++) ((real *)out)[i] = (real)acc[i];
     free(acc);
     return LRC_OK;
 }
 
-int lrc_ref_rmsnorm_grad(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(rmsnorm_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
     int64_t d = last_dim(SHAPE(0)), rows = lrc_shape_numel(SHAPE(0)) / d;
     for (int64_t r = 0; r < rows; r++) {
-        const float *x = F(0) + r * d, *dy = F(1) + r * d;
+        const real *x = F(0) + r * d, *dy = F(1) + r * d;
         double ss = 0, dot = 0;
         for (int64_t i = 0; i < d; i++) ss += (double)x[i] * x[i], dot += (double)dy[i] * x[i];
         double rs = 1.0 / sqrt(ss / (double)d + n->fattr[0]);
         for (int64_t i = 0; i < d; i++)
-            ((float *)out)[r * d + i] = (float)(rs * dy[i] - x[i] * rs * rs * rs * dot / (double)d);
+            ((real *)out)[r * d + i] = (real)(rs * dy[i] - x[i] * rs * rs * rs * dot / (double)d);
     }
     return LRC_OK;
 }
 
-int lrc_ref_silu_grad(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(silu_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
     (void)g;
     for (int64_t i = 0; i < lrc_shape_numel(&n->shape); i++) {
         double x = F(0)[i], s = 1.0 / (1.0 + exp(-x));
-        ((float *)out)[i] = (float)(F(1)[i] * s * (1.0 + x * (1.0 - s)));
+        ((real *)out)[i] = (real)(F(1)[i] * s * (1.0 + x * (1.0 - s)));
     }
     return LRC_OK;
 }
 
-int lrc_ref_rope_grad(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(rope_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
     (void)g;
-    return lrc_ref_rotate(n, F(0), out, -1);
+    return REF(rotate)(n, F(0), out, -1);
 }
 
 /* Recomputes each (batch, head)'s probabilities; dS = P o (dP - rowsum(dP o P)). */
-int lrc_ref_attention_grad(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(attention_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
     (void)g;
@@ -150,7 +155,7 @@ int lrc_ref_attention_grad(const lrc_graph *g, const lrc_node *n, void *const *i
                         else if (which == 1) acc += dS[j * T + t] * AT(0, b, j, h)[i] * scale; /* dk_t = sum_j dS[j,t] q_j */
                         else acc += P[j * T + t] * AT(3, b, j, h)[i]; /* dv_t = sum_j P[j,t] dy_j */
                     }
-                    ((float *)out)[((b * T + t) * H + h) * D + i] = (float)acc;
+                    ((real *)out)[((b * T + t) * H + h) * D + i] = (real)acc;
                 }
         }
 #undef AT
@@ -159,63 +164,63 @@ int lrc_ref_attention_grad(const lrc_graph *g, const lrc_node *n, void *const *i
     return LRC_OK;
 }
 
-int lrc_ref_softmax_grad(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(softmax_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
     (void)g;
     int64_t d = last_dim(&n->shape), rows = lrc_shape_numel(&n->shape) / d;
     for (int64_t r = 0; r < rows; r++) {
-        const float *y = F(0) + r * d, *dy = F(1) + r * d;
+        const real *y = F(0) + r * d, *dy = F(1) + r * d;
         double dot = 0;
         for (int64_t i = 0; i < d; i++) dot += (double)dy[i] * y[i];
-        for (int64_t i = 0; i < d; i++) ((float *)out)[r * d + i] = (float)(y[i] * (dy[i] - dot));
+        for (int64_t i = 0; i < d; i++) ((real *)out)[r * d + i] = (real)(y[i] * (dy[i] - dot));
     }
     return LRC_OK;
 }
 
 /* g[2j] = m (g0 c - g1 s), g[2j+1] = m (g0 s + g1 c) with m = e^(a + b u),
  * angle theta f_j, theta = e^(ar + br u), f_j = base^(-2j/d). */
-int lrc_ref_depth_gain_grad(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(depth_gain_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
     int64_t d = SHAPE(0)->dim[0];
     int which = (int)n->iattr[1];
     double u = log((double)n->iattr[0] + 1.0), m = exp((double)F(1)[0] + (double)F(2)[0] * u);
     double theta = exp((double)F(3)[0] + (double)F(4)[0] * u), dmag = 0, dtheta = 0;
-    const float *gam = F(0), *dy = F(5);
+    const real *gam = F(0), *dy = F(5);
     for (int64_t j = 0; j < d / 2; j++) {
         double f = pow(n->fattr[0], -2.0 * (double)j / (double)d), c = cos(theta * f), s = sin(theta * f);
         double g0 = m * (gam[2 * j] * c - gam[2 * j + 1] * s), g1 = m * (gam[2 * j] * s + gam[2 * j + 1] * c);
         double dy0 = dy[2 * j], dy1 = dy[2 * j + 1];
         if (which == 0) {
-            ((float *)out)[2 * j] = (float)(m * (dy0 * c + dy1 * s));
-            ((float *)out)[2 * j + 1] = (float)(m * (-dy0 * s + dy1 * c));
+            ((real *)out)[2 * j] = (real)(m * (dy0 * c + dy1 * s));
+            ((real *)out)[2 * j + 1] = (real)(m * (-dy0 * s + dy1 * c));
         }
         dmag += dy0 * g0 + dy1 * g1;        /* d g / d log m = g */
         dtheta += f * (dy1 * g0 - dy0 * g1); /* d g0 / d theta = -f g1, d g1 / d theta = f g0 */
     }
     double v = which == 1 ? dmag : which == 2 ? dmag * u : which == 3 ? dtheta * theta : dtheta * theta * u;
-    if (which > 0) ((float *)out)[0] = (float)v;
+    if (which > 0) ((real *)out)[0] = (real)v;
     return LRC_OK;
 }
 
-int lrc_ref_cross_entropy_grad(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(cross_entropy_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     int64_t V = last_dim(SHAPE(0)), rows = lrc_shape_numel(SHAPE(1)), used = 0;
     for (int64_t r = 0; r < rows; r++) used += I(1)[r] != -100;
     for (int64_t r = 0; r < rows; r++) {
-        const float *x = F(0) + r * V;
-        float *o = (float *)out + r * V;
+        const real *x = F(0) + r * V;
+        real *o = (real *)out + r * V;
         int32_t y = I(1)[r];
         if (y == -100) {
-            memset(o, 0, (size_t)V * sizeof(float));
+            memset(o, 0, (size_t)V * sizeof(real));
             continue;
         }
         if (y < 0 || y >= V) return lrc_err_set(err, "labels: %d is outside [0, %lld) and not -100", y, (long long)V);
         double mx = -INFINITY, sum = 0;
         for (int64_t i = 0; i < V; i++) mx = x[i] > mx ? x[i] : mx;
         for (int64_t i = 0; i < V; i++) sum += exp((double)x[i] - mx);
-        for (int64_t i = 0; i < V; i++) o[i] = (float)((exp((double)x[i] - mx) / sum - (i == y)) / (double)used);
+        for (int64_t i = 0; i < V; i++) o[i] = (real)((exp((double)x[i] - mx) / sum - (i == y)) / (double)used);
     }
     return LRC_OK;
 }

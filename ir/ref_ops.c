@@ -2,18 +2,29 @@
  * obviously-correct C, referenced from the op table. Storage is f32 (i32 for
  * ids and labels); every sum and every transcendental is computed in double
  * (DESIGN rule 2). The `ref` backend runs these, and passes use them to fold
- * constants. */
+ * constants.
+ * Compiled twice: `real` = float gives lrc_ref_* (the `ref` backend), and
+ * ref_ops64.c's `real` = double gives lrc_ref64_*, all storage in f64, for
+ * finite-difference gradient checks. */
 #include "ref_ops.h"
+
+#ifndef REF /* ref_ops64.c includes this file again with real = double */
+#define REF(name) lrc_ref_##name
+typedef float real;
+#endif
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define SHAPE(k) (&g->nodes[n->in[k]].shape)
-#define F(k) ((const float *)in[k])
+#define F(k) ((const real *)in[k])
 #define I(k) ((const int32_t *)in[k])
 
 static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
+
+/* integer tensors (ids, labels) stay i32 at either precision */
+static size_t elem_bytes(const lrc_node *n) { return n->dtype == LRC_I32 ? 4 : sizeof(real); }
 
 /* "tokens[1,3]" for the flat index i of shape s. */
 static char *index_str(const char *name, const lrc_shape *s, int64_t i, char *buf, size_t n)
@@ -36,7 +47,7 @@ static const char *input_name(const lrc_graph *g, const lrc_node *n, int k, cons
     return src->op == LRC_OP_INPUT && src->name ? src->name : fallback;
 }
 
-int lrc_ref_embedding(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(embedding)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     int64_t count = lrc_shape_numel(SHAPE(0)), V = SHAPE(1)->dim[0], d = SHAPE(1)->dim[1];
     for (int64_t i = 0; i < count; i++) {
@@ -46,35 +57,35 @@ int lrc_ref_embedding(const lrc_graph *g, const lrc_node *n, void *const *in, vo
             return lrc_err_set(err, "%s = %d is outside the vocabulary [0, %lld)",
                                index_str(input_name(g, n, 0, "ids"), SHAPE(0), i, b, sizeof b), id, (long long)V);
         }
-        memcpy((float *)out + i * d, F(1) + (int64_t)id * d, (size_t)d * sizeof(float));
+        memcpy((real *)out + i * d, F(1) + (int64_t)id * d, (size_t)d * sizeof(real));
     }
     return LRC_OK;
 }
 
-int lrc_ref_matmul(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(matmul)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
     int64_t K = SHAPE(1)->dim[1], N = SHAPE(1)->dim[0], M = lrc_shape_numel(SHAPE(0)) / K;
     for (int64_t m = 0; m < M; m++)
         for (int64_t j = 0; j < N; j++) {
-            const float *x = F(0) + m * K, *w = F(1) + j * K;
+            const real *x = F(0) + m * K, *w = F(1) + j * K;
             double acc = 0;
             for (int64_t k = 0; k < K; k++) acc += (double)x[k] * w[k];
-            ((float *)out)[m * N + j] = (float)acc;
+            ((real *)out)[m * N + j] = (real)acc;
         }
     return LRC_OK;
 }
 
-int lrc_ref_rmsnorm(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(rmsnorm)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
     int64_t d = last_dim(SHAPE(0)), rows = lrc_shape_numel(SHAPE(0)) / d;
     for (int64_t r = 0; r < rows; r++) {
-        const float *x = F(0) + r * d;
+        const real *x = F(0) + r * d;
         double ss = 0;
         for (int64_t i = 0; i < d; i++) ss += (double)x[i] * x[i];
         double inv = 1.0 / sqrt(ss / (double)d + n->fattr[0]);
-        for (int64_t i = 0; i < d; i++) ((float *)out)[r * d + i] = (float)(x[i] * inv);
+        for (int64_t i = 0; i < d; i++) ((real *)out)[r * d + i] = (real)(x[i] * inv);
     }
     return LRC_OK;
 }
@@ -92,17 +103,17 @@ static void broadcast_strides(const lrc_shape *in, const lrc_shape *out, int64_t
     }
 }
 
-int lrc_ref_binary(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(binary)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
     int64_t sa[LRC_MAX_DIMS], sb[LRC_MAX_DIMS], idx[LRC_MAX_DIMS] = {0};
     broadcast_strides(SHAPE(0), &n->shape, sa);
     broadcast_strides(SHAPE(1), &n->shape, sb);
     int64_t count = lrc_shape_numel(&n->shape), ia = 0, ib = 0;
-    float *o = out;
+    real *o = out;
     for (int64_t i = 0; i < count; i++) {
         double a = F(0)[ia], b = F(1)[ib];
-        o[i] = (float)(n->op == LRC_OP_ADD ? a + b : a * b);
+        o[i] = (real)(n->op == LRC_OP_ADD ? a + b : a * b);
         for (int d = n->shape.ndim - 1; d >= 0; d--) { /* odometer increment */
             ia += sa[d];
             ib += sb[d];
@@ -115,55 +126,55 @@ int lrc_ref_binary(const lrc_graph *g, const lrc_node *n, void *const *in, void 
     return LRC_OK;
 }
 
-int lrc_ref_scale(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(scale)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
     int64_t count = lrc_shape_numel(&n->shape);
-    for (int64_t i = 0; i < count; i++) ((float *)out)[i] = (float)((double)F(0)[i] * n->fattr[0]);
+    for (int64_t i = 0; i < count; i++) ((real *)out)[i] = (real)((double)F(0)[i] * n->fattr[0]);
     (void)g;
     return LRC_OK;
 }
 
-int lrc_ref_silu(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(silu)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
     (void)g;
     int64_t count = lrc_shape_numel(&n->shape);
     for (int64_t i = 0; i < count; i++) {
         double x = F(0)[i];
-        ((float *)out)[i] = (float)(x / (1.0 + exp(-x)));
+        ((real *)out)[i] = (real)(x / (1.0 + exp(-x)));
     }
     return LRC_OK;
 }
 
 /* Sequence RoPE (rotate-half) by +angle, or its transpose (the gradient)
  * by -angle when sign is -1. */
-int lrc_ref_rotate(const lrc_node *n, const float *x, float *out, int sign)
+int REF(rotate)(const lrc_node *n, const real *x, real *out, int sign)
 {
     int64_t B = n->shape.dim[0], T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3], half = D / 2;
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++)
             for (int64_t h = 0; h < H; h++) {
-                const float *xr = x + ((b * T + t) * H + h) * D;
-                float *o = out + ((b * T + t) * H + h) * D;
+                const real *xr = x + ((b * T + t) * H + h) * D;
+                real *o = out + ((b * T + t) * H + h) * D;
                 for (int64_t i = 0; i < half; i++) {
                     double ang = (double)t * pow(n->fattr[0], -2.0 * (double)i / (double)D);
                     double c = cos(ang), s = sign * sin(ang), x1 = xr[i], x2 = xr[i + half];
-                    o[i] = (float)(x1 * c - x2 * s);
-                    o[i + half] = (float)(x2 * c + x1 * s);
+                    o[i] = (real)(x1 * c - x2 * s);
+                    o[i + half] = (real)(x2 * c + x1 * s);
                 }
             }
     return LRC_OK;
 }
 
-int lrc_ref_rope(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(rope)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
     (void)g;
-    return lrc_ref_rotate(n, F(0), out, 1);
+    return REF(rotate)(n, F(0), out, 1);
 }
 
-int lrc_ref_attention(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(attention)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
     (void)g;
@@ -172,11 +183,11 @@ int lrc_ref_attention(const lrc_graph *g, const lrc_node *n, void *const *in, vo
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t t = 0; t < T; t++) {
-                const float *q = F(0) + ((b * T + t) * H + h) * D;
+                const real *q = F(0) + ((b * T + t) * H + h) * D;
                 int64_t keys = n->iattr[0] ? t + 1 : T;
                 double mx = -INFINITY, sum = 0;
                 for (int64_t j = 0; j < keys; j++) {
-                    const float *k = F(1) + ((b * T + j) * H + h) * D;
+                    const real *k = F(1) + ((b * T + j) * H + h) * D;
                     double s = 0;
                     for (int64_t i = 0; i < D; i++) s += (double)q[i] * k[i];
                     p[j] = s * n->fattr[0];
@@ -185,42 +196,42 @@ int lrc_ref_attention(const lrc_graph *g, const lrc_node *n, void *const *in, vo
                 for (int64_t j = 0; j < keys; j++) sum += (p[j] = exp(p[j] - mx));
                 for (int64_t i = 0; i < D; i++) acc[i] = 0;
                 for (int64_t j = 0; j < keys; j++) {
-                    const float *v = F(2) + ((b * T + j) * H + h) * D;
+                    const real *v = F(2) + ((b * T + j) * H + h) * D;
                     for (int64_t i = 0; i < D; i++) acc[i] += p[j] * v[i];
                 }
-                float *o = (float *)out + ((b * T + t) * H + h) * D;
-                for (int64_t i = 0; i < D; i++) o[i] = (float)(acc[i] / sum);
+                real *o = (real *)out + ((b * T + t) * H + h) * D;
+                for (int64_t i = 0; i < D; i++) o[i] = (real)(acc[i] / sum);
             }
     free(p);
     free(acc);
     return LRC_OK;
 }
 
-int lrc_ref_softmax(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(softmax)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
     (void)g;
     int64_t d = last_dim(&n->shape), rows = lrc_shape_numel(&n->shape) / d;
     for (int64_t r = 0; r < rows; r++) {
-        const float *x = F(0) + r * d;
-        float *o = (float *)out + r * d;
+        const real *x = F(0) + r * d;
+        real *o = (real *)out + r * d;
         double mx = -INFINITY, sum = 0;
         for (int64_t i = 0; i < d; i++) mx = x[i] > mx ? x[i] : mx;
         for (int64_t i = 0; i < d; i++) sum += exp((double)x[i] - mx);
-        for (int64_t i = 0; i < d; i++) o[i] = (float)(exp((double)x[i] - mx) / sum);
+        for (int64_t i = 0; i < d; i++) o[i] = (real)(exp((double)x[i] - mx) / sum);
     }
     return LRC_OK;
 }
 
-int lrc_ref_reshape(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(reshape)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
     (void)g;
-    memcpy(out, in[0], (size_t)lrc_shape_numel(&n->shape) * 4);
+    memcpy(out, in[0], (size_t)lrc_shape_numel(&n->shape) * elem_bytes(n));
     return LRC_OK;
 }
 
-int lrc_ref_transpose(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(transpose)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
     const lrc_shape *x = SHAPE(0);
@@ -232,7 +243,8 @@ int lrc_ref_transpose(const lrc_graph *g, const lrc_node *n, void *const *in, vo
     for (int d = 0; d < x->ndim; d++) st[d] = xst[n->iattr[d]]; /* output axis d walks input axis perm[d] */
     int64_t count = lrc_shape_numel(&n->shape), src = 0;
     for (int64_t i = 0; i < count; i++) {
-        ((uint32_t *)out)[i] = ((const uint32_t *)in[0])[src];
+        if (n->dtype == LRC_I32) ((int32_t *)out)[i] = I(0)[src];
+        else ((real *)out)[i] = F(0)[src];
         for (int d = n->shape.ndim - 1; d >= 0; d--) {
             src += st[d];
             if (++idx[d] < n->shape.dim[d]) break;
@@ -243,7 +255,7 @@ int lrc_ref_transpose(const lrc_graph *g, const lrc_node *n, void *const *in, vo
     return LRC_OK;
 }
 
-int lrc_ref_depth_gain(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(depth_gain)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
     int64_t d = SHAPE(0)->dim[0];
@@ -253,13 +265,13 @@ int lrc_ref_depth_gain(const lrc_graph *g, const lrc_node *n, void *const *in, v
     for (int64_t j = 0; j < d / 2; j++) {
         double ang = theta * pow(n->fattr[0], -2.0 * (double)j / (double)d);
         double c = cos(ang), s = sin(ang), g0 = F(0)[2 * j], g1 = F(0)[2 * j + 1];
-        ((float *)out)[2 * j] = (float)(mag * (g0 * c - g1 * s));
-        ((float *)out)[2 * j + 1] = (float)(mag * (g0 * s + g1 * c));
+        ((real *)out)[2 * j] = (real)(mag * (g0 * c - g1 * s));
+        ((real *)out)[2 * j + 1] = (real)(mag * (g0 * s + g1 * c));
     }
     return LRC_OK;
 }
 
-int lrc_ref_cross_entropy(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(cross_entropy)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     int64_t V = last_dim(SHAPE(0)), rows = lrc_shape_numel(SHAPE(1)), used = 0;
     double total = 0;
@@ -272,7 +284,7 @@ int lrc_ref_cross_entropy(const lrc_graph *g, const lrc_node *n, void *const *in
                                index_str(input_name(g, n, 1, "labels"), SHAPE(1), r, b, sizeof b), y,
                                (long long)V);
         }
-        const float *x = F(0) + r * V;
+        const real *x = F(0) + r * V;
         double mx = -INFINITY, sum = 0;
         for (int64_t i = 0; i < V; i++) mx = x[i] > mx ? x[i] : mx;
         for (int64_t i = 0; i < V; i++) sum += exp((double)x[i] - mx);
@@ -280,14 +292,14 @@ int lrc_ref_cross_entropy(const lrc_graph *g, const lrc_node *n, void *const *in
         used++;
     }
     /* Like PyTorch, the mean over no positions is NaN. */
-    *(float *)out = used ? (float)(total / (double)used) : NAN;
+    *(real *)out = used ? (real)(total / (double)used) : NAN;
     return LRC_OK;
 }
 
 /* Decoding with a KV cache. The caches (inputs 3 and 4) are state buffers
  * that this op updates in place: rotated k and v of the new positions go
  * into rows pos.., then each new query attends to rows [0, pos + t]. */
-int lrc_ref_kv_attention(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+int REF(kv_attention)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     int64_t B = n->shape.dim[0], T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3], half = D / 2;
     int64_t Tmax = SHAPE(3)->dim[1], pos = I(5)[0];
@@ -295,34 +307,34 @@ int lrc_ref_kv_attention(const lrc_graph *g, const lrc_node *n, void *const *in,
     if (pos < 0 || pos + T > Tmax)
         return lrc_err_set(err, "kv_attention: positions %lld..%lld do not fit the cache of %lld", (long long)pos,
                            (long long)(pos + T - 1), (long long)Tmax);
-    float *kc = in[3], *vc = in[4];
+    real *kc = in[3], *vc = in[4];
     double *p = lrc_xmalloc((size_t)(pos + T) * sizeof(double)), *acc = lrc_xmalloc((size_t)D * sizeof(double));
     double *qr = lrc_xmalloc((size_t)D * sizeof(double));
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++)
             for (int64_t h = 0; h < H; h++) {
-                const float *k = F(1) + ((b * T + t) * H + h) * D, *v = F(2) + ((b * T + t) * H + h) * D;
-                float *kd = kc + ((b * Tmax + pos + t) * H + h) * D, *vd = vc + ((b * Tmax + pos + t) * H + h) * D;
+                const real *k = F(1) + ((b * T + t) * H + h) * D, *v = F(2) + ((b * T + t) * H + h) * D;
+                real *kd = kc + ((b * Tmax + pos + t) * H + h) * D, *vd = vc + ((b * Tmax + pos + t) * H + h) * D;
                 for (int64_t i = 0; i < half; i++) {
                     double ang = (double)(pos + t) * pow(base, -2.0 * (double)i / (double)D), c = cos(ang), s = sin(ang);
-                    kd[i] = (float)(k[i] * c - k[i + half] * s);
-                    kd[i + half] = (float)(k[i + half] * c + k[i] * s);
+                    kd[i] = (real)(k[i] * c - k[i + half] * s);
+                    kd[i + half] = (real)(k[i + half] * c + k[i] * s);
                 }
                 for (int64_t i = 0; i < D; i++) vd[i] = v[i];
             }
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++)
             for (int64_t h = 0; h < H; h++) {
-                const float *q = F(0) + ((b * T + t) * H + h) * D;
+                const real *q = F(0) + ((b * T + t) * H + h) * D;
                 for (int64_t i = 0; i < half; i++) {
                     double ang = (double)(pos + t) * pow(base, -2.0 * (double)i / (double)D), c = cos(ang), s = sin(ang);
-                    qr[i] = (double)(float)(q[i] * c - q[i + half] * s);
-                    qr[i + half] = (double)(float)(q[i + half] * c + q[i] * s);
+                    qr[i] = (double)(real)(q[i] * c - q[i + half] * s);
+                    qr[i + half] = (double)(real)(q[i + half] * c + q[i] * s);
                 }
                 int64_t keys = pos + t + 1;
                 double mx = -INFINITY, sum = 0;
                 for (int64_t j = 0; j < keys; j++) {
-                    const float *k = kc + ((b * Tmax + j) * H + h) * D;
+                    const real *k = kc + ((b * Tmax + j) * H + h) * D;
                     double sc = 0;
                     for (int64_t i = 0; i < D; i++) sc += qr[i] * k[i];
                     p[j] = sc * scale;
@@ -331,11 +343,11 @@ int lrc_ref_kv_attention(const lrc_graph *g, const lrc_node *n, void *const *in,
                 for (int64_t j = 0; j < keys; j++) sum += (p[j] = exp(p[j] - mx));
                 for (int64_t i = 0; i < D; i++) acc[i] = 0;
                 for (int64_t j = 0; j < keys; j++) {
-                    const float *v = vc + ((b * Tmax + j) * H + h) * D;
+                    const real *v = vc + ((b * Tmax + j) * H + h) * D;
                     for (int64_t i = 0; i < D; i++) acc[i] += p[j] * v[i];
                 }
-                float *o = (float *)out + ((b * T + t) * H + h) * D;
-                for (int64_t i = 0; i < D; i++) o[i] = (float)(acc[i] / sum);
+                real *o = (real *)out + ((b * T + t) * H + h) * D;
+                for (int64_t i = 0; i < D; i++) o[i] = (real)(acc[i] / sum);
             }
     free(p);
     free(acc);

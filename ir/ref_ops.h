@@ -4,31 +4,36 @@
 
 #include "lrc_ir.h"
 
-int lrc_ref_embedding(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
-int lrc_ref_matmul(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
-int lrc_ref_rmsnorm(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
-int lrc_ref_binary(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
-int lrc_ref_scale(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
-int lrc_ref_silu(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
-int lrc_ref_rope(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
-int lrc_ref_attention(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
-int lrc_ref_softmax(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
-int lrc_ref_reshape(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
-int lrc_ref_transpose(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
-int lrc_ref_depth_gain(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
-int lrc_ref_cross_entropy(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
-int lrc_ref_kv_attention(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
-int lrc_ref_matmul_nn(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
-int lrc_ref_matmul_tn(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
-int lrc_ref_embedding_grad(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
-int lrc_ref_sum_to(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
-int lrc_ref_rmsnorm_grad(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
-int lrc_ref_silu_grad(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
-int lrc_ref_rope_grad(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
-int lrc_ref_attention_grad(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
-int lrc_ref_softmax_grad(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
-int lrc_ref_depth_gain_grad(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
-int lrc_ref_cross_entropy_grad(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
+#define LRC_REF_ARGS const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err
+/* Every reference kernel, declared at both storage precisions. */
+#define LRC_REF_KERNELS(X) \
+    X(embedding) \
+    X(matmul) \
+    X(rmsnorm) \
+    X(binary) \
+    X(scale) \
+    X(silu) \
+    X(rope) \
+    X(attention) \
+    X(softmax) \
+    X(reshape) \
+    X(transpose) \
+    X(depth_gain) \
+    X(cross_entropy) \
+    X(kv_attention) \
+    X(matmul_nn) \
+    X(matmul_tn) \
+    X(embedding_grad) \
+    X(sum_to) \
+    X(rmsnorm_grad) \
+    X(silu_grad) \
+    X(rope_grad) \
+    X(attention_grad) \
+    X(softmax_grad) \
+    X(depth_gain_grad) \
+    X(cross_entropy_grad)
+#define LRC_REF_DECLARE(name) int lrc_ref_##name(LRC_REF_ARGS); int lrc_ref64_##name(LRC_REF_ARGS);
+LRC_REF_KERNELS(LRC_REF_DECLARE)
 
 /* Gradient rules (ir/grad.c), one per differentiable op. */
 int lrc_grad_embedding(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
@@ -47,5 +52,6 @@ int lrc_grad_depth_gain(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_cross_entropy(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 
 int lrc_ref_rotate(const lrc_node *n, const float *x, float *out, int sign);
+int lrc_ref64_rotate(const lrc_node *n, const double *x, double *out, int sign);
 
 #endif

@@ -38,5 +38,17 @@ resumed=$?
 check "an interrupted run resumes" "[ $resumed = 0 ] && [ -s '$dir/int/model.safetensors' ]"
 "$lrc" train "$model" "${args[@]}" --clip 0.5 -o "$dir/clip" >/dev/null
 check "--clip trains" "grep -q '\"step\":20,' '$dir/clip/metrics.jsonl'"
+# --accum 2 of batches of 2 draws the same windows as one batch of 4: the
+# same loss and gradient norm at step 1 (up to f32 summation order)
+one=(--preset tiny --steps 1 --lr 3e-3 --seq 32 --data "$dir/text.txt" --threads 2)
+"$lrc" train "$model" "${one[@]}" --batch 4 -o "$dir/b4" >/dev/null
+"$lrc" train "$model" "${one[@]}" --batch 2 --accum 2 -o "$dir/acc" >/dev/null
+field() { grep -o "\"$1\":[0-9.e+-]*" "$2/metrics.jsonl" | head -1 | cut -d: -f2; }
+for f in train_loss grad_norm; do
+  a=$(field $f "$dir/b4") b=$(field $f "$dir/acc")
+  echo "$f: batch 4 $a, batch 2 x accum 2 $b"
+  check "--accum 2 gives the $f of a batch twice as large" "awk 'BEGIN { d = $a - $b; exit !(d * d <= 1e-10 * $a * $a) }'"
+done
+check "--accum is kept for --resume" "grep -q '\"accum\":\\s*2' '$dir/acc/run.json'"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
