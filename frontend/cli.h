@@ -70,6 +70,9 @@ int cli_parse_int(const char *s, int64_t min, int64_t *out);
 /* Loads the model named by o (adds a usage error when it is missing). */
 int cli_model_load(const char *cmd, const cli_model_opts *o, lrc_model *m, lrc_err *err);
 
+/* Per-launch times gathered with LRC_PROFILE set, slowest first, on stderr. */
+void cli_print_quick_profile(const lrc_plan *plan, const double *ns, const int64_t *calls);
+
 typedef struct cli_args {
     cli_model_opts m;
     bool params, flops, ir, kernels;

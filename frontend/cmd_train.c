@@ -180,6 +180,13 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
     if (!rc && !(pool = lrc_pool_new(a->threads > 0 ? (int)a->threads : lrc_pool_default_threads(), err))) rc = LRC_EUSER;
     if (!rc) rc = lrc_exec_new(&c.plan, pool, &x, err);
     if (!rc) rc = lrc_exec_bind_params(x, &ck, err);
+    double *prof_ns = NULL; /* LRC_PROFILE: a developer's look at the step's kernels */
+    int64_t *prof_calls = NULL;
+    if (!rc && getenv("LRC_PROFILE")) {
+        prof_ns = lrc_xcalloc((size_t)c.plan.n_launches + 1, sizeof(double));
+        prof_calls = lrc_xcalloc((size_t)c.plan.n_launches + 1, sizeof(int64_t));
+        lrc_exec_profile(x, prof_ns, prof_calls);
+    }
     lrc_schedule_cfg sched = {ta->lr, ta->warmup, 0.1, ta->steps};
     lrc_adamw_cfg adam = {0.9, 0.999, 1e-8, 0.0, ta->clip, false};
     interrupted = 0;
@@ -187,6 +194,7 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, &old_sa);
     int64_t done = step0;
+    bool line_open = false; /* the progress line awaits its newline */
     int64_t stop = ta->stop_after > 0 && ta->stop_after < ta->steps ? ta->stop_after : ta->steps;
     double t0 = lrc_now_s(), tstep = t0;
     pp = lrc_xcalloc((size_t)view.n + 1, sizeof *pp);
@@ -197,20 +205,23 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
         if (!(acc[i] = lrc_tensor_new(view.items[i]->name, LRC_F32, &view.items[i]->shape, err))) rc = LRC_EUSER;
     for (int64_t step = step0; step < stop && !rc; step++) {
         float l = 0;
+        double gn = 0;
         for (int64_t micro = 0; micro < ta->accum && !rc; micro++) {
             lrc_text_batch(&text, false, B, T, &rng, tok->data, lab->data);
             if ((rc = lrc_exec_run_plan(x, &in, &outs, err))) break;
             l += ((float *)lrc_tensor_set_find(&outs, "loss")->data)[0] / (float)ta->accum;
-            for (int i = 0; i < view.n && !rc; i++) {
+            for (int i = 0; i < view.n; i++) {
                 pp[i] = view.items[i];
                 pg[i] = lrc_tensor_set_find(&outs, view.items[i]->name);
+            }
+            int bad;
+            gn = lrc_grads_check(pool, pg, view.n, &bad);
+            if (bad >= 0)
+                rc = lrc_err_set(err, "step %lld: the gradient of '%s' is not finite (the last checkpoint is kept)",
+                                 (long long)step + 1, pg[bad]->name);
+            for (int i = 0; acc && !rc && i < view.n; i++) {
                 const float *gd = pg[i]->data;
                 int64_t count = lrc_shape_numel(&pg[i]->shape);
-                for (int64_t k = 0; k < count && !rc; k++)
-                    if (!isfinite(gd[k]))
-                        rc = lrc_err_set(err, "step %lld: the gradient of '%s' is not finite (the last checkpoint is kept)",
-                                         (long long)step + 1, pg[i]->name);
-                if (!acc || rc) continue;
                 float *s = acc[i]->data;
                 for (int64_t k = 0; k < count; k++) s[k] = micro ? s[k] + gd[k] : gd[k];
                 if (micro == ta->accum - 1) {
@@ -223,7 +234,11 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
         if (!rc && !isfinite(l)) rc = lrc_err_set(err, "step %lld: the loss is not finite (the last checkpoint is kept)", (long long)step + 1);
         if (rc) break;
         double lr = lrc_lr_at(&sched, step);
-        double gn = lrc_adamw_step(&adam, pool, step, lr, pp, pg, pm, pv, view.n);
+        if (acc) { /* the norm of the average, not of the last micro-batch */
+            int bad;
+            gn = lrc_grads_check(pool, pg, view.n, &bad);
+        }
+        lrc_adamw_step(&adam, pool, step, lr, gn, pp, pg, pm, pv, view.n);
         lrc_exec_params_changed(x); /* AdamW wrote them in place: the packing kernels run again */
         double now = lrc_now_s(), tps = (double)(B * T * ta->accum) / (now - tstep);
         tstep = now;
@@ -253,6 +268,7 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
         printf("\rstep %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  %.0f s left", (long long)step + 1, (long long)ta->steps, l, lr,
                tps, left);
         if (eval) printf("  val %.4f\n", vl);
+        line_open = !eval;
         fflush(stdout);
         done = step + 1;
         if (!rc && (eval || interrupted)) rc = write_checkpoint(dir, &ck, step + 1, &rng, err);
@@ -262,6 +278,10 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
             break;
         }
     }
+    if (line_open) putchar('\n'); /* an error or the summary starts a line of its own */
+    if (prof_ns) cli_print_quick_profile(&c.plan, prof_ns, prof_calls);
+    free(prof_ns);
+    free(prof_calls);
     for (int i = 0; acc && i < view.n; i++) lrc_tensor_free(acc[i]);
     free(acc);
     sigaction(SIGINT, &old_sa, NULL);

@@ -250,7 +250,7 @@ static int run_timed(const cli_args *a, lrc_exec *x, lrc_pool *pool, const lrc_t
 }
 
 /* Prints the slowest-first per-launch times gathered with LRC_PROFILE set. */
-static void print_quick_profile(const lrc_plan *plan, const double *ns, const int64_t *calls)
+void cli_print_quick_profile(const lrc_plan *plan, const double *ns, const int64_t *calls)
 {
     double total = 0;
     for (int i = 0; i < plan->n_launches; i++) total += ns[i];
@@ -293,7 +293,7 @@ static int forward_engine(const cli_args *a)
     }
     if (!rc && (rc = run_timed(a, e.x, e.pool, &in, &outs, &err))) lrc_err_prefix(&err, "%s", a->input);
     if (!rc) rc = lrc_safetensors_save(a->out, &outs, &err);
-    if (prof_ns) print_quick_profile(e.plan, prof_ns, prof_calls);
+    if (prof_ns) cli_print_quick_profile(e.plan, prof_ns, prof_calls);
     free(prof_ns);
     free(prof_calls);
     cli_engine_close(&e);

@@ -272,10 +272,13 @@ typedef struct lrc_adamw_cfg {
     double beta1, beta2, eps, weight_decay, clip; /* clip <= 0: no clipping */
     bool decay_all;                               /* decay vectors and scalars too */
 } lrc_adamw_cfg;
-/* One AdamW step (0-based) over n tensors; returns the gradients' global
- * norm (before clipping). */
-double lrc_adamw_step(const lrc_adamw_cfg *c, lrc_pool *pool, int64_t step, double lr, lrc_tensor **params,
-                      lrc_tensor **grads, lrc_tensor **m, lrc_tensor **v, int n);
+/* The global norm of n gradient tensors, in parallel and the same for any
+ * thread count; *bad = the first tensor holding inf or nan, else -1. */
+double lrc_grads_check(lrc_pool *pool, lrc_tensor **grads, int n, int *bad);
+/* One AdamW step (0-based) over n tensors; grad_norm (lrc_grads_check's)
+ * is what --clip scales against. */
+void lrc_adamw_step(const lrc_adamw_cfg *c, lrc_pool *pool, int64_t step, double lr, double grad_norm,
+                    lrc_tensor **params, lrc_tensor **grads, lrc_tensor **m, lrc_tensor **v, int n);
 
 /* ---- the executor ------------------------------------------------------ */
 

@@ -103,8 +103,70 @@ double lrc_lr_at(const lrc_schedule_cfg *s, int64_t step)
     return s->peak * (s->floor + (1 - s->floor) * 0.5 * (1 + cos(M_PI * p)));
 }
 
+/* The optimizer's passes go over all parameters in spans of at most SPAN
+ * elements: the two big embedding matrices split across threads like the
+ * rest, and partial sums combine in span order whatever the thread count. */
+#define SPAN ((int64_t)1 << 16)
+
+typedef struct {
+    int t;
+    int64_t lo, hi;
+} span;
+
+static span *spans_of(lrc_tensor **ts, int n, int64_t *count)
+{
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += (lrc_shape_numel(&ts[i]->shape) + SPAN - 1) / SPAN;
+    span *s = lrc_xcalloc((size_t)total + 1, sizeof *s);
+    int64_t k = 0;
+    for (int i = 0; i < n; i++)
+        for (int64_t lo = 0, num = lrc_shape_numel(&ts[i]->shape); lo < num; lo += SPAN)
+            s[k++] = (span){i, lo, lo + SPAN < num ? lo + SPAN : num};
+    *count = k;
+    return s;
+}
+
+typedef struct {
+    const span *s;
+    lrc_tensor **g;
+    double *sq;
+    bool *bad;
+} check_job;
+
+static void check_part(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    check_job *j = ctx;
+    for (int64_t b = begin; b < end; b++) {
+        const float *g = j->g[j->s[b].t]->data;
+        double sq = 0;
+        for (int64_t k = j->s[b].lo; k < j->s[b].hi; k++) sq += (double)g[k] * g[k];
+        j->sq[b] = sq;
+        j->bad[b] = !isfinite(sq); /* inf or nan in the span makes the sum so */
+    }
+}
+
+double lrc_grads_check(lrc_pool *pool, lrc_tensor **grads, int n, int *bad)
+{
+    int64_t ns;
+    span *s = spans_of(grads, n, &ns);
+    check_job j = {s, grads, lrc_xcalloc((size_t)ns + 1, sizeof(double)), lrc_xcalloc((size_t)ns + 1, sizeof(bool))};
+    lrc_pool_run(pool, check_part, &j, ns);
+    double sq = 0;
+    *bad = -1;
+    for (int64_t b = 0; b < ns; b++) {
+        sq += j.sq[b];
+        if (j.bad[b] && *bad < 0) *bad = s[b].t;
+    }
+    free(j.sq);
+    free(j.bad);
+    free(s);
+    return sqrt(sq);
+}
+
 typedef struct {
     const lrc_adamw_cfg *c;
+    const span *s;
     lrc_tensor **p, **g, **m, **v;
     double lr, scale, bc1, bc2;
 } adam_job;
@@ -113,12 +175,13 @@ static void adam_part(void *ctx, int64_t begin, int64_t end, int thread)
 {
     (void)thread;
     adam_job *j = ctx;
-    for (int64_t i = begin; i < end; i++) {
+    for (int64_t b = begin; b < end; b++) {
+        int i = j->s[b].t;
         float *p = j->p[i]->data, *m = j->m[i]->data, *v = j->v[i]->data;
         const float *g = j->g[i]->data;
         /* decoupled weight decay, on matrices only unless asked otherwise */
         double wd = j->p[i]->shape.ndim >= 2 || j->c->decay_all ? j->c->weight_decay : 0;
-        for (int64_t k = 0; k < lrc_shape_numel(&j->p[i]->shape); k++) {
+        for (int64_t k = j->s[b].lo; k < j->s[b].hi; k++) {
             double gk = (double)g[k] * j->scale;
             double mk = j->c->beta1 * m[k] + (1 - j->c->beta1) * gk, vk = j->c->beta2 * v[k] + (1 - j->c->beta2) * gk * gk;
             m[k] = (float)mk;
@@ -129,14 +192,13 @@ static void adam_part(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
-double lrc_adamw_step(const lrc_adamw_cfg *c, lrc_pool *pool, int64_t step, double lr, lrc_tensor **params,
-                      lrc_tensor **grads, lrc_tensor **m, lrc_tensor **v, int n)
+void lrc_adamw_step(const lrc_adamw_cfg *c, lrc_pool *pool, int64_t step, double lr, double grad_norm,
+                    lrc_tensor **params, lrc_tensor **grads, lrc_tensor **m, lrc_tensor **v, int n)
 {
-    double sq = 0;
-    for (int i = 0; i < n; i++)
-        for (int64_t k = 0; k < lrc_shape_numel(&grads[i]->shape); k++) sq += (double)((float *)grads[i]->data)[k] * ((float *)grads[i]->data)[k];
-    double norm = sqrt(sq), scale = c->clip > 0 && norm > c->clip ? c->clip / norm : 1.0;
-    adam_job j = {c, params, grads, m, v, lr, scale, 1 - pow(c->beta1, (double)(step + 1)), 1 - pow(c->beta2, (double)(step + 1))};
-    lrc_pool_run(pool, adam_part, &j, n); /* one tensor per work item: each element updated by one thread */
-    return norm;
+    double scale = c->clip > 0 && grad_norm > c->clip ? c->clip / grad_norm : 1.0;
+    int64_t ns;
+    span *s = spans_of(params, n, &ns);
+    adam_job j = {c, s, params, grads, m, v, lr, scale, 1 - pow(c->beta1, (double)(step + 1)), 1 - pow(c->beta2, (double)(step + 1))};
+    lrc_pool_run(pool, adam_part, &j, ns); /* each element updated by one thread */
+    free(s);
 }

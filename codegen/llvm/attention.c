@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* cos or sin table [T][half] of RoPE angles t * base^(-2i/D), as a constant global. */
-static LLVMValueRef rope_table(em_t *e, int64_t T, int64_t D, double base, bool sine)
+/* (kgen.h) */
+LLVMValueRef kg_rope_table(em_t *e, int64_t T, int64_t D, double base, bool sine)
 {
     char name[96];
     snprintf(name, sizeof name, "rope_%s_%lld_%lld_%.17g", sine ? "sin" : "cos", (long long)T, (long long)D, base);
@@ -48,8 +48,8 @@ static qk_src source_of(kgen *k, int id, int64_t T, int64_t D)
     qk_src s = {0};
     if (k->member[id] && n->op == LRC_OP_ROPE) {
         s.src = kg_ptr(k, n->in[0]);
-        s.cos = rope_table(k->e, T, D, n->fattr[0], false);
-        s.sin = rope_table(k->e, T, D, n->fattr[0], true);
+        s.cos = kg_rope_table(k->e, T, D, n->fattr[0], false);
+        s.sin = kg_rope_table(k->e, T, D, n->fattr[0], true);
     } else {
         s.src = kg_ptr(k, id);
     }
@@ -337,7 +337,7 @@ void kg_kv_attention(kgen *k)
     int64_t T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3];
     int64_t Tmax = k->g->nodes[a->in[3]].shape.dim[1];
     double base = a->fattr[1];
-    qk_src q = {kg_ptr(k, a->in[0]), rope_table(e, Tmax, D, base, false), rope_table(e, Tmax, D, base, true)};
+    qk_src q = {kg_ptr(k, a->in[0]), kg_rope_table(e, Tmax, D, base, false), kg_rope_table(e, Tmax, D, base, true)};
     qk_src kk = {kg_ptr(k, a->in[1]), q.cos, q.sin}, vv = {kg_ptr(k, a->in[2]), NULL, NULL};
     LLVMValueRef KC = kg_ptr(k, a->in[3]), VC = kg_ptr(k, a->in[4]), O = kg_ptr(k, k->gr->anchor);
     LLVMValueRef POS = LLVMBuildBitCast(e->b, kg_ptr(k, a->in[5]), e->i32p, "");

@@ -33,18 +33,64 @@ typedef struct {
     bool a_trans;   /* X read transposed: X[r][i] at i * M + r (matmul_tn's dy^T) */
 } gemm_shape;
 
+/* Panels p in [p0, p1) that lie wholly inside the N columns, with vectors
+ * of VEC: from [K, N] a row of the panel is NR contiguous floats; from
+ * [N, K] a vector along k of each of the NR rows goes out one float per
+ * packed row (the panel, K x NR, stays in L1/L2 for those stores). */
+static void pack_full_panels(kgen *k, const lrc_extra_buf *xb, LLVMValueRef p0, LLVMValueRef p1)
+{
+    em_t *e = k->e;
+    int VEC = k->p->tiling.vec;
+    int64_t N = xb->cols, K = xb->inner, NR = xb->panel, KV = K / VEC * VEC;
+    LLVMValueRef W = k->argp[0], P = k->argp[1];
+    em_loop lp, lk, lj;
+    LLVMValueRef p = em_for_begin(e, &lp, p0, p1);
+    LLVMValueRef base = em_imul(e, p, em_i64(e, K * NR)), n0 = em_imul(e, p, em_i64(e, NR));
+    if (xb->transposed) {
+        LLVMValueRef kk = em_for_begin(e, &lk, em_i64(e, 0), em_i64(e, K));
+        for (int64_t v = 0; v < NR; v += VEC)
+            em_store(e, P, em_iadd(e, base, em_iadd(e, em_imul(e, kk, em_i64(e, NR)), em_i64(e, v))),
+                     em_load(e, W, em_iadd(e, em_imul(e, kk, em_i64(e, N)), em_iadd(e, n0, em_i64(e, v))), VEC), VEC);
+        em_for_end(e, &lk, em_i64(e, 1));
+    } else {
+        LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, NR));
+        LLVMValueRef row = em_imul(e, em_iadd(e, n0, j), em_i64(e, K)), out = em_iadd(e, base, j);
+        if (KV > 0) {
+            LLVMValueRef kk = em_for_begin(e, &lk, em_i64(e, 0), em_i64(e, KV));
+            LLVMValueRef v = em_load(e, W, em_iadd(e, row, kk), VEC);
+            for (int t = 0; t < VEC; t++)
+                em_store(e, P, em_iadd(e, out, em_imul(e, em_iadd(e, kk, em_i64(e, t)), em_i64(e, NR))),
+                         LLVMBuildExtractElement(e->b, v, LLVMConstInt(e->i32, (unsigned)t, 0), ""), 1);
+            em_for_end(e, &lk, em_i64(e, VEC));
+        }
+        if (KV < K) {
+            LLVMValueRef kk = em_for_begin(e, &lk, em_i64(e, KV), em_i64(e, K));
+            em_store(e, P, em_iadd(e, out, em_imul(e, kk, em_i64(e, NR))), em_load(e, W, em_iadd(e, row, kk), 1), 1);
+            em_for_end(e, &lk, em_i64(e, 1));
+        }
+        em_for_end(e, &lj, em_i64(e, 1));
+    }
+    em_for_end(e, &lp, em_i64(e, 1));
+}
+
+static LLVMValueRef imin(em_t *e, LLVMValueRef a, LLVMValueRef b)
+{
+    return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, a, b, ""), a, b, "");
+}
+
 void kg_gemm_pack(kgen *k)
 {
     em_t *e = k->e;
-    int w = k->k->args[0];
     const lrc_extra_buf *xb = &k->p->extra[k->k->args[1] - k->g->n_nodes];
-    (void)w;
     /* W [N, K] row-major, or transposed: the source is [K, N] (W^T); the
      * sizes as the GEMM sees the operand, whatever shape its buffer has */
     int64_t N = xb->cols, K = xb->inner, NR = xb->panel;
-    LLVMValueRef W = k->argp[0], P = k->argp[1];
+    LLVMValueRef W = k->argp[0], P = k->argp[1], full = em_i64(e, N / NR);
+    LLVMValueRef mid = imin(e, e->end, full);
+    pack_full_panels(k, xb, e->begin, mid);
+    /* the last, partial panel: element by element, zeros past N */
     em_loop lp, lk, lj;
-    LLVMValueRef p = em_for_begin(e, &lp, e->begin, e->end);
+    LLVMValueRef p = em_for_begin(e, &lp, LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, e->begin, full, ""), e->begin, full, ""), e->end);
     LLVMValueRef kk = em_for_begin(e, &lk, em_i64(e, 0), em_i64(e, K));
     LLVMValueRef dst = em_imul(e, em_iadd(e, em_imul(e, p, em_i64(e, K)), kk), em_i64(e, NR));
     LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, NR));
@@ -58,11 +104,6 @@ void kg_gemm_pack(kgen *k)
     em_for_end(e, &lj, em_i64(e, 1));
     em_for_end(e, &lk, em_i64(e, 1));
     em_for_end(e, &lp, em_i64(e, 1));
-}
-
-static LLVMValueRef imin(em_t *e, LLVMValueRef a, LLVMValueRef b)
-{
-    return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, a, b, ""), a, b, "");
 }
 
 /* One MR x NR tile at rows i0.., panel columns p0..; `edge` tiles clamp rows

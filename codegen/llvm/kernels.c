@@ -214,31 +214,30 @@ static void kg_embedding(kgen *k, const lrc_node *n)
 }
 
 
-/* Standalone RoPE on rows (b, t, h) of x[B,T,H,Dh]; computed in double as
- * the reference does (it is cold: fused RoPE lives in attention). */
-/* sign -1: rotation by -angle, the transpose: RoPE's gradient */
+/* Standalone RoPE on rows (b, t, h) of x[B,T,H,Dh] (training keeps the
+ * rotated q and k for the backward; inference fuses RoPE into attention),
+ * with the same compile-time angle tables and arithmetic as the fused one.
+ * sign -1: rotation by -angle, the transpose: RoPE's gradient. */
 static void kg_rope(kgen *k, const lrc_node *n, double sign)
 {
     em_t *e = k->e;
     int64_t T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3], half = D / 2;
     LLVMValueRef x = kg_ptr(k, n->in[0]), o = kg_ptr(k, k->gr->anchor);
-    em_loop rows, cols;
+    LLVMValueRef cs = kg_rope_table(e, T, D, n->fattr[0], false), sn = kg_rope_table(e, T, D, n->fattr[0], true);
+    em_loop rows;
     LLVMValueRef r = em_for_begin(e, &rows, e->begin, e->end);
     LLVMValueRef t = LLVMBuildSRem(e->b, LLVMBuildSDiv(e->b, r, em_i64(e, H), ""), em_i64(e, T), "");
-    LLVMValueRef tf = LLVMBuildSIToFP(e->b, t, e->f64, "");
-    LLVMValueRef i = em_for_begin(e, &cols, em_i64(e, 0), em_i64(e, half));
-    LLVMValueRef ex = LLVMBuildFMul(e->b, LLVMBuildSIToFP(e->b, i, e->f64, ""), em_d64(e, -2.0 / (double)D), "");
-    LLVMValueRef ang = LLVMBuildFMul(e->b, tf, em_libm(e, "pow", em_d64(e, n->fattr[0]), ex), "");
-    LLVMValueRef c = em_libm(e, "cos", ang, NULL), s = LLVMBuildFMul(e->b, em_libm(e, "sin", ang, NULL), em_d64(e, sign), "");
-    LLVMValueRef base = em_imul(e, r, em_i64(e, D));
-    LLVMValueRef i2 = em_iadd(e, i, em_i64(e, half));
-    LLVMValueRef x1 = em_to_f64(e, em_load(e, x, em_iadd(e, base, i), 1));
-    LLVMValueRef x2 = em_to_f64(e, em_load(e, x, em_iadd(e, base, i2), 1));
-    em_store(e, o, em_iadd(e, base, i),
-             em_to_f32(e, LLVMBuildFSub(e->b, LLVMBuildFMul(e->b, x1, c, ""), LLVMBuildFMul(e->b, x2, s, ""), "")), 1);
-    em_store(e, o, em_iadd(e, base, i2),
-             em_to_f32(e, LLVMBuildFAdd(e->b, LLVMBuildFMul(e->b, x2, c, ""), LLVMBuildFMul(e->b, x1, s, ""), "")), 1);
-    em_for_end(e, &cols, em_i64(e, 1));
+    LLVMValueRef tb = em_imul(e, t, em_i64(e, half)), base = em_imul(e, r, em_i64(e, D));
+    for (int64_t i = 0; i < half; i += (half - i >= k->vec ? k->vec : 1)) {
+        int w = half - i >= k->vec ? k->vec : 1;
+        LLVMValueRef c = em_load(e, cs, em_iadd(e, tb, em_i64(e, i)), w);
+        LLVMValueRef s = em_load(e, sn, em_iadd(e, tb, em_i64(e, i)), w);
+        if (sign < 0) s = LLVMBuildFNeg(e->b, s, "");
+        LLVMValueRef at1 = em_iadd(e, base, em_i64(e, i)), at2 = em_iadd(e, base, em_i64(e, i + half));
+        LLVMValueRef x1 = em_load(e, x, at1, w), x2 = em_load(e, x, at2, w);
+        em_store(e, o, at1, LLVMBuildFSub(e->b, em_mul(e, x1, c), em_mul(e, x2, s), ""), w);
+        em_store(e, o, at2, em_add(e, em_mul(e, x2, c), em_mul(e, x1, s)), w);
+    }
     em_for_end(e, &rows, em_i64(e, 1));
 }
 

@@ -291,29 +291,26 @@ void kg_attention_grad(kgen *k)
     #define ROW(tv) em_iadd(e, head0, em_imul(e, (tv), em_i64(e, H * D)))
     LLVMValueRef bytes = em_i64(e, T * T * 4);
     LLVMValueRef P = em_malloc(e, bytes), S = em_malloc(e, bytes);
-    /* P row t: softmax over keys j < keys(t) of scale q_t . k_j, zeros after */
+    /* P row t: softmax over keys j < keys(t) of scale q_t . k_j; entries
+     * past keys(t) are never written nor read (causal: half the work) */
     LLVMValueRef t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
     LLVMValueRef keys = causal ? em_iadd(e, t, em_i64(e, 1)) : em_i64(e, T), prow = em_imul(e, t, em_i64(e, T));
     LLVMBuildStore(e->b, em_f32(e, -INFINITY), mx);
-    LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, T));
-    LLVMValueRef seen = LLVMBuildICmp(e->b, LLVMIntSLT, j, keys, "");
+    LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), keys);
     LLVMValueRef sc = em_mul(e, dot_rows(k, Q, ROW(t), K, ROW(j), D), em_f32(e, scale));
     em_store(e, P, em_iadd(e, prow, j), sc, 1);
-    LLVMValueRef m0 = LLVMBuildLoad2(e->b, e->f32, mx, "");
-    LLVMBuildStore(e->b, LLVMBuildSelect(e->b, seen, em_intr2(e, "maxnum", sc, m0), m0, ""), mx);
+    LLVMBuildStore(e->b, em_intr2(e, "maxnum", sc, LLVMBuildLoad2(e->b, e->f32, mx, "")), mx);
     em_for_end(e, &lj, em_i64(e, 1));
     LLVMValueRef m = LLVMBuildLoad2(e->b, e->f32, mx, "");
     LLVMBuildStore(e->b, em_f32(e, 0), sum);
-    j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, T));
-    seen = LLVMBuildICmp(e->b, LLVMIntSLT, j, keys, "");
-    LLVMValueRef pe = LLVMBuildSelect(e->b, seen, em_exp(e, LLVMBuildFSub(e->b, em_load(e, P, em_iadd(e, prow, j), 1), m, ""), 1),
-                                      em_f32(e, 0), "");
+    j = em_for_begin(e, &lj, em_i64(e, 0), keys);
+    LLVMValueRef pe = em_exp(e, LLVMBuildFSub(e->b, em_load(e, P, em_iadd(e, prow, j), 1), m, ""), 1);
     em_store(e, P, em_iadd(e, prow, j), pe, 1);
     LLVMBuildStore(e->b, em_add(e, LLVMBuildLoad2(e->b, e->f32, sum, ""), pe), sum);
     em_for_end(e, &lj, em_i64(e, 1));
     LLVMValueRef inv = LLVMBuildFDiv(e->b, em_f32(e, 1.0), LLVMBuildLoad2(e->b, e->f32, sum, ""), "");
     LLVMBuildStore(e->b, em_f32(e, 0), rowdot);
-    j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, T));
+    j = em_for_begin(e, &lj, em_i64(e, 0), keys);
     LLVMValueRef pj = em_mul(e, em_load(e, P, em_iadd(e, prow, j), 1), inv);
     em_store(e, P, em_iadd(e, prow, j), pj, 1);
     if (which != 2) { /* dP[t][j] = dy_t . v_j into S for now */
@@ -324,7 +321,7 @@ void kg_attention_grad(kgen *k)
     em_for_end(e, &lj, em_i64(e, 1));
     if (which != 2) {
         LLVMValueRef rd = LLVMBuildLoad2(e->b, e->f32, rowdot, "");
-        j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, T));
+        j = em_for_begin(e, &lj, em_i64(e, 0), keys);
         LLVMValueRef at = em_iadd(e, prow, j);
         em_store(e, S, at, em_mul(e, em_load(e, P, at, 1), LLVMBuildFSub(e->b, em_load(e, S, at, 1), rd, "")), 1);
         em_for_end(e, &lj, em_i64(e, 1));
@@ -337,7 +334,9 @@ void kg_attention_grad(kgen *k)
     int vec = k->vec;
     for (int64_t c = 0; c < D / vec; c++) LLVMBuildStore(e->b, em_fw(e, 0, vec), acc[c]);
     for (int64_t c = 0; c < D % vec; c++) LLVMBuildStore(e->b, em_f32(e, 0), tacc[c]);
-    j = em_for_begin(e, &lo, em_i64(e, 0), em_i64(e, T));
+    /* dq_t takes row t of dS (j < keys(t)); dk_t and dv_t column t (causal: j >= t) */
+    LLVMValueRef jlo = which != 0 && causal ? t : em_i64(e, 0), jhi = which == 0 && causal ? em_iadd(e, t, em_i64(e, 1)) : em_i64(e, T);
+    j = em_for_begin(e, &lo, jlo, jhi);
     LLVMValueRef coef = em_load(e, M, which == 0 ? em_iadd(e, em_imul(e, t, em_i64(e, T)), j) : em_iadd(e, em_imul(e, j, em_i64(e, T)), t), 1);
     LLVMValueRef cv = em_splat(e, coef, vec), roff = ROW(j);
     for (int64_t c = 0; c < D / vec; c++)

@@ -38,6 +38,8 @@ void kg_gemm_pack(kgen *k);
 void kg_gemm(kgen *k);
 void kg_attention(kgen *k);
 void kg_kv_attention(kgen *k);
+/* cos or sin table [T][D/2] of RoPE angles t * base^(-2i/D), a constant global. */
+LLVMValueRef kg_rope_table(em_t *e, int64_t T, int64_t D, double base, bool sine);
 /* Gradient ops rendered as opaque kernels; false for other ops. */
 bool kg_grad_opaque(kgen *k, const lrc_node *n);
 /* max and sum of exp(x - max) over a row of V floats at X + base (vectorised). */

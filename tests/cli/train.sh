@@ -50,5 +50,15 @@ for f in train_loss grad_norm; do
   check "--accum 2 gives the $f of a batch twice as large" "awk 'BEGIN { d = $a - $b; exit !(d * d <= 1e-10 * $a * $a) }'"
 done
 check "--accum is kept for --resume" "grep -q '\"accum\":\\s*2' '$dir/acc/run.json'"
+# a learning rate that blows the weights up: the step whose gradient is not
+# finite stops the run with a message naming it and the tensor, exit 1, and
+# the checkpoint of the last good step stays
+"$lrc" train "$model" --preset tiny --steps 20 --lr 1e30 --warmup 0 --batch 2 --seq 16 --eval-every 1 \
+  --data "$dir/text.txt" --threads 2 -o "$dir/nan" >/dev/null 2>"$dir/nan.err"
+status=$?
+cat "$dir/nan.err"
+check "a non-finite gradient exits 1" "[ $status = 1 ]"
+check "it names the step and the tensor" "grep -q \"step 2: the gradient of 'model\\.[a-z_.0-9]*' is not finite\" '$dir/nan.err'"
+check "the last good checkpoint is kept" "[ -s '$dir/nan/checkpoint.safetensors' ] && grep -q '\"step\":1,' '$dir/nan/metrics.jsonl'"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

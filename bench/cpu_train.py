@@ -1,0 +1,198 @@
+#!/usr/bin/python3
+"""A training step of lrc against PyTorch eager on the CPU (f32), same model, shapes and threads.
+
+    /usr/bin/python3 bench/cpu_train.py [--preset 60m] [--norms pre,layerrope] [--batch 4]
+        [--seq 256] [--threads 2] [--steps 6] [--repeat 5] [--rounds 3] [--lrc build/lrc]
+
+One step is: forward, next-token cross-entropy, backward, AdamW update of every parameter.
+Both sides run in this one invocation, interleaved in rounds (torch pre, torch layerrope,
+lrc pre, lrc layerrope, then again) so that machine noise hits all of them:
+  * torch: bench/common.py's NNForward (the idiomatic f32 eager model, F.linear, softmax with
+    an additive mask, cached RoPE tables) with autograd, F.cross_entropy, loss.backward(),
+    torch.optim.AdamW (betas 0.9/0.999, eps 1e-8, no weight decay, as lrc's default) and
+    zero_grad(set_to_none=True); torch.set_num_threads(threads) and the same count for the
+    OpenBLAS it calls; --repeat timed steps per round after one warm-up step per norm;
+  * lrc: per round and norm one
+        lrc train MODEL --preset P --set norm=N --steps S --lr 1e-4 --batch B --seq T
+            --eval-every S --threads T --data TEXT -o RUN
+    whose RUN/metrics.jsonl has each step's tokens/s, measured around the step alone (the
+    gradient-check, AdamW and metrics of the step included; the one evaluation happens after
+    the last step's figure). Step 1 (first touch of every buffer) is dropped; the round's
+    figure is the median of steps 2..S.
+
+Each side's figure is the median of its per-round medians. Targets: lrc's step >= 1.5x
+faster than torch's, per norm; lrc's LayerRoPE step no more than 2% slower than its
+Pre-Norm step. Exit status: 0 measured (targets reported, enforced with --strict: 4),
+1 lrc failed, 3 torch is not on OpenBLAS.
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+STEP_TARGET = 1.5         # lrc step >= 1.5x PyTorch eager
+LAYERROPE_OVERHEAD = 0.02  # lrc layerrope step <= 1.02x lrc pre step
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default="60m")
+    ap.add_argument("--norms", default="pre,layerrope")
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=256)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=6, help="lrc train steps per round (step 1 dropped)")
+    ap.add_argument("--repeat", type=int, default=5, help="timed torch steps per round and norm")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--lrc", default="build/lrc")
+    ap.add_argument("--model", default="models/llama.lua")
+    ap.add_argument("--omp-wait-policy", default="passive", choices=("passive", "env"))
+    ap.add_argument("--strict", action="store_true", help="exit 4 when a target is missed")
+    a = ap.parse_args()
+    if min(a.repeat, a.rounds, a.threads, a.batch, a.seq) < 1 or a.steps < 2:
+        ap.error("--repeat, --rounds, --threads, --batch, --seq must be positive and --steps >= 2")
+    a.norms = a.norms.split(",")
+    return a
+
+
+def torch_stepper(cfg, batch, seq, seed=0):
+    """A no-argument callable doing one f32 eager training step of cfg's model."""
+    torch = common.import_torch()
+    import torch.nn.functional as F
+    params = common.random_params_f32(cfg, seed=seed)
+    for t in params.values():
+        t.requires_grad_(True)
+    fwd = common.NNForward(cfg)
+    tokens = common.random_tokens(cfg, batch, seq, seed=seed)
+    labels = torch.roll(tokens.long(), -1, dims=1)
+    opt = torch.optim.AdamW(list(params.values()), lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+
+    def step():
+        logits = fwd(params, tokens)
+        loss = F.cross_entropy(logits.view(-1, cfg.vocab), labels.view(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return float(loss)
+    return step
+
+
+def lrc_steps(lrc, a, norm, text, run):
+    """Seconds per step (steps 2..S) of one `lrc train` run, or raises with lrc's output."""
+    cmd = [lrc, "train", a.model, "--preset", a.preset, "--set", "norm=" + norm, "--steps", str(a.steps),
+           "--lr", "1e-4", "--batch", str(a.batch), "--seq", str(a.seq), "--eval-every", str(a.steps),
+           "--threads", str(a.threads), "--data", text, "-o", run]
+    proc = subprocess.run(cmd, cwd=common.REPO, env=common.ORIGINAL_ENV, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError("%s\nexit %d\n%s" % (" ".join(cmd), proc.returncode, (proc.stderr or proc.stdout)[-3000:]))
+    with open(os.path.join(run, "metrics.jsonl")) as f:
+        tps = [json.loads(line)["tokens_per_s"] for line in f if line.strip()]
+    if len(tps) != a.steps:
+        raise RuntimeError("%s: %d metric lines, expected %d" % (run, len(tps), a.steps))
+    return [a.batch * a.seq / x for x in tps[1:]]
+
+
+def main():
+    a = parse_args()
+    common.set_omp_wait_policy(a.omp_wait_policy)  # before torch is imported
+    common.import_torch()
+    blas = common.torch_blas()
+    common.require_openblas(blas)
+    blas["num_threads"] = common.set_torch_threads(a.threads, blas)
+    cfgs = {n: common.model_config(a.preset, n) for n in a.norms}
+    cfg = cfgs[a.norms[0]]
+    lin, att = common.forward_flops(cfg, a.batch, a.seq)
+    lrc = a.lrc if os.path.isabs(a.lrc) else os.path.join(common.REPO, a.lrc)
+    common.print_header("lrc CPU training step vs PyTorch eager (f32)", a.threads, torch_blas_info=blas, extra=[
+        ("model", "%s preset %s, norms %s (d=%d L=%d heads=%d d_ff=%d vocab=%d)" % (
+            a.model, a.preset, ",".join(a.norms), cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.d_ff, cfg.vocab)),
+        ("shape", "batch %d x seq %d; about %.1f GFLOP per step (3x the forward's %.1f)" % (
+            a.batch, a.seq, 3 * (lin + att) / 1e9, (lin + att) / 1e9)),
+        ("schedule", "%d rounds; torch %d timed steps per norm, lrc train --steps %d (step 1 dropped)" % (
+            a.rounds, a.repeat, a.steps)),
+        ("lrc", lrc),
+        ("load avg", common.loadavg() + " (start)"),
+    ])
+    work = tempfile.mkdtemp(prefix="lrc-train-bench-")
+    lrc_error = None
+    try:
+        text = os.path.join(work, "text.txt")
+        rng = random.Random(0)
+        with open(text, "w") as f:  # what the bytes are does not change the step's time
+            f.write("".join(rng.choice("abcdefghijklmnopqrstuvwxyz  \n") for _ in range(1 << 20)))
+        steppers = {n: torch_stepper(cfgs[n], a.batch, a.seq) for n in a.norms}
+        for n in a.norms:
+            steppers[n]()  # warm-up: allocations, AdamW state
+        sides = ["torch-" + n for n in a.norms] + ["lrc-" + n for n in a.norms]
+        round_med = {s: [] for s in sides}
+        for r in range(a.rounds):
+            parts = []
+            for n in a.norms:
+                t = common.time_call(steppers[n], a.repeat)
+                round_med["torch-" + n].append(common.median(t))
+                parts.append("torch-%s %.0f ms" % (n, common.median(t) * 1e3))
+            for n in a.norms:
+                if lrc_error is not None:
+                    break
+                run = os.path.join(work, "run-%s-%d" % (n, r))
+                try:
+                    t = lrc_steps(lrc, a, n, text, run)
+                except RuntimeError as e:
+                    lrc_error = "lrc train (%s) failed" % n
+                    print("lrc FAILED: %s" % e)
+                    break
+                shutil.rmtree(run, ignore_errors=True)
+                round_med["lrc-" + n].append(common.median(t))
+                parts.append("lrc-%s %.0f ms" % (n, common.median(t) * 1e3))
+            print("round %d/%d: %s" % (r + 1, a.rounds, "; ".join(parts)))
+            sys.stdout.flush()
+
+        print("-" * 78)
+        print("%-16s %12s %12s  %s" % ("side", "median ms", "tokens/s", "per-round medians (ms)"))
+        med = {}
+        for s in sides:
+            if not round_med[s]:
+                print("%-16s %12s" % (s, "FAILED"))
+                continue
+            med[s] = common.median(round_med[s])
+            print("%-16s %12.1f %12.0f  %s" % (s, med[s] * 1e3, a.batch * a.seq / med[s],
+                                              " ".join("%.1f" % (x * 1e3) for x in round_med[s])))
+        print("-" * 78)
+        missed = []
+        for n in a.norms:
+            if "lrc-" + n not in med:
+                continue
+            ratio = med["torch-" + n] / med["lrc-" + n]
+            ok = ratio >= STEP_TARGET
+            missed += [] if ok else ["step " + n]
+            print("step %-15s torch %.1f ms / lrc %.1f ms = %.2fx (target >= %.1fx)  %s" % (
+                n, med["torch-" + n] * 1e3, med["lrc-" + n] * 1e3, ratio, STEP_TARGET, "PASS" if ok else "MISS"))
+        if "lrc-pre" in med and "lrc-layerrope" in med:
+            over = med["lrc-layerrope"] / med["lrc-pre"] - 1
+            ok = over <= LAYERROPE_OVERHEAD
+            missed += [] if ok else ["layerrope overhead"]
+            print("lrc layerrope vs pre: %+.1f%% (target <= +%.0f%%)  %s" % (
+                100 * over, 100 * LAYERROPE_OVERHEAD, "PASS" if ok else "MISS"))
+            if "torch-pre" in med and "torch-layerrope" in med:
+                print("  (torch layerrope vs pre: %+.1f%%)" % (100 * (med["torch-layerrope"] / med["torch-pre"] - 1)))
+        return common.finish(lrc_error, ("lrc side FAILED", "torch figures above are still valid"), a.strict, missed,
+                             "target(s) missed")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    t0 = time.time()
+    rc = main()
+    print("total %.0f s" % (time.time() - t0))
+    sys.exit(rc)
