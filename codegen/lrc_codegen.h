@@ -23,7 +23,7 @@ typedef struct lrc_gemm_tiling {
     int vec;    /* floats per vector register */
     int nv;     /* vectors per micro-tile row: NR = vec * nv */
     int mc, nc; /* rows and columns of one work item (multiples of mr and NR) */
-} lrc_gemm_tiling;
+} lrc_gemm_tiling; /* vec 0: no packing, a GEMM library takes W as it is (codegen/cuda) */
 
 /* Every program also has a kernel LRC_PEAK_SYMBOL that runs
  * LRC_PEAK_ITERS x mr x nv independent vector FMAs (vec floats each) per
@@ -70,6 +70,12 @@ typedef struct lrc_program {
     int n_extra;
     lrc_gemm_tiling tiling;
 } lrc_program;
+
+/* SUM_TO node n that sums whole leading rows of its input ([R, D] to the D
+ * of its last axis, as a gain's gradient does): D, else 0. Kernels of such
+ * sums run in blocks of LRC_SUM_COLS columns, one work item each. */
+#define LRC_SUM_COLS 64
+int64_t lrc_sum_to_columns(const lrc_graph *g, const lrc_node *n);
 
 /* Describes the launches of g under schedule s. Fails, naming the node,
  * when a group holds an op the renderers cannot generate. */

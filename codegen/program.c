@@ -30,6 +30,13 @@ void lrc_gemm_dims(const lrc_graph *g, const lrc_node *n, int64_t *cols, int64_t
     else *cols = w->dim[w->ndim - 1], *inner = lrc_shape_numel(w) / w->dim[w->ndim - 1];
 }
 
+int64_t lrc_sum_to_columns(const lrc_graph *g, const lrc_node *n)
+{
+    const lrc_shape *x = &g->nodes[n->in[0]].shape, *o = &n->shape;
+    int64_t D = last_dim(x);
+    return n->op == LRC_OP_SUM_TO && lrc_shape_numel(o) == D && last_dim(o) == D ? D : 0;
+}
+
 static lrc_kernel_desc *new_kernel(lrc_program *p)
 {
     p->kernels = lrc_xrealloc(p->kernels, (size_t)(p->n_kernels + 1) * sizeof *p->kernels);
@@ -55,8 +62,8 @@ static bool renderable(const lrc_group *gr, const lrc_node *n, bool anchor)
     case LRC_GROUP_ROW: return anchor ? (n->op == LRC_OP_RMSNORM || n->op == LRC_OP_SOFTMAX) : f == LRC_FUSE_ELEMENTWISE;
     case LRC_GROUP_GEMM: return lrc_is_gemm_op(n->op) || (!anchor && f == LRC_FUSE_ELEMENTWISE);
     case LRC_GROUP_ATTENTION: return anchor ? n->op == LRC_OP_ATTENTION || n->op == LRC_OP_KV_ATTENTION : n->op == LRC_OP_ROPE;
-    case LRC_GROUP_OPAQUE: /* one op; whether the target renders it is the renderer's to say */
-        return anchor;
+    case LRC_GROUP_OPAQUE: /* one op (or the three attention gradients); the renderer says whether it can */
+        return anchor || n->op == LRC_OP_ATTENTION_GRAD;
     default: return false;
     }
 }
@@ -153,9 +160,10 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
             return a->loc ? lrc_err_prefix(err, "%s", a->loc) : LRC_EUSER;
         }
         /* GEMM weights: packed once (when parameters) into panels; a kernel
-         * with two matmuls packs each in panels of one vector */
+         * with two matmuls packs each in panels of one vector. A tiling
+         * with no vectors (vec 0) means a GEMM library reads them as they are. */
         int packed[2] = {-1, -1}, wnode[2] = {-1, -1}, mnode[2] = {-1, -1}, n_mm = 0;
-        if (gr->kind == LRC_GROUP_GEMM)
+        if (gr->kind == LRC_GROUP_GEMM && t.vec > 0)
             for (int j = 0; j < gr->n_nodes; j++)
                 if (lrc_is_gemm_op(g->nodes[gr->nodes[j]].op) && n_mm < 2) {
                     mnode[n_mm] = gr->nodes[j];
@@ -211,7 +219,8 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
                                  a->op == LRC_OP_RMSNORM_GRAD || a->op == LRC_OP_SOFTMAX_GRAD ||
                                  a->op == LRC_OP_CROSS_ENTROPY_GRAD
                              ? rows_of(&a->shape)
-                             : 1;
+                       : lrc_sum_to_columns(g, a) ? cdiv(lrc_sum_to_columns(g, a), LRC_SUM_COLS)
+                                                  : 1;
             break;
         default: k->n_items = rows_of(&a->shape); break;
         }

@@ -140,12 +140,49 @@ static void kg_cross_entropy_grad(kgen *k, const lrc_node *n)
     em_for_end(e, &lr, em_i64(e, 1));
 }
 
+/* Rows summed into the last axis, a block of LRC_SUM_COLS columns per work
+ * item: each column's rows added in order, in double, by one thread. */
+static void sum_rows(kgen *k, const lrc_node *n, int64_t D)
+{
+    em_t *e = k->e;
+    int64_t R = lrc_shape_numel(&k->g->nodes[n->in[0]].shape) / D;
+    LLVMValueRef X = kg_ptr(k, n->in[0]), O = kg_ptr(k, k->gr->anchor);
+    LLVMValueRef acc = em_alloca(e, LLVMArrayType(e->f64, LRC_SUM_COLS), "colsum");
+    #define ACC(i) LLVMBuildGEP2(e->b, LLVMArrayType(e->f64, LRC_SUM_COLS), acc, (LLVMValueRef[2]){em_i64(e, 0), (i)}, 2, "")
+    em_loop li, lz, lr, lc;
+    LLVMValueRef item = em_for_begin(e, &li, e->begin, e->end);
+    LLVMValueRef c0 = em_imul(e, item, em_i64(e, LRC_SUM_COLS));
+    LLVMValueRef c1 = em_iadd(e, c0, em_i64(e, LRC_SUM_COLS));
+    c1 = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, c1, em_i64(e, D), ""), c1, em_i64(e, D), "");
+    LLVMValueRef w = LLVMBuildSub(e->b, c1, c0, "");
+    LLVMValueRef z = em_for_begin(e, &lz, em_i64(e, 0), w);
+    LLVMBuildStore(e->b, em_d64(e, 0), ACC(z));
+    em_for_end(e, &lz, em_i64(e, 1));
+    LLVMValueRef r = em_for_begin(e, &lr, em_i64(e, 0), em_i64(e, R));
+    LLVMValueRef base = em_iadd(e, em_imul(e, r, em_i64(e, D)), c0);
+    LLVMValueRef c = em_for_begin(e, &lc, em_i64(e, 0), w);
+    LLVMBuildStore(e->b, fadd(e, LLVMBuildLoad2(e->b, e->f64, ACC(c), ""), ld(e, X, em_iadd(e, base, c))), ACC(c));
+    em_for_end(e, &lc, em_i64(e, 1));
+    em_for_end(e, &lr, em_i64(e, 1));
+    z = em_for_begin(e, &lz, em_i64(e, 0), w);
+    st(e, O, em_iadd(e, c0, z), LLVMBuildLoad2(e->b, e->f64, ACC(z), ""));
+    em_for_end(e, &lz, em_i64(e, 1));
+    em_for_end(e, &li, em_i64(e, 1));
+    #undef ACC
+}
+
 /* Every input element added into the output element it was broadcast from,
  * in double (these are the gradients of gains: sums of many rows, whose
- * small results feed LayerRoPE's scalars); one work item, a serial sum. */
+ * small results feed LayerRoPE's scalars); whole rows in column blocks, any
+ * other broadcast as one work item, a serial sum. */
 static void kg_sum_to(kgen *k, const lrc_node *n)
 {
     em_t *e = k->e;
+    int64_t D = lrc_sum_to_columns(k->g, n);
+    if (D) {
+        sum_rows(k, n, D);
+        return;
+    }
     const lrc_shape *x = &k->g->nodes[n->in[0]].shape, *o = &n->shape;
     LLVMValueRef X = kg_ptr(k, n->in[0]), O = kg_ptr(k, k->gr->anchor);
     int64_t ost[LRC_MAX_DIMS], s = 1, no = lrc_shape_numel(o);
@@ -273,11 +310,16 @@ void kg_attention_grad(kgen *k)
     em_t *e = k->e;
     const lrc_node *a = &k->g->nodes[k->gr->anchor];
     int64_t T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3];
-    int which = (int)a->iattr[1];
+    /* the group holds the gradient of q, k and/or v (fuse rule 6): P and dS once for all */
+    LLVMValueRef out_of[3] = {NULL, NULL, NULL};
+    for (int j = 0; j < k->gr->n_nodes; j++) {
+        const lrc_node *m = &k->g->nodes[k->gr->nodes[j]];
+        if (m->op == LRC_OP_ATTENTION_GRAD) out_of[m->iattr[1]] = kg_ptr(k, k->gr->nodes[j]);
+    }
+    bool need_ds = out_of[0] || out_of[1];
     bool causal = a->iattr[0] != 0;
     double scale = a->fattr[0];
     LLVMValueRef Q = kg_ptr(k, a->in[0]), K = kg_ptr(k, a->in[1]), V = kg_ptr(k, a->in[2]), DY = kg_ptr(k, a->in[3]);
-    LLVMValueRef O = kg_ptr(k, k->gr->anchor);
     LLVMValueRef mx = em_alloca(e, e->f32, "mx"), sum = em_alloca(e, e->f32, "sum"), rowdot = em_alloca(e, e->f32, "rowdot");
     int64_t n_acc = (D + k->vec - 1) / k->vec;
     LLVMValueRef acc[256];
@@ -313,13 +355,13 @@ void kg_attention_grad(kgen *k)
     j = em_for_begin(e, &lj, em_i64(e, 0), keys);
     LLVMValueRef pj = em_mul(e, em_load(e, P, em_iadd(e, prow, j), 1), inv);
     em_store(e, P, em_iadd(e, prow, j), pj, 1);
-    if (which != 2) { /* dP[t][j] = dy_t . v_j into S for now */
+    if (need_ds) { /* dP[t][j] = dy_t . v_j into S for now */
         LLVMValueRef dp = dot_rows(k, DY, ROW(t), V, ROW(j), D);
         em_store(e, S, em_iadd(e, prow, j), dp, 1);
         LLVMBuildStore(e->b, em_fma(e, dp, pj, LLVMBuildLoad2(e->b, e->f32, rowdot, "")), rowdot);
     }
     em_for_end(e, &lj, em_i64(e, 1));
-    if (which != 2) {
+    if (need_ds) {
         LLVMValueRef rd = LLVMBuildLoad2(e->b, e->f32, rowdot, "");
         j = em_for_begin(e, &lj, em_i64(e, 0), keys);
         LLVMValueRef at = em_iadd(e, prow, j);
@@ -328,28 +370,32 @@ void kg_attention_grad(kgen *k)
     }
     em_for_end(e, &lt, em_i64(e, 1));
     /* output row t: dq_t = scale sum_j dS[t,j] k_j, dk_t = scale sum_j dS[j,t] q_j, dv_t = sum_j P[j,t] dy_j */
-    LLVMValueRef M = which == 2 ? P : S, R = which == 0 ? K : which == 1 ? Q : DY;
-    double f = which == 2 ? 1.0 : scale;
-    t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
-    int vec = k->vec;
-    for (int64_t c = 0; c < D / vec; c++) LLVMBuildStore(e->b, em_fw(e, 0, vec), acc[c]);
-    for (int64_t c = 0; c < D % vec; c++) LLVMBuildStore(e->b, em_f32(e, 0), tacc[c]);
-    /* dq_t takes row t of dS (j < keys(t)); dk_t and dv_t column t (causal: j >= t) */
-    LLVMValueRef jlo = which != 0 && causal ? t : em_i64(e, 0), jhi = which == 0 && causal ? em_iadd(e, t, em_i64(e, 1)) : em_i64(e, T);
-    j = em_for_begin(e, &lo, jlo, jhi);
-    LLVMValueRef coef = em_load(e, M, which == 0 ? em_iadd(e, em_imul(e, t, em_i64(e, T)), j) : em_iadd(e, em_imul(e, j, em_i64(e, T)), t), 1);
-    LLVMValueRef cv = em_splat(e, coef, vec), roff = ROW(j);
-    for (int64_t c = 0; c < D / vec; c++)
-        LLVMBuildStore(e->b, em_fma(e, cv, em_load(e, R, em_iadd(e, roff, em_i64(e, c * vec)), vec), LLVMBuildLoad2(e->b, em_vty(e, vec), acc[c], "")), acc[c]);
-    for (int64_t c = 0; c < D % vec; c++)
-        LLVMBuildStore(e->b, em_fma(e, coef, em_load(e, R, em_iadd(e, roff, em_i64(e, D / vec * vec + c)), 1), LLVMBuildLoad2(e->b, e->f32, tacc[c], "")), tacc[c]);
-    em_for_end(e, &lo, em_i64(e, 1));
-    LLVMValueRef ooff = ROW(t);
-    for (int64_t c = 0; c < D / vec; c++)
-        em_store(e, O, em_iadd(e, ooff, em_i64(e, c * vec)), em_mul(e, LLVMBuildLoad2(e->b, em_vty(e, vec), acc[c], ""), em_fw(e, f, vec)), vec);
-    for (int64_t c = 0; c < D % vec; c++)
-        em_store(e, O, em_iadd(e, ooff, em_i64(e, D / vec * vec + c)), em_mul(e, LLVMBuildLoad2(e->b, e->f32, tacc[c], ""), em_f32(e, f)), 1);
-    em_for_end(e, &lt, em_i64(e, 1));
+    for (int which = 0; which < 3; which++) {
+        if (!out_of[which]) continue;
+        LLVMValueRef O = out_of[which];
+        LLVMValueRef M = which == 2 ? P : S, R = which == 0 ? K : which == 1 ? Q : DY;
+        double f = which == 2 ? 1.0 : scale;
+        t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
+        int vec = k->vec;
+        for (int64_t c = 0; c < D / vec; c++) LLVMBuildStore(e->b, em_fw(e, 0, vec), acc[c]);
+        for (int64_t c = 0; c < D % vec; c++) LLVMBuildStore(e->b, em_f32(e, 0), tacc[c]);
+        /* dq_t takes row t of dS (j < keys(t)); dk_t and dv_t column t (causal: j >= t) */
+        LLVMValueRef jlo = which != 0 && causal ? t : em_i64(e, 0), jhi = which == 0 && causal ? em_iadd(e, t, em_i64(e, 1)) : em_i64(e, T);
+        j = em_for_begin(e, &lo, jlo, jhi);
+        LLVMValueRef coef = em_load(e, M, which == 0 ? em_iadd(e, em_imul(e, t, em_i64(e, T)), j) : em_iadd(e, em_imul(e, j, em_i64(e, T)), t), 1);
+        LLVMValueRef cv = em_splat(e, coef, vec), roff = ROW(j);
+        for (int64_t c = 0; c < D / vec; c++)
+            LLVMBuildStore(e->b, em_fma(e, cv, em_load(e, R, em_iadd(e, roff, em_i64(e, c * vec)), vec), LLVMBuildLoad2(e->b, em_vty(e, vec), acc[c], "")), acc[c]);
+        for (int64_t c = 0; c < D % vec; c++)
+            LLVMBuildStore(e->b, em_fma(e, coef, em_load(e, R, em_iadd(e, roff, em_i64(e, D / vec * vec + c)), 1), LLVMBuildLoad2(e->b, e->f32, tacc[c], "")), tacc[c]);
+        em_for_end(e, &lo, em_i64(e, 1));
+        LLVMValueRef ooff = ROW(t);
+        for (int64_t c = 0; c < D / vec; c++)
+            em_store(e, O, em_iadd(e, ooff, em_i64(e, c * vec)), em_mul(e, LLVMBuildLoad2(e->b, em_vty(e, vec), acc[c], ""), em_fw(e, f, vec)), vec);
+        for (int64_t c = 0; c < D % vec; c++)
+            em_store(e, O, em_iadd(e, ooff, em_i64(e, D / vec * vec + c)), em_mul(e, LLVMBuildLoad2(e->b, e->f32, tacc[c], ""), em_f32(e, f)), 1);
+        em_for_end(e, &lt, em_i64(e, 1));
+    }
     em_free(e, P);
     em_free(e, S);
     em_for_end(e, &li, em_i64(e, 1));

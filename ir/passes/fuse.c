@@ -179,6 +179,24 @@ int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err)
         }
     }
 
+    /* rule 6: the gradients of one attention's q, k and v run as one kernel,
+     * which computes the probabilities and dS once for all three */
+    for (int id = 0; id < N; id++) {
+        const lrc_node *n = &g->nodes[id];
+        if (n->op != LRC_OP_ATTENTION_GRAD || s->group_of[id] < 0 || pg[s->group_of[id]].dead) continue;
+        for (int j = id + 1; j < N; j++) {
+            const lrc_node *m = &g->nodes[j];
+            if (m->op != LRC_OP_ATTENTION_GRAD || s->group_of[j] == s->group_of[id] || pg[s->group_of[j]].size != 1) continue;
+            bool same = m->iattr[0] == n->iattr[0] && m->fattr[0] == n->fattr[0];
+            for (int k = 0; k < 4; k++) same = same && s->buffer_of[m->in[k]] == s->buffer_of[n->in[k]];
+            if (!same) continue;
+            pg[s->group_of[j]].dead = true;
+            pg[s->group_of[j]].size = 0;
+            s->group_of[j] = s->group_of[id];
+            pg[s->group_of[id]].size++;
+        }
+    }
+
     /* Renumber the live groups in an order that respects their dependencies
      * (Kahn's algorithm, ties broken by anchor, which keeps the graph's order). */
     int *renum = lrc_xmalloc((size_t)(n_pg + 1) * sizeof(int)), n_live = 0;

@@ -342,11 +342,13 @@ int main(void)
         {"gemm_grads", b_gemm_grads, {1, 1, 1, 1, 0}},
         {"gemm_grads", b_gemm_grads, {2, 13, 33, 17, 0}},
         {"gemm_grads", b_gemm_grads, {1, 131, 45, 291, 0}},
+        {"gemm_grads", b_gemm_grads, {2, 37, 48, 64, 0}}, /* N whole panels: B read in place, unpacked */
         {"attention_grad", b_attention_grad, {1, 1, 1, 2, 0}},
         {"attention_grad", b_attention_grad, {2, 7, 3, 6, 0}},
         {"attention_grad", b_attention_grad, {1, 19, 2, 18, 0}},
         {"grads", b_grads, {2, 3, 10, 6, 10}},
         {"grads", b_grads, {1, 7, 34, 10, 34}},
+        {"grads", b_grads, {2, 5, 131, 10, 131}}, /* sums over rows in three column blocks, the last partial */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(cases[i].name, cases[i].fn, cases[i].d, 1000 + i);
     printf("%d passed, %d failed\n", passed, failed);

@@ -1,0 +1,67 @@
+/* cugen.h — what the CUDA renderer's files share (internal to codegen/cuda):
+ * the growing source text, the per-kernel context, storage and argument
+ * naming, and the elementwise evaluation every group kind uses. */
+#ifndef LRC_CUGEN_H
+#define LRC_CUGEN_H
+
+#include "lrc_cuda.h"
+
+#include <stdio.h>
+
+typedef struct cu_text {
+    char *s;
+    size_t len, cap;
+} cu_text;
+
+void cu_printf(cu_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+typedef struct cu_gen {
+    const lrc_graph *g;
+    const lrc_schedule *s;
+    const lrc_program *p;
+    const lrc_kernel_desc *k;
+    const lrc_group *gr;
+    const lrc_cuda_storage *st; /* per node id */
+    bool *member;               /* per node id: in this kernel's group */
+    int *arg_of;                /* per buffer id: argument index, or -1 */
+    cu_text *t;
+    cu_text *tables;            /* file-scope constant tables, before every kernel */
+    lrc_cuda_launch *launch;    /* what the renderer fills in for the runtime */
+    int n_gemm;                 /* GEMM groups: matmuls computed by cuBLAS into scratch */
+    int gemm_node[2];
+    bool *vec4;                 /* per node id: preloaded as float4 v<id> (elementwise kernels) */
+} cu_gen;
+
+/* "a3": the argument holding node id's buffer (a view resolves to what it views) */
+const char *cu_arg(const cu_gen *c, int id, char *buf, size_t n);
+lrc_cuda_storage cu_storage(const cu_gen *c, int id);
+int64_t cu_last_dim(const lrc_shape *s);
+int64_t cu_rows(const lrc_shape *s);
+/* "extern \"C\" __global__ void __launch_bounds__(B) NAME(args)": the
+ * kernel's parameter list from its arguments, plus `const float *scratch`
+ * when the launch has a workspace. Opens the body. */
+void cu_kernel_begin(cu_gen *c, int block);
+
+/* Statements computing every member of the group after (and, with
+ * through_anchor, including) those already marked done, as scalars `m<id>`
+ * at element (row, col) of a [rows, D] iteration; inputs are read with the
+ * group's broadcasting rule (scalar, a [D] vector, or the full shape). */
+void cu_emit_members(cu_gen *c, int64_t D, bool *done, int stop_at);
+/* m<id>, or the load of a non-member input, as an expression */
+const char *cu_value(cu_gen *c, int id, int64_t D, char *buf, size_t n);
+/* Stores the group's outputs at (row, col). */
+void cu_emit_stores(cu_gen *c, int64_t D);
+
+/* Renderers of the kernel kinds (render_ops.c, render_attention.c). Each
+ * fills c->launch's grid/block/scratch and returns false when it has no
+ * kernel for the op. */
+bool cu_render_opaque(cu_gen *c, const lrc_node *n);
+void cu_render_attention(cu_gen *c);
+void cu_render_kv_attention(cu_gen *c);
+bool cu_render_attention_grad(cu_gen *c, const lrc_node *n);
+
+/* RoPE's inverse frequencies base^(-2i/D), i < D/2, as a __device__ table
+ * named by the returned string (emitted once per source). */
+const char *cu_rope_table(cu_gen *c, int64_t D, double base, char *buf, size_t n);
+
+#endif

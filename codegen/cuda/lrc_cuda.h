@@ -1,0 +1,63 @@
+/* lrc_cuda.h — the public header of codegen/cuda: every kernel group of a
+ * program rendered as CUDA C (one `extern "C" __global__` function per
+ * distinct kernel, launch bounds, 16-byte loads where the layout allows,
+ * warp-shuffle reductions), GEMMs described as cuBLAS calls, and NVRTC,
+ * loaded at run time, to compile the source for an architecture. Depends on
+ * codegen/ (and ir/); NVRTC is found with dlopen, so nothing here needs a GPU
+ * or links against the CUDA toolkit. */
+#ifndef LRC_CUDA_H
+#define LRC_CUDA_H
+
+#include "../lrc_codegen.h"
+
+/* How a buffer is stored on the device (DESIGN, numerics): activations and
+ * weight matrices in bf16; gains, LayerRoPE scalars, logits, losses, graph
+ * outputs and inputs in f32; ids in i32. */
+typedef enum lrc_cuda_storage { LRC_CUDA_F32, LRC_CUDA_BF16, LRC_CUDA_I32 } lrc_cuda_storage;
+
+/* One launch of the program, in order. A GEMM group runs cuBLAS first:
+ * C[m, n] = A B^T (matmul), A B (matmul_nn) or A^T B (matmul_tn), with A and
+ * B the buffers of arguments a_arg and b_arg, into the group's output or,
+ * when an epilogue follows, into the f32 scratch the epilogue kernel reads
+ * as its last argument. */
+typedef struct lrc_cuda_launch {
+    char symbol[64];       /* the kernel; "" when cuBLAS alone does the work */
+    unsigned grid[3], block; /* 1-D blocks of `block` threads */
+    int64_t scratch_bytes; /* f32 workspace passed as the last argument, or 0 */
+    bool gemm;
+    lrc_op gemm_op;
+    int64_t m, n, k;
+    int a_arg, b_arg;
+    bool gemm_to_scratch;
+} lrc_cuda_launch;
+
+typedef struct lrc_cuda_program {
+    char *source;              /* the whole CUDA C translation unit */
+    lrc_cuda_launch *launches; /* one per kernel of the lrc_program */
+    int n_launches;
+    lrc_cuda_storage *storage; /* per node id: how its buffer is stored */
+    int n_symbols;             /* distinct kernels in source */
+} lrc_cuda_program;
+
+/* The tiling that makes lrc_program_build leave GEMM operands unpacked
+ * (cuBLAS reads them as they are). */
+lrc_gemm_tiling lrc_cuda_tiling(void);
+
+/* Renders program p (built with lrc_cuda_tiling) of graph g under schedule
+ * s. Fails, naming the node, on an op this renderer has no kernel for. */
+int lrc_cuda_render(const lrc_graph *g, const lrc_schedule *s, const lrc_program *p, lrc_cuda_program *out,
+                    lrc_err *err);
+void lrc_cuda_program_free(lrc_cuda_program *cp);
+
+/* ---- NVRTC (codegen/cuda/nvrtc.c) ---------------------------------------- */
+
+/* Whether NVRTC can be loaded; *why says what is missing when not. */
+bool lrc_nvrtc_available(char *why, size_t n);
+/* NVRTC's version, "13.0", or "none". */
+const char *lrc_nvrtc_version(void);
+/* Compiles source for arch ("sm_90"): the cubin, and the PTX (for newer
+ * GPUs) when ptx is not NULL. The NVRTC log is part of any error. */
+int lrc_nvrtc_compile(const char *source, const char *name, const char *arch, void **cubin, size_t *cubin_size,
+                      char **ptx, lrc_err *err);
+
+#endif

@@ -1,0 +1,140 @@
+/* nvrtc.c — NVRTC, loaded with dlopen when first needed: the same lrc
+ * binary builds and runs where no CUDA toolkit is installed, and says what
+ * is missing when asked to compile for a GPU. Declares the few entry points
+ * it calls itself (their C ABI is stable across NVRTC versions). */
+#include "lrc_cuda.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct nvrtc_prog *nvrtc_program;
+typedef struct {
+    void *lib;
+    int (*create)(nvrtc_program *, const char *, const char *, int, const char *const *, const char *const *);
+    int (*compile)(nvrtc_program, int, const char *const *);
+    int (*log_size)(nvrtc_program, size_t *);
+    int (*log)(nvrtc_program, char *);
+    int (*cubin_size)(nvrtc_program, size_t *);
+    int (*cubin)(nvrtc_program, char *);
+    int (*ptx_size)(nvrtc_program, size_t *);
+    int (*ptx)(nvrtc_program, char *);
+    int (*destroy)(nvrtc_program *);
+    int (*version)(int *, int *);
+    const char *(*error_string)(int);
+    char why[256], version_str[32];
+    bool tried;
+} nvrtc_api;
+
+static nvrtc_api api;
+
+static bool load(void)
+{
+    if (api.tried) return api.lib != NULL;
+    api.tried = true;
+    static const char *names[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "/usr/local/cuda/lib64/libnvrtc.so"};
+    for (size_t i = 0; i < sizeof names / sizeof *names && !api.lib; i++) api.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!api.lib) {
+        snprintf(api.why, sizeof api.why, "NVRTC not found (libnvrtc.so: install the CUDA toolkit or add its lib64 to LD_LIBRARY_PATH)");
+        return false;
+    }
+#define SYM(field, name)                                                                             \
+    if (!(*(void **)&api.field = dlsym(api.lib, name))) {                                            \
+        snprintf(api.why, sizeof api.why, "NVRTC library lacks %s (too old a CUDA toolkit?)", name); \
+        dlclose(api.lib);                                                                            \
+        api.lib = NULL;                                                                              \
+        return false;                                                                                \
+    }
+    SYM(create, "nvrtcCreateProgram");
+    SYM(compile, "nvrtcCompileProgram");
+    SYM(log_size, "nvrtcGetProgramLogSize");
+    SYM(log, "nvrtcGetProgramLog");
+    SYM(cubin_size, "nvrtcGetCUBINSize");
+    SYM(cubin, "nvrtcGetCUBIN");
+    SYM(ptx_size, "nvrtcGetPTXSize");
+    SYM(ptx, "nvrtcGetPTX");
+    SYM(destroy, "nvrtcDestroyProgram");
+    SYM(version, "nvrtcVersion");
+    SYM(error_string, "nvrtcGetErrorString");
+#undef SYM
+    int major = 0, minor = 0;
+    api.version(&major, &minor);
+    snprintf(api.version_str, sizeof api.version_str, "%d.%d", major, minor);
+    return true;
+}
+
+bool lrc_nvrtc_available(char *why, size_t n)
+{
+    bool ok = load();
+    if (!ok && why) snprintf(why, n, "%s", api.why);
+    return ok;
+}
+
+const char *lrc_nvrtc_version(void) { return load() ? api.version_str : "none"; }
+
+/* One compilation for one target: "sm_90" gives a cubin, "compute_90" PTX. */
+static int compile_one(const char *source, const char *name, const char *arch, bool want_ptx, char **out, size_t *size,
+                       lrc_err *err)
+{
+    nvrtc_program prog = NULL;
+    int r = api.create(&prog, source, name, 0, NULL, NULL);
+    if (r) return lrc_err_set(err, "nvrtc: cannot create a program: %s", api.error_string(r));
+    char arch_opt[64];
+    snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s", arch);
+    /* no fast-math: the same arithmetic as the reference, within rounding */
+    const char *opts[] = {arch_opt, "--std=c++17", "-default-device", "--extra-device-vectorization"};
+    r = api.compile(prog, 4, opts);
+    if (r) {
+        size_t ls = 0;
+        api.log_size(prog, &ls);
+        char *log = lrc_xcalloc(ls + 1, 1);
+        api.log(prog, log);
+        /* the first error line of the log, which names the kernel source line */
+        char *line = strstr(log, "error");
+        while (line && line > log && line[-1] != '\n') line--; /* from "name(LINE): error: ..." */
+        char *end = line ? strchr(line, '\n') : NULL;
+        if (end) *end = 0;
+        lrc_err_set(err, "nvrtc %s for %s: %s: %s", api.version_str, arch, api.error_string(r), line ? line : log);
+        free(log);
+        api.destroy(&prog);
+        return LRC_EUSER;
+    }
+    r = want_ptx ? api.ptx_size(prog, size) : api.cubin_size(prog, size);
+    if (!r) {
+        *out = lrc_xmalloc(*size + 1);
+        r = want_ptx ? api.ptx(prog, *out) : api.cubin(prog, *out);
+    }
+    api.destroy(&prog);
+    if (r) {
+        free(*out);
+        *out = NULL;
+        return lrc_err_set(err, "nvrtc: cannot read the %s for %s: %s", want_ptx ? "PTX" : "cubin", arch, api.error_string(r));
+    }
+    return LRC_OK;
+}
+
+int lrc_nvrtc_compile(const char *source, const char *name, const char *arch, void **cubin, size_t *cubin_size, char **ptx,
+                      lrc_err *err)
+{
+    if (!load()) return lrc_err_set(err, "%s", api.why);
+    int sm = 0;
+    if (sscanf(arch, "sm_%d", &sm) != 1 || sm < 50)
+        return lrc_err_set(err, "--arch %s: expected sm_XX with XX >= 50 (sm_80, sm_90, ...)", arch);
+    char *bin = NULL;
+    int rc = compile_one(source, name, arch, false, &bin, cubin_size, err);
+    if (rc) return rc;
+    *cubin = bin;
+    if (ptx) {
+        char virt[32];
+        size_t n;
+        snprintf(virt, sizeof virt, "compute_%d", sm);
+        if ((rc = compile_one(source, name, virt, true, ptx, &n, err))) {
+            free(bin);
+            *cubin = NULL;
+            return rc;
+        }
+        (*ptx)[n] = 0;
+    }
+    return LRC_OK;
+}

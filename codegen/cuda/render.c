@@ -1,0 +1,386 @@
+/* render.c — the CUDA renderer's driver and the kernel kinds built from the
+ * shared elementwise evaluation: elementwise groups (several elements per
+ * thread, 16-byte loads of f32 rows), row groups (a block per row, warp
+ * shuffles then shared memory, deterministic order) and GEMM epilogues
+ * (cuBLAS writes the product to scratch, one elementwise kernel finishes).
+ * Opaque ops are in render_ops.c, attention in render_attention.c. */
+#include "cugen.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BLOCK 256
+
+void cu_printf(cu_text *t, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->s ? t->s + t->len : NULL, t->s ? t->cap - t->len : 0, fmt, ap);
+        va_end(ap);
+        if (t->s && (size_t)n < t->cap - t->len) {
+            t->len += (size_t)n;
+            return;
+        }
+        t->cap = 2 * t->cap + (size_t)n + 256;
+        t->s = lrc_xrealloc(t->s, t->cap);
+    }
+}
+
+int64_t cu_last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
+int64_t cu_rows(const lrc_shape *s) { return lrc_shape_numel(s) / (cu_last_dim(s) ? cu_last_dim(s) : 1); }
+
+lrc_gemm_tiling lrc_cuda_tiling(void) { return (lrc_gemm_tiling){0, 0, 0, 1, 1}; }
+
+lrc_cuda_storage cu_storage(const cu_gen *c, int id) { return c->st[c->s->buffer_of[id]]; }
+
+const char *cu_arg(const cu_gen *c, int id, char *buf, size_t n)
+{
+    snprintf(buf, n, "a%d", c->arg_of[c->s->buffer_of[id]]);
+    return buf;
+}
+
+static const char *ctype(lrc_cuda_storage s) { return s == LRC_CUDA_BF16 ? "bf16" : s == LRC_CUDA_I32 ? "int" : "float"; }
+
+void cu_kernel_begin(cu_gen *c, int block)
+{
+    const lrc_kernel_desc *k = c->k;
+    cu_printf(c->t, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", block, k->name);
+    int first_out = k->n_args - (c->gr ? c->gr->n_outputs : 1);
+    for (int a = 0; a < k->n_args; a++) {
+        int b = k->args[a];
+        /* inputs are read only, except KV caches, which decoding appends to */
+        bool ro = a < first_out && !(b < c->g->n_nodes && c->g->nodes[b].op == LRC_OP_STATE);
+        cu_printf(c->t, "%s%s%s *__restrict__ a%d", a ? ", " : "", ro ? "const " : "", ctype(c->st[b]), a);
+    }
+    if (c->launch->scratch_bytes) cu_printf(c->t, ", float *__restrict__ scratch");
+    cu_printf(c->t, ")\n{\n");
+}
+
+/* ---- elementwise evaluation ---------------------------------------------- */
+
+const char *cu_value(cu_gen *c, int id, int64_t D, char *buf, size_t n)
+{
+    if (c->member[id]) {
+        for (int m = 0; m < c->n_gemm; m++) /* a product cuBLAS left in scratch */
+            if (id == c->gemm_node[m]) {
+                snprintf(buf, n, "scratch[%lld + row * %lldL + col]", (long long)(m * cu_rows(&c->g->nodes[id].shape) * D),
+                         (long long)D);
+                return buf;
+            }
+        snprintf(buf, n, "m%d", id);
+        return buf;
+    }
+    if (c->vec4 && c->vec4[id]) {
+        snprintf(buf, n, "x%d", id);
+        return buf;
+    }
+    char a[16];
+    const lrc_shape *s = &c->g->nodes[id].shape;
+    cu_arg(c, id, a, sizeof a);
+    if (lrc_shape_numel(s) == 1) snprintf(buf, n, "ld(%s, 0)", a);
+    else if (lrc_shape_numel(s) == cu_last_dim(s) && cu_last_dim(s) == D) snprintf(buf, n, "ld(%s, col)", a);
+    else snprintf(buf, n, "ld(%s, row * %lldL + col)", a, (long long)D);
+    return buf;
+}
+
+static void emit_member(cu_gen *c, const lrc_node *n, int id, int64_t D)
+{
+    char x[128], y[128];
+    cu_value(c, n->in[0], D, x, sizeof x);
+    switch (n->op) {
+    case LRC_OP_ADD: cu_printf(c->t, "        float m%d = %s + %s;\n", id, x, cu_value(c, n->in[1], D, y, sizeof y)); break;
+    case LRC_OP_MUL: cu_printf(c->t, "        float m%d = %s * %s;\n", id, x, cu_value(c, n->in[1], D, y, sizeof y)); break;
+    case LRC_OP_SCALE: cu_printf(c->t, "        float m%d = %s * %.9ef;\n", id, x, n->fattr[0]); break;
+    case LRC_OP_SILU: cu_printf(c->t, "        float m%d = silu(%s);\n", id, x); break;
+    case LRC_OP_SILU_GRAD: cu_printf(c->t, "        float m%d = silu_grad(%s, %s);\n", id, x, cu_value(c, n->in[1], D, y, sizeof y)); break;
+    default: break; /* the anchor: its kernel defines m<anchor> */
+    }
+}
+
+void cu_emit_members(cu_gen *c, int64_t D, bool *done, int stop_at)
+{
+    for (int j = 0; j < c->gr->n_nodes; j++) {
+        int id = c->gr->nodes[j];
+        if (id == stop_at) return;
+        /* a row or GEMM group's anchor is its kernel's to define */
+        if (done[id] || (id == c->gr->anchor && c->gr->kind != LRC_GROUP_ELEMENTWISE)) continue;
+        bool gemm = false;
+        for (int m = 0; m < c->n_gemm; m++) gemm = gemm || id == c->gemm_node[m];
+        if (!gemm) emit_member(c, &c->g->nodes[id], id, D);
+        done[id] = true;
+    }
+}
+
+void cu_emit_stores(cu_gen *c, int64_t D)
+{
+    char a[16], v[128];
+    for (int j = 0; j < c->gr->n_outputs; j++) {
+        int o = c->gr->outputs[j];
+        cu_printf(c->t, "        st(%s, row * %lldL + col, %s);\n", cu_arg(c, o, a, sizeof a), (long long)D,
+                  cu_value(c, o, D, v, sizeof v));
+    }
+}
+
+/* ---- elementwise groups and GEMM epilogues ------------------------------- */
+
+static void render_elementwise(cu_gen *c, int64_t rows, int64_t D)
+{
+    int64_t total = rows * D;
+    int vw = D % 4 == 0 ? 4 : 1; /* four elements of one row per thread */
+    cu_kernel_begin(c, BLOCK);
+    cu_printf(c->t, "    long i0 = ((long)blockIdx.x * blockDim.x + threadIdx.x) * %d;\n", vw);
+    cu_printf(c->t, "    if (i0 >= %lldL) return;\n", (long long)total);
+    cu_printf(c->t, "    long row = i0 / %lldL, col0 = i0 %% %lldL;\n", (long long)D, (long long)D);
+    /* full-shape f32 inputs come in as one 16-byte load per thread */
+    bool *done = lrc_xcalloc((size_t)c->g->n_nodes, 1);
+    c->vec4 = lrc_xcalloc((size_t)c->g->n_nodes, 1);
+    char a[16];
+    for (int j = 0; j < c->gr->n_inputs && vw == 4; j++) {
+        int in = c->gr->inputs[j];
+        if (c->member[in] || cu_storage(c, in) != LRC_CUDA_F32 || lrc_shape_numel(&c->g->nodes[in].shape) != total) continue;
+        bool read = false; /* by a member other than the matmuls (their operands are cuBLAS's) */
+        for (int m = 0; m < c->gr->n_nodes; m++) {
+            const lrc_node *n = &c->g->nodes[c->gr->nodes[m]];
+            for (int q = 0; q < n->n_in && !lrc_is_gemm_op(n->op); q++) read = read || c->s->buffer_of[n->in[q]] == in;
+        }
+        if (!read) continue;
+        c->vec4[in] = true;
+        cu_printf(c->t, "    const float4 v%d = *(const float4 *)(%s + i0);\n", in, cu_arg(c, in, a, sizeof a));
+    }
+    cu_printf(c->t, "#pragma unroll\n    for (int u = 0; u < %d; u++) {\n        const long col = col0 + u;\n", vw);
+    for (int id = 0; id < c->g->n_nodes; id++)
+        if (c->vec4[id]) cu_printf(c->t, "        const float x%d = (&v%d.x)[u];\n", id, id);
+    cu_emit_members(c, D, done, -1);
+    cu_emit_stores(c, D);
+    cu_printf(c->t, "    }\n}\n\n");
+    free(done);
+    free(c->vec4);
+    c->vec4 = NULL;
+    c->launch->block = BLOCK;
+    c->launch->grid[0] = (unsigned)((total / vw + BLOCK - 1) / BLOCK);
+}
+
+/* ---- row groups ------------------------------------------------------------ */
+
+static void render_row(cu_gen *c)
+{
+    const lrc_node *a = &c->g->nodes[c->gr->anchor];
+    int64_t D = cu_last_dim(&a->shape), rows = cu_rows(&a->shape);
+    bool softmax = a->op == LRC_OP_SOFTMAX;
+    int block = D >= 1024 ? 256 : D >= 256 ? 128 : 64;
+    char x[128];
+    cu_kernel_begin(c, block);
+    cu_printf(c->t, "    __shared__ float red[32];\n    const long row = blockIdx.x;\n");
+    bool *done = lrc_xcalloc((size_t)c->g->n_nodes, 1);
+    /* pass 0: sum of squares, or the max */
+    cu_printf(c->t, "    float acc = %s;\n    for (long col = threadIdx.x; col < %lldL; col += blockDim.x) {\n",
+              softmax ? "-INFINITY" : "0.f", (long long)D);
+    cu_emit_members(c, D, done, c->gr->anchor);
+    cu_value(c, a->in[0], D, x, sizeof x);
+    cu_printf(c->t, "        const float x = %s;\n        acc = %s;\n    }\n", x, softmax ? "fmaxf(acc, x)" : "fmaf(x, x, acc)");
+    if (!softmax) {
+        cu_printf(c->t, "    const float scale = rsqrtf(block_sum(acc, red) / %lld.f + %.9ef);\n", (long long)D, a->fattr[0]);
+    } else {
+        cu_printf(c->t, "    const float mx = block_max(acc, red);\n    float sum = 0.f;\n");
+        cu_printf(c->t, "    for (long col = threadIdx.x; col < %lldL; col += blockDim.x) {\n", (long long)D);
+        memset(done, 0, (size_t)c->g->n_nodes);
+        cu_emit_members(c, D, done, c->gr->anchor);
+        cu_printf(c->t, "        sum += __expf(%s - mx);\n    }\n    const float inv = 1.f / block_sum(sum, red);\n", x);
+    }
+    cu_printf(c->t, "    for (long col = threadIdx.x; col < %lldL; col += blockDim.x) {\n", (long long)D);
+    memset(done, 0, (size_t)c->g->n_nodes);
+    cu_emit_members(c, D, done, c->gr->anchor);
+    if (softmax) cu_printf(c->t, "        const float m%d = __expf(%s - mx) * inv;\n", c->gr->anchor, x);
+    else cu_printf(c->t, "        const float m%d = %s * scale;\n", c->gr->anchor, x);
+    done[c->gr->anchor] = true;
+    cu_emit_members(c, D, done, -1);
+    cu_emit_stores(c, D);
+    cu_printf(c->t, "    }\n}\n\n");
+    free(done);
+    c->launch->block = (unsigned)block;
+    c->launch->grid[0] = (unsigned)rows;
+}
+
+/* ---- GEMM groups ------------------------------------------------------------ */
+
+static void render_gemm(cu_gen *c)
+{
+    const lrc_graph *g = c->g;
+    c->n_gemm = 0;
+    for (int j = 0; j < c->gr->n_nodes && c->n_gemm < 2; j++)
+        if (lrc_is_gemm_op(g->nodes[c->gr->nodes[j]].op)) c->gemm_node[c->n_gemm++] = c->gr->nodes[j];
+    const lrc_node *mm = &g->nodes[c->gemm_node[0]];
+    lrc_cuda_launch *l = c->launch;
+    int64_t cols, inner;
+    lrc_gemm_dims(g, mm, &cols, &inner);
+    l->gemm = true;
+    l->gemm_op = mm->op;
+    l->n = cols;
+    l->k = inner;
+    l->m = lrc_shape_numel(&mm->shape) / cols;
+    l->a_arg = c->arg_of[c->s->buffer_of[mm->in[0]]];
+    l->b_arg = c->arg_of[c->s->buffer_of[mm->in[1]]];
+    bool epilogue = c->gr->n_nodes > 1;
+    if (!epilogue) return; /* cuBLAS writes the output: no kernel */
+    l->gemm_to_scratch = true;
+    l->scratch_bytes = (int64_t)c->n_gemm * l->m * l->n * 4;
+    render_elementwise(c, l->m, l->n);
+}
+
+/* ---- the driver ---------------------------------------------------------- */
+
+static const char *PRELUDE =
+    "/* generated by lrc: one kernel per distinct kernel group */\n"
+    "typedef unsigned short bf16;\n"
+    "#define INFINITY __int_as_float(0x7f800000)\n"
+    "#define NAN __int_as_float(0x7fffffff)\n"
+    "__device__ __forceinline__ float ld(const float *p, long i) { return p[i]; }\n"
+    "__device__ __forceinline__ float ld(const bf16 *p, long i) { return __uint_as_float((unsigned)p[i] << 16); }\n"
+    "__device__ __forceinline__ void st(float *p, long i, float v) { p[i] = v; }\n"
+    "__device__ __forceinline__ void st(bf16 *p, long i, float v)\n"
+    "{ /* round to nearest even; NaN stays NaN */\n"
+    "    unsigned u = __float_as_uint(v);\n"
+    "    p[i] = (u & 0x7fffffffu) > 0x7f800000u ? (bf16)0x7fc0 : (bf16)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);\n"
+    "}\n"
+    "__device__ __forceinline__ float silu(float x) { return x / (1.f + __expf(-x)); }\n"
+    "__device__ __forceinline__ float silu_grad(float x, float dy)\n"
+    "{ const float s = 1.f / (1.f + __expf(-x)); return dy * s * fmaf(x, 1.f - s, 1.f); }\n"
+    "__device__ __forceinline__ float warp_sum(float v)\n"
+    "{ for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o); return v; }\n"
+    "__device__ __forceinline__ float warp_max(float v)\n"
+    "{ for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o)); return v; }\n"
+    "/* block-wide sum and max in a fixed order: the same result every run */\n"
+    "__device__ float block_sum(float v, float *red)\n"
+    "{\n"
+    "    v = warp_sum(v);\n"
+    "    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;\n"
+    "    __syncthreads();\n"
+    "    v = threadIdx.x < (blockDim.x >> 5) ? red[threadIdx.x] : 0.f;\n"
+    "    v = warp_sum(v);\n"
+    "    __syncthreads();\n"
+    "    return __shfl_sync(0xffffffffu, v, 0);\n"
+    "}\n"
+    "__device__ float block_max(float v, float *red)\n"
+    "{\n"
+    "    v = warp_max(v);\n"
+    "    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;\n"
+    "    __syncthreads();\n"
+    "    v = threadIdx.x < (blockDim.x >> 5) ? red[threadIdx.x] : -INFINITY;\n"
+    "    v = warp_max(v);\n"
+    "    __syncthreads();\n"
+    "    return __shfl_sync(0xffffffffu, v, 0);\n"
+    "}\n"
+    "__device__ double block_sum_d(double v, double *red)\n"
+    "{\n"
+    "    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
+    "    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;\n"
+    "    __syncthreads();\n"
+    "    v = threadIdx.x < (blockDim.x >> 5) ? red[threadIdx.x] : 0.0;\n"
+    "    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
+    "    __syncthreads();\n"
+    "    return __shfl_sync(0xffffffffu, v, 0);\n"
+    "}\n\n";
+
+/* Storage of every buffer: f32 where precision or the user's files ask for
+ * it, bf16 for the bulk (activations and weight matrices). */
+static void choose_storage(const lrc_graph *g, const lrc_schedule *s, lrc_cuda_storage *st)
+{
+    for (int id = 0; id < g->n_nodes; id++) {
+        const lrc_node *n = &g->nodes[id];
+        if (n->dtype == LRC_I32) st[id] = LRC_CUDA_I32;
+        else if (n->op == LRC_OP_INPUT) st[id] = LRC_CUDA_F32;
+        else if (n->op == LRC_OP_PARAM) st[id] = n->shape.ndim >= 2 ? LRC_CUDA_BF16 : LRC_CUDA_F32;
+        else if (lrc_shape_numel(&n->shape) == cu_last_dim(&n->shape) || n->op == LRC_OP_DEPTH_GAIN ||
+                 n->op == LRC_OP_DEPTH_GAIN_GRAD || n->op == LRC_OP_SUM_TO)
+            st[id] = LRC_CUDA_F32; /* gains, scalars and their gradients */
+        else st[id] = LRC_CUDA_BF16;
+    }
+    for (int i = 0; i < g->n_outputs; i++) st[s->buffer_of[g->outputs[i]]] = LRC_CUDA_F32;
+    for (int id = 0; id < g->n_nodes; id++) { /* the loss reads f32 logits */
+        const lrc_node *n = &g->nodes[id];
+        if (n->op == LRC_OP_CROSS_ENTROPY || n->op == LRC_OP_CROSS_ENTROPY_GRAD) st[s->buffer_of[n->in[0]]] = LRC_CUDA_F32;
+    }
+    for (int id = 0; id < g->n_nodes; id++) st[id] = st[s->buffer_of[id]]; /* views store as what they view */
+}
+
+int lrc_cuda_render(const lrc_graph *g, const lrc_schedule *s, const lrc_program *p, lrc_cuda_program *out, lrc_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->storage = lrc_xcalloc((size_t)g->n_nodes + 1, sizeof *out->storage);
+    choose_storage(g, s, out->storage);
+    out->launches = lrc_xcalloc((size_t)p->n_kernels + 1, sizeof *out->launches);
+    out->n_launches = p->n_kernels;
+    cu_text kernels = {0}, tables = {0};
+    int rc = LRC_OK;
+    bool *member = lrc_xcalloc((size_t)g->n_nodes, 1);
+    int *arg_of = lrc_xmalloc((size_t)(g->n_nodes + p->n_extra + 1) * sizeof(int));
+    for (int i = 0; i < p->n_kernels && !rc; i++) {
+        const lrc_kernel_desc *k = &p->kernels[i];
+        lrc_cuda_launch *l = &out->launches[i];
+        if (k->group < 0) {
+            rc = lrc_err_set(err, "cuda: the program has a packing kernel (build it with lrc_cuda_tiling)");
+            break;
+        }
+        const lrc_group *gr = &s->groups[k->group];
+        memset(member, 0, (size_t)g->n_nodes);
+        for (int j = 0; j < gr->n_nodes; j++) member[gr->nodes[j]] = true;
+        for (int b = 0; b < g->n_nodes + p->n_extra; b++) arg_of[b] = -1;
+        for (int a = 0; a < k->n_args; a++) arg_of[k->args[a]] = a;
+        cu_gen c = {g, s, p, k, gr, out->storage, member, arg_of, &kernels, &tables, l, 0, {-1, -1}, NULL};
+        /* every launch of an impl shares its code, so shares its launch shape */
+        cu_text *keep = c.t, scratch_text = {0};
+        if (k->impl != i) c.t = &scratch_text;
+        snprintf(l->symbol, sizeof l->symbol, "%s", p->kernels[k->impl].name);
+        l->grid[0] = l->grid[1] = l->grid[2] = 1;
+        const lrc_node *a = &g->nodes[gr->anchor];
+        bool ok = true;
+        switch (gr->kind) {
+        case LRC_GROUP_ELEMENTWISE: render_elementwise(&c, cu_rows(&a->shape), cu_last_dim(&a->shape)); break;
+        case LRC_GROUP_ROW: render_row(&c); break;
+        case LRC_GROUP_GEMM:
+            render_gemm(&c);
+            if (!l->gemm_to_scratch) l->symbol[0] = 0;
+            break;
+        case LRC_GROUP_ATTENTION:
+            if (a->op == LRC_OP_KV_ATTENTION) cu_render_kv_attention(&c);
+            else cu_render_attention(&c);
+            break;
+        case LRC_GROUP_OPAQUE:
+            ok = a->op == LRC_OP_ATTENTION_GRAD ? cu_render_attention_grad(&c, a) : cu_render_opaque(&c, a);
+            break;
+        default: ok = false; break;
+        }
+        free(scratch_text.s);
+        c.t = keep;
+        if (!ok) {
+            rc = lrc_err_set(err, "op %s cannot be generated for cuda", lrc_op_name(a->op));
+            if (a->loc) lrc_err_prefix(err, "%s", a->loc);
+        } else if (k->impl == i && l->symbol[0]) {
+            out->n_symbols++;
+        }
+    }
+    free(member);
+    free(arg_of);
+    if (rc) {
+        free(kernels.s);
+        free(tables.s);
+        lrc_cuda_program_free(out);
+        return rc;
+    }
+    cu_text src = {0};
+    cu_printf(&src, "%s%s%s", PRELUDE, tables.s ? tables.s : "", kernels.s ? kernels.s : "");
+    free(kernels.s);
+    free(tables.s);
+    out->source = src.s;
+    return LRC_OK;
+}
+
+void lrc_cuda_program_free(lrc_cuda_program *cp)
+{
+    free(cp->source);
+    free(cp->launches);
+    free(cp->storage);
+    memset(cp, 0, sizeof *cp);
+}

@@ -1,0 +1,199 @@
+/* render_attention.c — attention for CUDA. Forward: flash-attention style,
+ * a block per (64 query rows, batch, head); key and value tiles (rotated by
+ * RoPE when the group holds the RoPE of k) pass through shared memory and
+ * each thread keeps its query row, running max, sum and output accumulator
+ * in registers, so the T x T scores never exist in memory. Decoding with a
+ * KV cache and the gradient are block-per-(batch, head) kernels. */
+#include "cugen.h"
+
+#include <string.h>
+
+#define BQ 64
+
+/* The source of q or k and whether the group rotates it on the way in. */
+static int source_of(cu_gen *c, int id, const lrc_node **rope)
+{
+    const lrc_node *n = &c->g->nodes[id];
+    *rope = c->member[id] && n->op == LRC_OP_ROPE ? n : NULL;
+    return *rope ? n->in[0] : id;
+}
+
+/* dst[0..D) = row `off` of src, rotated to position `pos` when rope */
+static void emit_row(cu_gen *c, const char *dst, int src, const lrc_node *rope, int64_t D, const char *off, const char *pos,
+                     double scale)
+{
+    char a[16], tab[64];
+    cu_arg(c, src, a, sizeof a);
+    if (!rope) {
+        cu_printf(c->t, "        for (int i = 0; i < %lld; i++) %s[i] = ld(%s, %s + i) * %.9ef;\n", (long long)D, dst, a, off, scale);
+        return;
+    }
+    cu_rope_table(c, D, rope->fattr[0], tab, sizeof tab);
+    cu_printf(c->t, "        for (int i = 0; i < %lld; i++) {\n", (long long)(D / 2));
+    cu_printf(c->t, "            float s, co;\n            sincosf((float)(%s) * %s[i], &s, &co);\n", pos, tab);
+    cu_printf(c->t, "            const float x1 = ld(%s, %s + i), x2 = ld(%s, %s + i + %lld);\n", a, off, a, off, (long long)(D / 2));
+    cu_printf(c->t, "            %s[i] = (x1 * co - x2 * s) * %.9ef;\n            %s[i + %lld] = (x2 * co + x1 * s) * %.9ef;\n        }\n",
+              dst, scale, dst, (long long)(D / 2), scale);
+}
+
+void cu_render_attention(cu_gen *c)
+{
+    const lrc_node *a = &c->g->nodes[c->gr->anchor], *rq, *rk;
+    int64_t B = a->shape.dim[0], T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3], half = D / 2;
+    int q = source_of(c, a->in[0], &rq), k = source_of(c, a->in[1], &rk);
+    bool causal = a->iattr[0] != 0;
+    int BK = D > 128 ? 8 : D > 64 ? 16 : 32; /* two tiles of BK x D floats fit in 48 KB */
+    char ka[16], va[16], o[16], tab[64];
+    cu_arg(c, k, ka, sizeof ka);
+    cu_arg(c, a->in[2], va, sizeof va);
+    cu_arg(c, c->gr->anchor, o, sizeof o);
+    cu_kernel_begin(c, BQ);
+    cu_printf(c->t, "    __shared__ float Ks[%d][%lld], Vs[%d][%lld];\n", BK, (long long)D, BK, (long long)D);
+    cu_printf(c->t, "    const long b = blockIdx.y / %lld, h = blockIdx.y %% %lld, t = (long)blockIdx.x * %d + threadIdx.x;\n",
+              (long long)H, (long long)H, BQ);
+    cu_printf(c->t, "    const bool active = t < %lld;\n    float q[%lld], acc[%lld], m = -INFINITY, l = 0.f;\n", (long long)T,
+              (long long)D, (long long)D);
+    cu_printf(c->t, "    if (active) {\n        const long off = ((b * %lld + t) * %lld + h) * %lld;\n", (long long)T, (long long)H,
+              (long long)D);
+    emit_row(c, "q", q, rq, D, "off", "t", a->fattr[0]);
+    cu_printf(c->t, "        for (int i = 0; i < %lld; i++) acc[i] = 0.f;\n    }\n", (long long)D);
+    if (causal) cu_printf(c->t, "    const long last = min(%lldL, (long)blockIdx.x * %d + %d);\n", (long long)(T - 1), BQ, BQ - 1);
+    else cu_printf(c->t, "    const long last = %lldL;\n", (long long)(T - 1));
+    cu_printf(c->t, "    for (long j0 = 0; j0 <= last; j0 += %d) {\n", BK);
+    cu_printf(c->t, "        for (int idx = threadIdx.x; idx < %lld; idx += %d) {\n", (long long)(BK * D), BQ);
+    cu_printf(c->t, "            const int jj = idx / %lld, i = idx %% %lld;\n            const long j = j0 + jj;\n", (long long)D,
+              (long long)D);
+    cu_printf(c->t, "            float kv = 0.f, vv = 0.f;\n            if (j < %lld) {\n", (long long)T);
+    cu_printf(c->t, "                const long off = ((b * %lld + j) * %lld + h) * %lld;\n", (long long)T, (long long)H, (long long)D);
+    if (rk) {
+        cu_rope_table(c, D, rk->fattr[0], tab, sizeof tab);
+        cu_printf(c->t, "                float s, co;\n                sincosf((float)j * %s[i %% %lld], &s, &co);\n", tab, (long long)half);
+        cu_printf(c->t, "                kv = i < %lld ? ld(%s, off + i) * co - ld(%s, off + i + %lld) * s\n", (long long)half, ka, ka,
+                  (long long)half);
+        cu_printf(c->t, "                              : ld(%s, off + i) * co + ld(%s, off + i - %lld) * s;\n", ka, ka, (long long)half);
+    } else {
+        cu_printf(c->t, "                kv = ld(%s, off + i);\n", ka);
+    }
+    cu_printf(c->t, "                vv = ld(%s, off + i);\n            }\n            Ks[jj][i] = kv;\n            Vs[jj][i] = vv;\n        }\n",
+              va);
+    cu_printf(c->t, "        __syncthreads();\n        if (active)\n            for (int jj = 0; jj < %d; jj++) {\n", BK);
+    cu_printf(c->t, "                const long j = j0 + jj;\n                if (j >= %lld%s) break;\n", (long long)T, causal ? " || j > t" : "");
+    cu_printf(c->t, "                float s = 0.f;\n#pragma unroll\n                for (int i = 0; i < %lld; i++) s = fmaf(q[i], Ks[jj][i], s);\n",
+              (long long)D);
+    cu_printf(c->t, "                const float mn = fmaxf(m, s), corr = __expf(m - mn), p = __expf(s - mn);\n");
+    cu_printf(c->t, "                l = l * corr + p;\n#pragma unroll\n                for (int i = 0; i < %lld; i++) acc[i] = fmaf(p, Vs[jj][i], acc[i] * corr);\n",
+              (long long)D);
+    cu_printf(c->t, "                m = mn;\n            }\n        __syncthreads();\n    }\n");
+    cu_printf(c->t, "    if (active) {\n        const long off = ((b * %lld + t) * %lld + h) * %lld;\n        const float inv = 1.f / l;\n",
+              (long long)T, (long long)H, (long long)D);
+    cu_printf(c->t, "        for (int i = 0; i < %lld; i++) st(%s, off + i, acc[i] * inv);\n    }\n}\n\n", (long long)D, o);
+    c->launch->block = BQ;
+    c->launch->grid[0] = (unsigned)((T + BQ - 1) / BQ);
+    c->launch->grid[1] = (unsigned)(B * H);
+}
+
+void cu_render_kv_attention(cu_gen *c)
+{
+    const lrc_node *a = &c->g->nodes[c->gr->anchor];
+    int64_t B = a->shape.dim[0], T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3], half = D / 2;
+    int64_t Tmax = c->g->nodes[a->in[3]].shape.dim[1];
+    char q[16], k[16], v[16], kc[16], vc[16], pos[16], o[16], tab[64];
+    cu_arg(c, a->in[0], q, sizeof q);
+    cu_arg(c, a->in[1], k, sizeof k);
+    cu_arg(c, a->in[2], v, sizeof v);
+    cu_arg(c, a->in[3], kc, sizeof kc);
+    cu_arg(c, a->in[4], vc, sizeof vc);
+    cu_arg(c, a->in[5], pos, sizeof pos);
+    cu_arg(c, c->gr->anchor, o, sizeof o);
+    cu_rope_table(c, D, a->fattr[1], tab, sizeof tab);
+    cu_kernel_begin(c, 128);
+    cu_printf(c->t, "    const long b = blockIdx.x / %lld, h = blockIdx.x %% %lld, pos = %s[0];\n", (long long)H, (long long)H, pos);
+    cu_printf(c->t, "    if (pos < 0 || pos + %lld > %lld) return; /* checked by the runtime before launch */\n", (long long)T,
+              (long long)Tmax);
+    /* the new positions' rotated keys and values into the caches */
+    cu_printf(c->t, "    for (long idx = threadIdx.x; idx < %lld; idx += blockDim.x) {\n", (long long)(T * D));
+    cu_printf(c->t, "        const long t = idx / %lld, i = idx %% %lld, src = ((b * %lld + t) * %lld + h) * %lld;\n", (long long)D,
+              (long long)D, (long long)T, (long long)H, (long long)D);
+    cu_printf(c->t, "        const long dst = ((b * %lld + pos + t) * %lld + h) * %lld;\n", (long long)Tmax, (long long)H, (long long)D);
+    cu_printf(c->t, "        float s, co;\n        sincosf((float)(pos + t) * %s[i %% %lld], &s, &co);\n", tab, (long long)half);
+    cu_printf(c->t, "        st(%s, dst + i, i < %lld ? ld(%s, src + i) * co - ld(%s, src + i + %lld) * s\n", kc, (long long)half, k, k,
+              (long long)half);
+    cu_printf(c->t, "                                 : ld(%s, src + i) * co + ld(%s, src + i - %lld) * s);\n", k, k, (long long)half);
+    cu_printf(c->t, "        st(%s, dst + i, ld(%s, src + i));\n    }\n    __syncthreads();\n", vc, v);
+    cu_printf(c->t, "    for (long t = threadIdx.x; t < %lld; t += blockDim.x) {\n        float qr[%lld], acc[%lld], m = -INFINITY, l = 0.f;\n",
+              (long long)T, (long long)D, (long long)D);
+    cu_printf(c->t, "        const long off = ((b * %lld + t) * %lld + h) * %lld;\n", (long long)T, (long long)H, (long long)D);
+    cu_printf(c->t, "        for (int i = 0; i < %lld; i++) {\n            float s, co;\n            sincosf((float)(pos + t) * %s[i], &s, &co);\n",
+              (long long)half, tab);
+    cu_printf(c->t, "            const float x1 = ld(%s, off + i), x2 = ld(%s, off + i + %lld);\n", q, q, (long long)half);
+    cu_printf(c->t, "            qr[i] = (x1 * co - x2 * s) * %.9ef;\n            qr[i + %lld] = (x2 * co + x1 * s) * %.9ef;\n        }\n",
+              a->fattr[0], (long long)half, a->fattr[0]);
+    cu_printf(c->t, "        for (int i = 0; i < %lld; i++) acc[i] = 0.f;\n", (long long)D);
+    cu_printf(c->t, "        for (long j = 0; j <= pos + t; j++) {\n            const long kv = ((b * %lld + j) * %lld + h) * %lld;\n",
+              (long long)Tmax, (long long)H, (long long)D);
+    cu_printf(c->t, "            float s = 0.f;\n            for (int i = 0; i < %lld; i++) s = fmaf(qr[i], ld(%s, kv + i), s);\n",
+              (long long)D, kc);
+    cu_printf(c->t, "            const float mn = fmaxf(m, s), corr = __expf(m - mn), p = __expf(s - mn);\n            l = l * corr + p;\n");
+    cu_printf(c->t, "            for (int i = 0; i < %lld; i++) acc[i] = fmaf(p, ld(%s, kv + i), acc[i] * corr);\n            m = mn;\n        }\n",
+              (long long)D, vc);
+    cu_printf(c->t, "        for (int i = 0; i < %lld; i++) st(%s, off + i, acc[i] / l);\n    }\n}\n\n", (long long)D, o);
+    c->launch->block = 128;
+    c->launch->grid[0] = (unsigned)(B * H);
+}
+
+/* A block per (batch, head): first each query row's max, sum and
+ * rowsum(dP o P) into scratch, then the rows of the requested gradient:
+ * dq_t = scale sum_j dS[t,j] k_j, dk_j = scale sum_t dS[t,j] q_t,
+ * dv_j = sum_t P[t,j] dy_t, with dS = P o (dP - rowsum(dP o P)). */
+bool cu_render_attention_grad(cu_gen *c, const lrc_node *n)
+{
+    int64_t B = n->shape.dim[0], T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3];
+    int which = (int)n->iattr[1];
+    bool causal = n->iattr[0] != 0;
+    char q[16], k[16], v[16], dy[16], o[16];
+    cu_arg(c, n->in[0], q, sizeof q);
+    cu_arg(c, n->in[1], k, sizeof k);
+    cu_arg(c, n->in[2], v, sizeof v);
+    cu_arg(c, n->in[3], dy, sizeof dy);
+    cu_arg(c, c->gr->anchor, o, sizeof o);
+    c->launch->scratch_bytes = B * H * 3 * T * 4;
+    cu_kernel_begin(c, 256);
+    cu_printf(c->t, "    const long b = blockIdx.x / %lld, h = blockIdx.x %% %lld;\n", (long long)H, (long long)H);
+    cu_printf(c->t, "    float *mx = scratch + (long)blockIdx.x * %lld, *sum = mx + %lld, *rd = sum + %lld;\n", (long long)(3 * T),
+              (long long)T, (long long)T);
+    cu_printf(c->t, "#define ROW(t) (((b * %lld + (t)) * %lld + h) * %lld)\n", (long long)T, (long long)H, (long long)D);
+    cu_printf(c->t, "#define DOT(A, r1, B2, r2, out) { out = 0.f; for (int i = 0; i < %lld; i++) out = fmaf(ld(A, r1 + i), ld(B2, r2 + i), out); }\n",
+              (long long)D);
+    char all[32];
+    snprintf(all, sizeof all, "%lldL", (long long)T);
+    cu_printf(c->t, "    for (long t = threadIdx.x; t < %lld; t += blockDim.x) {\n        const long keys = %s;\n", (long long)T,
+              causal ? "t + 1" : all);
+    cu_printf(c->t, "        float m = -INFINITY, l = 0.f, r = 0.f, s;\n");
+    cu_printf(c->t, "        for (long j = 0; j < keys; j++) { DOT(%s, ROW(t), %s, ROW(j), s); m = fmaxf(m, s * %.9ef); }\n", q, k, n->fattr[0]);
+    cu_printf(c->t, "        for (long j = 0; j < keys; j++) { DOT(%s, ROW(t), %s, ROW(j), s); l += __expf(s * %.9ef - m); }\n", q, k, n->fattr[0]);
+    if (which != 2)
+        cu_printf(c->t, "        for (long j = 0; j < keys; j++) {\n            float dp;\n            DOT(%s, ROW(t), %s, ROW(j), s);\n"
+                        "            DOT(%s, ROW(t), %s, ROW(j), dp);\n            r += __expf(s * %.9ef - m) / l * dp;\n        }\n",
+                  q, k, dy, v, n->fattr[0]);
+    cu_printf(c->t, "        mx[t] = m;\n        sum[t] = l;\n        rd[t] = r;\n    }\n    __syncthreads();\n");
+    /* the rows of the output: one per thread in turn */
+    cu_printf(c->t, "    for (long x = threadIdx.x; x < %lld; x += blockDim.x) {\n        float acc[%lld];\n", (long long)T, (long long)D);
+    cu_printf(c->t, "        for (int i = 0; i < %lld; i++) acc[i] = 0.f;\n", (long long)D);
+    if (which == 0) cu_printf(c->t, "        const long t = x;\n        for (long j = 0; j < %s; j++) {\n", causal ? "t + 1" : all);
+    else cu_printf(c->t, "        const long j = x;\n        for (long t = %s; t < %lld; t++) {\n", causal ? "j" : "0", (long long)T);
+    cu_printf(c->t, "            float s, dp;\n            DOT(%s, ROW(t), %s, ROW(j), s);\n", q, k);
+    cu_printf(c->t, "            const float p = __expf(s * %.9ef - mx[t]) / sum[t];\n", n->fattr[0]);
+    if (which == 2) {
+        cu_printf(c->t, "            for (int i = 0; i < %lld; i++) acc[i] = fmaf(p, ld(%s, ROW(t) + i), acc[i]);\n", (long long)D, dy);
+    } else {
+        cu_printf(c->t, "            DOT(%s, ROW(t), %s, ROW(j), dp);\n            const float ds = p * (dp - rd[t]);\n", dy, v);
+        cu_printf(c->t, "            for (int i = 0; i < %lld; i++) acc[i] = fmaf(ds, ld(%s, ROW(%s) + i), acc[i]);\n", (long long)D,
+                  which == 0 ? k : q, which == 0 ? "j" : "t");
+    }
+    cu_printf(c->t, "        }\n        for (int i = 0; i < %lld; i++) st(%s, ROW(x) + i, acc[i] * %.9ef);\n    }\n",
+              (long long)D, o, which == 2 ? 1.0 : n->fattr[0]);
+    cu_printf(c->t, "#undef ROW\n#undef DOT\n}\n\n");
+    c->launch->block = 256;
+    c->launch->grid[0] = (unsigned)(B * H);
+    return true;
+}

@@ -1,0 +1,297 @@
+/* render_ops.c — CUDA kernels of the ops that run alone (opaque groups):
+ * gathers, RoPE, transposes, LayerRoPE's gains, the loss, and the gradient
+ * ops. Every sum runs in a fixed order (no atomics), so a run repeats bit
+ * for bit. One function per op, as ir/ref_ops.c has. */
+#include "cugen.h"
+
+#include <math.h>
+#include <string.h>
+
+#define BLOCK 256
+
+static unsigned blocks_for(int64_t n, int block) { return (unsigned)((n + block - 1) / block); }
+
+/* the anchor's output argument, and input k's */
+#define OUT(buf) cu_arg(c, c->gr->anchor, buf, sizeof buf)
+#define IN(k, buf) cu_arg(c, n->in[k], buf, sizeof buf)
+
+const char *cu_rope_table(cu_gen *c, int64_t D, double base, char *buf, size_t n)
+{
+    snprintf(buf, n, "rope_inv_%lld_%lld", (long long)D, (long long)llround(base * 1000));
+    char probe[96];
+    snprintf(probe, sizeof probe, "float %s[", buf);
+    if (c->tables->s && strstr(c->tables->s, probe)) return buf;
+    cu_printf(c->tables, "__device__ const float %s[%lld] = {", buf, (long long)(D / 2));
+    for (int64_t i = 0; i < D / 2; i++) cu_printf(c->tables, "%s%.9ef", i ? ", " : "", pow(base, -2.0 * (double)i / (double)D));
+    cu_printf(c->tables, "};\n");
+    return buf;
+}
+
+static void elementwise_launch(cu_gen *c, int64_t count)
+{
+    c->launch->block = BLOCK;
+    c->launch->grid[0] = blocks_for(count, BLOCK);
+}
+
+static void op_embedding(cu_gen *c, const lrc_node *n)
+{
+    char o[16], ids[16], w[16];
+    int64_t D = cu_last_dim(&n->shape), count = lrc_shape_numel(&n->shape);
+    /* ids were checked against the vocabulary by the runtime before launch */
+    cu_kernel_begin(c, BLOCK);
+    cu_printf(c->t, "    const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= %lldL) return;\n", (long long)count);
+    cu_printf(c->t, "    st(%s, i, ld(%s, (long)%s[i / %lldL] * %lldL + i %% %lldL));\n}\n\n", OUT(o), IN(1, w), IN(0, ids),
+              (long long)D, (long long)D, (long long)D);
+    elementwise_launch(c, count);
+}
+
+/* x [B, T, H, D] rotated by +angle (rope) or -angle (its gradient) */
+static void op_rope(cu_gen *c, const lrc_node *n, bool grad)
+{
+    char o[16], x[16], tab[64];
+    int64_t T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3], half = D / 2;
+    int64_t count = lrc_shape_numel(&n->shape) / 2;
+    cu_rope_table(c, D, n->fattr[0], tab, sizeof tab);
+    cu_kernel_begin(c, BLOCK);
+    cu_printf(c->t, "    const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= %lldL) return;\n", (long long)count);
+    cu_printf(c->t, "    const long r = i / %lld, j = i %% %lld, t = (r / %lld) %% %lld;\n", (long long)half, (long long)half,
+              (long long)H, (long long)T);
+    cu_printf(c->t, "    float s, co;\n    sincosf((float)t * %s[j], &s, &co);\n%s", tab, grad ? "    s = -s;\n" : "");
+    cu_printf(c->t, "    const float x1 = ld(%s, r * %lld + j), x2 = ld(%s, r * %lld + j + %lld);\n", IN(0, x), (long long)D, x,
+              (long long)D, (long long)half);
+    cu_printf(c->t, "    st(%s, r * %lld + j, x1 * co - x2 * s);\n    st(%s, r * %lld + j + %lld, x2 * co + x1 * s);\n}\n\n", OUT(o),
+              (long long)D, o, (long long)D, (long long)half);
+    elementwise_launch(c, count);
+}
+
+/* output element i gathers input element sum_d idx_d * stride_d */
+static void op_transpose(cu_gen *c, const lrc_node *n)
+{
+    char o[16], x[16];
+    const lrc_shape *xs = &c->g->nodes[n->in[0]].shape;
+    int64_t xst[LRC_MAX_DIMS], s = 1, count = lrc_shape_numel(&n->shape);
+    for (int d = xs->ndim - 1; d >= 0; d--) xst[d] = s, s *= xs->dim[d];
+    cu_kernel_begin(c, BLOCK);
+    cu_printf(c->t, "    const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= %lldL) return;\n", (long long)count);
+    cu_printf(c->t, "    long rest = i, src = 0;\n");
+    for (int d = n->shape.ndim - 1; d >= 0; d--)
+        cu_printf(c->t, "    src += (rest %% %lld) * %lldL; rest /= %lld;\n", (long long)n->shape.dim[d], (long long)xst[n->iattr[d]],
+                  (long long)n->shape.dim[d]);
+    cu_printf(c->t, "    st(%s, i, ld(%s, src));\n}\n\n", OUT(o), IN(0, x));
+    elementwise_launch(c, count);
+}
+
+/* binary ops with a broadcast the fused kernels cannot index: each input's
+ * element found from the output index with its own strides */
+static void op_broadcast(cu_gen *c, const lrc_node *n)
+{
+    char o[16], x[2][16];
+    int64_t count = lrc_shape_numel(&n->shape);
+    cu_kernel_begin(c, BLOCK);
+    cu_printf(c->t, "    const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= %lldL) return;\n", (long long)count);
+    for (int k = 0; k < n->n_in; k++) {
+        const lrc_shape *in = &c->g->nodes[n->in[k]].shape;
+        int64_t st = 1, stride[LRC_MAX_DIMS] = {0};
+        for (int d = in->ndim - 1; d >= 0; d--) stride[d] = in->dim[d] == 1 ? 0 : st, st *= in->dim[d];
+        cu_printf(c->t, "    long at%d = 0;\n    { long rest = i;\n", k);
+        for (int d = n->shape.ndim - 1; d >= 0; d--) {
+            int id = in->ndim - n->shape.ndim + d;
+            cu_printf(c->t, "      at%d += (rest %% %lld) * %lldL; rest /= %lld;\n", k, (long long)n->shape.dim[d],
+                      (long long)(id >= 0 ? stride[id] : 0), (long long)n->shape.dim[d]);
+        }
+        cu_printf(c->t, "    }\n    const float x%d = ld(%s, at%d);\n", k, IN(k, x[k]), k);
+    }
+    const char *expr = n->op == LRC_OP_ADD ? "x0 + x1" : n->op == LRC_OP_MUL ? "x0 * x1" : n->op == LRC_OP_SILU ? "silu(x0)"
+                     : n->op == LRC_OP_SILU_GRAD ? "silu_grad(x0, x1)" : NULL;
+    if (n->op == LRC_OP_SCALE) cu_printf(c->t, "    st(%s, i, x0 * %.9ef);\n}\n\n", OUT(o), n->fattr[0]);
+    else cu_printf(c->t, "    st(%s, i, %s);\n}\n\n", OUT(o), expr);
+    elementwise_launch(c, count);
+}
+
+/* LayerRoPE's gain for one layer, in double as the reference */
+static void op_depth_gain(cu_gen *c, const lrc_node *n)
+{
+    char o[16], a[5][16];
+    int64_t d = c->g->nodes[n->in[0]].shape.dim[0];
+    for (int k = 0; k < 5; k++) IN(k, a[k]);
+    cu_kernel_begin(c, BLOCK);
+    cu_printf(c->t, "    const long j = (long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (j >= %lld) return;\n", (long long)(d / 2));
+    cu_printf(c->t, "    const double u = %.17g;\n", log((double)n->iattr[0] + 1.0));
+    cu_printf(c->t, "    const double mag = exp((double)ld(%s, 0) + (double)ld(%s, 0) * u);\n", a[1], a[2]);
+    cu_printf(c->t, "    const double th = exp((double)ld(%s, 0) + (double)ld(%s, 0) * u) * pow(%.17g, -2.0 * (double)j / %lld.0);\n",
+              a[3], a[4], n->fattr[0], (long long)d);
+    cu_printf(c->t, "    const double co = cos(th), s = sin(th), g0 = ld(%s, 2 * j), g1 = ld(%s, 2 * j + 1);\n", a[0], a[0]);
+    cu_printf(c->t, "    st(%s, 2 * j, (float)(mag * (g0 * co - g1 * s)));\n    st(%s, 2 * j + 1, (float)(mag * (g0 * s + g1 * co)));\n}\n\n",
+              OUT(o), o);
+    elementwise_launch(c, d / 2);
+}
+
+/* Its gradient for input `which`: the rotation's transpose for gamma, and
+ * for the four scalars one block-wide sum in double (fixed order). */
+static void op_depth_gain_grad(cu_gen *c, const lrc_node *n)
+{
+    char o[16], a[6][16];
+    int64_t d = c->g->nodes[n->in[0]].shape.dim[0];
+    int which = (int)n->iattr[1];
+    for (int k = 0; k < 6; k++) IN(k, a[k]);
+    cu_kernel_begin(c, 1024);
+    cu_printf(c->t, "    __shared__ double red[32];\n    const double u = %.17g;\n", log((double)n->iattr[0] + 1.0));
+    cu_printf(c->t, "    const double m = exp((double)ld(%s, 0) + (double)ld(%s, 0) * u);\n", a[1], a[2]);
+    cu_printf(c->t, "    const double theta = exp((double)ld(%s, 0) + (double)ld(%s, 0) * u);\n", a[3], a[4]);
+    cu_printf(c->t, "    double dmag = 0, dth = 0;\n    for (long j = threadIdx.x; j < %lld; j += blockDim.x) {\n", (long long)(d / 2));
+    cu_printf(c->t, "        const double f = pow(%.17g, -2.0 * (double)j / %lld.0), ang = theta * f, co = cos(ang), s = sin(ang);\n",
+              n->fattr[0], (long long)d);
+    cu_printf(c->t, "        const double g0 = ld(%s, 2 * j), g1 = ld(%s, 2 * j + 1), dy0 = ld(%s, 2 * j), dy1 = ld(%s, 2 * j + 1);\n",
+              a[0], a[0], a[5], a[5]);
+    if (which == 0)
+        cu_printf(c->t, "        st(%s, 2 * j, (float)(m * (dy0 * co + dy1 * s)));\n        st(%s, 2 * j + 1, (float)(m * (dy1 * co - dy0 * s)));\n",
+                  OUT(o), o);
+    cu_printf(c->t, "        const double o0 = m * (g0 * co - g1 * s), o1 = m * (g0 * s + g1 * co);\n");
+    cu_printf(c->t, "        dmag += dy0 * o0 + dy1 * o1;\n        dth += f * (dy1 * o0 - dy0 * o1);\n    }\n");
+    if (which > 0) {
+        const char *v = which == 1 ? "dm" : which == 2 ? "dm * u" : which == 3 ? "dt" : "dt * u";
+        cu_printf(c->t, "    const double dm = block_sum_d(dmag, red), dt = block_sum_d(dth, red) * theta;\n");
+        cu_printf(c->t, "    if (threadIdx.x == 0) st(%s, 0, (float)(%s));\n", OUT(o), v);
+    }
+    cu_printf(c->t, "}\n\n");
+    c->launch->block = 1024;
+}
+
+/* the mean over labelled rows of logsumexp(x) - x[y]: one block, a warp per
+ * row in turn, the warps' partial sums added in a fixed order */
+static void op_cross_entropy(cu_gen *c, const lrc_node *n)
+{
+    char o[16], x[16], y[16];
+    int64_t V = cu_last_dim(&c->g->nodes[n->in[0]].shape), rows = lrc_shape_numel(&c->g->nodes[n->in[1]].shape);
+    cu_kernel_begin(c, 1024);
+    cu_printf(c->t, "    __shared__ double part[32];\n    __shared__ int cnt[32];\n");
+    cu_printf(c->t, "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n    double total = 0;\n    int used = 0;\n");
+    cu_printf(c->t, "    for (long r = warp; r < %lldL; r += 32) {\n        const int y = %s[r];\n        if (y == -100) continue;\n",
+              (long long)rows, IN(1, y));
+    cu_printf(c->t, "        float mx = -INFINITY;\n        for (long i = lane; i < %lldL; i += 32) mx = fmaxf(mx, ld(%s, r * %lldL + i));\n",
+              (long long)V, IN(0, x), (long long)V);
+    cu_printf(c->t, "        mx = warp_max(mx);\n        float s = 0.f;\n");
+    cu_printf(c->t, "        for (long i = lane; i < %lldL; i += 32) s += __expf(ld(%s, r * %lldL + i) - mx);\n", (long long)V, x,
+              (long long)V);
+    cu_printf(c->t, "        s = warp_sum(s);\n        total += (double)mx + log((double)s) - (double)ld(%s, r * %lldL + y);\n        used++;\n    }\n",
+              x, (long long)V);
+    cu_printf(c->t, "    if (lane == 0) part[warp] = total, cnt[warp] = used;\n    __syncthreads();\n");
+    cu_printf(c->t, "    if (threadIdx.x == 0) {\n        double t = 0;\n        long u = 0;\n");
+    cu_printf(c->t, "        for (int w = 0; w < 32; w++) t += part[w], u += cnt[w];\n        st(%s, 0, u ? (float)(t / (double)u) : NAN);\n    }\n}\n\n",
+              OUT(o));
+    c->launch->block = 1024;
+}
+
+/* (softmax(x) - onehot(y)) / labelled rows, a block per row */
+static void op_cross_entropy_grad(cu_gen *c, const lrc_node *n)
+{
+    char o[16], x[16], y[16];
+    int64_t V = cu_last_dim(&n->shape), rows = cu_rows(&n->shape);
+    cu_kernel_begin(c, BLOCK);
+    cu_printf(c->t, "    __shared__ float red[32];\n    const long r = blockIdx.x;\n    float cnt = 0.f;\n");
+    cu_printf(c->t, "    for (long i = threadIdx.x; i < %lldL; i += blockDim.x) cnt += %s[i] != -100;\n", (long long)rows, IN(1, y));
+    cu_printf(c->t, "    const float used = block_sum(cnt, red);\n    const int y = %s[r];\n", y);
+    cu_printf(c->t, "    if (y == -100) {\n        for (long i = threadIdx.x; i < %lldL; i += blockDim.x) st(%s, r * %lldL + i, 0.f);\n        return;\n    }\n",
+              (long long)V, OUT(o), (long long)V);
+    cu_printf(c->t, "    float mx = -INFINITY;\n    for (long i = threadIdx.x; i < %lldL; i += blockDim.x) mx = fmaxf(mx, ld(%s, r * %lldL + i));\n",
+              (long long)V, IN(0, x), (long long)V);
+    cu_printf(c->t, "    mx = block_max(mx, red);\n    float s = 0.f;\n");
+    cu_printf(c->t, "    for (long i = threadIdx.x; i < %lldL; i += blockDim.x) s += __expf(ld(%s, r * %lldL + i) - mx);\n", (long long)V,
+              x, (long long)V);
+    cu_printf(c->t, "    const float inv = 1.f / block_sum(s, red);\n");
+    cu_printf(c->t, "    for (long i = threadIdx.x; i < %lldL; i += blockDim.x)\n        st(%s, r * %lldL + i, (__expf(ld(%s, r * %lldL + i) - mx) * inv - (i == y)) / used);\n}\n\n",
+              (long long)V, o, (long long)V, x, (long long)V);
+    c->launch->block = BLOCK;
+    c->launch->grid[0] = (unsigned)rows;
+}
+
+/* x summed over the axes it was broadcast along: a thread per output
+ * element, the reduced elements in order, in double */
+static void op_sum_to(cu_gen *c, const lrc_node *n)
+{
+    char o[16], x[16];
+    const lrc_shape *xs = &c->g->nodes[n->in[0]].shape, *os = &n->shape;
+    int64_t xst[LRC_MAX_DIMS], s = 1, count = lrc_shape_numel(os), reduced = lrc_shape_numel(xs) / (count ? count : 1);
+    for (int d = xs->ndim - 1; d >= 0; d--) xst[d] = s, s *= xs->dim[d];
+    cu_kernel_begin(c, BLOCK);
+    cu_printf(c->t, "    const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= %lldL) return;\n", (long long)count);
+    /* the kept axes' offset from i; the reduced axes' offset from r */
+    cu_printf(c->t, "    long base = 0;\n    { long rest = i;\n");
+    for (int d = xs->ndim - 1; d >= 0; d--) {
+        int od = os->ndim - xs->ndim + d;
+        if (od >= 0 && os->dim[od] == xs->dim[d] && xs->dim[d] > 1)
+            cu_printf(c->t, "      base += (rest %% %lld) * %lldL; rest /= %lld;\n", (long long)xs->dim[d], (long long)xst[d],
+                      (long long)xs->dim[d]);
+    }
+    cu_printf(c->t, "    }\n    double acc = 0;\n    for (long r = 0; r < %lldL; r++) {\n        long rest = r, at = base;\n",
+              (long long)reduced);
+    for (int d = xs->ndim - 1; d >= 0; d--) {
+        int od = os->ndim - xs->ndim + d;
+        if (!(od >= 0 && os->dim[od] == xs->dim[d] && xs->dim[d] > 1))
+            cu_printf(c->t, "        at += (rest %% %lld) * %lldL; rest /= %lld;\n", (long long)xs->dim[d], (long long)xst[d],
+                      (long long)xs->dim[d]);
+    }
+    cu_printf(c->t, "        acc += ld(%s, at);\n    }\n    st(%s, i, (float)acc);\n}\n\n", IN(0, x), OUT(o));
+    elementwise_launch(c, count);
+}
+
+/* dW[v] = sum of dy rows whose id is v, in row order: a block per vocabulary row */
+static void op_embedding_grad(cu_gen *c, const lrc_node *n)
+{
+    char o[16], ids[16], dy[16];
+    int64_t V = n->shape.dim[0], D = n->shape.dim[1], rows = lrc_shape_numel(&c->g->nodes[n->in[0]].shape);
+    cu_kernel_begin(c, BLOCK);
+    cu_printf(c->t, "    const long v = blockIdx.x;\n    for (long col = threadIdx.x; col < %lldL; col += blockDim.x) {\n", (long long)D);
+    cu_printf(c->t, "        float acc = 0.f;\n        for (long r = 0; r < %lldL; r++)\n            if (%s[r] == v) acc += ld(%s, r * %lldL + col);\n",
+              (long long)rows, IN(0, ids), IN(1, dy), (long long)D);
+    cu_printf(c->t, "        st(%s, v * %lldL + col, acc);\n    }\n}\n\n", OUT(o), (long long)D);
+    c->launch->block = BLOCK;
+    c->launch->grid[0] = (unsigned)V;
+}
+
+/* a block per row: rmsnorm's and softmax's gradients */
+static void op_row_grad(cu_gen *c, const lrc_node *n)
+{
+    char o[16], x[16], dy[16];
+    int64_t D = cu_last_dim(&n->shape), rows = cu_rows(&n->shape);
+    cu_kernel_begin(c, BLOCK);
+    cu_printf(c->t, "    __shared__ float red[32];\n    const long r = blockIdx.x;\n    float dot = 0.f, ss = 0.f;\n");
+    cu_printf(c->t, "    for (long i = threadIdx.x; i < %lldL; i += blockDim.x) {\n        const float x = ld(%s, r * %lldL + i), dy = ld(%s, r * %lldL + i);\n",
+              (long long)D, IN(0, x), (long long)D, IN(1, dy), (long long)D);
+    cu_printf(c->t, "        dot = fmaf(x, dy, dot);\n        ss = fmaf(x, x, ss);\n    }\n    dot = block_sum(dot, red);\n");
+    if (n->op == LRC_OP_RMSNORM_GRAD) {
+        cu_printf(c->t, "    const float rs = rsqrtf(block_sum(ss, red) / %lld.f + %.9ef), k = rs * rs * rs * dot / %lld.f;\n",
+                  (long long)D, n->fattr[0], (long long)D);
+        cu_printf(c->t, "    for (long i = threadIdx.x; i < %lldL; i += blockDim.x)\n        st(%s, r * %lldL + i, rs * ld(%s, r * %lldL + i) - ld(%s, r * %lldL + i) * k);\n}\n\n",
+                  (long long)D, OUT(o), (long long)D, dy, (long long)D, x, (long long)D);
+    } else { /* softmax: x is the output y; y (dy - y . dy) */
+        cu_printf(c->t, "    for (long i = threadIdx.x; i < %lldL; i += blockDim.x)\n        st(%s, r * %lldL + i, ld(%s, r * %lldL + i) * (ld(%s, r * %lldL + i) - dot));\n}\n\n",
+                  (long long)D, OUT(o), (long long)D, x, (long long)D, dy, (long long)D);
+    }
+    c->launch->block = BLOCK;
+    c->launch->grid[0] = (unsigned)rows;
+}
+
+bool cu_render_opaque(cu_gen *c, const lrc_node *n)
+{
+    switch (n->op) {
+    case LRC_OP_EMBEDDING: op_embedding(c, n); return true;
+    case LRC_OP_ROPE: op_rope(c, n, false); return true;
+    case LRC_OP_ROPE_GRAD: op_rope(c, n, true); return true;
+    case LRC_OP_TRANSPOSE: op_transpose(c, n); return true;
+    case LRC_OP_ADD:
+    case LRC_OP_MUL:
+    case LRC_OP_SCALE:
+    case LRC_OP_SILU:
+    case LRC_OP_SILU_GRAD: op_broadcast(c, n); return true;
+    case LRC_OP_DEPTH_GAIN: op_depth_gain(c, n); return true;
+    case LRC_OP_DEPTH_GAIN_GRAD: op_depth_gain_grad(c, n); return true;
+    case LRC_OP_CROSS_ENTROPY: op_cross_entropy(c, n); return true;
+    case LRC_OP_CROSS_ENTROPY_GRAD: op_cross_entropy_grad(c, n); return true;
+    case LRC_OP_SUM_TO: op_sum_to(c, n); return true;
+    case LRC_OP_EMBEDDING_GRAD: op_embedding_grad(c, n); return true;
+    case LRC_OP_RMSNORM_GRAD:
+    case LRC_OP_SOFTMAX_GRAD: op_row_grad(c, n); return true;
+    default: return false;
+    }
+}
