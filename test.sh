@@ -11,5 +11,8 @@ for variant in "build -DLRC_SANITIZE=OFF" "build-asan -DLRC_SANITIZE=ON"; do
   echo "== $1"
   cmake -S . -B "$1" -DLRC_WERROR=ON "$2" >/dev/null
   cmake --build "$1" -j"$jobs"
-  ctest --test-dir "$1" --output-on-failure -j"$jobs"
+  # the sanitizers watch the CUDA renderer in cuda_compile_placements; the
+  # other widths only add NVRTC time, which no sanitizer sees into
+  skip=(); [ "$1" = build-asan ] && skip=(-E cuda_compile_presets)
+  ctest --test-dir "$1" --output-on-failure -j"$jobs" "${skip[@]}"
 done

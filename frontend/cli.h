@@ -56,6 +56,7 @@ enum {
     OPT_RESUME,
     OPT_CLIP,
     OPT_ACCUM,
+    OPT_ARCH,
 };
 
 /* Handles --preset/--set; returns 1 when the option was one of them. */
@@ -81,7 +82,7 @@ typedef struct cli_args {
     double temperature, lr, warmup, clip;
     int64_t steps, eval_every, stop_after, accum;
     const char *data, *resume;
-    const char *weights, *input, *out, *target, *prompt;
+    const char *weights, *input, *out, *target, *prompt, *arch;
 } cli_args;
 
 /* Parses argv with the options of one command. Returns -1 to go on, or the

@@ -33,13 +33,42 @@ static int link_shared(const char *obj, const char *so, lrc_err *err)
 
 static void remove_tree(const char *dir) /* dir: at most 4200 bytes */
 {
-    static const char *files[] = {"kernels.o", "kernels.so", "package.json", "package.json.tmp", "weights.safetensors"};
+    static const char *files[] = {"kernels.o",   "kernels.so",   "kernels.cu",          "kernels.cubin",
+                                  "kernels.ptx", "package.json", "package.json.tmp", "weights.safetensors"};
     char p[4400];
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, files[i]);
         remove(p);
     }
     rmdir(dir);
+}
+
+/* What the cuda backend needs besides the plan: each launch's grid, block,
+ * workspace and cuBLAS call, and every buffer's device storage. */
+static cJSON *cuda_meta(const lrc_compiled *c)
+{
+    static const char *storage[] = {"f32", "bf16", "i32"};
+    cJSON *o = cJSON_CreateObject(), *ls = cJSON_AddArrayToObject(o, "launches"), *st = cJSON_AddArrayToObject(o, "storage");
+    for (int i = 0; i < c->cuda.n_launches; i++) {
+        const lrc_cuda_launch *l = &c->cuda.launches[i];
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddItemToObject(x, "grid", cJSON_CreateIntArray((const int[3]){(int)l->grid[0], (int)l->grid[1], (int)l->grid[2]}, 3));
+        cJSON_AddNumberToObject(x, "block", l->block);
+        cJSON_AddNumberToObject(x, "scratch_bytes", (double)l->scratch_bytes);
+        if (l->gemm) {
+            cJSON *gm = cJSON_AddObjectToObject(x, "gemm");
+            cJSON_AddStringToObject(gm, "op", lrc_op_name(l->gemm_op));
+            cJSON_AddNumberToObject(gm, "m", (double)l->m);
+            cJSON_AddNumberToObject(gm, "n", (double)l->n);
+            cJSON_AddNumberToObject(gm, "k", (double)l->k);
+            cJSON_AddNumberToObject(gm, "a_arg", l->a_arg);
+            cJSON_AddNumberToObject(gm, "b_arg", l->b_arg);
+            cJSON_AddBoolToObject(gm, "to_scratch", l->gemm_to_scratch);
+        }
+        cJSON_AddItemToArray(ls, x);
+    }
+    for (int b = 0; b < c->g->n_nodes; b++) cJSON_AddItemToArray(st, cJSON_CreateString(storage[c->cuda.storage[b]]));
+    return o;
 }
 
 static char *package_meta(lrc_model *m, const cli_args *a, const lrc_compiled *c, int64_t vocab)
@@ -53,9 +82,16 @@ static char *package_meta(lrc_model *m, const cli_args *a, const lrc_compiled *c
     cJSON_AddStringToObject(o, "model", m->path);
     cJSON_AddStringToObject(o, "preset", a->m.preset ? a->m.preset : "");
     cJSON_AddStringToObject(o, "config", cfg);
-    cJSON_AddStringToObject(o, "target", "cpu");
-    cJSON_AddStringToObject(o, "cpu", c->cpu_name);
-    cJSON_AddStringToObject(o, "requires", c->cpu_features);
+    bool cuda = c->have_cuda;
+    cJSON_AddStringToObject(o, "target", cuda ? "cuda" : "cpu");
+    if (cuda) {
+        cJSON_AddStringToObject(o, "arch", c->arch);
+        cJSON_AddStringToObject(o, "nvrtc", lrc_nvrtc_version());
+        cJSON_AddItemToObject(o, "cuda", cuda_meta(c));
+    } else {
+        cJSON_AddStringToObject(o, "cpu", c->cpu_name);
+        cJSON_AddStringToObject(o, "requires", c->cpu_features);
+    }
     if (a->ctx > 0) { /* a decoder: one token a step, KV caches of ctx positions */
         cJSON_AddNumberToObject(o, "batch", 1);
         cJSON_AddNumberToObject(o, "seq", 1);
@@ -67,19 +103,40 @@ static char *package_meta(lrc_model *m, const cli_args *a, const lrc_compiled *c
     cJSON_AddNumberToObject(o, "vocab", (double)vocab);
     cJSON_AddNumberToObject(o, "kernels", c->sched.n_groups);
     const lrc_gemm_tiling *t = &c->prog.tiling;
-    cJSON_AddNumberToObject(o, "peak_flops_per_item", (double)LRC_PEAK_ITERS * t->mr * t->nv * t->vec * 2.0);
+    if (!cuda) cJSON_AddNumberToObject(o, "peak_flops_per_item", (double)LRC_PEAK_ITERS * t->mr * t->nv * t->vec * 2.0);
     cJSON_AddStringToObject(o, "compiled_by", "lrc " LRC_VERSION);
-    cJSON_AddStringToObject(o, "llvm", lrc_llvm_version());
+    if (!cuda) cJSON_AddStringToObject(o, "llvm", lrc_llvm_version());
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     free(cfg);
     return s;
 }
 
+/* kernels.cu, kernels.cubin and kernels.ptx of a cuda package */
+static int write_cuda_files(const char *dir, const lrc_compiled *c, lrc_err *err)
+{
+    static const char *names[] = {"kernels.cu", "kernels.cubin", "kernels.ptx"};
+    const void *data[] = {c->cuda.source, c->cubin, c->ptx};
+    size_t size[] = {strlen(c->cuda.source), c->cubin_size, strlen(c->ptx)};
+    for (int i = 0; i < 3; i++) {
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        FILE *f = fopen(path, "wb");
+        if (!f || fwrite(data[i], 1, size[i], f) != size[i] || fclose(f))
+            return lrc_err_set(err, "%s: cannot write: %s", path, strerror(errno));
+    }
+    return LRC_OK;
+}
+
 static int compile_run(const cli_args *a)
 {
-    if (strcmp(a->target, "cpu"))
-        return cli_user_error(&(lrc_err){"lrc compile: unknown target (this build compiles for: cpu)"});
+    bool cuda = !strcmp(a->target, "cuda");
+    if (strcmp(a->target, "cpu") && !cuda) {
+        lrc_err e;
+        lrc_err_set(&e, "--target %s: unknown target (lrc compiles for cpu and cuda)", a->target);
+        return cli_user_error(&e);
+    }
+    if (a->arch && !cuda) return cli_usage_error("compile", "--arch is for --target cuda");
     struct stat st;
     char pkgjson[4200];
     snprintf(pkgjson, sizeof pkgjson, "%s/package.json", a->out);
@@ -122,13 +179,15 @@ static int compile_run(const cli_args *a)
         goto done;
     }
     made_tmp = true;
-    if (lrc_compile_graph_to(g, a->weights ? &params : NULL, obj, &c, &err) || link_shared(obj, so, &err)) {
+    if (cuda ? lrc_compile_graph_cuda(g, a->weights ? &params : NULL, a->arch ? a->arch : "sm_90", &c, &err) ||
+                   write_cuda_files(tmp, &c, &err)
+             : lrc_compile_graph_to(g, a->weights ? &params : NULL, obj, &c, &err) || link_shared(obj, so, &err)) {
         cli_user_error(&err);
         goto done;
     }
     remove(obj);
     char *meta = package_meta(&m, a, &c, vocab);
-    rc = lrc_package_write_plan(tmp, &c.plan, meta, &err);
+    rc = lrc_package_write_plan(tmp, &c.plan, cuda ? "kernels.cubin" : "kernels.so", meta, &err);
     free(meta);
     if (!rc && a->weights) {
         /* only what the plan reads: the folded weights, not the originals */
@@ -157,7 +216,11 @@ static int compile_run(const cli_args *a)
     }
     int64_t total = 0;
     for (int i = 0; i < keep.n; i++) total += (int64_t)keep.items[i]->nbytes;
-    if (a->ctx > 0)
+    if (cuda)
+        printf("compiled %s%s%s for cuda (%s, NVRTC %s): %d kernels in CUDA C, cubin %zu bytes, PTX for newer GPUs, in %.0f ms\n",
+               m.path, a->m.preset ? " preset " : "", a->m.preset ? a->m.preset : "", c.arch, lrc_nvrtc_version(),
+               c.cuda.n_symbols, c.cubin_size, c.passes_ms + c.codegen_ms);
+    else if (a->ctx > 0)
         printf("compiled %s%s%s for cpu (%s, %s) as a decoder with a KV cache of %lld positions in %.0f ms\n", m.path,
                a->m.preset ? " preset " : "", a->m.preset ? a->m.preset : "", c.cpu_name, c.cpu_features,
                (long long)a->ctx, c.passes_ms + c.codegen_ms);
@@ -168,7 +231,7 @@ static int compile_run(const cli_args *a)
     printf("kernels %d\n", c.sched.n_groups);
     int functions = 0;
     for (int i = 0; i < c.prog.n_kernels; i++) functions += c.prog.kernels[i].impl == i;
-    printf("functions %d (launches of equal structure share code)\n", functions);
+    printf("functions %d (launches of equal structure share code)\n", cuda ? c.cuda.n_symbols : functions);
     printf("arena %lld bytes\n", (long long)c.sched.arena_bytes);
     printf("peak of live intermediates %lld bytes (arena / peak = %.3f)\n", (long long)c.sched.peak_bytes,
            c.sched.peak_bytes ? (double)c.sched.arena_bytes / (double)c.sched.peak_bytes : 1.0);
@@ -194,9 +257,10 @@ int cmd_compile(int argc, char **argv)
                                          {"batch", required_argument, 0, OPT_BATCH},
                                          {"seq", required_argument, 0, OPT_SEQ},
                                          {"ctx", required_argument, 0, OPT_CTX},
+                                         {"arch", required_argument, 0, OPT_ARCH},
                                          {0, 0, 0, 0}};
     static const char *help =
-        "usage: lrc compile MODEL [--preset P] [--set KEY=VALUE]... --target cpu [--weights W]\n"
+        "usage: lrc compile MODEL [--preset P] [--set KEY=VALUE]... --target cpu|cuda [--arch sm_XX] [--weights W]\n"
         "                   [--batch B] [--seq T | --ctx C] -o PKG\n"
         "\n"
         "Compiles the model ahead of time for tokens [B, T] into the package directory\n"
@@ -206,7 +270,10 @@ int cmd_compile(int argc, char **argv)
         "\n"
         "  --preset P        a preset of the model\n"
         "  --set KEY=VALUE   override one config key (repeatable; after the preset)\n"
-        "  --target cpu      the target (cpu)\n"
+        "  --target T        cpu (native code for this CPU, kernels.so) or cuda (CUDA C\n"
+        "                    compiled by NVRTC: kernels.cu, kernels.cubin, kernels.ptx;\n"
+        "                    no GPU needed)\n"
+        "  --arch sm_XX      the GPU architecture for cuda (default sm_90)\n"
         "  --weights FILE    freeze these weights into the package (folding gains)\n"
         "  --batch B         batch size (default 1)\n"
         "  --seq T           sequence length (default 256)\n"

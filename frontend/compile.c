@@ -137,8 +137,41 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
     return rc;
 }
 
+int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arch, lrc_compiled *c, lrc_err *err)
+{
+    memset(c, 0, sizeof *c);
+    double t0 = 1e3 * lrc_now_s();
+    c->g = g;
+    c->consts = consts;
+    snprintf(c->arch, sizeof c->arch, "%s", arch);
+    lrc_pass_ctx ctx = {consts};
+    int rc = lrc_passes_run(&c->g, &ctx, NULL, err);
+    if (!rc) rc = lrc_schedule_build(c->g, &c->sched, err);
+    if (rc) return rc;
+    c->have_sched = true;
+    lrc_schedule_plan_memory(c->g, &c->sched);
+    if ((rc = lrc_program_build(c->g, &c->sched, lrc_cuda_tiling(), &c->prog, err))) return rc;
+    c->have_prog = true;
+    double t1 = 1e3 * lrc_now_s();
+    if ((rc = lrc_cuda_render(c->g, &c->sched, &c->prog, &c->cuda, err))) return rc;
+    c->have_cuda = true;
+    if ((rc = lrc_nvrtc_compile(c->cuda.source, "kernels.cu", arch, &c->cubin, &c->cubin_size, &c->ptx, err))) return rc;
+    if ((rc = build_plan(c, err))) return rc;
+    c->have_plan = true;
+    for (int i = 0; i < c->plan.n_launches; i++) { /* a GEMM alone has no kernel of its own */
+        free(c->plan.launches[i].symbol);
+        c->plan.launches[i].symbol = lrc_strdup(c->cuda.launches[i].symbol);
+    }
+    c->passes_ms = t1 - t0;
+    c->codegen_ms = 1e3 * lrc_now_s() - t1;
+    return LRC_OK;
+}
+
 void lrc_compiled_free(lrc_compiled *c)
 {
+    if (c->have_cuda) lrc_cuda_program_free(&c->cuda);
+    free(c->cubin);
+    free(c->ptx);
     if (c->have_plan) lrc_plan_free(&c->plan);
     if (c->have_prog) lrc_program_free(&c->prog);
     if (c->have_sched) lrc_schedule_free(&c->sched);

@@ -3,6 +3,7 @@
 #ifndef LRC_COMPILE_H
 #define LRC_COMPILE_H
 
+#include "../codegen/cuda/lrc_cuda.h"
 #include "../codegen/lrc_codegen.h"
 #include "../runtime/lrc_runtime.h"
 
@@ -18,6 +19,13 @@ typedef struct lrc_compiled {
     bool have_sched, have_prog, have_plan;
     double passes_ms, codegen_ms;
     char cpu_features[128], cpu_name[64];
+    /* --target cuda: the rendered program and what NVRTC made of it */
+    lrc_cuda_program cuda;
+    bool have_cuda;
+    void *cubin;
+    size_t cubin_size;
+    char *ptx;
+    char arch[16];
 } lrc_compiled;
 
 /* Compiles g (taken over) for this CPU. With consts (the parameters'
@@ -27,6 +35,9 @@ int lrc_compile_graph(lrc_graph *g, lrc_tensor_set *consts, lrc_compiled *c, lrc
 /* Same, writing native code to an object file instead of the JIT (the
  * plan's launches then have no fn). */
 int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *object_path, lrc_compiled *c, lrc_err *err);
+/* Compiles g (taken over) for NVIDIA GPUs of architecture arch ("sm_90"):
+ * CUDA C, a cubin and PTX from NVRTC, and the plan; no GPU needed. */
+int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arch, lrc_compiled *c, lrc_err *err);
 void lrc_compiled_free(lrc_compiled *c);
 
 #endif

@@ -2,6 +2,7 @@
  * handling they share. */
 #include "cli.h"
 
+#include "../codegen/cuda/lrc_cuda.h"
 #include "../codegen/llvm/lrc_llvm.h"
 
 #include <errno.h>
@@ -28,6 +29,7 @@ static const char *usage_text =
     "  profile MODEL   per-kernel times against this machine's ceilings, and a trace\n"
     "  demo            build, initialise and run the default LayerRoPE LLaMA\n"
     "  gemm-bench      time one generated GEMM (for bench/cpu_gemm.py)\n"
+    "  devices         the targets this machine can compile for and run (also --version)\n"
     "\n"
     "MODEL is a Lua file, or the name of a built-in model (llama).\n"
     "Every command takes --help. Exit status: 0 success, 1 bad input, 2 bad usage.\n";
@@ -160,6 +162,7 @@ int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *
                 return cli_usage_error(cmd, "--accum %s: expected an integer from 1 to %d", optarg, 1 << 20);
             break;
         case OPT_DATA: a->data = optarg; break;
+        case OPT_ARCH: a->arch = optarg; break;
         case OPT_RESUME: a->resume = optarg; break;
         case OPT_LR:
         case OPT_CLIP:
@@ -215,7 +218,7 @@ int main(int argc, char **argv)
         fputs(usage_text, stdout);
         return 0;
     }
-    if (!strcmp(cmd, "--version")) {
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "devices")) {
         lrc_llvm_target t;
         lrc_err err;
         printf("lrc %s (built with LLVM %s)\n", LRC_VERSION, LRC_LLVM_VERSION);
@@ -223,7 +226,18 @@ int main(int argc, char **argv)
         if (lrc_llvm_target_host(&t, &err)) printf("target cpu: not available: %s\n", err.msg);
         else printf("target cpu: available (%s, %d-float vectors, GEMM tile %dx%d)\n", t.triple, t.tiling.vec, t.tiling.mr,
                     t.tiling.vec * t.tiling.nv);
-        printf("target cuda: not available: this build has no CUDA backend yet\n");
+        /* cuda: compiling needs NVRTC only; running needs the driver, a GPU and cuBLAS */
+        char why[256];
+        if (lrc_nvrtc_available(why, sizeof why))
+            printf("target cuda, compile: available (NVRTC %s: lrc compile --target cuda --arch sm_XX, no GPU needed)\n",
+                   lrc_nvrtc_version());
+        else printf("target cuda, compile: not available: %s\n", why);
+        lrc_cuda_device dev;
+        if (lrc_cuda_probe(&dev, why, sizeof why))
+            printf("target cuda, run: not available: %s\n", why);
+        else
+            printf("target cuda, run: %s (sm_%d, %.0f GiB; %d device%s) found, but this lrc has no cuda executor yet\n",
+                   dev.name, dev.sm, (double)dev.memory_bytes / (1 << 30), dev.count, dev.count == 1 ? "" : "s");
         return 0;
     }
     static const struct {

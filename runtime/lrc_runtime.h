@@ -216,21 +216,37 @@ double lrc_measure_peak_gflops(lrc_pool *pool, lrc_kernel_fn probe, double flops
 /* A trace that Perfetto and chrome://tracing open (Chrome's JSON format). */
 int lrc_trace_write(const char *path, const lrc_plan *plan, const lrc_trace_event *ev, int64_t n, lrc_err *err);
 
+/* ---- NVIDIA GPUs (runtime/cuda_probe.c) --------------------------------- */
+
+typedef struct lrc_cuda_device {
+    char name[128];
+    int sm;               /* compute capability, 90 for sm_90 */
+    int count;            /* devices */
+    int64_t memory_bytes; /* of device 0 */
+} lrc_cuda_device;
+/* Whether the driver, a device and cuBLAS are here (device 0 described);
+ * else -1 and a one-line reason in why. */
+int lrc_cuda_probe(lrc_cuda_device *dev, char *why, size_t n);
+
 /* ---- ahead-of-time packages -------------------------------------------- */
 
-#define LRC_PACKAGE_VERSION 1
+#define LRC_PACKAGE_VERSION 2 /* 2: the kernels' file is named (kernels.so, or a cubin) */
 
-/* A directory: package.json (plan and metadata), kernels.so, and
+/* A directory: package.json (plan and metadata), the kernels (kernels.so
+ * for cpu; kernels.cubin, kernels.ptx and kernels.cu for cuda), and
  * weights.safetensors when weights were given at compile time. */
 typedef struct lrc_package {
-    lrc_plan plan;         /* launches resolved in kernels.so */
+    lrc_plan plan;         /* launches resolved in kernels.so (cpu packages) */
     lrc_tensor_set weights;
     bool has_weights;
-    char *meta_json;       /* what compiled it: model, config, shapes, CPU */
+    char *meta_json;       /* what compiled it: model, config, shapes, CPU or GPU */
+    char target[16];       /* "cpu" or "cuda" */
     void *dl;
 } lrc_package;
 
-int lrc_package_write_plan(const char *dir, const lrc_plan *p, const char *meta_json, lrc_err *err);
+/* package.json for plan p; kernels_file (in dir) is recorded with its size
+ * and hash, so that a damaged one is never loaded. */
+int lrc_package_write_plan(const char *dir, const lrc_plan *p, const char *kernels_file, const char *meta_json, lrc_err *err);
 /* path is a directory with a package.json */
 bool lrc_package_is(const char *path);
 /* Reads and checks everything (format version, plan consistency, every

@@ -43,7 +43,7 @@ static int file_digest(const char *path, uint64_t *size, uint64_t *hash)
     return bad ? -1 : 0;
 }
 
-int lrc_package_write_plan(const char *dir, const lrc_plan *p, const char *meta_json, lrc_err *err)
+int lrc_package_write_plan(const char *dir, const lrc_plan *p, const char *kernels_file, const char *meta_json, lrc_err *err)
 {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "format", "lrc-package");
@@ -53,12 +53,13 @@ int lrc_package_write_plan(const char *dir, const lrc_plan *p, const char *meta_
     cJSON_AddNumberToObject(root, "arena_bytes", (double)p->arena_bytes);
     char so[4200], hex[32];
     uint64_t size, hash;
-    snprintf(so, sizeof so, "%s/kernels.so", dir);
+    snprintf(so, sizeof so, "%s/%s", dir, kernels_file);
     if (file_digest(so, &size, &hash)) {
         cJSON_Delete(root);
         return lrc_err_set(err, "%s: cannot read: %s", so, strerror(errno));
     }
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hash);
+    cJSON_AddStringToObject(root, "kernels_file", kernels_file);
     cJSON_AddNumberToObject(root, "kernels_bytes", (double)size);
     cJSON_AddStringToObject(root, "kernels_fnv1a", hex);
     cJSON *bufs = cJSON_AddArrayToObject(root, "buffers");
@@ -255,28 +256,36 @@ int lrc_package_load(const char *dir, lrc_package *pkg, lrc_err *err)
         pkg->meta_json = meta ? cJSON_PrintUnformatted(meta) : lrc_strdup("{}");
     }
     uint64_t want_size = 0, size = 0, hash = 0;
-    char want_hash[32] = "", hex[32];
+    char want_hash[32] = "", hex[32], kfile[256] = "";
     const cJSON *kb = cJSON_GetObjectItemCaseSensitive(root, "kernels_bytes");
     const cJSON *kh = cJSON_GetObjectItemCaseSensitive(root, "kernels_fnv1a");
+    const cJSON *kf = cJSON_GetObjectItemCaseSensitive(root, "kernels_file");
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "meta");
+    const cJSON *target = meta ? cJSON_GetObjectItemCaseSensitive(meta, "target") : NULL;
     if (!rc && (!cJSON_IsNumber(kb) || !cJSON_IsString(kh))) rc = bad(err, path, "the kernels' size and hash", -1);
+    if (!rc && (!cJSON_IsString(kf) || strchr(kf->valuestring, '/') || strlen(kf->valuestring) >= sizeof kfile))
+        rc = bad(err, path, "the kernels' file name", -1);
     if (!rc) {
         want_size = (uint64_t)kb->valuedouble;
         snprintf(want_hash, sizeof want_hash, "%s", kh->valuestring);
+        snprintf(kfile, sizeof kfile, "%s", kf->valuestring);
+        snprintf(pkg->target, sizeof pkg->target, "%s", cJSON_IsString(target) ? target->valuestring : "cpu");
     }
     cJSON_Delete(root);
     if (!rc) {
-        snprintf(path, sizeof path, "%s/kernels.so", dir);
+        snprintf(path, sizeof path, "%s/%s", dir, kfile);
         if (file_digest(path, &size, &hash)) rc = lrc_err_set(err, "%s: cannot read: %s", path, strerror(errno));
         snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hash);
         if (!rc && (size != want_size || strcmp(hex, want_hash)))
             rc = lrc_err_set(err, "%s: %llu bytes with hash %s, package.json says %llu bytes with hash %s (a damaged package?)",
                              path, (unsigned long long)size, hex, (unsigned long long)want_size, want_hash);
     }
-    if (!rc) {
+    bool native = !strcmp(pkg->target, "cpu"); /* a cuda package's cubin is its backend's to load */
+    if (!rc && native) {
         pkg->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         if (!pkg->dl) rc = lrc_err_set(err, "%s: cannot load the kernels: %s", path, dlerror());
     }
-    for (int i = 0; i < pkg->plan.n_launches && !rc; i++) {
+    for (int i = 0; i < pkg->plan.n_launches && !rc && native; i++) {
         void *sym = dlsym(pkg->dl, pkg->plan.launches[i].symbol);
         if (!sym) rc = lrc_err_set(err, "%s: kernel '%s' is missing (a damaged package?)", path, pkg->plan.launches[i].symbol);
         else memcpy(&pkg->plan.launches[i].fn, &sym, sizeof sym);

@@ -148,14 +148,21 @@ void cu_render_kv_attention(cu_gen *c)
 bool cu_render_attention_grad(cu_gen *c, const lrc_node *n)
 {
     int64_t B = n->shape.dim[0], T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3];
-    int which = (int)n->iattr[1];
     bool causal = n->iattr[0] != 0;
-    char q[16], k[16], v[16], dy[16], o[16];
+    /* the group holds the gradient of q, k and/or v (fuse rule 6) */
+    int out_of[3] = {-1, -1, -1};
+    for (int j = 0; j < c->gr->n_nodes; j++) {
+        const lrc_node *m = &c->g->nodes[c->gr->nodes[j]];
+        if (m->op != LRC_OP_ATTENTION_GRAD) return false;
+        out_of[m->iattr[1]] = c->gr->nodes[j];
+    }
+    bool need_rd = out_of[0] >= 0 || out_of[1] >= 0;
+    char q[16], k[16], v[16], dy[16], all[32];
     cu_arg(c, n->in[0], q, sizeof q);
     cu_arg(c, n->in[1], k, sizeof k);
     cu_arg(c, n->in[2], v, sizeof v);
     cu_arg(c, n->in[3], dy, sizeof dy);
-    cu_arg(c, c->gr->anchor, o, sizeof o);
+    snprintf(all, sizeof all, "%lldL", (long long)T);
     c->launch->scratch_bytes = B * H * 3 * T * 4;
     cu_kernel_begin(c, 256);
     cu_printf(c->t, "    const long b = blockIdx.x / %lld, h = blockIdx.x %% %lld;\n", (long long)H, (long long)H);
@@ -164,34 +171,39 @@ bool cu_render_attention_grad(cu_gen *c, const lrc_node *n)
     cu_printf(c->t, "#define ROW(t) (((b * %lld + (t)) * %lld + h) * %lld)\n", (long long)T, (long long)H, (long long)D);
     cu_printf(c->t, "#define DOT(A, r1, B2, r2, out) { out = 0.f; for (int i = 0; i < %lld; i++) out = fmaf(ld(A, r1 + i), ld(B2, r2 + i), out); }\n",
               (long long)D);
-    char all[32];
-    snprintf(all, sizeof all, "%lldL", (long long)T);
+    /* each query row's max, sum and (for dq, dk) rowsum(dP o P) */
     cu_printf(c->t, "    for (long t = threadIdx.x; t < %lld; t += blockDim.x) {\n        const long keys = %s;\n", (long long)T,
               causal ? "t + 1" : all);
     cu_printf(c->t, "        float m = -INFINITY, l = 0.f, r = 0.f, s;\n");
     cu_printf(c->t, "        for (long j = 0; j < keys; j++) { DOT(%s, ROW(t), %s, ROW(j), s); m = fmaxf(m, s * %.9ef); }\n", q, k, n->fattr[0]);
     cu_printf(c->t, "        for (long j = 0; j < keys; j++) { DOT(%s, ROW(t), %s, ROW(j), s); l += __expf(s * %.9ef - m); }\n", q, k, n->fattr[0]);
-    if (which != 2)
+    if (need_rd)
         cu_printf(c->t, "        for (long j = 0; j < keys; j++) {\n            float dp;\n            DOT(%s, ROW(t), %s, ROW(j), s);\n"
                         "            DOT(%s, ROW(t), %s, ROW(j), dp);\n            r += __expf(s * %.9ef - m) / l * dp;\n        }\n",
                   q, k, dy, v, n->fattr[0]);
     cu_printf(c->t, "        mx[t] = m;\n        sum[t] = l;\n        rd[t] = r;\n    }\n    __syncthreads();\n");
-    /* the rows of the output: one per thread in turn */
-    cu_printf(c->t, "    for (long x = threadIdx.x; x < %lld; x += blockDim.x) {\n        float acc[%lld];\n", (long long)T, (long long)D);
-    cu_printf(c->t, "        for (int i = 0; i < %lld; i++) acc[i] = 0.f;\n", (long long)D);
-    if (which == 0) cu_printf(c->t, "        const long t = x;\n        for (long j = 0; j < %s; j++) {\n", causal ? "t + 1" : all);
-    else cu_printf(c->t, "        const long j = x;\n        for (long t = %s; t < %lld; t++) {\n", causal ? "j" : "0", (long long)T);
-    cu_printf(c->t, "            float s, dp;\n            DOT(%s, ROW(t), %s, ROW(j), s);\n", q, k);
-    cu_printf(c->t, "            const float p = __expf(s * %.9ef - mx[t]) / sum[t];\n", n->fattr[0]);
-    if (which == 2) {
-        cu_printf(c->t, "            for (int i = 0; i < %lld; i++) acc[i] = fmaf(p, ld(%s, ROW(t) + i), acc[i]);\n", (long long)D, dy);
-    } else {
-        cu_printf(c->t, "            DOT(%s, ROW(t), %s, ROW(j), dp);\n            const float ds = p * (dp - rd[t]);\n", dy, v);
-        cu_printf(c->t, "            for (int i = 0; i < %lld; i++) acc[i] = fmaf(ds, ld(%s, ROW(%s) + i), acc[i]);\n", (long long)D,
-                  which == 0 ? k : q, which == 0 ? "j" : "t");
+    /* then the rows of each gradient: dq_t = scale sum_j dS[t,j] k_j,
+     * dk_j = scale sum_t dS[t,j] q_t, dv_j = sum_t P[t,j] dy_t */
+    for (int which = 0; which < 3; which++) {
+        if (out_of[which] < 0) continue;
+        char o[16];
+        cu_arg(c, out_of[which], o, sizeof o);
+        cu_printf(c->t, "    for (long x = threadIdx.x; x < %lld; x += blockDim.x) {\n        float acc[%lld];\n", (long long)T, (long long)D);
+        cu_printf(c->t, "        for (int i = 0; i < %lld; i++) acc[i] = 0.f;\n", (long long)D);
+        if (which == 0) cu_printf(c->t, "        const long t = x;\n        for (long j = 0; j < %s; j++) {\n", causal ? "t + 1" : all);
+        else cu_printf(c->t, "        const long j = x;\n        for (long t = %s; t < %lld; t++) {\n", causal ? "j" : "0", (long long)T);
+        cu_printf(c->t, "            float s, dp;\n            DOT(%s, ROW(t), %s, ROW(j), s);\n", q, k);
+        cu_printf(c->t, "            const float p = __expf(s * %.9ef - mx[t]) / sum[t];\n", n->fattr[0]);
+        if (which == 2) {
+            cu_printf(c->t, "            for (int i = 0; i < %lld; i++) acc[i] = fmaf(p, ld(%s, ROW(t) + i), acc[i]);\n", (long long)D, dy);
+        } else {
+            cu_printf(c->t, "            DOT(%s, ROW(t), %s, ROW(j), dp);\n            const float ds = p * (dp - rd[t]);\n", dy, v);
+            cu_printf(c->t, "            for (int i = 0; i < %lld; i++) acc[i] = fmaf(ds, ld(%s, ROW(%s) + i), acc[i]);\n", (long long)D,
+                      which == 0 ? k : q, which == 0 ? "j" : "t");
+        }
+        cu_printf(c->t, "        }\n        for (int i = 0; i < %lld; i++) st(%s, ROW(x) + i, acc[i] * %.9ef);\n    }\n", (long long)D, o,
+                  which == 2 ? 1.0 : n->fattr[0]);
     }
-    cu_printf(c->t, "        }\n        for (int i = 0; i < %lld; i++) st(%s, ROW(x) + i, acc[i] * %.9ef);\n    }\n",
-              (long long)D, o, which == 2 ? 1.0 : n->fattr[0]);
     cu_printf(c->t, "#undef ROW\n#undef DOT\n}\n\n");
     c->launch->block = 256;
     c->launch->grid[0] = (unsigned)(B * H);

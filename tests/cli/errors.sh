@@ -645,7 +645,7 @@ ok "compile a package with weights" compile "$MODEL" "${SETS[@]}" --target cpu -
 ok "compile a package without weights" compile "$MODEL" "${SETS[@]}" --target cpu --batch 2 --seq 7 -o pkg_now
 ok "forward a package" forward pkg --input "$IN" -o pkg_out.safetensors
 rm -f pkg_out.safetensors
-cp -r pkg pkg_v99 && sed -i 's/"version":[[:space:]]*1/"version": 99/' pkg_v99/package.json
+cp -r pkg pkg_v99 && sed -i 's/"version":[[:space:]]*[0-9]*/"version": 99/' pkg_v99/package.json
 cp -r pkg pkg_cut && head -c 300 pkg/package.json >pkg_cut/package.json
 cp -r pkg pkg_noso && rm pkg_noso/kernels.so
 cp -r pkg pkg_badso && head -c 1000 pkg/kernels.so >pkg_badso/kernels.so
@@ -668,6 +668,18 @@ t "profile: missing input file" 1 'nope\.st' -- profile pkg --input nope.st -o t
 t "profile without --input" 2 '--input' -- profile pkg
 t "profile: unknown target" 2 'target' -- profile pkg --input "$IN" --target tpu
 t "profile: token outside the vocabulary" 1 'tokens\[1,3\]' -- profile pkg --input in_vocab.st -o trace.json
+# cuda: compiling needs NVRTC only; running says what this machine lacks
+ok "compile a cuda package" compile "$MODEL" "${SETS[@]}" --target cuda --arch sm_80 --weights "$W" --batch 2 --seq 7 -o pkg_cu
+t "cuda: an architecture NVRTC cannot target" 1 'sm_99' 'nvrtc' -- compile "$MODEL" "${SETS[@]}" --target cuda --arch sm_99 -o pkg_x
+t "cuda: not an architecture" 1 'sm_1\b' 'sm_XX' -- compile "$MODEL" "${SETS[@]}" --target cuda --arch sm_1 -o pkg_x
+t "cuda: --arch for the cpu target" 2 '--arch' -- compile "$MODEL" "${SETS[@]}" --target cpu --arch sm_90 -o pkg_x
+if [ -e /usr/lib/x86_64-linux-gnu/libcuda.so.1 ] || ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then
+  echo "skip cuda package without a GPU: this machine has an NVIDIA driver"
+else
+  t "cuda package without a GPU" 1 'pkg_cu' 'cuda' 'NVIDIA driver' -- forward pkg_cu --input "$IN" -o out.safetensors
+fi
+cp -r pkg_cu pkg_cu_cut && head -c 2000 pkg_cu/kernels.cubin >pkg_cu_cut/kernels.cubin
+t "cuda package: truncated cubin" 1 'kernels\.cubin' 'damaged' -- forward pkg_cu_cut --input "$IN" -o out.safetensors
 ok "compile a decoder package" compile "$MODEL" --preset tiny --target cpu --weights tiny_w.safetensors --ctx 16 -o pkg_dec
 ok "generate from a decoder package" generate pkg_dec --prompt "In the" -n 4 --seed 1
 t "generate: prompt longer than the context" 1 'prompt' 'context' -- generate pkg_dec --prompt "In the beginning God created" -n 2

@@ -32,6 +32,20 @@ for preset in tiny small; do
   echo "$preset: pre $(k pre), layerrope $(k layerrope), peri $(k peri), layerrope_peri $(k layerrope_peri)"
   check "$preset: layerrope has the kernels of pre" '[ -n "$(k pre)" ] && [ "$(k pre)" = "$(k layerrope)" ]'
   check "$preset: layerrope_peri has the kernels of peri" '[ -n "$(k peri)" ] && [ "$(k peri)" = "$(k layerrope_peri)" ]'
+  complete() {
+    for f in kernels.cu kernels.cubin kernels.ptx package.json weights.safetensors; do [ -s "$1/$f" ] || return 1; done
+    grep -q '"target":[[:space:]]*"cuda"' "$1/package.json"
+  }
+  # the same folding for cuda: a complete package (CUDA C, cubin, PTX, plan, weights), no GPU needed
+  for norm in pre layerrope; do
+    "$lrc" compile "$model" --preset $preset --set norm=$norm --target cuda --arch sm_90 --weights "$dir/w_$norm.safetensors" \
+      --batch 2 --seq 13 -o "$dir/cu_$norm" >"$dir/compile_cu_$norm.txt" || { failed=$((failed + 1)); echo "FAIL compile cuda $preset $norm"; }
+    check "$preset $norm: cuda package complete" \
+      "complete '$dir/cu_$norm'"
+  done
+  kc() { grep '^kernels ' "$dir/compile_cu_$1.txt"; }
+  echo "$preset cuda: pre $(kc pre), layerrope $(kc layerrope)"
+  check "$preset cuda: layerrope has the kernels of pre" '[ -n "$(kc pre)" ] && [ "$(kc pre)" = "$(kc layerrope)" ]'
 done
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
