@@ -74,6 +74,10 @@ int cli_model_load(const char *cmd, const cli_model_opts *o, lrc_model *m, lrc_e
 /* Per-launch times gathered with LRC_PROFILE set, slowest first, on stderr. */
 void cli_print_quick_profile(const lrc_plan *plan, const double *ns, const int64_t *calls);
 
+/* lrc forward of a cuda package (frontend/cmd_cuda.c); returns the exit status. */
+struct cli_args;
+int cli_forward_cuda(const struct cli_args *a);
+
 typedef struct cli_args {
     cli_model_opts m;
     bool params, flops, ir, kernels;

@@ -55,15 +55,19 @@ static cJSON *cuda_meta(const lrc_compiled *c)
         cJSON_AddItemToObject(x, "grid", cJSON_CreateIntArray((const int[3]){(int)l->grid[0], (int)l->grid[1], (int)l->grid[2]}, 3));
         cJSON_AddNumberToObject(x, "block", l->block);
         cJSON_AddNumberToObject(x, "scratch_bytes", (double)l->scratch_bytes);
-        if (l->gemm) {
-            cJSON *gm = cJSON_AddObjectToObject(x, "gemm");
-            cJSON_AddStringToObject(gm, "op", lrc_op_name(l->gemm_op));
-            cJSON_AddNumberToObject(gm, "m", (double)l->m);
-            cJSON_AddNumberToObject(gm, "n", (double)l->n);
-            cJSON_AddNumberToObject(gm, "k", (double)l->k);
-            cJSON_AddNumberToObject(gm, "a_arg", l->a_arg);
-            cJSON_AddNumberToObject(gm, "b_arg", l->b_arg);
-            cJSON_AddBoolToObject(gm, "to_scratch", l->gemm_to_scratch);
+        if (l->n_gemm) {
+            cJSON *gs = cJSON_AddArrayToObject(x, "gemm");
+            for (int j = 0; j < l->n_gemm; j++) {
+                cJSON *gm = cJSON_CreateObject();
+                cJSON_AddStringToObject(gm, "op", lrc_op_name(l->gemm[j].op));
+                cJSON_AddNumberToObject(gm, "m", (double)l->gemm[j].m);
+                cJSON_AddNumberToObject(gm, "n", (double)l->gemm[j].n);
+                cJSON_AddNumberToObject(gm, "k", (double)l->gemm[j].k);
+                cJSON_AddNumberToObject(gm, "a_arg", l->gemm[j].a_arg);
+                cJSON_AddNumberToObject(gm, "b_arg", l->gemm[j].b_arg);
+                cJSON_AddItemToArray(gs, gm);
+            }
+            cJSON_AddBoolToObject(x, "gemm_to_scratch", l->gemm_to_scratch);
         }
         cJSON_AddItemToArray(ls, x);
     }

@@ -324,13 +324,22 @@ int cmd_forward(int argc, char **argv)
         "  --target NAME     ref (the plain-C reference, default) or cpu (compiled\n"
         "                    through LLVM for this CPU)\n"
         "  --threads N       cpu: threads (default: all cores)\n"
-        "  --repeat N        cpu: after a warm-up run, time N runs and print the median\n";
+        "  --repeat N        after a warm-up run, time N runs and print the median\n"
+        "\n"
+        "A cuda package (lrc compile --target cuda) runs on GPU 0: its cubin when the GPU\n"
+        "is of its architecture, its PTX on a newer one.\n";
     cli_args a;
     int rc = cli_parse_args("forward", argc, argv, opts, help, true, &a);
     if (rc >= 0) goto out;
     bool pkg = lrc_package_is(a.m.model);
     if ((!pkg && !a.weights) || !a.input || !a.out) {
         rc = cli_usage_error("forward", pkg ? "needs --input and -o" : "needs --weights, --input and -o");
+        goto out;
+    }
+    char target[16] = "";
+    if (pkg) lrc_package_target(a.m.model, target, sizeof target);
+    if (!strcmp(target, "cuda")) {
+        rc = cli_forward_cuda(&a);
         goto out;
     }
     if (pkg || !strcmp(a.target, "cpu")) {

@@ -51,7 +51,7 @@ static int open_package(const cli_args *a, cli_engine *e, lrc_err *err)
         if (strcmp(archs + 3, "") && atoi(archs + 3) != dev.sm)
             return lrc_err_set(err, "%s is compiled for %s, and %s is sm_%d: compile it again with --arch sm_%d", a->m.model, archs,
                                dev.name, dev.sm, dev.sm);
-        return lrc_err_set(err, "%s is compiled for cuda (%s): this lrc has no cuda executor yet (lrc devices)", a->m.model, archs);
+        return lrc_err_set(err, "%s is compiled for cuda (%s): only lrc forward runs cuda packages yet", a->m.model, archs);
     }
     e->plan = &e->pkg.plan;
     cJSON *meta = cJSON_Parse(e->pkg.meta_json);

@@ -236,7 +236,7 @@ int main(int argc, char **argv)
         if (lrc_cuda_probe(&dev, why, sizeof why))
             printf("target cuda, run: not available: %s\n", why);
         else
-            printf("target cuda, run: %s (sm_%d, %.0f GiB; %d device%s) found, but this lrc has no cuda executor yet\n",
+            printf("target cuda, run: available: %s (sm_%d, %.0f GiB; %d device%s; lrc forward runs cuda packages)\n",
                    dev.name, dev.sm, (double)dev.memory_bytes / (1 << 30), dev.count, dev.count == 1 ? "" : "s");
         return 0;
     }

@@ -228,6 +228,20 @@ typedef struct lrc_cuda_device {
  * else -1 and a one-line reason in why. */
 int lrc_cuda_probe(lrc_cuda_device *dev, char *why, size_t n);
 
+/* A cuda package's plan on device 0 (runtime/cuda_exec.c): meta_json is the
+ * package's meta (its "cuda" launches and storage), image its cubin or PTX.
+ * Weights go up once (bf16 where the storage says so); each run uploads the
+ * inputs, runs cuBLAS and the kernels in order on one stream, and brings
+ * the outputs back as f32. */
+typedef struct lrc_cuda_exec lrc_cuda_exec;
+int lrc_cuda_exec_new(const lrc_plan *plan, const char *meta_json, const void *image, lrc_cuda_exec **out, lrc_err *err);
+int lrc_cuda_exec_bind_params(lrc_cuda_exec *x, const lrc_tensor_set *params, lrc_err *err);
+int lrc_cuda_exec_run(lrc_cuda_exec *x, const lrc_tensor_set *inputs, lrc_tensor_set *outputs, lrc_err *err);
+/* The launches alone, repeat times on the inputs of the last run: the
+ * median wall time of one forward on the device (no copies). */
+int lrc_cuda_exec_time(lrc_cuda_exec *x, int64_t repeat, double *median_ms, lrc_err *err);
+void lrc_cuda_exec_free(lrc_cuda_exec *x);
+
 /* ---- ahead-of-time packages -------------------------------------------- */
 
 #define LRC_PACKAGE_VERSION 2 /* 2: the kernels' file is named (kernels.so, or a cubin) */
@@ -249,6 +263,9 @@ typedef struct lrc_package {
 int lrc_package_write_plan(const char *dir, const lrc_plan *p, const char *kernels_file, const char *meta_json, lrc_err *err);
 /* path is a directory with a package.json */
 bool lrc_package_is(const char *path);
+/* The target a package was compiled for ("cpu", "cuda"), read from its
+ * package.json alone; "" when it cannot be read. */
+void lrc_package_target(const char *dir, char *out, size_t n);
 /* Reads and checks everything (format version, plan consistency, every
  * kernel symbol, weights); a damaged package is an error naming the file. */
 int lrc_package_load(const char *dir, lrc_package *pkg, lrc_err *err);

@@ -222,6 +222,29 @@ bool lrc_package_is(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode) && stat(json, &st) == 0;
 }
 
+void lrc_package_target(const char *dir, char *out, size_t n)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/package.json", dir);
+    FILE *f = fopen(path, "rb");
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (!f) break;
+        if (len + 1 >= cap) text = lrc_xrealloc(text, cap = cap ? 2 * cap : 65536);
+        size_t got = fread(text + len, 1, cap - len - 1, f);
+        len += got;
+        if (!got) break;
+    }
+    if (f) fclose(f);
+    cJSON *root = text ? cJSON_ParseWithLength(text, len) : NULL;
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "meta");
+    const cJSON *t = meta ? cJSON_GetObjectItemCaseSensitive(meta, "target") : NULL;
+    snprintf(out, n, "%s", cJSON_IsString(t) ? t->valuestring : root ? "cpu" : "");
+    cJSON_Delete(root);
+    free(text);
+}
+
 int lrc_package_load(const char *dir, lrc_package *pkg, lrc_err *err)
 {
     memset(pkg, 0, sizeof *pkg);

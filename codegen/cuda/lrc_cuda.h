@@ -15,19 +15,24 @@
  * outputs and inputs in f32; ids in i32. */
 typedef enum lrc_cuda_storage { LRC_CUDA_F32, LRC_CUDA_BF16, LRC_CUDA_I32 } lrc_cuda_storage;
 
-/* One launch of the program, in order. A GEMM group runs cuBLAS first:
- * C[m, n] = A B^T (matmul), A B (matmul_nn) or A^T B (matmul_tn), with A and
- * B the buffers of arguments a_arg and b_arg, into the group's output or,
- * when an epilogue follows, into the f32 scratch the epilogue kernel reads
- * as its last argument. */
-typedef struct lrc_cuda_launch {
-    char symbol[64];       /* the kernel; "" when cuBLAS alone does the work */
-    unsigned grid[3], block; /* 1-D blocks of `block` threads */
-    int64_t scratch_bytes; /* f32 workspace passed as the last argument, or 0 */
-    bool gemm;
-    lrc_op gemm_op;
+/* A GEMM of a launch, row-major: C[m, n] = A B^T (matmul), A B (matmul_nn)
+ * or A^T B (matmul_tn), A and B the buffers of arguments a_arg and b_arg. */
+typedef struct lrc_cuda_gemm {
+    lrc_op op;
     int64_t m, n, k;
     int a_arg, b_arg;
+} lrc_cuda_gemm;
+
+/* One launch of the program, in order. A GEMM group runs cuBLAS first (one
+ * GEMM, or two of the same input for SwiGLU's gate and up) into the group's
+ * output or, when an epilogue follows, into the f32 scratch (GEMM i at
+ * float offset i m n) that the epilogue kernel reads as its last argument. */
+typedef struct lrc_cuda_launch {
+    char symbol[64];       /* the kernel; "" when cuBLAS alone does the work */
+    unsigned grid[3], block; /* blocks of `block` threads */
+    int64_t scratch_bytes; /* f32 workspace passed as the last argument, or 0 */
+    int n_gemm;
+    lrc_cuda_gemm gemm[2];
     bool gemm_to_scratch;
 } lrc_cuda_launch;
 

@@ -211,22 +211,22 @@ static void render_gemm(cu_gen *c)
     c->n_gemm = 0;
     for (int j = 0; j < c->gr->n_nodes && c->n_gemm < 2; j++)
         if (lrc_is_gemm_op(g->nodes[c->gr->nodes[j]].op)) c->gemm_node[c->n_gemm++] = c->gr->nodes[j];
-    const lrc_node *mm = &g->nodes[c->gemm_node[0]];
     lrc_cuda_launch *l = c->launch;
-    int64_t cols, inner;
-    lrc_gemm_dims(g, mm, &cols, &inner);
-    l->gemm = true;
-    l->gemm_op = mm->op;
-    l->n = cols;
-    l->k = inner;
-    l->m = lrc_shape_numel(&mm->shape) / cols;
-    l->a_arg = c->arg_of[c->s->buffer_of[mm->in[0]]];
-    l->b_arg = c->arg_of[c->s->buffer_of[mm->in[1]]];
-    bool epilogue = c->gr->n_nodes > 1;
+    l->n_gemm = c->n_gemm;
+    for (int i = 0; i < c->n_gemm; i++) {
+        const lrc_node *mm = &g->nodes[c->gemm_node[i]];
+        lrc_cuda_gemm *gm = &l->gemm[i];
+        lrc_gemm_dims(g, mm, &gm->n, &gm->k);
+        gm->op = mm->op;
+        gm->m = lrc_shape_numel(&mm->shape) / gm->n;
+        gm->a_arg = c->arg_of[c->s->buffer_of[mm->in[0]]];
+        gm->b_arg = c->arg_of[c->s->buffer_of[mm->in[1]]];
+    }
+    bool epilogue = c->gr->n_nodes > c->n_gemm;
     if (!epilogue) return; /* cuBLAS writes the output: no kernel */
     l->gemm_to_scratch = true;
-    l->scratch_bytes = (int64_t)c->n_gemm * l->m * l->n * 4;
-    render_elementwise(c, l->m, l->n);
+    l->scratch_bytes = (int64_t)c->n_gemm * l->gemm[0].m * l->gemm[0].n * 4;
+    render_elementwise(c, l->gemm[0].m, l->gemm[0].n);
 }
 
 /* ---- the driver ---------------------------------------------------------- */

@@ -1,0 +1,87 @@
+#!/bin/bash
+# bench/gpu/run.sh — the device check, on a machine with an NVIDIA GPU, in
+# one go (under 8 minutes):
+#   1. which targets lrc sees (lrc devices);
+#   2. every norm placement at preset small (B=2, T=64): the cuda package's
+#      logits against the reference backend within 2e-2 relative, and two
+#      runs bit-identical;
+#   3. forward of 130m and 1b at B=8, T=256: lrc's cuda package against
+#      PyTorch eager and torch.compile (bf16, same weights), device times,
+#      a table of ratios last.
+# It uses LRC (default gpu-carry/lrc, unpacked from the gpu-carry.tar.xz
+# that bench/gpu/pack.sh makes here, else build/lrc)
+# with the libraries in its lib/ folder, and python3 with torch for the
+# PyTorch side. Exit status 1 when a check fails.
+set -u
+cd "$(dirname "$0")/../.."
+[ -f gpu-carry.tar.xz ] && [ ! -x gpu-carry/lrc ] && tar -xJf gpu-carry.tar.xz
+LRC=${LRC:-gpu-carry/lrc}
+[ -x "$LRC" ] || LRC=build/lrc
+BIN=$(dirname "$LRC")
+COMPARE=${COMPARE:-$BIN/st_compare}
+[ -x "$COMPARE" ] || COMPARE=$(find build -name st_compare -type f 2>/dev/null | head -1)
+export LD_LIBRARY_PATH="$BIN/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+PY=${PY:-python3}
+MODEL=models/llama.lua
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+failed=0
+start=$SECONDS
+step() { echo; echo "== $* ($((SECONDS - start)) s)"; }
+
+step "lrc devices"
+"$LRC" devices || failed=1
+cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ')
+arch=sm_${cap:-90}
+echo "compiling for $arch"
+
+tokens() { # tokens B T FILE
+  "$PY" - "$1" "$2" "$3" <<'PY'
+import json, struct, sys
+B, T = int(sys.argv[1]), int(sys.argv[2])
+ids = [(7 * i + 3) % 251 for i in range(B * T)]
+h = json.dumps({"tokens": {"dtype": "I32", "shape": [B, T], "data_offsets": [0, 4 * B * T]}}).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[3], "wb").write(struct.pack("<Q", len(h)) + h + struct.pack("<%di" % (B * T), *ids))
+PY
+}
+
+step "logits of every placement against ref (small, B=2, T=64)"
+tokens 2 64 "$out/in.st"
+for norm in pre post peri lns deepnet layerrope layerrope_peri; do
+  "$LRC" init $MODEL --preset small --set norm=$norm --seed 3 -o "$out/w.st" >/dev/null &&
+  "$LRC" forward $MODEL --preset small --set norm=$norm --weights "$out/w.st" --input "$out/in.st" -o "$out/ref.st" --target ref >/dev/null &&
+  "$LRC" compile $MODEL --preset small --set norm=$norm --target cuda --arch $arch --weights "$out/w.st" --batch 2 --seq 64 \
+    -o "$out/pkg_$norm" >/dev/null &&
+  "$LRC" forward "$out/pkg_$norm" --input "$out/in.st" -o "$out/gpu1.st" >/dev/null &&
+  "$LRC" forward "$out/pkg_$norm" --input "$out/in.st" -o "$out/gpu2.st" >/dev/null
+  if [ $? != 0 ]; then echo "FAIL $norm: lrc failed"; failed=1; continue; fi
+  printf '%-16s ' "$norm"
+  "$COMPARE" "$out/gpu1.st" "$out/ref.st" logits 2e-2 || failed=1
+  cmp -s "$out/gpu1.st" "$out/gpu2.st" && echo "                 two runs bit-identical" ||
+    { echo "FAIL $norm: two runs differ"; failed=1; }
+done
+
+step "forward speed at B=8, T=256: lrc cuda package, torch eager, torch.compile"
+tokens 8 256 "$out/in8.st"
+table=""
+for preset in 130m 1b; do
+  "$LRC" init $MODEL --preset $preset --seed 1 -o "$out/w_$preset.st" >/dev/null || { failed=1; continue; }
+  "$LRC" compile $MODEL --preset $preset --target cuda --arch $arch --weights "$out/w_$preset.st" --batch 8 --seq 256 \
+    -o "$out/pkg_$preset" | grep -E '^(compiled|kernels)'
+  lrc_ms=$("$LRC" forward "$out/pkg_$preset" --input "$out/in8.st" -o "$out/o.st" --repeat 20 | tee /dev/stderr |
+    sed -n 's/^forward: median \([0-9.]*\) ms.*/\1/p')
+  torch_out=$("$PY" bench/gpu/torch_forward.py --preset $preset --batch 8 --seq 256 --weights "$out/w_$preset.st" \
+    --repeat 20 --logits "$out/t.st")
+  echo "$torch_out"
+  "$COMPARE" "$out/o.st" "$out/t.st" logits 5e-2 || echo "note: lrc and torch logits differ by more than 5e-2 at $preset"
+  eager=$(echo "$torch_out" | sed -n 's/^torch-eager: median \([0-9.]*\) ms.*/\1/p')
+  comp=$(echo "$torch_out" | sed -n 's/^torch-compile: median \([0-9.]*\) ms.*/\1/p')
+  table+=$(awk -v p=$preset -v l="${lrc_ms:-0}" -v e="${eager:-0}" -v c="${comp:-0}" 'BEGIN {
+    printf "%-6s lrc %8.3f ms   eager %8.3f ms (%.2fx)   compile %8.3f ms (%.2fx)\n", p, l, e, l > 0 ? e / l : 0, c, l > 0 ? c / l : 0 }')$'\n'
+done
+
+step "summary (ratios: torch time / lrc time, above 1 means lrc is faster)"
+printf '%s' "$table"
+echo "total $((SECONDS - start)) s; $( [ $failed = 0 ] && echo 'all checks passed' || echo 'SOME CHECKS FAILED')"
+exit $failed

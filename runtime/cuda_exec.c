@@ -1,0 +1,403 @@
+/* cuda_exec.c — runs a cuda package on device 0: its cubin (or, on a newer
+ * GPU, its PTX) loaded with the driver API, buffers in device memory in the
+ * storage the renderer chose (bf16 or f32; ids i32), cuBLAS for the GEMMs,
+ * one stream, launches in plan order. The driver and cuBLAS are loaded with
+ * dlopen, so nothing here is linked against CUDA. */
+#include "lrc_runtime.h"
+
+#include <cjson/cJSON.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef unsigned long long devptr;
+enum { ST_F32, ST_BF16, ST_I32 };
+
+typedef struct {
+    void *lib, *blas;
+    int (*init)(unsigned);
+    int (*device_get)(int *, int);
+    int (*ctx_retain)(void **, int);
+    int (*ctx_set)(void *);
+    int (*ctx_release)(int);
+    int (*module_load)(void **, const void *);
+    int (*module_unload)(void *);
+    int (*get_function)(void **, void *, const char *);
+    int (*mem_alloc)(devptr *, size_t);
+    int (*mem_free)(devptr);
+    int (*htod)(devptr, const void *, size_t);
+    int (*dtoh)(void *, devptr, size_t);
+    int (*memset8)(devptr, unsigned char, size_t);
+    int (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **);
+    int (*sync)(void);
+    int (*error_name)(int, const char **);
+    int (*blas_create)(void **);
+    int (*blas_destroy)(void *);
+    int (*gemm_ex)(void *, int, int, int, int, int, const void *, const void *, int, int, const void *, int, int, const void *,
+                   void *, int, int, int, int);
+} cuda_api;
+
+struct lrc_cuda_exec {
+    cuda_api api;
+    const lrc_plan *plan;
+    int device;
+    void *ctx, *module, *blas;
+    void **fn;        /* per launch */
+    int *storage;     /* per buffer */
+    devptr arena, scratch, *ptr;
+    int64_t scratch_bytes;
+    int *grid, *block;   /* per launch: 3 and 1 */
+    int64_t *scratch_of; /* per launch */
+    int *n_gemm;
+    struct {
+        int op, a, b;
+        int64_t m, n, k;
+    } (*gemm)[2];
+    bool *to_scratch;
+};
+
+static int cu_fail(const lrc_cuda_exec *x, int r, const char *what, lrc_err *err)
+{
+    const char *name = "?";
+    if (x->api.error_name) x->api.error_name(r, &name);
+    return lrc_err_set(err, "cuda: %s failed: %s", what, name);
+}
+
+static int load_api(cuda_api *a, lrc_err *err)
+{
+    a->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!a->lib) return lrc_err_set(err, "cuda: no NVIDIA driver (libcuda.so.1 not found)");
+    static const char *blas_names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+    for (size_t i = 0; i < 3 && !a->blas; i++) a->blas = dlopen(blas_names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!a->blas) return lrc_err_set(err, "cuda: cuBLAS not found (libcublas.so)");
+#define SYM(lib, field, name) \
+    if (!(*(void **)&a->field = dlsym(a->lib, name))) return lrc_err_set(err, "cuda: %s lacks %s", #lib, name);
+    SYM(lib, init, "cuInit");
+    SYM(lib, device_get, "cuDeviceGet");
+    SYM(lib, ctx_retain, "cuDevicePrimaryCtxRetain");
+    SYM(lib, ctx_set, "cuCtxSetCurrent");
+    SYM(lib, ctx_release, "cuDevicePrimaryCtxRelease_v2");
+    SYM(lib, module_load, "cuModuleLoadData");
+    SYM(lib, module_unload, "cuModuleUnload");
+    SYM(lib, get_function, "cuModuleGetFunction");
+    SYM(lib, mem_alloc, "cuMemAlloc_v2");
+    SYM(lib, mem_free, "cuMemFree_v2");
+    SYM(lib, htod, "cuMemcpyHtoD_v2");
+    SYM(lib, dtoh, "cuMemcpyDtoH_v2");
+    SYM(lib, memset8, "cuMemsetD8_v2");
+    SYM(lib, launch, "cuLaunchKernel");
+    SYM(lib, sync, "cuCtxSynchronize");
+    SYM(lib, error_name, "cuGetErrorName");
+#undef SYM
+#define SYM(field, name) \
+    if (!(*(void **)&a->field = dlsym(a->blas, name))) return lrc_err_set(err, "cuda: cuBLAS lacks %s", name);
+    SYM(blas_create, "cublasCreate_v2");
+    SYM(blas_destroy, "cublasDestroy_v2");
+    SYM(gemm_ex, "cublasGemmEx");
+#undef SYM
+    return LRC_OK;
+}
+
+static size_t elem_bytes(int st) { return st == ST_BF16 ? 2 : 4; }
+
+static uint16_t to_bf16(float f)
+{ /* round to nearest even, as the kernels' st() does */
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static float from_bf16(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* host f32/i32 data into buffer i in its device storage */
+static int upload(lrc_cuda_exec *x, int i, const void *data, int64_t count, lrc_err *err)
+{
+    int r;
+    if (x->storage[i] == ST_BF16) {
+        uint16_t *h = lrc_xmalloc((size_t)count * 2 + 2);
+        for (int64_t k = 0; k < count; k++) h[k] = to_bf16(((const float *)data)[k]);
+        r = x->api.htod(x->ptr[i], h, (size_t)count * 2);
+        free(h);
+    } else {
+        r = x->api.htod(x->ptr[i], data, (size_t)count * 4);
+    }
+    return r ? cu_fail(x, r, "copy to the device", err) : LRC_OK;
+}
+
+static int download(lrc_cuda_exec *x, int i, float *out, int64_t count, lrc_err *err)
+{
+    int r;
+    if (x->storage[i] == ST_BF16) {
+        uint16_t *h = lrc_xmalloc((size_t)count * 2 + 2);
+        r = x->api.dtoh(h, x->ptr[i], (size_t)count * 2);
+        for (int64_t k = 0; k < count && !r; k++) out[k] = from_bf16(h[k]);
+        free(h);
+    } else {
+        r = x->api.dtoh(out, x->ptr[i], (size_t)count * 4);
+    }
+    return r ? cu_fail(x, r, "copy from the device", err) : LRC_OK;
+}
+
+static int parse_meta(lrc_cuda_exec *x, const char *meta_json, lrc_err *err)
+{
+    const lrc_plan *p = x->plan;
+    cJSON *meta = cJSON_Parse(meta_json);
+    const cJSON *cu = cJSON_GetObjectItemCaseSensitive(meta, "cuda");
+    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(cu, "launches"), *st = cJSON_GetObjectItemCaseSensitive(cu, "storage");
+    int rc = LRC_OK;
+    if (!cJSON_IsArray(ls) || cJSON_GetArraySize(ls) != p->n_launches || !cJSON_IsArray(st) || cJSON_GetArraySize(st) > p->n_bufs)
+        rc = lrc_err_set(err, "package.json: the cuda launches or storage do not match the plan (a damaged package?)");
+    for (int i = 0; i < p->n_bufs && !rc; i++) {
+        const cJSON *s = cJSON_GetArrayItem(st, i);
+        x->storage[i] = !s ? ST_F32 : !strcmp(s->valuestring, "bf16") ? ST_BF16 : !strcmp(s->valuestring, "i32") ? ST_I32 : ST_F32;
+    }
+    for (int i = 0; i < p->n_launches && !rc; i++) {
+        const cJSON *l = cJSON_GetArrayItem(ls, i), *grid = cJSON_GetObjectItemCaseSensitive(l, "grid");
+        const cJSON *block = cJSON_GetObjectItemCaseSensitive(l, "block"), *scr = cJSON_GetObjectItemCaseSensitive(l, "scratch_bytes");
+        if (!cJSON_IsArray(grid) || cJSON_GetArraySize(grid) != 3 || !cJSON_IsNumber(block) || !cJSON_IsNumber(scr)) {
+            rc = lrc_err_set(err, "package.json: cuda launch %d is damaged", i);
+            break;
+        }
+        for (int d = 0; d < 3; d++) x->grid[3 * i + d] = cJSON_GetArrayItem(grid, d)->valueint;
+        x->block[i] = block->valueint;
+        x->scratch_of[i] = (int64_t)scr->valuedouble;
+        if (x->scratch_of[i] > x->scratch_bytes) x->scratch_bytes = x->scratch_of[i];
+        const cJSON *gs = cJSON_GetObjectItemCaseSensitive(l, "gemm");
+        x->to_scratch[i] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(l, "gemm_to_scratch"));
+        for (int j = 0; cJSON_IsArray(gs) && j < cJSON_GetArraySize(gs) && j < 2; j++) {
+            const cJSON *g = cJSON_GetArrayItem(gs, j);
+            const char *op = cJSON_GetObjectItemCaseSensitive(g, "op")->valuestring;
+            x->gemm[i][j].op = !strcmp(op, "matmul") ? 0 : !strcmp(op, "matmul_nn") ? 1 : 2;
+            x->gemm[i][j].m = (int64_t)cJSON_GetObjectItemCaseSensitive(g, "m")->valuedouble;
+            x->gemm[i][j].n = (int64_t)cJSON_GetObjectItemCaseSensitive(g, "n")->valuedouble;
+            x->gemm[i][j].k = (int64_t)cJSON_GetObjectItemCaseSensitive(g, "k")->valuedouble;
+            x->gemm[i][j].a = cJSON_GetObjectItemCaseSensitive(g, "a_arg")->valueint;
+            x->gemm[i][j].b = cJSON_GetObjectItemCaseSensitive(g, "b_arg")->valueint;
+            x->n_gemm[i] = j + 1;
+        }
+    }
+    cJSON_Delete(meta);
+    return rc;
+}
+
+int lrc_cuda_exec_new(const lrc_plan *plan, const char *meta_json, const void *image, lrc_cuda_exec **out, lrc_err *err)
+{
+    lrc_cuda_exec *x = lrc_xcalloc(1, sizeof *x);
+    x->plan = plan;
+    int n = plan->n_bufs, L = plan->n_launches;
+    x->storage = lrc_xcalloc((size_t)n + 1, sizeof(int));
+    x->ptr = lrc_xcalloc((size_t)n + 1, sizeof(devptr));
+    x->fn = lrc_xcalloc((size_t)L + 1, sizeof(void *));
+    x->grid = lrc_xcalloc((size_t)L * 3 + 3, sizeof(int));
+    x->block = lrc_xcalloc((size_t)L + 1, sizeof(int));
+    x->scratch_of = lrc_xcalloc((size_t)L + 1, sizeof(int64_t));
+    x->n_gemm = lrc_xcalloc((size_t)L + 1, sizeof(int));
+    x->gemm = lrc_xcalloc((size_t)L + 1, sizeof *x->gemm);
+    x->to_scratch = lrc_xcalloc((size_t)L + 1, sizeof(bool));
+    int rc = load_api(&x->api, err), r = 0;
+    if (!rc) rc = parse_meta(x, meta_json, err);
+    cuda_api *a = &x->api;
+    if (!rc && (r = a->init(0))) rc = cu_fail(x, r, "cuInit", err);
+    if (!rc && (r = a->device_get(&x->device, 0))) rc = cu_fail(x, r, "cuDeviceGet", err);
+    if (!rc && (r = a->ctx_retain(&x->ctx, x->device))) rc = cu_fail(x, r, "creating a context", err);
+    if (!rc && (r = a->ctx_set(x->ctx))) rc = cu_fail(x, r, "cuCtxSetCurrent", err);
+    if (!rc && (r = a->module_load(&x->module, image))) rc = cu_fail(x, r, "loading the kernels (another GPU architecture?)", err);
+    for (int i = 0; i < L && !rc; i++)
+        if (plan->launches[i].symbol[0] && (r = a->get_function(&x->fn[i], x->module, plan->launches[i].symbol)))
+            rc = lrc_err_set(err, "cuda: kernel '%s' is missing from the cubin (a damaged package?)", plan->launches[i].symbol);
+    if (!rc && a->blas_create(&x->blas)) rc = lrc_err_set(err, "cuda: cuBLAS does not start (cublasCreate)");
+    /* the arena, the scratch, and a buffer for every tensor that is not in the arena */
+    if (!rc && plan->arena_bytes && (r = a->mem_alloc(&x->arena, (size_t)plan->arena_bytes)))
+        rc = lrc_err_set(err, "cuda: out of device memory for the %lld-byte arena", (long long)plan->arena_bytes);
+    if (!rc && x->scratch_bytes && (r = a->mem_alloc(&x->scratch, (size_t)x->scratch_bytes)))
+        rc = lrc_err_set(err, "cuda: out of device memory for %lld bytes of scratch", (long long)x->scratch_bytes);
+    for (int i = 0; i < n && !rc; i++) {
+        const lrc_plan_buf *b = &plan->bufs[i];
+        size_t bytes = (size_t)lrc_shape_numel(&b->shape) * elem_bytes(x->storage[i]);
+        if (b->kind == LRC_BUF_ARENA) x->ptr[i] = x->arena + (devptr)b->offset;
+        else if (b->kind == LRC_BUF_INPUT || b->kind == LRC_BUF_PARAM || b->kind == LRC_BUF_OUTPUT || b->kind == LRC_BUF_STATE) {
+            if ((r = a->mem_alloc(&x->ptr[i], bytes ? bytes : 4)))
+                rc = lrc_err_set(err, "cuda: out of device memory for %zu bytes of '%s'", bytes, b->name ? b->name : "?");
+            else if (b->kind == LRC_BUF_STATE && (r = a->memset8(x->ptr[i], 0, bytes))) rc = cu_fail(x, r, "zeroing a cache", err);
+        }
+    }
+    if (rc) {
+        lrc_cuda_exec_free(x);
+        return rc;
+    }
+    *out = x;
+    return LRC_OK;
+}
+
+void lrc_cuda_exec_free(lrc_cuda_exec *x)
+{
+    if (!x) return;
+    cuda_api *a = &x->api;
+    if (a->mem_free) {
+        for (int i = 0; i < x->plan->n_bufs; i++)
+            if (x->ptr[i] && x->plan->bufs[i].kind != LRC_BUF_ARENA) a->mem_free(x->ptr[i]);
+        if (x->arena) a->mem_free(x->arena);
+        if (x->scratch) a->mem_free(x->scratch);
+    }
+    if (x->blas) a->blas_destroy(x->blas);
+    if (x->module) a->module_unload(x->module);
+    if (x->ctx) a->ctx_release(x->device);
+    free(x->storage);
+    free(x->ptr);
+    free(x->fn);
+    free(x->grid);
+    free(x->block);
+    free(x->scratch_of);
+    free(x->n_gemm);
+    free(x->gemm);
+    free(x->to_scratch);
+    free(x);
+}
+
+int lrc_cuda_exec_bind_params(lrc_cuda_exec *x, const lrc_tensor_set *params, lrc_err *err)
+{
+    char b1[96], b2[96];
+    for (int i = 0; i < x->plan->n_bufs; i++) {
+        const lrc_plan_buf *b = &x->plan->bufs[i];
+        if (b->kind != LRC_BUF_PARAM) continue;
+        const lrc_tensor *t = lrc_tensor_set_find(params, b->name);
+        if (!t) return lrc_err_set(err, "missing parameter '%s'", b->name);
+        if (t->dtype != LRC_F32 || !lrc_shape_eq(&t->shape, &b->shape))
+            return lrc_err_set(err, "parameter '%s' is %s %s, the program expects F32 %s", b->name, lrc_dtype_st_name(t->dtype),
+                               lrc_shape_str(&t->shape, b1, sizeof b1), lrc_shape_str(&b->shape, b2, sizeof b2));
+        int rc = upload(x, i, t->data, lrc_shape_numel(&t->shape), err);
+        if (rc) return rc;
+    }
+    return LRC_OK;
+}
+
+/* Row-major C[m, n] of launch li's GEMM j, as cuBLAS (column-major) sees it:
+ * C^T = op(B') op(A') with the operands' roles swapped. */
+static int run_gemm(lrc_cuda_exec *x, int li, int j, lrc_err *err)
+{
+    const lrc_plan_launch *l = &x->plan->launches[li];
+    const int ab = l->args[x->gemm[li][j].a], bb = l->args[x->gemm[li][j].b];
+    const int64_t M = x->gemm[li][j].m, N = x->gemm[li][j].n, K = x->gemm[li][j].k;
+    enum { OP_N = 0, OP_T = 1, R_32F = 0, R_16BF = 14, COMPUTE_32F = 68, GEMM_DEFAULT = -1 };
+    if (x->storage[ab] != x->storage[bb] || x->storage[ab] == ST_I32)
+        return lrc_err_set(err, "cuda: GEMM '%s' has operands stored as %s and %s", l->label, x->storage[ab] ? "bf16" : "f32",
+                           x->storage[bb] ? "bf16" : "f32");
+    int type = x->storage[ab] == ST_BF16 ? R_16BF : R_32F;
+    devptr C;
+    int ctype;
+    if (x->to_scratch[li]) C = x->scratch + (devptr)(j * M * N * 4), ctype = R_32F;
+    else {
+        int ob = l->args[l->n_args - 1];
+        C = x->ptr[ob];
+        ctype = x->storage[ob] == ST_BF16 ? R_16BF : R_32F;
+    }
+    const float one = 1.f, zero = 0.f;
+    int op = x->gemm[li][j].op, r;
+    devptr A = x->ptr[ab], B = x->ptr[bb];
+    if (op == 0) /* X W^T: C^T = W X^T */
+        r = x->api.gemm_ex(x->blas, OP_T, OP_N, (int)N, (int)M, (int)K, &one, (void *)B, type, (int)K, (void *)A, type, (int)K,
+                           &zero, (void *)C, ctype, (int)N, COMPUTE_32F, GEMM_DEFAULT);
+    else if (op == 1) /* dy W: C^T = W^T dy^T, W row-major [K, N] */
+        r = x->api.gemm_ex(x->blas, OP_N, OP_N, (int)N, (int)M, (int)K, &one, (void *)B, type, (int)N, (void *)A, type, (int)K,
+                           &zero, (void *)C, ctype, (int)N, COMPUTE_32F, GEMM_DEFAULT);
+    else /* dy^T X, dy [K, M] and X [K, N] row-major: C^T = X^T dy */
+        r = x->api.gemm_ex(x->blas, OP_N, OP_T, (int)N, (int)M, (int)K, &one, (void *)B, type, (int)N, (void *)A, type, (int)M,
+                           &zero, (void *)C, ctype, (int)N, COMPUTE_32F, GEMM_DEFAULT);
+    return r ? lrc_err_set(err, "cuda: cuBLAS GEMM %lldx%lldx%lld of '%s' failed (status %d)", (long long)M, (long long)N,
+                           (long long)K, l->label, r)
+             : LRC_OK;
+}
+
+static int launch_all(lrc_cuda_exec *x, lrc_err *err);
+
+int lrc_cuda_exec_run(lrc_cuda_exec *x, const lrc_tensor_set *inputs, lrc_tensor_set *outputs, lrc_err *err)
+{
+    const lrc_plan *p = x->plan;
+    char b1[96], b2[96];
+    int rc = LRC_OK;
+    for (int c = 0; c < p->n_checks && !rc; c++) { /* ids are checked on the host, before anything runs */
+        const lrc_plan_buf *b = &p->bufs[p->checks[c].buf];
+        const lrc_tensor *t = lrc_tensor_set_find(inputs, b->name);
+        for (int64_t k = 0; t && t->dtype == LRC_I32 && k < lrc_shape_numel(&t->shape) && !rc; k++) {
+            int32_t v = ((const int32_t *)t->data)[k];
+            if (v < p->checks[c].lo || v >= p->checks[c].hi)
+                rc = lrc_err_set(err, "%s holds %d at flat index %lld, outside [%lld, %lld)", b->name, v, (long long)k,
+                                 (long long)p->checks[c].lo, (long long)p->checks[c].hi);
+        }
+    }
+    for (int i = 0; i < p->n_bufs && !rc; i++) {
+        const lrc_plan_buf *b = &p->bufs[i];
+        if (b->kind != LRC_BUF_INPUT) continue;
+        const lrc_tensor *t = lrc_tensor_set_find(inputs, b->name);
+        if (!t) rc = lrc_err_set(err, "missing input '%s'", b->name);
+        else if (t->dtype != b->dtype || !lrc_shape_eq(&t->shape, &b->shape))
+            rc = lrc_err_set(err, "input '%s' is %s %s, the program expects %s %s", b->name, lrc_dtype_st_name(t->dtype),
+                             lrc_shape_str(&t->shape, b1, sizeof b1), lrc_dtype_st_name(b->dtype),
+                             lrc_shape_str(&b->shape, b2, sizeof b2));
+        else rc = upload(x, i, t->data, lrc_shape_numel(&t->shape), err);
+    }
+    if (!rc) rc = launch_all(x, err);
+    int r;
+    if (!rc && (r = x->api.sync())) rc = cu_fail(x, r, "running the kernels", err);
+    for (int i = 0; i < p->n_bufs && !rc; i++) {
+        const lrc_plan_buf *b = &p->bufs[i];
+        if (b->kind != LRC_BUF_OUTPUT) continue;
+        lrc_tensor *t = lrc_tensor_set_find(outputs, b->name);
+        if (!t && (!(t = lrc_tensor_new_uninit(b->name, LRC_F32, &b->shape, err)) || lrc_tensor_set_add(outputs, t, err))) {
+            rc = LRC_EUSER;
+            break;
+        }
+        rc = download(x, i, t->data, lrc_shape_numel(&b->shape), err);
+    }
+    return rc;
+}
+
+int lrc_cuda_exec_time(lrc_cuda_exec *x, int64_t repeat, double *median_ms, lrc_err *err)
+{
+    double *ms = lrc_xmalloc((size_t)repeat * sizeof(double) + 8);
+    int rc = LRC_OK, r;
+    for (int64_t i = 0; i < repeat && !rc; i++) {
+        double t0 = lrc_now_s();
+        rc = launch_all(x, err);
+        if (!rc && (r = x->api.sync())) rc = cu_fail(x, r, "running the kernels", err);
+        ms[i] = 1e3 * (lrc_now_s() - t0);
+    }
+    for (int64_t i = 1; i < repeat; i++)
+        for (int64_t j = i; j > 0 && ms[j - 1] > ms[j]; j--) {
+            double t = ms[j];
+            ms[j] = ms[j - 1];
+            ms[j - 1] = t;
+        }
+    *median_ms = ms[repeat / 2];
+    free(ms);
+    return rc;
+}
+
+/* Every launch in order on the default stream: cuBLAS, then the kernel. */
+static int launch_all(lrc_cuda_exec *x, lrc_err *err)
+{
+    const lrc_plan *p = x->plan;
+    int rc = LRC_OK;
+    for (int li = 0; li < p->n_launches && !rc; li++) {
+        const lrc_plan_launch *l = &p->launches[li];
+        for (int j = 0; j < x->n_gemm[li] && !rc; j++) rc = run_gemm(x, li, j, err);
+        if (rc || !x->fn[li]) continue;
+        devptr argv[65];
+        void *params[65];
+        int na = 0;
+        for (int k = 0; k < l->n_args && na < 64; k++) argv[na] = x->ptr[l->args[k]], params[na] = &argv[na], na++;
+        if (x->scratch_of[li]) argv[na] = x->scratch, params[na] = &argv[na], na++;
+        int r = x->api.launch(x->fn[li], (unsigned)x->grid[3 * li], (unsigned)x->grid[3 * li + 1], (unsigned)x->grid[3 * li + 2],
+                              (unsigned)x->block[li], 1, 1, 0, NULL, params, NULL);
+        if (r) rc = cu_fail(x, r, l->label ? l->label : l->symbol, err);
+    }
+    return rc;
+}
