@@ -57,6 +57,8 @@ enum {
     OPT_CLIP,
     OPT_ACCUM,
     OPT_ARCH,
+    OPT_WEIGHT_DECAY,
+    OPT_DECAY_ALL,
 };
 
 /* Handles --preset/--set; returns 1 when the option was one of them. */
@@ -83,7 +85,8 @@ typedef struct cli_args {
     bool params, flops, ir, kernels;
     const char *after;
     int64_t seq, batch, seed, threads, repeat, new_tokens, top_k, ctx;
-    double temperature, lr, warmup, clip;
+    double temperature, lr, warmup, clip, weight_decay;
+    bool decay_all;
     int64_t steps, eval_every, stop_after, accum;
     const char *data, *resume;
     const char *weights, *input, *out, *target, *prompt, *arch;

@@ -19,7 +19,8 @@ enum { LRC_EINTERRUPTED = 2 }; /* not an error: stopped by Ctrl-C, checkpoint wr
 
 typedef struct {
     int64_t steps, batch, seq, seed, eval_every, stop_after, accum;
-    double lr, warmup, clip;
+    double lr, warmup, clip, weight_decay;
+    bool decay_all;
     const char *data, *resume;
 } train_args;
 
@@ -188,7 +189,7 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
         lrc_exec_profile(x, prof_ns, prof_calls);
     }
     lrc_schedule_cfg sched = {ta->lr, ta->warmup, 0.1, ta->steps};
-    lrc_adamw_cfg adam = {0.9, 0.999, 1e-8, 0.0, ta->clip, false};
+    lrc_adamw_cfg adam = {0.9, 0.999, 1e-8, ta->weight_decay, ta->clip, ta->decay_all};
     interrupted = 0;
     struct sigaction sa = {0}, old_sa;
     sa.sa_handler = on_sigint;
@@ -335,6 +336,8 @@ static int save_run(const char *dir, const cli_args *a, lrc_err *err)
     cJSON_AddNumberToObject(o, "seed", (double)a->seed);
     cJSON_AddNumberToObject(o, "clip", a->clip);
     cJSON_AddNumberToObject(o, "accum", (double)a->accum);
+    cJSON_AddNumberToObject(o, "weight_decay", a->weight_decay);
+    cJSON_AddBoolToObject(o, "decay_all", a->decay_all);
     if (a->data) cJSON_AddStringToObject(o, "data", a->data);
     char *text = cJSON_Print(o), path[4200];
     cJSON_Delete(o);
@@ -382,6 +385,9 @@ static int load_run(const char *dir, cli_args *a, cJSON **keep, lrc_err *err)
     a->clip = cJSON_IsNumber(clip) ? clip->valuedouble : 0;
     const cJSON *accum = cJSON_GetObjectItemCaseSensitive(o, "accum");
     a->accum = cJSON_IsNumber(accum) && accum->valuedouble >= 1 ? (int64_t)accum->valuedouble : 1;
+    const cJSON *wd = cJSON_GetObjectItemCaseSensitive(o, "weight_decay");
+    a->weight_decay = cJSON_IsNumber(wd) ? wd->valuedouble : 0;
+    a->decay_all = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "decay_all"));
     return LRC_OK;
 }
 
@@ -401,12 +407,14 @@ int cmd_train(int argc, char **argv)
                                          {"resume", required_argument, 0, OPT_RESUME},
                                          {"clip", required_argument, 0, OPT_CLIP},
                                          {"accum", required_argument, 0, OPT_ACCUM},
+                                         {"weight-decay", required_argument, 0, OPT_WEIGHT_DECAY},
+                                         {"decay-all", no_argument, 0, OPT_DECAY_ALL},
                                          {"target", required_argument, 0, OPT_TARGET},
                                          {0, 0, 0, 0}};
     static const char *help =
         "usage: lrc train MODEL [--preset P] [--set KEY=VALUE]... --steps N --lr X [--batch B] [--seq T]\n"
         "                 [--warmup F] [--eval-every K] [--seed S] [--threads N] [--stop-after K]\n"
-        "                 [--clip G] [--accum K] [--data FILE] -o RUN_DIR\n"
+        "                 [--clip G] [--accum K] [--weight-decay W [--decay-all]] [--data FILE] -o RUN_DIR\n"
         "       lrc train --resume RUN_DIR [--stop-after K] [--threads N]\n"
         "\n"
         "Trains on text, one token per byte (the King James Bible from Debian's\n"
@@ -418,6 +426,8 @@ int cmd_train(int argc, char **argv)
         "--stop-after K ends after step K of N; --resume continues bit for bit.\n"
         "--clip G scales the gradients down to a global norm of G (default: off).\n"
         "--accum K averages the gradients of K batches of B per step (default 1).\n"
+        "--weight-decay W: AdamW's decoupled decay (default 0), on weight matrices\n"
+        "only unless --decay-all (then gains, biases and LayerRoPE scalars too).\n"
         "Ctrl-C finishes the step, writes the checkpoint and exits (status 130).\n";
     bool resuming = false;
     for (int i = 1; i < argc; i++) resuming = resuming || !strcmp(argv[i], "--resume");
@@ -455,7 +465,7 @@ int cmd_train(int argc, char **argv)
     if (!rc && (a.threads == 0 || a.threads < -1)) rc = lrc_err_set(&err, "--threads %lld: the thread count must be at least 1", (long long)a.threads);
     bool created = !a.resume && !rc;
     if (!rc) {
-        train_args ta = {a.steps, a.batch, a.seq, a.seed, a.eval_every, a.stop_after, a.accum, a.lr, a.warmup, a.clip, a.data, a.resume};
+        train_args ta = {a.steps, a.batch, a.seq, a.seed, a.eval_every, a.stop_after, a.accum, a.lr, a.warmup, a.clip, a.weight_decay, a.decay_all, a.data, a.resume};
         rc = train_run(&a, &ta, dir, &err);
     }
     char ck[4200];

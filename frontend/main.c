@@ -164,6 +164,16 @@ int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *
         case OPT_DATA: a->data = optarg; break;
         case OPT_ARCH: a->arch = optarg; break;
         case OPT_RESUME: a->resume = optarg; break;
+        case OPT_DECAY_ALL: a->decay_all = true; break;
+        case OPT_WEIGHT_DECAY: {
+            char *end;
+            errno = 0;
+            double v = strtod(optarg, &end);
+            if (!*optarg || *end || errno || !isfinite(v) || v < 0 || v >= 1)
+                return cli_usage_error(cmd, "--weight-decay %s: expected a number in [0, 1)", optarg);
+            a->weight_decay = v;
+            break;
+        }
         case OPT_LR:
         case OPT_CLIP:
         case OPT_WARMUP: {

@@ -723,6 +723,7 @@ cp -r run_ok run_other && cp w.safetensors run_other/checkpoint.safetensors
 t "train: --resume a checkpoint of another model" 1 'checkpoint\.safetensors' -- train --resume run_other
 t "train: --threads 0" 1 '--threads 0' -- "${TR[@]}" --data text.txt -o run_x --threads 0
 t "train without -o" 2 '-o' -- train "$MODEL" --preset tiny --steps 4 --lr 1e-3
+t "train: --weight-decay 2" 2 '--weight-decay 2' -- "${TR[@]}" --data text.txt -o run_x --weight-decay 2
 t "train: --accum 0" 2 '--accum 0' -- "${TR[@]}" --data text.txt -o run_x --accum 0
 t "train: --clip not a number" 2 '--clip x' -- "${TR[@]}" --data text.txt -o run_x --clip x
 t "compile: unknown target" 1 'target' -- compile "$MODEL" "${SETS[@]}" --target tpu -o pkg_tpu

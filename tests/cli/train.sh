@@ -1,10 +1,10 @@
 #!/bin/bash
-# train.sh LRC MODEL — lrc train end to end on a small text: the validation
+# train.sh LRC MODEL ST_COMPARE — lrc train end to end on a small text: the validation
 # loss falls, and a run stopped with --stop-after then continued with
 # --resume ends with a checkpoint byte-identical to the uninterrupted run's
 # (weights, optimizer state, step, random state).
 set -u
-lrc=$1 model=$2
+lrc=$1 model=$2 compare=$3
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 passed=0 failed=0
@@ -49,6 +49,14 @@ for f in train_loss grad_norm; do
   echo "$f: batch 4 $a, batch 2 x accum 2 $b"
   check "--accum 2 gives the $f of a batch twice as large" "awk 'BEGIN { d = $a - $b; exit !(d * d <= 1e-10 * $a * $a) }'"
 done
+# --weight-decay: step 1's gradients are the same, so the decay alone moves
+# the weights apart: matrices only, or everything with --decay-all
+"$lrc" train "$model" "${one[@]}" --batch 4 --weight-decay 0.1 -o "$dir/wd" >/dev/null
+"$lrc" train "$model" "${one[@]}" --batch 4 --weight-decay 0.1 --decay-all -o "$dir/wda" >/dev/null
+same() { "$compare" "$dir/$1/model.safetensors" "$dir/b4/model.safetensors" "$2" 0 >/dev/null; }
+check "--weight-decay leaves the norm gains" "same wd model.norm.weight"
+check "--weight-decay moves the matrices" "! same wd lm_head.weight"
+check "--decay-all moves the gains too" "! same wda model.norm.weight"
 check "--accum is kept for --resume" "grep -q '\"accum\":\\s*2' '$dir/acc/run.json'"
 # a learning rate that blows the weights up: the step whose gradient is not
 # finite stops the run with a message naming it and the tensor, exit 1, and
