@@ -220,7 +220,8 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
                                  a->op == LRC_OP_CROSS_ENTROPY_GRAD
                              ? rows_of(&a->shape)
                        : lrc_sum_to_columns(g, a) ? cdiv(lrc_sum_to_columns(g, a), LRC_SUM_COLS)
-                                                  : 1;
+                       : a->op == LRC_OP_EMBEDDING_GRAD ? cdiv(a->shape.dim[1], LRC_SUM_COLS)
+                                                        : 1;
             break;
         default: k->n_items = rows_of(&a->shape); break;
         }

@@ -171,24 +171,32 @@ typedef struct {
     double lr, scale, bc1, bc2;
 } adam_job;
 
+/* One pass over p, g, m and v per element, in f32 like PyTorch's AdamW:
+ * the loop vectorises (this file is built with -fno-math-errno so that
+ * sqrtf can), and the pass is bound by the 28 bytes it moves per element. */
+static void adam_span(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, int64_t lo, int64_t hi,
+                      float b1, float b2, float scale, float lr, float decay, float ib1, float ib2, float eps)
+{
+    for (int64_t k = lo; k < hi; k++) {
+        float gk = g[k] * scale;
+        float mk = b1 * m[k] + (1.f - b1) * gk, vk = b2 * v[k] + (1.f - b2) * gk * gk;
+        m[k] = mk;
+        v[k] = vk;
+        p[k] = p[k] * decay - lr * (mk * ib1) / (sqrtf(vk * ib2) + eps);
+    }
+}
+
 static void adam_part(void *ctx, int64_t begin, int64_t end, int thread)
 {
     (void)thread;
     adam_job *j = ctx;
     for (int64_t b = begin; b < end; b++) {
         int i = j->s[b].t;
-        float *p = j->p[i]->data, *m = j->m[i]->data, *v = j->v[i]->data;
-        const float *g = j->g[i]->data;
         /* decoupled weight decay, on matrices only unless asked otherwise */
         double wd = j->p[i]->shape.ndim >= 2 || j->c->decay_all ? j->c->weight_decay : 0;
-        for (int64_t k = j->s[b].lo; k < j->s[b].hi; k++) {
-            double gk = (double)g[k] * j->scale;
-            double mk = j->c->beta1 * m[k] + (1 - j->c->beta1) * gk, vk = j->c->beta2 * v[k] + (1 - j->c->beta2) * gk * gk;
-            m[k] = (float)mk;
-            v[k] = (float)vk;
-            double upd = (mk / j->bc1) / (sqrt(vk / j->bc2) + j->c->eps);
-            p[k] = (float)((double)p[k] * (1 - j->lr * wd) - j->lr * upd);
-        }
+        adam_span(j->p[i]->data, j->g[i]->data, j->m[i]->data, j->v[i]->data, j->s[b].lo, j->s[b].hi, (float)j->c->beta1,
+                  (float)j->c->beta2, (float)j->scale, (float)j->lr, (float)(1 - j->lr * wd), (float)(1 / j->bc1),
+                  (float)(1 / j->bc2), (float)j->c->eps);
     }
 }
 

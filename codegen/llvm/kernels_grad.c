@@ -215,24 +215,31 @@ static void kg_sum_to(kgen *k, const lrc_node *n)
     #undef AT
 }
 
-/* dW[id] += dy row, rows in order (one work item: no two threads add to one row) */
+/* dW[id] += dy row, rows in order; a work item owns a block of
+ * LRC_SUM_COLS columns of every row, so no two threads add to one element */
 static void kg_embedding_grad(kgen *k, const lrc_node *n)
 {
     em_t *e = k->e;
-    int64_t d = n->shape.dim[1], rows = lrc_shape_numel(&k->g->nodes[n->in[0]].shape);
+    int64_t V = n->shape.dim[0], d = n->shape.dim[1], rows = lrc_shape_numel(&k->g->nodes[n->in[0]].shape);
     LLVMValueRef ids = LLVMBuildBitCast(e->b, kg_ptr(k, n->in[0]), e->i32p, "");
     LLVMValueRef DY = kg_ptr(k, n->in[1]), O = kg_ptr(k, k->gr->anchor);
-    em_loop lz, lr, l;
-    LLVMValueRef z = em_for_begin(e, &lz, em_i64(e, 0), em_i64(e, lrc_shape_numel(&n->shape)));
-    em_store(e, O, z, em_f32(e, 0), 1);
+    em_loop li, lv, lz, lr, l;
+    LLVMValueRef item = em_for_begin(e, &li, e->begin, e->end);
+    LLVMValueRef c0 = em_imul(e, item, em_i64(e, LRC_SUM_COLS)), c1 = em_iadd(e, c0, em_i64(e, LRC_SUM_COLS));
+    c1 = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, c1, em_i64(e, d), ""), c1, em_i64(e, d), "");
+    LLVMValueRef v = em_for_begin(e, &lv, em_i64(e, 0), em_i64(e, V));
+    LLVMValueRef z = em_for_begin(e, &lz, c0, c1);
+    em_store(e, O, em_iadd(e, em_imul(e, v, em_i64(e, d)), z), em_f32(e, 0), 1);
     em_for_end(e, &lz, em_i64(e, 1));
+    em_for_end(e, &lv, em_i64(e, 1));
     LLVMValueRef r = em_for_begin(e, &lr, em_i64(e, 0), em_i64(e, rows));
     LLVMValueRef dst = em_imul(e, LLVMBuildSExt(e->b, em_load_i32(e, ids, r), e->i64, ""), em_i64(e, d));
-    LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, d));
+    LLVMValueRef i = em_for_begin(e, &l, c0, c1);
     LLVMValueRef at = em_iadd(e, dst, i);
     em_store(e, O, at, em_add(e, em_load(e, O, at, 1), em_load(e, DY, em_iadd(e, em_imul(e, r, em_i64(e, d)), i), 1)), 1);
     em_for_end(e, &l, em_i64(e, 1));
     em_for_end(e, &lr, em_i64(e, 1));
+    em_for_end(e, &li, em_i64(e, 1));
 }
 
 /* LayerRoPE's gradient for input `which` (see ir/ref_grad.c for the algebra). */
