@@ -62,8 +62,8 @@ static bool renderable(const lrc_group *gr, const lrc_node *n, bool anchor)
     case LRC_GROUP_ROW: return anchor ? (n->op == LRC_OP_RMSNORM || n->op == LRC_OP_SOFTMAX) : f == LRC_FUSE_ELEMENTWISE;
     case LRC_GROUP_GEMM: return lrc_is_gemm_op(n->op) || (!anchor && f == LRC_FUSE_ELEMENTWISE);
     case LRC_GROUP_ATTENTION: return anchor ? n->op == LRC_OP_ATTENTION || n->op == LRC_OP_KV_ATTENTION : n->op == LRC_OP_ROPE;
-    case LRC_GROUP_OPAQUE: /* one op (or the three attention gradients); the renderer says whether it can */
-        return anchor || n->op == LRC_OP_ATTENTION_GRAD;
+    case LRC_GROUP_OPAQUE: /* one op (or the gradients of one op, fuse rule 6); the renderer says whether it can */
+        return anchor || n->op == LRC_OP_ATTENTION_GRAD || n->op == LRC_OP_DEPTH_GAIN_GRAD;
     default: return false;
     }
 }

@@ -4,6 +4,8 @@
 #include "cli.h"
 #include "compile.h"
 
+#include <cjson/cJSON.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +52,7 @@ int cmd_backward(int argc, char **argv)
                                          {"input", required_argument, 0, OPT_INPUT},
                                          {"target", required_argument, 0, OPT_TARGET},
                                          {"threads", required_argument, 0, OPT_THREADS},
+                                         {"repeat", required_argument, 0, OPT_REPEAT},
                                          {0, 0, 0, 0}};
     static const char *help =
         "usage: lrc backward MODEL [--preset P] [--set KEY=VALUE]... --weights W.safetensors\n"
@@ -61,8 +64,10 @@ int cmd_backward(int argc, char **argv)
         "position ignored). GRADS receives 'loss' (F32 scalar) and one tensor per\n"
         "parameter, named as the parameter.\n"
         "\n" MODEL_HELP
-        "  --target NAME     ref (default) or cpu (the training graph compiled through LLVM)\n"
-        "  --threads N       cpu: threads (default: all cores)\n";
+        "  --target NAME     ref (default), cpu (the training graph compiled through LLVM)\n"
+        "                    or cuda (the same graph as CUDA C through NVRTC, on GPU 0)\n"
+        "  --threads N       cpu: threads (default: all cores)\n"
+        "  --repeat N        cuda: then time N runs of the kernels on the device\n";
     cli_args a;
     int rc = cli_parse_args("backward", argc, argv, opts, help, true, &a);
     if (rc >= 0) goto out;
@@ -82,8 +87,12 @@ int cmd_backward(int argc, char **argv)
     int64_t vocab = 0;
     const lrc_tensor *tok = NULL;
     rc = LRC_OK;
-    bool cpu = !strcmp(a.target, "cpu");
-    if (!cpu && strcmp(a.target, "ref")) rc = lrc_err_set(&err, "--target %s: gradients run on the ref and cpu targets", a.target);
+    bool cpu = !strcmp(a.target, "cpu"), cuda = !strcmp(a.target, "cuda");
+    if (!cpu && !cuda && strcmp(a.target, "ref"))
+        rc = lrc_err_set(&err, "--target %s: gradients run on the ref, cpu and cuda targets", a.target);
+    lrc_cuda_device dev;
+    char why[256];
+    if (!rc && cuda && lrc_cuda_probe(&dev, why, sizeof why)) rc = lrc_err_set(&err, "--target cuda: %s", why);
     if (a.threads == 0 || a.threads < -1) rc = lrc_err_set(&err, "--threads %lld: the thread count must be at least 1", (long long)a.threads);
     if (!rc) rc = lrc_model_load(&m, a.m.model, a.m.preset, a.m.sets, a.m.n_sets, &err);
     if (!rc) rc = lrc_model_config_int(&m, "vocab", &vocab, &err);
@@ -96,7 +105,25 @@ int cmd_backward(int argc, char **argv)
     memset(&c, 0, sizeof c);
     lrc_pool *pool = NULL;
     lrc_exec *x = NULL;
-    if (!rc && cpu) { /* the training graph compiled like any graph; parameters stay variables */
+    lrc_cuda_exec *cx = NULL;
+    if (!rc && cuda) { /* for this GPU's architecture, through NVRTC */
+        char arch[16];
+        snprintf(arch, sizeof arch, "sm_%d", dev.sm);
+        rc = lrc_compile_graph_cuda(g, NULL, arch, &c, &err);
+        g = NULL;
+        cJSON *meta = rc ? NULL : cJSON_CreateObject();
+        if (meta) cJSON_AddItemToObject(meta, "cuda", lrc_compiled_cuda_meta(&c));
+        char *text = meta ? cJSON_PrintUnformatted(meta) : NULL;
+        cJSON_Delete(meta);
+        if (!rc) rc = lrc_cuda_exec_new(&c.plan, text, c.cubin, &cx, &err);
+        free(text);
+        if (!rc) rc = lrc_cuda_exec_bind_params(cx, &params, &err);
+        if (!rc) rc = lrc_cuda_exec_run(cx, &in, &outs, &err);
+        double ms = 0;
+        if (!rc && a.repeat > 0 && !(rc = lrc_cuda_exec_time(cx, a.repeat, &ms, &err)))
+            printf("backward: median %.3f ms over %lld runs (forward, loss and gradients on %s, sm_%d; device time)\n", ms,
+                   (long long)a.repeat, dev.name, dev.sm);
+    } else if (!rc && cpu) { /* the training graph compiled like any graph; parameters stay variables */
         rc = lrc_compile_graph(g, NULL, &c, &err);
         g = NULL;
         if (!rc && !(pool = lrc_pool_new(a.threads > 0 ? (int)a.threads : lrc_pool_default_threads(), &err))) rc = LRC_EUSER;
@@ -108,9 +135,11 @@ int cmd_backward(int argc, char **argv)
         if (!rc) rc = lrc_exec_run(be, g, &in, &params, &outs, &err);
     }
     if (!rc) rc = lrc_safetensors_save(a.out, &outs, &err);
-    if (!rc) printf("loss %.6f, gradients of %d parameters written to %s\n", ((float *)outs.items[0]->data)[0], outs.n - 1, a.out);
+    const lrc_tensor *loss = rc ? NULL : lrc_tensor_set_find(&outs, "loss");
+    if (loss) printf("loss %.6f, gradients of %d parameters written to %s\n", ((float *)loss->data)[0], outs.n - 1, a.out);
     rc = rc ? cli_user_error(&err) : 0;
     lrc_exec_free(x);
+    lrc_cuda_exec_free(cx);
     lrc_pool_free(pool);
     if (c.g) lrc_compiled_free(&c);
     lrc_backend_close(be);

@@ -38,6 +38,10 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
 /* Compiles g (taken over) for NVIDIA GPUs of architecture arch ("sm_90"):
  * CUDA C, a cubin and PTX from NVRTC, and the plan; no GPU needed. */
 int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arch, lrc_compiled *c, lrc_err *err);
+/* The "cuda" part of a package's meta (launch shapes, GEMMs, storage): what
+ * lrc_cuda_exec_new reads besides the plan. A cJSON object. */
+struct cJSON;
+struct cJSON *lrc_compiled_cuda_meta(const lrc_compiled *c);
 void lrc_compiled_free(lrc_compiled *c);
 
 #endif

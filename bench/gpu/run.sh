@@ -5,9 +5,12 @@
 #   2. every norm placement at preset small (B=2, T=64): the cuda package's
 #      logits against the reference backend within 2e-2 relative, and two
 #      runs bit-identical;
-#   3. forward of 130m and 1b at B=8, T=256: lrc's cuda package against
-#      PyTorch eager and torch.compile (bf16, same weights), device times,
-#      a table of ratios last.
+#   3. gradients on the GPU (lrc backward --target cuda) against ref for
+#      pre and layerrope (small), within bf16 tolerance (5e-2);
+#   4. forward of 130m and 1b at B=8, T=256, and a training step without
+#      the optimizer (forward, loss, backward) of 130m: lrc against PyTorch
+#      eager and torch.compile (bf16, same weights), device times, a table
+#      of ratios last.
 # It uses LRC (default gpu-carry/lrc, unpacked from the gpu-carry.tar.xz
 # that bench/gpu/pack.sh makes here, else build/lrc)
 # with the libraries in its lib/ folder, and python3 with torch for the
@@ -62,6 +65,16 @@ for norm in pre post peri lns deepnet layerrope layerrope_peri; do
     { echo "FAIL $norm: two runs differ"; failed=1; }
 done
 
+step "gradients on the GPU against ref (small, B=2, T=64)"
+for norm in pre layerrope; do
+  "$LRC" init $MODEL --preset small --set norm=$norm --seed 3 -o "$out/w.st" >/dev/null &&
+  "$LRC" backward $MODEL --preset small --set norm=$norm --weights "$out/w.st" --input "$out/in.st" -o "$out/gref.st" >/dev/null &&
+  "$LRC" backward $MODEL --preset small --set norm=$norm --weights "$out/w.st" --input "$out/in.st" -o "$out/ggpu.st" --target cuda >/dev/null
+  if [ $? != 0 ]; then echo "FAIL $norm: lrc backward failed"; failed=1; continue; fi
+  printf '%-16s ' "$norm"
+  "$COMPARE" "$out/ggpu.st" "$out/gref.st" '*' 5e-2 || failed=1
+done
+
 step "forward speed at B=8, T=256: lrc cuda package, torch eager, torch.compile"
 tokens 8 256 "$out/in8.st"
 table=""
@@ -80,6 +93,16 @@ for preset in 130m 1b; do
   table+=$(awk -v p=$preset -v l="${lrc_ms:-0}" -v e="${eager:-0}" -v c="${comp:-0}" 'BEGIN {
     printf "%-6s lrc %8.3f ms   eager %8.3f ms (%.2fx)   compile %8.3f ms (%.2fx)\n", p, l, e, l > 0 ? e / l : 0, c, l > 0 ? c / l : 0 }')$'\n'
 done
+
+step "training step without the optimizer (forward, loss, backward), 130m, B=8, T=256"
+lrc_ms=$("$LRC" backward $MODEL --preset 130m --weights "$out/w_130m.st" --input "$out/in8.st" -o "$out/g130.st" --target cuda \
+  --repeat 10 | tee /dev/stderr | sed -n 's/^backward: median \([0-9.]*\) ms.*/\1/p')
+torch_out=$("$PY" bench/gpu/torch_forward.py --preset 130m --batch 8 --seq 256 --weights "$out/w_130m.st" --repeat 10 --backward)
+echo "$torch_out"
+eager=$(echo "$torch_out" | sed -n 's/^torch-eager: median \([0-9.]*\) ms.*/\1/p')
+comp=$(echo "$torch_out" | sed -n 's/^torch-compile: median \([0-9.]*\) ms.*/\1/p')
+table+=$(awk -v l="${lrc_ms:-0}" -v e="${eager:-0}" -v c="${comp:-0}" 'BEGIN {
+  printf "130m train step: lrc %8.3f ms   eager %8.3f ms (%.2fx)   compile %8.3f ms (%.2fx)\n", l, e, l > 0 ? e / l : 0, c, l > 0 ? c / l : 0 }')$'\n'
 
 step "summary (ratios: torch time / lrc time, above 1 means lrc is faster)"
 printf '%s' "$table"

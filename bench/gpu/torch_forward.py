@@ -78,6 +78,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--logits")
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--backward", action="store_true",
+                    help="time forward, next-token cross-entropy and backward (a training step without the optimizer)")
     a = ap.parse_args()
     torch = common.import_torch()
     if not torch.cuda.is_available():
@@ -90,25 +92,41 @@ def main():
         params = common.check_params_f32(loaded, cfg)
     else:
         params = common.random_params_f32(cfg)
-    params = {k: v.to(dev, dt) for k, v in params.items()}
+    params = {k: v.to(dev, dt).requires_grad_(a.backward) for k, v in params.items()}
     tokens = common.random_tokens(cfg, a.batch, a.seq).to(dev)
+    labels = torch.roll(tokens.long(), -1, dims=1)
+    labels[:, -1] = -100
     model = GPUForward(cfg, dev, dt)
 
+    def step(fn):
+        import torch.nn.functional as F
+        logits = fn(params, tokens)
+        loss = F.cross_entropy(logits.float().view(-1, cfg.vocab), labels.view(-1), ignore_index=-100)
+        loss.backward()
+        for p in params.values():
+            p.grad = None
+        return logits
+
     def eager():
+        if a.backward:
+            return step(model)
         with torch.no_grad():
             return model(params, tokens)
     for _ in range(3):
         out = eager()
     torch.cuda.synchronize()
-    print("torch-eager: median %.3f ms (%s, bf16, B=%d T=%d, torch %s)" % (
-        timed(eager, a.repeat), torch.cuda.get_device_name(0), a.batch, a.seq, torch.__version__))
+    print("torch-eager: median %.3f ms (%s%s, bf16, B=%d T=%d, torch %s)" % (
+        timed(eager, a.repeat), "forward+backward, " if a.backward else "", torch.cuda.get_device_name(0), a.batch, a.seq,
+        torch.__version__))
     if a.logits:
         import safetensors_io
-        safetensors_io.save(a.logits, {"logits": out.float().cpu()})
+        safetensors_io.save(a.logits, {"logits": out.detach().float().cpu()})
     if not a.no_compile and hasattr(torch, "compile"):
         compiled = torch.compile(lambda p, t: model(p, t))
 
         def comp():
+            if a.backward:
+                return step(compiled)
             with torch.no_grad():
                 return compiled(params, tokens)
         for _ in range(3):

@@ -126,13 +126,22 @@ static void op_depth_gain(cu_gen *c, const lrc_node *n)
     elementwise_launch(c, d / 2);
 }
 
-/* Its gradient for input `which`: the rotation's transpose for gamma, and
- * for the four scalars one block-wide sum in double (fixed order). */
+/* Its gradients, all those the group holds (fuse rule 6): gamma's through
+ * the rotation's transpose, the four scalars' as block-wide sums in double
+ * (fixed order). */
 static void op_depth_gain_grad(cu_gen *c, const lrc_node *n)
 {
-    char o[16], a[6][16];
+    char a[6][16], out[5][16];
     int64_t d = c->g->nodes[n->in[0]].shape.dim[0];
-    int which = (int)n->iattr[1];
+    bool have[5] = {false}, scalars = false;
+    for (int q = 0; q < c->gr->n_nodes; q++) {
+        const lrc_node *m = &c->g->nodes[c->gr->nodes[q]];
+        if (m->op != LRC_OP_DEPTH_GAIN_GRAD) continue;
+        int w = (int)m->iattr[1];
+        have[w] = true;
+        scalars = scalars || w > 0;
+        cu_arg(c, c->gr->nodes[q], out[w], sizeof out[w]);
+    }
     for (int k = 0; k < 6; k++) IN(k, a[k]);
     cu_kernel_begin(c, 1024);
     cu_printf(c->t, "    __shared__ double red[32];\n    const double u = %.17g;\n", log((double)n->iattr[0] + 1.0));
@@ -143,15 +152,16 @@ static void op_depth_gain_grad(cu_gen *c, const lrc_node *n)
               n->fattr[0], (long long)d);
     cu_printf(c->t, "        const double g0 = ld(%s, 2 * j), g1 = ld(%s, 2 * j + 1), dy0 = ld(%s, 2 * j), dy1 = ld(%s, 2 * j + 1);\n",
               a[0], a[0], a[5], a[5]);
-    if (which == 0)
+    if (have[0])
         cu_printf(c->t, "        st(%s, 2 * j, (float)(m * (dy0 * co + dy1 * s)));\n        st(%s, 2 * j + 1, (float)(m * (dy1 * co - dy0 * s)));\n",
-                  OUT(o), o);
+                  out[0], out[0]);
     cu_printf(c->t, "        const double o0 = m * (g0 * co - g1 * s), o1 = m * (g0 * s + g1 * co);\n");
     cu_printf(c->t, "        dmag += dy0 * o0 + dy1 * o1;\n        dth += f * (dy1 * o0 - dy0 * o1);\n    }\n");
-    if (which > 0) {
-        const char *v = which == 1 ? "dm" : which == 2 ? "dm * u" : which == 3 ? "dt" : "dt * u";
+    if (scalars) {
+        static const char *value[5] = {NULL, "dm", "dm * u", "dt", "dt * u"};
         cu_printf(c->t, "    const double dm = block_sum_d(dmag, red), dt = block_sum_d(dth, red) * theta;\n");
-        cu_printf(c->t, "    if (threadIdx.x == 0) st(%s, 0, (float)(%s));\n", OUT(o), v);
+        for (int w = 1; w < 5; w++)
+            if (have[w]) cu_printf(c->t, "    if (threadIdx.x == 0) st(%s, 0, (float)(%s));\n", out[w], value[w]);
     }
     cu_printf(c->t, "}\n\n");
     c->launch->block = 1024;

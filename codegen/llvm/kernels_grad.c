@@ -242,14 +242,19 @@ static void kg_embedding_grad(kgen *k, const lrc_node *n)
     em_for_end(e, &li, em_i64(e, 1));
 }
 
-/* LayerRoPE's gradient for input `which` (see ir/ref_grad.c for the algebra). */
+/* LayerRoPE's gradients (see ir/ref_grad.c for the algebra): every one the
+ * group holds (fuse rule 6), gamma's and the four scalars', in one pass. */
 static void kg_depth_gain_grad(kgen *k, const lrc_node *n)
 {
     em_t *e = k->e;
     int64_t d = k->g->nodes[n->in[0]].shape.dim[0];
-    int which = (int)n->iattr[1];
+    LLVMValueRef out_of[5] = {NULL, NULL, NULL, NULL, NULL};
+    for (int q = 0; q < k->gr->n_nodes; q++) {
+        const lrc_node *m = &k->g->nodes[k->gr->nodes[q]];
+        if (m->op == LRC_OP_DEPTH_GAIN_GRAD) out_of[m->iattr[1]] = kg_ptr(k, k->gr->nodes[q]);
+    }
     double u = log((double)n->iattr[0] + 1.0);
-    LLVMValueRef G = kg_ptr(k, n->in[0]), DY = kg_ptr(k, n->in[5]), O = kg_ptr(k, k->gr->anchor), sc[5];
+    LLVMValueRef G = kg_ptr(k, n->in[0]), DY = kg_ptr(k, n->in[5]), sc[5];
     for (int j = 1; j < 5; j++) sc[j] = ld(e, kg_ptr(k, n->in[j]), em_i64(e, 0));
     LLVMValueRef m = em_libm(e, "exp", fadd(e, sc[1], fmul(e, sc[2], em_d64(e, u))), NULL);
     LLVMValueRef theta = em_libm(e, "exp", fadd(e, sc[3], fmul(e, sc[4], em_d64(e, u))), NULL);
@@ -263,18 +268,17 @@ static void kg_depth_gain_grad(kgen *k, const lrc_node *n)
     LLVMValueRef j0 = em_imul(e, j, em_i64(e, 2)), j1 = em_iadd(e, j0, em_i64(e, 1));
     LLVMValueRef g0 = ld(e, G, j0), g1 = ld(e, G, j1), dy0 = ld(e, DY, j0), dy1 = ld(e, DY, j1);
     LLVMValueRef o0 = fmul(e, m, fsub(e, fmul(e, g0, c), fmul(e, g1, s))), o1 = fmul(e, m, fadd(e, fmul(e, g0, s), fmul(e, g1, c)));
-    if (which == 0) {
-        st(e, O, j0, fmul(e, m, fadd(e, fmul(e, dy0, c), fmul(e, dy1, s))));
-        st(e, O, j1, fmul(e, m, fsub(e, fmul(e, dy1, c), fmul(e, dy0, s))));
+    if (out_of[0]) {
+        st(e, out_of[0], j0, fmul(e, m, fadd(e, fmul(e, dy0, c), fmul(e, dy1, s))));
+        st(e, out_of[0], j1, fmul(e, m, fsub(e, fmul(e, dy1, c), fmul(e, dy0, s))));
     }
     LLVMBuildStore(e->b, fadd(e, LLVMBuildLoad2(e->b, e->f64, dmag, ""), fadd(e, fmul(e, dy0, o0), fmul(e, dy1, o1))), dmag);
     LLVMBuildStore(e->b, fadd(e, LLVMBuildLoad2(e->b, e->f64, dth, ""), fmul(e, f, fsub(e, fmul(e, dy1, o0), fmul(e, dy0, o1)))), dth);
     em_for_end(e, &l, em_i64(e, 1));
     LLVMValueRef dm = LLVMBuildLoad2(e->b, e->f64, dmag, ""), dt = fmul(e, LLVMBuildLoad2(e->b, e->f64, dth, ""), theta);
-    if (which > 0) {
-        LLVMValueRef v = which == 1 ? dm : which == 2 ? fmul(e, dm, em_d64(e, u)) : which == 3 ? dt : fmul(e, dt, em_d64(e, u));
-        st(e, O, em_i64(e, 0), v);
-    }
+    LLVMValueRef v[5] = {NULL, dm, fmul(e, dm, em_d64(e, u)), dt, fmul(e, dt, em_d64(e, u))};
+    for (int w = 1; w < 5; w++)
+        if (out_of[w]) st(e, out_of[w], em_i64(e, 0), v[w]);
 }
 
 void kg_attention_grad(kgen *k);

@@ -179,16 +179,20 @@ int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err)
         }
     }
 
-    /* rule 6: the gradients of one attention's q, k and v run as one kernel,
-     * which computes the probabilities and dS once for all three */
+    /* rule 6: the gradients of one op with respect to each of its inputs
+     * run as one kernel: attention's q, k and v (the probabilities and dS
+     * once for all three), a LayerRoPE gain's gamma and four scalars (the
+     * rotation once for all five) */
     for (int id = 0; id < N; id++) {
         const lrc_node *n = &g->nodes[id];
-        if (n->op != LRC_OP_ATTENTION_GRAD || s->group_of[id] < 0 || pg[s->group_of[id]].dead) continue;
+        bool att = n->op == LRC_OP_ATTENTION_GRAD, gain = n->op == LRC_OP_DEPTH_GAIN_GRAD;
+        if ((!att && !gain) || s->group_of[id] < 0 || pg[s->group_of[id]].dead) continue;
         for (int j = id + 1; j < N; j++) {
             const lrc_node *m = &g->nodes[j];
-            if (m->op != LRC_OP_ATTENTION_GRAD || s->group_of[j] == s->group_of[id] || pg[s->group_of[j]].size != 1) continue;
-            bool same = m->iattr[0] == n->iattr[0] && m->fattr[0] == n->fattr[0];
-            for (int k = 0; k < 4; k++) same = same && s->buffer_of[m->in[k]] == s->buffer_of[n->in[k]];
+            if (m->op != n->op || s->group_of[j] == s->group_of[id] || pg[s->group_of[j]].size != 1) continue;
+            /* attributes: all but `which` (iattr[1] of both ops) */
+            bool same = m->iattr[0] == n->iattr[0] && m->fattr[0] == n->fattr[0] && m->n_in == n->n_in;
+            for (int k = 0; k < n->n_in; k++) same = same && s->buffer_of[m->in[k]] == s->buffer_of[n->in[k]];
             if (!same) continue;
             pg[s->group_of[j]].dead = true;
             pg[s->group_of[j]].size = 0;

@@ -677,6 +677,7 @@ if [ -e /usr/lib/x86_64-linux-gnu/libcuda.so.1 ] || ldconfig -p 2>/dev/null | gr
   echo "skip cuda package without a GPU: this machine has an NVIDIA driver"
 else
   t "cuda package without a GPU" 1 'pkg_cu' 'cuda' 'NVIDIA driver' -- forward pkg_cu --input "$IN" -o out.safetensors
+  t "backward --target cuda without a GPU" 1 'cuda' 'NVIDIA driver' -- backward "$MODEL" "${SETS[@]}" --weights "$W" --input "$IN" -o g.st --target cuda
 fi
 cp -r pkg_cu pkg_cu_cut && head -c 2000 pkg_cu/kernels.cubin >pkg_cu_cut/kernels.cubin
 t "cuda package: truncated cubin" 1 'kernels\.cubin' 'damaged' -- forward pkg_cu_cut --input "$IN" -o out.safetensors
