@@ -60,6 +60,26 @@ typedef struct {
 
 static int *resize_ints(int *p, int n) { return lrc_xrealloc(p, (size_t)(n > 0 ? n : 1) * sizeof(int)); }
 
+/* Whether q's value is computed from any node already in group gi (walks
+ * q's ancestors; mark is scratch of N bytes, cleared here). */
+static bool reads_group(const lrc_graph *g, const int *group_of, int q, int gi, char *mark, int *stack)
+{
+    memset(mark, 0, (size_t)g->n_nodes);
+    int top = 0;
+    bool hit = false;
+    stack[top++] = q;
+    mark[q] = 1;
+    while (top && !hit) {
+        int x = stack[--top];
+        if (group_of[x] == gi) hit = true;
+        for (int k = 0; k < g->nodes[x].n_in; k++) {
+            int y = g->nodes[x].in[k];
+            if (!mark[y]) mark[y] = 1, stack[top++] = y;
+        }
+    }
+    return hit;
+}
+
 int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err)
 {
     int N = g->n_nodes;
@@ -79,6 +99,8 @@ int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err)
         }
     proto_group *pg = lrc_xcalloc((size_t)N + 1, sizeof *pg);
     int n_pg = 0;
+    char *mark = lrc_xmalloc((size_t)N + 1);
+    int *stack = lrc_xmalloc((size_t)N * sizeof(int) + sizeof(int));
 
     /* rules 1 and 2, in topological order */
     for (int id = 0; id < N; id++) {
@@ -98,9 +120,20 @@ int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err)
         if (kind == LRC_GROUP_ELEMENTWISE)
             for (int k = 0; k < n->n_in; k++) {
                 int p = n->in[k], gp = s->group_of[p];
-                if (gp < 0 || gp <= join || n_uses[p] != 1 || is_out[p]) continue;
+                if (gp < 0 || gp <= join || is_out[p]) continue;
                 if (pg[gp].kind == LRC_GROUP_ATTENTION || pg[gp].kind == LRC_GROUP_OPAQUE) continue;
                 if (!lrc_shape_eq(&g->nodes[p].shape, &n->shape)) continue;
+                /* a value read elsewhere too joins only a GEMM's epilogue (the
+                 * product is stored anyway: training keeps it for the
+                 * backward), and only when n's other inputs do not come from
+                 * the group, which would make a cycle */
+                if (n_uses[p] != 1) {
+                    if (pg[gp].kind != LRC_GROUP_GEMM) continue;
+                    bool cycle = false;
+                    for (int q = 0; q < n->n_in && !cycle; q++)
+                        if (n->in[q] != p) cycle = reads_group(g, s->group_of, n->in[q], gp, mark, stack);
+                    if (cycle) continue;
+                }
                 join = gp;
             }
         if (join < 0) {
@@ -285,6 +318,8 @@ int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err)
     free(indeg);
     free(renum);
     free(pg);
+    free(mark);
+    free(stack);
     free(n_uses);
     free(only_user);
     free(is_out);
