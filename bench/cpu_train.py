@@ -18,7 +18,9 @@ lrc pre, lrc layerrope, then again) so that machine noise hits all of them:
     whose RUN/metrics.jsonl has each step's tokens/s, measured around the step alone (the
     gradient-check, AdamW and metrics of the step included; the one evaluation happens after
     the last step's figure). Step 1 (first touch of every buffer) is dropped; the round's
-    figure is the median of steps 2..S.
+    figure is the median of steps 2..S. The norms' order alternates between rounds and the
+    page cache is flushed between runs (a run's 700 MB checkpoint otherwise drains to disk
+    during the next run and slows it).
 
 Each side's figure is the median of its per-round medians. Targets: lrc's step >= 1.5x
 faster than torch's, per norm; lrc's LayerRoPE step no more than 2% slower than its
@@ -143,7 +145,11 @@ def main():
                 t = common.time_call(steppers[n], a.repeat)
                 round_med["torch-" + n].append(common.median(t))
                 parts.append("torch-%s %.0f ms" % (n, common.median(t) * 1e3))
-            for n in a.norms:
+            # the order alternates between rounds, and the page cache is flushed
+            # after each run: a run's checkpoint (weights and AdamW state) is
+            # written back to disk while the next one runs, which slowed
+            # whichever norm came second
+            for n in (a.norms if r % 2 == 0 else a.norms[::-1]):
                 if lrc_error is not None:
                     break
                 run = os.path.join(work, "run-%s-%d" % (n, r))
@@ -154,6 +160,7 @@ def main():
                     print("lrc FAILED: %s" % e)
                     break
                 shutil.rmtree(run, ignore_errors=True)
+                os.sync()
                 round_med["lrc-" + n].append(common.median(t))
                 parts.append("lrc-%s %.0f ms" % (n, common.median(t) * 1e3))
             print("round %d/%d: %s" % (r + 1, a.rounds, "; ".join(parts)))
