@@ -82,8 +82,9 @@ for preset in 130m 1b; do
   "$LRC" init $MODEL --preset $preset --seed 1 -o "$out/w_$preset.st" >/dev/null || { failed=1; continue; }
   "$LRC" compile $MODEL --preset $preset --target cuda --arch $arch --weights "$out/w_$preset.st" --batch 8 --seq 256 \
     -o "$out/pkg_$preset" | grep -E '^(compiled|kernels)'
-  lrc_ms=$("$LRC" forward "$out/pkg_$preset" --input "$out/in8.st" -o "$out/o.st" --repeat 20 | tee /dev/stderr |
-    sed -n 's/^forward: median \([0-9.]*\) ms.*/\1/p')
+  lrc_out=$("$LRC" forward "$out/pkg_$preset" --input "$out/in8.st" -o "$out/o.st" --repeat 20)
+  echo "$lrc_out"
+  lrc_ms=$(echo "$lrc_out" | sed -n 's/^forward: median \([0-9.]*\) ms.*/\1/p')
   torch_out=$("$PY" bench/gpu/torch_forward.py --preset $preset --batch 8 --seq 256 --weights "$out/w_$preset.st" \
     --repeat 20 --logits "$out/t.st")
   echo "$torch_out"
@@ -91,18 +92,20 @@ for preset in 130m 1b; do
   eager=$(echo "$torch_out" | sed -n 's/^torch-eager: median \([0-9.]*\) ms.*/\1/p')
   comp=$(echo "$torch_out" | sed -n 's/^torch-compile: median \([0-9.]*\) ms.*/\1/p')
   table+=$(awk -v p=$preset -v l="${lrc_ms:-0}" -v e="${eager:-0}" -v c="${comp:-0}" 'BEGIN {
-    printf "%-6s lrc %8.3f ms   eager %8.3f ms (%.2fx)   compile %8.3f ms (%.2fx)\n", p, l, e, l > 0 ? e / l : 0, c, l > 0 ? c / l : 0 }')$'\n'
+    printf "%-6s lrc %8.3f ms   eager %8.3f ms (%.2fx)   compile %8.3f ms (%.2fx)\n", p, l, e, (l > 0 ? e / l : 0), c, (l > 0 ? c / l : 0) }')$'\n'
 done
 
 step "training step without the optimizer (forward, loss, backward), 130m, B=8, T=256"
-lrc_ms=$("$LRC" backward $MODEL --preset 130m --weights "$out/w_130m.st" --input "$out/in8.st" -o "$out/g130.st" --target cuda \
-  --repeat 10 | tee /dev/stderr | sed -n 's/^backward: median \([0-9.]*\) ms.*/\1/p')
+lrc_out=$("$LRC" backward $MODEL --preset 130m --weights "$out/w_130m.st" --input "$out/in8.st" -o "$out/g130.st" --target cuda \
+  --repeat 10)
+echo "$lrc_out"
+lrc_ms=$(echo "$lrc_out" | sed -n 's/^backward: median \([0-9.]*\) ms.*/\1/p')
 torch_out=$("$PY" bench/gpu/torch_forward.py --preset 130m --batch 8 --seq 256 --weights "$out/w_130m.st" --repeat 10 --backward)
 echo "$torch_out"
 eager=$(echo "$torch_out" | sed -n 's/^torch-eager: median \([0-9.]*\) ms.*/\1/p')
 comp=$(echo "$torch_out" | sed -n 's/^torch-compile: median \([0-9.]*\) ms.*/\1/p')
 table+=$(awk -v l="${lrc_ms:-0}" -v e="${eager:-0}" -v c="${comp:-0}" 'BEGIN {
-  printf "130m train step: lrc %8.3f ms   eager %8.3f ms (%.2fx)   compile %8.3f ms (%.2fx)\n", l, e, l > 0 ? e / l : 0, c, l > 0 ? c / l : 0 }')$'\n'
+  printf "130m train step: lrc %8.3f ms   eager %8.3f ms (%.2fx)   compile %8.3f ms (%.2fx)\n", l, e, (l > 0 ? e / l : 0), c, (l > 0 ? c / l : 0) }')$'\n'
 
 step "summary (ratios: torch time / lrc time, above 1 means lrc is faster)"
 printf '%s' "$table"
