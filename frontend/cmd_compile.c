@@ -188,10 +188,13 @@ static int compile_run(const cli_args *a)
     }
     int64_t total = 0;
     for (int i = 0; i < keep.n; i++) total += (int64_t)keep.items[i]->nbytes;
+    static const char *cache_says[] = {"no cache (LRC_NVRTC_CACHE=off, or no cache directory)", "compiled, now cached", "from the cache",
+                                       "a damaged cache entry, compiled again and replaced"};
     if (cuda)
-        printf("compiled %s%s%s for cuda (%s, NVRTC %s): %d kernels in CUDA C, cubin %zu bytes, PTX for newer GPUs, in %.0f ms\n",
+        printf("compiled %s%s%s for cuda (%s, NVRTC %s): %d kernels in CUDA C, cubin %zu bytes, PTX for newer GPUs, in %.0f ms\n"
+               "nvrtc: %s\n",
                m.path, a->m.preset ? " preset " : "", a->m.preset ? a->m.preset : "", c.arch, lrc_nvrtc_version(),
-               c.cuda.n_symbols, c.cubin_size, c.passes_ms + c.codegen_ms);
+               c.cuda.n_symbols, c.cubin_size, c.passes_ms + c.codegen_ms, cache_says[lrc_nvrtc_last_cache_state()]);
     else if (a->ctx > 0)
         printf("compiled %s%s%s for cpu (%s, %s) as a decoder with a KV cache of %lld positions in %.0f ms\n", m.path,
                a->m.preset ? " preset " : "", a->m.preset ? a->m.preset : "", c.cpu_name, c.cpu_features,
