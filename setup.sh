@@ -27,6 +27,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+# NVRTC comes with the CUDA toolkit (/usr/local/cuda), not from Debian: lrc
+# loads it at run time to compile for --target cuda (no GPU needed), and the
+# cuda_compile tests use it, so the test run stops here without it.
+if ! ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so' && ! ls /usr/local/cuda/lib64/libnvrtc.so* >/dev/null 2>&1; then
+  msg="NVRTC (libnvrtc.so from the CUDA toolkit) not found: lrc cannot compile for --target cuda"
+  if [ "${1:-}" = "--deps-only" ]; then
+    echo "setup: $msg, which the tests need: install the CUDA toolkit under /usr/local/cuda" >&2
+    exit 1
+  fi
+  echo "setup: note: $msg (everything else works)"
+fi
 [ "${1:-}" = "--deps-only" ] && exit 0
 
 cmake -S . -B build >/dev/null

@@ -55,6 +55,25 @@ def set_omp_wait_policy(policy):
     return os.environ.get("OMP_WAIT_POLICY", "(unset: libgomp default, active spinning)")
 
 
+def model_run_parser(doc):
+    """An ArgumentParser with what every lrc-against-torch bench takes: the model and its
+    shapes, threads, rounds, the lrc binary, the OpenMP wait policy, --strict."""
+    import argparse
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default="60m")
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=256)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    ap.add_argument("--lrc", default="build/lrc", help="lrc binary (relative to the repository root)")
+    ap.add_argument("--model", default="models/llama.lua")
+    ap.add_argument("--omp-wait-policy", default="passive", choices=("passive", "env"),
+                    help="torch side only: passive (default; see set_omp_wait_policy) or env "
+                         "(leave OMP_WAIT_POLICY as the environment has it)")
+    ap.add_argument("--strict", action="store_true", help="exit 4 when a target is missed")
+    return ap
+
+
 def import_torch():
     try:
         import torch  # noqa: F401
@@ -449,10 +468,14 @@ class NNForward:
         def rope(t):
             t1, t2 = t[..., :half], t[..., half:]
             return torch.cat([t1 * cos - t2 * sin, t2 * cos + t1 * sin], dim=-1)
-        q, k, v = rope(heads("q_proj")), rope(heads("k_proj")), heads("v_proj")
-        s = torch.matmul(q, k.transpose(-1, -2)).mul_(1.0 / math.sqrt(Dh)).add_(mask)
-        o = torch.matmul(torch.softmax(s, dim=-1), v).transpose(1, 2).reshape(B, T, d)
-        return F.linear(o, p[pre + "self_attn.o_proj.weight"])
+        o = self.attend(rope(heads("q_proj")), rope(heads("k_proj")), heads("v_proj"), mask)
+        return F.linear(o.transpose(1, 2).reshape(B, T, d), p[pre + "self_attn.o_proj.weight"])
+
+    def attend(self, q, k, v, mask):
+        """Causal attention of q, k, v [B, H, T, Dh] (mask: the additive causal mask)."""
+        torch = import_torch()
+        s = torch.matmul(q, k.transpose(-1, -2)).mul_(1.0 / math.sqrt(q.shape[-1])).add_(mask)
+        return torch.matmul(torch.softmax(s, dim=-1), v)
 
     def mlp(self, x, p, pre):
         import torch.nn.functional as F
@@ -568,6 +591,14 @@ def loadavg():
             return " ".join(f.read().split()[:3])
     except OSError:
         return "?"
+
+
+def run_timed_main(main):
+    """Runs a bench's main(), prints its total wall time last and exits with its status."""
+    t0 = time.time()
+    rc = main()
+    print("total %.0f s" % (time.time() - t0))
+    sys.exit(rc)
 
 
 def finish(lrc_error, lrc_failed, strict, missed, missed_what):

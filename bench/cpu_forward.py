@@ -23,13 +23,11 @@ the faster torch variant. Exit status: 0 measured (targets are reported, not enf
 unless --strict), 1 lrc failed or is wrong, 3 torch is not on OpenBLAS.
 """
 
-import argparse
 import os
 import re
 import shutil
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
@@ -42,18 +40,10 @@ RE_COMPILE = re.compile(r"compile:\s*([0-9.eE+-]+)\s*ms")
 
 
 def parse_args():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", default="60m")
+    ap = common.model_run_parser(__doc__)
     ap.add_argument("--norm", default="pre")
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--seq", type=int, default=256)
-    ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=10, help="timed runs per side per round (lrc --repeat)")
-    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     ap.add_argument("--warmup", type=int, default=2, help="untimed torch calls before the first round")
-    ap.add_argument("--lrc", default="build/lrc", help="lrc binary (relative to the repository root)")
-    ap.add_argument("--model", default="models/llama.lua")
     ap.add_argument("--torch-impl", default="both", choices=("both",) + common.TORCH_IMPLS,
                     help="torch baseline(s): ref = llama_ref pieces in f32, nn = idiomatic eager")
     ap.add_argument("--seed", type=int, default=0)
@@ -61,10 +51,6 @@ def parse_args():
                     help="max |lrc - torch| / max |torch| allowed on the logits (default 1e-3)")
     ap.add_argument("--no-check", action="store_true", help="skip comparing lrc's logits with torch's")
     ap.add_argument("--keep", metavar="DIR", help="keep the weights/input/output files in DIR")
-    ap.add_argument("--omp-wait-policy", default="passive", choices=("passive", "env"),
-                    help="torch side only: passive (default; see common.set_omp_wait_policy) or env "
-                         "(leave OMP_WAIT_POLICY as the environment has it)")
-    ap.add_argument("--strict", action="store_true", help="exit 4 when a target is missed")
     a = ap.parse_args()
     if a.repeat < 1 or a.rounds < 1 or a.threads < 1 or a.batch < 1 or a.seq < 1:
         ap.error("--repeat, --rounds, --threads, --batch and --seq must be positive")
@@ -275,7 +261,4 @@ def main():
 
 
 if __name__ == "__main__":
-    t0 = time.time()
-    rc = main()
-    print("total %.0f s" % (time.time() - t0))
-    sys.exit(rc)
+    common.run_timed_main(main)

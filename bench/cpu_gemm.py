@@ -27,7 +27,6 @@ import ctypes
 import os
 import re
 import sys
-import time
 
 import numpy as np
 
@@ -223,7 +222,4 @@ def main():
 
 
 if __name__ == "__main__":
-    t0 = time.time()
-    rc = main()
-    print("total %.0f s" % (time.time() - t0))
-    sys.exit(rc)
+    common.run_timed_main(main)

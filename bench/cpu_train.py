@@ -30,7 +30,6 @@ medians is printed beside it. Exit status: 0 measured (targets reported, enforce
 1 lrc failed, 3 torch is not on OpenBLAS.
 """
 
-import argparse
 import json
 import os
 import random
@@ -38,7 +37,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
@@ -48,20 +46,10 @@ LAYERROPE_OVERHEAD = 0.02  # lrc layerrope step <= 1.02x lrc pre step
 
 
 def parse_args():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", default="60m")
+    ap = common.model_run_parser(__doc__)
     ap.add_argument("--norms", default="pre,layerrope")
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--seq", type=int, default=256)
-    ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=6, help="lrc train steps per round (step 1 dropped)")
     ap.add_argument("--repeat", type=int, default=5, help="timed torch steps per round and norm")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--lrc", default="build/lrc")
-    ap.add_argument("--model", default="models/llama.lua")
-    ap.add_argument("--omp-wait-policy", default="passive", choices=("passive", "env"))
-    ap.add_argument("--strict", action="store_true", help="exit 4 when a target is missed")
     a = ap.parse_args()
     if min(a.repeat, a.rounds, a.threads, a.batch, a.seq) < 1 or a.steps < 2:
         ap.error("--repeat, --rounds, --threads, --batch, --seq must be positive and --steps >= 2")
@@ -204,7 +192,4 @@ def main():
 
 
 if __name__ == "__main__":
-    t0 = time.time()
-    rc = main()
-    print("total %.0f s" % (time.time() - t0))
-    sys.exit(rc)
+    common.run_timed_main(main)

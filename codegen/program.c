@@ -54,7 +54,7 @@ static void add_arg(lrc_kernel_desc *k, int buf)
 static double buf_bytes(const lrc_graph *g, int id) { return (double)lrc_shape_numel(&g->nodes[id].shape) * 4; }
 
 /* Which ops each group kind can render; anything else is a clear error. */
-static bool renderable(const lrc_group *gr, const lrc_node *n, bool anchor)
+static bool renderable(const lrc_graph *g, const lrc_group *gr, const lrc_node *n, bool anchor)
 {
     lrc_fusion f = lrc_op_table[n->op].fusion;
     switch (gr->kind) {
@@ -62,8 +62,8 @@ static bool renderable(const lrc_group *gr, const lrc_node *n, bool anchor)
     case LRC_GROUP_ROW: return anchor ? (n->op == LRC_OP_RMSNORM || n->op == LRC_OP_SOFTMAX) : f == LRC_FUSE_ELEMENTWISE;
     case LRC_GROUP_GEMM: return lrc_is_gemm_op(n->op) || (!anchor && f == LRC_FUSE_ELEMENTWISE);
     case LRC_GROUP_ATTENTION: return anchor ? n->op == LRC_OP_ATTENTION || n->op == LRC_OP_KV_ATTENTION : n->op == LRC_OP_ROPE;
-    case LRC_GROUP_OPAQUE: /* one op (or the gradients of one op, fuse rule 6); the renderer says whether it can */
-        return anchor || n->op == LRC_OP_ATTENTION_GRAD || n->op == LRC_OP_DEPTH_GAIN_GRAD;
+    case LRC_GROUP_OPAQUE: /* one op (or its nodes for each input, fuse rule 6); the renderer says whether it can */
+        return anchor || (n->op == g->nodes[gr->anchor].op && lrc_op_table[n->op].share_by_which);
     default: return false;
     }
 }
@@ -146,7 +146,7 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
         const lrc_node *a = &g->nodes[gr->anchor];
         for (int j = 0; j < gr->n_nodes; j++) {
             const lrc_node *n = &g->nodes[gr->nodes[j]];
-            if (!renderable(gr, n, gr->nodes[j] == gr->anchor)) {
+            if (!renderable(g, gr, n, gr->nodes[j] == gr->anchor)) {
                 lrc_program_free(p);
                 lrc_err_set(err, "op %s cannot be generated in a %s kernel", lrc_op_name(n->op),
                             lrc_group_kind_name(gr->kind));

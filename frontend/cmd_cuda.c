@@ -11,19 +11,10 @@
 static void *read_file(const char *path, lrc_err *err)
 {
     FILE *f = fopen(path, "rb");
-    if (!f) {
-        lrc_err_set(err, "%s: cannot open", path);
-        return NULL;
-    }
-    char *buf = NULL;
-    size_t len = 0, cap = 0, got;
-    do {
-        if (len + 1 >= cap) buf = lrc_xrealloc(buf, cap = cap ? 2 * cap : 1 << 20);
-        got = fread(buf + len, 1, cap - len - 1, f);
-        len += got;
-    } while (got > 0);
-    fclose(f);
-    buf[len] = 0; /* PTX is text */
+    size_t len;
+    char *buf = f ? lrc_read_all(f, &len) : NULL; /* 0-terminated: PTX is text */
+    if (f) fclose(f);
+    if (!buf) lrc_err_set(err, "%s: cannot read", path);
     return buf;
 }
 

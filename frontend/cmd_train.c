@@ -37,15 +37,10 @@ static int load_text(const char *path, int64_t seq, lrc_text *t, lrc_err *err)
 {
     if (path) return lrc_text_load(t, path, seq, err);
     FILE *p = popen("bible -f Gen1:1-Rev22:21 2>/dev/null", "r");
-    uint8_t *buf = NULL;
-    size_t len = 0, cap = 0, got = 0;
-    if (p) do {
-            if (len == cap) buf = lrc_xrealloc(buf, cap = cap ? 2 * cap : 1 << 22);
-            got = fread(buf + len, 1, cap - len, p);
-            len += got;
-        } while (got > 0);
+    size_t len = 0;
+    uint8_t *buf = p ? (uint8_t *)lrc_read_all(p, &len) : NULL;
     int status = p ? pclose(p) : -1;
-    int rc = status != 0 || len == 0
+    int rc = status != 0 || !buf || len == 0
                  ? lrc_err_set(err, "no --data given and the King James Bible is not installed (apt-get install bible-kjv)")
                  : lrc_text_from_bytes(t, buf, (int64_t)len, seq, "bible-kjv", err);
     free(buf);
@@ -106,7 +101,7 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
     memset(&c, 0, sizeof c);
     lrc_pool *pool = NULL;
     lrc_exec *x = NULL;
-    lrc_tensor **pm = NULL, **pv = NULL, **pp = NULL, **pg = NULL;
+    lrc_tensor **pm = NULL, **pv = NULL, **pg = NULL;
     lrc_graph *g = lrc_graph_new();
     int64_t B = ta->batch, T = ta->seq, step0 = 0, vocab = 0;
     lrc_shape bt = {2, {B, T}};
@@ -198,12 +193,12 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
     bool line_open = false; /* the progress line awaits its newline */
     int64_t stop = ta->stop_after > 0 && ta->stop_after < ta->steps ? ta->stop_after : ta->steps;
     double t0 = lrc_now_s(), tstep = t0;
-    pp = lrc_xcalloc((size_t)view.n + 1, sizeof *pp);
     pg = lrc_xcalloc((size_t)view.n + 1, sizeof *pg);
     /* --accum K: the gradients of K micro-batches summed here, then averaged */
     lrc_tensor **acc = ta->accum > 1 ? lrc_xcalloc((size_t)view.n + 1, sizeof *acc) : NULL;
     for (int i = 0; acc && i < view.n && !rc; i++)
         if (!(acc[i] = lrc_tensor_new(view.items[i]->name, LRC_F32, &view.items[i]->shape, err))) rc = LRC_EUSER;
+    lrc_param_spans *spans = rc ? NULL : lrc_param_spans_new(view.items, view.n);
     for (int64_t step = step0; step < stop && !rc; step++) {
         float l = 0;
         double gn = 0;
@@ -211,12 +206,9 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
             lrc_text_batch(&text, false, B, T, &rng, tok->data, lab->data);
             if ((rc = lrc_exec_run_plan(x, &in, &outs, err))) break;
             l += ((float *)lrc_tensor_set_find(&outs, "loss")->data)[0] / (float)ta->accum;
-            for (int i = 0; i < view.n; i++) {
-                pp[i] = view.items[i];
-                pg[i] = lrc_tensor_set_find(&outs, view.items[i]->name);
-            }
+            for (int i = 0; i < view.n; i++) pg[i] = lrc_tensor_set_find(&outs, view.items[i]->name);
             int bad;
-            gn = lrc_grads_check(pool, pg, view.n, &bad);
+            gn = lrc_grads_check(pool, spans, pg, &bad);
             if (bad >= 0)
                 rc = lrc_err_set(err, "step %lld: the gradient of '%s' is not finite (the last checkpoint is kept)",
                                  (long long)step + 1, pg[bad]->name);
@@ -237,9 +229,9 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
         double lr = lrc_lr_at(&sched, step);
         if (acc) { /* the norm of the average, not of the last micro-batch */
             int bad;
-            gn = lrc_grads_check(pool, pg, view.n, &bad);
+            gn = lrc_grads_check(pool, spans, pg, &bad);
         }
-        lrc_adamw_step(&adam, pool, step, lr, gn, pp, pg, pm, pv, view.n);
+        lrc_adamw_step(&adam, pool, spans, step, lr, gn, view.items, pg, pm, pv);
         lrc_exec_params_changed(x); /* AdamW wrote them in place: the packing kernels run again */
         double now = lrc_now_s(), tps = (double)(B * T * ta->accum) / (now - tstep);
         tstep = now;
@@ -283,6 +275,7 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
     if (prof_ns) cli_print_quick_profile(&c.plan, prof_ns, prof_calls);
     free(prof_ns);
     free(prof_calls);
+    lrc_param_spans_free(spans);
     for (int i = 0; acc && i < view.n; i++) lrc_tensor_free(acc[i]);
     free(acc);
     sigaction(SIGINT, &old_sa, NULL);
@@ -304,7 +297,6 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
     }
     free(pm);
     free(pv);
-    free(pp);
     free(pg);
     free(view.items);
     lrc_exec_free(x);

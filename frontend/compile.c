@@ -193,7 +193,6 @@ cJSON *lrc_compiled_cuda_meta(const lrc_compiled *c)
                 cJSON_AddNumberToObject(gm, "b_arg", l->gemm[j].b_arg);
                 cJSON_AddItemToArray(gs, gm);
             }
-            cJSON_AddBoolToObject(x, "gemm_to_scratch", l->gemm_to_scratch);
         }
         cJSON_AddItemToArray(ls, x);
     }

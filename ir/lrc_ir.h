@@ -214,6 +214,10 @@ typedef struct lrc_op_info {
     /* `ref` with every f32 buffer in f64 (i32 stays i32): the arithmetic of
      * finite-difference checks, where f32 storage would be mostly rounding. */
     int (*ref64)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err);
+    /* Gradient ops whose nodes differ only in iattr[1], the input whose
+     * gradient they give: the nodes of one op's inputs share one kernel
+     * (fuse rule 6), which computes what they have in common once. */
+    bool share_by_which;
 } lrc_op_info;
 
 extern const lrc_op_info lrc_op_table[LRC_OP_COUNT];
@@ -268,6 +272,9 @@ char *lrc_strdup(const char *s);
 void *lrc_xmalloc(size_t n); /* aborts on out-of-memory: not a user error */
 void *lrc_xcalloc(size_t n, size_t size);
 void *lrc_xrealloc(void *p, size_t n);
+/* Everything left in f (a file or a pipe), with a 0 byte after it;
+ * *len excludes it. Returns the buffer, or NULL on a read error. */
+char *lrc_read_all(FILE *f, size_t *len);
 /* Tensor storage: 64-byte aligned, large sizes on huge pages; not zeroed;
  * NULL when out of memory; release with free(). */
 void *lrc_alloc_data(size_t n);

@@ -423,11 +423,11 @@ const lrc_op_info lrc_op_table[LRC_OP_COUNT] = {
     [LRC_OP_SILU_GRAD] = {"silu_grad", 2, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_same_as_first, flops_5, 0, REFS(silu_grad)},
     [LRC_OP_ROPE_GRAD] = {"rope_grad", 1, LRC_FUSE_OPAQUE, {0}, {"base"}, NULL, infer_rope, flops_4, 0, REFS(rope_grad)},
     [LRC_OP_ATTENTION_GRAD] = {"attention_grad", 4, LRC_FUSE_OPAQUE, {"causal", "which"}, {"scale"}, NULL,
-                               infer_attention_grad, flops_attention_grad, 0, REFS(attention_grad)},
+                               infer_attention_grad, flops_attention_grad, 0, REFS(attention_grad), .share_by_which = true},
     [LRC_OP_SOFTMAX_GRAD] = {"softmax_grad", 2, LRC_FUSE_OPAQUE, {0}, {0}, NULL, infer_same_as_first, flops_4, 0,
                              REFS(softmax_grad)},
     [LRC_OP_DEPTH_GAIN_GRAD] = {"depth_gain_grad", 6, LRC_FUSE_OPAQUE, {"layer", "which"}, {"base"}, NULL,
-                                infer_depth_gain_grad, flops_depth_gain, 0, REFS(depth_gain_grad)},
+                                infer_depth_gain_grad, flops_depth_gain, 0, REFS(depth_gain_grad), .share_by_which = true},
     [LRC_OP_CROSS_ENTROPY_GRAD] = {"cross_entropy_grad", 2, LRC_FUSE_OPAQUE, {0}, {0}, NULL, infer_cross_entropy_grad,
                                    flops_cross_entropy, 0, REFS(cross_entropy_grad)},
 };

@@ -1,21 +1,6 @@
 /* ref_grad.c — reference implementations of the gradient ops: plain C,
  * f32 storage, f64 arithmetic, as ref_ops.c (and compiled twice like it). */
-#include "ref_ops.h"
-
-#ifndef REF /* ref_ops64.c includes this file again with real = double */
-#define REF(name) lrc_ref_##name
-typedef float real;
-#endif
-
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
-
-#define SHAPE(k) (&g->nodes[n->in[k]].shape)
-#define F(k) ((const real *)in[k])
-#define I(k) ((const int32_t *)in[k])
-
-static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
+#include "ref_template.h"
 
 int REF(matmul_nn)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {

@@ -1,4 +1,3 @@
 /* ref_grad64.c — the reference gradient ops with f64 storage (see ref_ops64.c). */
-#define REF(name) lrc_ref64_##name
-typedef double real;
+#define LRC_REF_F64
 #include "ref_grad.c"

@@ -2,26 +2,8 @@
  * obviously-correct C, referenced from the op table. Storage is f32 (i32 for
  * ids and labels); every sum and every transcendental is computed in double
  * (DESIGN rule 2). The `ref` backend runs these, and passes use them to fold
- * constants.
- * Compiled twice: `real` = float gives lrc_ref_* (the `ref` backend), and
- * ref_ops64.c's `real` = double gives lrc_ref64_*, all storage in f64, for
- * finite-difference gradient checks. */
-#include "ref_ops.h"
-
-#ifndef REF /* ref_ops64.c includes this file again with real = double */
-#define REF(name) lrc_ref_##name
-typedef float real;
-#endif
-
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
-
-#define SHAPE(k) (&g->nodes[n->in[k]].shape)
-#define F(k) ((const real *)in[k])
-#define I(k) ((const int32_t *)in[k])
-
-static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
+ * constants. Compiled twice, at f32 and f64 storage (ref_template.h). */
+#include "ref_template.h"
 
 /* integer tensors (ids, labels) stay i32 at either precision */
 static size_t elem_bytes(const lrc_node *n) { return n->dtype == LRC_I32 ? 4 : sizeof(real); }

@@ -120,6 +120,24 @@ void *lrc_xrealloc(void *p, size_t n)
     return q;
 }
 
+char *lrc_read_all(FILE *f, size_t *len)
+{
+    char *buf = NULL;
+    size_t n = 0, cap = 0, got;
+    do {
+        if (n + 1 >= cap) buf = lrc_xrealloc(buf, cap = cap ? 2 * cap : 1 << 16);
+        got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+    } while (got > 0);
+    buf[n] = 0;
+    if (ferror(f)) {
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
 char *lrc_strdup(const char *s)
 {
     if (!s) return NULL;

@@ -3,6 +3,7 @@
  * storage the renderer chose (bf16 or f32; ids i32), cuBLAS for the GEMMs,
  * one stream, launches in plan order. The driver and cuBLAS are loaded with
  * dlopen, so nothing here is linked against CUDA. */
+#include "cuda_dl.h"
 #include "lrc_runtime.h"
 
 #include <cjson/cJSON.h>
@@ -12,7 +13,9 @@
 #include <string.h>
 
 typedef unsigned long long devptr;
+/* device storage as the package's meta names it (codegen/cuda's lrc_cuda_storage) */
 enum { ST_F32, ST_BF16, ST_I32 };
+static const char *const storage_names[] = {"f32", "bf16", "i32"};
 
 typedef struct {
     void *lib, *blas;
@@ -54,7 +57,6 @@ struct lrc_cuda_exec {
         int op, a, b;
         int64_t m, n, k;
     } (*gemm)[2];
-    bool *to_scratch;
 };
 
 static int cu_fail(const lrc_cuda_exec *x, int r, const char *what, lrc_err *err)
@@ -66,10 +68,9 @@ static int cu_fail(const lrc_cuda_exec *x, int r, const char *what, lrc_err *err
 
 static int load_api(cuda_api *a, lrc_err *err)
 {
-    a->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!a->lib) return lrc_err_set(err, "cuda: no NVIDIA driver (libcuda.so.1 not found)");
-    static const char *blas_names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
-    for (size_t i = 0; i < 3 && !a->blas; i++) a->blas = dlopen(blas_names[i], RTLD_NOW | RTLD_LOCAL);
+    a->lib = dlopen(LRC_CUDA_DRIVER_LIB, RTLD_NOW | RTLD_LOCAL);
+    if (!a->lib) return lrc_err_set(err, "cuda: no NVIDIA driver (" LRC_CUDA_DRIVER_LIB " not found)");
+    a->blas = lrc_cuda_open_cublas();
     if (!a->blas) return lrc_err_set(err, "cuda: cuBLAS not found (libcublas.so)");
 #define SYM(lib, field, name) \
     if (!(*(void **)&a->field = dlsym(a->lib, name))) return lrc_err_set(err, "cuda: %s lacks %s", #lib, name);
@@ -157,7 +158,9 @@ static int parse_meta(lrc_cuda_exec *x, const char *meta_json, lrc_err *err)
         rc = lrc_err_set(err, "package.json: the cuda launches or storage do not match the plan (a damaged package?)");
     for (int i = 0; i < p->n_bufs && !rc; i++) {
         const cJSON *s = cJSON_GetArrayItem(st, i);
-        x->storage[i] = !s ? ST_F32 : !strcmp(s->valuestring, "bf16") ? ST_BF16 : !strcmp(s->valuestring, "i32") ? ST_I32 : ST_F32;
+        x->storage[i] = ST_F32;
+        for (int k = 0; cJSON_IsString(s) && k < 3; k++)
+            if (!strcmp(s->valuestring, storage_names[k])) x->storage[i] = k;
     }
     for (int i = 0; i < p->n_launches && !rc; i++) {
         const cJSON *l = cJSON_GetArrayItem(ls, i), *grid = cJSON_GetObjectItemCaseSensitive(l, "grid");
@@ -171,7 +174,6 @@ static int parse_meta(lrc_cuda_exec *x, const char *meta_json, lrc_err *err)
         x->scratch_of[i] = (int64_t)scr->valuedouble;
         if (x->scratch_of[i] > x->scratch_bytes) x->scratch_bytes = x->scratch_of[i];
         const cJSON *gs = cJSON_GetObjectItemCaseSensitive(l, "gemm");
-        x->to_scratch[i] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(l, "gemm_to_scratch"));
         for (int j = 0; cJSON_IsArray(gs) && j < cJSON_GetArraySize(gs) && j < 2; j++) {
             const cJSON *g = cJSON_GetArrayItem(gs, j);
             const char *op = cJSON_GetObjectItemCaseSensitive(g, "op")->valuestring;
@@ -201,7 +203,6 @@ int lrc_cuda_exec_new(const lrc_plan *plan, const char *meta_json, const void *i
     x->scratch_of = lrc_xcalloc((size_t)L + 1, sizeof(int64_t));
     x->n_gemm = lrc_xcalloc((size_t)L + 1, sizeof(int));
     x->gemm = lrc_xcalloc((size_t)L + 1, sizeof *x->gemm);
-    x->to_scratch = lrc_xcalloc((size_t)L + 1, sizeof(bool));
     int rc = load_api(&x->api, err), r = 0;
     if (!rc) rc = parse_meta(x, meta_json, err);
     cuda_api *a = &x->api;
@@ -258,22 +259,17 @@ void lrc_cuda_exec_free(lrc_cuda_exec *x)
     free(x->scratch_of);
     free(x->n_gemm);
     free(x->gemm);
-    free(x->to_scratch);
     free(x);
 }
 
 int lrc_cuda_exec_bind_params(lrc_cuda_exec *x, const lrc_tensor_set *params, lrc_err *err)
 {
-    char b1[96], b2[96];
     for (int i = 0; i < x->plan->n_bufs; i++) {
         const lrc_plan_buf *b = &x->plan->bufs[i];
         if (b->kind != LRC_BUF_PARAM) continue;
-        const lrc_tensor *t = lrc_tensor_set_find(params, b->name);
-        if (!t) return lrc_err_set(err, "missing parameter '%s'", b->name);
-        if (t->dtype != LRC_F32 || !lrc_shape_eq(&t->shape, &b->shape))
-            return lrc_err_set(err, "parameter '%s' is %s %s, the program expects F32 %s", b->name, lrc_dtype_st_name(t->dtype),
-                               lrc_shape_str(&t->shape, b1, sizeof b1), lrc_shape_str(&b->shape, b2, sizeof b2));
-        int rc = upload(x, i, t->data, lrc_shape_numel(&t->shape), err);
+        const lrc_tensor *t;
+        int rc = lrc_plan_find_tensor(b, params, &t, err);
+        if (!rc) rc = upload(x, i, t->data, lrc_shape_numel(&t->shape), err);
         if (rc) return rc;
     }
     return LRC_OK;
@@ -288,12 +284,13 @@ static int run_gemm(lrc_cuda_exec *x, int li, int j, lrc_err *err)
     const int64_t M = x->gemm[li][j].m, N = x->gemm[li][j].n, K = x->gemm[li][j].k;
     enum { OP_N = 0, OP_T = 1, R_32F = 0, R_16BF = 14, COMPUTE_32F = 68, GEMM_DEFAULT = -1 };
     if (x->storage[ab] != x->storage[bb] || x->storage[ab] == ST_I32)
-        return lrc_err_set(err, "cuda: GEMM '%s' has operands stored as %s and %s", l->label, x->storage[ab] ? "bf16" : "f32",
-                           x->storage[bb] ? "bf16" : "f32");
+        return lrc_err_set(err, "cuda: GEMM '%s' has operands stored as %s and %s", l->label, storage_names[x->storage[ab]],
+                           storage_names[x->storage[bb]]);
     int type = x->storage[ab] == ST_BF16 ? R_16BF : R_32F;
     devptr C;
     int ctype;
-    if (x->to_scratch[li]) C = x->scratch + (devptr)(j * M * N * 4), ctype = R_32F;
+    if (l->symbol[0]) /* an epilogue kernel follows: it reads the product from scratch */
+        C = x->scratch + (devptr)(j * M * N * 4), ctype = R_32F;
     else {
         int ob = l->args[l->n_args - 1];
         C = x->ptr[ob];
@@ -321,28 +318,12 @@ static int launch_all(lrc_cuda_exec *x, lrc_err *err);
 int lrc_cuda_exec_run(lrc_cuda_exec *x, const lrc_tensor_set *inputs, lrc_tensor_set *outputs, lrc_err *err)
 {
     const lrc_plan *p = x->plan;
-    char b1[96], b2[96];
-    int rc = LRC_OK;
-    for (int c = 0; c < p->n_checks && !rc; c++) { /* ids are checked on the host, before anything runs */
-        const lrc_plan_buf *b = &p->bufs[p->checks[c].buf];
-        const lrc_tensor *t = lrc_tensor_set_find(inputs, b->name);
-        for (int64_t k = 0; t && t->dtype == LRC_I32 && k < lrc_shape_numel(&t->shape) && !rc; k++) {
-            int32_t v = ((const int32_t *)t->data)[k];
-            if (v < p->checks[c].lo || v >= p->checks[c].hi)
-                rc = lrc_err_set(err, "%s holds %d at flat index %lld, outside [%lld, %lld)", b->name, v, (long long)k,
-                                 (long long)p->checks[c].lo, (long long)p->checks[c].hi);
-        }
-    }
+    int rc = lrc_plan_check_ids(p, inputs, err); /* on the host, before anything runs */
     for (int i = 0; i < p->n_bufs && !rc; i++) {
         const lrc_plan_buf *b = &p->bufs[i];
         if (b->kind != LRC_BUF_INPUT) continue;
-        const lrc_tensor *t = lrc_tensor_set_find(inputs, b->name);
-        if (!t) rc = lrc_err_set(err, "missing input '%s'", b->name);
-        else if (t->dtype != b->dtype || !lrc_shape_eq(&t->shape, &b->shape))
-            rc = lrc_err_set(err, "input '%s' is %s %s, the program expects %s %s", b->name, lrc_dtype_st_name(t->dtype),
-                             lrc_shape_str(&t->shape, b1, sizeof b1), lrc_dtype_st_name(b->dtype),
-                             lrc_shape_str(&b->shape, b2, sizeof b2));
-        else rc = upload(x, i, t->data, lrc_shape_numel(&t->shape), err);
+        const lrc_tensor *t;
+        if (!(rc = lrc_plan_find_tensor(b, inputs, &t, err))) rc = upload(x, i, t->data, lrc_shape_numel(&t->shape), err);
     }
     if (!rc) rc = launch_all(x, err);
     int r;

@@ -1,18 +1,27 @@
 /* cuda_probe.c — whether this machine can run CUDA packages: the NVIDIA
  * driver (libcuda.so.1) and cuBLAS are loaded with dlopen, never linked, so
  * one lrc binary runs with or without a GPU and can say which is missing. */
+#include "cuda_dl.h"
 #include "lrc_runtime.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
+void *lrc_cuda_open_cublas(void)
+{
+    static const char *names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+    void *lib = NULL;
+    for (size_t i = 0; i < sizeof names / sizeof *names && !lib; i++) lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    return lib;
+}
+
 int lrc_cuda_probe(lrc_cuda_device *dev, char *why, size_t n)
 {
     memset(dev, 0, sizeof *dev);
-    void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    void *cu = dlopen(LRC_CUDA_DRIVER_LIB, RTLD_NOW | RTLD_LOCAL);
     if (!cu) {
-        snprintf(why, n, "no NVIDIA driver (libcuda.so.1 not found)");
+        snprintf(why, n, "no NVIDIA driver (" LRC_CUDA_DRIVER_LIB " not found)");
         return -1;
     }
     int (*init)(unsigned) = NULL, (*count)(int *) = NULL, (*get)(int *, int) = NULL;
@@ -43,9 +52,7 @@ int lrc_cuda_probe(lrc_cuda_device *dev, char *why, size_t n)
         dev->sm = 10 * major + minor;
         dev->memory_bytes = (int64_t)bytes;
         dev->count = c;
-        void *blas = dlopen("libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
-        if (!blas) blas = dlopen("libcublas.so.12", RTLD_NOW | RTLD_LOCAL);
-        if (!blas) blas = dlopen("libcublas.so", RTLD_NOW | RTLD_LOCAL);
+        void *blas = lrc_cuda_open_cublas();
         if (!blas) snprintf(why, n, "cuBLAS not found (libcublas.so: install the CUDA toolkit's libraries)");
         else {
             dlclose(blas);

@@ -174,6 +174,11 @@ typedef struct lrc_plan {
 } lrc_plan;
 
 void lrc_plan_free(lrc_plan *p);
+/* The tensor of set named as input or parameter buffer b, its dtype and
+ * shape checked against the plan's; a one-line error otherwise. */
+int lrc_plan_find_tensor(const lrc_plan_buf *b, const lrc_tensor_set *set, const lrc_tensor **out, lrc_err *err);
+/* The plan's range checks of integer inputs (token ids), on the host. */
+int lrc_plan_check_ids(const lrc_plan *p, const lrc_tensor_set *inputs, lrc_err *err);
 
 typedef struct lrc_exec lrc_exec;
 /* A plan ready to run: arena and persistent buffers allocated. The plan
@@ -305,13 +310,19 @@ typedef struct lrc_adamw_cfg {
     double beta1, beta2, eps, weight_decay, clip; /* clip <= 0: no clipping */
     bool decay_all;                               /* decay vectors and scalars too */
 } lrc_adamw_cfg;
-/* The global norm of n gradient tensors, in parallel and the same for any
- * thread count; *bad = the first tensor holding inf or nan, else -1. */
-double lrc_grads_check(lrc_pool *pool, lrc_tensor **grads, int n, int *bad);
-/* One AdamW step (0-based) over n tensors; grad_norm (lrc_grads_check's)
+/* The parameters cut into spans of elements, the unit of the optimizer's
+ * parallel passes: made once for the n tensors' shapes, then passed to
+ * every step (gradients, moments and accumulators share those shapes). */
+typedef struct lrc_param_spans lrc_param_spans;
+lrc_param_spans *lrc_param_spans_new(lrc_tensor *const *tensors, int n);
+void lrc_param_spans_free(lrc_param_spans *ps);
+/* The global norm of the gradient tensors, in parallel and the same for
+ * any thread count; *bad = the first tensor holding inf or nan, else -1. */
+double lrc_grads_check(lrc_pool *pool, lrc_param_spans *ps, lrc_tensor **grads, int *bad);
+/* One AdamW step (0-based) over the tensors; grad_norm (lrc_grads_check's)
  * is what --clip scales against. */
-void lrc_adamw_step(const lrc_adamw_cfg *c, lrc_pool *pool, int64_t step, double lr, double grad_norm,
-                    lrc_tensor **params, lrc_tensor **grads, lrc_tensor **m, lrc_tensor **v, int n);
+void lrc_adamw_step(const lrc_adamw_cfg *c, lrc_pool *pool, const lrc_param_spans *ps, int64_t step, double lr,
+                    double grad_norm, lrc_tensor **params, lrc_tensor **grads, lrc_tensor **m, lrc_tensor **v);
 
 /* ---- the executor ------------------------------------------------------ */
 

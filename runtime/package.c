@@ -222,48 +222,39 @@ bool lrc_package_is(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode) && stat(json, &st) == 0;
 }
 
+/* dir/package.json parsed (NULL when it cannot be read or parsed); the
+ * path in path. *opened says whether the file could be opened. */
+static cJSON *read_package_json(const char *dir, char *path, size_t n, bool *opened)
+{
+    snprintf(path, n, "%s/package.json", dir);
+    FILE *f = fopen(path, "rb");
+    *opened = f != NULL;
+    size_t len = 0;
+    char *text = f ? lrc_read_all(f, &len) : NULL;
+    if (f) fclose(f);
+    cJSON *root = text ? cJSON_ParseWithLength(text, len) : NULL;
+    free(text);
+    return root;
+}
+
 void lrc_package_target(const char *dir, char *out, size_t n)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/package.json", dir);
-    FILE *f = fopen(path, "rb");
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (!f) break;
-        if (len + 1 >= cap) text = lrc_xrealloc(text, cap = cap ? 2 * cap : 65536);
-        size_t got = fread(text + len, 1, cap - len - 1, f);
-        len += got;
-        if (!got) break;
-    }
-    if (f) fclose(f);
-    cJSON *root = text ? cJSON_ParseWithLength(text, len) : NULL;
+    bool opened;
+    cJSON *root = read_package_json(dir, path, sizeof path, &opened);
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "meta");
     const cJSON *t = meta ? cJSON_GetObjectItemCaseSensitive(meta, "target") : NULL;
     snprintf(out, n, "%s", cJSON_IsString(t) ? t->valuestring : root ? "cpu" : "");
     cJSON_Delete(root);
-    free(text);
 }
 
 int lrc_package_load(const char *dir, lrc_package *pkg, lrc_err *err)
 {
     memset(pkg, 0, sizeof *pkg);
     char path[4096];
-    snprintf(path, sizeof path, "%s/package.json", dir);
-    FILE *f = fopen(path, "rb");
-    if (!f) return lrc_err_set(err, "%s: not an lrc package (no package.json: %s)", dir, strerror(errno));
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 1 >= cap) text = lrc_xrealloc(text, cap = cap ? 2 * cap : 65536);
-        size_t got = fread(text + len, 1, cap - len - 1, f);
-        len += got;
-        if (!got) break;
-    }
-    fclose(f);
-    text[len] = 0;
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    free(text);
+    bool opened;
+    cJSON *root = read_package_json(dir, path, sizeof path, &opened);
+    if (!opened) return lrc_err_set(err, "%s: not an lrc package (no package.json: %s)", dir, strerror(errno));
     int rc = LRC_OK;
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
     const cJSON *ver = cJSON_GetObjectItemCaseSensitive(root, "version");

@@ -87,18 +87,45 @@ void lrc_exec_trace(lrc_exec *x, lrc_trace_event *events, int64_t cap, int64_t *
     x->n_events = n;
 }
 
-int lrc_exec_bind_params(lrc_exec *x, const lrc_tensor_set *params, lrc_err *err)
+int lrc_plan_find_tensor(const lrc_plan_buf *b, const lrc_tensor_set *set, const lrc_tensor **out, lrc_err *err)
 {
     char b1[96], b2[96];
+    const char *what = b->kind == LRC_BUF_PARAM ? "parameter" : "input";
+    const lrc_tensor *t = lrc_tensor_set_find(set, b->name);
+    if (!t) return lrc_err_set(err, "missing %s '%s'", what, b->name);
+    if (t->dtype != b->dtype || !lrc_shape_eq(&t->shape, &b->shape))
+        return lrc_err_set(err, "%s '%s' is %s %s, the program expects %s %s", what, b->name, lrc_dtype_st_name(t->dtype),
+                           lrc_shape_str(&t->shape, b1, sizeof b1), lrc_dtype_st_name(b->dtype),
+                           lrc_shape_str(&b->shape, b2, sizeof b2));
+    *out = t;
+    return LRC_OK;
+}
+
+int lrc_plan_check_ids(const lrc_plan *p, const lrc_tensor_set *inputs, lrc_err *err)
+{
+    for (int c = 0; c < p->n_checks; c++) {
+        const lrc_plan_check *ck = &p->checks[c];
+        const lrc_plan_buf *b = &p->bufs[ck->buf];
+        const lrc_tensor *t = lrc_tensor_set_find(inputs, b->name);
+        if (!t || t->dtype != LRC_I32 || !lrc_shape_eq(&t->shape, &b->shape)) continue; /* lrc_plan_find_tensor says what is wrong */
+        const int32_t *v = t->data;
+        int64_t n = lrc_shape_numel(&b->shape), last = b->shape.ndim ? b->shape.dim[b->shape.ndim - 1] : 1;
+        for (int64_t i = 0; i < n; i++)
+            if (v[i] < ck->lo || v[i] >= ck->hi)
+                return lrc_err_set(err, "%s[%lld,%lld] = %d is outside [%lld, %lld)", b->name, (long long)(i / last),
+                                   (long long)(i % last), v[i], (long long)ck->lo, (long long)ck->hi);
+    }
+    return LRC_OK;
+}
+
+int lrc_exec_bind_params(lrc_exec *x, const lrc_tensor_set *params, lrc_err *err)
+{
     for (int i = 0; i < x->plan->n_bufs; i++) {
         const lrc_plan_buf *b = &x->plan->bufs[i];
         if (b->kind != LRC_BUF_PARAM) continue;
-        const lrc_tensor *t = lrc_tensor_set_find(params, b->name);
-        if (!t) return lrc_err_set(err, "missing parameter '%s'", b->name);
-        if (t->dtype != LRC_F32 || !lrc_shape_eq(&t->shape, &b->shape))
-            return lrc_err_set(err, "parameter '%s' is %s %s, the program expects F32 %s", b->name,
-                               lrc_dtype_st_name(t->dtype), lrc_shape_str(&t->shape, b1, sizeof b1),
-                               lrc_shape_str(&b->shape, b2, sizeof b2));
+        const lrc_tensor *t;
+        int rc = lrc_plan_find_tensor(b, params, &t, err);
+        if (rc) return rc;
         x->ptr[i] = t->data;
     }
     x->prepared = false;
@@ -144,13 +171,8 @@ int lrc_exec_run_plan(lrc_exec *x, const lrc_tensor_set *inputs, lrc_tensor_set 
     for (int i = 0; i < p->n_bufs && !rc; i++) {
         const lrc_plan_buf *b = &p->bufs[i];
         if (b->kind == LRC_BUF_INPUT) {
-            const lrc_tensor *t = lrc_tensor_set_find(inputs, b->name);
-            if (!t) rc = lrc_err_set(err, "missing input '%s'", b->name);
-            else if (t->dtype != b->dtype || !lrc_shape_eq(&t->shape, &b->shape))
-                rc = lrc_err_set(err, "input '%s' is %s %s, the program expects %s %s", b->name,
-                                 lrc_dtype_st_name(t->dtype), lrc_shape_str(&t->shape, b1, sizeof b1),
-                                 lrc_dtype_st_name(b->dtype), lrc_shape_str(&b->shape, b2, sizeof b2));
-            else x->ptr[i] = t->data;
+            const lrc_tensor *t;
+            if (!(rc = lrc_plan_find_tensor(b, inputs, &t, err))) x->ptr[i] = t->data;
         } else if (b->kind == LRC_BUF_OUTPUT) {
             lrc_tensor *t = lrc_tensor_set_find(outputs, b->name);
             if (t && (t->dtype != LRC_F32 || !lrc_shape_eq(&t->shape, &b->shape)))
@@ -165,16 +187,7 @@ int lrc_exec_run_plan(lrc_exec *x, const lrc_tensor_set *inputs, lrc_tensor_set 
             rc = lrc_err_set(err, "parameter '%s' is not bound", b->name);
         }
     }
-    for (int c = 0; c < p->n_checks && !rc; c++) {
-        const lrc_plan_check *ck = &p->checks[c];
-        const lrc_plan_buf *b = &p->bufs[ck->buf];
-        const int32_t *v = x->ptr[ck->buf];
-        int64_t n = lrc_shape_numel(&b->shape), last = b->shape.ndim ? b->shape.dim[b->shape.ndim - 1] : 1;
-        for (int64_t i = 0; i < n && !rc; i++)
-            if (v[i] < ck->lo || v[i] >= ck->hi)
-                rc = lrc_err_set(err, "%s[%lld,%lld] = %d is outside [%lld, %lld)", b->name, (long long)(i / last),
-                                 (long long)(i % last), v[i], (long long)ck->lo, (long long)ck->hi);
-    }
+    if (!rc) rc = lrc_plan_check_ids(p, inputs, err);
     if (!rc && !x->prepared) {
         for (int li = 0; li < p->n_launches; li++)
             if (p->launches[li].once) launch(x, li);

@@ -179,20 +179,11 @@ int lrc_safetensors_load(const char *path, lrc_tensor_set *out, lrc_err *err)
         fclose(f);
         return lrc_err_set(err, "%s: is a directory, not a safetensors file", path);
     }
-    uint8_t *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len == cap) {
-            cap = cap ? 2 * cap : 1 << 16;
-            buf = lrc_xrealloc(buf, cap);
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) break;
-    }
-    int bad = ferror(f), saved = errno;
+    size_t len = 0;
+    uint8_t *buf = (uint8_t *)lrc_read_all(f, &len);
+    int saved = errno;
     fclose(f);
-    int rc = bad ? lrc_err_set(err, "%s: read error: %s", path, strerror(saved)) : lrc_safetensors_parse(buf, len, path, out, err);
+    int rc = !buf ? lrc_err_set(err, "%s: read error: %s", path, strerror(saved)) : lrc_safetensors_parse(buf, len, path, out, err);
     free(buf);
     return rc;
 }

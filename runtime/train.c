@@ -51,16 +51,10 @@ int lrc_text_load(lrc_text *t, const char *path, int64_t seq, lrc_err *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return lrc_err_set(err, "%s: cannot open: %s", path, strerror(errno));
-    uint8_t *buf = NULL;
-    size_t len = 0, cap = 0, got;
-    do {
-        if (len == cap) buf = lrc_xrealloc(buf, cap = cap ? 2 * cap : 1 << 20);
-        got = fread(buf + len, 1, cap - len, f);
-        len += got;
-    } while (got > 0);
-    int bad = ferror(f);
+    size_t len = 0;
+    uint8_t *buf = (uint8_t *)lrc_read_all(f, &len);
     fclose(f);
-    int rc = bad ? lrc_err_set(err, "%s: read error", path) : lrc_text_from_bytes(t, buf, (int64_t)len, seq, path, err);
+    int rc = !buf ? lrc_err_set(err, "%s: read error", path) : lrc_text_from_bytes(t, buf, (int64_t)len, seq, path, err);
     free(buf);
     return rc;
 }
@@ -113,17 +107,38 @@ typedef struct {
     int64_t lo, hi;
 } span;
 
-static span *spans_of(lrc_tensor **ts, int n, int64_t *count)
+/* Made once per run (they depend on the shapes alone), with the per-span
+ * partial results of the gradient check. */
+struct lrc_param_spans {
+    span *s;
+    int64_t n;
+    int n_tensors;
+    double *sq;
+    bool *bad;
+};
+
+lrc_param_spans *lrc_param_spans_new(lrc_tensor *const *ts, int n)
 {
-    int64_t total = 0;
-    for (int i = 0; i < n; i++) total += (lrc_shape_numel(&ts[i]->shape) + SPAN - 1) / SPAN;
-    span *s = lrc_xcalloc((size_t)total + 1, sizeof *s);
+    lrc_param_spans *ps = lrc_xcalloc(1, sizeof *ps);
+    for (int i = 0; i < n; i++) ps->n += (lrc_shape_numel(&ts[i]->shape) + SPAN - 1) / SPAN;
+    ps->s = lrc_xcalloc((size_t)ps->n + 1, sizeof *ps->s);
+    ps->sq = lrc_xcalloc((size_t)ps->n + 1, sizeof *ps->sq);
+    ps->bad = lrc_xcalloc((size_t)ps->n + 1, sizeof *ps->bad);
+    ps->n_tensors = n;
     int64_t k = 0;
     for (int i = 0; i < n; i++)
         for (int64_t lo = 0, num = lrc_shape_numel(&ts[i]->shape); lo < num; lo += SPAN)
-            s[k++] = (span){i, lo, lo + SPAN < num ? lo + SPAN : num};
-    *count = k;
-    return s;
+            ps->s[k++] = (span){i, lo, lo + SPAN < num ? lo + SPAN : num};
+    return ps;
+}
+
+void lrc_param_spans_free(lrc_param_spans *ps)
+{
+    if (!ps) return;
+    free(ps->s);
+    free(ps->sq);
+    free(ps->bad);
+    free(ps);
 }
 
 typedef struct {
@@ -146,21 +161,16 @@ static void check_part(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
-double lrc_grads_check(lrc_pool *pool, lrc_tensor **grads, int n, int *bad)
+double lrc_grads_check(lrc_pool *pool, lrc_param_spans *ps, lrc_tensor **grads, int *bad)
 {
-    int64_t ns;
-    span *s = spans_of(grads, n, &ns);
-    check_job j = {s, grads, lrc_xcalloc((size_t)ns + 1, sizeof(double)), lrc_xcalloc((size_t)ns + 1, sizeof(bool))};
-    lrc_pool_run(pool, check_part, &j, ns);
+    check_job j = {ps->s, grads, ps->sq, ps->bad};
+    lrc_pool_run(pool, check_part, &j, ps->n);
     double sq = 0;
     *bad = -1;
-    for (int64_t b = 0; b < ns; b++) {
-        sq += j.sq[b];
-        if (j.bad[b] && *bad < 0) *bad = s[b].t;
+    for (int64_t b = 0; b < ps->n; b++) {
+        sq += ps->sq[b];
+        if (ps->bad[b] && *bad < 0) *bad = ps->s[b].t;
     }
-    free(j.sq);
-    free(j.bad);
-    free(s);
     return sqrt(sq);
 }
 
@@ -200,13 +210,10 @@ static void adam_part(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
-void lrc_adamw_step(const lrc_adamw_cfg *c, lrc_pool *pool, int64_t step, double lr, double grad_norm,
-                    lrc_tensor **params, lrc_tensor **grads, lrc_tensor **m, lrc_tensor **v, int n)
+void lrc_adamw_step(const lrc_adamw_cfg *c, lrc_pool *pool, const lrc_param_spans *ps, int64_t step, double lr,
+                    double grad_norm, lrc_tensor **params, lrc_tensor **grads, lrc_tensor **m, lrc_tensor **v)
 {
     double scale = c->clip > 0 && grad_norm > c->clip ? c->clip / grad_norm : 1.0;
-    int64_t ns;
-    span *s = spans_of(params, n, &ns);
-    adam_job j = {c, s, params, grads, m, v, lr, scale, 1 - pow(c->beta1, (double)(step + 1)), 1 - pow(c->beta2, (double)(step + 1))};
-    lrc_pool_run(pool, adam_part, &j, ns); /* each element updated by one thread */
-    free(s);
+    adam_job j = {c, ps->s, params, grads, m, v, lr, scale, 1 - pow(c->beta1, (double)(step + 1)), 1 - pow(c->beta2, (double)(step + 1))};
+    lrc_pool_run(pool, adam_part, &j, ps->n); /* each element updated by one thread */
 }

@@ -23,7 +23,7 @@ import common  # noqa: E402
 
 
 class GPUForward(common.NNForward):
-    """NNForward with its tables on the device in the activations' dtype, and SDPA."""
+    """NNForward with its tables on the device in the activations' dtype, attending through SDPA."""
 
     def __init__(self, cfg, device, dtype):
         super().__init__(cfg)
@@ -35,24 +35,11 @@ class GPUForward(common.NNForward):
             self._tables[T] = tuple(t.to(self.device, self.dtype) for t in (cos, sin, mask))
         return self._tables[T]
 
-    def attention(self, x, p, pre):
-        import torch
+    def attend(self, q, k, v, mask):
         import torch.nn.functional as F
         if not hasattr(F, "scaled_dot_product_attention"):
-            return super().attention(x, p, pre)
-        B, T, d = x.shape
-        H, Dh = self.cfg.n_heads, self.cfg.head_dim
-        half = Dh // 2
-        cos, sin, _ = self.tables(T)
-
-        def heads(name):
-            return F.linear(x, p[pre + "self_attn.%s.weight" % name]).view(B, T, H, Dh).transpose(1, 2)
-
-        def rope(t):
-            t1, t2 = t[..., :half], t[..., half:]
-            return torch.cat([t1 * cos - t2 * sin, t2 * cos + t1 * sin], dim=-1)
-        o = F.scaled_dot_product_attention(rope(heads("q_proj")), rope(heads("k_proj")), heads("v_proj"), is_causal=True)
-        return F.linear(o.transpose(1, 2).reshape(B, T, d), p[pre + "self_attn.o_proj.weight"])
+            return super().attend(q, k, v, mask)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
 def timed(fn, repeat):
@@ -107,32 +94,28 @@ def main():
             p.grad = None
         return logits
 
-    def eager():
-        if a.backward:
-            return step(model)
-        with torch.no_grad():
-            return model(params, tokens)
-    for _ in range(3):
-        out = eager()
-    torch.cuda.synchronize()
-    print("torch-eager: median %.3f ms (%s%s, bf16, B=%d T=%d, torch %s)" % (
-        timed(eager, a.repeat), "forward+backward, " if a.backward else "", torch.cuda.get_device_name(0), a.batch, a.seq,
-        torch.__version__))
+    def runner(fn):
+        def run():
+            if a.backward:
+                return step(fn)
+            with torch.no_grad():
+                return fn(params, tokens)
+        return run
+
+    def measure(name, run, note=""):
+        for _ in range(3):
+            out = run()
+        torch.cuda.synchronize()
+        print("%s: median %.3f ms%s" % (name, timed(run, a.repeat), note))
+        return out
+
+    out = measure("torch-eager", runner(model), " (%s%s, bf16, B=%d T=%d, torch %s)" % (
+        "forward+backward, " if a.backward else "", torch.cuda.get_device_name(0), a.batch, a.seq, torch.__version__))
     if a.logits:
         import safetensors_io
         safetensors_io.save(a.logits, {"logits": out.detach().float().cpu()})
     if not a.no_compile and hasattr(torch, "compile"):
-        compiled = torch.compile(lambda p, t: model(p, t))
-
-        def comp():
-            if a.backward:
-                return step(compiled)
-            with torch.no_grad():
-                return compiled(params, tokens)
-        for _ in range(3):
-            comp()
-        torch.cuda.synchronize()
-        print("torch-compile: median %.3f ms" % timed(comp, a.repeat))
+        measure("torch-compile", runner(torch.compile(lambda p, t: model(p, t))))
     elif not a.no_compile:
         print("torch-compile: not available in torch %s" % torch.__version__)
     sys.stdout.flush()

@@ -24,16 +24,16 @@ typedef struct lrc_cuda_gemm {
 } lrc_cuda_gemm;
 
 /* One launch of the program, in order. A GEMM group runs cuBLAS first (one
- * GEMM, or two of the same input for SwiGLU's gate and up) into the group's
- * output or, when an epilogue follows, into the f32 scratch (GEMM i at
- * float offset i m n) that the epilogue kernel reads as its last argument. */
+ * GEMM, or two of the same input for SwiGLU's gate and up): with a kernel
+ * (an epilogue) after it, into the f32 scratch (GEMM i at float offset
+ * i m n) that the kernel reads as its last argument; with none, into the
+ * group's output. */
 typedef struct lrc_cuda_launch {
     char symbol[64];       /* the kernel; "" when cuBLAS alone does the work */
     unsigned grid[3], block; /* blocks of `block` threads */
     int64_t scratch_bytes; /* f32 workspace passed as the last argument, or 0 */
     int n_gemm;
     lrc_cuda_gemm gemm[2];
-    bool gemm_to_scratch;
 } lrc_cuda_launch;
 
 typedef struct lrc_cuda_program {

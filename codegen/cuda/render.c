@@ -223,8 +223,10 @@ static void render_gemm(cu_gen *c)
         gm->b_arg = c->arg_of[c->s->buffer_of[mm->in[1]]];
     }
     bool epilogue = c->gr->n_nodes > c->n_gemm;
-    if (!epilogue) return; /* cuBLAS writes the output: no kernel */
-    l->gemm_to_scratch = true;
+    if (!epilogue) { /* cuBLAS writes the output: no kernel */
+        l->symbol[0] = 0;
+        return;
+    }
     l->scratch_bytes = (int64_t)c->n_gemm * l->gemm[0].m * l->gemm[0].n * 4;
     render_elementwise(c, l->gemm[0].m, l->gemm[0].n);
 }
@@ -331,10 +333,7 @@ int lrc_cuda_render(const lrc_graph *g, const lrc_schedule *s, const lrc_program
         switch (gr->kind) {
         case LRC_GROUP_ELEMENTWISE: render_elementwise(&c, cu_rows(&a->shape), cu_last_dim(&a->shape)); break;
         case LRC_GROUP_ROW: render_row(&c); break;
-        case LRC_GROUP_GEMM:
-            render_gemm(&c);
-            if (!l->gemm_to_scratch) l->symbol[0] = 0;
-            break;
+        case LRC_GROUP_GEMM: render_gemm(&c); break;
         case LRC_GROUP_ATTENTION:
             if (a->op == LRC_OP_KV_ATTENTION) cu_render_kv_attention(&c);
             else cu_render_attention(&c);

@@ -213,13 +213,12 @@ int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err)
     }
 
     /* rule 6: the gradients of one op with respect to each of its inputs
-     * run as one kernel: attention's q, k and v (the probabilities and dS
-     * once for all three), a LayerRoPE gain's gamma and four scalars (the
-     * rotation once for all five) */
+     * run as one kernel (ops marked share_by_which in the op table):
+     * attention's q, k and v (the probabilities and dS once for all three),
+     * a LayerRoPE gain's gamma and four scalars (the rotation once) */
     for (int id = 0; id < N; id++) {
         const lrc_node *n = &g->nodes[id];
-        bool att = n->op == LRC_OP_ATTENTION_GRAD, gain = n->op == LRC_OP_DEPTH_GAIN_GRAD;
-        if ((!att && !gain) || s->group_of[id] < 0 || pg[s->group_of[id]].dead) continue;
+        if (!lrc_op_table[n->op].share_by_which || s->group_of[id] < 0 || pg[s->group_of[id]].dead) continue;
         for (int j = id + 1; j < N; j++) {
             const lrc_node *m = &g->nodes[j];
             if (m->op != n->op || s->group_of[j] == s->group_of[id] || pg[s->group_of[j]].size != 1) continue;
