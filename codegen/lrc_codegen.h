@@ -61,6 +61,10 @@ typedef struct lrc_kernel_desc {
      * function, so an L-layer model compiles each layer's kernels once. */
     int impl;
     char *signature; /* the structural key that decides it */
+    /* A loop's back edge (loop_next), not a kernel: the executors copy the
+     * carried state (args: state, h_next, counts) and go back to kernel
+     * loop_to, the body's first, while iterations remain; -1 otherwise. */
+    int loop_to;
 } lrc_kernel_desc;
 
 typedef struct lrc_program {

@@ -42,6 +42,7 @@ static lrc_kernel_desc *new_kernel(lrc_program *p)
     p->kernels = lrc_xrealloc(p->kernels, (size_t)(p->n_kernels + 1) * sizeof *p->kernels);
     lrc_kernel_desc *k = &p->kernels[p->n_kernels++];
     memset(k, 0, sizeof *k);
+    k->loop_to = -1;
     return k;
 }
 
@@ -59,7 +60,8 @@ static bool renderable(const lrc_graph *g, const lrc_group *gr, const lrc_node *
     lrc_fusion f = lrc_op_table[n->op].fusion;
     switch (gr->kind) {
     case LRC_GROUP_ELEMENTWISE: return f == LRC_FUSE_ELEMENTWISE;
-    case LRC_GROUP_ROW: return anchor ? (n->op == LRC_OP_RMSNORM || n->op == LRC_OP_SOFTMAX) : f == LRC_FUSE_ELEMENTWISE;
+    case LRC_GROUP_ROW:
+        return anchor ? (n->op == LRC_OP_RMSNORM || n->op == LRC_OP_LAYERNORM || n->op == LRC_OP_SOFTMAX) : f == LRC_FUSE_ELEMENTWISE;
     case LRC_GROUP_GEMM: return lrc_is_gemm_op(n->op) || (!anchor && f == LRC_FUSE_ELEMENTWISE);
     case LRC_GROUP_ATTENTION: return anchor ? n->op == LRC_OP_ATTENTION || n->op == LRC_OP_KV_ATTENTION : n->op == LRC_OP_ROPE;
     case LRC_GROUP_OPAQUE: /* one op (or its nodes for each input, fuse rule 6); the renderer says whether it can */
@@ -141,6 +143,7 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
     memset(p, 0, sizeof *p);
     p->tiling = t;
     int NR = t.vec * t.nv;
+    int *kernel_of = lrc_xmalloc((size_t)s->n_groups * sizeof(int) + 1); /* group -> its kernel */
     for (int gi = 0; gi < s->n_groups; gi++) {
         const lrc_group *gr = &s->groups[gi];
         const lrc_node *a = &g->nodes[gr->anchor];
@@ -148,6 +151,7 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
             const lrc_node *n = &g->nodes[gr->nodes[j]];
             if (!renderable(g, gr, n, gr->nodes[j] == gr->anchor)) {
                 lrc_program_free(p);
+                free(kernel_of);
                 lrc_err_set(err, "op %s cannot be generated in a %s kernel", lrc_op_name(n->op),
                             lrc_group_kind_name(gr->kind));
                 return n->loc ? lrc_err_prefix(err, "%s", n->loc) : LRC_EUSER;
@@ -155,6 +159,7 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
         }
         if (gr->kind == LRC_GROUP_ATTENTION && a->shape.dim[3] > 1024) {
             lrc_program_free(p);
+            free(kernel_of);
             lrc_err_set(err, "%s: head dimension %lld is over the 1024 the cpu kernels hold in registers",
                         lrc_op_name(a->op), (long long)a->shape.dim[3]);
             return a->loc ? lrc_err_prefix(err, "%s", a->loc) : LRC_EUSER;
@@ -192,9 +197,11 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
                 k->bytes = 2 * buf_bytes(g, w);
             }
         }
+        kernel_of[gi] = p->n_kernels;
         lrc_kernel_desc *k = new_kernel(p);
         snprintf(k->name, sizeof k->name, "k%d_%s", gi, lrc_group_kind_name(gr->kind));
         k->group = gi;
+        if (a->op == LRC_OP_LOOP_NEXT) k->loop_to = kernel_of[s->group_of[a->in[0]]] + 1;
         k->kind = gr->kind;
         for (int j = 0; j < gr->n_inputs; j++) {
             int in = gr->inputs[j], m = in == wnode[0] ? 0 : in == wnode[1] ? 1 : -1;
@@ -204,6 +211,10 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
         for (int j = 0; j < gr->n_outputs; j++) {
             add_arg(k, gr->outputs[j]);
             k->bytes += buf_bytes(g, gr->outputs[j]);
+        }
+        if (k->loop_to >= 0) { /* the back edge's operands, in a fixed order */
+            k->n_args = 0;
+            for (int q = 0; q < 3; q++) add_arg(k, s->buffer_of[a->in[q]]);
         }
         for (int j = 0; j < gr->n_nodes; j++) k->flops += lrc_op_table[g->nodes[gr->nodes[j]].op].flops(g, &g->nodes[gr->nodes[j]]);
         if (a->op == LRC_OP_EMBEDDING) k->bytes = lrc_node_bytes(g, a); /* a gather reads only its rows */
@@ -216,7 +227,7 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
             /* row-parallel ones; the others (sums into shared rows) run as one item */
             k->n_items = a->op == LRC_OP_ATTENTION_GRAD ? a->shape.dim[0] * a->shape.dim[2]
                        : a->op == LRC_OP_EMBEDDING || a->op == LRC_OP_ROPE || a->op == LRC_OP_ROPE_GRAD ||
-                                 a->op == LRC_OP_RMSNORM_GRAD || a->op == LRC_OP_SOFTMAX_GRAD ||
+                                 a->op == LRC_OP_RMSNORM_GRAD || a->op == LRC_OP_SOFTMAX_GRAD || a->op == LRC_OP_LAYERNORM_GRAD ||
                                  a->op == LRC_OP_CROSS_ENTROPY_GRAD
                              ? rows_of(&a->shape)
                        : lrc_sum_to_columns(g, a) ? cdiv(lrc_sum_to_columns(g, a), LRC_SUM_COLS)
@@ -226,6 +237,7 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
         default: k->n_items = rows_of(&a->shape); break;
         }
     }
+    free(kernel_of);
     for (int i = 0; i < p->n_kernels; i++) {
         lrc_kernel_desc *k = &p->kernels[i];
         k->signature = signature(g, s, p, k);

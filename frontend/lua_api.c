@@ -105,10 +105,10 @@ static void read_shape(lua_State *L, int idx, const char *fn, lrc_shape *s)
     }
 }
 
-static const char *init_kinds[LRC_INIT_COUNT] = {"zeros", "ones", "const", "normal", "xavier_normal"};
-static const char *init_field[LRC_INIT_COUNT] = {NULL, NULL, "value", "std", "gain"};
+static const char *init_kinds[LRC_INIT_COUNT] = {"zeros", "ones", "const", "normal", "xavier_normal", "identity"};
+static const char *init_field[LRC_INIT_COUNT] = {NULL, NULL, "value", "std", "gain", NULL};
 
-/* "ones" | "zeros" | {"normal", std=} | {"xavier_normal", gain=} | {"const", value=} */
+/* "ones" | "zeros" | "identity" | {"normal", std=} | {"xavier_normal", gain=} | {"const", value=} */
 static lrc_init read_init(lua_State *L, int idx, const char *name)
 {
     lrc_init init = {LRC_INIT_ZEROS, 0};
@@ -122,8 +122,8 @@ static lrc_init read_init(lua_State *L, int idx, const char *name)
     int k = 0;
     while (kind && k < LRC_INIT_COUNT && strcmp(kind, init_kinds[k])) k++;
     if (!kind || k == LRC_INIT_COUNT)
-        raise_at(L, "parameter '%s': init must be \"zeros\", \"ones\", {\"const\", value=}, {\"normal\", std=} "
-                 "or {\"xavier_normal\", gain=}", name);
+        raise_at(L, "parameter '%s': init must be \"zeros\", \"ones\", \"identity\", {\"const\", value=}, "
+                 "{\"normal\", std=} or {\"xavier_normal\", gain=}", name);
     init.kind = (lrc_init_kind)k;
     if (init_field[k]) {
         if (!lua_istable(L, idx)) raise_at(L, "parameter '%s': init %s needs {\"%s\", %s=...}", name, kind, kind, init_field[k]);

@@ -20,18 +20,20 @@ static const char *usage_text =
     "commands:\n"
     "  inspect MODEL   parameters by group, FLOPs per token, the IR\n"
     "  init MODEL      initialise parameters from a seed into a safetensors file\n"
-    "  train MODEL     train on text (next byte), with checkpoints and --resume\n"
-    "  plot RUN...     loss curves of training runs in one PNG\n"
+    "  train MODEL     train on text (next byte) or images (vit), with checkpoints and --resume\n"
+    "  eval MODEL      test accuracy of an image model; validation loss of a language model\n"
+    "  plot RUN...     loss (and accuracy) curves of training runs in one PNG\n"
+    "  diagnose MODEL  a looped model's state per iteration and its recurrence's Jacobian\n"
     "  backward MODEL  loss and parameter gradients of a batch (reverse mode)\n"
     "  compile MODEL   compile ahead of time into a package (kernels, plan, weights)\n"
-    "  forward MODEL   run the model (or a package) on tokens from a safetensors file\n"
+    "  forward MODEL   run the model (or a package) on tokens or images from a safetensors file\n"
     "  generate MODEL  continue a prompt, byte by byte, with a KV cache\n"
     "  profile MODEL   per-kernel times against this machine's ceilings, and a trace\n"
     "  demo            build, initialise and run the default LayerRoPE LLaMA\n"
     "  gemm-bench      time one generated GEMM (for bench/cpu_gemm.py)\n"
     "  devices         the targets this machine can compile for and run (also --version)\n"
     "\n"
-    "MODEL is a Lua file, or the name of a built-in model (llama).\n"
+    "MODEL is a Lua file, or the name of a built-in model (llama, vit, parcae).\n"
     "Every command takes --help. Exit status: 0 success, 1 bad input, 2 bad usage.\n";
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
@@ -101,6 +103,7 @@ int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *
     a->temperature = 0.8;
     a->top_k = 40;
     a->threads = -1; /* all cores */
+    a->crop_pad = -1;
     opterr = 0;
     optind = 1;
     int c;
@@ -165,6 +168,11 @@ int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *
         case OPT_ARCH: a->arch = optarg; break;
         case OPT_RESUME: a->resume = optarg; break;
         case OPT_DECAY_ALL: a->decay_all = true; break;
+        case OPT_FLIP: a->flip = true; break;
+        case OPT_CROP_PAD:
+            if (cli_parse_int(optarg, 0, &a->crop_pad) || a->crop_pad > 64)
+                return cli_usage_error(cmd, "--crop-pad %s: expected an integer from 0 to 64", optarg);
+            break;
         case OPT_WEIGHT_DECAY: {
             char *end;
             errno = 0;
@@ -253,7 +261,7 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } cmds[] = {{"inspect", cmd_inspect}, {"init", cmd_init}, {"compile", cmd_compile}, {"profile", cmd_profile}, {"generate", cmd_generate}, {"backward", cmd_backward}, {"train", cmd_train}, {"plot", cmd_plot}, {"forward", cmd_forward}, {"demo", cmd_demo},
+    } cmds[] = {{"inspect", cmd_inspect}, {"init", cmd_init}, {"compile", cmd_compile}, {"profile", cmd_profile}, {"generate", cmd_generate}, {"backward", cmd_backward}, {"train", cmd_train}, {"plot", cmd_plot}, {"eval", cmd_eval}, {"diagnose", cmd_diagnose}, {"forward", cmd_forward}, {"demo", cmd_demo},
                   {"gemm-bench", cmd_gemm_bench}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(cmd, cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);

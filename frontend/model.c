@@ -226,6 +226,13 @@ int lrc_model_load(lrc_model *m, const char *model, const char *preset, char *co
     if (lua_getfield(L, -1, "build") != LUA_TFUNCTION)
         return lrc_err_set(err, "%s: the model table has no build function", m->path);
     lua_pop(L, 1);
+    int tt = lua_getfield(L, -1, "task");
+    if (tt == LUA_TSTRING && !strcmp(lua_tostring(L, -1), "image-classification")) m->task = LRC_TASK_IMAGE;
+    else if (tt == LUA_TSTRING && !strcmp(lua_tostring(L, -1), "language-model")) m->task = LRC_TASK_LM;
+    else if (tt != LUA_TNIL)
+        return lrc_err_set(err, "%s: task must be \"language-model\" or \"image-classification\", got %s", m->path,
+                           luaL_tolstring(L, -1, NULL));
+    lua_pop(L, 1);
     if (apply_config(m, preset, sets, n_sets, err)) return LRC_EUSER;
     m->mod_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     return LRC_OK;
@@ -238,13 +245,21 @@ void lrc_model_free(lrc_model *m)
     memset(m, 0, sizeof *m);
 }
 
-int lrc_model_build(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, lrc_err *err)
+static int build(lrc_model *m, int64_t B, int64_t T, bool training, lrc_graph *g, lrc_err *err)
 {
     lua_State *L = m->L;
     lrc_shape s = {2, {B, T}};
     char where[300];
     snprintf(where, sizeof where, "%s", m->path);
-    int tokens = lrc_graph_add_input(g, "tokens", LRC_I32, &s, NULL, err);
+    int tokens;
+    if (m->task == LRC_TASK_IMAGE) {
+        int64_t C, S;
+        if (lrc_model_config_int(m, "channels", &C, err) || lrc_model_config_int(m, "image_size", &S, err)) return LRC_EUSER;
+        lrc_shape is = {4, {B, C, S, S}};
+        tokens = lrc_graph_add_input(g, "images", LRC_F32, &is, NULL, err);
+    } else {
+        tokens = lrc_graph_add_input(g, "tokens", LRC_I32, &s, NULL, err);
+    }
     if (tokens < 0) return LRC_EUSER;
     lrc_lua_set_graph(L, g);
     lua_rawgeti(L, LUA_REGISTRYINDEX, m->mod_ref);
@@ -261,7 +276,12 @@ int lrc_model_build(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, lrc_err *e
     }
     lua_pop(L, 1);
     lrc_lua_push_tensor(L, tokens);
-    int rc = pcall_err(L, 2, 1, err);
+    /* what the graph is for: a model may build differently for training
+     * (Parcae unrolls the iterations that take gradients) */
+    lua_createtable(L, 0, 1);
+    lua_pushboolean(L, training);
+    lua_setfield(L, -2, "training");
+    int rc = pcall_err(L, 3, 1, err);
     if (!rc) {
         int out = lrc_lua_tensor_id(L, -1);
         if (out < 0) rc = lrc_err_set(err, "%s: build must return the logits tensor, got %s", where, luaL_typename(L, -1));
@@ -273,10 +293,15 @@ int lrc_model_build(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, lrc_err *e
     return rc;
 }
 
+int lrc_model_build(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, lrc_err *err)
+{
+    return build(m, B, T, false, g, err);
+}
+
 int lrc_model_build_training(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, lrc_err *err)
 {
-    lrc_shape bt = {2, {B, T}};
-    int rc = lrc_model_build(m, B, T, g, err), labels = -1, loss = -1;
+    lrc_shape bt = m->task == LRC_TASK_IMAGE ? (lrc_shape){1, {B}} : (lrc_shape){2, {B, T}};
+    int rc = build(m, B, T, true, g, err), labels = -1, loss = -1;
     if (!rc && (labels = lrc_graph_add_input(g, "labels", LRC_I32, &bt, NULL, err)) < 0) rc = LRC_EUSER;
     if (!rc) {
         lrc_node ce = {.op = LRC_OP_CROSS_ENTROPY, .n_in = 2, .in = {g->outputs[0], labels}};
@@ -296,6 +321,16 @@ int lrc_model_config_int(lrc_model *m, const char *key, int64_t *out, lrc_err *e
     return ok ? LRC_OK : lrc_err_set(err, "%s: config key '%s' is not an integer", m->path, key);
 }
 
+int lrc_model_config_number(lrc_model *m, const char *key, double *out, lrc_err *err)
+{
+    lua_rawgeti(m->L, LUA_REGISTRYINDEX, m->cfg_ref);
+    lua_getfield(m->L, -1, key);
+    int ok = lua_type(m->L, -1) == LUA_TNUMBER;
+    if (ok) *out = (double)lua_tonumber(m->L, -1);
+    lua_pop(m->L, 2);
+    return ok ? LRC_OK : lrc_err_set(err, "%s: config key '%s' is not a number", m->path, key);
+}
+
 void lrc_model_print_config(lrc_model *m, FILE *out)
 {
     lua_State *L = m->L;
@@ -309,3 +344,66 @@ void lrc_model_print_config(lrc_model *m, FILE *out)
     }
     lua_pop(L, 1);
 }
+
+int lrc_model_complete_inputs(const lrc_plan_buf *want, int n, lrc_model *m, lrc_tensor_set *in, const char *path, lrc_err *err)
+{
+    char names[512] = "";
+    size_t used = 0;
+    for (int i = 0; i < n; i++)
+        if (used < sizeof names) used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", want[i].name);
+    for (int i = 0; i < in->n; i++) {
+        bool known = false;
+        for (int j = 0; j < n && !known; j++) known = !strcmp(in->items[i]->name, want[j].name);
+        if (!known)
+            return lrc_err_set(err, "%s: unexpected tensor '%s' (the model's inputs: %s)", path, in->items[i]->name, names);
+    }
+    for (int j = 0; j < n; j++) {
+        if (lrc_tensor_set_find(in, want[j].name)) continue;
+        int64_t T = 0;
+        /* a looped model's iteration count: its config T for every row; in a
+         * training graph the loop runs those without gradients, the last
+         * mu_bwd unrolled after it (iteration_mask) */
+        bool mask = !strcmp(want[j].name, "iteration_mask") && want[j].shape.ndim == 4;
+        if ((mask || (!strcmp(want[j].name, "iterations") && want[j].dtype == LRC_I32 && want[j].shape.ndim == 1)) && m &&
+            !lrc_model_config_int(m, "T", &T, err)) {
+            if (T <= 0) return lrc_err_set(err, "T = %lld: a looped model iterates at least once", (long long)T);
+            bool training = false;
+            for (int q = 0; q < n; q++) training = training || !strcmp(want[q].name, "iteration_mask");
+            int64_t K = 0;
+            for (int q = 0; q < n; q++)
+                if (!strcmp(want[q].name, "iteration_mask")) K = want[q].shape.dim[0];
+            int64_t k = T < K ? T : K; /* the iterations with gradients */
+            lrc_tensor *t = lrc_tensor_new(want[j].name, want[j].dtype, &want[j].shape, err);
+            if (!t) return LRC_EUSER;
+            if (mask)
+                lrc_parcae_mask(t->data, K, want[j].shape.dim[1], NULL, k);
+            else
+                for (int64_t b = 0; b < want[j].shape.dim[0]; b++) ((int32_t *)t->data)[b] = (int32_t)(training ? T - k : T);
+            if (lrc_tensor_set_add(in, t, err)) return LRC_EUSER;
+            continue;
+        }
+        /* a looped model's random initial state, from a fixed seed: the same every run */
+        if (!strcmp(want[j].name, "h0") && want[j].dtype == LRC_F32 && want[j].shape.ndim >= 1) {
+            lrc_tensor *t = lrc_tensor_new("h0", LRC_F32, &want[j].shape, err);
+            if (!t) return LRC_EUSER;
+            lrc_rng r;
+            lrc_rng_seed(&r, 0);
+            lrc_fill_trunc_normal(t->data, lrc_shape_numel(&t->shape), sqrt(2.0 / (5.0 * (double)want[j].shape.dim[want[j].shape.ndim - 1])), &r);
+            if (lrc_tensor_set_add(in, t, err)) return LRC_EUSER;
+            continue;
+        }
+        return lrc_err_set(err, "%s: no tensor '%s' (the model's inputs: %s)", path, want[j].name, names);
+    }
+    return LRC_OK;
+}
+
+
+int lrc_model_graph_inputs(const lrc_graph *g, lrc_plan_buf *out, int cap)
+{
+    int n = 0;
+    for (int i = 0; i < g->n_nodes && n < cap; i++)
+        if (g->nodes[i].op == LRC_OP_INPUT)
+            out[n++] = (lrc_plan_buf){.kind = LRC_BUF_INPUT, .name = g->nodes[i].name, .dtype = g->nodes[i].dtype, .shape = g->nodes[i].shape};
+    return n;
+}
+

@@ -141,3 +141,63 @@ int lrc_grad_cross_entropy(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
     dx[0] = d < 0 || dy < 0 ? d : add_op(g, LRC_OP_MUL, d, dy, err); /* dy < 0: the loss itself */
     return dx[0] < 0 ? LRC_EUSER : LRC_OK;
 }
+
+int lrc_grad_layernorm(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    NODE;
+    lrc_node p = {.op = LRC_OP_LAYERNORM_GRAD, .n_in = 2, .in = {n.in[0], dy}, .fattr = {n.fattr[0]}};
+    dx[0] = lrc_graph_add(g, &p, err);
+    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
+}
+
+int lrc_grad_gelu(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    NODE;
+    dx[0] = add_op(g, LRC_OP_GELU_GRAD, n.in[0], dy, err);
+    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
+}
+
+/* the transpose of a slice is the slice that puts the values back */
+int lrc_grad_slice(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    NODE;
+    int axis = (int)n.iattr[0];
+    lrc_node p = {.op = LRC_OP_SLICE, .n_in = 1, .in = {dy},
+                  .iattr = {axis, -n.iattr[1], g->nodes[n.in[0]].shape.dim[axis]}};
+    dx[0] = lrc_graph_add(g, &p, err);
+    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
+}
+
+/* a loop passes no gradient back: its iterations run without one (Parcae's
+ * truncation); the iterations that need one are unrolled in the graph */
+int lrc_grad_stop(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    (void)g, (void)id, (void)dy, (void)dx, (void)err;
+    return LRC_OK;
+}
+
+int lrc_grad_relu(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    NODE;
+    dx[0] = add_op(g, LRC_OP_RELU_GRAD, n.in[0], dy, err);
+    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
+}
+
+/* d e^x = e^x dx: the output itself */
+int lrc_grad_exp(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    dx[0] = add_op(g, LRC_OP_MUL, dy, id, err);
+    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
+}
+
+/* d softplus = sigmoid(x) dx = e^(x - softplus(x)) dx */
+int lrc_grad_softplus(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    NODE;
+    lrc_node neg = {.op = LRC_OP_SCALE, .n_in = 1, .in = {id}, .fattr = {-1.0}};
+    int y = lrc_graph_add(g, &neg, err);
+    int d = y < 0 ? -1 : add_op(g, LRC_OP_ADD, n.in[0], y, err);
+    int sg = d < 0 ? -1 : add_op(g, LRC_OP_EXP, d, -1, err);
+    dx[0] = sg < 0 ? -1 : add_op(g, LRC_OP_MUL, dy, sg, err);
+    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
+}

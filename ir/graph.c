@@ -135,6 +135,11 @@ int lrc_graph_add_param(lrc_graph *g, const char *name, const lrc_shape *s, lrc_
         if (loc) lrc_err_prefix(err, "%s", loc);
         return -1;
     }
+    if (init.kind == LRC_INIT_IDENTITY && (s->ndim != 2 || s->dim[0] != s->dim[1])) {
+        lrc_err_set(err, "parameter '%s': identity needs a square matrix", name);
+        if (loc) lrc_err_prefix(err, "%s", loc);
+        return -1;
+    }
     return add_source(g, LRC_OP_PARAM, name, LRC_F32, s, init, group, loc, err);
 }
 
@@ -190,7 +195,7 @@ int lrc_graph_verify(const lrc_graph *g, lrc_err *err)
     return LRC_OK;
 }
 
-static const char *init_names[LRC_INIT_COUNT] = {"zeros", "ones", "const", "normal", "xavier_normal"};
+static const char *init_names[LRC_INIT_COUNT] = {"zeros", "ones", "const", "normal", "xavier_normal", "identity"};
 
 void lrc_graph_print(const lrc_graph *g, FILE *out)
 {
@@ -214,7 +219,7 @@ void lrc_graph_print(const lrc_graph *g, FILE *out)
             fprintf(out, " folded");
         } else if (n->op == LRC_OP_PARAM) {
             fprintf(out, " init=%s", init_names[n->init.kind]);
-            if (n->init.kind >= LRC_INIT_CONST) fprintf(out, "(%.9g)", n->init.value);
+            if (n->init.kind >= LRC_INIT_CONST && n->init.kind != LRC_INIT_IDENTITY) fprintf(out, "(%.9g)", n->init.value);
         }
         fprintf(out, " : %s%s", lrc_dtype_name(n->dtype), lrc_shape_str(&n->shape, b, sizeof b));
         if (n->loc) fprintf(out, "  # %s", n->loc);

@@ -128,6 +128,20 @@ typedef enum lrc_op {
     LRC_OP_KV_ATTENTION,  /* q, k, v [B,T,H,Dh], caches [B,Tmax,H,Dh], pos i32 [1]: RoPE at
                              positions pos.., k and v written into the caches, causal
                              attention over cache positions [0, pos + t] */
+    LRC_OP_LAYERNORM,     /* (x - mean) / sqrt(var + eps) over the last axis (no gain, no bias) */
+    LRC_OP_GELU,          /* x * Phi(x), the exact (erf) GELU */
+    LRC_OP_SLICE,         /* along `axis`: out[i] = x[i + start] where that is inside x, else 0;
+                             `size` output positions (a narrowing, a zero padding, or both) */
+    LRC_OP_RELU,          /* max(x, 0) */
+    LRC_OP_EXP,           /* e^x */
+    LRC_OP_SOFTPLUS,      /* log(1 + e^x) */
+    LRC_OP_LOOP_STATE,    /* a loop region's carried state (DESIGN rule 5): init -> the state h_t
+                             the body reads; its kernels run once per iteration */
+    LRC_OP_LOOP_NEXT,     /* state, h_next, counts i32 [B]: the loop's back edge. Iteration t
+                             copies h_next into the state for the rows b (leading axis) with
+                             t < counts[b] (finished sequences keep theirs), and the body runs
+                             max(counts) times; the value is the final state. No gradient flows
+                             through a loop: gradients run through unrolled iterations */
     /* gradients (reverse mode, ir/passes/autodiff.c) */
     LRC_OP_MATMUL_NN,     /* dy[..., N], W[N, K] -> [..., K] = dy W */
     LRC_OP_MATMUL_TN,     /* dy[..., N], x[..., K] -> [N, K] = sum over rows of dy^T x */
@@ -141,6 +155,9 @@ typedef enum lrc_op {
     LRC_OP_DEPTH_GAIN_GRAD, /* gamma, alpha, beta, alpha_rot, beta_rot, dy -> the gradient of
                                input `which` (0: gamma [d]; 1..4: a scalar) */
     LRC_OP_CROSS_ENTROPY_GRAD, /* logits, labels -> d(mean loss) / d logits */
+    LRC_OP_LAYERNORM_GRAD, /* x, dy -> dx of (x - mean) / sqrt(var + eps) */
+    LRC_OP_GELU_GRAD,     /* x, dy -> dy * d gelu / dx */
+    LRC_OP_RELU_GRAD,     /* x, dy -> dy where x > 0, else 0 */
     LRC_OP_COUNT
 } lrc_op;
 
@@ -161,6 +178,7 @@ typedef enum lrc_init_kind {
     LRC_INIT_CONST,          /* value */
     LRC_INIT_NORMAL,         /* N(0, std) */
     LRC_INIT_XAVIER_NORMAL,  /* N(0, gain * sqrt(2 / (fan_in + fan_out))) */
+    LRC_INIT_IDENTITY,       /* the identity matrix (square) */
     LRC_INIT_COUNT
 } lrc_init_kind;
 

@@ -255,6 +255,49 @@ static int infer_kv_attention(const lrc_graph *g, lrc_node *n, lrc_err *err)
     return LRC_OK;
 }
 
+static int infer_layernorm(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    if (infer_same(g, n, err)) return LRC_EUSER;
+    if (n->shape.ndim < 1) return lrc_err_set(err, "layernorm: input must have at least one axis");
+    if (!(n->fattr[0] > 0)) return lrc_err_set(err, "layernorm: eps must be positive, got %g", n->fattr[0]);
+    return LRC_OK;
+}
+
+static int infer_slice(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    char b[96];
+    if (want_float(g, n, 0, err)) return LRC_EUSER;
+    const lrc_shape *x = &IN(0)->shape;
+    int64_t axis = n->iattr[0], start = n->iattr[1], size = n->iattr[2];
+    if (axis < 0 || axis >= x->ndim)
+        return lrc_err_set(err, "slice: axis %lld is not an axis of %s", (long long)axis, lrc_shape_str(x, b, sizeof b));
+    if (size <= 0) return lrc_err_set(err, "slice: size must be positive, got %lld", (long long)size);
+    if (start >= x->dim[axis] || start + size <= 0)
+        return lrc_err_set(err, "slice: positions %lld..%lld miss every position of axis %lld of %s", (long long)start,
+                           (long long)(start + size - 1), (long long)axis, lrc_shape_str(x, b, sizeof b));
+    n->dtype = IN(0)->dtype;
+    n->shape = *x;
+    n->shape.dim[axis] = size;
+    return LRC_OK;
+}
+
+static int infer_loop_next(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    char b1[96], b2[96];
+    const lrc_shape *h = &IN(0)->shape;
+    if (IN(0)->op != LRC_OP_LOOP_STATE) return lrc_err_set(err, "loop_next: input 1 must be the loop's state (loop_state)");
+    if (n->in[1] == n->in[0]) return lrc_err_set(err, "loop_next: the loop body returns its state unchanged");
+    if (!lrc_shape_eq(h, &IN(1)->shape) || IN(1)->dtype != IN(0)->dtype)
+        return lrc_err_set(err, "loop_next: the body returns %s, the state is %s: they must match",
+                           lrc_shape_str(&IN(1)->shape, b1, sizeof b1), lrc_shape_str(h, b2, sizeof b2));
+    if (IN(2)->dtype != LRC_I32 || IN(2)->shape.ndim != 1 || h->ndim < 1 || IN(2)->shape.dim[0] != h->dim[0])
+        return lrc_err_set(err, "loop_next: counts must be i32 [%lld], one per row of the state %s",
+                           h->ndim ? (long long)h->dim[0] : 1LL, lrc_shape_str(h, b2, sizeof b2));
+    n->dtype = IN(0)->dtype;
+    n->shape = *h;
+    return LRC_OK;
+}
+
 /* ---- shape rules of the gradient ops ------------------------------------ */
 
 static int infer_matmul_nn(const lrc_graph *g, lrc_node *n, lrc_err *err)
@@ -347,6 +390,7 @@ static double flops_zero(const lrc_graph *g, const lrc_node *n) { (void)g; (void
 static double flops_1(const lrc_graph *g, const lrc_node *n) { (void)g; return numel_of(n); }
 static double flops_4(const lrc_graph *g, const lrc_node *n) { (void)g; return 4 * numel_of(n); }
 static double flops_5(const lrc_graph *g, const lrc_node *n) { (void)g; return 5 * numel_of(n); }
+static double flops_8(const lrc_graph *g, const lrc_node *n) { (void)g; return 8 * numel_of(n); }
 
 static double flops_matmul(const lrc_graph *g, const lrc_node *n)
 {
@@ -413,6 +457,20 @@ const lrc_op_info lrc_op_table[LRC_OP_COUNT] = {
     [LRC_OP_STATE] = {"state", 0, LRC_FUSE_SOURCE, {0}, {0}, NULL, infer_source, flops_zero, 0, NULL},
     [LRC_OP_KV_ATTENTION] = {"kv_attention", 6, LRC_FUSE_ATTENTION, {0}, {"scale", "base"}, NULL, infer_kv_attention,
                              flops_kv_attention, 0, REFS(kv_attention)},
+    [LRC_OP_LAYERNORM] = {"layernorm", 1, LRC_FUSE_REDUCTION, {0}, {"eps"}, NULL, infer_layernorm, flops_5, 2, REFS(layernorm),
+                          .grad = lrc_grad_layernorm},
+    [LRC_OP_GELU] = {"gelu", 1, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_same, flops_8, 2, REFS(gelu), .grad = lrc_grad_gelu},
+    [LRC_OP_SLICE] = {"slice", 1, LRC_FUSE_OPAQUE, {"axis", "start", "size"}, {0}, NULL, infer_slice, flops_zero, 0, REFS(slice),
+                      .grad = lrc_grad_slice},
+    [LRC_OP_RELU] = {"relu", 1, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_same, flops_1, 1, REFS(relu), .grad = lrc_grad_relu},
+    [LRC_OP_EXP] = {"exp", 1, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_same, flops_8, 1, REFS(exp), .grad = lrc_grad_exp},
+    /* opaque: in double with libm, for the few values (gates of a parameter vector) it sees */
+    [LRC_OP_SOFTPLUS] = {"softplus", 1, LRC_FUSE_OPAQUE, {0}, {0}, NULL, infer_same, flops_8, 3, REFS(softplus),
+                         .grad = lrc_grad_softplus},
+    [LRC_OP_LOOP_STATE] = {"loop_state", 1, LRC_FUSE_OPAQUE, {0}, {0}, NULL, infer_same, flops_zero, 0, REFS(loop_state),
+                           .grad = lrc_grad_stop},
+    [LRC_OP_LOOP_NEXT] = {"loop_next", 3, LRC_FUSE_OPAQUE, {0}, {0}, NULL, infer_loop_next, flops_zero, 0, NULL,
+                          .grad = lrc_grad_stop},
     [LRC_OP_MATMUL_NN] = {"matmul_nn", 2, LRC_FUSE_GEMM, {0}, {0}, NULL, infer_matmul_nn, flops_matmul_nn, 0, REFS(matmul_nn)},
     [LRC_OP_MATMUL_TN] = {"matmul_tn", 2, LRC_FUSE_GEMM, {0}, {0}, NULL, infer_matmul_tn, flops_matmul_tn, 0, REFS(matmul_tn)},
     [LRC_OP_EMBEDDING_GRAD] = {"embedding_grad", 2, LRC_FUSE_OPAQUE, {"vocab"}, {0}, NULL, infer_embedding_grad,
@@ -430,6 +488,10 @@ const lrc_op_info lrc_op_table[LRC_OP_COUNT] = {
                                 infer_depth_gain_grad, flops_depth_gain, 0, REFS(depth_gain_grad), .share_by_which = true},
     [LRC_OP_CROSS_ENTROPY_GRAD] = {"cross_entropy_grad", 2, LRC_FUSE_OPAQUE, {0}, {0}, NULL, infer_cross_entropy_grad,
                                    flops_cross_entropy, 0, REFS(cross_entropy_grad)},
+    [LRC_OP_LAYERNORM_GRAD] = {"layernorm_grad", 2, LRC_FUSE_OPAQUE, {0}, {"eps"}, NULL, infer_same_as_first, flops_8, 0,
+                               REFS(layernorm_grad)},
+    [LRC_OP_GELU_GRAD] = {"gelu_grad", 2, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_same_as_first, flops_8, 0, REFS(gelu_grad)},
+    [LRC_OP_RELU_GRAD] = {"relu_grad", 2, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_same_as_first, flops_1, 0, REFS(relu_grad)},
 };
 #undef REFS
 _Static_assert(sizeof lrc_op_table / sizeof lrc_op_table[0] == LRC_OP_COUNT,

@@ -209,3 +209,48 @@ int REF(cross_entropy_grad)(const lrc_graph *g, const lrc_node *n, void *const *
     }
     return LRC_OK;
 }
+
+/* dx = inv (dy - mean(dy) - xh mean(dy xh)), xh = (x - mean) inv */
+int REF(layernorm_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    int64_t d = last_dim(SHAPE(0)), rows = lrc_shape_numel(SHAPE(0)) / d;
+    for (int64_t r = 0; r < rows; r++) {
+        const real *x = F(0) + r * d, *dy = F(1) + r * d;
+        double mean = 0, var = 0, sdy = 0, sdyx = 0;
+        for (int64_t i = 0; i < d; i++) mean += x[i];
+        mean /= (double)d;
+        for (int64_t i = 0; i < d; i++) var += (x[i] - mean) * (x[i] - mean);
+        double inv = 1.0 / sqrt(var / (double)d + n->fattr[0]);
+        for (int64_t i = 0; i < d; i++) {
+            sdy += dy[i];
+            sdyx += dy[i] * (x[i] - mean) * inv;
+        }
+        sdy /= (double)d;
+        sdyx /= (double)d;
+        for (int64_t i = 0; i < d; i++)
+            ((real *)out)[r * d + i] = (real)(inv * (dy[i] - sdy - (x[i] - mean) * inv * sdyx));
+    }
+    return LRC_OK;
+}
+
+/* d/dx x Phi(x) = Phi(x) + x phi(x) */
+int REF(gelu_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    (void)g;
+    int64_t count = lrc_shape_numel(&n->shape);
+    for (int64_t i = 0; i < count; i++) {
+        double x = F(0)[i];
+        double cdf = 0.5 * (1.0 + erf(x * 0.70710678118654752440)), pdf = exp(-0.5 * x * x) * 0.39894228040143267794;
+        ((real *)out)[i] = (real)((double)F(1)[i] * (cdf + x * pdf));
+    }
+    return LRC_OK;
+}
+
+int REF(relu_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)g, (void)err;
+    for (int64_t i = 0; i < lrc_shape_numel(&n->shape); i++) ((real *)out)[i] = F(0)[i] > 0 ? F(1)[i] : 0;
+    return LRC_OK;
+}

@@ -336,3 +336,86 @@ int REF(kv_attention)(const lrc_graph *g, const lrc_node *n, void *const *in, vo
     free(qr);
     return LRC_OK;
 }
+
+int REF(layernorm)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    int64_t d = last_dim(SHAPE(0)), rows = lrc_shape_numel(SHAPE(0)) / d;
+    for (int64_t r = 0; r < rows; r++) {
+        const real *x = F(0) + r * d;
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < d; i++) mean += x[i];
+        mean /= (double)d;
+        for (int64_t i = 0; i < d; i++) var += (x[i] - mean) * (x[i] - mean);
+        double inv = 1.0 / sqrt(var / (double)d + n->fattr[0]);
+        for (int64_t i = 0; i < d; i++) ((real *)out)[r * d + i] = (real)((x[i] - mean) * inv);
+    }
+    return LRC_OK;
+}
+
+int REF(gelu)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    (void)g;
+    int64_t count = lrc_shape_numel(&n->shape);
+    for (int64_t i = 0; i < count; i++) {
+        double x = F(0)[i];
+        ((real *)out)[i] = (real)(0.5 * x * (1.0 + erf(x * 0.70710678118654752440)));
+    }
+    return LRC_OK;
+}
+
+/* out[.., i, ..] = x[.., i + start, ..] along the axis, zero outside x */
+int REF(slice)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    const lrc_shape *x = SHAPE(0);
+    int axis = (int)n->iattr[0];
+    int64_t start = n->iattr[1], size = n->shape.dim[axis], len = x->dim[axis], inner = 1, outer = 1;
+    for (int d = axis + 1; d < x->ndim; d++) inner *= x->dim[d];
+    for (int d = 0; d < axis; d++) outer *= x->dim[d];
+    real *o = out;
+    for (int64_t a = 0; a < outer; a++)
+        for (int64_t i = 0; i < size; i++) {
+            int64_t j = i + start;
+            real *dst = o + (a * size + i) * inner;
+            if (j < 0 || j >= len) memset(dst, 0, (size_t)inner * sizeof(real));
+            else memcpy(dst, F(0) + (a * len + j) * inner, (size_t)inner * sizeof(real));
+        }
+    return LRC_OK;
+}
+
+/* the loop's entry: the state starts as the initial value (the executors
+ * run the back edge, loop_next, themselves) */
+int REF(loop_state)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)g;
+    (void)err;
+    memcpy(out, in[0], (size_t)lrc_shape_numel(&n->shape) * sizeof(real));
+    return LRC_OK;
+}
+
+int REF(relu)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)g, (void)err;
+    for (int64_t i = 0; i < lrc_shape_numel(&n->shape); i++) ((real *)out)[i] = F(0)[i] > 0 ? F(0)[i] : 0;
+    return LRC_OK;
+}
+
+int REF(exp)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)g, (void)err;
+    for (int64_t i = 0; i < lrc_shape_numel(&n->shape); i++) ((real *)out)[i] = (real)exp((double)F(0)[i]);
+    return LRC_OK;
+}
+
+/* log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow */
+int REF(softplus)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)g, (void)err;
+    for (int64_t i = 0; i < lrc_shape_numel(&n->shape); i++) {
+        double x = F(0)[i];
+        ((real *)out)[i] = (real)((x > 0 ? x : 0) + log1p(exp(-fabs(x))));
+    }
+    return LRC_OK;
+}

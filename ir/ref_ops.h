@@ -31,7 +31,17 @@
     X(attention_grad) \
     X(softmax_grad) \
     X(depth_gain_grad) \
-    X(cross_entropy_grad)
+    X(cross_entropy_grad) \
+    X(layernorm) \
+    X(gelu) \
+    X(slice) \
+    X(loop_state) \
+    X(relu) \
+    X(exp) \
+    X(softplus) \
+    X(relu_grad) \
+    X(layernorm_grad) \
+    X(gelu_grad)
 #define LRC_REF_DECLARE(name) int lrc_ref_##name(LRC_REF_ARGS); int lrc_ref64_##name(LRC_REF_ARGS);
 LRC_REF_KERNELS(LRC_REF_DECLARE)
 
@@ -50,6 +60,13 @@ int lrc_grad_reshape(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_transpose(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_depth_gain(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_cross_entropy(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
+int lrc_grad_layernorm(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
+int lrc_grad_gelu(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
+int lrc_grad_slice(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
+int lrc_grad_relu(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
+int lrc_grad_exp(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
+int lrc_grad_softplus(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
+int lrc_grad_stop(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 
 int lrc_ref_rotate(const lrc_node *n, const float *x, float *out, int sign);
 int lrc_ref64_rotate(const lrc_node *n, const double *x, double *out, int sign);

@@ -75,14 +75,7 @@ function M.build(cfg, tokens)
 
   local rope = nil
   if norm == "layerrope" or norm == "layerrope_peri" then
-    rope = {}
-    for _, site in ipairs({ "in_attn", "in_mlp", "out_attn", "out_mlp" }) do
-      rope[site] = nn.layerrope("model.layerrope", site, d, {
-        alpha = cfg.layerrope_alpha, beta = cfg.layerrope_beta,
-        alpha_rot = cfg.layerrope_alpha_rot, beta_rot = cfg.layerrope_beta_rot,
-        base = cfg.layerrope_base,
-      })
-    end
+    rope = nn.layerrope_sites("model.layerrope", d, cfg)
   end
 
   local function gain(prefix, name) -- a per-layer norm weight

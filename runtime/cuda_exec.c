@@ -31,6 +31,7 @@ typedef struct {
     int (*mem_free)(devptr);
     int (*htod)(devptr, const void *, size_t);
     int (*dtoh)(void *, devptr, size_t);
+    int (*dtod)(devptr, devptr, size_t);
     int (*memset8)(devptr, unsigned char, size_t);
     int (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **);
     int (*sync)(void);
@@ -57,6 +58,7 @@ struct lrc_cuda_exec {
         int op, a, b;
         int64_t m, n, k;
     } (*gemm)[2];
+    int64_t *iteration; /* per back edge: the loop's current iteration */
 };
 
 static int cu_fail(const lrc_cuda_exec *x, int r, const char *what, lrc_err *err)
@@ -86,6 +88,7 @@ static int load_api(cuda_api *a, lrc_err *err)
     SYM(lib, mem_free, "cuMemFree_v2");
     SYM(lib, htod, "cuMemcpyHtoD_v2");
     SYM(lib, dtoh, "cuMemcpyDtoH_v2");
+    SYM(lib, dtod, "cuMemcpyDtoD_v2");
     SYM(lib, memset8, "cuMemsetD8_v2");
     SYM(lib, launch, "cuLaunchKernel");
     SYM(lib, sync, "cuCtxSynchronize");
@@ -202,6 +205,7 @@ int lrc_cuda_exec_new(const lrc_plan *plan, const char *meta_json, const void *i
     x->block = lrc_xcalloc((size_t)L + 1, sizeof(int));
     x->scratch_of = lrc_xcalloc((size_t)L + 1, sizeof(int64_t));
     x->n_gemm = lrc_xcalloc((size_t)L + 1, sizeof(int));
+    x->iteration = lrc_xcalloc((size_t)L + 1, sizeof(int64_t));
     x->gemm = lrc_xcalloc((size_t)L + 1, sizeof *x->gemm);
     int rc = load_api(&x->api, err), r = 0;
     if (!rc) rc = parse_meta(x, meta_json, err);
@@ -259,6 +263,7 @@ void lrc_cuda_exec_free(lrc_cuda_exec *x)
     free(x->scratch_of);
     free(x->n_gemm);
     free(x->gemm);
+    free(x->iteration);
     free(x);
 }
 
@@ -362,6 +367,32 @@ int lrc_cuda_exec_time(lrc_cuda_exec *x, int64_t repeat, double *median_ms, lrc_
     return rc;
 }
 
+/* A loop's back edge on the device: the counts read back (the loop's
+ * length is decided on the host), the rows that still iterate copied
+ * device to device; true in *again when the body runs again. */
+static int back_edge(lrc_cuda_exec *x, int li, bool *again, lrc_err *err)
+{
+    const lrc_plan_launch *l = &x->plan->launches[li];
+    const lrc_plan_buf *st = &x->plan->bufs[l->args[0]];
+    int sb = x->storage[l->args[0]];
+    if (sb != x->storage[l->args[1]])
+        return lrc_err_set(err, "cuda: loop '%s' carries a state stored as %s, its body returns %s", l->label, storage_names[sb],
+                           storage_names[x->storage[l->args[1]]]);
+    int64_t rows = st->shape.ndim ? st->shape.dim[0] : 1, most = 0, t = x->iteration[li];
+    int64_t row_bytes = lrc_shape_numel(&st->shape) / rows * (sb == ST_BF16 ? 2 : 4);
+    int32_t *counts = lrc_xmalloc((size_t)rows * 4);
+    int r = x->api.dtoh(counts, x->ptr[l->args[2]], (size_t)rows * 4);
+    for (int64_t b = 0; b < rows && !r; b++) {
+        if (t < counts[b])
+            r = x->api.dtod(x->ptr[l->args[0]] + (devptr)(b * row_bytes), x->ptr[l->args[1]] + (devptr)(b * row_bytes), (size_t)row_bytes);
+        if (counts[b] > most) most = counts[b];
+    }
+    free(counts);
+    *again = t + 1 < most;
+    x->iteration[li] = *again ? t + 1 : 0;
+    return r ? cu_fail(x, r, "a loop's back edge", err) : LRC_OK;
+}
+
 /* Every launch in order on the default stream: cuBLAS, then the kernel. */
 static int launch_all(lrc_cuda_exec *x, lrc_err *err)
 {
@@ -369,6 +400,11 @@ static int launch_all(lrc_cuda_exec *x, lrc_err *err)
     int rc = LRC_OK;
     for (int li = 0; li < p->n_launches && !rc; li++) {
         const lrc_plan_launch *l = &p->launches[li];
+        if (l->loop_to >= 0) {
+            bool again = false;
+            if (!(rc = back_edge(x, li, &again, err)) && again) li = l->loop_to - 1;
+            continue;
+        }
         for (int j = 0; j < x->n_gemm[li] && !rc; j++) rc = run_gemm(x, li, j, err);
         if (rc || !x->fn[li]) continue;
         devptr argv[65];

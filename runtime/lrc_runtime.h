@@ -154,6 +154,10 @@ typedef struct lrc_plan_launch {
     int64_t n_items;
     bool once;       /* preparation: runs after parameters change */
     double flops, bytes;
+    /* >= 0: a loop's back edge, no kernel (args: state, h_next, counts).
+     * Iteration t copies h_next's rows b with t < counts[b] into the state,
+     * then continues at launch loop_to while t + 1 < max(counts). */
+    int loop_to;
 } lrc_plan_launch;
 
 /* Integer inputs checked before a run: values of bufs[buf] lie in [lo, hi). */
@@ -177,8 +181,11 @@ void lrc_plan_free(lrc_plan *p);
 /* The tensor of set named as input or parameter buffer b, its dtype and
  * shape checked against the plan's; a one-line error otherwise. */
 int lrc_plan_find_tensor(const lrc_plan_buf *b, const lrc_tensor_set *set, const lrc_tensor **out, lrc_err *err);
-/* The plan's range checks of integer inputs (token ids), on the host. */
+/* The plan's range checks of integer inputs (token ids, loop counts), on the host. */
 int lrc_plan_check_ids(const lrc_plan *p, const lrc_tensor_set *inputs, lrc_err *err);
+/* Back edge li after iteration t with host buffers ptr: copies the rows
+ * that still iterate into the state; true when the body runs again. */
+bool lrc_plan_back_edge(const lrc_plan *p, int li, int64_t t, void *const *ptr);
 
 typedef struct lrc_exec lrc_exec;
 /* A plan ready to run: arena and persistent buffers allocated. The plan
@@ -298,6 +305,80 @@ void lrc_text_free(lrc_text *t);
  * next bytes. */
 void lrc_text_batch(const lrc_text *t, bool validation, int64_t B, int64_t T, lrc_rng *rng, int32_t *tokens,
                     int32_t *labels);
+
+/* ---- f64 evaluation (runtime/executor.c) ------------------------------- */
+
+/* Every node of a graph on its ref64 kernel (every float in double, ids
+ * i32), loops included: what finite-difference checks and the diagnostics
+ * of looped models need. param[id] holds a PARAM's values (f64, which a
+ * caller may perturb); inputs come from the set (f32 widened); buffers
+ * persist between calls. */
+typedef struct lrc_run64 {
+    const lrc_graph *g;
+    const lrc_tensor_set *inputs;
+    double **param;
+    void **buf;
+    int64_t *iteration; /* per loop_next, allocated on the first run */
+    /* called at every back edge after its copy (t: the iteration), or NULL */
+    void (*on_iteration)(struct lrc_run64 *r, int loop_next, int64_t t);
+    void *user;
+} lrc_run64;
+/* Runs nodes [first, end); a back edge loops only when its state is in range. */
+int lrc_run64_exec(lrc_run64 *r, int first, int end, lrc_err *err);
+/* Sets r up for g: params are lrc_params_bind's (every PARAM, f32), widened. */
+void lrc_run64_init(lrc_run64 *r, const lrc_graph *g, const lrc_tensor_set *inputs, const lrc_tensor_set *params);
+void lrc_run64_free(lrc_run64 *r);
+
+/* ---- looped models (runtime/train.c) ---------------------------------- */
+
+/* n values of TruncNormal(0, std) clipped at +-3 std (a looped model's
+ * random initial state). */
+void lrc_fill_trunc_normal(float *x, int64_t n, double std, lrc_rng *r);
+/* Parcae's mask of the K unrolled iterations that take gradients,
+ * mask[j * B + b] = 1 when sequence b runs unrolled iteration j, that is
+ * j >= K - k_b, with k_b = k[b] (or k_all when k is NULL). */
+void lrc_parcae_mask(float *mask, int64_t K, int64_t B, const int32_t *k, int64_t k_all);
+/* T_b = max(1, Poisson(mu)) (Knuth's method; mu up to a few hundred). */
+int32_t lrc_poisson_at_least_1(double mu, lrc_rng *r);
+
+/* ---- images (runtime/images.c) ----------------------------------------- */
+
+/* Fashion-MNIST as IDX files; the last 5,000 training images are the
+ * validation split, never trained on. */
+enum { LRC_SPLIT_TRAIN, LRC_SPLIT_VAL, LRC_SPLIT_TEST };
+typedef struct lrc_images {
+    int64_t channels, height, width, n_classes; /* 1, 28, 28, 10 (n_classes = max label + 1 over all files) */
+    uint8_t *pixels[3];  /* per split, n[split] * channels * height * width */
+    int32_t *labels[3];
+    int64_t n[3];
+    double mean, std;    /* of the training split's pixels scaled to [0, 1] */
+    /* private: the epoch permutation cache for lrc_images_batch */
+    int64_t *perm; int64_t perm_epoch; uint64_t perm_seed;
+} lrc_images;
+/* DIR holds the four IDX files (NAME or NAME.gz); NULL: /usr/share/datasets/fashion-mnist.
+ * Every structural problem (missing file, damaged gzip stream, truncated
+ * data, wrong magic number, absurd sizes, counts that disagree) is a
+ * one-line error naming the file; nothing is left allocated then. */
+int lrc_images_load(lrc_images *im, const char *dir, lrc_err *err);
+void lrc_images_free(lrc_images *im);
+typedef struct lrc_augment {
+    int pad;   /* random crop: pad by this many pixels (with the background, i.e. raw value 0), crop back at a random offset; 0 = off */
+    bool flip; /* random horizontal flip with probability 1/2 */
+} lrc_augment;
+/* Training batch number `index` (0, 1, 2, ... over the whole run) of B
+ * images: sample k = index*B + i is image perm_e[k mod n] of the training
+ * split, perm_e a seeded shuffle of epoch e = k / n (Fisher-Yates with an
+ * lrc_rng seeded from seed and e), so that a run resumed at any batch sees
+ * the same data without saving a random state. Augmentation draws come
+ * from an lrc_rng seeded from (seed, k). Writes normalized pixels
+ * (x/255 - mean) / std into x [B, C, H, W] f32 and labels [B]. aug may be
+ * NULL (none). Updates im's permutation cache: one caller at a time. */
+void lrc_images_batch(lrc_images *im, uint64_t seed, int64_t index, int64_t B, const lrc_augment *aug,
+                      float *x, int32_t *labels);
+/* Images start .. start+B-1 of a split in order, normalized, no
+ * augmentation; positions past the end get zeros and label -100 (which the
+ * loss ignores). Returns how many real images were written. */
+int64_t lrc_images_range(const lrc_images *im, int split, int64_t start, int64_t B, float *x, int32_t *labels);
 
 typedef struct lrc_schedule_cfg {
     double peak, warmup, floor; /* warm-up as a fraction of steps; floor as a fraction of peak */

@@ -86,6 +86,7 @@ int lrc_package_write_plan(const char *dir, const lrc_plan *p, const char *kerne
         for (int a = 0; a < l->n_args; a++) cJSON_AddItemToArray(args, cJSON_CreateNumber(l->args[a]));
         cJSON_AddNumberToObject(o, "items", (double)l->n_items);
         cJSON_AddBoolToObject(o, "once", l->once);
+        if (l->loop_to >= 0) cJSON_AddNumberToObject(o, "loop_to", l->loop_to);
         cJSON_AddNumberToObject(o, "flops", l->flops);
         cJSON_AddNumberToObject(o, "bytes", l->bytes);
         cJSON_AddItemToArray(ls, o);
@@ -187,6 +188,11 @@ static int parse_plan(const cJSON *root, const char *path, lrc_plan *p, lrc_err 
         l->label = lrc_strdup(cJSON_IsString(label) ? label->valuestring : "");
         l->n_items = (int64_t)v;
         l->once = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "once"));
+        l->loop_to = -1;
+        if (cJSON_GetObjectItemCaseSensitive(o, "loop_to")) {
+            if (get_num(o, "loop_to", 0, i, &v) || cJSON_GetArraySize(args) != 3) return bad(err, path, "launch", i);
+            l->loop_to = (int)v;
+        }
         const cJSON *fl = cJSON_GetObjectItemCaseSensitive(o, "flops"), *by = cJSON_GetObjectItemCaseSensitive(o, "bytes");
         l->flops = cJSON_IsNumber(fl) ? fl->valuedouble : 0;
         l->bytes = cJSON_IsNumber(by) ? by->valuedouble : 0;
@@ -300,6 +306,7 @@ int lrc_package_load(const char *dir, lrc_package *pkg, lrc_err *err)
         if (!pkg->dl) rc = lrc_err_set(err, "%s: cannot load the kernels: %s", path, dlerror());
     }
     for (int i = 0; i < pkg->plan.n_launches && !rc && native; i++) {
+        if (pkg->plan.launches[i].loop_to >= 0) continue; /* a back edge has no kernel */
         void *sym = dlsym(pkg->dl, pkg->plan.launches[i].symbol);
         if (!sym) rc = lrc_err_set(err, "%s: kernel '%s' is missing (a damaged package?)", path, pkg->plan.launches[i].symbol);
         else memcpy(&pkg->plan.launches[i].fn, &sym, sizeof sym);

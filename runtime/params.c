@@ -61,6 +61,9 @@ static void fill(lrc_tensor *t, const lrc_node *n, uint64_t seed)
     case LRC_INIT_CONST:
         for (int64_t i = 0; i < count; i++) d[i] = (float)(n->init.kind == LRC_INIT_ONES ? 1.0 : n->init.value);
         return;
+    case LRC_INIT_IDENTITY:
+        for (int64_t i = 0; i < t->shape.dim[0]; i++) d[i * t->shape.dim[1] + i] = 1.0f;
+        return;
     case LRC_INIT_NORMAL: std = n->init.value; break;
     case LRC_INIT_XAVIER_NORMAL: /* [out, in]: fan_out = dim 0, fan_in = dim 1 */
         std = n->init.value * sqrt(2.0 / (double)(t->shape.dim[0] + t->shape.dim[1]));
@@ -99,6 +102,11 @@ int lrc_params_bind(const lrc_graph *g, const lrc_tensor_set *file, const char *
         const lrc_tensor *t = lrc_tensor_set_find(file, n->name);
         if (!t) {
             lrc_tensor_set_clear(out);
+            bool any = false; /* none of the model's names: another model's weights */
+            for (int j = 0; j < file->n && !any; j++) any = lrc_graph_find(g, LRC_OP_PARAM, file->items[j]->name) >= 0;
+            if (!any && file->n > 0)
+                return lrc_err_set(err, "%s holds none of this model's parameters (it has '%s', the model wants '%s'): "
+                                        "weights of another model?", what, file->items[0]->name, n->name);
             return lrc_err_set(err, "%s: missing tensor '%s' (%s)", what, n->name,
                                lrc_shape_str(&n->shape, b1, sizeof b1));
         }

@@ -17,6 +17,7 @@ struct lrc_exec {
     int64_t *calls;
     lrc_trace_event *events; /* tracing, or NULL */
     int64_t events_cap, *n_events;
+    int64_t *iteration;  /* per back edge: the loop's current iteration */
 };
 
 void lrc_plan_free(lrc_plan *p)
@@ -39,6 +40,7 @@ int lrc_exec_new(const lrc_plan *plan, lrc_pool *pool, lrc_exec **out, lrc_err *
     x->plan = plan;
     x->pool = pool;
     x->ptr = lrc_xcalloc((size_t)plan->n_bufs + 1, sizeof(void *));
+    x->iteration = lrc_xcalloc((size_t)plan->n_launches + 1, sizeof(int64_t));
     x->arena = lrc_alloc_data((size_t)plan->arena_bytes);
     if (!x->arena) {
         lrc_exec_free(x);
@@ -71,6 +73,7 @@ void lrc_exec_free(lrc_exec *x)
         if (x->plan->bufs[i].kind == LRC_BUF_PERSIST || x->plan->bufs[i].kind == LRC_BUF_STATE) free(x->ptr[i]);
     free(x->arena);
     free(x->ptr);
+    free(x->iteration);
     free(x);
 }
 
@@ -103,6 +106,17 @@ int lrc_plan_find_tensor(const lrc_plan_buf *b, const lrc_tensor_set *set, const
 
 int lrc_plan_check_ids(const lrc_plan *p, const lrc_tensor_set *inputs, lrc_err *err)
 {
+    /* a loop's iteration counts given as an input: none negative */
+    for (int li = 0; li < p->n_launches; li++) {
+        if (p->launches[li].loop_to < 0) continue;
+        const lrc_plan_buf *b = &p->bufs[p->launches[li].args[2]];
+        const lrc_tensor *t = b->kind == LRC_BUF_INPUT ? lrc_tensor_set_find(inputs, b->name) : NULL;
+        if (!t || t->dtype != LRC_I32 || !lrc_shape_eq(&t->shape, &b->shape)) continue;
+        for (int64_t i = 0; i < lrc_shape_numel(&t->shape); i++)
+            if (((const int32_t *)t->data)[i] < 0)
+                return lrc_err_set(err, "%s[%lld] = %d: a loop's iteration count must be 0 or more", b->name, (long long)i,
+                                   ((const int32_t *)t->data)[i]);
+    }
     for (int c = 0; c < p->n_checks; c++) {
         const lrc_plan_check *ck = &p->checks[c];
         const lrc_plan_buf *b = &p->bufs[ck->buf];
@@ -116,6 +130,20 @@ int lrc_plan_check_ids(const lrc_plan *p, const lrc_tensor_set *inputs, lrc_err 
                                    (long long)(i % last), v[i], (long long)ck->lo, (long long)ck->hi);
     }
     return LRC_OK;
+}
+
+bool lrc_plan_back_edge(const lrc_plan *p, int li, int64_t t, void *const *ptr)
+{
+    const lrc_plan_launch *l = &p->launches[li];
+    const lrc_plan_buf *st = &p->bufs[l->args[0]];
+    const int32_t *counts = ptr[l->args[2]];
+    int64_t rows = st->shape.ndim ? st->shape.dim[0] : 1, row_bytes = st->bytes / rows, most = 0;
+    for (int64_t b = 0; b < rows; b++) {
+        if (t < counts[b]) /* finished sequences keep their state */
+            memcpy((char *)ptr[l->args[0]] + b * row_bytes, (const char *)ptr[l->args[1]] + b * row_bytes, (size_t)row_bytes);
+        if (counts[b] > most) most = counts[b];
+    }
+    return t + 1 < most;
 }
 
 int lrc_exec_bind_params(lrc_exec *x, const lrc_tensor_set *params, lrc_err *err)
@@ -193,8 +221,18 @@ int lrc_exec_run_plan(lrc_exec *x, const lrc_tensor_set *inputs, lrc_tensor_set 
             if (p->launches[li].once) launch(x, li);
         x->prepared = true;
     }
-    for (int li = 0; li < p->n_launches && !rc; li++)
-        if (!p->launches[li].once) launch(x, li);
+    for (int li = 0; li < p->n_launches && !rc; li++) {
+        if (p->launches[li].loop_to >= 0) { /* a loop's back edge */
+            if (lrc_plan_back_edge(p, li, x->iteration[li], x->ptr)) {
+                x->iteration[li]++;
+                li = p->launches[li].loop_to - 1;
+            } else {
+                x->iteration[li] = 0;
+            }
+        } else if (!p->launches[li].once) {
+            launch(x, li);
+        }
+    }
     if (rc) /* no partial outputs */
         while (outputs->n > first_out) lrc_tensor_free(outputs->items[--outputs->n]);
     return rc;

@@ -217,3 +217,33 @@ void lrc_adamw_step(const lrc_adamw_cfg *c, lrc_pool *pool, const lrc_param_span
     adam_job j = {c, ps->s, params, grads, m, v, lr, scale, 1 - pow(c->beta1, (double)(step + 1)), 1 - pow(c->beta2, (double)(step + 1))};
     lrc_pool_run(pool, adam_part, &j, ps->n); /* each element updated by one thread */
 }
+
+/* ---- looped models -------------------------------------------------------- */
+
+void lrc_fill_trunc_normal(float *x, int64_t n, double std, lrc_rng *r)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double v;
+        do v = lrc_rng_normal(r);
+        while (v < -3.0 || v > 3.0); /* rejection: the truncated law exactly */
+        x[i] = (float)(std * v);
+    }
+}
+
+void lrc_parcae_mask(float *mask, int64_t K, int64_t B, const int32_t *k, int64_t k_all)
+{
+    for (int64_t j = 0; j < K; j++)
+        for (int64_t b = 0; b < B; b++) mask[j * B + b] = j >= K - (k ? k[b] : k_all) ? 1.0f : 0.0f;
+}
+
+int32_t lrc_poisson_at_least_1(double mu, lrc_rng *r)
+{
+    double limit = exp(-mu), p = 1.0;
+    int32_t k = 0;
+    do {
+        k++;
+        p *= lrc_rng_uniform(r);
+    } while (p > limit && k < 100000);
+    k--;
+    return k < 1 ? 1 : k;
+}

@@ -95,6 +95,13 @@ static void emit_member(cu_gen *c, const lrc_node *n, int id, int64_t D)
     case LRC_OP_SCALE: cu_printf(c->t, "        float m%d = %s * %.9ef;\n", id, x, n->fattr[0]); break;
     case LRC_OP_SILU: cu_printf(c->t, "        float m%d = silu(%s);\n", id, x); break;
     case LRC_OP_SILU_GRAD: cu_printf(c->t, "        float m%d = silu_grad(%s, %s);\n", id, x, cu_value(c, n->in[1], D, y, sizeof y)); break;
+    case LRC_OP_GELU: cu_printf(c->t, "        float m%d = gelu(%s);\n", id, x); break;
+    case LRC_OP_RELU: cu_printf(c->t, "        float m%d = fmaxf(%s, 0.f);\n", id, x); break;
+    case LRC_OP_EXP: cu_printf(c->t, "        float m%d = expf(%s);\n", id, x); break;
+    case LRC_OP_RELU_GRAD:
+        cu_printf(c->t, "        float m%d = %s > 0.f ? %s : 0.f;\n", id, x, cu_value(c, n->in[1], D, y, sizeof y));
+        break;
+    case LRC_OP_GELU_GRAD: cu_printf(c->t, "        float m%d = gelu_grad(%s, %s);\n", id, x, cu_value(c, n->in[1], D, y, sizeof y)); break;
     default: break; /* the anchor: its kernel defines m<anchor> */
     }
 }
@@ -168,7 +175,7 @@ static void render_row(cu_gen *c)
 {
     const lrc_node *a = &c->g->nodes[c->gr->anchor];
     int64_t D = cu_last_dim(&a->shape), rows = cu_rows(&a->shape);
-    bool softmax = a->op == LRC_OP_SOFTMAX;
+    bool softmax = a->op == LRC_OP_SOFTMAX, layernorm = a->op == LRC_OP_LAYERNORM;
     int block = D >= 1024 ? 256 : D >= 256 ? 128 : 64;
     char x[128];
     cu_kernel_begin(c, block);
@@ -179,8 +186,16 @@ static void render_row(cu_gen *c)
               softmax ? "-INFINITY" : "0.f", (long long)D);
     cu_emit_members(c, D, done, c->gr->anchor);
     cu_value(c, a->in[0], D, x, sizeof x);
-    cu_printf(c->t, "        const float x = %s;\n        acc = %s;\n    }\n", x, softmax ? "fmaxf(acc, x)" : "fmaf(x, x, acc)");
-    if (!softmax) {
+    cu_printf(c->t, "        const float x = %s;\n        acc = %s;\n    }\n", x,
+              softmax ? "fmaxf(acc, x)" : layernorm ? "acc + x" : "fmaf(x, x, acc)");
+    if (layernorm) { /* pass 1: squares about the mean (no cancellation) */
+        cu_printf(c->t, "    const float mean = block_sum(acc, red) / %lld.f;\n    float var = 0.f;\n", (long long)D);
+        cu_printf(c->t, "    for (long col = threadIdx.x; col < %lldL; col += blockDim.x) {\n", (long long)D);
+        memset(done, 0, (size_t)c->g->n_nodes);
+        cu_emit_members(c, D, done, c->gr->anchor);
+        cu_printf(c->t, "        const float xc = %s - mean;\n        var = fmaf(xc, xc, var);\n    }\n", x);
+        cu_printf(c->t, "    const float scale = rsqrtf(block_sum(var, red) / %lld.f + %.9ef);\n", (long long)D, a->fattr[0]);
+    } else if (!softmax) {
         cu_printf(c->t, "    const float scale = rsqrtf(block_sum(acc, red) / %lld.f + %.9ef);\n", (long long)D, a->fattr[0]);
     } else {
         cu_printf(c->t, "    const float mx = block_max(acc, red);\n    float sum = 0.f;\n");
@@ -193,6 +208,7 @@ static void render_row(cu_gen *c)
     memset(done, 0, (size_t)c->g->n_nodes);
     cu_emit_members(c, D, done, c->gr->anchor);
     if (softmax) cu_printf(c->t, "        const float m%d = __expf(%s - mx) * inv;\n", c->gr->anchor, x);
+    else if (layernorm) cu_printf(c->t, "        const float m%d = (%s - mean) * scale;\n", c->gr->anchor, x);
     else cu_printf(c->t, "        const float m%d = %s * scale;\n", c->gr->anchor, x);
     done[c->gr->anchor] = true;
     cu_emit_members(c, D, done, -1);
@@ -249,6 +265,9 @@ static const char *PRELUDE =
     "__device__ __forceinline__ float silu(float x) { return x / (1.f + __expf(-x)); }\n"
     "__device__ __forceinline__ float silu_grad(float x, float dy)\n"
     "{ const float s = 1.f / (1.f + __expf(-x)); return dy * s * fmaf(x, 1.f - s, 1.f); }\n"
+    "__device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678f)); }\n"
+    "__device__ __forceinline__ float gelu_grad(float x, float dy)\n"
+    "{ return dy * fmaf(x, __expf(-0.5f * x * x) * 0.39894228f, 0.5f * (1.f + erff(x * 0.70710678f))); }\n"
     "__device__ __forceinline__ float warp_sum(float v)\n"
     "{ for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o); return v; }\n"
     "__device__ __forceinline__ float warp_max(float v)\n"
@@ -339,7 +358,8 @@ int lrc_cuda_render(const lrc_graph *g, const lrc_schedule *s, const lrc_program
             else cu_render_attention(&c);
             break;
         case LRC_GROUP_OPAQUE:
-            ok = a->op == LRC_OP_ATTENTION_GRAD ? cu_render_attention_grad(&c, a) : cu_render_opaque(&c, a);
+            if (k->loop_to >= 0) l->symbol[0] = 0; /* a back edge: the executor's copies, no kernel */
+            else ok = a->op == LRC_OP_ATTENTION_GRAD ? cu_render_attention_grad(&c, a) : cu_render_opaque(&c, a);
             break;
         default: ok = false; break;
         }

@@ -102,9 +102,40 @@ static void op_broadcast(cu_gen *c, const lrc_node *n)
         cu_printf(c->t, "    }\n    const float x%d = ld(%s, at%d);\n", k, IN(k, x[k]), k);
     }
     const char *expr = n->op == LRC_OP_ADD ? "x0 + x1" : n->op == LRC_OP_MUL ? "x0 * x1" : n->op == LRC_OP_SILU ? "silu(x0)"
-                     : n->op == LRC_OP_SILU_GRAD ? "silu_grad(x0, x1)" : NULL;
+                     : n->op == LRC_OP_SILU_GRAD ? "silu_grad(x0, x1)" : n->op == LRC_OP_GELU ? "gelu(x0)"
+                     : n->op == LRC_OP_GELU_GRAD ? "gelu_grad(x0, x1)" : n->op == LRC_OP_RELU ? "fmaxf(x0, 0.f)"
+                     : n->op == LRC_OP_EXP ? "expf(x0)" : n->op == LRC_OP_RELU_GRAD ? "(x0 > 0.f ? x1 : 0.f)"
+                     : n->op == LRC_OP_SOFTPLUS ? "(float)(fmax((double)x0, 0.0) + log1p(exp(-fabs((double)x0))))" : NULL;
     if (n->op == LRC_OP_SCALE) cu_printf(c->t, "    st(%s, i, x0 * %.9ef);\n}\n\n", OUT(o), n->fattr[0]);
     else cu_printf(c->t, "    st(%s, i, %s);\n}\n\n", OUT(o), expr);
+    elementwise_launch(c, count);
+}
+
+/* along one axis, out[.., i, ..] = x[.., i + start, ..], zero outside x */
+static void op_slice(cu_gen *c, const lrc_node *n)
+{
+    char o[16], x[16];
+    const lrc_shape *xs = &c->g->nodes[n->in[0]].shape;
+    int axis = (int)n->iattr[0];
+    int64_t size = n->shape.dim[axis], len = xs->dim[axis], inner = 1, count = lrc_shape_numel(&n->shape);
+    for (int d = axis + 1; d < xs->ndim; d++) inner *= xs->dim[d];
+    cu_kernel_begin(c, BLOCK);
+    cu_printf(c->t, "    const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= %lldL) return;\n", (long long)count);
+    cu_printf(c->t, "    const long in = i %% %lldL, pos = (i / %lldL) %% %lldL, outer = i / (%lldL * %lldL), j = pos + %lldL;\n",
+              (long long)inner, (long long)inner, (long long)size, (long long)inner, (long long)size, (long long)n->iattr[1]);
+    cu_printf(c->t, "    st(%s, i, j >= 0 && j < %lldL ? ld(%s, (outer * %lldL + j) * %lldL + in) : 0.f);\n}\n\n", OUT(o),
+              (long long)len, IN(0, x), (long long)len, (long long)inner);
+    elementwise_launch(c, count);
+}
+
+/* a loop's entry: the state starts as the initial value (in its storage) */
+static void op_copy(cu_gen *c, const lrc_node *n)
+{
+    char o[16], x[16];
+    int64_t count = lrc_shape_numel(&n->shape);
+    cu_kernel_begin(c, BLOCK);
+    cu_printf(c->t, "    const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= %lldL) return;\n", (long long)count);
+    cu_printf(c->t, "    st(%s, i, ld(%s, i));\n}\n\n", OUT(o), IN(0, x));
     elementwise_launch(c, count);
 }
 
@@ -259,15 +290,32 @@ static void op_embedding_grad(cu_gen *c, const lrc_node *n)
     c->launch->grid[0] = (unsigned)V;
 }
 
-/* a block per row: rmsnorm's and softmax's gradients */
+/* a block per row: the gradients of rmsnorm, layernorm and softmax */
 static void op_row_grad(cu_gen *c, const lrc_node *n)
 {
     char o[16], x[16], dy[16];
     int64_t D = cu_last_dim(&n->shape), rows = cu_rows(&n->shape);
     cu_kernel_begin(c, BLOCK);
-    cu_printf(c->t, "    __shared__ float red[32];\n    const long r = blockIdx.x;\n    float dot = 0.f, ss = 0.f;\n");
+    bool ln = n->op == LRC_OP_LAYERNORM_GRAD;
+    cu_printf(c->t, "    __shared__ float red[32];\n    const long r = blockIdx.x;\n    float dot = 0.f, ss = 0.f%s;\n", ln ? ", sx = 0.f, sdy = 0.f" : "");
     cu_printf(c->t, "    for (long i = threadIdx.x; i < %lldL; i += blockDim.x) {\n        const float x = ld(%s, r * %lldL + i), dy = ld(%s, r * %lldL + i);\n",
               (long long)D, IN(0, x), (long long)D, IN(1, dy), (long long)D);
+    if (ln) { /* layernorm: the means first, then sums about the mean: no cancellation */
+        cu_printf(c->t, "        sx += x;\n        sdy += dy;\n    }\n");
+        cu_printf(c->t, "    const float mean = block_sum(sx, red) / %lld.f, mdy = block_sum(sdy, red) / %lld.f;\n", (long long)D, (long long)D);
+        cu_printf(c->t, "    for (long i = threadIdx.x; i < %lldL; i += blockDim.x) {\n"
+                        "        const float xc = ld(%s, r * %lldL + i) - mean;\n"
+                        "        ss = fmaf(xc, xc, ss);\n        dot = fmaf(xc, ld(%s, r * %lldL + i), dot);\n    }\n",
+                  (long long)D, x, (long long)D, dy, (long long)D);
+        cu_printf(c->t, "    const float rs = rsqrtf(block_sum(ss, red) / %lld.f + %.9ef), mdyx = rs * block_sum(dot, red) / %lld.f;\n",
+                  (long long)D, n->fattr[0], (long long)D);
+        cu_printf(c->t, "    for (long i = threadIdx.x; i < %lldL; i += blockDim.x)\n"
+                        "        st(%s, r * %lldL + i, rs * (ld(%s, r * %lldL + i) - mdy - (ld(%s, r * %lldL + i) - mean) * rs * mdyx));\n}\n\n",
+                  (long long)D, OUT(o), (long long)D, dy, (long long)D, x, (long long)D);
+        c->launch->block = BLOCK;
+        c->launch->grid[0] = (unsigned)rows;
+        return;
+    }
     cu_printf(c->t, "        dot = fmaf(x, dy, dot);\n        ss = fmaf(x, x, ss);\n    }\n    dot = block_sum(dot, red);\n");
     if (n->op == LRC_OP_RMSNORM_GRAD) {
         cu_printf(c->t, "    const float rs = rsqrtf(block_sum(ss, red) / %lld.f + %.9ef), k = rs * rs * rs * dot / %lld.f;\n",
@@ -293,7 +341,15 @@ bool cu_render_opaque(cu_gen *c, const lrc_node *n)
     case LRC_OP_MUL:
     case LRC_OP_SCALE:
     case LRC_OP_SILU:
-    case LRC_OP_SILU_GRAD: op_broadcast(c, n); return true;
+    case LRC_OP_SILU_GRAD:
+    case LRC_OP_GELU:
+    case LRC_OP_GELU_GRAD:
+    case LRC_OP_RELU:
+    case LRC_OP_RELU_GRAD:
+    case LRC_OP_EXP:
+    case LRC_OP_SOFTPLUS: op_broadcast(c, n); return true;
+    case LRC_OP_SLICE: op_slice(c, n); return true;
+    case LRC_OP_LOOP_STATE: op_copy(c, n); return true;
     case LRC_OP_DEPTH_GAIN: op_depth_gain(c, n); return true;
     case LRC_OP_DEPTH_GAIN_GRAD: op_depth_gain_grad(c, n); return true;
     case LRC_OP_CROSS_ENTROPY: op_cross_entropy(c, n); return true;
@@ -301,6 +357,7 @@ bool cu_render_opaque(cu_gen *c, const lrc_node *n)
     case LRC_OP_SUM_TO: op_sum_to(c, n); return true;
     case LRC_OP_EMBEDDING_GRAD: op_embedding_grad(c, n); return true;
     case LRC_OP_RMSNORM_GRAD:
+    case LRC_OP_LAYERNORM_GRAD:
     case LRC_OP_SOFTMAX_GRAD: op_row_grad(c, n); return true;
     default: return false;
     }

@@ -199,6 +199,21 @@ LLVMValueRef em_exp(em_t *e, LLVMValueRef x, int w)
     return em_mul(e, em_mul(e, y, pow2), em_fw(e, 2.0, w));
 }
 
+LLVMValueRef em_erf(em_t *e, LLVMValueRef x, int w)
+{
+    /* odd over even polynomial in x on [-4, 4] (erf is +-1 in f32 outside):
+     * at most 3.4e-7 from erf over the f32 line, checked by test_cpu_kernels */
+    static const double a[] = {-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+                               -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02};
+    static const double b[] = {-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
+                               -1.42647390514189e-02};
+    x = em_intr2(e, "maxnum", em_intr2(e, "minnum", x, em_fw(e, 4.0, w)), em_fw(e, -4.0, w));
+    LLVMValueRef x2 = em_mul(e, x, x), p = em_fw(e, a[0], w), q = em_fw(e, b[0], w);
+    for (int i = 1; i < 7; i++) p = em_fma(e, p, x2, em_fw(e, a[i], w));
+    for (int i = 1; i < 5; i++) q = em_fma(e, q, x2, em_fw(e, b[i], w));
+    return LLVMBuildFDiv(e->b, em_mul(e, x, p), q, "");
+}
+
 static LLVMValueRef reduce(em_t *e, LLVMValueRef v, int w, int is_max)
 {
     while (w > 1) {

@@ -54,6 +54,23 @@ LLVMValueRef kg_value(kgen *k, int id, LLVMValueRef row, LLVMValueRef col, int64
             v = em_mul(e, em_mul(e, kg_value(k, n->in[1], row, col, D, w), sg), em_fma(e, a, one_m, em_fw(e, 1.0, w)));
             break;
         }
+        case LRC_OP_RELU: v = em_intr2(e, "maxnum", a, em_fw(e, 0.0, w)); break;
+        case LRC_OP_EXP: v = em_exp(e, a, w); break;
+        case LRC_OP_RELU_GRAD:
+            v = LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealOGT, a, em_fw(e, 0.0, w), ""),
+                                kg_value(k, n->in[1], row, col, D, w), em_fw(e, 0.0, w), "");
+            break;
+        case LRC_OP_GELU: /* x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2 */
+            v = em_mul(e, em_mul(e, a, em_fw(e, 0.5, w)),
+                       em_add(e, em_fw(e, 1.0, w), em_erf(e, em_mul(e, a, em_fw(e, 0.70710678118654752440, w)), w)));
+            break;
+        case LRC_OP_GELU_GRAD: { /* dy (Phi(x) + x phi(x)) */
+            LLVMValueRef cdf = em_mul(e, em_fw(e, 0.5, w),
+                                      em_add(e, em_fw(e, 1.0, w), em_erf(e, em_mul(e, a, em_fw(e, 0.70710678118654752440, w)), w)));
+            LLVMValueRef pdf = em_mul(e, em_exp(e, em_mul(e, em_mul(e, a, a), em_fw(e, -0.5, w)), w), em_fw(e, 0.39894228040143267794, w));
+            v = em_mul(e, kg_value(k, n->in[1], row, col, D, w), em_fma(e, a, pdf, cdf));
+            break;
+        }
         default: /* anchors are set by their kernel before members are evaluated */
             v = LLVMGetUndef(em_vty(e, w));
             break;
@@ -113,12 +130,12 @@ static void kg_elementwise(kgen *k)
     em_for_end(e, &rows, em_i64(e, 1));
 }
 
-/* ---- row groups: rmsnorm and softmax with prologue and epilogue -------- */
+/* ---- row groups: rmsnorm, layernorm and softmax with prologue and epilogue */
 
 typedef struct {
     LLVMValueRef acc_v, acc_s; /* allocas: vector and scalar partial results */
-    LLVMValueRef a;            /* the row's scale (rmsnorm) or max (softmax) */
-    LLVMValueRef b;            /* softmax: 1 / sum */
+    LLVMValueRef a;            /* the row's scale (rmsnorm), max (softmax) or mean (layernorm) */
+    LLVMValueRef b;            /* softmax: 1 / sum; layernorm: 1 / sqrt(var + eps) */
     int pass;
 } row_ctx;
 
@@ -132,6 +149,11 @@ static void row_body(kgen *k, LLVMValueRef row, LLVMValueRef col, int64_t D, int
     LLVMTypeRef t = em_vty(e, w);
     if (c->pass == 0 && a->op == LRC_OP_RMSNORM) {
         LLVMBuildStore(e->b, em_fma(e, x, x, LLVMBuildLoad2(e->b, t, acc, "")), acc);
+    } else if (c->pass == 0 && a->op == LRC_OP_LAYERNORM) { /* the sum, for the mean */
+        LLVMBuildStore(e->b, em_add(e, x, LLVMBuildLoad2(e->b, t, acc, "")), acc);
+    } else if (c->pass == 1 && a->op == LRC_OP_LAYERNORM) { /* squares about the mean: no cancellation */
+        LLVMValueRef xc = LLVMBuildFSub(e->b, x, em_splat(e, c->a, w), "");
+        LLVMBuildStore(e->b, em_fma(e, xc, xc, LLVMBuildLoad2(e->b, t, acc, "")), acc);
     } else if (c->pass == 0) { /* softmax: running max */
         LLVMBuildStore(e->b, em_intr2(e, "maxnum", x, LLVMBuildLoad2(e->b, t, acc, "")), acc);
     } else if (c->pass == 1) { /* softmax: sum of exp(x - max) */
@@ -140,6 +162,7 @@ static void row_body(kgen *k, LLVMValueRef row, LLVMValueRef col, int64_t D, int
     } else {
         LLVMValueRef y;
         if (a->op == LRC_OP_RMSNORM) y = em_mul(e, x, em_splat(e, c->a, w));
+        else if (a->op == LRC_OP_LAYERNORM) y = em_mul(e, LLVMBuildFSub(e->b, x, em_splat(e, c->a, w), ""), em_splat(e, c->b, w));
         else y = em_mul(e, em_exp(e, LLVMBuildFSub(e->b, x, em_splat(e, c->a, w), ""), w), em_splat(e, c->b, w));
         k->memo[k->gr->anchor] = y;
         kg_store_outputs(k, row, col, D, w);
@@ -162,7 +185,17 @@ static void kg_row(kgen *k)
     for_cols(k, r, D, row_body, &c);
     LLVMValueRef v = LLVMBuildLoad2(e->b, em_vty(e, k->vec), c.acc_v, "");
     LLVMValueRef sc = LLVMBuildLoad2(e->b, e->f32, c.acc_s, "");
-    if (!softmax) {
+    if (a->op == LRC_OP_LAYERNORM) {
+        c.a = LLVMBuildFDiv(e->b, em_add(e, em_hsum(e, v, k->vec), sc), em_f32(e, (double)D), "mean");
+        LLVMBuildStore(e->b, em_fw(e, 0.0, k->vec), c.acc_v);
+        LLVMBuildStore(e->b, em_f32(e, 0.0), c.acc_s);
+        c.pass = 1;
+        for_cols(k, r, D, row_body, &c);
+        LLVMValueRef vv = em_add(e, em_hsum(e, LLVMBuildLoad2(e->b, em_vty(e, k->vec), c.acc_v, ""), k->vec),
+                                 LLVMBuildLoad2(e->b, e->f32, c.acc_s, ""));
+        LLVMValueRef var = em_add(e, LLVMBuildFDiv(e->b, vv, em_f32(e, (double)D), ""), em_f32(e, a->fattr[0]));
+        c.b = LLVMBuildFDiv(e->b, em_f32(e, 1.0), em_intr1(e, "sqrt", var), "inv_std");
+    } else if (!softmax) {
         LLVMValueRef ss = em_add(e, em_hsum(e, v, k->vec), sc);
         LLVMValueRef ms = em_add(e, LLVMBuildFDiv(e->b, ss, em_f32(e, (double)D), ""), em_f32(e, a->fattr[0]));
         c.a = LLVMBuildFDiv(e->b, em_f32(e, 1.0), em_intr1(e, "sqrt", ms), "inv_rms");
@@ -318,6 +351,69 @@ static void kg_transpose(kgen *k, const lrc_node *n)
     em_for_end(e, &l, em_i64(e, 1));
 }
 
+/* along one axis, out[.., i, ..] = x[.., i + start, ..], zeros outside x:
+ * rows of the inner size copied or cleared */
+static void kg_slice(kgen *k, const lrc_node *n)
+{
+    em_t *e = k->e;
+    const lrc_shape *xs = &k->g->nodes[n->in[0]].shape;
+    int axis = (int)n->iattr[0];
+    int64_t start = n->iattr[1], size = n->shape.dim[axis], len = xs->dim[axis], inner = 1, outer = 1;
+    for (int d = axis + 1; d < xs->ndim; d++) inner *= xs->dim[d];
+    for (int d = 0; d < axis; d++) outer *= xs->dim[d];
+    LLVMValueRef x = kg_ptr(k, n->in[0]), o = kg_ptr(k, k->gr->anchor);
+    em_loop lo, li, lz;
+    LLVMValueRef a = em_for_begin(e, &lo, em_i64(e, 0), em_i64(e, outer));
+    LLVMValueRef i = em_for_begin(e, &li, em_i64(e, 0), em_i64(e, size));
+    LLVMValueRef j = em_iadd(e, i, em_i64(e, start));
+    LLVMValueRef dst = em_imul(e, em_iadd(e, em_imul(e, a, em_i64(e, size)), i), em_i64(e, inner));
+    LLVMValueRef inside = LLVMBuildAnd(e->b, LLVMBuildICmp(e->b, LLVMIntSGE, j, em_i64(e, 0), ""),
+                                       LLVMBuildICmp(e->b, LLVMIntSLT, j, em_i64(e, len), ""), "");
+    em_if in_x, out_x;
+    em_if_begin(e, &in_x, inside);
+    copy_row(k, o, dst, x, em_imul(e, em_iadd(e, em_imul(e, a, em_i64(e, len)), j), em_i64(e, inner)), inner);
+    em_if_end(e, &in_x);
+    em_if_begin(e, &out_x, LLVMBuildNot(e->b, inside, ""));
+    LLVMValueRef c = em_for_begin(e, &lz, em_i64(e, 0), em_i64(e, inner));
+    em_store(e, o, em_iadd(e, dst, c), em_f32(e, 0.0), 1);
+    em_for_end(e, &lz, em_i64(e, 1));
+    em_if_end(e, &out_x);
+    em_for_end(e, &li, em_i64(e, 1));
+    em_for_end(e, &lo, em_i64(e, 1));
+}
+
+/* add or mul with a broadcast the fused kernels cannot index (a [1, T, d]
+ * position table over a batch): each input's element found from the
+ * output index with its own strides */
+static bool kg_broadcast(kgen *k, const lrc_node *n)
+{
+    if (n->op != LRC_OP_ADD && n->op != LRC_OP_MUL) return false;
+    em_t *e = k->e;
+    int64_t stride[2][LRC_MAX_DIMS] = {{0}};
+    for (int q = 0; q < 2; q++) {
+        const lrc_shape *in = &k->g->nodes[n->in[q]].shape;
+        int64_t st = 1;
+        for (int d = n->shape.ndim - 1; d >= 0; d--) {
+            int id = in->ndim - n->shape.ndim + d;
+            int64_t size = id >= 0 ? in->dim[id] : 1;
+            stride[q][d] = size == 1 ? 0 : st;
+            st *= size;
+        }
+    }
+    em_loop l;
+    LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, lrc_shape_numel(&n->shape)));
+    LLVMValueRef rest = i, at[2] = {em_i64(e, 0), em_i64(e, 0)};
+    for (int d = n->shape.ndim - 1; d >= 0; d--) {
+        LLVMValueRef digit = LLVMBuildSRem(e->b, rest, em_i64(e, n->shape.dim[d]), "");
+        rest = LLVMBuildSDiv(e->b, rest, em_i64(e, n->shape.dim[d]), "");
+        for (int q = 0; q < 2; q++) at[q] = em_iadd(e, at[q], em_imul(e, digit, em_i64(e, stride[q][d])));
+    }
+    LLVMValueRef a = em_load(e, kg_ptr(k, n->in[0]), at[0], 1), b = em_load(e, kg_ptr(k, n->in[1]), at[1], 1);
+    em_store(e, kg_ptr(k, k->gr->anchor), i, n->op == LRC_OP_ADD ? em_add(e, a, b) : em_mul(e, a, b), 1);
+    em_for_end(e, &l, em_i64(e, 1));
+    return true;
+}
+
 /* False when no cpu kernel renders the op: lrc_llvm_generate reports it. */
 static bool kg_opaque(kgen *k)
 {
@@ -329,6 +425,24 @@ static bool kg_opaque(kgen *k)
     case LRC_OP_DEPTH_GAIN: kg_depth_gain(k, n); return true;
     case LRC_OP_CROSS_ENTROPY: kg_cross_entropy(k, n); return true;
     case LRC_OP_TRANSPOSE: kg_transpose(k, n); return true;
+    case LRC_OP_SLICE: kg_slice(k, n); return true;
+    case LRC_OP_SOFTPLUS: { /* max(x, 0) + log1p(e^-|x|) in double, one value at a time */
+        em_t *e = k->e;
+        em_loop l;
+        LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, lrc_shape_numel(&n->shape)));
+        LLVMValueRef x = em_to_f64(e, em_load(e, kg_ptr(k, n->in[0]), i, 1));
+        LLVMValueRef ax = em_intr1(e, "fabs", x);
+        LLVMValueRef lp = em_libm(e, "log1p", em_libm(e, "exp", LLVMBuildFNeg(e->b, ax, ""), NULL), NULL);
+        LLVMValueRef y = LLVMBuildFAdd(e->b, em_intr2(e, "maxnum", x, em_d64(e, 0.0)), lp, "");
+        em_store(e, kg_ptr(k, k->gr->anchor), i, em_to_f32(e, y), 1);
+        em_for_end(e, &l, em_i64(e, 1));
+        return true;
+    }
+    case LRC_OP_LOOP_STATE: /* the loop's entry: the state starts as the initial value */
+        copy_row(k, kg_ptr(k, k->gr->anchor), em_i64(k->e, 0), kg_ptr(k, n->in[0]), em_i64(k->e, 0), lrc_shape_numel(&n->shape));
+        return true;
+    case LRC_OP_ADD:
+    case LRC_OP_MUL: return kg_broadcast(k, n);
     default: return kg_grad_opaque(k, n);
     }
 }
@@ -378,7 +492,7 @@ int lrc_llvm_generate(const lrc_graph *g, const lrc_schedule *s, const lrc_progr
     int rc = LRC_OK;
     for (int i = 0; i < p->n_kernels; i++) {
         const lrc_kernel_desc *kd = &p->kernels[i];
-        if (kd->impl != i) continue; /* runs the code of an identical kernel */
+        if (kd->impl != i || kd->loop_to >= 0) continue; /* runs the code of an identical kernel; a back edge has none */
         k.k = kd;
         k.gr = kd->group >= 0 ? &s->groups[kd->group] : NULL;
         for (int b = 0; b < nbuf; b++) k.arg_of[b] = -1;

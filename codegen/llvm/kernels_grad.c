@@ -49,6 +49,34 @@ static void kg_rmsnorm_grad(kgen *k, const lrc_node *n)
     em_for_end(e, &lr, em_i64(e, 1));
 }
 
+/* dx = r (dy - mean(dy) - xh mean(dy xh)), xh = (x - mean) r, r = 1 / sqrt(var + eps);
+ * the four row sums in double, where var = E[x^2] - mean^2 loses nothing */
+static void kg_layernorm_grad(kgen *k, const lrc_node *n)
+{
+    em_t *e = k->e;
+    int64_t D = last_dim(&n->shape);
+    LLVMValueRef X = kg_ptr(k, n->in[0]), DY = kg_ptr(k, n->in[1]), O = kg_ptr(k, k->gr->anchor);
+    LLVMValueRef acc[4];
+    for (int q = 0; q < 4; q++) acc[q] = em_alloca(e, e->f64, "acc");
+    em_loop lr, l, l2;
+    LLVMValueRef r = em_for_begin(e, &lr, e->begin, e->end), base = em_imul(e, r, em_i64(e, D));
+    for (int q = 0; q < 4; q++) LLVMBuildStore(e->b, em_d64(e, 0), acc[q]);
+    LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, D)), ix = em_iadd(e, base, i);
+    LLVMValueRef x = ld(e, X, ix), dy = ld(e, DY, ix), term[4] = {x, fmul(e, x, x), dy, fmul(e, dy, x)};
+    for (int q = 0; q < 4; q++) LLVMBuildStore(e->b, fadd(e, LLVMBuildLoad2(e->b, e->f64, acc[q], ""), term[q]), acc[q]);
+    em_for_end(e, &l, em_i64(e, 1));
+    LLVMValueRef m[4], invd = em_d64(e, 1.0 / (double)D);
+    for (int q = 0; q < 4; q++) m[q] = fmul(e, LLVMBuildLoad2(e->b, e->f64, acc[q], ""), invd);
+    LLVMValueRef var = fsub(e, m[1], fmul(e, m[0], m[0]));
+    LLVMValueRef rs = LLVMBuildFDiv(e->b, em_d64(e, 1.0), em_intr1(e, "sqrt", fadd(e, var, em_d64(e, n->fattr[0]))), "");
+    LLVMValueRef mdyx = fmul(e, rs, fsub(e, m[3], fmul(e, m[0], m[2]))); /* mean(dy xh) */
+    LLVMValueRef j = em_for_begin(e, &l2, em_i64(e, 0), em_i64(e, D)), jx = em_iadd(e, base, j);
+    LLVMValueRef xh = fmul(e, fsub(e, ld(e, X, jx), m[0]), rs);
+    st(e, O, jx, fmul(e, rs, fsub(e, fsub(e, ld(e, DY, jx), m[2]), fmul(e, xh, mdyx))));
+    em_for_end(e, &l2, em_i64(e, 1));
+    em_for_end(e, &lr, em_i64(e, 1));
+}
+
 /* dx = y (dy - y . dy) */
 static void kg_softmax_grad(kgen *k, const lrc_node *n)
 {
@@ -288,6 +316,7 @@ bool kg_grad_opaque(kgen *k, const lrc_node *n)
     switch (n->op) {
     case LRC_OP_ATTENTION_GRAD: kg_attention_grad(k); return true;
     case LRC_OP_RMSNORM_GRAD: kg_rmsnorm_grad(k, n); return true;
+    case LRC_OP_LAYERNORM_GRAD: kg_layernorm_grad(k, n); return true;
     case LRC_OP_SOFTMAX_GRAD: kg_softmax_grad(k, n); return true;
     case LRC_OP_CROSS_ENTROPY_GRAD: kg_cross_entropy_grad(k, n); return true;
     case LRC_OP_SUM_TO: kg_sum_to(k, n); return true;

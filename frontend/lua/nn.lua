@@ -122,4 +122,28 @@ function nn.layerrope(prefix, site, d, opt)
   return m
 end
 
+-- The four LayerRoPE sites (reads in_attn, in_mlp; writes out_attn,
+-- out_mlp) under prefix, initialised from a model config's layerrope_* keys.
+function nn.layerrope_sites(prefix, d, cfg)
+  local sites = {}
+  for _, site in ipairs({ "in_attn", "in_mlp", "out_attn", "out_mlp" }) do
+    sites[site] = nn.layerrope(prefix, site, d, {
+      alpha = cfg.layerrope_alpha, beta = cfg.layerrope_beta,
+      alpha_rot = cfg.layerrope_alpha_rot, beta_rot = cfg.layerrope_beta_rot,
+      base = cfg.layerrope_base,
+    })
+  end
+  return sites
+end
+
+-- A loop region (DESIGN rule 5): h = body(h) for counts[b] iterations of
+-- row b (counts: i32 [B]; the body runs max(counts) times, finished rows
+-- keep their state). The body is traced once: its kernels are compiled once
+-- and launched per iteration. No gradient flows through the loop.
+function nn.loop(init, counts, body)
+  local state = lrc.loop_state(init)
+  local nxt = body(state)
+  return lrc.loop_next(state, nxt, counts)
+end
+
 return nn

@@ -1,7 +1,8 @@
 /* fuse.c — grouping the graph into kernels. The rules, stated once:
  *
- *  1. A matmul, an attention, a row reduction (rmsnorm, softmax) and every
- *     opaque op (gather, RoPE, depth_gain, loss, transpose) anchors a group.
+ *  1. A matmul, an attention, a row reduction (rmsnorm, layernorm, softmax)
+ *     and every opaque op (gather, RoPE, depth_gain, loss, transpose, slice)
+ *     anchors a group.
  *  2. An elementwise op joins the group of its latest producer when that
  *     group can take an epilogue (elementwise, row, gemm), the producer's
  *     value is used by nothing else, and the shapes agree; otherwise it
@@ -13,6 +14,10 @@
  *  5. A matmul whose result only feeds the epilogue of another matmul of
  *     the same input and weight shape runs in that kernel (SwiGLU's gate
  *     and up: both tiles at once, the gate never stored).
+ *
+ * A loop region (DESIGN rule 5) is loop_state's group, the body, then
+ * loop_next's group, the back edge, whose value aliases the state's buffer:
+ * the executors repeat the launches between them.
  *
  * Views (reshape) alias their input and belong to no group. Every input of
  * an elementwise member must have the member's shape, be a vector along the
@@ -32,7 +37,7 @@ static lrc_group_kind anchor_kind(const lrc_node *n)
     case LRC_FUSE_ATTENTION: return LRC_GROUP_ATTENTION;
     case LRC_FUSE_ELEMENTWISE: return LRC_GROUP_ELEMENTWISE;
     case LRC_FUSE_REDUCTION:
-        return n->op == LRC_OP_RMSNORM || n->op == LRC_OP_SOFTMAX ? LRC_GROUP_ROW : LRC_GROUP_OPAQUE;
+        return n->op == LRC_OP_RMSNORM || n->op == LRC_OP_LAYERNORM || n->op == LRC_OP_SOFTMAX ? LRC_GROUP_ROW : LRC_GROUP_OPAQUE;
     default: return LRC_GROUP_OPAQUE;
     }
 }
@@ -114,6 +119,7 @@ int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err)
             s->buffer_of[id] = s->buffer_of[n->in[0]];
             continue;
         }
+        if (n->op == LRC_OP_LOOP_NEXT) s->buffer_of[id] = s->buffer_of[n->in[0]]; /* the final state */
         lrc_group_kind kind = anchor_kind(n);
         if (kind == LRC_GROUP_ELEMENTWISE && !indexable_inputs(g, n)) kind = LRC_GROUP_OPAQUE;
         int join = -1;
@@ -243,7 +249,9 @@ int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err)
         int gc = s->group_of[id] < 0 ? -1 : renum[s->group_of[id]];
         if (gc < 0) continue;
         for (int k = 0; k < g->nodes[id].n_in; k++) {
-            int src = s->buffer_of[g->nodes[id].in[k]];
+            /* a loop's final state is in the state's buffer, but after the back edge */
+            int in = g->nodes[id].in[k];
+            int src = g->nodes[in].op == LRC_OP_LOOP_NEXT ? in : s->buffer_of[in];
             int gs = s->group_of[src] < 0 ? -1 : renum[s->group_of[src]];
             if (gs >= 0 && gs != gc && !edge[(size_t)gs * (size_t)n_live + (size_t)gc]) {
                 edge[(size_t)gs * (size_t)n_live + (size_t)gc] = 1;

@@ -81,13 +81,28 @@ void lrc_schedule_plan_memory(const lrc_graph *g, lrc_schedule *s)
             if (gu > last[src]) last[src] = gu;
         }
     }
+    /* a loop's body runs again: what it reads from before the loop (and the
+     * state itself) must live until the back edge */
+    for (int id = 0; id < N; id++) {
+        if (g->nodes[id].op != LRC_OP_LOOP_NEXT || s->group_of[id] < 0) continue;
+        int first = s->group_of[g->nodes[id].in[0]], end = s->group_of[id];
+        for (int j = 0; j < N; j++) {
+            int gj = s->group_of[j];
+            if (gj < first || gj > end) continue;
+            for (int k = 0; k < g->nodes[j].n_in; k++) {
+                int src = s->buffer_of[g->nodes[j].in[k]];
+                int gs = s->group_of[src];
+                if ((gs < first || src == s->buffer_of[g->nodes[id].in[0]]) && last[src] < end) last[src] = end;
+            }
+        }
+    }
     lrc_live_buf *bufs = lrc_xcalloc((size_t)N + 1, sizeof *bufs);
     int *node_of = lrc_xmalloc((size_t)N * sizeof(int) + 1), n = 0;
     for (int gi = 0; gi < s->n_groups; gi++)
         for (int j = 0; j < s->groups[gi].n_outputs; j++) {
             int o = s->groups[gi].outputs[j];
             s->offset[o] = -1;
-            if (external[o]) continue;
+            if (external[o] || s->buffer_of[o] != o) continue; /* a loop's final state is its state's buffer */
             bufs[n] = (lrc_live_buf){(int64_t)lrc_shape_numel(&g->nodes[o].shape) * 4, gi, last[o] < gi ? gi : last[o], 0};
             node_of[n++] = o;
         }

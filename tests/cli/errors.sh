@@ -732,6 +732,37 @@ t "compile: -o is a regular file" 1 'keep\.safetensors' 'not an lrc package' -- 
 t "compile without -o" 2 '-o' -- compile "$MODEL" "${SETS[@]}" --target cpu
 t "compile: bad weights" 1 'w_missing\.st' -- compile "$MODEL" "${SETS[@]}" --target cpu --weights w_missing.st -o pkg_bad
 
+# ---- ViT and Parcae ------------------------------------------------------------------------------------
+
+VIT=$ROOT/models/vit.lua
+PARCAE=$ROOT/models/parcae.lua
+"$LRC" init "$VIT" --preset tiny -o vit_w.safetensors >/dev/null
+"$LRC" init "$VIT" --preset tiny --set image_size=28 -o vit_w28.safetensors >/dev/null
+"$LRC" init "$PARCAE" --preset tiny -o parcae_w.safetensors >/dev/null
+t "vit: image size not divisible by the patch" 1 'vit\.lua:[0-9]+: ' 'image_size \(28\) is not divisible by patch \(5\)' -- inspect "$VIT" --set patch=5
+t "vit: unknown norm" 1 'vit\.lua:[0-9]+: ' 'pre or layerrope' -- inspect "$VIT" --set norm=post
+mkdir -p idx_empty idx_bad
+t "vit train: missing IDX files" 1 'idx_empty/train-images-idx3-ubyte' 'not found' -- train "$VIT" --steps 2 --lr 1e-3 --batch 4 --data idx_empty -o run_vit
+printf 'not gzip, not IDX' >idx_bad/train-images-idx3-ubyte.gz
+for f in train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do printf 'x' >"idx_bad/$f.gz"; done
+t "vit train: corrupt IDX file" 1 'idx_bad/train-images-idx3-ubyte\.gz' -- train "$VIT" --steps 2 --lr 1e-3 --batch 4 --data idx_bad -o run_vit
+t "vit eval: corrupt IDX file" 1 'idx_bad/' -- eval "$VIT" --preset tiny --set image_size=28 --weights vit_w28.safetensors --data idx_bad
+t "eval of a language model on a directory" 1 'idx_empty' -- eval "$MODEL" "${SETS[@]}" --weights "$W" --data idx_empty
+t "eval without --weights" 2 '--weights' -- eval "$VIT"
+t "parcae: T = 0" 1 'parcae\.lua:[0-9]+: ' 'T must be a positive integer' -- inspect "$PARCAE" --preset tiny --set T=0
+t "parcae: T = -3" 1 'T must be a positive integer' -- inspect "$PARCAE" --preset tiny --set T=-3
+t "parcae: unknown state_init" 1 'like-init or zero' -- inspect "$PARCAE" --preset tiny --set state_init=random
+st make in_p.st '{"tokens": ["I32", [2, 3], [1, 2, 3, 4, 5, 6]]}'
+st make in_pneg.st '{"tokens": ["I32", [2, 3], [1, 2, 3, 4, 5, 6]], "iterations": ["I32", [2], [3, -1]]}'
+st make in_pbad.st '{"tokens": ["I32", [2, 3], [1, 2, 3, 4, 5, 6]], "iterations": ["I32", [3], [3, 3, 3]]}'
+t "parcae: a ViT checkpoint" 1 'vit_w\.safetensors holds none of this model' 'another model' -- forward "$PARCAE" --preset tiny --weights vit_w.safetensors --input in_p.st -o out.safetensors
+t "vit: a Parcae checkpoint" 1 'parcae_w\.safetensors holds none of this model' -- eval "$VIT" --weights parcae_w.safetensors --data idx_bad
+t "parcae: a negative iteration count" 1 'iterations\[1\] = -1' -- forward "$PARCAE" --preset tiny --weights parcae_w.safetensors --input in_pneg.st -o out.safetensors --target cpu
+t "parcae: a negative iteration count (ref)" 1 'iteration count' -- forward "$PARCAE" --preset tiny --weights parcae_w.safetensors --input in_pneg.st -o out.safetensors
+t "parcae: counts of another shape" 1 'iterations' -- forward "$PARCAE" --preset tiny --weights parcae_w.safetensors --input in_pbad.st -o out.safetensors
+t "parcae: --set T=0 at run time" 1 'T must be a positive integer' -- forward "$PARCAE" --preset tiny --set T=0 --weights parcae_w.safetensors --input in_p.st -o out.safetensors
+t "vit: tokens for an image model" 1 'images' -- forward "$VIT" --preset tiny --weights vit_w.safetensors --input in_p.st -o out.safetensors
+
 # ---- usage (exit status 2) --------------------------------------------------------------------------
 
 t "unknown command" 2 "'frobnicate'" -- frobnicate llama

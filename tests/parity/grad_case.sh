@@ -7,11 +7,13 @@ set -eu
 lrc=$1 model=$2 dir=$3 compare=$4 target=${5:-ref} tol=${6:-1e-4}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+input=$dir/input.safetensors
+[ -f "$dir/batch.safetensors" ] && input=$dir/batch.safetensors # images and their labels
 sets=()
 while IFS= read -r line; do sets+=(--set "$line"); done < "$dir/config.txt"
 backward() {
   "$lrc" backward "$model" "${sets[@]}" --weights "$dir/weights.safetensors" \
-    --input "$dir/input.safetensors" -o "$out/$1.safetensors" --target "$1"
+    --input "$input" -o "$out/$1.safetensors" --target "$1"
 }
 backward "$target"
 echo -n "against PyTorch: "

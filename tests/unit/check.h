@@ -8,15 +8,15 @@
 
 static int passed, failed;
 
-#define CHECK(cond, ...)                        \
-    do {                                        \
-        if (cond) passed++;                     \
-        else {                                  \
-            failed++;                           \
-            printf("FAIL line %d: ", __LINE__); \
-            printf(__VA_ARGS__);                \
-            printf("\n");                       \
-        }                                       \
+#define CHECK(cond, ...)                                \
+    do {                                                \
+        if (cond) passed++;                             \
+        else {                                          \
+            failed++;                                   \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+            printf(__VA_ARGS__);                        \
+            printf("\n");                               \
+        }                                               \
     } while (0)
 
 /* Prints the closing line and returns main's exit status. */

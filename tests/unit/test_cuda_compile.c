@@ -4,7 +4,7 @@
  * go through the passes, the scheduler and the CUDA renderer, and the whole
  * source compiles for every architecture given.
  * Usage: test_cuda_compile MODEL.lua --arch sm_80,sm_90 --presets P,Q --norms A,B
- *        [--batch B] [--seq T] [--dump DIR] */
+ *        [--kinds forward,training,decoding] [--batch B] [--seq T] [--dump DIR] */
 #include "check.h"
 #include "codegen/cuda/lrc_cuda.h"
 #include "frontend/lrc_frontend.h"
@@ -82,14 +82,15 @@ static int split(char *s, char **out, int max)
 
 int main(int argc, char **argv)
 {
-    char *archs[8], *presets[32], *norms[16];
-    int n_arch = 0, n_presets = 0, n_norms = 0;
+    char *archs[8], *presets[32], *norms[16], *kinds[3], all_kinds[] = "forward,training,decoding";
+    int n_arch = 0, n_presets = 0, n_norms = 0, n_kinds = 0;
     int64_t B = 2, T = 64;
     const char *dump = NULL;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--arch")) n_arch = split(argv[i + 1], archs, 8);
         else if (!strcmp(argv[i], "--presets")) n_presets = split(argv[i + 1], presets, 32);
         else if (!strcmp(argv[i], "--norms")) n_norms = split(argv[i + 1], norms, 16);
+        else if (!strcmp(argv[i], "--kinds")) n_kinds = split(argv[i + 1], kinds, 3);
         else if (!strcmp(argv[i], "--batch")) B = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "--seq")) T = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "--dump")) dump = argv[i + 1];
@@ -98,6 +99,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: test_cuda_compile MODEL.lua --arch sm_80,sm_90 --presets P,Q --norms A,B [--batch B] [--seq T]\n");
         return 2;
     }
+    if (!n_kinds) n_kinds = split(all_kinds, kinds, 3);
     setenv("LRC_NVRTC_CACHE", "off", 1); /* every run compiles: this tests NVRTC, not the cache */
     char why[256];
     if (!lrc_nvrtc_available(why, sizeof why)) {
@@ -108,6 +110,9 @@ int main(int argc, char **argv)
     printf("NVRTC %s\n", lrc_nvrtc_version());
     for (int p = 0; p < n_presets; p++)
         for (int n = 0; n < n_norms; n++)
-            for (int k = 0; k < 3; k++) run_case(argv[1], presets[p], norms[n], k, archs, n_arch, B, T, dump);
+            for (int k = 0; k < n_kinds; k++) {
+                int kind = !strcmp(kinds[k], "training") ? TRAINING : !strcmp(kinds[k], "decoding") ? DECODING : FORWARD;
+                run_case(argv[1], presets[p], norms[n], kind, archs, n_arch, B, T, dump);
+            }
     return check_summary();
 }
