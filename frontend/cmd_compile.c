@@ -54,6 +54,9 @@ static char *package_meta(lrc_model *m, const cli_args *a, const lrc_compiled *c
     cJSON_AddStringToObject(o, "model", m->path);
     cJSON_AddStringToObject(o, "preset", a->m.preset ? a->m.preset : "");
     cJSON_AddStringToObject(o, "config", cfg);
+    lrc_err ignored;
+    int64_t loop_T = 0;
+    if (lrc_model_config_int(m, "T", &loop_T, &ignored)) loop_T = 0;
     bool cuda = c->have_cuda;
     cJSON_AddStringToObject(o, "target", cuda ? "cuda" : "cpu");
     if (cuda) {
@@ -72,7 +75,9 @@ static char *package_meta(lrc_model *m, const cli_args *a, const lrc_compiled *c
         cJSON_AddNumberToObject(o, "batch", (double)a->batch);
         cJSON_AddNumberToObject(o, "seq", (double)a->seq);
     }
-    cJSON_AddNumberToObject(o, "vocab", (double)vocab);
+    cJSON_AddNumberToObject(o, "vocab", (double)vocab); /* an image model: its classes */
+    if (lrc_graph_find(c->g, LRC_OP_INPUT, "iterations") >= 0 && loop_T > 0) /* a looped model's default count */
+        cJSON_AddNumberToObject(o, "iterations", (double)loop_T);
     cJSON_AddNumberToObject(o, "kernels", c->sched.n_groups);
     const lrc_gemm_tiling *t = &c->prog.tiling;
     if (!cuda) cJSON_AddNumberToObject(o, "peak_flops_per_item", (double)LRC_PEAK_ITERS * t->mr * t->nv * t->vec * 2.0);
@@ -135,7 +140,7 @@ static int compile_run(const cli_args *a)
     int rc = EXIT_USER;
     bool made_tmp = false;
     if (lrc_model_load(&m, a->m.model, a->m.preset, a->m.sets, a->m.n_sets, &err) ||
-        lrc_model_config_int(&m, "vocab", &vocab, &err) ||
+        lrc_model_config_int(&m, m.task == LRC_TASK_IMAGE ? "n_classes" : "vocab", &vocab, &err) ||
         lrc_model_build(&m, a->ctx > 0 ? 1 : a->batch, a->ctx > 0 ? 1 : a->seq, g, &err) ||
         (a->ctx > 0 && lrc_pass_kv_cache(&g, a->ctx, &err)) ||
         (a->weights && (lrc_safetensors_load(a->weights, &wfile, &err) ||

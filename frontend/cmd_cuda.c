@@ -52,7 +52,8 @@ int cli_forward_cuda(const cli_args *a)
     if (!rc && a->weights) rc = lrc_safetensors_load(a->weights, &wfile, &err);
     if (!rc) rc = lrc_cuda_exec_new(&pkg.plan, pkg.meta_json, image, &x, &err);
     if (!rc) rc = lrc_cuda_exec_bind_params(x, a->weights ? &wfile : &pkg.weights, &err);
-    if (!rc && (rc = lrc_safetensors_load(a->input, &in, &err)) == LRC_OK) rc = lrc_cuda_exec_run(x, &in, &outs, &err);
+    if (!rc && (rc = lrc_safetensors_load(a->input, &in, &err)) == LRC_OK && !(rc = cli_package_inputs(&pkg, &in, a->input, &err)))
+        rc = lrc_cuda_exec_run(x, &in, &outs, &err);
     double med = 0; /* on the device: the launches of one forward, inputs already there */
     if (!rc && a->repeat > 0 && !(rc = lrc_cuda_exec_time(x, a->repeat, &med, &err))) {
         const lrc_tensor *tok = lrc_tensor_set_find(&in, "tokens");

@@ -22,7 +22,52 @@ typedef struct {
     bool decay_all;
     const char *data, *resume;
     lrc_augment aug; /* image models */
+    const char *target; /* cpu or cuda */
 } train_args;
+
+/* Where the training graph runs: this CPU (the compiled plan), or GPU 0
+ * (the same graph as CUDA C, forward and backward on the device; the
+ * gradients come back for AdamW on the host, whose f32 parameters are the
+ * master copy, and go up again after each step). */
+typedef struct {
+    lrc_exec *x;
+    lrc_cuda_exec *cx;
+    const lrc_tensor_set *params;
+} step_engine;
+
+static int engine_run(step_engine *s, const lrc_tensor_set *in, lrc_tensor_set *outs, lrc_err *err)
+{
+    return s->cx ? lrc_cuda_exec_run(s->cx, in, outs, err) : lrc_exec_run_plan(s->x, in, outs, err);
+}
+
+/* AdamW wrote the parameters in place: the packing kernels run again, or the device copy is refreshed */
+static int engine_params_changed(step_engine *s, lrc_err *err)
+{
+    if (s->cx) return lrc_cuda_exec_bind_params(s->cx, s->params, err);
+    lrc_exec_params_changed(s->x);
+    return LRC_OK;
+}
+
+/* The training graph for GPU 0's architecture through NVRTC, on the device. */
+static int open_cuda(lrc_graph *g, lrc_compiled *c, lrc_cuda_exec **cx, lrc_err *err)
+{
+    lrc_cuda_device dev;
+    char why[256], arch[16];
+    if (lrc_cuda_probe(&dev, why, sizeof why)) {
+        lrc_graph_free(g);
+        return lrc_err_set(err, "--target cuda: %s", why);
+    }
+    snprintf(arch, sizeof arch, "sm_%d", dev.sm);
+    int rc = lrc_compile_graph_cuda(g, NULL, arch, c, err);
+    cJSON *meta = rc ? NULL : cJSON_CreateObject();
+    if (meta) cJSON_AddItemToObject(meta, "cuda", lrc_compiled_cuda_meta(c));
+    char *text = meta ? cJSON_PrintUnformatted(meta) : NULL;
+    cJSON_Delete(meta);
+    if (!rc) rc = lrc_cuda_exec_new(&c->plan, text, c->cubin, cx, err);
+    free(text);
+    if (!rc) printf("training on %s (sm_%d)\n", dev.name, dev.sm);
+    return rc;
+}
 
 /* What a step trains on: text for a language model (tokens [B, T], the
  * next bytes as labels), or images for an image model (images [B, C, S, S],
@@ -245,20 +290,23 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
     loop_inputs loop;
     memset(&loop, 0, sizeof loop);
     if (!rc) rc = loop_inputs_open(&m, g, &in, &loop, err);
+    bool cuda = !strcmp(ta->target, "cuda");
+    step_engine eng = {NULL, NULL, &ck};
     if (!rc) {
-        rc = lrc_compile_graph(g, NULL, &c, err);
+        rc = cuda ? open_cuda(g, &c, &eng.cx, err) : lrc_compile_graph(g, NULL, &c, err);
         g = NULL;
     }
     if (!rc && !(pool = lrc_pool_new(a->threads > 0 ? (int)a->threads : lrc_pool_default_threads(), err))) rc = LRC_EUSER;
-    if (!rc) rc = lrc_exec_new(&c.plan, pool, &x, err);
-    if (!rc) rc = lrc_exec_bind_params(x, &ck, err);
+    if (!rc && !cuda) rc = lrc_exec_new(&c.plan, pool, &x, err);
+    eng.x = x;
+    if (!rc) rc = cuda ? lrc_cuda_exec_bind_params(eng.cx, &ck, err) : lrc_exec_bind_params(x, &ck, err);
     if (!rc && images) {
         rc = cli_classifier_open(&m, B, pool, &ck, &td.val, err);
         td.have_val = true;
     }
     double *prof_ns = NULL; /* LRC_PROFILE: a developer's look at the step's kernels */
     int64_t *prof_calls = NULL;
-    if (!rc && getenv("LRC_PROFILE")) {
+    if (!rc && !cuda && getenv("LRC_PROFILE")) {
         prof_ns = lrc_xcalloc((size_t)c.plan.n_launches + 1, sizeof(double));
         prof_calls = lrc_xcalloc((size_t)c.plan.n_launches + 1, sizeof(int64_t));
         lrc_exec_profile(x, prof_ns, prof_calls);
@@ -286,7 +334,7 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
             if (images) lrc_images_batch(&td.im, (uint64_t)ta->seed, step * ta->accum + micro, B, &ta->aug, tok->data, lab->data);
             else lrc_text_batch(&text, false, B, T, &rng, tok->data, lab->data);
             loop_inputs_draw(&loop, &rng, false);
-            if ((rc = lrc_exec_run_plan(x, &in, &outs, err))) break;
+            if ((rc = engine_run(&eng, &in, &outs, err))) break;
             l += ((float *)lrc_tensor_set_find(&outs, "loss")->data)[0] / (float)ta->accum;
             for (int i = 0; i < view.n; i++) pg[i] = lrc_tensor_set_find(&outs, view.items[i]->name);
             int bad;
@@ -314,7 +362,7 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
             gn = lrc_grads_check(pool, spans, pg, &bad);
         }
         lrc_adamw_step(&adam, pool, spans, step, lr, gn, view.items, pg, pm, pv);
-        lrc_exec_params_changed(x); /* AdamW wrote them in place: the packing kernels run again */
+        if ((rc = engine_params_changed(&eng, err))) break;
         if (td.have_val) cli_classifier_params_changed(&td.val);
         double now = lrc_now_s(), tps = (double)(B * (images ? 1 : T) * ta->accum) / (now - tstep);
         tstep = now;
@@ -338,7 +386,7 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
             for (int e = 0; e < 4 && !rc; e++) {
                 lrc_text_batch(&text, true, B, T, &vr, tok->data, lab->data);
                 loop_inputs_draw(&loop, &vr, true); /* at the config's T */
-                rc = lrc_exec_run_plan(x, &in, &outs, err);
+                rc = engine_run(&eng, &in, &outs, err);
                 if (!rc) vl += ((float *)lrc_tensor_set_find(&outs, "loss")->data)[0] / 4.0;
             }
             cJSON_AddNumberToObject(o, "val_loss", vl);
@@ -389,6 +437,7 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
     free(pg);
     free(view.items);
     lrc_exec_free(x);
+    lrc_cuda_exec_free(eng.cx);
     lrc_pool_free(pool);
     if (c.g) lrc_compiled_free(&c);
     lrc_graph_free(g);
@@ -423,6 +472,7 @@ static int save_run(const char *dir, const cli_args *a, lrc_err *err)
     cJSON_AddNumberToObject(o, "weight_decay", a->weight_decay);
     cJSON_AddBoolToObject(o, "decay_all", a->decay_all);
     cJSON_AddNumberToObject(o, "crop_pad", (double)a->crop_pad);
+    cJSON_AddStringToObject(o, "target", a->target);
     cJSON_AddBoolToObject(o, "flip", a->flip);
     if (a->data) cJSON_AddStringToObject(o, "data", a->data);
     char *text = cJSON_Print(o), path[4200];
@@ -477,6 +527,9 @@ static int load_run(const char *dir, cli_args *a, cJSON **keep, lrc_err *err)
     const cJSON *pad = cJSON_GetObjectItemCaseSensitive(o, "crop_pad");
     a->crop_pad = cJSON_IsNumber(pad) ? (int64_t)pad->valuedouble : -1;
     a->flip = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "flip"));
+    const cJSON *target = cJSON_GetObjectItemCaseSensitive(o, "target");
+    if (cJSON_IsString(target) && (!strcmp(target->valuestring, "cpu") || !strcmp(target->valuestring, "cuda")))
+        a->target = target->valuestring;
     return LRC_OK;
 }
 
@@ -506,7 +559,7 @@ int cmd_train(int argc, char **argv)
         "usage: lrc train MODEL [--preset P] [--set KEY=VALUE]... --steps N --lr X [--batch B] [--seq T]\n"
         "                 [--warmup F] [--eval-every K] [--seed S] [--threads N] [--stop-after K]\n"
         "                 [--clip G] [--accum K] [--weight-decay W [--decay-all]] [--data FILE|DIR]\n"
-        "                 [--crop-pad P] [--flip] -o RUN_DIR\n"
+        "                 [--crop-pad P] [--flip] [--target cpu|cuda] -o RUN_DIR\n"
         "       lrc train --resume RUN_DIR [--stop-after K] [--threads N]\n"
         "\n"
         "Trains on text, one token per byte (the King James Bible from Debian's\n"
@@ -521,6 +574,8 @@ int cmd_train(int argc, char **argv)
         "--weight-decay W: AdamW's decoupled decay (default 0), on weight matrices\n"
         "only unless --decay-all (then gains, biases and LayerRoPE scalars too).\n"
         "Ctrl-C finishes the step, writes the checkpoint and exits (status 130).\n"
+        "--target cuda runs forward and backward on GPU 0 (the training graph as CUDA\n"
+        "C through NVRTC, bf16 storage), AdamW on the host's f32 master weights.\n"
         "\n"
         "An image model (vit) trains on Fashion-MNIST instead: --data DIR holds its\n"
         "four IDX files (default: Debian's /usr/share/datasets/fashion-mnist), the\n"
@@ -539,8 +594,9 @@ int cmd_train(int argc, char **argv)
     cJSON *keep = NULL;
     lrc_err err;
     const char *dir = a.resume ? a.resume : a.out;
-    if (strcmp(a.target, "ref") && strcmp(a.target, "cpu")) {
-        rc = cli_usage_error("train", "--target %s: training runs on the cpu target", a.target);
+    if (!strcmp(a.target, "ref")) a.target = "cpu"; /* the default target of the commands: ref runs no training */
+    if (strcmp(a.target, "cpu") && strcmp(a.target, "cuda")) {
+        rc = cli_usage_error("train", "--target %s: training runs on the cpu or cuda target", a.target);
         goto out;
     }
     if (!a.resume && (!a.out || a.steps == -1 || a.lr < 0)) {
@@ -566,7 +622,7 @@ int cmd_train(int argc, char **argv)
     bool created = !a.resume && !rc;
     if (!rc) {
         train_args ta = {a.steps, a.batch, a.seq, a.seed, a.eval_every, a.stop_after, a.accum, a.lr, a.warmup, a.clip, a.weight_decay, a.decay_all, a.data, a.resume,
-                         {a.crop_pad < 0 ? 0 : (int)a.crop_pad, a.flip}};
+                         {a.crop_pad < 0 ? 0 : (int)a.crop_pad, a.flip}, a.target};
         rc = train_run(&a, &ta, dir, &err);
     }
     char ck[4200];

@@ -106,8 +106,19 @@ int cmd_inspect(int argc, char **argv)
                 printf("forward_flops_per_image  %.6g\n", fwd / (double)a.batch);
                 printf("training_flops_per_image %.6g  (forward + backward)\n", (fwd + bwd) / (double)a.batch);
             } else {
+                /* a loop's body is in the graph once and runs T times */
+                double body = 0;
+                int64_t loop_T = 0;
+                lrc_err ignored;
+                for (int id = 0; id < g->n_nodes; id++)
+                    if (g->nodes[id].op == LRC_OP_LOOP_NEXT)
+                        for (int j = g->nodes[id].in[0] + 1; j < id; j++) body += lrc_op_table[g->nodes[j].op].flops(g, &g->nodes[j]);
+                if (body > 0 && !lrc_model_config_int(&m, "T", &loop_T, &ignored) && loop_T > 1) fwd += (double)(loop_T - 1) * body;
                 printf("forward_flops_per_token  %.6g  (T=%lld)\n", fwd / tokens, (long long)a.seq);
                 printf("training_flops_per_token %.6g  (forward + backward)\n", (fwd + bwd) / tokens);
+                if (body > 0)
+                    printf("loop_flops_per_token     %.6g  per iteration; the forward counts %lld iterations (config T)\n",
+                           body / tokens, (long long)(loop_T > 0 ? loop_T : 1));
             }
         }
         if (a.params || all) print_params(g);
@@ -244,6 +255,26 @@ static int inputs_of_plan(const lrc_plan *p, lrc_plan_buf *out, int cap)
     return n;
 }
 
+int cli_package_inputs(const lrc_package *pkg, lrc_tensor_set *in, const char *path, lrc_err *err)
+{
+    lrc_plan_buf want[16];
+    int n = 0, rc = LRC_OK;
+    for (int i = 0; i < pkg->plan.n_bufs && n < 16; i++)
+        if (pkg->plan.bufs[i].kind == LRC_BUF_INPUT) want[n++] = pkg->plan.bufs[i];
+    /* a looped model runs its compile-time config's T unless the input gives "iterations" */
+    cJSON *meta = cJSON_Parse(pkg->meta_json);
+    const cJSON *T = cJSON_GetObjectItemCaseSensitive(meta, "iterations");
+    for (int j = 0; j < n && cJSON_IsNumber(T) && !rc && !lrc_tensor_set_find(in, "iterations"); j++) {
+        if (strcmp(want[j].name, "iterations") || want[j].shape.ndim != 1) continue;
+        lrc_tensor *t = lrc_tensor_new("iterations", LRC_I32, &want[j].shape, err);
+        if (!t) rc = LRC_EUSER;
+        for (int64_t k = 0; t && k < want[j].shape.dim[0]; k++) ((int32_t *)t->data)[k] = (int32_t)T->valuedouble;
+        if (t) rc = lrc_tensor_set_add(in, t, err);
+    }
+    cJSON_Delete(meta);
+    return rc ? rc : lrc_model_complete_inputs(want, n, NULL, in, path, err);
+}
+
 /* T of an input tensor: the sequence length of tokens, 1 for images */
 static int64_t input_len(const lrc_tensor *t) { return t->dtype == LRC_I32 ? t->shape.dim[1] : 1; }
 
@@ -310,7 +341,8 @@ static int forward_engine(const cli_args *a)
     if (!rc) rc = check_tokens(&in, a->input, INT32_MAX, &tok, &err); /* ids: checked against the plan */
     if (!rc) rc = cli_engine_open(a, tok->shape.dim[0], input_len(tok), &e, &err);
     lrc_plan_buf want[16];
-    if (!rc) rc = lrc_model_complete_inputs(want, inputs_of_plan(e.plan, want, 16), e.is_package ? NULL : &e.model, &in, a->input, &err);
+    if (!rc && e.is_package) rc = cli_package_inputs(&e.pkg, &in, a->input, &err);
+    else if (!rc) rc = lrc_model_complete_inputs(want, inputs_of_plan(e.plan, want, 16), &e.model, &in, a->input, &err);
     if (!rc) rc = lrc_plan_check_ids(e.plan, &in, &err); /* before anything is printed */
     if (!rc && !e.is_package)
         printf("compile: %.1f ms (Lua to graph %.1f ms, passes %.1f ms, LLVM %.1f ms), kernels %d, arena %lld bytes\n",

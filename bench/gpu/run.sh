@@ -5,9 +5,12 @@
 #   2. every norm placement at preset small (B=2, T=64): the cuda package's
 #      logits against the reference backend within 2e-2 relative, and two
 #      runs bit-identical;
-#   3. gradients on the GPU (lrc backward --target cuda) against ref for
+#   3. ViT and Parcae (small; Parcae's loop with 8 and 3 iterations in one
+#      batch) against ref within 2e-2;
+#   4. gradients on the GPU (lrc backward --target cuda) against ref for
 #      pre and layerrope (small), within bf16 tolerance (5e-2);
-#   4. forward of 130m and 1b at B=8, T=256, and a training step without
+#   5. lrc train --target cuda, 30 steps, against the same run on the cpu;
+#   6. forward of 130m and 1b at B=8, T=256, and a training step without
 #      the optimizer (forward, loss, backward) of 130m: lrc against PyTorch
 #      eager and torch.compile (bf16, same weights), device times, a table
 #      of ratios last.
@@ -65,6 +68,27 @@ for norm in pre post peri lns deepnet layerrope layerrope_peri; do
     { echo "FAIL $norm: two runs differ"; failed=1; }
 done
 
+step "ViT and Parcae (its loop region) on the GPU against ref"
+ST=tests/tools/st.py
+"$PY" -c 'import json, math; print(json.dumps({"images": ["F32", [4, 1, 28, 28], [math.sin(0.37 * i) for i in range(4 * 784)]]}))' >"$out/img.json"
+"$PY" $ST make "$out/img.st" "$(cat "$out/img.json")"
+toks='"tokens": ["I32", [2, 64], '"$("$PY" -c 'print([(7 * i + 3) % 251 for i in range(128)])')"']'
+"$PY" $ST make "$out/pin.st" "{$toks, \"iterations\": [\"I32\", [2], [8, 3]]}"
+for norm in pre layerrope; do
+  "$LRC" init vit --preset small --set norm=$norm --seed 3 -o "$out/wv.st" >/dev/null &&
+  "$LRC" forward vit --preset small --set norm=$norm --weights "$out/wv.st" --input "$out/img.st" -o "$out/vref.st" >/dev/null &&
+  "$LRC" compile vit --preset small --set norm=$norm --target cuda --arch $arch --weights "$out/wv.st" --batch 4 \
+    -o "$out/pkg_vit" >/dev/null &&
+  "$LRC" forward "$out/pkg_vit" --input "$out/img.st" -o "$out/vgpu.st" >/dev/null
+  if [ $? != 0 ]; then echo "FAIL vit $norm: lrc failed"; failed=1; else printf 'vit %-12s ' "$norm"; "$COMPARE" "$out/vgpu.st" "$out/vref.st" logits 2e-2 || failed=1; fi
+  "$LRC" init parcae --preset small --set norm=$norm --set state_init=zero --seed 3 -o "$out/wp.st" >/dev/null &&
+  "$LRC" forward parcae --preset small --set norm=$norm --set state_init=zero --weights "$out/wp.st" --input "$out/pin.st" -o "$out/pref.st" >/dev/null &&
+  "$LRC" compile parcae --preset small --set norm=$norm --set state_init=zero --target cuda --arch $arch --weights "$out/wp.st" \
+    --batch 2 --seq 64 -o "$out/pkg_parcae" >/dev/null &&
+  "$LRC" forward "$out/pkg_parcae" --input "$out/pin.st" -o "$out/pgpu.st" >/dev/null
+  if [ $? != 0 ]; then echo "FAIL parcae $norm: lrc failed"; failed=1; else printf 'parcae %-9s ' "$norm"; "$COMPARE" "$out/pgpu.st" "$out/pref.st" logits 2e-2 || failed=1; fi
+done
+
 step "gradients on the GPU against ref (small, B=2, T=64)"
 for norm in pre layerrope; do
   "$LRC" init $MODEL --preset small --set norm=$norm --seed 3 -o "$out/w.st" >/dev/null &&
@@ -74,6 +98,25 @@ for norm in pre layerrope; do
   printf '%-16s ' "$norm"
   "$COMPARE" "$out/ggpu.st" "$out/gref.st" '*' 5e-2 || failed=1
 done
+
+step "lrc train --target cuda: 30 steps of small against the same run on the cpu"
+printf 'In the beginning God created the heaven and the earth. %.0s' $(seq 1 400) >"$out/text.txt"
+for t in cuda cpu; do
+  "$LRC" train $MODEL --preset small --set norm=layerrope --steps 30 --lr 3e-3 --batch 8 --seq 128 --eval-every 10 \
+    --data "$out/text.txt" --target $t -o "$out/train_$t" >/dev/null 2>"$out/train_$t.err" ||
+    { echo "FAIL train --target $t: $(tail -1 "$out/train_$t.err")"; failed=1; }
+done
+if [ -f "$out/train_cuda/metrics.jsonl" ] && [ -f "$out/train_cpu/metrics.jsonl" ]; then
+  "$PY" - "$out" <<'PY' || failed=1
+import json, sys
+rows = {t: [json.loads(l) for l in open(sys.argv[1] + "/train_%s/metrics.jsonl" % t)] for t in ("cuda", "cpu")}
+for t in ("cuda", "cpu"):
+    print("%-5s train loss step 1 %.4f, step 30 %.4f, validation %.4f" % (t, rows[t][0]["train_loss"], rows[t][-1]["train_loss"], rows[t][-1]["val_loss"]))
+rel = abs(rows["cuda"][-1]["val_loss"] - rows["cpu"][-1]["val_loss"]) / rows["cpu"][-1]["val_loss"]
+print("validation loss, cuda against cpu: %.2e relative (bf16 storage; 5e-2 allowed)" % rel)
+sys.exit(0 if rel < 5e-2 and rows["cuda"][-1]["train_loss"] < rows["cuda"][0]["train_loss"] else 1)
+PY
+fi
 
 step "forward speed at B=8, T=256: lrc cuda package, torch eager, torch.compile"
 tokens 8 256 "$out/in8.st"

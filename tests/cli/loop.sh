@@ -7,6 +7,7 @@
 # T drawn per sequence, and resumes bit for bit.
 set -eu
 lrc=$1 model=$2 compare=$3
+st=$(cd "$(dirname "$0")/../tools" && pwd)/st.py
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 cd "$dir"
@@ -28,25 +29,10 @@ check "its validation loss is finite" 'grep -q "\"val_loss\":[0-9]" full/metrics
 # trained weights: at initialisation (zero output projections) the loop is
 # linear and the final RMSNorm makes every T give the same logits
 cp full/model.safetensors w.safetensors
-python3 - <<'PY'
-import json, struct
-def save(path, tensors):
-    header, blobs, off = {}, [], 0
-    for name, (dtype, shape, values) in tensors.items():
-        raw = struct.pack("<%d%s" % (len(values), "i" if dtype == "I32" else "f"), *values)
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-tokens = ("I32", [2, 12], [(7 * i + 3) % 256 for i in range(24)])
-save("tok.safetensors", {"tokens": tokens})
-for T in (1, 3, 8):
-    save("in%d.safetensors" % T, {"tokens": tokens, "iterations": ("I32", [2], [T, T])})
-save("in_mixed.safetensors", {"tokens": tokens, "iterations": ("I32", [2], [1, 8])})
-PY
+toks='"tokens": ["I32", [2, 12], ['"$(seq -s, 0 23 | awk -F, '{for (i = 1; i <= NF; i++) printf "%s%d", (i > 1 ? ", " : ""), (7 * $i + 3) % 256}')"']]'
+python3 "$st" make tok.safetensors "{$toks}"
+for T in 1 3 8; do python3 "$st" make in$T.safetensors "{$toks, \"iterations\": [\"I32\", [2], [$T, $T]]}"; done
+python3 "$st" make in_mixed.safetensors "{$toks, \"iterations\": [\"I32\", [2], [1, 8]]}"
 for T in 1 3 8; do
   "$lrc" forward "$model" "${P[@]}" --set T=$T --weights w.safetensors --input tok.safetensors -o ref$T.safetensors >/dev/null
   "$lrc" forward pkg1 --weights w.safetensors --input in$T.safetensors -o pkg$T.safetensors >/dev/null
