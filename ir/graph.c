@@ -164,6 +164,39 @@ int lrc_graph_add_output(lrc_graph *g, const char *name, int node, lrc_err *err)
     return LRC_OK;
 }
 
+/* A loop's body (the nodes between loop_state and loop_next that read the
+ * state) runs again at every iteration: after the loop only its final state
+ * is defined, so nothing outside may read the state or a body value. */
+static int verify_loops(const lrc_graph *g, lrc_err *err)
+{
+    char *body = NULL;
+    int rc = LRC_OK;
+    for (int next = 0; next < g->n_nodes && !rc; next++) {
+        if (g->nodes[next].op != LRC_OP_LOOP_NEXT) continue;
+        int st = g->nodes[next].in[0];
+        if (!body) body = lrc_xcalloc((size_t)g->n_nodes, 1);
+        memset(body, 0, (size_t)g->n_nodes);
+        body[st] = 1;
+        for (int j = st + 1; j < next; j++)
+            for (int k = 0; k < g->nodes[j].n_in && !body[j]; k++) body[j] = body[g->nodes[j].in[k]];
+        for (int j = next + 1; j < g->n_nodes && !rc; j++)
+            for (int k = 0; k < g->nodes[j].n_in && !rc; k++)
+                if (body[g->nodes[j].in[k]]) {
+                    lrc_err_set(err, "%s reads a value of a loop's body%s%s: after a loop only its final state is defined "
+                                     "(return what is needed from the body through the state)",
+                                lrc_op_name(g->nodes[j].op), g->nodes[next].loc ? " at " : "",
+                                g->nodes[next].loc ? g->nodes[next].loc : "");
+                    rc = node_where(err, &g->nodes[j]);
+                }
+        for (int i = 0; i < g->n_outputs && !rc; i++)
+            if (g->outputs[i] >= 0 && g->outputs[i] < g->n_nodes && body[g->outputs[i]])
+                rc = lrc_err_set(err, "output '%s' is a value of a loop's body: after a loop only its final state is defined",
+                                 g->output_names[i]);
+    }
+    free(body);
+    return rc;
+}
+
 int lrc_graph_verify(const lrc_graph *g, lrc_err *err)
 {
     for (int id = 0; id < g->n_nodes; id++) {
@@ -188,6 +221,7 @@ int lrc_graph_verify(const lrc_graph *g, lrc_err *err)
                 }
         }
     }
+    if (verify_loops(g, err)) return LRC_EUSER;
     if (g->n_outputs == 0) return lrc_err_set(err, "the graph has no outputs");
     for (int i = 0; i < g->n_outputs; i++)
         if (g->outputs[i] < 0 || g->outputs[i] >= g->n_nodes)

@@ -388,8 +388,8 @@ static int back_edge(lrc_cuda_exec *x, int li, bool *again, lrc_err *err)
         if (counts[b] > most) most = counts[b];
     }
     free(counts);
-    *again = t + 1 < most;
-    x->iteration[li] = *again ? t + 1 : 0;
+    *again = !r && t + 1 < most;
+    x->iteration[li] = *again ? t + 1 : 0; /* a failed run starts the next one at the loop's beginning */
     return r ? cu_fail(x, r, "a loop's back edge", err) : LRC_OK;
 }
 

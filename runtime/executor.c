@@ -56,7 +56,7 @@ int lrc_exec_run(lrc_backend *be, const lrc_graph *g, const lrc_tensor_set *inpu
     for (int id = 0; id < N && !rc; id++) {
         const lrc_node *n = &g->nodes[id];
         if (lrc_op_table[n->op].fusion == LRC_FUSE_SOURCE) {
-            rc = bind_source(be, g, id, inputs, params, &buf[id], err);
+            if (!buf[id]) rc = bind_source(be, g, id, inputs, params, &buf[id], err); /* once, even inside a loop */
             continue;
         }
         if (n->op == LRC_OP_LOOP_NEXT) { /* the back edge: rows still iterating take h_next */
@@ -79,7 +79,8 @@ int lrc_exec_run(lrc_backend *be, const lrc_graph *g, const lrc_tensor_set *inpu
                 continue;
             }
             iteration[id] = 0;
-            buf[id] = buf[st]; /* the final state: the state's buffer, handed over */
+            if (buf[id]) be->ops->free(be, buf[id]); /* an inner loop's final state of the outer loop's previous iteration */
+            buf[id] = buf[st]; /* the final state: the state's buffer, handed over (nothing after the loop reads the state) */
             buf[st] = NULL;
             continue;
         }

@@ -205,6 +205,12 @@ static int parse_plan(const cJSON *root, const char *path, lrc_plan *p, lrc_err 
                 return bad(err, path, "launch", i);
             l->args[a] = (int)x->valuedouble;
         }
+        if (l->loop_to >= 0) { /* a back edge copies rows of h_next into the state: same f32 shape, i32 counts per row */
+            const lrc_plan_buf *st = &p->bufs[l->args[0]], *nx = &p->bufs[l->args[1]], *ct = &p->bufs[l->args[2]];
+            if (st->dtype != LRC_F32 || nx->dtype != LRC_F32 || !lrc_shape_eq(&st->shape, &nx->shape) || st->shape.ndim < 1 ||
+                ct->dtype != LRC_I32 || ct->shape.ndim != 1 || ct->shape.dim[0] != st->shape.dim[0])
+                return bad(err, path, "launch", i);
+        }
     }
     p->n_checks = cJSON_GetArraySize(cs);
     p->checks = lrc_xcalloc((size_t)p->n_checks + 1, sizeof *p->checks);

@@ -133,13 +133,15 @@ int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err)
                  * product is stored anyway: training keeps it for the
                  * backward), and only when n's other inputs do not come from
                  * the group, which would make a cycle */
-                if (n_uses[p] != 1) {
-                    if (pg[gp].kind != LRC_GROUP_GEMM) continue;
-                    bool cycle = false;
-                    for (int q = 0; q < n->n_in && !cycle; q++)
-                        if (n->in[q] != p) cycle = reads_group(g, s->group_of, n->in[q], gp, mark, stack);
-                    if (cycle) continue;
-                }
+                if (n_uses[p] != 1 && pg[gp].kind != LRC_GROUP_GEMM) continue;
+                /* the same cycle when another input comes from a later group
+                 * that cannot take n (opaque: a transpose, a loop's back edge)
+                 * and reads gp, as a residual around a loop does */
+                bool later = false, cycle = false;
+                for (int q = 0; q < n->n_in; q++) later = later || s->group_of[n->in[q]] > gp;
+                for (int q = 0; q < n->n_in && !cycle && (n_uses[p] != 1 || later); q++)
+                    if (n->in[q] != p) cycle = reads_group(g, s->group_of, n->in[q], gp, mark, stack);
+                if (cycle) continue;
                 join = gp;
             }
         if (join < 0) {

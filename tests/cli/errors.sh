@@ -706,6 +706,33 @@ t "parcae: a negative iteration count (ref)" 1 'iteration count' -- forward "$PA
 t "parcae: counts of another shape" 1 'iterations' -- forward "$PARCAE" --preset tiny --weights parcae_w.safetensors --input in_pbad.st -o out.safetensors
 t "parcae: --set T=0 at run time" 1 'T must be a positive integer' -- forward "$PARCAE" --preset tiny --set T=0 --weights parcae_w.safetensors --input in_p.st -o out.safetensors
 t "vit: tokens for an image model" 1 'images' -- forward "$VIT" --preset tiny --weights vit_w.safetensors --input in_p.st -o out.safetensors
+# after a loop only its final state is defined: reading the state or a body value there is an error
+model loop_side.lua <<'EOF'
+local lrc = require "lrc"
+local nn = require "lrc.nn"
+local M = { defaults = { d = 8, vocab = 16, T = 3 }, presets = {} }
+function M.build(cfg, tokens)
+  local e = nn.embedding("emb", cfg.vocab, cfg.d)(tokens)
+  local counts = lrc.input("iterations", { tokens.shape[1] }, "i32")
+  local side
+  local h = nn.loop(e * 1.0, counts, function(h) side = lrc.silu(h) * 2.0; return lrc.silu(h) + e end)
+  return nn.linear("head", cfg.d, cfg.vocab)(h + side)
+end
+return M
+EOF
+sed 's/side = lrc.silu(h) \* 2.0/side = h/' loop_side.lua >loop_state.lua
+t "loop: a body value read after the loop" 1 'loop_side\.lua:9: ' "a value of a loop's body" 'final state' -- inspect loop_side.lua
+t "loop: the state read after the loop" 1 'loop_state\.lua:9: ' "a value of a loop's body" -- inspect loop_state.lua
+"$LRC" compile "$PARCAE" --preset tiny --set state_init=zero --batch 2 --seq 3 --target cpu -o pkg_loop >/dev/null
+cp -r pkg_loop pkg_loop_bad
+"$PY" - pkg_loop_bad/package.json <<'PYEOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+edge = next(l for l in p["launches"] if "loop_to" in l)
+edge["args"][1] = next(i for i, b in enumerate(p["buffers"]) if b.get("name") == "tokens")  # h_next := the tokens
+json.dump(p, open(sys.argv[1], "w"))
+PYEOF
+t "loop: a package whose back edge copies the tokens" 1 'pkg_loop_bad' 'damaged package' -- forward pkg_loop_bad --weights parcae_w.safetensors --input in_p.st -o out.safetensors
 
 # ---- usage (exit status 2) --------------------------------------------------------------------------
 

@@ -60,5 +60,47 @@ rel = lambda x, y: max(abs(p - q) for p, q in zip(x, y)) / max(abs(q) for q in y
 assert rel(mixed[:half], one[:half]) < 1e-5, rel(mixed[:half], one[:half])
 assert rel(mixed[half:], eight[half:]) < 1e-5, rel(mixed[half:], eight[half:])
 PY
+
+# loops in unusual places, cpu against ref (each a bug once): a residual
+# around the loop (fusion made a cycle), parameters and inputs declared
+# inside the body and a loop inside a loop (the ref executor leaked), and a
+# body reading several values from before the loop
+toy() { # toy NAME BODY-AND-RESULT: a model whose build has e, counts, lin, lin2
+  cat >"$1.lua" <<LUA
+local lrc = require "lrc"
+local nn = require "lrc.nn"
+local M = { defaults = { d = 8, vocab = 256, T = 3 }, presets = {} }
+function M.build(cfg, tokens)
+  local s = tokens.shape
+  local e = nn.embedding("emb", cfg.vocab, cfg.d)(tokens)
+  local counts = lrc.input("iterations", { s[1] }, "i32")
+  local lin, lin2 = nn.linear("w", cfg.d, cfg.d), nn.linear("w2", cfg.d, cfg.d)
+  local head = nn.linear("head", cfg.d, cfg.vocab)
+  $2
+end
+return M
+LUA
+  "$lrc" init "$1.lua" --seed 7 -o "$1_w.safetensors" >/dev/null
+}
+python3 "$st" make toy_in.safetensors "{$toks, \"iterations\": [\"I32\", [2], [3, 1]]}"
+toy residual 'local m = lin(e); local inj = m * 0.5
+  local h = nn.loop(e * 0.0, counts, function(h) return lrc.silu(lin2(h)) + m end)
+  return head(h + inj)'
+toy inside 'local h = nn.loop(e * 1.0, counts, function(h)
+    local g = lrc.param("g", { cfg.d }, { "normal", std = 1.0 }, "x")
+    return lrc.silu(lin(h)) * g + e end)
+  return head(h)'
+toy nested 'local h = nn.loop(e * 1.0, counts, function(h)
+    local q = nn.loop(h * 1.0, counts, function(q) return lrc.silu(lin(q)) + h end)
+    return q * 0.5 + e end)
+  return head(h)'
+toy invariants 'local a, b = lin(e), lrc.silu(lin2(e))
+  local h = nn.loop(e * 0.0, counts, function(h) return lrc.silu(lin(h)) * b + a + e * 0.5 end)
+  return head(h)'
+for m in residual inside nested invariants; do
+  "$lrc" forward $m.lua --weights ${m}_w.safetensors --input toy_in.safetensors -o ${m}_ref.safetensors >/dev/null &&
+  "$lrc" forward $m.lua --weights ${m}_w.safetensors --input toy_in.safetensors -o ${m}_cpu.safetensors --target cpu >/dev/null
+  check "$m: cpu equals ref" '"$compare" ${m}_cpu.safetensors ${m}_ref.safetensors logits 1e-5 >/dev/null'
+done
 echo "$fails failed"
 [ "$fails" -eq 0 ]

@@ -68,5 +68,17 @@ cat "$dir/nan.err"
 check "a non-finite gradient exits 1" "[ $status = 1 ]"
 check "it names the step and the tensor" "grep -q \"step 2: the gradient of 'model\\.[a-z_.0-9]*' is not finite\" '$dir/nan.err'"
 check "the last good checkpoint is kept" "[ -s '$dir/nan/checkpoint.safetensors' ] && grep -q '\"step\":1,' '$dir/nan/metrics.jsonl'"
+# an image model on Fashion-MNIST (Debian's dataset-fashion-mnist): metrics
+# with validation accuracy, resume bit for bit (the data order comes from
+# the seed and the step), and lrc eval's test accuracy
+vit=$(dirname "$model")/vit.lua
+V=(train "$vit" --preset tiny --set image_size=28 --steps 6 --lr 1e-3 --batch 16 --eval-every 3 --threads 2)
+"$lrc" "${V[@]}" -o "$dir/vit" >/dev/null
+"$lrc" "${V[@]}" -o "$dir/vit_half" --stop-after 3 >/dev/null
+"$lrc" train --resume "$dir/vit_half" >/dev/null
+check "vit: a resumed run is bit-identical" "cmp -s '$dir/vit/checkpoint.safetensors' '$dir/vit_half/checkpoint.safetensors'"
+check "vit: metrics hold val_acc, a fraction" "tail -n 1 '$dir/vit/metrics.jsonl' | grep -q '\"val_acc\":0\.[0-9]'"
+check "vit: lrc eval prints the test accuracy of 10000 images" \
+  "'$lrc' eval '$vit' --preset tiny --set image_size=28 --weights '$dir/vit/model.safetensors' --threads 2 | grep -q '^test accuracy 0\.[0-9]* (10000 images)'"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
