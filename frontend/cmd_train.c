@@ -108,7 +108,7 @@ static int loop_inputs_open(lrc_model *m, const lrc_graph *g, lrc_tensor_set *in
     }
     if (!li->iters) return LRC_OK;
     li->B = li->iters->shape.dim[0];
-    li->K = li->mask ? li->mask->shape.dim[0] : 0;
+    li->K = li->mask ? li->mask->shape.dim[1] : 0;
     li->k = lrc_xcalloc((size_t)li->B + 1, sizeof *li->k);
     if (lrc_model_config_number(m, "mu_rec", &li->mu, err) || lrc_model_config_int(m, "T", &li->T_eval, err)) return LRC_EUSER;
     if (!(li->mu > 0) || li->mu > 200) return lrc_err_set(err, "mu_rec = %g: expected a mean number of iterations in (0, 200]", li->mu);

@@ -363,7 +363,7 @@ int lrc_model_complete_inputs(const lrc_plan_buf *want, int n, lrc_model *m, lrc
         /* a looped model's iteration count: its config T for every row; in a
          * training graph the loop runs those without gradients, the last
          * mu_bwd unrolled after it (iteration_mask) */
-        bool mask = !strcmp(want[j].name, "iteration_mask") && want[j].shape.ndim == 4;
+        bool mask = !strcmp(want[j].name, "iteration_mask") && want[j].shape.ndim == 5;
         if ((mask || (!strcmp(want[j].name, "iterations") && want[j].dtype == LRC_I32 && want[j].shape.ndim == 1)) && m &&
             !lrc_model_config_int(m, "T", &T, err)) {
             if (T <= 0) return lrc_err_set(err, "T = %lld: a looped model iterates at least once", (long long)T);
@@ -371,12 +371,12 @@ int lrc_model_complete_inputs(const lrc_plan_buf *want, int n, lrc_model *m, lrc
             for (int q = 0; q < n; q++) training = training || !strcmp(want[q].name, "iteration_mask");
             int64_t K = 0;
             for (int q = 0; q < n; q++)
-                if (!strcmp(want[q].name, "iteration_mask")) K = want[q].shape.dim[0];
+                if (!strcmp(want[q].name, "iteration_mask")) K = want[q].shape.dim[1];
             int64_t k = T < K ? T : K; /* the iterations with gradients */
             lrc_tensor *t = lrc_tensor_new(want[j].name, want[j].dtype, &want[j].shape, err);
             if (!t) return LRC_EUSER;
             if (mask)
-                lrc_parcae_mask(t->data, K, want[j].shape.dim[1], NULL, k);
+                lrc_parcae_mask(t->data, K, want[j].shape.dim[2], NULL, k);
             else
                 for (int64_t b = 0; b < want[j].shape.dim[0]; b++) ((int32_t *)t->data)[b] = (int32_t)(training ? T - k : T);
             if (lrc_tensor_set_add(in, t, err)) return LRC_EUSER;

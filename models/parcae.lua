@@ -8,8 +8,9 @@
 -- it from TruncNormal(0, sqrt(2 / 5d)) for every run). A training graph
 -- unrolls the last mu_bwd iterations, the ones that take gradients; the
 -- loop before them runs without: "iterations" then counts those, and
--- "iteration_mask" f32 [mu_bwd, B, 1, 1] says which unrolled iterations
--- each sequence runs (1) or skips (0), as Parcae masks finished sequences.
+-- "iteration_mask" f32 [2, mu_bwd, B, 1, 1] says which unrolled iterations
+-- each sequence runs ([0]: 1, [1]: 0) or skips ([0]: 0, [1]: 1), as Parcae
+-- masks finished sequences: h = G(h) run + h keep is exact either way.
 local lrc = require "lrc"
 local nn = require "lrc.nn"
 
@@ -146,10 +147,13 @@ function M.build(cfg, tokens, ctx)
   if training then
     -- the last mu_bwd iterations again, unrolled so that they keep what the
     -- backward needs; sequence b runs those its mask enables
-    local mask = lrc.input("iteration_mask", { cfg.mu_bwd, B, 1, 1 })
+    local mask = lrc.input("iteration_mask", { 2, cfg.mu_bwd, B, 1, 1 })
+    local function at(half, j)
+      local m = lrc.slice(lrc.slice(mask, { axis = 0, start = half, size = 1 }), { axis = 1, start = j, size = 1 })
+      return lrc.reshape(m, { B, 1, 1 })
+    end
     for j = 0, cfg.mu_bwd - 1 do
-      local m = lrc.reshape(lrc.slice(mask, { axis = 0, start = j, size = 1 }), { B, 1, 1 })
-      h = h + (step(h) - h) * m
+      h = step(h) * at(0, j) + h * at(1, j)
     end
   end
   depth = depth + cfg.n_recurrent

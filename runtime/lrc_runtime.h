@@ -334,9 +334,10 @@ void lrc_run64_free(lrc_run64 *r);
 /* n values of TruncNormal(0, std) clipped at +-3 std (a looped model's
  * random initial state). */
 void lrc_fill_trunc_normal(float *x, int64_t n, double std, lrc_rng *r);
-/* Parcae's mask of the K unrolled iterations that take gradients,
- * mask[j * B + b] = 1 when sequence b runs unrolled iteration j, that is
- * j >= K - k_b, with k_b = k[b] (or k_all when k is NULL). */
+/* Parcae's mask [2, K, B] of the K unrolled iterations that take
+ * gradients: mask[j * B + b] = 1 when sequence b runs unrolled iteration j,
+ * that is j >= K - k_b, with k_b = k[b] (or k_all when k is NULL), else 0;
+ * mask[(K + j) * B + b] is its complement. */
 void lrc_parcae_mask(float *mask, int64_t K, int64_t B, const int32_t *k, int64_t k_all);
 /* T_b = max(1, Poisson(mu)) (Knuth's method; mu up to a few hundred). */
 int32_t lrc_poisson_at_least_1(double mu, lrc_rng *r);

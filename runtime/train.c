@@ -233,7 +233,11 @@ void lrc_fill_trunc_normal(float *x, int64_t n, double std, lrc_rng *r)
 void lrc_parcae_mask(float *mask, int64_t K, int64_t B, const int32_t *k, int64_t k_all)
 {
     for (int64_t j = 0; j < K; j++)
-        for (int64_t b = 0; b < B; b++) mask[j * B + b] = j >= K - (k ? k[b] : k_all) ? 1.0f : 0.0f;
+        for (int64_t b = 0; b < B; b++) {
+            bool run = j >= K - (k ? k[b] : k_all);
+            mask[j * B + b] = run ? 1.0f : 0.0f;
+            mask[(K + j) * B + b] = run ? 0.0f : 1.0f;
+        }
 }
 
 int32_t lrc_poisson_at_least_1(double mu, lrc_rng *r)
