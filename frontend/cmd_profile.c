@@ -68,13 +68,16 @@ int cmd_profile(int argc, char **argv)
     lrc_tensor_set_init(&outs);
     cli_engine e;
     memset(&e, 0, sizeof e);
-    const lrc_tensor *tok = NULL;
+    const lrc_tensor *tok = NULL, *img = NULL;
     rc = lrc_safetensors_load(a.input, &in, &err);
-    if (!rc && !(tok = lrc_tensor_set_find(&in, "tokens")))
-        rc = lrc_err_set(&err, "%s: no tensor 'tokens' (I32 [B, T])", a.input);
-    if (!rc && (tok->dtype != LRC_I32 || tok->shape.ndim != 2))
+    if (!rc && !(tok = lrc_tensor_set_find(&in, "tokens")) && !(img = lrc_tensor_set_find(&in, "images")))
+        rc = lrc_err_set(&err, "%s: no tensor 'tokens' (I32 [B, T]) or 'images' (F32 [B, C, H, W])", a.input);
+    if (!rc && tok && (tok->dtype != LRC_I32 || tok->shape.ndim != 2))
         rc = lrc_err_set(&err, "%s: 'tokens' must be I32 [B, T]", a.input);
-    if (!rc) rc = cli_engine_open(&a, tok->shape.dim[0], tok->shape.dim[1], &e, &err);
+    if (!rc && img && (img->dtype != LRC_F32 || img->shape.ndim != 4))
+        rc = lrc_err_set(&err, "%s: 'images' must be F32 [B, C, H, W]", a.input);
+    if (!rc) rc = cli_engine_open(&a, (tok ? tok : img)->shape.dim[0], tok ? tok->shape.dim[1] : 1, &e, &err);
+    if (!rc) rc = cli_engine_inputs(&e, &in, a.input, &err);
     if (!rc && (rc = lrc_exec_run_plan(e.x, &in, &outs, &err))) lrc_err_prefix(&err, "%s", a.input); /* warm-up */
     int n_launch = rc ? 0 : e.plan->n_launches;
     double *ns = lrc_xcalloc((size_t)n_launch + 1, sizeof(double));

@@ -275,6 +275,13 @@ int cli_package_inputs(const lrc_package *pkg, lrc_tensor_set *in, const char *p
     return rc ? rc : lrc_model_complete_inputs(want, n, NULL, in, path, err);
 }
 
+int cli_engine_inputs(cli_engine *e, lrc_tensor_set *in, const char *path, lrc_err *err)
+{
+    if (e->is_package) return cli_package_inputs(&e->pkg, in, path, err);
+    lrc_plan_buf want[16];
+    return lrc_model_complete_inputs(want, inputs_of_plan(e->plan, want, 16), &e->model, in, path, err);
+}
+
 /* T of an input tensor: the sequence length of tokens, 1 for images */
 static int64_t input_len(const lrc_tensor *t) { return t->dtype == LRC_I32 ? t->shape.dim[1] : 1; }
 
@@ -340,9 +347,7 @@ static int forward_engine(const cli_args *a)
     int rc = lrc_safetensors_load(a->input, &in, &err);
     if (!rc) rc = check_tokens(&in, a->input, INT32_MAX, &tok, &err); /* ids: checked against the plan */
     if (!rc) rc = cli_engine_open(a, tok->shape.dim[0], input_len(tok), &e, &err);
-    lrc_plan_buf want[16];
-    if (!rc && e.is_package) rc = cli_package_inputs(&e.pkg, &in, a->input, &err);
-    else if (!rc) rc = lrc_model_complete_inputs(want, inputs_of_plan(e.plan, want, 16), &e.model, &in, a->input, &err);
+    if (!rc) rc = cli_engine_inputs(&e, &in, a->input, &err);
     if (!rc) rc = lrc_plan_check_ids(e.plan, &in, &err); /* before anything is printed */
     if (!rc && !e.is_package)
         printf("compile: %.1f ms (Lua to graph %.1f ms, passes %.1f ms, LLVM %.1f ms), kernels %d, arena %lld bytes\n",

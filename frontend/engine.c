@@ -68,6 +68,8 @@ static int open_model(const cli_args *a, int64_t B, int64_t T, int64_t ctx, cli_
     lrc_graph *g = lrc_graph_new();
     int rc = lrc_model_load(&e->model, a->m.model, a->m.preset, a->m.sets, a->m.n_sets, err);
     e->have_model = true;
+    if (!rc && ctx > 0 && e->model.task != LRC_TASK_LM)
+        rc = lrc_err_set(err, "%s is an image model: lrc generate continues text with a language model", e->model.path);
     if (!rc && e->model.task == LRC_TASK_LM) rc = lrc_model_config_int(&e->model, "vocab", &e->vocab, err);
     if (!rc) rc = lrc_model_build(&e->model, B, T, g, err);
     if (!rc && ctx > 0) rc = lrc_pass_kv_cache(&g, ctx, err);

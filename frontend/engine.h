@@ -29,6 +29,10 @@ int cli_engine_open(const cli_args *a, int64_t B, int64_t T, cli_engine *e, lrc_
  * positions: inputs "tokens" and "pos", states "cache.L.k/v". */
 int cli_engine_open_decoder(const cli_args *a, int64_t T, int64_t ctx, cli_engine *e, lrc_err *err);
 void cli_engine_close(cli_engine *e);
+/* The input file's tensors (from path) checked against the engine's plan,
+ * completed with what the model or package gives (a looped model's
+ * iterations and initial state). */
+int cli_engine_inputs(cli_engine *e, lrc_tensor_set *in, const char *path, lrc_err *err);
 /* FLOPs one work item of the probe computes. */
 double cli_engine_peak_flops_per_item(const cli_engine *e);
 

@@ -706,6 +706,8 @@ t "parcae: a negative iteration count (ref)" 1 'iteration count' -- forward "$PA
 t "parcae: counts of another shape" 1 'iterations' -- forward "$PARCAE" --preset tiny --weights parcae_w.safetensors --input in_pbad.st -o out.safetensors
 t "parcae: --set T=0 at run time" 1 'T must be a positive integer' -- forward "$PARCAE" --preset tiny --set T=0 --weights parcae_w.safetensors --input in_p.st -o out.safetensors
 t "vit: tokens for an image model" 1 'images' -- forward "$VIT" --preset tiny --weights vit_w.safetensors --input in_p.st -o out.safetensors
+t "vit: generate text with an image model" 1 'vit\.lua is an image model' -- generate "$VIT" --preset tiny --weights vit_w.safetensors --prompt ab -n 2
+t "parcae: generate (no KV-cache decoding of QK-norm)" 1 'parcae\.lua:[0-9]+: ' 'KV cache' -- generate "$PARCAE" --preset tiny --weights parcae_w.safetensors --prompt ab -n 2
 # after a loop only its final state is defined: reading the state or a body value there is an error
 model loop_side.lua <<'EOF'
 local lrc = require "lrc"
