@@ -39,6 +39,8 @@ for T in 1 3 8; do
   check "package with iterations = $T equals the model at T = $T (ref)" \
     '"$compare" pkg$T.safetensors ref$T.safetensors logits 1e-5 >/dev/null'
 done
+check "lrc profile runs a looped model (iterations from its config)" \
+  '"$lrc" profile "$model" "${P[@]}" --set T=3 --weights w.safetensors --input tok.safetensors --repeat 2 -o trace.json | grep -q "^profile of"'
 check "T = 8 differs from T = 1" '! "$compare" ref8.safetensors ref1.safetensors logits 1e-3 >/dev/null'
 # per-sequence counts: row 0 as at T = 1, row 1 as at T = 8
 "$lrc" forward pkg1 --weights w.safetensors --input in_mixed.safetensors -o mixed.safetensors >/dev/null
