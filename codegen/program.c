@@ -60,8 +60,7 @@ static bool renderable(const lrc_graph *g, const lrc_group *gr, const lrc_node *
     lrc_fusion f = lrc_op_table[n->op].fusion;
     switch (gr->kind) {
     case LRC_GROUP_ELEMENTWISE: return f == LRC_FUSE_ELEMENTWISE;
-    case LRC_GROUP_ROW:
-        return anchor ? (n->op == LRC_OP_RMSNORM || n->op == LRC_OP_LAYERNORM || n->op == LRC_OP_SOFTMAX) : f == LRC_FUSE_ELEMENTWISE;
+    case LRC_GROUP_ROW: return anchor ? lrc_op_is_row(n->op) : f == LRC_FUSE_ELEMENTWISE;
     case LRC_GROUP_GEMM: return lrc_is_gemm_op(n->op) || (!anchor && f == LRC_FUSE_ELEMENTWISE);
     case LRC_GROUP_ATTENTION: return anchor ? n->op == LRC_OP_ATTENTION || n->op == LRC_OP_KV_ATTENTION : n->op == LRC_OP_ROPE;
     case LRC_GROUP_OPAQUE: /* one op (or its nodes for each input, fuse rule 6); the renderer says whether it can */

@@ -69,16 +69,12 @@ static int open_cuda(lrc_graph *g, lrc_compiled *c, lrc_cuda_exec **cx, lrc_err 
     return rc;
 }
 
-/* What a step trains on: text for a language model (tokens [B, T], the
- * next bytes as labels), or images for an image model (images [B, C, S, S],
- * class labels [B]), with the inputs they fill. */
+/* An image model's data (images [B, C, S, S], class labels [B]; a language
+ * model trains on text) and the forward plan that evaluates it. */
 typedef struct {
-    lrc_task task;
-    lrc_text text;
     lrc_images im;
     bool have_im;
-    lrc_tensor *x, *y; /* owned by the input set */
-    cli_classifier val; /* image models: the forward plan that evaluates */
+    cli_classifier val;
     bool have_val;
 } train_data;
 
@@ -214,8 +210,7 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
     train_data td;
     memset(&td, 0, sizeof td);
     int rc = lrc_model_load(&m, a->m.model, a->m.preset, a->m.sets, a->m.n_sets, err);
-    td.task = m.task;
-    bool images = td.task == LRC_TASK_IMAGE;
+    bool images = m.task == LRC_TASK_IMAGE;
     if (!rc && images) {
         rc = cli_images_open(&m, ta->data, &td.im, err);
         td.have_im = !rc;

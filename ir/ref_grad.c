@@ -217,11 +217,7 @@ int REF(layernorm_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, 
     int64_t d = last_dim(SHAPE(0)), rows = lrc_shape_numel(SHAPE(0)) / d;
     for (int64_t r = 0; r < rows; r++) {
         const real *x = F(0) + r * d, *dy = F(1) + r * d;
-        double mean = 0, var = 0, sdy = 0, sdyx = 0;
-        for (int64_t i = 0; i < d; i++) mean += x[i];
-        mean /= (double)d;
-        for (int64_t i = 0; i < d; i++) var += (x[i] - mean) * (x[i] - mean);
-        double inv = 1.0 / sqrt(var / (double)d + n->fattr[0]);
+        double mean, sdy = 0, sdyx = 0, inv = row_mean_inv_std(x, d, n->fattr[0], &mean);
         for (int64_t i = 0; i < d; i++) {
             sdy += dy[i];
             sdyx += dy[i] * (x[i] - mean) * inv;

@@ -343,11 +343,7 @@ int REF(layernorm)(const lrc_graph *g, const lrc_node *n, void *const *in, void 
     int64_t d = last_dim(SHAPE(0)), rows = lrc_shape_numel(SHAPE(0)) / d;
     for (int64_t r = 0; r < rows; r++) {
         const real *x = F(0) + r * d;
-        double mean = 0, var = 0;
-        for (int64_t i = 0; i < d; i++) mean += x[i];
-        mean /= (double)d;
-        for (int64_t i = 0; i < d; i++) var += (x[i] - mean) * (x[i] - mean);
-        double inv = 1.0 / sqrt(var / (double)d + n->fattr[0]);
+        double mean, inv = row_mean_inv_std(x, d, n->fattr[0], &mean);
         for (int64_t i = 0; i < d; i++) ((real *)out)[r * d + i] = (real)((x[i] - mean) * inv);
     }
     return LRC_OK;

@@ -23,3 +23,15 @@ typedef float real;
 #define I(k) ((const int32_t *)in[k])
 
 static inline int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
+
+/* The mean of a row of d values and 1 / sqrt(variance + eps), the variance
+ * taken about the mean (layernorm and its gradient). */
+static inline double row_mean_inv_std(const real *x, int64_t d, double eps, double *mean)
+{
+    double m = 0, var = 0;
+    for (int64_t i = 0; i < d; i++) m += x[i];
+    m /= (double)d;
+    for (int64_t i = 0; i < d; i++) var += (x[i] - m) * (x[i] - m);
+    *mean = m;
+    return 1.0 / sqrt(var / (double)d + eps);
+}

@@ -61,20 +61,20 @@ int lrc_exec_run(lrc_backend *be, const lrc_graph *g, const lrc_tensor_set *inpu
         }
         if (n->op == LRC_OP_LOOP_NEXT) { /* the back edge: rows still iterating take h_next */
             int st = n->in[0];
-            int64_t rows = n->shape.ndim ? n->shape.dim[0] : 1, row = (int64_t)buffer_bytes(n) / rows, most = 0;
+            int64_t rows = n->shape.ndim ? n->shape.dim[0] : 1;
             int32_t *counts = lrc_xmalloc((size_t)rows * 4);
-            char *h = lrc_xmalloc(buffer_bytes(n));
+            char *h = lrc_xmalloc(2 * buffer_bytes(n)), *next = h + buffer_bytes(n);
             rc = be->ops->read(be, counts, buf[n->in[2]], (size_t)rows * 4, err);
-            if (!rc) rc = be->ops->read(be, h, buf[st], buffer_bytes(n), err);
-            for (int64_t b = 0; b < rows && !rc; b++) {
-                if (iteration[id] < counts[b]) rc = be->ops->read(be, h + b * row, (char *)buf[n->in[1]] + b * row, (size_t)row, err);
-                if (counts[b] > most) most = counts[b];
+            for (int64_t b = 0; b < rows && !rc; b++)
                 if (counts[b] < 0) rc = lrc_err_set(err, "a loop's iteration count must be 0 or more, got %d", counts[b]);
-            }
+            if (!rc) rc = be->ops->read(be, h, buf[st], buffer_bytes(n), err);
+            if (!rc) rc = be->ops->read(be, next, buf[n->in[1]], buffer_bytes(n), err);
+            bool again = !rc && lrc_loop_rows(counts, rows, iteration[id], h, next, buffer_bytes(n) / (size_t)rows);
             if (!rc) rc = be->ops->write(be, buf[st], h, buffer_bytes(n), err);
             free(counts);
             free(h);
-            if (!rc && ++iteration[id] < most) {
+            if (!rc && again) {
+                iteration[id]++;
                 id = st; /* the body again, from the node after the state */
                 continue;
             }
@@ -165,15 +165,11 @@ int lrc_run64_exec(lrc_run64 *r, int first, int end, lrc_err *err)
         }
         if (n->op == LRC_OP_LOOP_NEXT) { /* the back edge, as the executors run it */
             int st = n->in[0];
-            const int32_t *counts = r->buf[n->in[2]];
-            int64_t rows = n->shape.dim[0], row = (int64_t)count / rows, most = 0;
-            for (int64_t b = 0; b < rows; b++) {
-                if (r->iteration[id] < counts[b])
-                    memcpy((double *)r->buf[st] + b * row, (const double *)r->buf[n->in[1]] + b * row, (size_t)row * sizeof(double));
-                if (counts[b] > most) most = counts[b];
-            }
+            bool again = lrc_loop_rows(r->buf[n->in[2]], n->shape.dim[0], r->iteration[id], r->buf[st], r->buf[n->in[1]],
+                                       count / (size_t)n->shape.dim[0] * sizeof(double));
             if (r->on_iteration) r->on_iteration(r, id, r->iteration[id]);
-            if (++r->iteration[id] < most && st >= first) { /* the body again */
+            if (again && st >= first) { /* the body again */
+                r->iteration[id]++;
                 id = st;
                 continue;
             }

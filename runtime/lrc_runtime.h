@@ -183,8 +183,11 @@ void lrc_plan_free(lrc_plan *p);
 int lrc_plan_find_tensor(const lrc_plan_buf *b, const lrc_tensor_set *set, const lrc_tensor **out, lrc_err *err);
 /* The plan's range checks of integer inputs (token ids, loop counts), on the host. */
 int lrc_plan_check_ids(const lrc_plan *p, const lrc_tensor_set *inputs, lrc_err *err);
-/* Back edge li after iteration t with host buffers ptr: copies the rows
- * that still iterate into the state; true when the body runs again. */
+/* A loop's back edge after iteration t, on host memory: the rows b of
+ * next with t < counts[b] copied into state; true when the body runs again
+ * (t + 1 < max(counts)). Every host-side executor runs its loops with it. */
+bool lrc_loop_rows(const int32_t *counts, int64_t rows, int64_t t, void *state, const void *next, size_t row_bytes);
+/* Back edge li after iteration t with host buffers ptr (lrc_loop_rows). */
 bool lrc_plan_back_edge(const lrc_plan *p, int li, int64_t t, void *const *ptr);
 
 typedef struct lrc_exec lrc_exec;

@@ -132,18 +132,23 @@ int lrc_plan_check_ids(const lrc_plan *p, const lrc_tensor_set *inputs, lrc_err 
     return LRC_OK;
 }
 
+bool lrc_loop_rows(const int32_t *counts, int64_t rows, int64_t t, void *state, const void *next, size_t row_bytes)
+{
+    int32_t most = 0;
+    for (int64_t b = 0; b < rows; b++) {
+        if (t < counts[b]) /* finished sequences keep their state */
+            memcpy((char *)state + b * row_bytes, (const char *)next + b * row_bytes, row_bytes);
+        if (counts[b] > most) most = counts[b];
+    }
+    return t + 1 < most;
+}
+
 bool lrc_plan_back_edge(const lrc_plan *p, int li, int64_t t, void *const *ptr)
 {
     const lrc_plan_launch *l = &p->launches[li];
     const lrc_plan_buf *st = &p->bufs[l->args[0]];
-    const int32_t *counts = ptr[l->args[2]];
-    int64_t rows = st->shape.ndim ? st->shape.dim[0] : 1, row_bytes = st->bytes / rows, most = 0;
-    for (int64_t b = 0; b < rows; b++) {
-        if (t < counts[b]) /* finished sequences keep their state */
-            memcpy((char *)ptr[l->args[0]] + b * row_bytes, (const char *)ptr[l->args[1]] + b * row_bytes, (size_t)row_bytes);
-        if (counts[b] > most) most = counts[b];
-    }
-    return t + 1 < most;
+    int64_t rows = st->shape.ndim ? st->shape.dim[0] : 1;
+    return lrc_loop_rows(ptr[l->args[2]], rows, t, ptr[l->args[0]], ptr[l->args[1]], (size_t)(st->bytes / rows));
 }
 
 int lrc_exec_bind_params(lrc_exec *x, const lrc_tensor_set *params, lrc_err *err)

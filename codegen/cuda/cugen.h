@@ -56,6 +56,9 @@ void cu_emit_stores(cu_gen *c, int64_t D);
  * fills c->launch's grid/block/scratch and returns false when it has no
  * kernel for the op. */
 bool cu_render_opaque(cu_gen *c, const lrc_node *n);
+/* The CUDA expression of elementwise op n on operands x0 (and x1) into buf;
+ * false for any other op. Shared by fused members and lone broadcasts. */
+bool cu_elementwise_expr(const lrc_node *n, const char *x0, const char *x1, char *buf, size_t len);
 void cu_render_attention(cu_gen *c);
 void cu_render_kv_attention(cu_gen *c);
 bool cu_render_attention_grad(cu_gen *c, const lrc_node *n);

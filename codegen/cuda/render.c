@@ -85,25 +85,33 @@ const char *cu_value(cu_gen *c, int id, int64_t D, char *buf, size_t n)
     return buf;
 }
 
+bool cu_elementwise_expr(const lrc_node *n, const char *x0, const char *x1, char *buf, size_t len)
+{
+    switch (n->op) {
+    case LRC_OP_ADD: snprintf(buf, len, "%s + %s", x0, x1); return true;
+    case LRC_OP_MUL: snprintf(buf, len, "%s * %s", x0, x1); return true;
+    case LRC_OP_SCALE: snprintf(buf, len, "%s * %.9ef", x0, n->fattr[0]); return true;
+    case LRC_OP_SILU: snprintf(buf, len, "silu(%s)", x0); return true;
+    case LRC_OP_SILU_GRAD: snprintf(buf, len, "silu_grad(%s, %s)", x0, x1); return true;
+    case LRC_OP_GELU: snprintf(buf, len, "gelu(%s)", x0); return true;
+    case LRC_OP_GELU_GRAD: snprintf(buf, len, "gelu_grad(%s, %s)", x0, x1); return true;
+    case LRC_OP_RELU: snprintf(buf, len, "fmaxf(%s, 0.f)", x0); return true;
+    case LRC_OP_RELU_GRAD: snprintf(buf, len, "(%s > 0.f ? %s : 0.f)", x0, x1); return true;
+    case LRC_OP_EXP: snprintf(buf, len, "expf(%s)", x0); return true;
+    case LRC_OP_SOFTPLUS: /* in double, as the reference (a parameter vector's few values) */
+        snprintf(buf, len, "(float)(fmax((double)%s, 0.0) + log1p(exp(-fabs((double)%s))))", x0, x0);
+        return true;
+    default: return false;
+    }
+}
+
 static void emit_member(cu_gen *c, const lrc_node *n, int id, int64_t D)
 {
-    char x[128], y[128];
+    char x[128], y[128] = "", e[400];
     cu_value(c, n->in[0], D, x, sizeof x);
-    switch (n->op) {
-    case LRC_OP_ADD: cu_printf(c->t, "        float m%d = %s + %s;\n", id, x, cu_value(c, n->in[1], D, y, sizeof y)); break;
-    case LRC_OP_MUL: cu_printf(c->t, "        float m%d = %s * %s;\n", id, x, cu_value(c, n->in[1], D, y, sizeof y)); break;
-    case LRC_OP_SCALE: cu_printf(c->t, "        float m%d = %s * %.9ef;\n", id, x, n->fattr[0]); break;
-    case LRC_OP_SILU: cu_printf(c->t, "        float m%d = silu(%s);\n", id, x); break;
-    case LRC_OP_SILU_GRAD: cu_printf(c->t, "        float m%d = silu_grad(%s, %s);\n", id, x, cu_value(c, n->in[1], D, y, sizeof y)); break;
-    case LRC_OP_GELU: cu_printf(c->t, "        float m%d = gelu(%s);\n", id, x); break;
-    case LRC_OP_RELU: cu_printf(c->t, "        float m%d = fmaxf(%s, 0.f);\n", id, x); break;
-    case LRC_OP_EXP: cu_printf(c->t, "        float m%d = expf(%s);\n", id, x); break;
-    case LRC_OP_RELU_GRAD:
-        cu_printf(c->t, "        float m%d = %s > 0.f ? %s : 0.f;\n", id, x, cu_value(c, n->in[1], D, y, sizeof y));
-        break;
-    case LRC_OP_GELU_GRAD: cu_printf(c->t, "        float m%d = gelu_grad(%s, %s);\n", id, x, cu_value(c, n->in[1], D, y, sizeof y)); break;
-    default: break; /* the anchor: its kernel defines m<anchor> */
-    }
+    if (n->n_in > 1) cu_value(c, n->in[1], D, y, sizeof y);
+    /* the anchor of another kind of group is its kernel's to define */
+    if (cu_elementwise_expr(n, x, y, e, sizeof e)) cu_printf(c->t, "        float m%d = %s;\n", id, e);
 }
 
 void cu_emit_members(cu_gen *c, int64_t D, bool *done, int stop_at)

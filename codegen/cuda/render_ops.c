@@ -81,8 +81,9 @@ static void op_transpose(cu_gen *c, const lrc_node *n)
     elementwise_launch(c, count);
 }
 
-/* binary ops with a broadcast the fused kernels cannot index: each input's
- * element found from the output index with its own strides */
+/* elementwise ops alone (a broadcast the fused kernels cannot index,
+ * softplus): each input's element found from the output index with its own
+ * strides */
 static void op_broadcast(cu_gen *c, const lrc_node *n)
 {
     char o[16], x[2][16];
@@ -101,13 +102,9 @@ static void op_broadcast(cu_gen *c, const lrc_node *n)
         }
         cu_printf(c->t, "    }\n    const float x%d = ld(%s, at%d);\n", k, IN(k, x[k]), k);
     }
-    const char *expr = n->op == LRC_OP_ADD ? "x0 + x1" : n->op == LRC_OP_MUL ? "x0 * x1" : n->op == LRC_OP_SILU ? "silu(x0)"
-                     : n->op == LRC_OP_SILU_GRAD ? "silu_grad(x0, x1)" : n->op == LRC_OP_GELU ? "gelu(x0)"
-                     : n->op == LRC_OP_GELU_GRAD ? "gelu_grad(x0, x1)" : n->op == LRC_OP_RELU ? "fmaxf(x0, 0.f)"
-                     : n->op == LRC_OP_EXP ? "expf(x0)" : n->op == LRC_OP_RELU_GRAD ? "(x0 > 0.f ? x1 : 0.f)"
-                     : n->op == LRC_OP_SOFTPLUS ? "(float)(fmax((double)x0, 0.0) + log1p(exp(-fabs((double)x0))))" : NULL;
-    if (n->op == LRC_OP_SCALE) cu_printf(c->t, "    st(%s, i, x0 * %.9ef);\n}\n\n", OUT(o), n->fattr[0]);
-    else cu_printf(c->t, "    st(%s, i, %s);\n}\n\n", OUT(o), expr);
+    char expr[400];
+    cu_elementwise_expr(n, "x0", "x1", expr, sizeof expr); /* cu_render_opaque sends elementwise ops only */
+    cu_printf(c->t, "    st(%s, i, %s);\n}\n\n", OUT(o), expr);
     elementwise_launch(c, count);
 }
 
@@ -337,17 +334,6 @@ bool cu_render_opaque(cu_gen *c, const lrc_node *n)
     case LRC_OP_ROPE: op_rope(c, n, false); return true;
     case LRC_OP_ROPE_GRAD: op_rope(c, n, true); return true;
     case LRC_OP_TRANSPOSE: op_transpose(c, n); return true;
-    case LRC_OP_ADD:
-    case LRC_OP_MUL:
-    case LRC_OP_SCALE:
-    case LRC_OP_SILU:
-    case LRC_OP_SILU_GRAD:
-    case LRC_OP_GELU:
-    case LRC_OP_GELU_GRAD:
-    case LRC_OP_RELU:
-    case LRC_OP_RELU_GRAD:
-    case LRC_OP_EXP:
-    case LRC_OP_SOFTPLUS: op_broadcast(c, n); return true;
     case LRC_OP_SLICE: op_slice(c, n); return true;
     case LRC_OP_LOOP_STATE: op_copy(c, n); return true;
     case LRC_OP_DEPTH_GAIN: op_depth_gain(c, n); return true;
@@ -359,6 +345,11 @@ bool cu_render_opaque(cu_gen *c, const lrc_node *n)
     case LRC_OP_RMSNORM_GRAD:
     case LRC_OP_LAYERNORM_GRAD:
     case LRC_OP_SOFTMAX_GRAD: op_row_grad(c, n); return true;
-    default: return false;
+    default: { /* an elementwise op alone */
+        char probe[400];
+        if (!cu_elementwise_expr(n, "x0", "x1", probe, sizeof probe)) return false;
+        op_broadcast(c, n);
+        return true;
+    }
     }
 }

@@ -30,6 +30,13 @@ static LLVMValueRef load_input(kgen *k, int id, LLVMValueRef row, LLVMValueRef c
     return em_load(e, p, em_iadd(e, em_imul(e, row, em_i64(e, D)), col), w);
 }
 
+/* Phi(x) = (1 + erf(x / sqrt 2)) / 2, GELU's gate */
+static LLVMValueRef normal_cdf(em_t *e, LLVMValueRef x, int w)
+{
+    LLVMValueRef erf = em_erf(e, em_mul(e, x, em_fw(e, 0.70710678118654752440, w)), w);
+    return em_mul(e, em_fw(e, 0.5, w), em_add(e, em_fw(e, 1.0, w), erf));
+}
+
 LLVMValueRef kg_value(kgen *k, int id, LLVMValueRef row, LLVMValueRef col, int64_t D, int w)
 {
     if (k->memo[id]) return k->memo[id];
@@ -60,13 +67,9 @@ LLVMValueRef kg_value(kgen *k, int id, LLVMValueRef row, LLVMValueRef col, int64
             v = LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealOGT, a, em_fw(e, 0.0, w), ""),
                                 kg_value(k, n->in[1], row, col, D, w), em_fw(e, 0.0, w), "");
             break;
-        case LRC_OP_GELU: /* x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2 */
-            v = em_mul(e, em_mul(e, a, em_fw(e, 0.5, w)),
-                       em_add(e, em_fw(e, 1.0, w), em_erf(e, em_mul(e, a, em_fw(e, 0.70710678118654752440, w)), w)));
-            break;
+        case LRC_OP_GELU: v = em_mul(e, a, normal_cdf(e, a, w)); break; /* x Phi(x) */
         case LRC_OP_GELU_GRAD: { /* dy (Phi(x) + x phi(x)) */
-            LLVMValueRef cdf = em_mul(e, em_fw(e, 0.5, w),
-                                      em_add(e, em_fw(e, 1.0, w), em_erf(e, em_mul(e, a, em_fw(e, 0.70710678118654752440, w)), w)));
+            LLVMValueRef cdf = normal_cdf(e, a, w);
             LLVMValueRef pdf = em_mul(e, em_exp(e, em_mul(e, em_mul(e, a, a), em_fw(e, -0.5, w)), w), em_fw(e, 0.39894228040143267794, w));
             v = em_mul(e, kg_value(k, n->in[1], row, col, D, w), em_fma(e, a, pdf, cdf));
             break;

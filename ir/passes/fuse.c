@@ -30,6 +30,8 @@
 static const char *kind_names[LRC_GROUP_KIND_COUNT] = {"elementwise", "row", "gemm", "attention", "opaque"};
 const char *lrc_group_kind_name(lrc_group_kind k) { return kind_names[k]; }
 
+bool lrc_op_is_row(lrc_op op) { return op == LRC_OP_RMSNORM || op == LRC_OP_LAYERNORM || op == LRC_OP_SOFTMAX; }
+
 static lrc_group_kind anchor_kind(const lrc_node *n)
 {
     switch (lrc_op_table[n->op].fusion) {
@@ -37,7 +39,7 @@ static lrc_group_kind anchor_kind(const lrc_node *n)
     case LRC_FUSE_ATTENTION: return LRC_GROUP_ATTENTION;
     case LRC_FUSE_ELEMENTWISE: return LRC_GROUP_ELEMENTWISE;
     case LRC_FUSE_REDUCTION:
-        return n->op == LRC_OP_RMSNORM || n->op == LRC_OP_LAYERNORM || n->op == LRC_OP_SOFTMAX ? LRC_GROUP_ROW : LRC_GROUP_OPAQUE;
+        return lrc_op_is_row(n->op) ? LRC_GROUP_ROW : LRC_GROUP_OPAQUE;
     default: return LRC_GROUP_OPAQUE;
     }
 }

@@ -60,6 +60,9 @@ typedef enum lrc_group_kind {
 } lrc_group_kind;
 
 const char *lrc_group_kind_name(lrc_group_kind k);
+/* The ops a row group anchors (a reduction over the last axis with a
+ * prologue and an epilogue): rmsnorm, layernorm, softmax. */
+bool lrc_op_is_row(lrc_op op);
 
 typedef struct lrc_group {
     lrc_group_kind kind;

@@ -655,6 +655,8 @@ t "train: data too short" 1 'short\.txt' -- "${TR[@]}" --data short.txt -o run_x
 t "train: missing data file" 1 'nope\.txt' -- "${TR[@]}" --data nope.txt -o run_x
 if ! { [ -e /usr/lib/x86_64-linux-gnu/libcuda.so.1 ] || ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; }; then
   t "train --target cuda without a GPU" 1 'cuda' 'NVIDIA driver' -- "${TR[@]}" --data text.txt -o run_x --target cuda
+else
+  echo "skip train --target cuda without a GPU: this machine has an NVIDIA driver"
 fi
 t "train: --target tpu" 2 'tpu' -- "${TR[@]}" --data text.txt -o run_x --target tpu
 t "train: --steps 0" 1 '--steps 0' -- train "$MODEL" --preset tiny --steps 0 --lr 1e-3 --data text.txt -o run_x

@@ -96,9 +96,10 @@ def random_params(cfg, g):
     return params
 
 
-def write_config(path, cfg):
+def write_config(path, cfg, keys=CONFIG_KEYS):
+    """config.txt: KEY=VALUE a line, the keys of a model's config in order."""
     with open(path, "w") as f:
-        for key in CONFIG_KEYS:
+        for key in keys:
             v = getattr(cfg, key)
             f.write("%s=%s\n" % (key, repr(v) if isinstance(v, float) else v))
 

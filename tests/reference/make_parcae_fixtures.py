@@ -10,7 +10,6 @@ last min(T, mu_bwd) iterations only), by parcae_ref in f64 from the stored f32 v
 
 import os
 import sys
-import zlib
 from collections import OrderedDict
 
 import torch
@@ -19,10 +18,10 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import llama_ref  # noqa: E402
 import parcae_ref as ref  # noqa: E402
+import make_fixtures as mf  # noqa: E402
 import safetensors_io as st  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ROOT = os.path.join(REPO, "tests", "fixtures", "parcae")
+ROOT = os.path.join(mf.FIXTURES, "parcae")
 
 
 def cases():
@@ -52,18 +51,11 @@ def random_params(cfg, g):
     return p
 
 
-def write_config(path, cfg):
-    with open(path, "w") as f:
-        for key in ref.CONFIG_KEYS:
-            v = getattr(cfg, key)
-            f.write("%s=%s\n" % (key, repr(v) if isinstance(v, float) else v))
-
-
 def main():
     for name, cfg, B, T in cases():
         d = os.path.join(ROOT, name)
         os.makedirs(d, exist_ok=True)
-        g = torch.Generator().manual_seed(zlib.crc32(("parcae/" + name).encode()))
+        g = mf.gen("parcae/" + name)
         params = random_params(cfg, g)
         tokens = torch.randint(0, cfg.vocab, (B, T), generator=g, dtype=torch.int64).to(torch.int32)
         logits = ref.forward(params, tokens, cfg)
@@ -76,7 +68,7 @@ def main():
             if kname == "model.injection.A_log" and cfg.T == 1:
                 continue
             assert v.grad is not None and v.grad.abs().max() > 0, "parameter %s unused" % kname
-        write_config(os.path.join(d, "config.txt"), cfg)
+        mf.write_config(os.path.join(d, "config.txt"), cfg, ref.CONFIG_KEYS)
         st.save(os.path.join(d, "weights.safetensors"), params)
         st.save(os.path.join(d, "input.safetensors"), OrderedDict(tokens=tokens))
         st.save(os.path.join(d, "expected.safetensors"), OrderedDict(logits=logits.to(torch.float32)))

@@ -10,18 +10,17 @@ the exact f32 values stored.
 
 import os
 import sys
-import zlib
 from collections import OrderedDict
 
 import torch
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_fixtures as mf  # noqa: E402
 import safetensors_io as st  # noqa: E402
 import vit_ref as ref  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ROOT = os.path.join(REPO, "tests", "fixtures", "vit")
+ROOT = os.path.join(mf.FIXTURES, "vit")
 
 
 def cases():
@@ -51,18 +50,11 @@ def random_params(cfg, g):
     return p
 
 
-def write_config(path, cfg):
-    with open(path, "w") as f:
-        for key in ref.CONFIG_KEYS:
-            v = getattr(cfg, key)
-            f.write("%s=%s\n" % (key, repr(v) if isinstance(v, float) else v))
-
-
 def main():
     for name, cfg, B in cases():
         d = os.path.join(ROOT, name)
         os.makedirs(d, exist_ok=True)
-        g = torch.Generator().manual_seed(zlib.crc32(("vit/" + name).encode()))
+        g = mf.gen("vit/" + name)
         params = random_params(cfg, g)
         images = torch.randn(B, cfg.channels, cfg.image_size, cfg.image_size, generator=g, dtype=torch.float32)
         labels = torch.randint(0, cfg.n_classes, (B,), generator=g, dtype=torch.int64).to(torch.int32)
@@ -74,7 +66,7 @@ def main():
         loss.backward()
         for k, v in p.items():
             assert v.grad is not None and v.grad.abs().max() > 0, "parameter %s unused" % k
-        write_config(os.path.join(d, "config.txt"), cfg)
+        mf.write_config(os.path.join(d, "config.txt"), cfg, ref.CONFIG_KEYS)
         st.save(os.path.join(d, "weights.safetensors"), params)
         st.save(os.path.join(d, "input.safetensors"), OrderedDict(images=images))
         st.save(os.path.join(d, "batch.safetensors"), OrderedDict(images=images, labels=labels))
