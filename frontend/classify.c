@@ -8,6 +8,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Cross-entropy of one row of K logits against label y, in double; *best
+ * gets the arg max. */
+static double row_loss(const float *z, int64_t K, int32_t y, int64_t *best)
+{
+    int64_t top = 0;
+    double sum = 0;
+    for (int64_t k = 1; k < K; k++)
+        if (z[k] > z[top]) top = k;
+    for (int64_t k = 0; k < K; k++) sum += exp((double)z[k] - z[top]);
+    *best = top;
+    return z[top] + log(sum) - z[y];
+}
+
 int cli_images_open(lrc_model *m, const char *dir, lrc_images *im, lrc_err *err)
 {
     int64_t C, S, K;
@@ -78,14 +91,8 @@ int cli_classifier_eval(cli_classifier *cl, const lrc_images *im, int split, dou
         const int32_t *y = cl->labels->data;
         for (int64_t b = 0; b < cl->B; b++) {
             if (y[b] < 0) continue; /* padding after the last image */
-            const float *z = (const float *)lg->data + b * K;
-            int64_t best = 0;
-            double mx = z[0], sum = 0;
-            for (int64_t k = 1; k < K; k++)
-                if (z[k] > z[best]) best = k;
-            mx = z[best];
-            for (int64_t k = 0; k < K; k++) sum += exp((double)z[k] - mx);
-            total += mx + log(sum) - z[y[b]];
+            int64_t best;
+            total += row_loss((const float *)lg->data + b * K, K, y[b], &best);
             right += best == y[b];
             used++;
         }
@@ -143,10 +150,8 @@ static int eval_text(const cli_args *a, lrc_model *m, const lrc_tensor_set *para
         const float *z = lrc_tensor_set_find(&outs, "logits")->data;
         const int32_t *y = lab->data;
         for (int64_t i = 0; i < B * T; i++, z += V) {
-            double mx = z[0], sum = 0;
-            for (int64_t k = 1; k < V; k++) mx = z[k] > mx ? z[k] : mx;
-            for (int64_t k = 0; k < V; k++) sum += exp((double)z[k] - mx);
-            total += mx + log(sum) - z[y[i]];
+            int64_t best;
+            total += row_loss(z, V, y[i], &best);
             used++;
         }
     }

@@ -367,11 +367,10 @@ int lrc_model_complete_inputs(const lrc_plan_buf *want, int n, lrc_model *m, lrc
         if ((mask || (!strcmp(want[j].name, "iterations") && want[j].dtype == LRC_I32 && want[j].shape.ndim == 1)) && m &&
             !lrc_model_config_int(m, "T", &T, err)) {
             if (T <= 0) return lrc_err_set(err, "T = %lld: a looped model iterates at least once", (long long)T);
-            bool training = false;
-            for (int q = 0; q < n; q++) training = training || !strcmp(want[q].name, "iteration_mask");
-            int64_t K = 0;
+            int64_t K = 0; /* a training graph's unrolled iterations (its iteration_mask), else 0 */
             for (int q = 0; q < n; q++)
                 if (!strcmp(want[q].name, "iteration_mask")) K = want[q].shape.dim[1];
+            bool training = K > 0;
             int64_t k = T < K ? T : K; /* the iterations with gradients */
             lrc_tensor *t = lrc_tensor_new(want[j].name, want[j].dtype, &want[j].shape, err);
             if (!t) return LRC_EUSER;
