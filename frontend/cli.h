@@ -61,6 +61,7 @@ enum {
     OPT_DECAY_ALL,
     OPT_CROP_PAD,
     OPT_FLIP,
+    OPT_PRECISION,
 };
 
 /* Handles --preset/--set; returns 1 when the option was one of them. */
@@ -94,6 +95,7 @@ typedef struct cli_args {
     int64_t steps, eval_every, stop_after, accum;
     const char *data, *resume;
     const char *weights, *input, *out, *target, *prompt, *arch;
+    const char *precision; /* cuda: bf16 (default) or f32 storage */
 } cli_args;
 
 /* Parses argv with the options of one command. Returns -1 to go on, or the

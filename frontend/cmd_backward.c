@@ -74,12 +74,14 @@ int cmd_backward(int argc, char **argv)
                                          {"weights", required_argument, 0, OPT_WEIGHTS},
                                          {"input", required_argument, 0, OPT_INPUT},
                                          {"target", required_argument, 0, OPT_TARGET},
+                                         {"precision", required_argument, 0, OPT_PRECISION},
                                          {"threads", required_argument, 0, OPT_THREADS},
                                          {"repeat", required_argument, 0, OPT_REPEAT},
                                          {0, 0, 0, 0}};
     static const char *help =
         "usage: lrc backward MODEL [--preset P] [--set KEY=VALUE]... --weights W.safetensors\n"
-        "                    --input IN.safetensors -o GRADS.safetensors [--target ref|cpu] [--threads N]\n"
+        "                    --input IN.safetensors -o GRADS.safetensors [--target ref|cpu|cuda]\n"
+        "                    [--precision bf16|f32] [--threads N] [--repeat N]\n"
         "\n"
         "The next-token cross-entropy of the batch and its gradient with respect to\n"
         "every parameter. IN holds 'tokens' (I32 [B, T]) and optionally 'labels'\n"
@@ -90,6 +92,8 @@ int cmd_backward(int argc, char **argv)
         "\n" MODEL_HELP
         "  --target NAME     ref (default), cpu (the training graph compiled through LLVM)\n"
         "                    or cuda (the same graph as CUDA C through NVRTC, on GPU 0)\n"
+        "  --precision P     cuda: bf16 (default) or f32 storage of activations and\n"
+        "                    weight matrices; both accumulate in f32\n"
         "  --threads N       cpu: threads (default: all cores)\n"
         "  --repeat N        cuda: then time N runs of the kernels on the device\n";
     cli_args a;
@@ -116,6 +120,7 @@ int cmd_backward(int argc, char **argv)
         rc = lrc_err_set(&err, "--target %s: gradients run on the ref, cpu and cuda targets", a.target);
     lrc_cuda_device dev;
     char why[256];
+    if (!rc && !cuda && a.precision) rc = lrc_err_set(&err, "--precision applies to --target cuda (ref and cpu compute in f32)");
     if (!rc && cuda && lrc_cuda_probe(&dev, why, sizeof why)) rc = lrc_err_set(&err, "--target cuda: %s", why);
     if (a.threads == 0 || a.threads < -1) rc = lrc_err_set(&err, "--threads %lld: the thread count must be at least 1", (long long)a.threads);
     if (!rc) rc = lrc_model_load(&m, a.m.model, a.m.preset, a.m.sets, a.m.n_sets, &err);
@@ -136,7 +141,7 @@ int cmd_backward(int argc, char **argv)
     if (!rc && cuda) { /* for this GPU's architecture, through NVRTC */
         char arch[16];
         snprintf(arch, sizeof arch, "sm_%d", dev.sm);
-        rc = lrc_compile_graph_cuda(g, NULL, arch, &c, &err);
+        rc = lrc_compile_graph_cuda(g, NULL, arch, a.precision && !strcmp(a.precision, "f32"), &c, &err);
         g = NULL;
         cJSON *meta = rc ? NULL : cJSON_CreateObject();
         if (meta) cJSON_AddItemToObject(meta, "cuda", lrc_compiled_cuda_meta(&c));

@@ -114,6 +114,7 @@ static int compile_run(const cli_args *a)
         return cli_user_error(&e);
     }
     if (a->arch && !cuda) return cli_usage_error("compile", "--arch is for --target cuda");
+    if (a->precision && !cuda) return cli_usage_error("compile", "--precision is for --target cuda (the cpu target computes in f32)");
     struct stat st;
     char pkgjson[4200];
     snprintf(pkgjson, sizeof pkgjson, "%s/package.json", a->out);
@@ -156,7 +157,8 @@ static int compile_run(const cli_args *a)
         goto done;
     }
     made_tmp = true;
-    if (cuda ? lrc_compile_graph_cuda(g, a->weights ? &params : NULL, a->arch ? a->arch : "sm_90", &c, &err) ||
+    if (cuda ? lrc_compile_graph_cuda(g, a->weights ? &params : NULL, a->arch ? a->arch : "sm_90",
+                                  a->precision && !strcmp(a->precision, "f32"), &c, &err) ||
                    write_cuda_files(tmp, &c, &err)
              : lrc_compile_graph_to(g, a->weights ? &params : NULL, obj, &c, &err) || link_shared(obj, so, &err)) {
         cli_user_error(&err);
@@ -238,10 +240,11 @@ int cmd_compile(int argc, char **argv)
                                          {"seq", required_argument, 0, OPT_SEQ},
                                          {"ctx", required_argument, 0, OPT_CTX},
                                          {"arch", required_argument, 0, OPT_ARCH},
+                                         {"precision", required_argument, 0, OPT_PRECISION},
                                          {0, 0, 0, 0}};
     static const char *help =
         "usage: lrc compile MODEL [--preset P] [--set KEY=VALUE]... --target cpu|cuda [--arch sm_XX] [--weights W]\n"
-        "                   [--batch B] [--seq T | --ctx C] -o PKG\n"
+        "                   [--precision bf16|f32] [--batch B] [--seq T | --ctx C] -o PKG\n"
         "\n"
         "Compiles the model ahead of time for tokens [B, T] into the package directory\n"
         "PKG: kernels.so (native code for this CPU), package.json (the plan) and, with\n"
@@ -254,6 +257,8 @@ int cmd_compile(int argc, char **argv)
         "                    compiled by NVRTC: kernels.cu, kernels.cubin, kernels.ptx;\n"
         "                    no GPU needed)\n"
         "  --arch sm_XX      the GPU architecture for cuda (default sm_90)\n"
+        "  --precision P     cuda: bf16 (default) or f32 storage of activations and\n"
+        "                    weight matrices; both accumulate in f32\n"
         "  --weights FILE    freeze these weights into the package (folding gains)\n"
         "  --batch B         batch size (default 1)\n"
         "  --seq T           sequence length (default 256)\n"

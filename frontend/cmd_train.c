@@ -58,7 +58,7 @@ static int open_cuda(lrc_graph *g, lrc_compiled *c, lrc_cuda_exec **cx, lrc_err 
         return lrc_err_set(err, "--target cuda: %s", why);
     }
     snprintf(arch, sizeof arch, "sm_%d", dev.sm);
-    int rc = lrc_compile_graph_cuda(g, NULL, arch, c, err);
+    int rc = lrc_compile_graph_cuda(g, NULL, arch, false, c, err);
     cJSON *meta = rc ? NULL : cJSON_CreateObject();
     if (meta) cJSON_AddItemToObject(meta, "cuda", lrc_compiled_cuda_meta(c));
     char *text = meta ? cJSON_PrintUnformatted(meta) : NULL;

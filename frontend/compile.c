@@ -141,7 +141,7 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
     return rc;
 }
 
-int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arch, lrc_compiled *c, lrc_err *err)
+int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arch, bool f32, lrc_compiled *c, lrc_err *err)
 {
     memset(c, 0, sizeof *c);
     double t0 = 1e3 * lrc_now_s();
@@ -157,7 +157,7 @@ int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arc
     if ((rc = lrc_program_build(c->g, &c->sched, lrc_cuda_tiling(), &c->prog, err))) return rc;
     c->have_prog = true;
     double t1 = 1e3 * lrc_now_s();
-    if ((rc = lrc_cuda_render(c->g, &c->sched, &c->prog, &c->cuda, err))) return rc;
+    if ((rc = lrc_cuda_render(c->g, &c->sched, &c->prog, f32 ? LRC_CUDA_F32 : LRC_CUDA_BF16, &c->cuda, err))) return rc;
     c->have_cuda = true;
     if ((rc = lrc_nvrtc_compile(c->cuda.source, "kernels.cu", arch, &c->cubin, &c->cubin_size, &c->ptx, err))) return rc;
     if ((rc = build_plan(c, err))) return rc;

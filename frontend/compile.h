@@ -36,8 +36,9 @@ int lrc_compile_graph(lrc_graph *g, lrc_tensor_set *consts, lrc_compiled *c, lrc
  * plan's launches then have no fn). */
 int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *object_path, lrc_compiled *c, lrc_err *err);
 /* Compiles g (taken over) for NVIDIA GPUs of architecture arch ("sm_90"):
- * CUDA C, a cubin and PTX from NVRTC, and the plan; no GPU needed. */
-int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arch, lrc_compiled *c, lrc_err *err);
+ * CUDA C, a cubin and PTX from NVRTC, and the plan; no GPU needed.
+ * Activations and weight matrices are stored as bf16, or f32 when f32. */
+int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arch, bool f32, lrc_compiled *c, lrc_err *err);
 /* The "cuda" part of a package's meta (launch shapes, GEMMs, storage): what
  * lrc_cuda_exec_new reads besides the plan. A cJSON object. */
 struct cJSON;

@@ -221,16 +221,16 @@ int lrc_cuda_exec_new(const lrc_plan *plan, const char *meta_json, const void *i
     if (!rc && a->blas_create(&x->blas)) rc = lrc_err_set(err, "cuda: cuBLAS does not start (cublasCreate)");
     /* the arena, the scratch, and a buffer for every tensor that is not in the arena */
     if (!rc && plan->arena_bytes && (r = a->mem_alloc(&x->arena, (size_t)plan->arena_bytes)))
-        rc = lrc_err_set(err, "cuda: out of device memory for the %lld-byte arena", (long long)plan->arena_bytes);
+        rc = lrc_err_set(err, "cuda: out of device memory for the %lld-byte arena (a smaller --batch or --seq needs less)", (long long)plan->arena_bytes);
     if (!rc && x->scratch_bytes && (r = a->mem_alloc(&x->scratch, (size_t)x->scratch_bytes)))
-        rc = lrc_err_set(err, "cuda: out of device memory for %lld bytes of scratch", (long long)x->scratch_bytes);
+        rc = lrc_err_set(err, "cuda: out of device memory for %lld bytes of scratch (a smaller --batch or --seq needs less)", (long long)x->scratch_bytes);
     for (int i = 0; i < n && !rc; i++) {
         const lrc_plan_buf *b = &plan->bufs[i];
         size_t bytes = (size_t)lrc_shape_numel(&b->shape) * elem_bytes(x->storage[i]);
         if (b->kind == LRC_BUF_ARENA) x->ptr[i] = x->arena + (devptr)b->offset;
         else if (b->kind == LRC_BUF_INPUT || b->kind == LRC_BUF_PARAM || b->kind == LRC_BUF_OUTPUT || b->kind == LRC_BUF_STATE) {
             if ((r = a->mem_alloc(&x->ptr[i], bytes ? bytes : 4)))
-                rc = lrc_err_set(err, "cuda: out of device memory for %zu bytes of '%s'", bytes, b->name ? b->name : "?");
+                rc = lrc_err_set(err, "cuda: out of device memory for %zu bytes of '%s' (the device has too little free memory for this model)", bytes, b->name ? b->name : "?");
             else if (b->kind == LRC_BUF_STATE && (r = a->memset8(x->ptr[i], 0, bytes))) rc = cu_fail(x, r, "zeroing a cache", err);
         }
     }

@@ -49,9 +49,11 @@ typedef struct lrc_cuda_program {
 lrc_gemm_tiling lrc_cuda_tiling(void);
 
 /* Renders program p (built with lrc_cuda_tiling) of graph g under schedule
- * s. Fails, naming the node, on an op this renderer has no kernel for. */
-int lrc_cuda_render(const lrc_graph *g, const lrc_schedule *s, const lrc_program *p, lrc_cuda_program *out,
-                    lrc_err *err);
+ * s, activations and weight matrices stored as bulk (LRC_CUDA_BF16, or
+ * LRC_CUDA_F32 for full precision). Fails, naming the node, on an op this
+ * renderer has no kernel for. */
+int lrc_cuda_render(const lrc_graph *g, const lrc_schedule *s, const lrc_program *p, lrc_cuda_storage bulk,
+                    lrc_cuda_program *out, lrc_err *err);
 void lrc_cuda_program_free(lrc_cuda_program *cp);
 
 /* ---- NVRTC (codegen/cuda/nvrtc.c) ---------------------------------------- */

@@ -41,6 +41,9 @@ const char *cu_arg(const cu_gen *c, int id, char *buf, size_t n)
     return buf;
 }
 
+/* a buffer beyond the graph's nodes (a program's extra) is f32 */
+static lrc_cuda_storage arg_storage(int n_nodes, const lrc_cuda_storage *st, int b) { return b < n_nodes ? st[b] : LRC_CUDA_F32; }
+
 static const char *ctype(lrc_cuda_storage s) { return s == LRC_CUDA_BF16 ? "bf16" : s == LRC_CUDA_I32 ? "int" : "float"; }
 
 void cu_kernel_begin(cu_gen *c, int block)
@@ -52,7 +55,7 @@ void cu_kernel_begin(cu_gen *c, int block)
         int b = k->args[a];
         /* inputs are read only, except KV caches, which decoding appends to */
         bool ro = a < first_out && !(b < c->g->n_nodes && c->g->nodes[b].op == LRC_OP_STATE);
-        cu_printf(c->t, "%s%s%s *__restrict__ a%d", a ? ", " : "", ro ? "const " : "", ctype(c->st[b]), a);
+        cu_printf(c->t, "%s%s%s *__restrict__ a%d", a ? ", " : "", ro ? "const " : "", ctype(arg_storage(c->g->n_nodes, c->st, b)), a);
     }
     if (c->launch->scratch_bytes) cu_printf(c->t, ", float *__restrict__ scratch");
     cu_printf(c->t, ")\n{\n");
@@ -305,18 +308,19 @@ static const char *PRELUDE =
     "BLOCK_REDUCE(double, block_sum_d, add_d, 0.0)\n\n";
 
 /* Storage of every buffer: f32 where precision or the user's files ask for
- * it, bf16 for the bulk (activations and weight matrices). */
-static void choose_storage(const lrc_graph *g, const lrc_schedule *s, lrc_cuda_storage *st)
+ * it, bulk (bf16, or f32 for --precision f32) for activations and weight
+ * matrices. */
+static void choose_storage(const lrc_graph *g, const lrc_schedule *s, lrc_cuda_storage bulk, lrc_cuda_storage *st)
 {
     for (int id = 0; id < g->n_nodes; id++) {
         const lrc_node *n = &g->nodes[id];
         if (n->dtype == LRC_I32) st[id] = LRC_CUDA_I32;
         else if (n->op == LRC_OP_INPUT) st[id] = LRC_CUDA_F32;
-        else if (n->op == LRC_OP_PARAM) st[id] = n->shape.ndim >= 2 ? LRC_CUDA_BF16 : LRC_CUDA_F32;
+        else if (n->op == LRC_OP_PARAM) st[id] = n->shape.ndim >= 2 ? bulk : LRC_CUDA_F32;
         else if (lrc_shape_numel(&n->shape) == cu_last_dim(&n->shape) || n->op == LRC_OP_DEPTH_GAIN ||
                  n->op == LRC_OP_DEPTH_GAIN_GRAD || n->op == LRC_OP_SUM_TO)
             st[id] = LRC_CUDA_F32; /* gains, scalars and their gradients */
-        else st[id] = LRC_CUDA_BF16;
+        else st[id] = bulk;
     }
     for (int i = 0; i < g->n_outputs; i++) st[s->buffer_of[g->outputs[i]]] = LRC_CUDA_F32;
     for (int id = 0; id < g->n_nodes; id++) { /* the loss reads f32 logits */
@@ -326,17 +330,37 @@ static void choose_storage(const lrc_graph *g, const lrc_schedule *s, lrc_cuda_s
     for (int id = 0; id < g->n_nodes; id++) st[id] = st[s->buffer_of[id]]; /* views store as what they view */
 }
 
-int lrc_cuda_render(const lrc_graph *g, const lrc_schedule *s, const lrc_program *p, lrc_cuda_program *out, lrc_err *err)
+/* The kernel whose code launch i runs: launches of one structure (one impl)
+ * share code only when their arguments are stored alike (a gradient summed
+ * into a bf16 intermediate in one place and into an f32 output in another
+ * differs only there); the first such kernel, else i itself. */
+static int code_owner(const lrc_program *p, int n_nodes, const lrc_cuda_storage *st, const int *owner, int i)
+{
+    const lrc_kernel_desc *k = &p->kernels[i];
+    for (int j = k->impl; j < i; j++) {
+        const lrc_kernel_desc *q = &p->kernels[j];
+        if (q->impl != k->impl || owner[j] != j || q->n_args != k->n_args) continue;
+        bool same = true;
+        for (int a = 0; a < k->n_args && same; a++)
+            same = arg_storage(n_nodes, st, q->args[a]) == arg_storage(n_nodes, st, k->args[a]);
+        if (same) return j;
+    }
+    return i;
+}
+
+int lrc_cuda_render(const lrc_graph *g, const lrc_schedule *s, const lrc_program *p, lrc_cuda_storage bulk, lrc_cuda_program *out,
+                    lrc_err *err)
 {
     memset(out, 0, sizeof *out);
     out->storage = lrc_xcalloc((size_t)g->n_nodes + 1, sizeof *out->storage);
-    choose_storage(g, s, out->storage);
+    choose_storage(g, s, bulk, out->storage);
     out->launches = lrc_xcalloc((size_t)p->n_kernels + 1, sizeof *out->launches);
     out->n_launches = p->n_kernels;
     cu_text kernels = {0}, tables = {0};
     int rc = LRC_OK;
     bool *member = lrc_xcalloc((size_t)g->n_nodes, 1);
     int *arg_of = lrc_xmalloc((size_t)(g->n_nodes + p->n_extra + 1) * sizeof(int));
+    int *owner = lrc_xmalloc((size_t)(p->n_kernels + 1) * sizeof(int));
     for (int i = 0; i < p->n_kernels && !rc; i++) {
         const lrc_kernel_desc *k = &p->kernels[i];
         lrc_cuda_launch *l = &out->launches[i];
@@ -350,10 +374,11 @@ int lrc_cuda_render(const lrc_graph *g, const lrc_schedule *s, const lrc_program
         for (int b = 0; b < g->n_nodes + p->n_extra; b++) arg_of[b] = -1;
         for (int a = 0; a < k->n_args; a++) arg_of[k->args[a]] = a;
         cu_gen c = {g, s, p, k, gr, out->storage, member, arg_of, &kernels, &tables, l, 0, {-1, -1}, NULL};
-        /* every launch of an impl shares its code, so shares its launch shape */
+        /* every launch of an owner shares its code, so shares its launch shape */
+        owner[i] = code_owner(p, g->n_nodes, out->storage, owner, i);
         cu_text *keep = c.t, scratch_text = {0};
-        if (k->impl != i) c.t = &scratch_text;
-        snprintf(l->symbol, sizeof l->symbol, "%s", p->kernels[k->impl].name);
+        if (owner[i] != i) c.t = &scratch_text;
+        snprintf(l->symbol, sizeof l->symbol, "%s", p->kernels[owner[i]].name);
         l->grid[0] = l->grid[1] = l->grid[2] = 1;
         const lrc_node *a = &g->nodes[gr->anchor];
         bool ok = true;
@@ -376,12 +401,13 @@ int lrc_cuda_render(const lrc_graph *g, const lrc_schedule *s, const lrc_program
         if (!ok) {
             rc = lrc_err_set(err, "op %s cannot be generated for cuda", lrc_op_name(a->op));
             if (a->loc) lrc_err_prefix(err, "%s", a->loc);
-        } else if (k->impl == i && l->symbol[0]) {
+        } else if (owner[i] == i && l->symbol[0]) {
             out->n_symbols++;
         }
     }
     free(member);
     free(arg_of);
+    free(owner);
     if (rc) {
         free(kernels.s);
         free(tables.s);

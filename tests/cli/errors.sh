@@ -613,6 +613,9 @@ ok "compile a cuda package" compile "$MODEL" "${SETS[@]}" --target cuda --arch s
 t "cuda: an architecture NVRTC cannot target" 1 'sm_99' 'nvrtc' -- compile "$MODEL" "${SETS[@]}" --target cuda --arch sm_99 -o pkg_x
 t "cuda: not an architecture" 1 'sm_1\b' 'sm_XX' -- compile "$MODEL" "${SETS[@]}" --target cuda --arch sm_1 -o pkg_x
 t "cuda: --arch for the cpu target" 2 '--arch' -- compile "$MODEL" "${SETS[@]}" --target cpu --arch sm_90 -o pkg_x
+t "cuda: --precision not bf16 or f32" 2 'f16' 'bf16 or f32' -- compile "$MODEL" "${SETS[@]}" --target cuda --precision f16 -o pkg_x
+t "cuda: --precision for the cpu target" 2 '--precision' -- compile "$MODEL" "${SETS[@]}" --target cpu --precision f32 -o pkg_x
+t "cuda: backward --precision on ref" 1 '--precision' 'cuda' -- backward "$MODEL" "${SETS[@]}" --weights "$W" --input "$IN" -o g_x.st --precision f32
 if [ -e /usr/lib/x86_64-linux-gnu/libcuda.so.1 ] || ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then
   echo "skip cuda package without a GPU: this machine has an NVIDIA driver"
 else

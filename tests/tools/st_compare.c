@@ -1,7 +1,10 @@
 /* st_compare — compares tensors of two safetensors files by relative error
  * ||a - b|| / ||b|| (b the reference), for the parity tests: one tensor, or
  * with NAME "*" every tensor of REF, each against its own norm.
- * usage: st_compare OUT.safetensors REF.safetensors NAME|'*' TOL */
+ * With FLOOR, each tensor's error is measured against at least FLOOR times
+ * the largest norm of REF (bf16 gradients: a small tensor's rounding noise
+ * is that of the whole gradient).
+ * usage: st_compare OUT.safetensors REF.safetensors NAME|'*' TOL [FLOOR] */
 #include "runtime/lrc_runtime.h"
 
 #include <math.h>
@@ -10,8 +13,8 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: st_compare OUT REF NAME TOL\n");
+    if (argc != 5 && argc != 6) {
+        fprintf(stderr, "usage: st_compare OUT REF NAME TOL [FLOOR]\n");
         return 2;
     }
     lrc_err err;
@@ -21,7 +24,7 @@ int main(int argc, char **argv)
         return 1;
     }
     /* NAME "*": every tensor of REF, each within TOL of its own norm */
-    double tol = atof(argv[4]), worst = 0;
+    double tol = atof(argv[4]), worst = 0, floor_frac = argc == 6 ? atof(argv[5]) : 0;
     const char *worst_name = "";
     int64_t values = 0;
     bool all = !strcmp(argv[3], "*"), ok = true;
@@ -58,6 +61,7 @@ int main(int argc, char **argv)
         }
         double scale = sqrt(den);
         if (scale < 1e-6 * largest) scale = 1e-3 * largest, floored++;
+        if (scale < floor_frac * largest) scale = floor_frac * largest;
         double rel = sqrt(num) / (scale > 0 ? scale : 1);
         if (!(rel <= worst) || !isfinite(rel)) worst = rel, worst_name = y->name;
         values += n;
@@ -68,6 +72,7 @@ int main(int argc, char **argv)
     }
     if (ok) printf("%s: worst relative error %.3e (%s; tolerance %.0e, %lld values", argv[3], worst, worst_name, tol,
                    (long long)values);
+    if (ok && floor_frac > 0) printf("; each against at least %.0e of the largest norm", floor_frac);
     if (ok && floored) printf("; %d zero in exact arithmetic, against 1e-3 of the largest norm", floored);
     if (ok) printf(")\n");
     int rc = ok && worst <= tol && isfinite(worst) ? 0 : 1;

@@ -47,7 +47,7 @@ static void run_case(const char *model, const char *preset, const char *norm, in
     if (!rc) rc = lrc_schedule_build(g, &s, &err);
     if (!rc) lrc_schedule_plan_memory(g, &s);
     if (!rc) rc = lrc_program_build(g, &s, lrc_cuda_tiling(), &p, &err);
-    if (!rc) rc = lrc_cuda_render(g, &s, &p, &cp, &err);
+    if (!rc) rc = lrc_cuda_render(g, &s, &p, LRC_CUDA_BF16, &cp, &err);
     CHECK(!rc, "%s: %s", label, err.msg);
     if (!rc && dump) {
         char path[1024];

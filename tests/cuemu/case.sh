@@ -1,0 +1,37 @@
+#!/bin/bash
+# case.sh LRC MODEL FIXTURE_DIR ST_COMPARE PRECISION FWD_TOL GRAD_TOL [FLOOR] — one
+# PyTorch fixture on the cuda target, run by the host emulator (the test's
+# environment puts it first on LD_LIBRARY_PATH): `lrc compile --target cuda
+# --precision PRECISION` with the fixture's weights, `lrc forward` of the
+# package twice (logits within FWD_TOL of PyTorch, the two runs
+# bit-identical), then `lrc backward --target cuda` (every gradient within
+# GRAD_TOL of PyTorch's, with st_compare's FLOOR when given).
+set -eu
+lrc=$1 model=$2 dir=$3 compare=$4 precision=$5 fwd_tol=$6 grad_tol=$7 floor=${8:-}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+sets=()
+while IFS= read -r line; do sets+=(--set "$line"); done <"$dir/config.txt"
+"$lrc" devices | grep -q 'target cuda, run: available: cuemu' || { echo "the emulator is not the cuda device here"; exit 1; }
+# B and T from the input's header (the first shape in it)
+read -r B T < <(python3 - "$dir/input.safetensors" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+h = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
+shape = next(v["shape"] for k, v in h.items() if k in ("tokens", "images"))
+print(shape[0], shape[1] if len(shape) == 2 else 1)
+PY
+)
+"$lrc" compile "$model" "${sets[@]}" --target cuda --arch sm_90 --precision "$precision" --weights "$dir/weights.safetensors" --batch "$B" --seq "$T" \
+  -o "$out/pkg" >/dev/null
+"$lrc" forward "$out/pkg" --input "$dir/input.safetensors" -o "$out/a.safetensors" >/dev/null
+"$lrc" forward "$out/pkg" --input "$dir/input.safetensors" -o "$out/b.safetensors" >/dev/null
+echo -n "forward against PyTorch: "
+"$compare" "$out/a.safetensors" "$dir/expected.safetensors" logits "$fwd_tol"
+cmp "$out/a.safetensors" "$out/b.safetensors" && echo "two runs bit-identical"
+input=$dir/input.safetensors
+[ -f "$dir/batch.safetensors" ] && input=$dir/batch.safetensors # images and their labels
+"$lrc" backward "$model" "${sets[@]}" --weights "$dir/weights.safetensors" --input "$input" -o "$out/g.safetensors" \
+  --target cuda --precision "$precision" >/dev/null
+echo -n "gradients against PyTorch: "
+"$compare" "$out/g.safetensors" "$dir/grads.safetensors" '*' "$grad_tol" $floor

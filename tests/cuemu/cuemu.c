@@ -1,0 +1,467 @@
+/* cuemu.c — the CUDA driver API as the cuda executor (runtime/cuda_exec.c)
+ * and probe call it, run on the host: device memory is host memory with a
+ * guard region after every allocation, a module is the kernels' CUDA C
+ * (registered by the NVRTC pass-through, cuemu_nvrtc.c) compiled by the
+ * host's C++ compiler with prelude.h, and a launch runs every block in turn,
+ * each CUDA thread a fiber that yields at barriers and shuffles. It lets CI
+ * run every rendered kernel and the executor without a GPU; it says nothing
+ * about speed, and bf16 tensor-core rounding differs from a real GPU's.
+ *
+ * Environment: LRC_CUEMU_DIR (sources and compiled modules, default
+ * /tmp/lrc-cuemu-UID), LRC_CUEMU_SM (compute capability, default 90),
+ * LRC_CUEMU_MEMORY (device memory in bytes, default 16 GiB). */
+#define _GNU_SOURCE
+#include "cuemu.h"
+
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+typedef unsigned long long devptr;
+enum { OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, INVALID_IMAGE = 200, NOT_FOUND = 500, LAUNCH_FAILED = 719, NOT_SUPPORTED = 801 };
+
+#define GUARD 256
+#define GUARD_BYTE 0xA5
+
+/* ---- memory ------------------------------------------------------------- */
+
+typedef struct alloc {
+    unsigned char *p;
+    size_t n;
+    struct alloc *next;
+} alloc;
+static alloc *allocs;
+static size_t in_use;
+
+static size_t device_memory(void)
+{
+    const char *s = getenv("LRC_CUEMU_MEMORY");
+    return s && *s ? (size_t)strtoull(s, NULL, 10) : (size_t)16 << 30;
+}
+
+int cuMemAlloc_v2(devptr *out, size_t n)
+{
+    if (in_use + n > device_memory()) return OUT_OF_MEMORY;
+    alloc *a = calloc(1, sizeof *a);
+    if (!a || !(a->p = aligned_alloc(256, (n + GUARD + 255) / 256 * 256))) {
+        free(a);
+        return OUT_OF_MEMORY;
+    }
+    memset(a->p, 0x5A, n); /* not zero: a kernel that reads what nobody wrote should show it */
+    memset(a->p + n, GUARD_BYTE, GUARD);
+    a->n = n;
+    a->next = allocs;
+    allocs = a;
+    in_use += n;
+    *out = (devptr)(uintptr_t)a->p;
+    return OK;
+}
+
+int cuMemFree_v2(devptr p)
+{
+    for (alloc **l = &allocs; *l; l = &(*l)->next)
+        if ((devptr)(uintptr_t)(*l)->p == p) {
+            alloc *a = *l;
+            *l = a->next;
+            in_use -= a->n;
+            free(a->p);
+            free(a);
+            return OK;
+        }
+    return INVALID_VALUE;
+}
+
+int cuemu_check_guards(const char *what)
+{
+    for (const alloc *a = allocs; a; a = a->next)
+        for (size_t i = 0; i < GUARD; i++)
+            if (a->p[a->n + i] != GUARD_BYTE) {
+                fprintf(stderr, "cuemu: %s wrote past the end of a %zu-byte allocation\n", what, a->n);
+                return 1;
+            }
+    return 0;
+}
+
+/* [p, p + n) inside one allocation: a copy never runs past its buffer */
+static int in_bounds(devptr p, size_t n)
+{
+    for (const alloc *a = allocs; a; a = a->next)
+        if (p >= (devptr)(uintptr_t)a->p && p + n <= (devptr)(uintptr_t)a->p + a->n) return 1;
+    fprintf(stderr, "cuemu: a copy of %zu bytes at %#llx leaves every allocation\n", n, p);
+    return 0;
+}
+
+int cuMemcpyHtoD_v2(devptr dst, const void *src, size_t n)
+{
+    if (!in_bounds(dst, n)) return INVALID_VALUE;
+    memcpy((void *)(uintptr_t)dst, src, n);
+    return OK;
+}
+
+int cuMemcpyDtoH_v2(void *dst, devptr src, size_t n)
+{
+    if (!in_bounds(src, n)) return INVALID_VALUE;
+    memcpy(dst, (const void *)(uintptr_t)src, n);
+    if (getenv("LRC_CUEMU_TRACE") && n >= 8) fprintf(stderr, "dtoh %#llx %zu last %s\n", src, n, ((unsigned char *)dst)[n - 1] == 0x5A ? "5A" : "-");
+    return OK;
+}
+
+int cuMemcpyDtoD_v2(devptr dst, devptr src, size_t n)
+{
+    if (!in_bounds(dst, n) || !in_bounds(src, n)) return INVALID_VALUE;
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return OK;
+}
+
+int cuMemsetD8_v2(devptr dst, unsigned char v, size_t n)
+{
+    if (!in_bounds(dst, n)) return INVALID_VALUE;
+    memset((void *)(uintptr_t)dst, v, n);
+    return OK;
+}
+
+/* ---- device and context ------------------------------------------------- */
+
+static int sm(void)
+{
+    const char *s = getenv("LRC_CUEMU_SM");
+    return s && *s ? atoi(s) : 90;
+}
+
+int cuInit(unsigned flags) { return flags ? INVALID_VALUE : OK; }
+int cuDeviceGetCount(int *n) { *n = 1; return OK; }
+int cuDeviceGet(int *d, int ordinal) { *d = ordinal; return ordinal ? INVALID_VALUE : OK; }
+int cuDeviceGetName(char *name, int len, int d)
+{
+    (void)d;
+    snprintf(name, (size_t)len, "cuemu (CUDA emulated on the host)");
+    return OK;
+}
+int cuDeviceGetAttribute(int *v, int attr, int d)
+{
+    (void)d;
+    *v = attr == 75 ? sm() / 10 : attr == 76 ? sm() % 10 : 0;
+    return OK;
+}
+int cuDeviceTotalMem_v2(size_t *bytes, int d)
+{
+    (void)d;
+    *bytes = device_memory();
+    return OK;
+}
+static int ctx_token;
+int cuDevicePrimaryCtxRetain(void **ctx, int d) { (void)d; *ctx = &ctx_token; return OK; }
+int cuDevicePrimaryCtxRelease_v2(int d) { (void)d; return OK; }
+int cuCtxSetCurrent(void *ctx) { return ctx == &ctx_token ? OK : INVALID_VALUE; }
+int cuCtxSynchronize(void) { return OK; }
+/* NVRTC opens libcuda.so.1 too and asks for the driver's private tables;
+ * without them it compiles as it does on a machine with no driver */
+int cuGetExportTable(const void **table, const void *id)
+{
+    (void)id;
+    *table = NULL;
+    return NOT_SUPPORTED;
+}
+
+int cuGetErrorName(int r, const char **name)
+{
+    *name = r == OK ? "CUDA_SUCCESS" : r == INVALID_VALUE ? "CUDA_ERROR_INVALID_VALUE" : r == OUT_OF_MEMORY ? "CUDA_ERROR_OUT_OF_MEMORY"
+          : r == INVALID_IMAGE ? "CUDA_ERROR_INVALID_IMAGE" : r == NOT_FOUND ? "CUDA_ERROR_NOT_FOUND"
+          : r == LAUNCH_FAILED ? "CUDA_ERROR_LAUNCH_FAILED" : "CUDA_ERROR_UNKNOWN";
+    return OK;
+}
+
+/* ---- modules ------------------------------------------------------------ */
+
+typedef struct {
+    unsigned x, y, z;
+} dim3;
+
+typedef struct function function;
+typedef struct {
+    void *so;
+    char *source;
+    function *functions; /* handed out, freed with the module as the driver does */
+    dim3 *thread_idx, *block_idx, *block_dim, *grid_dim;
+    void (**barrier)(int);
+} module;
+
+struct function {
+    module *m;
+    function *next;
+    void *fn;
+    int n_args;
+    bool barriers; /* its source calls __syncthreads, a shuffle or a block reduction */
+    char name[128];
+};
+
+int cuModuleLoadData(void **out, const void *image)
+{
+    char src[4200], so[4200];
+    if (cuemu_image_paths(image, cuemu_image_size(image), src, so, sizeof src)) return INVALID_IMAGE;
+    module *m = calloc(1, sizeof *m);
+    FILE *f = fopen(src, "rb");
+    if (f) {
+        fseek(f, 0, SEEK_END);
+        long len = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        m->source = calloc((size_t)len + 1, 1);
+        if (fread(m->source, 1, (size_t)len, f) != (size_t)len) len = 0;
+        fclose(f);
+    }
+    int bad = !m->source || cuemu_compile(src, so);
+    if (!bad && !(m->so = dlopen(so, RTLD_NOW | RTLD_LOCAL))) bad = fprintf(stderr, "cuemu: cannot load %s: %s\n", so, dlerror());
+    if (bad) {
+        free(m->source);
+        free(m);
+        return INVALID_IMAGE;
+    }
+    m->thread_idx = dlsym(m->so, "threadIdx");
+    m->block_idx = dlsym(m->so, "blockIdx");
+    m->block_dim = dlsym(m->so, "blockDim");
+    m->grid_dim = dlsym(m->so, "gridDim");
+    *(void **)&m->barrier = dlsym(m->so, "cuemu_barrier");
+    if (!m->thread_idx || !m->block_idx || !m->block_dim || !m->grid_dim || !m->barrier) {
+        fprintf(stderr, "cuemu: %s lacks the prelude's variables\n", so);
+        dlclose(m->so);
+        free(m->source);
+        free(m);
+        return INVALID_IMAGE;
+    }
+    *out = m;
+    return OK;
+}
+
+int cuModuleUnload(void *mod)
+{
+    module *m = mod;
+    while (m->functions) {
+        function *f = m->functions;
+        m->functions = f->next;
+        free(f);
+    }
+    dlclose(m->so);
+    free(m->source);
+    free(m);
+    return OK;
+}
+
+/* Parameters of kernel NAME in its source: extern "C" __global__ ... NAME(...);
+ * *barriers when its body (to the next line that is "}") calls anything
+ * that synchronizes threads */
+static int count_params(const char *src, const char *name, bool *barriers)
+{
+    size_t n = strlen(name);
+    for (const char *p = strstr(src, name); p; p = strstr(p + 1, name)) {
+        if (p[-1] != ' ' || p[n] != '(') continue;
+        const char *line = p;
+        while (line > src && line[-1] != '\n') line--;
+        if (!strstr(line, "__global__") || strstr(line, "__global__") > p) continue;
+        int count = 0, any = 0;
+        for (const char *q = p + n + 1; *q && *q != ')'; q++) {
+            if (*q == ',') count++;
+            else if (*q != ' ') any = 1;
+        }
+        const char *end = strstr(p, "\n}\n");
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        static const char *const sync[] = {"__syncthreads", "__shfl", "block_sum", "block_max", "warp_sum", "warp_max"};
+        *barriers = false;
+        for (size_t k = 0; k < sizeof sync / sizeof *sync; k++) {
+            const char *hit = strstr(p, sync[k]);
+            *barriers = *barriers || (hit && hit < p + len);
+        }
+        return any ? count + 1 : 0;
+    }
+    return -1;
+}
+
+int cuModuleGetFunction(void **out, void *mod, const char *name)
+{
+    module *m = mod;
+    function *f = calloc(1, sizeof *f);
+    f->m = m;
+    f->fn = dlsym(m->so, name);
+    f->n_args = count_params(m->source, name, &f->barriers);
+    snprintf(f->name, sizeof f->name, "%s", name);
+    if (!f->fn || f->n_args < 0) {
+        free(f);
+        return NOT_FOUND;
+    }
+    f->next = m->functions;
+    m->functions = f;
+    *out = f;
+    return OK;
+}
+
+/* ---- launches: a block's threads as fibers ------------------------------ */
+
+/* A fiber starts once through ucontext (one system call) and then switches
+ * with __builtin_setjmp / __builtin_longjmp, which save and restore only
+ * registers: no signal-mask system call per barrier, no libc longjmp check
+ * against jumps between stacks. */
+enum { RUN, AT_BLOCK_BARRIER, AT_WARP_BARRIER, DONE, NEW };
+#define MAX_ARGS 64
+#define STACK (64 << 10)
+
+typedef void *jmpbuf[5];
+static struct {
+    jmpbuf sched, *env;
+    ucontext_t start, *ctx;
+    int *state, n, cur;
+    char *stacks;
+    size_t stacks_bytes;
+    const function *f;
+    void *args[MAX_ARGS];
+    dim3 block_dim;
+} L;
+
+static __attribute__((noinline)) void jump(void **buf) { __builtin_longjmp(buf, 1); }
+
+static void barrier(int warp_only)
+{
+    int me = L.cur;
+    if (me < 0) { /* a kernel the source scan found free of barriers */
+        fprintf(stderr, "cuemu: kernel %s reached a barrier that its source does not show\n", L.f->name);
+        abort();
+    }
+    L.state[me] = warp_only ? AT_WARP_BARRIER : AT_BLOCK_BARRIER;
+    if (__builtin_setjmp(L.env[me]) == 0) jump(L.sched);
+}
+
+/* Every parameter is a device pointer: the kernel is called with MAX_ARGS
+ * of them, those past its own ignored (the SysV and AAPCS64 calling
+ * conventions leave extra arguments unread). */
+typedef void (*kernel_fn)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *,
+                          void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *,
+                          void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *,
+                          void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *,
+                          void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *);
+
+static void call_kernel(void)
+{
+    void **a = L.args;
+    ((kernel_fn)L.f->fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16],
+                         a[17], a[18], a[19], a[20], a[21], a[22], a[23], a[24], a[25], a[26], a[27], a[28], a[29], a[30], a[31],
+                         a[32], a[33], a[34], a[35], a[36], a[37], a[38], a[39], a[40], a[41], a[42], a[43], a[44], a[45], a[46],
+                         a[47], a[48], a[49], a[50], a[51], a[52], a[53], a[54], a[55], a[56], a[57], a[58], a[59], a[60], a[61],
+                         a[62], a[63]);
+}
+
+static void thread_main(void)
+{
+    call_kernel();
+    L.state[L.cur] = DONE;
+    jump(L.sched);
+}
+
+static void set_thread(const module *m, int t)
+{
+    m->thread_idx->x = (unsigned)t % L.block_dim.x;
+    m->thread_idx->y = (unsigned)t / L.block_dim.x % L.block_dim.y;
+    m->thread_idx->z = (unsigned)t / (L.block_dim.x * L.block_dim.y);
+}
+
+/* Runs one block: every runnable thread until it finishes or waits; then
+ * the warps whose live threads all wait at a shuffle go on, else the block
+ * when all its live threads wait at __syncthreads. */
+static int run_block(const module *m)
+{
+    if (!L.f->barriers) { /* no barrier in its source: each thread runs to its end in turn */
+        L.cur = -1;
+        for (int t = 0; t < L.n; t++) {
+            set_thread(m, t);
+            call_kernel();
+        }
+        return OK;
+    }
+    for (int t = 0; t < L.n; t++) L.state[t] = NEW;
+    for (;;) {
+        for (int t = 0; t < L.n; t++)
+            if (L.state[t] == RUN || L.state[t] == NEW) {
+                L.cur = t;
+                set_thread(m, t);
+                if (__builtin_setjmp(L.sched) == 0) {
+                    if (L.state[t] == RUN) jump(L.env[t]);
+                    L.state[t] = RUN;
+                    L.ctx[t] = L.start;
+                    L.ctx[t].uc_stack.ss_sp = L.stacks + (size_t)t * STACK;
+                    L.ctx[t].uc_stack.ss_size = STACK;
+                    L.ctx[t].uc_link = NULL; /* thread_main jumps back; it never returns */
+                    makecontext(&L.ctx[t], thread_main, 0);
+                    setcontext(&L.ctx[t]);
+                }
+            }
+        int live = 0, at_block = 0, released = 0;
+        for (int w = 0; w * 32 < L.n; w++) {
+            int wl = 0, wait = 0;
+            for (int t = w * 32; t < L.n && t < w * 32 + 32; t++) wl += L.state[t] != DONE, wait += L.state[t] == AT_WARP_BARRIER;
+            if (wait && wait == wl) {
+                for (int t = w * 32; t < L.n && t < w * 32 + 32; t++) L.state[t] = RUN;
+                released = 1;
+            }
+        }
+        if (released) continue;
+        for (int t = 0; t < L.n; t++) live += L.state[t] != DONE, at_block += L.state[t] == AT_BLOCK_BARRIER;
+        if (!live) return OK;
+        if (at_block != live) {
+            fprintf(stderr, "cuemu: kernel %s, block (%u, %u, %u): its threads wait at different barriers (a divergent __syncthreads or shuffle)\n",
+                    L.f->name, m->block_idx->x, m->block_idx->y, m->block_idx->z);
+            return LAUNCH_FAILED;
+        }
+        for (int t = 0; t < L.n; t++)
+            if (L.state[t] == AT_BLOCK_BARRIER) L.state[t] = RUN;
+    }
+}
+
+int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                   void *stream, void **params, void **extra)
+{
+    const function *f = fn;
+    const module *m = f->m;
+    unsigned threads = bx * by * bz;
+    if (!threads || threads > 1024 || !gx || !gy || !gz || shared || stream || extra || f->n_args > MAX_ARGS) return INVALID_VALUE;
+    size_t need = (size_t)threads * STACK;
+    if (need > L.stacks_bytes) {
+        if (L.stacks) munmap(L.stacks, L.stacks_bytes);
+        L.stacks = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (L.stacks == MAP_FAILED) {
+            L.stacks = NULL, L.stacks_bytes = 0;
+            return OUT_OF_MEMORY;
+        }
+        L.stacks_bytes = need;
+        L.ctx = realloc(L.ctx, threads * sizeof *L.ctx);
+        L.env = realloc(L.env, threads * sizeof *L.env);
+        L.state = realloc(L.state, threads * sizeof *L.state);
+        getcontext(&L.start);
+    }
+    L.f = f;
+    L.n = (int)threads;
+    L.block_dim = (dim3){bx, by, bz};
+    for (int i = 0; i < MAX_ARGS; i++) L.args[i] = i < f->n_args ? *(void **)params[i] : NULL;
+    *m->block_dim = (dim3){bx, by, bz};
+    *m->grid_dim = (dim3){gx, gy, gz};
+    *m->barrier = barrier;
+    int r = OK;
+    for (unsigned z = 0; z < gz && !r; z++)
+        for (unsigned y = 0; y < gy && !r; y++)
+            for (unsigned x = 0; x < gx && !r; x++) {
+                *m->block_idx = (dim3){x, y, z};
+                r = run_block(m);
+            }
+    if (getenv("LRC_CUEMU_TRACE")) {
+        fprintf(stderr, "launch %s grid %u %u %u block %u:", f->name, gx, gy, gz, bx);
+        for (int i = 0; i < f->n_args; i++) {
+            const unsigned char *q = L.args[i];
+            int bad = 1;
+            for (int k = 0; k < 8; k++) bad &= q[k] == 0x5A;
+            fprintf(stderr, " %p%s", (void *)q, bad ? "(5A)" : "");
+        }
+        fprintf(stderr, "\n");
+    }
+    return !r && cuemu_check_guards(f->name) ? LAUNCH_FAILED : r;
+}

@@ -1,0 +1,21 @@
+/* cuemu.h — shared by the emulator's parts (cuemu.c: the driver API;
+ * cuemu_nvrtc.c: NVRTC passed through, each image's source registered;
+ * cuemu_blas.c: cublasGemmEx); internal to tests/cuemu. */
+#ifndef CUEMU_H
+#define CUEMU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* bytes of a cubin (an ELF file, to the end of its section headers) or of a
+ * PTX text */
+size_t cuemu_image_size(const void *image);
+/* the registered source of an image and where its compiled module goes;
+ * nonzero (with a message) when nothing registered it */
+int cuemu_image_paths(const void *image, size_t size, char *src, char *so, size_t n);
+/* src compiled with prelude.h into the shared library so, unless it is there */
+int cuemu_compile(const char *src, const char *so);
+/* nonzero, with a message, when a kernel or GEMM wrote past an allocation */
+int cuemu_check_guards(const char *what);
+
+#endif

@@ -1,0 +1,59 @@
+/* prelude.h — what CUDA C gives a kernel, for the host: included before a
+ * rendered kernels.cu that g++ compiles into a shared library the emulator
+ * (cuemu.c) loads. Each CUDA thread is a fiber; the emulator sets the index
+ * variables before it resumes one and fills cuemu_barrier, so a barrier or a
+ * shuffle is a switch back to its scheduler. Only what codegen/cuda renders
+ * is here; anything else fails to compile, which is the point. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#undef INFINITY /* the renderer defines its own, through __int_as_float */
+#undef NAN
+
+struct cuemu_dim3 {
+    unsigned x, y, z;
+};
+extern "C" {
+cuemu_dim3 threadIdx, blockIdx, blockDim, gridDim;
+/* 0: __syncthreads; 1: every live thread of the caller's warp */
+void (*cuemu_barrier)(int warp_only);
+uint64_t cuemu_lane_slot[1024];
+}
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__ static /* blocks run one at a time: one copy is enough */
+#define __launch_bounds__(...)
+
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
+
+static inline unsigned cuemu_tid(void) { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
+static inline void __syncthreads(void) { cuemu_barrier(0); }
+
+template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask)
+{
+    static_assert(sizeof(T) <= 8, "a shuffle moves at most 8 bytes");
+    (void)mask;
+    const unsigned me = cuemu_tid(), other = me ^ (unsigned)lane_mask;
+    memcpy(&cuemu_lane_slot[me], &v, sizeof v);
+    cuemu_barrier(1); /* every lane has written */
+    T r = v;
+    if (other < 1024) memcpy(&r, &cuemu_lane_slot[other], sizeof r);
+    cuemu_barrier(1); /* every lane has read: the slots are free again */
+    return r;
+}
+
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
+#define __expf expf /* glibc declares its own __expf: a macro, not a second one */
+#define __logf logf
+static inline float rsqrtf(float x) { return 1.f / sqrtf(x); }
+template <class A, class B> static inline auto min(A a, B b) -> decltype(a + b) { return a < b ? a : b; }
+template <class A, class B> static inline auto max(A a, B b) -> decltype(a + b) { return a > b ? a : b; }
