@@ -80,9 +80,19 @@ int cli_model_load(const char *cmd, const cli_model_opts *o, lrc_model *m, lrc_e
 /* Per-launch times gathered with LRC_PROFILE set, slowest first, on stderr. */
 void cli_print_quick_profile(const lrc_plan *plan, const double *ns, const int64_t *calls);
 
-/* lrc forward of a cuda package (frontend/cmd_cuda.c); returns the exit status. */
+/* lrc forward and lrc profile of a cuda package (frontend/cmd_cuda.c);
+ * return the exit status. */
 struct cli_args;
 int cli_forward_cuda(const struct cli_args *a);
+int cli_profile_cuda(const struct cli_args *a, int64_t repeat, const char *trace);
+/* lrc compile with these arguments (frontend/cmd_compile.c); the exit status. */
+int cli_compile_package(const struct cli_args *a);
+/* The profile's table of a plan's launches, one row per function, slowest
+ * first, against the ceilings peak (GFLOP/s) and bw (GB/s); for a GPU,
+ * the reason a kernel that is not a GEMM stays under 60% of bw. */
+struct lrc_plan;
+void cli_print_profile(const struct lrc_plan *p, const double *ns, const int64_t *calls, int64_t repeat, double peak, double bw,
+                       bool gpu);
 
 typedef struct cli_args {
     cli_model_opts m;

@@ -105,7 +105,7 @@ static int write_cuda_files(const char *dir, const lrc_compiled *c, lrc_err *err
     return LRC_OK;
 }
 
-static int compile_run(const cli_args *a)
+int cli_compile_package(const cli_args *a)
 {
     bool cuda = !strcmp(a->target, "cuda");
     if (strcmp(a->target, "cpu") && !cuda) {
@@ -270,7 +270,7 @@ int cmd_compile(int argc, char **argv)
     if (a.batch == 0) a.batch = 1;
     if (rc < 0) {
         if (!a.out) rc = cli_usage_error("compile", "missing -o PKG");
-        else rc = compile_run(&a);
+        else rc = cli_compile_package(&a);
     }
     cli_model_opts_free(&a.m);
     return rc;

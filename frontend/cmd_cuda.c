@@ -1,7 +1,9 @@
-/* cmd_cuda.c — lrc forward of a cuda package: the device checked against
- * the package's architecture (its cubin, or its PTX on a newer GPU), the
- * weights uploaded once, the tokens run once and then --repeat timed times
- * with the same "forward: median X ms" line as the cpu target. */
+/* cmd_cuda.c — lrc forward and lrc profile of a cuda package: the device
+ * checked against the package's architecture (its cubin, or its PTX on a
+ * newer GPU), the weights uploaded once, the inputs run once; forward then
+ * times --repeat runs ("forward: median X ms", as the cpu target prints),
+ * profile times every launch with CUDA events against the device's
+ * ceilings measured now. */
 #include "cli.h"
 
 #include <cjson/cJSON.h>
@@ -18,56 +20,119 @@ static void *read_file(const char *path, lrc_err *err)
     return buf;
 }
 
+typedef struct {
+    lrc_package pkg;
+    bool have_pkg;
+    lrc_tensor_set in, wfile;
+    lrc_cuda_exec *x;
+    lrc_cuda_device dev;
+} cuda_run;
+
+/* The package a->m.model on GPU 0 with its weights, and a->input read and
+ * completed (a looped model's iterations). */
+static int cuda_open(const cli_args *a, cuda_run *c, lrc_err *err)
+{
+    memset(c, 0, sizeof *c);
+    lrc_tensor_set_init(&c->in);
+    lrc_tensor_set_init(&c->wfile);
+    int rc = lrc_package_load(a->m.model, &c->pkg, err);
+    if (rc) return rc;
+    c->have_pkg = true;
+    cJSON *meta = cJSON_Parse(c->pkg.meta_json);
+    const cJSON *arch = cJSON_GetObjectItemCaseSensitive(meta, "arch");
+    int sm = cJSON_IsString(arch) ? atoi(arch->valuestring + 3) : 0;
+    cJSON_Delete(meta);
+    char why[256], path[4200];
+    void *image = NULL;
+    if (lrc_cuda_probe(&c->dev, why, sizeof why))
+        rc = lrc_err_set(err, "%s is compiled for cuda (sm_%d) and this machine cannot run it: %s", a->m.model, sm, why);
+    else if (c->dev.sm < sm)
+        rc = lrc_err_set(err, "%s is compiled for sm_%d, and %s is sm_%d: compile it again with --arch sm_%d", a->m.model, sm,
+                         c->dev.name, c->dev.sm, c->dev.sm);
+    if (!rc) { /* the cubin for its own architecture; PTX, compiled by the driver, for a newer one */
+        snprintf(path, sizeof path, "%s/%s", a->m.model, c->dev.sm == sm ? "kernels.cubin" : "kernels.ptx");
+        if (!(image = read_file(path, err))) rc = LRC_EUSER;
+    }
+    if (!rc && c->pkg.has_weights && a->weights)
+        rc = lrc_err_set(err, "%s holds its weights (folded at compile time): leave out --weights", a->m.model);
+    if (!rc && !c->pkg.has_weights && !a->weights)
+        rc = lrc_err_set(err, "%s was compiled without weights: give them with --weights W", a->m.model);
+    if (!rc && a->weights) rc = lrc_safetensors_load(a->weights, &c->wfile, err);
+    if (!rc) rc = lrc_cuda_exec_new(&c->pkg.plan, c->pkg.meta_json, image, &c->x, err);
+    free(image);
+    if (!rc) rc = lrc_cuda_exec_bind_params(c->x, a->weights ? &c->wfile : &c->pkg.weights, err);
+    if (!rc && !(rc = lrc_safetensors_load(a->input, &c->in, err))) rc = cli_package_inputs(&c->pkg, &c->in, a->input, err);
+    return rc;
+}
+
+static void cuda_close(cuda_run *c)
+{
+    lrc_cuda_exec_free(c->x);
+    if (c->have_pkg) lrc_package_free(&c->pkg);
+    lrc_tensor_set_clear(&c->in);
+    lrc_tensor_set_clear(&c->wfile);
+}
+
 int cli_forward_cuda(const cli_args *a)
 {
     lrc_err err;
-    lrc_package pkg;
-    lrc_tensor_set in, outs, wfile;
-    lrc_tensor_set_init(&in);
+    cuda_run c;
+    lrc_tensor_set outs;
     lrc_tensor_set_init(&outs);
-    lrc_tensor_set_init(&wfile);
-    lrc_cuda_exec *x = NULL;
-    void *image = NULL;
-    int rc = lrc_package_load(a->m.model, &pkg, &err);
-    if (rc) return cli_user_error(&err);
-    cJSON *meta = cJSON_Parse(pkg.meta_json);
-    const cJSON *arch = cJSON_GetObjectItemCaseSensitive(meta, "arch");
-    int sm = cJSON_IsString(arch) ? atoi(arch->valuestring + 3) : 0;
-    lrc_cuda_device dev;
-    char why[256], path[4200];
-    if (lrc_cuda_probe(&dev, why, sizeof why))
-        rc = lrc_err_set(&err, "%s is compiled for cuda (sm_%d) and this machine cannot run it: %s", a->m.model, sm, why);
-    else if (dev.sm < sm)
-        rc = lrc_err_set(&err, "%s is compiled for sm_%d, and %s is sm_%d: compile it again with --arch sm_%d", a->m.model, sm,
-                         dev.name, dev.sm, dev.sm);
-    if (!rc) { /* the cubin for its own architecture; PTX, compiled by the driver, for a newer one */
-        snprintf(path, sizeof path, "%s/%s", a->m.model, dev.sm == sm ? "kernels.cubin" : "kernels.ptx");
-        image = read_file(path, &err);
-        if (!image) rc = LRC_EUSER;
-    }
-    if (!rc && pkg.has_weights && a->weights)
-        rc = lrc_err_set(&err, "%s holds its weights (folded at compile time): leave out --weights", a->m.model);
-    if (!rc && !pkg.has_weights && !a->weights)
-        rc = lrc_err_set(&err, "%s was compiled without weights: give them with --weights W", a->m.model);
-    if (!rc && a->weights) rc = lrc_safetensors_load(a->weights, &wfile, &err);
-    if (!rc) rc = lrc_cuda_exec_new(&pkg.plan, pkg.meta_json, image, &x, &err);
-    if (!rc) rc = lrc_cuda_exec_bind_params(x, a->weights ? &wfile : &pkg.weights, &err);
-    if (!rc && (rc = lrc_safetensors_load(a->input, &in, &err)) == LRC_OK && !(rc = cli_package_inputs(&pkg, &in, a->input, &err)))
-        rc = lrc_cuda_exec_run(x, &in, &outs, &err);
+    int rc = cuda_open(a, &c, &err);
+    if (!rc) rc = lrc_cuda_exec_run(c.x, &c.in, &outs, &err);
     double med = 0; /* on the device: the launches of one forward, inputs already there */
-    if (!rc && a->repeat > 0 && !(rc = lrc_cuda_exec_time(x, a->repeat, &med, &err))) {
-        const lrc_tensor *tok = lrc_tensor_set_find(&in, "tokens");
+    if (!rc && a->repeat > 0 && !(rc = lrc_cuda_exec_time(c.x, a->repeat, &med, &err))) {
+        const lrc_tensor *tok = lrc_tensor_set_find(&c.in, "tokens");
         printf("forward: median %.3f ms over %lld runs, %.0f tokens/s, on %s (sm_%d; device time, copies not included)\n", med,
-               (long long)a->repeat, tok ? (double)lrc_shape_numel(&tok->shape) / (med / 1e3) : 0, dev.name, dev.sm);
+               (long long)a->repeat, tok ? (double)lrc_shape_numel(&tok->shape) / (med / 1e3) : 0, c.dev.name, c.dev.sm);
     }
     if (!rc) rc = lrc_safetensors_save(a->out, &outs, &err);
     if (!rc) printf("wrote %s\n", a->out);
-    lrc_cuda_exec_free(x);
-    free(image);
-    cJSON_Delete(meta);
-    lrc_package_free(&pkg);
-    lrc_tensor_set_clear(&in);
+    cuda_close(&c);
     lrc_tensor_set_clear(&outs);
-    lrc_tensor_set_clear(&wfile);
+    return rc ? cli_user_error(&err) : 0;
+}
+
+int cli_profile_cuda(const cli_args *a, int64_t repeat, const char *trace)
+{
+    lrc_err err;
+    cuda_run c;
+    lrc_tensor_set outs;
+    lrc_tensor_set_init(&outs);
+    int rc = cuda_open(a, &c, &err);
+    if (!rc) rc = lrc_cuda_exec_run(c.x, &c.in, &outs, &err); /* warm-up: the driver loads the kernels */
+    const lrc_plan *plan = &c.pkg.plan;
+    int n_launch = rc ? 0 : plan->n_launches;
+    double *ns = lrc_xcalloc((size_t)n_launch + 1, sizeof(double)), copy = 0, gemm = 0;
+    int64_t *calls = lrc_xcalloc((size_t)n_launch + 1, sizeof(int64_t)), n_ev = 0;
+    /* a loop's body may run more often than once a run: room for 4 times the launches */
+    int64_t cap = 4 * (int64_t)n_launch * repeat + 1;
+    lrc_trace_event *ev = lrc_xmalloc((size_t)cap * sizeof *ev);
+    if (!rc) {
+        lrc_cuda_exec_profile(c.x, ns, calls);
+        lrc_cuda_exec_trace(c.x, ev, cap, &n_ev);
+    }
+    for (int64_t r = 0; r < repeat && !rc; r++) rc = lrc_cuda_exec_run(c.x, &c.in, &outs, &err);
+    if (!rc) {
+        lrc_cuda_exec_profile(c.x, NULL, NULL);
+        lrc_cuda_exec_trace(c.x, NULL, 0, NULL);
+        rc = lrc_cuda_measure_ceilings(c.x, c.dev.memory_bytes, &copy, &gemm, &err);
+    }
+    /* bytes as stored on the device: the plan (ours, loaded for this run) counts f32 */
+    for (int i = 0; i < n_launch; i++) c.pkg.plan.launches[i].bytes = lrc_cuda_exec_bytes(c.x, i);
+    if (!rc) rc = lrc_trace_write(trace, plan, ev, n_ev, &err);
+    if (!rc) {
+        printf("profile of %s: %lld runs on %s (sm_%d), CUDA events around every launch\n", a->m.model, (long long)repeat,
+               c.dev.name, c.dev.sm);
+        printf("ceilings measured now: %.1f GFLOP/s (bf16 cuBLAS GEMM), %.1f GB/s (device-to-device copy)\n", gemm, copy);
+        cli_print_profile(plan, ns, calls, repeat, gemm, copy, true);
+        printf("trace %s (%lld events)\n", trace, (long long)n_ev);
+    }
+    free(ns);
+    free(calls);
+    free(ev);
+    cuda_close(&c);
+    lrc_tensor_set_clear(&outs);
     return rc ? cli_user_error(&err) : 0;
 }

@@ -4,11 +4,13 @@
  * that Perfetto and chrome://tracing open. */
 #include "engine.h"
 
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
-    const char *symbol, *label;
+    const char *key, *symbol, *label; /* key: the symbol, or for cuBLAS alone the label */
     int64_t calls;
     double ns, flops, bytes;
 } row_t;
@@ -19,6 +21,7 @@ static int by_time(const void *a, const void *b)
     return x->ns < y->ns ? 1 : x->ns > y->ns ? -1 : 0;
 }
 
+
 /* One row per function: launches of equal structure (one per layer) share it. */
 static int aggregate(const lrc_plan *p, const double *ns, const int64_t *calls, row_t *rows)
 {
@@ -27,8 +30,9 @@ static int aggregate(const lrc_plan *p, const double *ns, const int64_t *calls, 
         if (!calls[i]) continue;
         const lrc_plan_launch *l = &p->launches[i];
         int r = 0;
-        while (r < n && strcmp(rows[r].symbol, l->symbol)) r++;
-        if (r == n) rows[n++] = (row_t){l->symbol, l->label, 0, 0, 0, 0};
+        const char *key = l->symbol[0] ? l->symbol : l->label; /* GEMMs alone: one row per call site */
+        while (r < n && strcmp(rows[r].key, key)) r++;
+        if (r == n) rows[n++] = (row_t){key, l->symbol[0] ? l->symbol : "cublas", l->label, 0, 0, 0, 0};
         rows[r].calls += calls[i];
         rows[r].ns += ns[i];
         rows[r].flops += l->flops * (double)calls[i];
@@ -36,6 +40,96 @@ static int aggregate(const lrc_plan *p, const double *ns, const int64_t *calls, 
     }
     qsort(rows, (size_t)n, sizeof *rows, by_time);
     return n;
+}
+
+/* Why a GPU kernel that is not a GEMM stays under 60% of the copy
+ * bandwidth, or "" when it does not. */
+static const char *why_slow(const row_t *r, double peak, double bw, char *buf, size_t n)
+{
+    double gb = r->bytes / r->ns, us = r->ns / 1e3 / (double)r->calls;
+    if (!strcmp(r->symbol, "cublas") || strstr(r->symbol, "gemm") || !(bw > 0) || gb >= 0.6 * bw) return "";
+    if (us < 10) snprintf(buf, n, "  [launch-bound: %.0f KB a call in %.1f us]", r->bytes / (double)r->calls / 1e3, us);
+    else if (peak > 0 && r->flops / r->bytes > peak / bw) snprintf(buf, n, "  [compute-bound: %.2g FLOP a byte]", r->flops / r->bytes);
+    else snprintf(buf, n, "  [under 60%% of the copy bandwidth]");
+    return buf;
+}
+
+void cli_print_profile(const lrc_plan *p, const double *ns, const int64_t *calls, int64_t repeat, double peak, double bw, bool gpu)
+{
+    row_t *rows = lrc_xcalloc((size_t)p->n_launches + 1, sizeof *rows);
+    int n = aggregate(p, ns, calls, rows);
+    double total = 0, flops = 0;
+    for (int i = 0; i < n; i++) total += rows[i].ns, flops += rows[i].flops;
+    printf("forward: %.3f ms per run, %.1f GFLOP/s, %d functions\n\n", total / 1e6 / (double)repeat, flops / total, n);
+    printf("%-11s %6s %10s %6s %9s %8s %6s  %s\n", "function", "calls", "total ms", "share", "GFLOP/s", "GB/s", "%peak", "kernel");
+    char why[128];
+    for (int i = 0; i < n; i++) {
+        double gf = rows[i].flops / rows[i].ns, gb = rows[i].bytes / rows[i].ns;
+        double frac = peak > 0 ? gf / peak : 0, fb = bw > 0 ? gb / bw : 0;
+        /* the ceiling that binds: compute or memory, whichever is closer */
+        printf("%-11s %6lld %10.3f %5.1f%% %9.1f %8.1f %5.0f%%%c  %s%s\n", rows[i].symbol, (long long)rows[i].calls, rows[i].ns / 1e6,
+               100 * rows[i].ns / total, gf, gb, 100 * (frac > fb ? frac : fb), frac > fb ? 'F' : 'B', rows[i].label,
+               gpu ? why_slow(&rows[i], peak, bw, why, sizeof why) : "");
+    }
+    printf("\n%%peak: F of the %s ceiling, B of the copy bandwidth, whichever is higher\n", gpu ? "GEMM" : "FMA");
+    free(rows);
+}
+
+/* Removes the package directory dir (its files, then itself). */
+static void remove_package(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char path[4200];
+    while (d && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            remove(path);
+        }
+    if (d) closedir(d);
+    rmdir(dir);
+}
+
+/* lrc profile on GPU 0: a cuda package as it is, or MODEL compiled first
+ * (as lrc compile --target cuda would, for this GPU and the input's shape)
+ * into a package that lives as long as the profile. */
+static int profile_cuda(const cli_args *a, bool pkg, int64_t repeat, const char *trace)
+{
+    if (!a->input || (!pkg && !a->weights))
+        return cli_usage_error("profile", pkg ? "needs --input" : "needs --weights and --input");
+    if (pkg) return cli_profile_cuda(a, repeat, trace);
+    lrc_err err;
+    lrc_cuda_device dev;
+    char why[256], arch[16], tmp[64] = "/tmp/lrc-profile-XXXXXX", dir[128];
+    lrc_tensor_set in;
+    lrc_tensor_set_init(&in);
+    const lrc_tensor *t = NULL;
+    int rc = lrc_cuda_probe(&dev, why, sizeof why) ? lrc_err_set(&err, "--target cuda: %s", why) : LRC_OK;
+    if (!rc) rc = lrc_safetensors_load(a->input, &in, &err);
+    if (!rc && !(t = lrc_tensor_set_find(&in, "tokens")) && !(t = lrc_tensor_set_find(&in, "images")))
+        rc = lrc_err_set(&err, "%s: no tensor 'tokens' (I32 [B, T]) or 'images' (F32 [B, C, H, W])", a->input);
+    if (!rc && t->shape.ndim != 2 && t->shape.ndim != 4)
+        rc = lrc_err_set(&err, "%s: '%s' must be [B, T] or [B, C, H, W]", a->input, t->name);
+    if (!rc && !mkdtemp(tmp)) rc = lrc_err_set(&err, "%s: cannot create a temporary directory", tmp);
+    if (rc) {
+        lrc_tensor_set_clear(&in);
+        return cli_user_error(&err);
+    }
+    cli_args b = *a;
+    snprintf(arch, sizeof arch, "sm_%d", dev.sm);
+    snprintf(dir, sizeof dir, "%s/pkg", tmp);
+    b.target = "cuda", b.arch = arch, b.out = dir;
+    b.batch = t->shape.dim[0], b.seq = t->shape.ndim == 2 ? t->shape.dim[1] : 1;
+    lrc_tensor_set_clear(&in);
+    rc = cli_compile_package(&b);
+    if (!rc) {
+        b = *a;
+        b.m.model = dir, b.weights = NULL; /* folded into the package */
+        rc = cli_profile_cuda(&b, repeat, trace);
+    }
+    remove_package(dir);
+    rmdir(tmp);
+    return rc;
 }
 
 int cmd_profile(int argc, char **argv)
@@ -49,19 +143,31 @@ int cmd_profile(int argc, char **argv)
                                          {0, 0, 0, 0}};
     static const char *help =
         "usage: lrc profile MODEL|PKG [--preset P] [--set KEY=VALUE]... [--weights W] --input IN\n"
-        "                   [--target cpu] [--threads N] [--repeat N] [-o TRACE.json]\n"
+        "                   [--target cpu|cuda] [--threads N] [--repeat N] [-o TRACE.json]\n"
         "\n"
         "Runs the forward pass N times (default 10) after a warm-up and prints, per\n"
         "kernel function, calls, total time, share, GFLOP/s, GB/s and the fraction of\n"
         "this machine's ceilings (FMA throughput and copy bandwidth, measured now with\n"
         "the same threads). Writes a trace for Perfetto / chrome://tracing (default\n"
-        "lrc-trace.json).\n";
+        "lrc-trace.json).\n"
+        "\n"
+        "On cuda (a cuda package, or MODEL with --target cuda, compiled first for GPU 0\n"
+        "and the input's shape): every launch timed with CUDA events, against a bf16\n"
+        "cuBLAS GEMM and a device-to-device copy measured now; a kernel other than a\n"
+        "GEMM under 60% of the copy bandwidth gets the reason in brackets.\n";
     cli_args a;
     int rc = cli_parse_args("profile", argc, argv, opts, help, true, &a);
     if (rc >= 0) goto out;
-    if ((rc = cli_check_run_args("profile", &a, "--input", a.input != NULL)) >= 0) goto out;
     const char *trace = a.out ? a.out : "lrc-trace.json";
     int64_t repeat = a.repeat > 0 ? a.repeat : 10;
+    bool pkg = lrc_package_is(a.m.model);
+    char target[16] = "";
+    if (pkg) lrc_package_target(a.m.model, target, sizeof target);
+    if (!strcmp(target, "cuda") || (!pkg && !strcmp(a.target, "cuda"))) {
+        rc = profile_cuda(&a, pkg, repeat, trace);
+        goto out;
+    }
+    if ((rc = cli_check_run_args("profile", &a, "--input", a.input != NULL)) >= 0) goto out;
     lrc_err err;
     lrc_tensor_set in, outs;
     lrc_tensor_set_init(&in);
@@ -93,29 +199,13 @@ int cmd_profile(int argc, char **argv)
         double fpi = cli_engine_peak_flops_per_item(&e);
         double peak = e.peak && fpi > 0 ? lrc_measure_peak_gflops(e.pool, e.peak, fpi) : 0;
         double bw = lrc_measure_copy_gbs(e.pool, (size_t)256 << 20);
-        row_t *rows = lrc_xcalloc((size_t)n_launch + 1, sizeof *rows);
-        int n = aggregate(e.plan, ns, calls, rows);
-        double total = 0, flops = 0;
-        for (int i = 0; i < n; i++) total += rows[i].ns, flops += rows[i].flops;
         int per_run = 0;
         for (int i = 0; i < e.plan->n_launches; i++) per_run += !e.plan->launches[i].once;
-        printf("profile of %s: %lld runs, %d threads, %d launches per run in %d functions\n", a.m.model,
-               (long long)repeat, lrc_pool_threads(e.pool), per_run, n);
+        printf("profile of %s: %lld runs, %d threads, %d launches per run\n", a.m.model, (long long)repeat,
+               lrc_pool_threads(e.pool), per_run);
         printf("ceilings measured now: %.1f GFLOP/s (FMA probe), %.1f GB/s (copy)\n", peak, bw);
-        printf("forward: %.2f ms per run, %.1f GFLOP/s\n\n", total / 1e6 / (double)repeat, flops / total);
-        printf("%-11s %6s %10s %6s %9s %8s %6s  %s\n", "function", "calls", "total ms", "share", "GFLOP/s", "GB/s",
-               "%peak", "kernel");
-        for (int i = 0; i < n; i++) {
-            double gf = rows[i].flops / rows[i].ns, gb = rows[i].bytes / rows[i].ns;
-            double frac = peak > 0 ? gf / peak : 0, fb = bw > 0 ? gb / bw : 0;
-            /* the ceiling that binds: compute or memory, whichever is closer */
-            printf("%-11s %6lld %10.3f %5.1f%% %9.1f %8.1f %5.0f%%%c  %s\n", rows[i].symbol, (long long)rows[i].calls,
-                   rows[i].ns / 1e6, 100 * rows[i].ns / total, gf, gb, 100 * (frac > fb ? frac : fb),
-                   frac > fb ? 'F' : 'B', rows[i].label);
-        }
-        printf("\n%%peak: F of the FMA ceiling, B of the copy bandwidth, whichever is higher\n");
+        cli_print_profile(e.plan, ns, calls, repeat, peak, bw, false);
         printf("trace %s (%lld events)\n", trace, (long long)n_ev);
-        free(rows);
     }
     free(ns);
     free(calls);

@@ -36,6 +36,11 @@ typedef struct {
     int (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **);
     int (*sync)(void);
     int (*error_name)(int, const char **);
+    int (*event_create)(void **, unsigned);
+    int (*event_record)(void *, void *);
+    int (*event_sync)(void *);
+    int (*event_elapsed)(float *, void *, void *);
+    int (*event_destroy)(void *);
     int (*blas_create)(void **);
     int (*blas_destroy)(void *);
     int (*gemm_ex)(void *, int, int, int, int, int, const void *, const void *, int, int, const void *, int, int, const void *,
@@ -59,6 +64,16 @@ struct lrc_cuda_exec {
         int64_t m, n, k;
     } (*gemm)[2];
     int64_t *iteration; /* per back edge: the loop's current iteration */
+    /* lrc_cuda_exec_profile / _trace: a pair of events around every launch
+     * that ran, in order (loops run some more than once) */
+    double *times_ns;
+    int64_t *calls;
+    lrc_trace_event *trace;
+    int64_t trace_cap, *n_trace;
+    void **events;
+    int *event_launch;
+    int n_events, cap_events, used_events;
+    double trace_clock_ns; /* where the next run starts on the trace's timeline */
 };
 
 static int cu_fail(const lrc_cuda_exec *x, int r, const char *what, lrc_err *err)
@@ -93,6 +108,11 @@ static int load_api(cuda_api *a, lrc_err *err)
     SYM(lib, launch, "cuLaunchKernel");
     SYM(lib, sync, "cuCtxSynchronize");
     SYM(lib, error_name, "cuGetErrorName");
+    SYM(lib, event_create, "cuEventCreate");
+    SYM(lib, event_record, "cuEventRecord");
+    SYM(lib, event_sync, "cuEventSynchronize");
+    SYM(lib, event_elapsed, "cuEventElapsedTime");
+    SYM(lib, event_destroy, "cuEventDestroy_v2");
 #undef SYM
 #define SYM(field, name) \
     if (!(*(void **)&a->field = dlsym(a->blas, name))) return lrc_err_set(err, "cuda: cuBLAS lacks %s", name);
@@ -252,6 +272,9 @@ void lrc_cuda_exec_free(lrc_cuda_exec *x)
         if (x->arena) a->mem_free(x->arena);
         if (x->scratch) a->mem_free(x->scratch);
     }
+    for (int i = 0; i < x->n_events; i++) a->event_destroy(x->events[i]);
+    free(x->events);
+    free(x->event_launch);
     if (x->blas) a->blas_destroy(x->blas);
     if (x->module) a->module_unload(x->module);
     if (x->ctx) a->ctx_release(x->device);
@@ -320,6 +343,60 @@ static int run_gemm(lrc_cuda_exec *x, int li, int j, lrc_err *err)
 
 static int launch_all(lrc_cuda_exec *x, lrc_err *err);
 
+/* The next event of the run, recorded on the stream: one before and one
+ * after each timed launch. */
+static int mark(lrc_cuda_exec *x, int li, lrc_err *err)
+{
+    if (x->used_events == x->n_events) {
+        if (x->n_events == x->cap_events) {
+            x->cap_events = x->cap_events ? 2 * x->cap_events : 256;
+            x->events = lrc_xrealloc(x->events, (size_t)x->cap_events * sizeof *x->events);
+            x->event_launch = lrc_xrealloc(x->event_launch, (size_t)x->cap_events * sizeof *x->event_launch);
+        }
+        int r = x->api.event_create(&x->events[x->n_events], 0);
+        if (r) return cu_fail(x, r, "cuEventCreate", err);
+        x->n_events++;
+    }
+    x->event_launch[x->used_events] = li;
+    int r = x->api.event_record(x->events[x->used_events++], NULL);
+    return r ? cu_fail(x, r, "cuEventRecord", err) : LRC_OK;
+}
+
+/* After a run: each launch's time between its two events, and its place
+ * on a timeline that starts at the run's first event. */
+static int collect(lrc_cuda_exec *x, lrc_err *err)
+{
+    int r = x->used_events ? x->api.event_sync(x->events[x->used_events - 1]) : 0;
+    for (int e = 0; e + 1 < x->used_events && !r; e += 2) {
+        float ms = 0, at = 0;
+        int li = x->event_launch[e];
+        if ((r = x->api.event_elapsed(&ms, x->events[e], x->events[e + 1])) ||
+            (r = x->api.event_elapsed(&at, x->events[0], x->events[e])))
+            break;
+        if (x->times_ns) x->times_ns[li] += 1e6 * ms, x->calls[li]++;
+        if (x->trace && *x->n_trace < x->trace_cap)
+            x->trace[(*x->n_trace)++] = (lrc_trace_event){li, x->trace_clock_ns + 1e6 * at, 1e6 * ms};
+    }
+    float span = 0;
+    if (!r && x->used_events && !(r = x->api.event_elapsed(&span, x->events[0], x->events[x->used_events - 1])))
+        x->trace_clock_ns += 1e6 * span + 1e3; /* the next run 1 us later on the timeline */
+    x->used_events = 0;
+    return r ? cu_fail(x, r, "reading the launches' events", err) : LRC_OK;
+}
+
+void lrc_cuda_exec_profile(lrc_cuda_exec *x, double *times_ns, int64_t *calls)
+{
+    x->times_ns = times_ns;
+    x->calls = calls;
+}
+
+void lrc_cuda_exec_trace(lrc_cuda_exec *x, lrc_trace_event *events, int64_t cap, int64_t *n)
+{
+    x->trace = events;
+    x->trace_cap = cap;
+    x->n_trace = n;
+}
+
 int lrc_cuda_exec_run(lrc_cuda_exec *x, const lrc_tensor_set *inputs, lrc_tensor_set *outputs, lrc_err *err)
 {
     const lrc_plan *p = x->plan;
@@ -333,6 +410,8 @@ int lrc_cuda_exec_run(lrc_cuda_exec *x, const lrc_tensor_set *inputs, lrc_tensor
     if (!rc) rc = launch_all(x, err);
     int r;
     if (!rc && (r = x->api.sync())) rc = cu_fail(x, r, "running the kernels", err);
+    if (!rc && x->used_events) rc = collect(x, err);
+    x->used_events = 0;
     for (int i = 0; i < p->n_bufs && !rc; i++) {
         const lrc_plan_buf *b = &p->bufs[i];
         if (b->kind != LRC_BUF_OUTPUT) continue;
@@ -355,6 +434,7 @@ int lrc_cuda_exec_time(lrc_cuda_exec *x, int64_t repeat, double *median_ms, lrc_
         rc = launch_all(x, err);
         if (!rc && (r = x->api.sync())) rc = cu_fail(x, r, "running the kernels", err);
         ms[i] = 1e3 * (lrc_now_s() - t0);
+        if (!rc && x->used_events) rc = collect(x, err);
     }
     for (int64_t i = 1; i < repeat; i++)
         for (int64_t j = i; j > 0 && ms[j - 1] > ms[j]; j--) {
@@ -405,8 +485,13 @@ static int launch_all(lrc_cuda_exec *x, lrc_err *err)
             if (!(rc = back_edge(x, li, &again, err)) && again) li = l->loop_to - 1;
             continue;
         }
+        bool timed = (x->times_ns || x->trace) && (x->n_gemm[li] || x->fn[li]);
+        if (timed && !rc) rc = mark(x, li, err);
         for (int j = 0; j < x->n_gemm[li] && !rc; j++) rc = run_gemm(x, li, j, err);
-        if (rc || !x->fn[li]) continue;
+        if (rc || !x->fn[li]) {
+            if (timed && !rc) rc = mark(x, li, err);
+            continue;
+        }
         devptr argv[65];
         void *params[65];
         int na = 0;
@@ -415,6 +500,91 @@ static int launch_all(lrc_cuda_exec *x, lrc_err *err)
         int r = x->api.launch(x->fn[li], (unsigned)x->grid[3 * li], (unsigned)x->grid[3 * li + 1], (unsigned)x->grid[3 * li + 2],
                               (unsigned)x->block[li], 1, 1, 0, NULL, params, NULL);
         if (r) rc = cu_fail(x, r, l->label ? l->label : l->symbol, err);
+        if (timed && !rc) rc = mark(x, li, err);
     }
     return rc;
+}
+
+/* Milliseconds of fn(x, arg) on the device: the median of 5 after a warm-up. */
+static int time_device(lrc_cuda_exec *x, int (*fn)(lrc_cuda_exec *, const void *), const void *arg, double *ms, lrc_err *err)
+{
+    void *ev[2] = {NULL, NULL};
+    float t[5];
+    int r = x->api.event_create(&ev[0], 0);
+    if (!r) r = x->api.event_create(&ev[1], 0);
+    if (!r) r = fn(x, arg);
+    for (int k = 0; k < 5 && !r; k++) {
+        if (!(r = x->api.event_record(ev[0], NULL)) && !(r = fn(x, arg)) && !(r = x->api.event_record(ev[1], NULL)) &&
+            !(r = x->api.event_sync(ev[1])))
+            r = x->api.event_elapsed(&t[k], ev[0], ev[1]);
+        for (int j = k; j > 0 && t[j - 1] > t[j]; j--) {
+            float s = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = s;
+        }
+    }
+    for (int k = 0; k < 2; k++)
+        if (ev[k]) x->api.event_destroy(ev[k]);
+    *ms = r ? 0 : t[2];
+    return r ? cu_fail(x, r, "timing the device's ceilings", err) : LRC_OK;
+}
+
+typedef struct {
+    devptr a, b, c;
+    size_t bytes;
+    int n;
+} ceiling_job;
+
+static int copy_job(lrc_cuda_exec *x, const void *arg)
+{
+    const ceiling_job *j = arg;
+    return x->api.dtod(j->b, j->a, j->bytes);
+}
+
+static int gemm_job(lrc_cuda_exec *x, const void *arg)
+{
+    const ceiling_job *j = arg;
+    const float one = 1.f, zero = 0.f;
+    enum { OP_N = 0, R_16BF = 14, COMPUTE_32F = 68, GEMM_DEFAULT = -1 };
+    return x->api.gemm_ex(x->blas, OP_N, OP_N, j->n, j->n, j->n, &one, (void *)j->a, R_16BF, j->n, (void *)j->b, R_16BF, j->n, &zero,
+                          (void *)j->c, R_16BF, j->n, COMPUTE_32F, GEMM_DEFAULT);
+}
+
+int lrc_cuda_measure_ceilings(lrc_cuda_exec *x, int64_t device_bytes, double *copy_gbs, double *gemm_gflops, lrc_err *err)
+{
+    /* buffers of a sixteenth of the device at most: a copy of up to 1 GiB,
+     * a bf16 GEMM of up to 8192^3 */
+    size_t budget = (size_t)(device_bytes > 0 ? device_bytes : (int64_t)1 << 30) / 16;
+    ceiling_job j = {0, 0, 0, budget / 2 < ((size_t)1 << 30) ? budget / 2 : (size_t)1 << 30, 8192};
+    while (j.n > 256 && (size_t)3 * j.n * j.n * 2 > budget) j.n -= 256;
+    double ms = 0;
+    int r = x->api.mem_alloc(&j.a, j.bytes);
+    if (!r && !(r = x->api.mem_alloc(&j.b, j.bytes)) && !(r = x->api.memset8(j.a, 0, j.bytes))) {
+        int rc = time_device(x, copy_job, &j, &ms, err);
+        if (rc) r = -1;
+        *copy_gbs = ms > 0 ? 2.0 * (double)j.bytes / (ms * 1e6) : 0;
+    }
+    if (!r) r = x->api.mem_alloc(&j.c, (size_t)j.n * j.n * 2);
+    if (!r && !(r = x->api.memset8(j.b, 0, (size_t)j.n * j.n * 2))) { /* zeros: no overflow, the same work */
+        int rc = time_device(x, gemm_job, &j, &ms, err);
+        if (rc) r = -1;
+        *gemm_gflops = ms > 0 ? 2.0 * j.n * (double)j.n * j.n / (ms * 1e6) : 0;
+    }
+    if (j.a) x->api.mem_free(j.a);
+    if (j.b) x->api.mem_free(j.b);
+    if (j.c) x->api.mem_free(j.c);
+    if (r > 0) return lrc_err_set(err, "cuda: out of device memory for the ceilings' %zu-byte buffers", j.bytes);
+    return r ? LRC_EUSER : LRC_OK;
+}
+
+double lrc_cuda_exec_bytes(const lrc_cuda_exec *x, int li)
+{
+    const lrc_plan_launch *l = &x->plan->launches[li];
+    double as_f32 = 0, stored = 0;
+    for (int a = 0; a < l->n_args; a++) {
+        double n = (double)lrc_shape_numel(&x->plan->bufs[l->args[a]].shape);
+        as_f32 += 4 * n;
+        stored += (double)elem_bytes(x->storage[l->args[a]]) * n;
+    }
+    return as_f32 > 0 ? l->bytes * stored / as_f32 : l->bytes;
 }

@@ -255,6 +255,18 @@ int lrc_cuda_exec_run(lrc_cuda_exec *x, const lrc_tensor_set *inputs, lrc_tensor
 /* The launches alone, repeat times on the inputs of the last run: the
  * median wall time of one forward on the device (no copies). */
 int lrc_cuda_exec_time(lrc_cuda_exec *x, int64_t repeat, double *median_ms, lrc_err *err);
+/* From now on each run adds every launch's device time (CUDA events) to
+ * times_ns[launch] and counts it in calls[launch]; and records up to cap
+ * launches into events (*n counts them), as lrc_exec_profile / _trace do. */
+void lrc_cuda_exec_profile(lrc_cuda_exec *x, double *times_ns, int64_t *calls);
+void lrc_cuda_exec_trace(lrc_cuda_exec *x, lrc_trace_event *events, int64_t cap, int64_t *n);
+/* The bytes launch li moves on the device: the plan's count (f32 elements)
+ * scaled to its arguments' storage (bf16 halves them). */
+double lrc_cuda_exec_bytes(const lrc_cuda_exec *x, int li);
+/* The device's ceilings, measured now: a device-to-device copy (GB/s, read
+ * plus written) and a square bf16 cuBLAS GEMM (GFLOP/s), with buffers of at
+ * most a sixteenth of device_bytes. */
+int lrc_cuda_measure_ceilings(lrc_cuda_exec *x, int64_t device_bytes, double *copy_gbs, double *gemm_gflops, lrc_err *err);
 void lrc_cuda_exec_free(lrc_cuda_exec *x);
 
 /* ---- ahead-of-time packages -------------------------------------------- */

@@ -621,7 +621,10 @@ if [ -e /usr/lib/x86_64-linux-gnu/libcuda.so.1 ] || ldconfig -p 2>/dev/null | gr
 else
   t "cuda package without a GPU" 1 'pkg_cu' 'cuda' 'NVIDIA driver' -- forward pkg_cu --input "$IN" -o out.safetensors
   t "backward --target cuda without a GPU" 1 'cuda' 'NVIDIA driver' -- backward "$MODEL" "${SETS[@]}" --weights "$W" --input "$IN" -o g.st --target cuda
+  t "profile of a cuda package without a GPU" 1 'pkg_cu' 'NVIDIA driver' -- profile pkg_cu --input "$IN" -o tr.json
+  t "profile --target cuda without a GPU" 1 'cuda' 'NVIDIA driver' -- profile "$MODEL" "${SETS[@]}" --weights "$W" --input "$IN" --target cuda
 fi
+t "profile --target cuda without --weights" 2 'weights' -- profile "$MODEL" "${SETS[@]}" --input "$IN" --target cuda
 cp -r pkg_cu pkg_cu_cut && head -c 2000 pkg_cu/kernels.cubin >pkg_cu_cut/kernels.cubin
 t "cuda package: truncated cubin" 1 'kernels\.cubin' 'damaged' -- forward pkg_cu_cut --input "$IN" -o out.safetensors
 ok "compile a decoder package" compile "$MODEL" --preset tiny --target cpu --weights tiny_w.safetensors --ctx 16 -o pkg_dec

@@ -1,10 +1,11 @@
 #!/bin/bash
-# errors.sh LRC MODEL ST_COMPARE — the cuda target's run-time behaviour that
+# device.sh LRC MODEL ST_COMPARE — the cuda target's run-time behaviour that
 # needs a device, on the host emulator: out of device memory (forward,
 # backward, train: one line, exit status 1, no run directory left), a
 # package for a newer architecture than the device's (one line, status 1),
-# one for an older one (runs its PTX, the same logits as its cubin), and 20
-# training steps on cuda against the same run on the cpu.
+# one for an older one (runs its PTX, the same logits as its cubin), lrc
+# profile of a package and of a model (the table, every launch in the
+# trace), and 20 training steps on cuda against the same run on the cpu.
 set -u
 lrc=$1 model=$2 compare=$3
 out=$(mktemp -d)
@@ -48,6 +49,35 @@ LRC_CUEMU_SM=80 expect 1 'compile it again with --arch sm_80' "$lrc" forward "$o
   LRC_CUEMU_SM=100 "$lrc" forward "$out/pkg" --input "$out/in.st" -o "$out/sm100.st" >/dev/null &&
   cmp "$out/sm90.st" "$out/sm100.st" && echo "ok: an sm_90 package on an sm_100 device runs its PTX, the same logits" ||
   { echo "FAIL: the sm_90 package on sm_100 (its PTX)"; failed=1; }
+
+# profile: a package, then the model compiled on the fly; every function in
+# the table, every launch of every run in the trace, no temporary package left
+# launches a run times: those with a kernel or a cuBLAS GEMM
+per_run=$(python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(sum(1 for l in d["meta"]["cuda"]["launches"] if l["block"] or l.get("gemm")))' "$out/pkg/package.json")
+before=$(ls -d /tmp/lrc-profile-* 2>/dev/null | wc -l)
+for what in package model; do
+  if [ $what = package ]; then args=("$out/pkg"); else args=("$model" --preset tiny --weights "$out/w.st" --target cuda); fi
+  LRC_CUEMU_MEMORY=$((64 << 20)) "$lrc" profile "${args[@]}" --input "$out/in.st" --repeat 2 -o "$out/trace_$what.json" \
+    >"$out/profile.txt" 2>"$out/profile.err"
+  rc=$?
+  python3 - "$out/profile.txt" "$out/trace_$what.json" "$per_run" <<'PY' && [ $rc = 0 ] && echo "ok: profile of the $what" ||
+import json, re, sys
+text = open(sys.argv[1]).read()
+events = json.load(open(sys.argv[2]))["traceEvents"]
+ceil = re.search(r"ceilings measured now: ([0-9.]+) GFLOP/s \(bf16 cuBLAS GEMM\), ([0-9.]+) GB/s", text)
+rows = [l for l in text.splitlines() if re.match(r"^(k\d+_\w+|cublas) +\d+ ", l)]
+assert ceil and float(ceil.group(1)) > 0 and float(ceil.group(2)) > 0, "no ceilings"
+assert rows, "no rows"
+assert sum(int(l.split()[1]) for l in rows) == len(events), "calls in the table %d, events %d" % (sum(int(l.split()[1]) for l in rows), len(events))
+assert len(events) == 2 * int(sys.argv[3]), "%d events for 2 runs of %s launches" % (len(events), sys.argv[3])
+PY
+    { echo "FAIL: profile of the $what (status $rc)"; cat "$out/profile.txt" "$out/profile.err"; failed=1; }
+done
+after=$(ls -d /tmp/lrc-profile-* 2>/dev/null | wc -l)
+[ "$after" = "$before" ] || { echo "FAIL: lrc profile --target cuda left a temporary package"; failed=1; }
 
 for t in cuda cpu; do
   "$lrc" train "$model" --preset tiny --set norm=layerrope --steps 20 --lr 3e-3 --batch 4 --seq 32 --eval-every 10 \
