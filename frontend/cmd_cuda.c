@@ -20,17 +20,7 @@ static void *read_file(const char *path, lrc_err *err)
     return buf;
 }
 
-typedef struct {
-    lrc_package pkg;
-    bool have_pkg;
-    lrc_tensor_set in, wfile;
-    lrc_cuda_exec *x;
-    lrc_cuda_device dev;
-} cuda_run;
-
-/* The package a->m.model on GPU 0 with its weights, and a->input read and
- * completed (a looped model's iterations). */
-static int cuda_open(const cli_args *a, cuda_run *c, lrc_err *err)
+int cli_cuda_open(const cli_args *a, cli_cuda_run *c, lrc_err *err)
 {
     memset(c, 0, sizeof *c);
     lrc_tensor_set_init(&c->in);
@@ -61,11 +51,12 @@ static int cuda_open(const cli_args *a, cuda_run *c, lrc_err *err)
     if (!rc) rc = lrc_cuda_exec_new(&c->pkg.plan, c->pkg.meta_json, image, &c->x, err);
     free(image);
     if (!rc) rc = lrc_cuda_exec_bind_params(c->x, a->weights ? &c->wfile : &c->pkg.weights, err);
-    if (!rc && !(rc = lrc_safetensors_load(a->input, &c->in, err))) rc = cli_package_inputs(&c->pkg, &c->in, a->input, err);
+    if (!rc && a->input && !(rc = lrc_safetensors_load(a->input, &c->in, err)))
+        rc = cli_package_inputs(&c->pkg, &c->in, a->input, err);
     return rc;
 }
 
-static void cuda_close(cuda_run *c)
+void cli_cuda_close(cli_cuda_run *c)
 {
     lrc_cuda_exec_free(c->x);
     if (c->have_pkg) lrc_package_free(&c->pkg);
@@ -76,10 +67,10 @@ static void cuda_close(cuda_run *c)
 int cli_forward_cuda(const cli_args *a)
 {
     lrc_err err;
-    cuda_run c;
+    cli_cuda_run c;
     lrc_tensor_set outs;
     lrc_tensor_set_init(&outs);
-    int rc = cuda_open(a, &c, &err);
+    int rc = cli_cuda_open(a, &c, &err);
     if (!rc) rc = lrc_cuda_exec_run(c.x, &c.in, &outs, &err);
     double med = 0; /* on the device: the launches of one forward, inputs already there */
     if (!rc && a->repeat > 0 && !(rc = lrc_cuda_exec_time(c.x, a->repeat, &med, &err))) {
@@ -89,7 +80,7 @@ int cli_forward_cuda(const cli_args *a)
     }
     if (!rc) rc = lrc_safetensors_save(a->out, &outs, &err);
     if (!rc) printf("wrote %s\n", a->out);
-    cuda_close(&c);
+    cli_cuda_close(&c);
     lrc_tensor_set_clear(&outs);
     return rc ? cli_user_error(&err) : 0;
 }
@@ -97,10 +88,10 @@ int cli_forward_cuda(const cli_args *a)
 int cli_profile_cuda(const cli_args *a, int64_t repeat, const char *trace)
 {
     lrc_err err;
-    cuda_run c;
+    cli_cuda_run c;
     lrc_tensor_set outs;
     lrc_tensor_set_init(&outs);
-    int rc = cuda_open(a, &c, &err);
+    int rc = cli_cuda_open(a, &c, &err);
     if (!rc) rc = lrc_cuda_exec_run(c.x, &c.in, &outs, &err); /* warm-up: the driver loads the kernels */
     const lrc_plan *plan = &c.pkg.plan;
     int n_launch = rc ? 0 : plan->n_launches;
@@ -132,7 +123,7 @@ int cli_profile_cuda(const cli_args *a, int64_t repeat, const char *trace)
     free(ns);
     free(calls);
     free(ev);
-    cuda_close(&c);
+    cli_cuda_close(&c);
     lrc_tensor_set_clear(&outs);
     return rc ? cli_user_error(&err) : 0;
 }

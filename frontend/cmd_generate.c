@@ -56,8 +56,9 @@ int cmd_generate(int argc, char **argv)
         "                    [-n N] [--temperature T] [--top-k K] [--seed S] [--ctx C] [--threads N]\n"
         "\n"
         "Continues TEXT by N bytes (default 100; one token per byte, the model's vocab\n"
-        "must be >= 256), decoding with a KV cache on the cpu target, and prints the\n"
-        "text as it comes, then tokens/s on stderr.\n"
+        "must be >= 256), decoding with a KV cache on the cpu target (or on GPU 0 for\n"
+        "a package compiled with --target cuda --ctx C), and prints the text as it\n"
+        "comes, then tokens/s on stderr.\n"
         "\n"
         "  --temperature T   0 picks the most likely byte (default 0.8)\n"
         "  --top-k K         sample among the K most likely bytes (default 40; 0: all)\n"
@@ -77,6 +78,12 @@ int cmd_generate(int argc, char **argv)
     lrc_tensor_set_init(&in);
     lrc_tensor_set_init(&outs);
     int64_t ctx = a.ctx > 0 ? a.ctx : P + N;
+    char target[16] = "";
+    if (pkg) lrc_package_target(a.m.model, target, sizeof target);
+    bool cuda = !strcmp(target, "cuda"); /* a decoder package compiled with --target cuda: on GPU 0 */
+    cli_cuda_run cu;
+    memset(&cu, 0, sizeof cu);
+    int64_t vocab = 0;
     rc = LRC_OK;
     if (P < 1) rc = lrc_err_set(&err, "--prompt: give at least one byte to start from");
     if (!rc && pkg) {
@@ -84,6 +91,8 @@ int cmd_generate(int argc, char **argv)
         if (!(rc = lrc_package_load(a.m.model, &probe, &err))) {
             cJSON *meta = cJSON_Parse(probe.meta_json);
             const cJSON *c = cJSON_GetObjectItemCaseSensitive(meta, "ctx");
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(meta, "vocab");
+            vocab = cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
             if (!cJSON_IsNumber(c))
                 rc = lrc_err_set(&err, "%s was compiled for whole sequences: compile it with --ctx C to generate", a.m.model);
             else ctx = (int64_t)c->valuedouble;
@@ -96,9 +105,10 @@ int cmd_generate(int argc, char **argv)
     if (!rc && P + N > ctx)
         rc = lrc_err_set(&err, "the prompt (%lld bytes) and %lld new tokens need %lld positions; the context holds %lld",
                          (long long)P, (long long)N, (long long)(P + N), (long long)ctx);
-    if (!rc) rc = cli_engine_open_decoder(&a, 1, ctx, &e, &err);
-    if (!rc && e.vocab && e.vocab < 256)
-        rc = lrc_err_set(&err, "byte tokens need a vocabulary of at least 256, the model has %lld", (long long)e.vocab);
+    if (!rc) rc = cuda ? cli_cuda_open(&a, &cu, &err) : cli_engine_open_decoder(&a, 1, ctx, &e, &err);
+    if (!cuda) vocab = e.vocab;
+    if (!rc && vocab && vocab < 256)
+        rc = lrc_err_set(&err, "byte tokens need a vocabulary of at least 256, the model has %lld", (long long)vocab);
     lrc_shape one = {2, {1, 1}}, p1 = {1, {1}};
     lrc_tensor *tok = rc ? NULL : lrc_tensor_new("tokens", LRC_I32, &one, &err);
     lrc_tensor *pos = rc ? NULL : lrc_tensor_new("pos", LRC_I32, &p1, &err);
@@ -117,7 +127,7 @@ int cmd_generate(int argc, char **argv)
     for (int64_t i = 0; !rc && N > 0 && i < P + N - 1; i++) {
         ((int32_t *)tok->data)[0] = i < P ? (unsigned char)a.prompt[i] : next;
         ((int32_t *)pos->data)[0] = (int32_t)i;
-        if ((rc = lrc_exec_run_plan(e.x, &in, &outs, &err))) break;
+        if ((rc = cuda ? lrc_cuda_exec_run(cu.x, &in, &outs, &err) : lrc_exec_run_plan(e.x, &in, &outs, &err))) break;
         if (i < P - 1) continue;
         if (i == P - 1) t_prompt = lrc_now_s();
         const lrc_tensor *lg = outs.items[0];
@@ -134,6 +144,7 @@ int cmd_generate(int argc, char **argv)
                 1e3 * (t_prompt - t0), (long long)ctx);
     }
     cli_engine_close(&e);
+    cli_cuda_close(&cu);
     lrc_tensor_set_clear(&in);
     lrc_tensor_set_clear(&outs);
     rc = rc ? cli_user_error(&err) : 0;

@@ -317,7 +317,9 @@ static void choose_storage(const lrc_graph *g, const lrc_schedule *s, lrc_cuda_s
         if (n->dtype == LRC_I32) st[id] = LRC_CUDA_I32;
         else if (n->op == LRC_OP_INPUT) st[id] = LRC_CUDA_F32;
         else if (n->op == LRC_OP_PARAM) st[id] = n->shape.ndim >= 2 ? bulk : LRC_CUDA_F32;
-        else if (lrc_shape_numel(&n->shape) == cu_last_dim(&n->shape) || n->op == LRC_OP_DEPTH_GAIN ||
+        /* vectors, not single rows: a decoder's [1, 1, d] activation is a
+           GEMM operand beside bf16 weights */
+        else if (n->shape.ndim <= 1 || n->op == LRC_OP_DEPTH_GAIN ||
                  n->op == LRC_OP_DEPTH_GAIN_GRAD || n->op == LRC_OP_SUM_TO)
             st[id] = LRC_CUDA_F32; /* gains, scalars and their gradients */
         else st[id] = bulk;

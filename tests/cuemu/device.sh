@@ -5,7 +5,8 @@
 # package for a newer architecture than the device's (one line, status 1),
 # one for an older one (runs its PTX, the same logits as its cubin), lrc
 # profile of a package and of a model (the table, every launch in the
-# trace), and 20 training steps on cuda against the same run on the cpu.
+# trace), lrc generate of a cuda decoder package against the cpu's, and 20
+# training steps on cuda against the same run on the cpu.
 set -u
 lrc=$1 model=$2 compare=$3
 out=$(mktemp -d)
@@ -78,6 +79,27 @@ PY
 done
 after=$(ls -d /tmp/lrc-profile-* 2>/dev/null | wc -l)
 [ "$after" = "$before" ] || { echo "FAIL: lrc profile --target cuda left a temporary package"; failed=1; }
+
+# generate: a decoder package (KV caches, one token a step) on cuda and on
+# the cpu, greedy: the same bytes (f32 storage: the same arithmetic up to
+# rounding; bf16 could flip a near tie)
+for norm in pre layerrope; do
+  rm -rf "$out"/dec_* "$out"/gen_*
+  "$lrc" init "$model" --preset tiny --set norm=$norm --seed 2 -o "$out/w_$norm.st" >/dev/null
+  for t in cuda cpu; do
+    p=(--target $t); [ $t = cuda ] && p+=(--precision f32)
+    "$lrc" compile "$model" --preset tiny --set norm=$norm "${p[@]}" --ctx 40 --weights "$out/w_$norm.st" -o "$out/dec_$t" >/dev/null &&
+      "$lrc" generate "$out/dec_$t" --prompt "In the beginning" -n 24 --temperature 0 >"$out/gen_$t.txt" 2>"$out/gen_$t.err" ||
+      { echo "FAIL: generate on $t ($norm): $(tail -1 "$out/gen_$t.err")"; failed=1; }
+  done
+  cmp -s "$out/gen_cuda.txt" "$out/gen_cpu.txt" && echo "ok: generate $norm, cuda and cpu the same 24 bytes" ||
+    { echo "FAIL: generate $norm differs between cuda and cpu"; od -c "$out/gen_cuda.txt" "$out/gen_cpu.txt" | head; failed=1; }
+  # bf16 storage (the default): its one-row activations meet bf16 weights in cuBLAS
+  "$lrc" compile "$model" --preset tiny --set norm=$norm --target cuda --ctx 40 --weights "$out/w_$norm.st" -o "$out/dec_bf16" >/dev/null &&
+    "$lrc" generate "$out/dec_bf16" --prompt "In the beginning" -n 24 --temperature 0 >"$out/gen_bf16.txt" 2>"$out/gen.err" &&
+    [ "$(wc -c <"$out/gen_bf16.txt")" = 41 ] && echo "ok: generate $norm at bf16 storage, 24 bytes" ||
+    { echo "FAIL: generate $norm at bf16: $(tail -1 "$out/gen.err")"; failed=1; }
+done
 
 for t in cuda cpu; do
   "$lrc" train "$model" --preset tiny --set norm=layerrope --steps 20 --lr 3e-3 --batch 4 --seq 32 --eval-every 10 \
