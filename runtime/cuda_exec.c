@@ -74,7 +74,15 @@ struct lrc_cuda_exec {
     int *event_launch;
     int n_events, cap_events, used_events;
     double trace_clock_ns; /* where the next run starts on the trace's timeline */
+    bool check; /* LRC_CUDA_CHECK: every buffer alone, a guard region after it, checked after each launch */
 };
+
+/* LRC_CUDA_CHECK=1: each buffer (the arena's too, and the scratch) in its
+ * own allocation followed by GUARD bytes of GUARD_BYTE, read back after
+ * every launch: a kernel or GEMM that writes past a buffer is named. Slow;
+ * for finding kernel bugs, as compute-sanitizer is. */
+#define GUARD 256
+#define GUARD_BYTE 0xA5
 
 static int cu_fail(const lrc_cuda_exec *x, int r, const char *what, lrc_err *err)
 {
@@ -240,20 +248,28 @@ int lrc_cuda_exec_new(const lrc_plan *plan, const char *meta_json, const void *i
             rc = lrc_err_set(err, "cuda: kernel '%s' is missing from the cubin (a damaged package?)", plan->launches[i].symbol);
     if (!rc && a->blas_create(&x->blas)) rc = lrc_err_set(err, "cuda: cuBLAS does not start (cublasCreate)");
     /* the arena, the scratch, and a buffer for every tensor that is not in the arena */
-    if (!rc && plan->arena_bytes && (r = a->mem_alloc(&x->arena, (size_t)plan->arena_bytes)))
+    const char *check = getenv("LRC_CUDA_CHECK");
+    x->check = check && *check && strcmp(check, "0");
+    size_t pad = x->check ? GUARD : 0;
+    if (!rc && plan->arena_bytes && !x->check && (r = a->mem_alloc(&x->arena, (size_t)plan->arena_bytes)))
         rc = lrc_err_set(err, "cuda: out of device memory for the %lld-byte arena (a smaller --batch or --seq needs less)", (long long)plan->arena_bytes);
-    if (!rc && x->scratch_bytes && (r = a->mem_alloc(&x->scratch, (size_t)x->scratch_bytes)))
+    if (!rc && x->scratch_bytes && (r = a->mem_alloc(&x->scratch, (size_t)x->scratch_bytes + pad)))
         rc = lrc_err_set(err, "cuda: out of device memory for %lld bytes of scratch (a smaller --batch or --seq needs less)", (long long)x->scratch_bytes);
     for (int i = 0; i < n && !rc; i++) {
         const lrc_plan_buf *b = &plan->bufs[i];
         size_t bytes = (size_t)lrc_shape_numel(&b->shape) * elem_bytes(x->storage[i]);
-        if (b->kind == LRC_BUF_ARENA) x->ptr[i] = x->arena + (devptr)b->offset;
-        else if (b->kind == LRC_BUF_INPUT || b->kind == LRC_BUF_PARAM || b->kind == LRC_BUF_OUTPUT || b->kind == LRC_BUF_STATE) {
-            if ((r = a->mem_alloc(&x->ptr[i], bytes ? bytes : 4)))
+        if (b->kind == LRC_BUF_ARENA && !x->check) x->ptr[i] = x->arena + (devptr)b->offset;
+        else if (b->kind == LRC_BUF_INPUT || b->kind == LRC_BUF_PARAM || b->kind == LRC_BUF_OUTPUT || b->kind == LRC_BUF_STATE ||
+                 b->kind == LRC_BUF_ARENA) {
+            if ((r = a->mem_alloc(&x->ptr[i], (bytes ? bytes : 4) + pad)))
                 rc = lrc_err_set(err, "cuda: out of device memory for %zu bytes of '%s' (the device has too little free memory for this model)", bytes, b->name ? b->name : "?");
             else if (b->kind == LRC_BUF_STATE && (r = a->memset8(x->ptr[i], 0, bytes))) rc = cu_fail(x, r, "zeroing a cache", err);
+            else if (pad && (r = a->memset8(x->ptr[i] + (devptr)(bytes ? bytes : 4), GUARD_BYTE, pad)))
+                rc = cu_fail(x, r, "writing a guard region", err);
         }
     }
+    if (!rc && pad && x->scratch && (r = a->memset8(x->scratch + (devptr)x->scratch_bytes, GUARD_BYTE, pad)))
+        rc = cu_fail(x, r, "writing a guard region", err);
     if (rc) {
         lrc_cuda_exec_free(x);
         return rc;
@@ -268,7 +284,7 @@ void lrc_cuda_exec_free(lrc_cuda_exec *x)
     cuda_api *a = &x->api;
     if (a->mem_free) {
         for (int i = 0; i < x->plan->n_bufs; i++)
-            if (x->ptr[i] && x->plan->bufs[i].kind != LRC_BUF_ARENA) a->mem_free(x->ptr[i]);
+            if (x->ptr[i] && (x->plan->bufs[i].kind != LRC_BUF_ARENA || x->check)) a->mem_free(x->ptr[i]);
         if (x->arena) a->mem_free(x->arena);
         if (x->scratch) a->mem_free(x->scratch);
     }
@@ -342,6 +358,36 @@ static int run_gemm(lrc_cuda_exec *x, int li, int j, lrc_err *err)
 }
 
 static int launch_all(lrc_cuda_exec *x, lrc_err *err);
+
+static bool guard_intact(lrc_cuda_exec *x, devptr end, int *r)
+{
+    unsigned char g[GUARD];
+    if ((*r = x->api.dtoh(g, end, GUARD))) return true;
+    for (int k = 0; k < GUARD; k++)
+        if (g[k] != GUARD_BYTE) return false;
+    return true;
+}
+
+/* LRC_CUDA_CHECK: after launch li, every guard region as it was. */
+static int check_guards(lrc_cuda_exec *x, int li, lrc_err *err)
+{
+    const lrc_plan_launch *l = &x->plan->launches[li];
+    const char *what = l->label && *l->label ? l->label : l->symbol;
+    int r = x->api.sync();
+    if (r) return cu_fail(x, r, what, err);
+    for (int i = 0; i < x->plan->n_bufs; i++) {
+        const lrc_plan_buf *b = &x->plan->bufs[i];
+        if (!x->ptr[i] || b->kind == LRC_BUF_NONE || b->kind == LRC_BUF_PERSIST) continue;
+        size_t bytes = (size_t)lrc_shape_numel(&b->shape) * elem_bytes(x->storage[i]);
+        if (!guard_intact(x, x->ptr[i] + (devptr)(bytes ? bytes : 4), &r))
+            return lrc_err_set(err, "cuda (LRC_CUDA_CHECK): launch %d '%s' wrote past the end of buffer %d%s%s%s (%zu bytes)", li, what,
+                               i, b->name ? " '" : "", b->name ? b->name : "", b->name ? "'" : "", bytes);
+        if (r) return cu_fail(x, r, "reading a guard region", err);
+    }
+    if (x->scratch && !guard_intact(x, x->scratch + (devptr)x->scratch_bytes, &r))
+        return lrc_err_set(err, "cuda (LRC_CUDA_CHECK): launch %d '%s' wrote past the end of the GEMM scratch", li, what);
+    return r ? cu_fail(x, r, "reading a guard region", err) : LRC_OK;
+}
 
 /* The next event of the run, recorded on the stream: one before and one
  * after each timed launch. */
@@ -490,6 +536,7 @@ static int launch_all(lrc_cuda_exec *x, lrc_err *err)
         for (int j = 0; j < x->n_gemm[li] && !rc; j++) rc = run_gemm(x, li, j, err);
         if (rc || !x->fn[li]) {
             if (timed && !rc) rc = mark(x, li, err);
+            if (x->check && !rc && x->n_gemm[li]) rc = check_guards(x, li, err);
             continue;
         }
         devptr argv[65];
@@ -501,6 +548,7 @@ static int launch_all(lrc_cuda_exec *x, lrc_err *err)
                               (unsigned)x->block[li], 1, 1, 0, NULL, params, NULL);
         if (r) rc = cu_fail(x, r, l->label ? l->label : l->symbol, err);
         if (timed && !rc) rc = mark(x, li, err);
+        if (x->check && !rc) rc = check_guards(x, li, err);
     }
     return rc;
 }

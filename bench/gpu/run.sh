@@ -2,8 +2,11 @@
 # bench/gpu/run.sh — the device check, on a machine with an NVIDIA GPU, in
 # one go (under 8 minutes):
 #   1. which targets lrc sees (lrc devices);
-#   2. every PyTorch fixture at f32 storage (tests/cuemu/case.sh, as CI runs
-#      it on the emulator): logits within 1e-5, gradients within 1e-4;
+#   2. every op fixture alone (test_cuda_ops: guard regions, 1e-5); every
+#      PyTorch fixture at f32 storage (tests/cuemu/case.sh, as CI runs
+#      it on the emulator) with LRC_CUDA_CHECK's guard region after every
+#      buffer, checked after every launch: logits within 1e-5, gradients
+#      within 1e-4;
 #      every norm placement at preset small (B=2, T=64): the cuda package's
 #      logits against the reference backend within 2e-2 relative, and two
 #      runs bit-identical;
@@ -30,6 +33,8 @@ LRC=${LRC:-gpu-carry/lrc}
 BIN=$(dirname "$LRC")
 COMPARE=${COMPARE:-$BIN/st_compare}
 [ -x "$COMPARE" ] || COMPARE=$(find build -name st_compare -type f 2>/dev/null | head -1)
+OPS=$BIN/test_cuda_ops
+[ -x "$OPS" ] || OPS=$(find build -name test_cuda_ops -type f 2>/dev/null | head -1)
 export LD_LIBRARY_PATH="$BIN/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 PY=${PY:-python3}
 MODEL=models/llama.lua
@@ -72,12 +77,15 @@ for norm in pre post peri lns deepnet layerrope layerrope_peri; do
     { echo "FAIL $norm: two runs differ"; failed=1; }
 done
 
+step "every op fixture as a one-op graph on the GPU, guard regions after every buffer, 1e-5"
+"$OPS" tests/fixtures/ops/*.safetensors || failed=1
+
 step "every PyTorch fixture (LLaMA placements, ViT, Parcae) at f32 storage: logits 1e-5, gradients 1e-4 (3e-4 Parcae)"
 # the same script CI runs on the emulator (tests/cuemu/case.sh), here on the GPU
 for model in llama vit parcae; do
   gt=1e-4; [ $model = parcae ] && gt=3e-4
   for dir in tests/fixtures/$model/*/; do
-    res=$(tests/cuemu/case.sh "$LRC" models/$model.lua "${dir%/}" "$COMPARE" f32 1e-5 $gt 2>&1) ||
+    res=$(LRC_CUDA_CHECK=1 tests/cuemu/case.sh "$LRC" models/$model.lua "${dir%/}" "$COMPARE" f32 1e-5 $gt 2>&1) ||
       { echo "FAIL $model $(basename "$dir"): $(echo "$res" | tail -2 | tr '\n' ' ')"; failed=1; continue; }
     echo "$model $(basename "$dir"): $(echo "$res" | grep -o 'worst relative error [0-9.e+-]*' | tr '\n' ' ')"
   done

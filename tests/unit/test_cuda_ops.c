@@ -1,0 +1,136 @@
+/* test_cuda_ops — every op of the PyTorch fixtures (tests/fixtures/ops, the
+ * ones test_ops runs on ref) as a one-op graph on the cuda target: compiled
+ * by NVRTC for GPU 0, run with LRC_CUDA_CHECK's guard region after every
+ * buffer (checked after every launch), the result within 1e-5 of PyTorch's
+ * (f32 storage: a one-op graph's inputs and output are f32). On a machine
+ * with no cuda device it says why in one line and exits 77, which ctest
+ * counts as skipped; CI runs it on the host emulator (tests/cuemu).
+ * Usage: test_cuda_ops FIXTURE.safetensors... */
+#include "frontend/compile.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int passed, failed;
+
+/* the op and its attributes from the fixture's metadata, by op-table names */
+static int read_op(const char *meta, lrc_node *proto, char *opname, size_t n)
+{
+    cJSON *m = cJSON_Parse(meta);
+    const cJSON *op = cJSON_GetObjectItemCaseSensitive(m, "op");
+    int rc = -1;
+    if (cJSON_IsString(op) && !lrc_op_parse(op->valuestring, &proto->op)) {
+        snprintf(opname, n, "%s", op->valuestring);
+        const lrc_op_info *info = &lrc_op_table[proto->op];
+        for (int a = 0; a < LRC_MAX_IATTR && info->iattr[a]; a++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, info->iattr[a]);
+            if (cJSON_IsString(v)) proto->iattr[a] = strtoll(v->valuestring, NULL, 10);
+        }
+        for (int a = 0; a < LRC_MAX_FATTR && info->fattr[a]; a++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, info->fattr[a]);
+            if (cJSON_IsString(v)) proto->fattr[a] = strtod(v->valuestring, NULL);
+        }
+        rc = 0;
+    }
+    cJSON_Delete(m);
+    return rc;
+}
+
+static void run_fixture(const char *path, const char *arch)
+{
+    lrc_err err;
+    lrc_tensor_set f, in, outs;
+    lrc_tensor_set_init(&in);
+    lrc_tensor_set_init(&outs);
+    char opname[64] = "?";
+    const char *file = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    if (lrc_safetensors_load(path, &f, &err)) {
+        printf("FAIL %s: %s\n", file, err.msg);
+        failed++;
+        return;
+    }
+    lrc_graph *g = lrc_graph_new();
+    lrc_node proto = {0};
+    const lrc_tensor *want = lrc_tensor_set_find(&f, "out");
+    int rc = !f.metadata_json || !want || read_op(f.metadata_json, &proto, opname, sizeof opname)
+                 ? lrc_err_set(&err, "no op metadata or no 'out'")
+                 : LRC_OK;
+    proto.n_in = rc ? 0 : lrc_op_table[proto.op].n_in;
+    for (int k = 0; k < proto.n_in && !rc; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "in%d", k);
+        const lrc_tensor *t = lrc_tensor_set_find(&f, name);
+        lrc_tensor *copy = t ? lrc_tensor_new(name, t->dtype, &t->shape, &err) : NULL;
+        if (!copy) rc = lrc_err_set(&err, "missing %s", name);
+        else {
+            memcpy(copy->data, t->data, t->nbytes);
+            if ((proto.in[k] = lrc_graph_add_input(g, name, t->dtype, &t->shape, NULL, &err)) < 0 || lrc_tensor_set_add(&in, copy, &err))
+                rc = LRC_EUSER;
+        }
+    }
+    int id = rc ? -1 : lrc_graph_add(g, &proto, &err);
+    if (!rc && (id < 0 || lrc_graph_add_output(g, "out", id, &err) < 0)) rc = LRC_EUSER;
+    lrc_compiled c;
+    memset(&c, 0, sizeof c);
+    lrc_cuda_exec *x = NULL;
+    bool compiled = false;
+    if (!rc) {
+        rc = lrc_compile_graph_cuda(g, NULL, arch, true, &c, &err); /* takes g */
+        g = NULL;
+        compiled = true;
+    }
+    if (!rc) {
+        cJSON *meta = cJSON_CreateObject();
+        cJSON_AddItemToObject(meta, "cuda", lrc_compiled_cuda_meta(&c));
+        char *text = cJSON_PrintUnformatted(meta);
+        cJSON_Delete(meta);
+        rc = lrc_cuda_exec_new(&c.plan, text, c.cubin, &x, &err);
+        free(text);
+    }
+    if (!rc) rc = lrc_cuda_exec_run(x, &in, &outs, &err);
+    const lrc_tensor *got = rc ? NULL : lrc_tensor_set_find(&outs, "out");
+    double num = 0, den = 0;
+    if (!rc && (!got || !lrc_shape_eq(&got->shape, &want->shape))) rc = lrc_err_set(&err, "no output 'out' of the fixture's shape");
+    for (int64_t i = 0; !rc && i < lrc_shape_numel(&want->shape); i++) {
+        double d = (double)((const float *)got->data)[i] - ((const float *)want->data)[i];
+        num += d * d;
+        den += (double)((const float *)want->data)[i] * ((const float *)want->data)[i];
+    }
+    double rel = sqrt(num) / (den > 0 ? sqrt(den) : 1);
+    if (rc || !(rel <= 1e-5)) {
+        printf("FAIL %-28s %-14s %s relative error %.3e\n", file, opname, rc ? err.msg : "", rel);
+        failed++;
+    } else {
+        printf("ok   %-28s %-14s relative error %.3e\n", file, opname, rel);
+        passed++;
+    }
+    lrc_cuda_exec_free(x);
+    if (compiled) lrc_compiled_free(&c);
+    lrc_graph_free(g);
+    lrc_tensor_set_clear(&in);
+    lrc_tensor_set_clear(&outs);
+    lrc_tensor_set_clear(&f);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_cuda_ops FIXTURE...\n");
+        return 2;
+    }
+    lrc_cuda_device dev;
+    char why[256], arch[16];
+    if (lrc_cuda_probe(&dev, why, sizeof why)) {
+        printf("skip: no cuda device to run on: %s\n", why);
+        return 77;
+    }
+    snprintf(arch, sizeof arch, "sm_%d", dev.sm);
+    setenv("LRC_CUDA_CHECK", "1", 1); /* a guard region after every buffer */
+    printf("on %s (%s), guard regions after every buffer\n", dev.name, arch);
+    for (int i = 1; i < argc; i++) run_fixture(argv[i], arch);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
