@@ -99,6 +99,8 @@ int cli_forward_cuda(const struct cli_args *a);
 int cli_profile_cuda(const struct cli_args *a, int64_t repeat, const char *trace);
 /* lrc compile with these arguments (frontend/cmd_compile.c); the exit status. */
 int cli_compile_package(const struct cli_args *a);
+/* Removes a package directory: every file lrc compile writes, then dir. */
+void cli_package_remove(const char *dir);
 /* The profile's table of a plan's launches, one row per function, slowest
  * first, against the ceilings peak (GFLOP/s) and bw (GB/s); for a GPU,
  * the reason a kernel that is not a GEMM stays under 60% of bw. */

@@ -31,7 +31,7 @@ static int link_shared(const char *obj, const char *so, lrc_err *err)
     return LRC_OK;
 }
 
-static void remove_tree(const char *dir) /* dir: at most 4200 bytes */
+void cli_package_remove(const char *dir) /* dir: at most 4200 bytes */
 {
     static const char *files[] = {"kernels.o",   "kernels.so",   "kernels.cu",          "kernels.cubin",
                                   "kernels.ptx", "package.json", "package.json.tmp", "weights.safetensors"};
@@ -186,7 +186,7 @@ int cli_compile_package(const cli_args *a)
     if (!rc && rename(tmp, a->out)) rc = lrc_err_set(&err, "%s: cannot create: %s", a->out, strerror(errno));
     if (!rc) {
         made_tmp = false;
-        remove_tree(old);
+        cli_package_remove(old);
     }
     if (rc) {
         cli_user_error(&err);
@@ -222,7 +222,7 @@ int cli_compile_package(const cli_args *a)
     printf("package %s\n", a->out);
     rc = 0;
 done:
-    if (made_tmp) remove_tree(tmp);
+    if (made_tmp) cli_package_remove(tmp);
     lrc_compiled_free(&c);
     lrc_tensor_set_clear(&wfile);
     lrc_tensor_set_clear(&params);

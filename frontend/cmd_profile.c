@@ -4,7 +4,6 @@
  * that Perfetto and chrome://tracing open. */
 #include "engine.h"
 
-#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -20,7 +19,6 @@ static int by_time(const void *a, const void *b)
     const row_t *x = a, *y = b;
     return x->ns < y->ns ? 1 : x->ns > y->ns ? -1 : 0;
 }
-
 
 /* One row per function: launches of equal structure (one per layer) share it. */
 static int aggregate(const lrc_plan *p, const double *ns, const int64_t *calls, row_t *rows)
@@ -75,21 +73,6 @@ void cli_print_profile(const lrc_plan *p, const double *ns, const int64_t *calls
     free(rows);
 }
 
-/* Removes the package directory dir (its files, then itself). */
-static void remove_package(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char path[4200];
-    while (d && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            remove(path);
-        }
-    if (d) closedir(d);
-    rmdir(dir);
-}
-
 /* lrc profile on GPU 0: a cuda package as it is, or MODEL compiled first
  * (as lrc compile --target cuda would, for this GPU and the input's shape)
  * into a package that lives as long as the profile. */
@@ -127,7 +110,7 @@ static int profile_cuda(const cli_args *a, bool pkg, int64_t repeat, const char 
         b.m.model = dir, b.weights = NULL; /* folded into the package */
         rc = cli_profile_cuda(&b, repeat, trace);
     }
-    remove_package(dir);
+    cli_package_remove(dir);
     rmdir(tmp);
     return rc;
 }

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -169,7 +170,6 @@ int cuGetExportTable(const void **table, const void *id)
 }
 
 /* events: the host's clock when recorded (every call has finished by then) */
-#include <time.h>
 static double now_ms(void)
 {
     struct timespec t;

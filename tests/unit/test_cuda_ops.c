@@ -7,6 +7,7 @@
  * counts as skipped; CI runs it on the host emulator (tests/cuemu).
  * Usage: test_cuda_ops FIXTURE.safetensors... */
 #include "frontend/compile.h"
+#include "op_fixture.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -15,29 +16,6 @@
 #include <string.h>
 
 static int passed, failed;
-
-/* the op and its attributes from the fixture's metadata, by op-table names */
-static int read_op(const char *meta, lrc_node *proto, char *opname, size_t n)
-{
-    cJSON *m = cJSON_Parse(meta);
-    const cJSON *op = cJSON_GetObjectItemCaseSensitive(m, "op");
-    int rc = -1;
-    if (cJSON_IsString(op) && !lrc_op_parse(op->valuestring, &proto->op)) {
-        snprintf(opname, n, "%s", op->valuestring);
-        const lrc_op_info *info = &lrc_op_table[proto->op];
-        for (int a = 0; a < LRC_MAX_IATTR && info->iattr[a]; a++) {
-            const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, info->iattr[a]);
-            if (cJSON_IsString(v)) proto->iattr[a] = strtoll(v->valuestring, NULL, 10);
-        }
-        for (int a = 0; a < LRC_MAX_FATTR && info->fattr[a]; a++) {
-            const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, info->fattr[a]);
-            if (cJSON_IsString(v)) proto->fattr[a] = strtod(v->valuestring, NULL);
-        }
-        rc = 0;
-    }
-    cJSON_Delete(m);
-    return rc;
-}
 
 static void run_fixture(const char *path, const char *arch)
 {
@@ -55,7 +33,7 @@ static void run_fixture(const char *path, const char *arch)
     lrc_graph *g = lrc_graph_new();
     lrc_node proto = {0};
     const lrc_tensor *want = lrc_tensor_set_find(&f, "out");
-    int rc = !f.metadata_json || !want || read_op(f.metadata_json, &proto, opname, sizeof opname)
+    int rc = !f.metadata_json || !want || op_fixture_read(f.metadata_json, &proto, opname, sizeof opname)
                  ? lrc_err_set(&err, "no op metadata or no 'out'")
                  : LRC_OK;
     proto.n_in = rc ? 0 : lrc_op_table[proto.op].n_in;
@@ -92,14 +70,8 @@ static void run_fixture(const char *path, const char *arch)
     }
     if (!rc) rc = lrc_cuda_exec_run(x, &in, &outs, &err);
     const lrc_tensor *got = rc ? NULL : lrc_tensor_set_find(&outs, "out");
-    double num = 0, den = 0;
     if (!rc && (!got || !lrc_shape_eq(&got->shape, &want->shape))) rc = lrc_err_set(&err, "no output 'out' of the fixture's shape");
-    for (int64_t i = 0; !rc && i < lrc_shape_numel(&want->shape); i++) {
-        double d = (double)((const float *)got->data)[i] - ((const float *)want->data)[i];
-        num += d * d;
-        den += (double)((const float *)want->data)[i] * ((const float *)want->data)[i];
-    }
-    double rel = sqrt(num) / (den > 0 ? sqrt(den) : 1);
+    double rel = rc ? 0 : op_fixture_rel_error(got->data, want->data, lrc_shape_numel(&want->shape));
     if (rc || !(rel <= 1e-5)) {
         printf("FAIL %-28s %-14s %s relative error %.3e\n", file, opname, rc ? err.msg : "", rel);
         failed++;

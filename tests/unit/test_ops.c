@@ -5,6 +5,7 @@
  * A fixture holds in0, in1, ... and out, and "__metadata__" with the op name
  * and its attributes as strings. */
 #include "check.h"
+#include "op_fixture.h"
 #include "runtime/lrc_runtime.h"
 
 #include <cjson/cJSON.h>
@@ -15,29 +16,6 @@
 #define GUARD 64
 #define GUARD_BYTE 0xA5
 
-
-/* Fills proto's attributes from the fixture's metadata by op-table names. */
-static int read_attrs(const char *meta, lrc_node *proto, char *opname, size_t n)
-{
-    cJSON *m = cJSON_Parse(meta);
-    const cJSON *op = cJSON_GetObjectItemCaseSensitive(m, "op");
-    if (!cJSON_IsString(op)) { cJSON_Delete(m); return -1; }
-    snprintf(opname, n, "%s", op->valuestring);
-    lrc_op o;
-    if (lrc_op_parse(op->valuestring, &o)) { cJSON_Delete(m); return -1; }
-    proto->op = o;
-    const lrc_op_info *info = &lrc_op_table[o];
-    for (int a = 0; a < LRC_MAX_IATTR && info->iattr[a]; a++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, info->iattr[a]);
-        if (cJSON_IsString(v)) proto->iattr[a] = strtoll(v->valuestring, NULL, 10);
-    }
-    for (int a = 0; a < LRC_MAX_FATTR && info->fattr[a]; a++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, info->fattr[a]);
-        if (cJSON_IsString(v)) proto->fattr[a] = strtod(v->valuestring, NULL);
-    }
-    cJSON_Delete(m);
-    return 0;
-}
 
 /* A backend buffer of n bytes followed by GUARD bytes of a known pattern. */
 static void *guarded(lrc_backend *be, const void *data, size_t n)
@@ -75,7 +53,7 @@ static void run_fixture(lrc_backend *be, const char *path)
     lrc_graph *g = lrc_graph_new();
     lrc_node proto = {0};
     const lrc_tensor *want = lrc_tensor_set_find(&f, "out");
-    if (!f.metadata_json || read_attrs(f.metadata_json, &proto, opname, sizeof opname) || !want) {
+    if (!f.metadata_json || op_fixture_read(f.metadata_json, &proto, opname, sizeof opname) || !want) {
         printf("FAIL %s: no op metadata or no 'out'\n", path);
         failed++;
         goto done;
@@ -110,13 +88,7 @@ static void run_fixture(lrc_backend *be, const char *path)
     uint8_t *host = malloc(out_bytes + GUARD + 1);
     int rc = be->ops->launch(be, g, id, bufs, out, &err);
     bool guards = guard_ok(be, out, out_bytes, host);
-    const float *got = (const float *)host, *ref = want->data;
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < lrc_shape_numel(&want->shape); i++) {
-        num += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
-        den += (double)ref[i] * ref[i];
-    }
-    double rel = sqrt(num) / (den > 0 ? sqrt(den) : 1);
+    double rel = op_fixture_rel_error((const float *)host, want->data, lrc_shape_numel(&want->shape));
     for (int k = 0; k < proto.n_in; k++) {
         uint8_t *scratch = malloc(sizes[k] + GUARD);
         guards = guards && guard_ok(be, bufs[k], sizes[k], scratch);
