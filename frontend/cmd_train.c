@@ -1,5 +1,5 @@
 /* cmd_train.c — lrc train: next-byte training on text with the training
- * graph (forward, loss, backward) compiled for this CPU, AdamW, seeded
+ * graph (forward, loss, backward) compiled for this CPU or GPU 0, AdamW, seeded
  * batches, metrics in RUN_DIR/metrics.jsonl and an atomic checkpoint that
  * --resume continues bit for bit. */
 #include "classify.h"
@@ -25,14 +25,22 @@ typedef struct {
     const char *target; /* cpu or cuda */
 } train_args;
 
-/* Where the training graph runs: this CPU (the compiled plan), or GPU 0
- * (the same graph as CUDA C, forward and backward on the device; the
- * gradients come back for AdamW on the host, whose f32 parameters are the
- * master copy, and go up again after each step). */
+/* Where the training graph runs: this CPU (the compiled plan, AdamW on the
+ * thread pool), or GPU 0 (the same graph as CUDA C, and AdamW's kernels in
+ * its module: the gradients, the f32 master weights and the moments stay on
+ * the device, and come to the host only for a checkpoint). */
 typedef struct {
     lrc_exec *x;
     lrc_cuda_exec *cx;
+    lrc_cuda_optim *opt;
     const lrc_tensor_set *params;
+    lrc_tensor **items, **pg, **pm, **pv; /* the parameters, their gradients and moments */
+    lrc_tensor **acc;                     /* --accum K on the CPU: the micro-batches' gradients summed */
+    int n;
+    int64_t accum;
+    lrc_pool *pool;
+    lrc_param_spans *spans;
+    const lrc_adamw_cfg *adam;
 } step_engine;
 
 static int engine_run(step_engine *s, const lrc_tensor_set *in, lrc_tensor_set *outs, lrc_err *err)
@@ -40,13 +48,44 @@ static int engine_run(step_engine *s, const lrc_tensor_set *in, lrc_tensor_set *
     return s->cx ? lrc_cuda_exec_run(s->cx, in, outs, err) : lrc_exec_run_plan(s->x, in, outs, err);
 }
 
-/* AdamW wrote the parameters in place: the packing kernels run again, or the device copy is refreshed */
-static int engine_params_changed(step_engine *s, lrc_err *err)
+/* After micro-batch `micro` of a step: the gradients checked, summed over
+ * the micro-batches, and their global norm (of the average, with the last). */
+static int engine_grads(step_engine *s, const lrc_tensor_set *outs, int64_t step, int64_t micro, double *gn, lrc_err *err)
 {
-    if (s->cx) return lrc_cuda_exec_bind_params(s->cx, s->params, err);
+    int bad = -1, rc = LRC_OK;
+    if (s->opt) rc = lrc_cuda_optim_grads(s->opt, micro, gn, &bad, err);
+    else {
+        for (int i = 0; i < s->n; i++) s->pg[i] = lrc_tensor_set_find(outs, s->items[i]->name);
+        *gn = lrc_grads_check(s->pool, s->spans, s->pg, &bad);
+    }
+    if (!rc && bad >= 0)
+        return lrc_err_set(err, "step %lld: the gradient of '%s' is not finite (the last checkpoint is kept)", (long long)step + 1,
+                           s->items[bad]->name);
+    for (int i = 0; s->acc && !rc && i < s->n; i++) {
+        const float *gd = s->pg[i]->data;
+        int64_t count = lrc_shape_numel(&s->pg[i]->shape);
+        float *a = s->acc[i]->data;
+        for (int64_t k = 0; k < count; k++) a[k] = micro ? a[k] + gd[k] : gd[k];
+        if (micro == s->accum - 1) {
+            for (int64_t k = 0; k < count; k++) a[k] /= (float)s->accum;
+            s->pg[i] = s->acc[i];
+        }
+    }
+    if (s->acc && !rc && micro == s->accum - 1) *gn = lrc_grads_check(s->pool, s->spans, s->pg, &bad);
+    return rc;
+}
+
+/* AdamW; on the CPU the packing kernels then run again on the new weights */
+static int engine_update(step_engine *s, int64_t step, double lr, double gn, lrc_err *err)
+{
+    if (s->opt) return lrc_cuda_optim_step(s->opt, step, lr, gn, err);
+    lrc_adamw_step(s->adam, s->pool, s->spans, step, lr, gn, s->items, s->pg, s->pm, s->pv);
     lrc_exec_params_changed(s->x);
     return LRC_OK;
 }
+
+/* The host's weights and moments current (a checkpoint, an evaluation on the CPU) */
+static int engine_to_host(step_engine *s, lrc_err *err) { return s->opt ? lrc_cuda_optim_download(s->opt, err) : LRC_OK; }
 
 /* The training graph for GPU 0's architecture through NVRTC, on the device. */
 static int open_cuda(lrc_graph *g, lrc_compiled *c, lrc_cuda_exec **cx, lrc_err *err)
@@ -286,7 +325,7 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
     memset(&loop, 0, sizeof loop);
     if (!rc) rc = loop_inputs_open(&m, g, &in, &loop, err);
     bool cuda = !strcmp(ta->target, "cuda");
-    step_engine eng = {NULL, NULL, &ck};
+    step_engine eng = {.params = &ck};
     if (!rc) {
         rc = cuda ? open_cuda(g, &c, &eng.cx, err) : lrc_compile_graph(g, NULL, &c, err);
         g = NULL;
@@ -317,11 +356,13 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
     int64_t stop = ta->stop_after > 0 && ta->stop_after < ta->steps ? ta->stop_after : ta->steps;
     double t0 = lrc_now_s(), tstep = t0;
     pg = lrc_xcalloc((size_t)view.n + 1, sizeof *pg);
-    /* --accum K: the gradients of K micro-batches summed here, then averaged */
-    lrc_tensor **acc = ta->accum > 1 ? lrc_xcalloc((size_t)view.n + 1, sizeof *acc) : NULL;
-    for (int i = 0; acc && i < view.n && !rc; i++)
-        if (!(acc[i] = lrc_tensor_new(view.items[i]->name, LRC_F32, &view.items[i]->shape, err))) rc = LRC_EUSER;
-    lrc_param_spans *spans = rc ? NULL : lrc_param_spans_new(view.items, view.n);
+    eng = (step_engine){x, eng.cx, NULL, &ck, view.items, pg, pm, pv, NULL, view.n, ta->accum, pool, NULL, &adam};
+    if (!rc && cuda) rc = lrc_cuda_optim_new(eng.cx, view.items, pm, pv, view.n, &adam, ta->accum, &eng.opt, err);
+    /* --accum K on the CPU: the gradients of K micro-batches summed here, then averaged */
+    eng.acc = !cuda && ta->accum > 1 ? lrc_xcalloc((size_t)view.n + 1, sizeof *eng.acc) : NULL;
+    for (int i = 0; eng.acc && i < view.n && !rc; i++)
+        if (!(eng.acc[i] = lrc_tensor_new(view.items[i]->name, LRC_F32, &view.items[i]->shape, err))) rc = LRC_EUSER;
+    if (!rc && !cuda) eng.spans = lrc_param_spans_new(view.items, view.n);
     for (int64_t step = step0; step < stop && !rc; step++) {
         float l = 0;
         double gn = 0;
@@ -331,33 +372,16 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
             loop_inputs_draw(&loop, &rng, false);
             if ((rc = engine_run(&eng, &in, &outs, err))) break;
             l += ((float *)lrc_tensor_set_find(&outs, "loss")->data)[0] / (float)ta->accum;
-            for (int i = 0; i < view.n; i++) pg[i] = lrc_tensor_set_find(&outs, view.items[i]->name);
-            int bad;
-            gn = lrc_grads_check(pool, spans, pg, &bad);
-            if (bad >= 0)
-                rc = lrc_err_set(err, "step %lld: the gradient of '%s' is not finite (the last checkpoint is kept)",
-                                 (long long)step + 1, pg[bad]->name);
-            for (int i = 0; acc && !rc && i < view.n; i++) {
-                const float *gd = pg[i]->data;
-                int64_t count = lrc_shape_numel(&pg[i]->shape);
-                float *s = acc[i]->data;
-                for (int64_t k = 0; k < count; k++) s[k] = micro ? s[k] + gd[k] : gd[k];
-                if (micro == ta->accum - 1) {
-                    for (int64_t k = 0; k < count; k++) s[k] /= (float)ta->accum;
-                    pg[i] = acc[i];
-                }
-            }
+            rc = engine_grads(&eng, &outs, step, micro, &gn, err);
         }
         if (rc) break;
         if (!rc && !isfinite(l)) rc = lrc_err_set(err, "step %lld: the loss is not finite (the last checkpoint is kept)", (long long)step + 1);
         if (rc) break;
         double lr = lrc_lr_at(&sched, step);
-        if (acc) { /* the norm of the average, not of the last micro-batch */
-            int bad;
-            gn = lrc_grads_check(pool, spans, pg, &bad);
-        }
-        lrc_adamw_step(&adam, pool, spans, step, lr, gn, view.items, pg, pm, pv);
-        if ((rc = engine_params_changed(&eng, err))) break;
+        if ((rc = engine_update(&eng, step, lr, gn, err))) break;
+        bool eval = (step + 1) % ta->eval_every == 0 || step + 1 == stop;
+        /* validation images run on the CPU, with the host's weights */
+        if (eval && td.have_val && (rc = engine_to_host(&eng, err))) break;
         if (td.have_val) cli_classifier_params_changed(&td.val);
         double now = lrc_now_s(), tps = (double)(B * (images ? 1 : T) * ta->accum) / (now - tstep);
         tstep = now;
@@ -367,7 +391,6 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
         cJSON_AddNumberToObject(o, "lr", lr);
         cJSON_AddNumberToObject(o, "grad_norm", gn);
         cJSON_AddNumberToObject(o, images ? "images_per_s" : "tokens_per_s", tps);
-        bool eval = (step + 1) % ta->eval_every == 0 || step + 1 == stop;
         double vl = 0, vacc = 0;
         if (eval && images) { /* every validation image, with the forward plan */
             rc = cli_classifier_eval(&td.val, &td.im, LRC_SPLIT_VAL, &vl, &vacc, err);
@@ -396,7 +419,7 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
         line_open = !eval;
         fflush(stdout);
         done = step + 1;
-        if (!rc && (eval || interrupted)) rc = write_checkpoint(dir, &ck, step + 1, &rng, err);
+        if (!rc && (eval || interrupted) && !(rc = engine_to_host(&eng, err))) rc = write_checkpoint(dir, &ck, step + 1, &rng, err);
         if (!rc && interrupted) {
             printf("\ninterrupted after step %lld; checkpoint written: continue with lrc train --resume %s\n",
                    (long long)step + 1, dir);
@@ -407,9 +430,10 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
     if (prof_ns) cli_print_quick_profile(&c.plan, prof_ns, prof_calls);
     free(prof_ns);
     free(prof_calls);
-    lrc_param_spans_free(spans);
-    for (int i = 0; acc && i < view.n; i++) lrc_tensor_free(acc[i]);
-    free(acc);
+    lrc_param_spans_free(eng.spans);
+    for (int i = 0; eng.acc && i < view.n; i++) lrc_tensor_free(eng.acc[i]);
+    free(eng.acc);
+    lrc_cuda_optim_free(eng.opt);
     sigaction(SIGINT, &old_sa, NULL);
     if (!rc && interrupted) rc = LRC_EINTERRUPTED;
     if (!rc) { /* the weights alone, for forward, generate and compile */
@@ -569,8 +593,8 @@ int cmd_train(int argc, char **argv)
         "--weight-decay W: AdamW's decoupled decay (default 0), on weight matrices\n"
         "only unless --decay-all (then gains, biases and LayerRoPE scalars too).\n"
         "Ctrl-C finishes the step, writes the checkpoint and exits (status 130).\n"
-        "--target cuda runs forward and backward on GPU 0 (the training graph as CUDA\n"
-        "C through NVRTC, bf16 storage), AdamW on the host's f32 master weights.\n"
+        "--target cuda runs the step on GPU 0: the training graph as CUDA C through\n"
+        "NVRTC (bf16 storage), and AdamW's kernels on f32 master weights there.\n"
         "\n"
         "An image model (vit) trains on Fashion-MNIST instead: --data DIR holds its\n"
         "four IDX files (default: Debian's /usr/share/datasets/fashion-mnist), the\n"

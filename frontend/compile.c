@@ -193,6 +193,7 @@ cJSON *lrc_compiled_cuda_meta(const lrc_compiled *c)
                 cJSON_AddNumberToObject(gm, "k", (double)l->gemm[j].k);
                 cJSON_AddNumberToObject(gm, "a_arg", l->gemm[j].a_arg);
                 cJSON_AddNumberToObject(gm, "b_arg", l->gemm[j].b_arg);
+                if (l->gemm[j].c_arg >= 0) cJSON_AddNumberToObject(gm, "c_arg", l->gemm[j].c_arg);
                 cJSON_AddItemToArray(gs, gm);
             }
         }

@@ -3,8 +3,7 @@
  * storage the renderer chose (bf16 or f32; ids i32), cuBLAS for the GEMMs,
  * one stream, launches in plan order. The driver and cuBLAS are loaded with
  * dlopen, so nothing here is linked against CUDA. */
-#include "cuda_dl.h"
-#include "lrc_runtime.h"
+#include "cuda_internal.h"
 
 #include <cjson/cJSON.h>
 #include <dlfcn.h>
@@ -12,79 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef unsigned long long devptr;
-/* device storage as the package's meta names it (codegen/cuda's lrc_cuda_storage) */
-enum { ST_F32, ST_BF16, ST_I32 };
-static const char *const storage_names[] = {"f32", "bf16", "i32"};
+const char *const lrc_cuda_storage_names[3] = {"f32", "bf16", "i32"};
 
-typedef struct {
-    void *lib, *blas;
-    int (*init)(unsigned);
-    int (*device_get)(int *, int);
-    int (*ctx_retain)(void **, int);
-    int (*ctx_set)(void *);
-    int (*ctx_release)(int);
-    int (*module_load)(void **, const void *);
-    int (*module_unload)(void *);
-    int (*get_function)(void **, void *, const char *);
-    int (*mem_alloc)(devptr *, size_t);
-    int (*mem_free)(devptr);
-    int (*htod)(devptr, const void *, size_t);
-    int (*dtoh)(void *, devptr, size_t);
-    int (*dtod)(devptr, devptr, size_t);
-    int (*memset8)(devptr, unsigned char, size_t);
-    int (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **);
-    int (*sync)(void);
-    int (*error_name)(int, const char **);
-    int (*event_create)(void **, unsigned);
-    int (*event_record)(void *, void *);
-    int (*event_sync)(void *);
-    int (*event_elapsed)(float *, void *, void *);
-    int (*event_destroy)(void *);
-    int (*blas_create)(void **);
-    int (*blas_destroy)(void *);
-    int (*gemm_ex)(void *, int, int, int, int, int, const void *, const void *, int, int, const void *, int, int, const void *,
-                   void *, int, int, int, int);
-} cuda_api;
 
-struct lrc_cuda_exec {
-    cuda_api api;
-    const lrc_plan *plan;
-    int device;
-    void *ctx, *module, *blas;
-    void **fn;        /* per launch */
-    int *storage;     /* per buffer */
-    devptr arena, scratch, *ptr;
-    int64_t scratch_bytes;
-    int *grid, *block;   /* per launch: 3 and 1 */
-    int64_t *scratch_of; /* per launch */
-    int *n_gemm;
-    struct {
-        int op, a, b;
-        int64_t m, n, k;
-    } (*gemm)[2];
-    int64_t *iteration; /* per back edge: the loop's current iteration */
-    /* lrc_cuda_exec_profile / _trace: a pair of events around every launch
-     * that ran, in order (loops run some more than once) */
-    double *times_ns;
-    int64_t *calls;
-    lrc_trace_event *trace;
-    int64_t trace_cap, *n_trace;
-    void **events;
-    int *event_launch;
-    int n_events, cap_events, used_events;
-    double trace_clock_ns; /* where the next run starts on the trace's timeline */
-    bool check; /* LRC_CUDA_CHECK: every buffer alone, a guard region after it, checked after each launch */
-};
-
-/* LRC_CUDA_CHECK=1: each buffer (the arena's too, and the scratch) in its
- * own allocation followed by GUARD bytes of GUARD_BYTE, read back after
- * every launch: a kernel or GEMM that writes past a buffer is named. Slow;
- * for finding kernel bugs, as compute-sanitizer is. */
-#define GUARD 256
-#define GUARD_BYTE 0xA5
-
-static int cu_fail(const lrc_cuda_exec *x, int r, const char *what, lrc_err *err)
+int lrc_cuda_fail(const lrc_cuda_exec *x, int r, const char *what, lrc_err *err)
 {
     const char *name = "?";
     if (x->api.error_name) x->api.error_name(r, &name);
@@ -128,10 +58,71 @@ static int load_api(cuda_api *a, lrc_err *err)
     SYM(blas_destroy, "cublasDestroy_v2");
     SYM(gemm_ex, "cublasGemmEx");
 #undef SYM
+    a->ltlib = lrc_cuda_open_cublaslt();
+    if (!a->ltlib) return lrc_err_set(err, "cuda: cuBLASLt not found (libcublasLt.so)");
+#define SYM(field, name) \
+    if (!(*(void **)&a->field = dlsym(a->ltlib, name))) return lrc_err_set(err, "cuda: cuBLASLt lacks %s", name);
+    SYM(lt_create, "cublasLtCreate");
+    SYM(lt_destroy, "cublasLtDestroy");
+    SYM(lt_desc_create, "cublasLtMatmulDescCreate");
+    SYM(lt_desc_destroy, "cublasLtMatmulDescDestroy");
+    SYM(lt_desc_set, "cublasLtMatmulDescSetAttribute");
+    SYM(lt_layout_create, "cublasLtMatrixLayoutCreate");
+    SYM(lt_layout_destroy, "cublasLtMatrixLayoutDestroy");
+    SYM(lt_pref_create, "cublasLtMatmulPreferenceCreate");
+    SYM(lt_pref_destroy, "cublasLtMatmulPreferenceDestroy");
+    SYM(lt_pref_set, "cublasLtMatmulPreferenceSetAttribute");
+    SYM(lt_heuristic, "cublasLtMatmulAlgoGetHeuristic");
+    SYM(lt_matmul, "cublasLtMatmul");
+#undef SYM
     return LRC_OK;
 }
 
-static size_t elem_bytes(int st) { return st == ST_BF16 ? 2 : 4; }
+enum { OP_N = 0, OP_T = 1, R_32F = 0, R_16BF = 14, COMPUTE_32F = 68, GEMM_DEFAULT = -1 };
+
+/* Row-major C[m, n] of GEMM op (lrc_cuda_gemm) as cuBLAS (column-major)
+ * computes it: C^T = op(B') op(A'), the operands' roles swapped, so cuBLAS's
+ * A is our B. Its transposes and leading dimensions. */
+typedef struct {
+    int ta, tb, lda, ldb;
+} blas_shape;
+static blas_shape blas_shape_of(int op, int64_t M, int64_t N, int64_t K)
+{
+    if (op == 0) return (blas_shape){OP_T, OP_N, (int)K, (int)K};      /* X W^T: C^T = W X^T */
+    if (op == 1) return (blas_shape){OP_N, OP_N, (int)N, (int)K};      /* dy W, W [K, N]: C^T = W^T dy^T */
+    return (blas_shape){OP_N, OP_T, (int)N, (int)M};                   /* dy^T X, dy [K, M], X [K, N]: C^T = X^T dy */
+}
+
+/* cuBLASLt for launch li's GEMM with a residual: its operation, layouts and
+ * the algorithm its heuristic picks for them, once. */
+static int lt_setup(lrc_cuda_exec *x, int li, lrc_err *err)
+{
+    cuda_api *a = &x->api;
+    const lrc_plan_launch *l = &x->plan->launches[li];
+    lrc_lt_gemm *g = &x->lt_gemm[li];
+    const int64_t M = x->gemm[li][0].m, N = x->gemm[li][0].n, K = x->gemm[li][0].k;
+    blas_shape b = blas_shape_of(x->gemm[li][0].op, M, N, K);
+    int type = x->storage[l->args[x->gemm[li][0].a]] == ST_BF16 ? R_16BF : R_32F;
+    int ctype = x->storage[l->args[l->n_args - 1]] == ST_BF16 ? R_16BF : R_32F;
+    /* cuBLAS's A is [N, K] (or its transpose) with leading dimension lda; B is [K, M] likewise; C and D [N, M] */
+    uint64_t ar = b.ta == OP_N ? (uint64_t)N : (uint64_t)K, ac = b.ta == OP_N ? (uint64_t)K : (uint64_t)N;
+    uint64_t br = b.tb == OP_N ? (uint64_t)K : (uint64_t)M, bc = b.tb == OP_N ? (uint64_t)M : (uint64_t)K;
+    uint64_t ws = LRC_LT_WORKSPACE;
+    void *pref = NULL;
+    int n_algo = 0, r;
+    if ((r = a->lt_desc_create(&g->desc, COMPUTE_32F, R_32F)) || (r = a->lt_desc_set(g->desc, 3, &b.ta, sizeof b.ta)) ||
+        (r = a->lt_desc_set(g->desc, 4, &b.tb, sizeof b.tb)) || (r = a->lt_layout_create(&g->layout[0], type, ar, ac, b.lda)) ||
+        (r = a->lt_layout_create(&g->layout[1], type, br, bc, b.ldb)) ||
+        (r = a->lt_layout_create(&g->layout[2], ctype, (uint64_t)N, (uint64_t)M, N)) || (r = a->lt_pref_create(&pref)) ||
+        (r = a->lt_pref_set(pref, 1, &ws, sizeof ws)) ||
+        (r = a->lt_heuristic(x->lt, g->desc, g->layout[0], g->layout[1], g->layout[2], g->layout[2], pref, 1, &g->algo, &n_algo)) ||
+        n_algo < 1)
+        r = r ? r : -1;
+    if (pref) a->lt_pref_destroy(pref);
+    return r ? lrc_err_set(err, "cuda: cuBLASLt has no GEMM %lldx%lldx%lld with a residual for '%s' (status %d)", (long long)M,
+                           (long long)N, (long long)K, l->label, r)
+             : LRC_OK;
+}
 
 static uint16_t to_bf16(float f)
 { /* round to nearest even, as the kernels' st() does */
@@ -149,8 +140,7 @@ static float from_bf16(uint16_t h)
     return f;
 }
 
-/* host f32/i32 data into buffer i in its device storage */
-static int upload(lrc_cuda_exec *x, int i, const void *data, int64_t count, lrc_err *err)
+int lrc_cuda_upload(lrc_cuda_exec *x, int i, const void *data, int64_t count, lrc_err *err)
 {
     int r;
     if (x->storage[i] == ST_BF16) {
@@ -161,10 +151,10 @@ static int upload(lrc_cuda_exec *x, int i, const void *data, int64_t count, lrc_
     } else {
         r = x->api.htod(x->ptr[i], data, (size_t)count * 4);
     }
-    return r ? cu_fail(x, r, "copy to the device", err) : LRC_OK;
+    return r ? lrc_cuda_fail(x, r, "copy to the device", err) : LRC_OK;
 }
 
-static int download(lrc_cuda_exec *x, int i, float *out, int64_t count, lrc_err *err)
+int lrc_cuda_download(lrc_cuda_exec *x, int i, float *out, int64_t count, lrc_err *err)
 {
     int r;
     if (x->storage[i] == ST_BF16) {
@@ -175,7 +165,7 @@ static int download(lrc_cuda_exec *x, int i, float *out, int64_t count, lrc_err 
     } else {
         r = x->api.dtoh(out, x->ptr[i], (size_t)count * 4);
     }
-    return r ? cu_fail(x, r, "copy from the device", err) : LRC_OK;
+    return r ? lrc_cuda_fail(x, r, "copy from the device", err) : LRC_OK;
 }
 
 static int parse_meta(lrc_cuda_exec *x, const char *meta_json, lrc_err *err)
@@ -191,7 +181,7 @@ static int parse_meta(lrc_cuda_exec *x, const char *meta_json, lrc_err *err)
         const cJSON *s = cJSON_GetArrayItem(st, i);
         x->storage[i] = ST_F32;
         for (int k = 0; cJSON_IsString(s) && k < 3; k++)
-            if (!strcmp(s->valuestring, storage_names[k])) x->storage[i] = k;
+            if (!strcmp(s->valuestring, lrc_cuda_storage_names[k])) x->storage[i] = k;
     }
     for (int i = 0; i < p->n_launches && !rc; i++) {
         const cJSON *l = cJSON_GetArrayItem(ls, i), *grid = cJSON_GetObjectItemCaseSensitive(l, "grid");
@@ -214,6 +204,8 @@ static int parse_meta(lrc_cuda_exec *x, const char *meta_json, lrc_err *err)
             x->gemm[i][j].k = (int64_t)cJSON_GetObjectItemCaseSensitive(g, "k")->valuedouble;
             x->gemm[i][j].a = cJSON_GetObjectItemCaseSensitive(g, "a_arg")->valueint;
             x->gemm[i][j].b = cJSON_GetObjectItemCaseSensitive(g, "b_arg")->valueint;
+            const cJSON *c = cJSON_GetObjectItemCaseSensitive(g, "c_arg");
+            x->gemm[i][j].c = cJSON_IsNumber(c) ? c->valueint : -1;
             x->n_gemm[i] = j + 1;
         }
     }
@@ -235,18 +227,27 @@ int lrc_cuda_exec_new(const lrc_plan *plan, const char *meta_json, const void *i
     x->n_gemm = lrc_xcalloc((size_t)L + 1, sizeof(int));
     x->iteration = lrc_xcalloc((size_t)L + 1, sizeof(int64_t));
     x->gemm = lrc_xcalloc((size_t)L + 1, sizeof *x->gemm);
+    x->on_device = lrc_xcalloc((size_t)n + 1, sizeof(bool));
     int rc = load_api(&x->api, err), r = 0;
     if (!rc) rc = parse_meta(x, meta_json, err);
     cuda_api *a = &x->api;
-    if (!rc && (r = a->init(0))) rc = cu_fail(x, r, "cuInit", err);
-    if (!rc && (r = a->device_get(&x->device, 0))) rc = cu_fail(x, r, "cuDeviceGet", err);
-    if (!rc && (r = a->ctx_retain(&x->ctx, x->device))) rc = cu_fail(x, r, "creating a context", err);
-    if (!rc && (r = a->ctx_set(x->ctx))) rc = cu_fail(x, r, "cuCtxSetCurrent", err);
-    if (!rc && (r = a->module_load(&x->module, image))) rc = cu_fail(x, r, "loading the kernels (another GPU architecture?)", err);
+    if (!rc && (r = a->init(0))) rc = lrc_cuda_fail(x, r, "cuInit", err);
+    if (!rc && (r = a->device_get(&x->device, 0))) rc = lrc_cuda_fail(x, r, "cuDeviceGet", err);
+    if (!rc && (r = a->ctx_retain(&x->ctx, x->device))) rc = lrc_cuda_fail(x, r, "creating a context", err);
+    if (!rc && (r = a->ctx_set(x->ctx))) rc = lrc_cuda_fail(x, r, "cuCtxSetCurrent", err);
+    if (!rc && (r = a->module_load(&x->module, image))) rc = lrc_cuda_fail(x, r, "loading the kernels (another GPU architecture?)", err);
     for (int i = 0; i < L && !rc; i++)
         if (plan->launches[i].symbol[0] && (r = a->get_function(&x->fn[i], x->module, plan->launches[i].symbol)))
             rc = lrc_err_set(err, "cuda: kernel '%s' is missing from the cubin (a damaged package?)", plan->launches[i].symbol);
     if (!rc && a->blas_create(&x->blas)) rc = lrc_err_set(err, "cuda: cuBLAS does not start (cublasCreate)");
+    x->lt_gemm = lrc_xcalloc((size_t)L + 1, sizeof *x->lt_gemm);
+    for (int i = 0; i < L && !rc; i++) {
+        if (x->n_gemm[i] != 1 || x->gemm[i][0].c < 0) continue;
+        if (!x->lt && a->lt_create(&x->lt)) rc = lrc_err_set(err, "cuda: cuBLASLt does not start (cublasLtCreate)");
+        else if (!x->lt_workspace && (r = a->mem_alloc(&x->lt_workspace, LRC_LT_WORKSPACE)))
+            rc = lrc_err_set(err, "cuda: out of device memory for cuBLASLt's %zu-byte workspace", LRC_LT_WORKSPACE);
+        else rc = lt_setup(x, i, err);
+    }
     /* the arena, the scratch, and a buffer for every tensor that is not in the arena */
     const char *check = getenv("LRC_CUDA_CHECK");
     x->check = check && *check && strcmp(check, "0");
@@ -257,19 +258,19 @@ int lrc_cuda_exec_new(const lrc_plan *plan, const char *meta_json, const void *i
         rc = lrc_err_set(err, "cuda: out of device memory for %lld bytes of scratch (a smaller --batch or --seq needs less)", (long long)x->scratch_bytes);
     for (int i = 0; i < n && !rc; i++) {
         const lrc_plan_buf *b = &plan->bufs[i];
-        size_t bytes = (size_t)lrc_shape_numel(&b->shape) * elem_bytes(x->storage[i]);
+        size_t bytes = (size_t)lrc_shape_numel(&b->shape) * lrc_cuda_elem_bytes(x->storage[i]);
         if (b->kind == LRC_BUF_ARENA && !x->check) x->ptr[i] = x->arena + (devptr)b->offset;
         else if (b->kind == LRC_BUF_INPUT || b->kind == LRC_BUF_PARAM || b->kind == LRC_BUF_OUTPUT || b->kind == LRC_BUF_STATE ||
                  b->kind == LRC_BUF_ARENA) {
             if ((r = a->mem_alloc(&x->ptr[i], (bytes ? bytes : 4) + pad)))
                 rc = lrc_err_set(err, "cuda: out of device memory for %zu bytes of '%s' (the device has too little free memory for this model)", bytes, b->name ? b->name : "?");
-            else if (b->kind == LRC_BUF_STATE && (r = a->memset8(x->ptr[i], 0, bytes))) rc = cu_fail(x, r, "zeroing a cache", err);
+            else if (b->kind == LRC_BUF_STATE && (r = a->memset8(x->ptr[i], 0, bytes))) rc = lrc_cuda_fail(x, r, "zeroing a cache", err);
             else if (pad && (r = a->memset8(x->ptr[i] + (devptr)(bytes ? bytes : 4), GUARD_BYTE, pad)))
-                rc = cu_fail(x, r, "writing a guard region", err);
+                rc = lrc_cuda_fail(x, r, "writing a guard region", err);
         }
     }
     if (!rc && pad && x->scratch && (r = a->memset8(x->scratch + (devptr)x->scratch_bytes, GUARD_BYTE, pad)))
-        rc = cu_fail(x, r, "writing a guard region", err);
+        rc = lrc_cuda_fail(x, r, "writing a guard region", err);
     if (rc) {
         lrc_cuda_exec_free(x);
         return rc;
@@ -288,6 +289,15 @@ void lrc_cuda_exec_free(lrc_cuda_exec *x)
         if (x->arena) a->mem_free(x->arena);
         if (x->scratch) a->mem_free(x->scratch);
     }
+    for (int i = 0; x->lt_gemm && i < x->plan->n_launches; i++) {
+        lrc_lt_gemm *g = &x->lt_gemm[i];
+        for (int k = 0; k < 3; k++)
+            if (g->layout[k]) a->lt_layout_destroy(g->layout[k]);
+        if (g->desc) a->lt_desc_destroy(g->desc);
+    }
+    free(x->lt_gemm);
+    if (x->lt) a->lt_destroy(x->lt);
+    if (x->lt_workspace) a->mem_free(x->lt_workspace);
     for (int i = 0; i < x->n_events; i++) a->event_destroy(x->events[i]);
     free(x->events);
     free(x->event_launch);
@@ -303,6 +313,7 @@ void lrc_cuda_exec_free(lrc_cuda_exec *x)
     free(x->n_gemm);
     free(x->gemm);
     free(x->iteration);
+    free(x->on_device);
     free(x);
 }
 
@@ -313,23 +324,22 @@ int lrc_cuda_exec_bind_params(lrc_cuda_exec *x, const lrc_tensor_set *params, lr
         if (b->kind != LRC_BUF_PARAM) continue;
         const lrc_tensor *t;
         int rc = lrc_plan_find_tensor(b, params, &t, err);
-        if (!rc) rc = upload(x, i, t->data, lrc_shape_numel(&t->shape), err);
+        if (!rc) rc = lrc_cuda_upload(x, i, t->data, lrc_shape_numel(&t->shape), err);
         if (rc) return rc;
     }
     return LRC_OK;
 }
 
-/* Row-major C[m, n] of launch li's GEMM j, as cuBLAS (column-major) sees it:
- * C^T = op(B') op(A') with the operands' roles swapped. */
+/* Launch li's GEMM j: into the f32 scratch its epilogue kernel reads, or
+ * into the launch's output, through cuBLASLt when it adds a residual. */
 static int run_gemm(lrc_cuda_exec *x, int li, int j, lrc_err *err)
 {
     const lrc_plan_launch *l = &x->plan->launches[li];
     const int ab = l->args[x->gemm[li][j].a], bb = l->args[x->gemm[li][j].b];
     const int64_t M = x->gemm[li][j].m, N = x->gemm[li][j].n, K = x->gemm[li][j].k;
-    enum { OP_N = 0, OP_T = 1, R_32F = 0, R_16BF = 14, COMPUTE_32F = 68, GEMM_DEFAULT = -1 };
     if (x->storage[ab] != x->storage[bb] || x->storage[ab] == ST_I32)
-        return lrc_err_set(err, "cuda: GEMM '%s' has operands stored as %s and %s", l->label, storage_names[x->storage[ab]],
-                           storage_names[x->storage[bb]]);
+        return lrc_err_set(err, "cuda: GEMM '%s' has operands stored as %s and %s", l->label, lrc_cuda_storage_names[x->storage[ab]],
+                           lrc_cuda_storage_names[x->storage[bb]]);
     int type = x->storage[ab] == ST_BF16 ? R_16BF : R_32F;
     devptr C;
     int ctype;
@@ -341,25 +351,25 @@ static int run_gemm(lrc_cuda_exec *x, int li, int j, lrc_err *err)
         ctype = x->storage[ob] == ST_BF16 ? R_16BF : R_32F;
     }
     const float one = 1.f, zero = 0.f;
-    int op = x->gemm[li][j].op, r;
-    devptr A = x->ptr[ab], B = x->ptr[bb];
-    if (op == 0) /* X W^T: C^T = W X^T */
-        r = x->api.gemm_ex(x->blas, OP_T, OP_N, (int)N, (int)M, (int)K, &one, (void *)B, type, (int)K, (void *)A, type, (int)K,
-                           &zero, (void *)C, ctype, (int)N, COMPUTE_32F, GEMM_DEFAULT);
-    else if (op == 1) /* dy W: C^T = W^T dy^T, W row-major [K, N] */
-        r = x->api.gemm_ex(x->blas, OP_N, OP_N, (int)N, (int)M, (int)K, &one, (void *)B, type, (int)N, (void *)A, type, (int)K,
-                           &zero, (void *)C, ctype, (int)N, COMPUTE_32F, GEMM_DEFAULT);
-    else /* dy^T X, dy [K, M] and X [K, N] row-major: C^T = X^T dy */
-        r = x->api.gemm_ex(x->blas, OP_N, OP_T, (int)N, (int)M, (int)K, &one, (void *)B, type, (int)N, (void *)A, type, (int)M,
-                           &zero, (void *)C, ctype, (int)N, COMPUTE_32F, GEMM_DEFAULT);
-    return r ? lrc_err_set(err, "cuda: cuBLAS GEMM %lldx%lldx%lld of '%s' failed (status %d)", (long long)M, (long long)N,
-                           (long long)K, l->label, r)
+    blas_shape b = blas_shape_of(x->gemm[li][j].op, M, N, K);
+    int r;
+    if (x->gemm[li][j].c >= 0) { /* D = product + residual, in cuBLASLt's epilogue */
+        const lrc_lt_gemm *g = &x->lt_gemm[li];
+        r = x->api.lt_matmul(x->lt, g->desc, &one, (void *)x->ptr[bb], g->layout[0], (void *)x->ptr[ab], g->layout[1], &one,
+                             (void *)x->ptr[l->args[x->gemm[li][j].c]], g->layout[2], (void *)C, g->layout[2], g->algo.algo,
+                             (void *)x->lt_workspace, LRC_LT_WORKSPACE, NULL);
+    } else {
+        r = x->api.gemm_ex(x->blas, b.ta, b.tb, (int)N, (int)M, (int)K, &one, (void *)x->ptr[bb], type, b.lda, (void *)x->ptr[ab],
+                           type, b.ldb, &zero, (void *)C, ctype, (int)N, COMPUTE_32F, GEMM_DEFAULT);
+    }
+    return r ? lrc_err_set(err, "cuda: cuBLAS%s GEMM %lldx%lldx%lld of '%s' failed (status %d)", x->gemm[li][j].c >= 0 ? "Lt" : "",
+                           (long long)M, (long long)N, (long long)K, l->label, r)
              : LRC_OK;
 }
 
 static int launch_all(lrc_cuda_exec *x, lrc_err *err);
 
-static bool guard_intact(lrc_cuda_exec *x, devptr end, int *r)
+bool lrc_cuda_guard_intact(lrc_cuda_exec *x, devptr end, int *r)
 {
     unsigned char g[GUARD];
     if ((*r = x->api.dtoh(g, end, GUARD))) return true;
@@ -372,21 +382,27 @@ static bool guard_intact(lrc_cuda_exec *x, devptr end, int *r)
 static int check_guards(lrc_cuda_exec *x, int li, lrc_err *err)
 {
     const lrc_plan_launch *l = &x->plan->launches[li];
-    const char *what = l->label && *l->label ? l->label : l->symbol;
+    char what[160];
+    snprintf(what, sizeof what, "launch %d '%s'", li, l->label && *l->label ? l->label : l->symbol);
+    return lrc_cuda_check_guards(x, what, err);
+}
+
+int lrc_cuda_check_guards(lrc_cuda_exec *x, const char *what, lrc_err *err)
+{
     int r = x->api.sync();
-    if (r) return cu_fail(x, r, what, err);
+    if (r) return lrc_cuda_fail(x, r, what, err);
     for (int i = 0; i < x->plan->n_bufs; i++) {
         const lrc_plan_buf *b = &x->plan->bufs[i];
         if (!x->ptr[i] || b->kind == LRC_BUF_NONE || b->kind == LRC_BUF_PERSIST) continue;
-        size_t bytes = (size_t)lrc_shape_numel(&b->shape) * elem_bytes(x->storage[i]);
-        if (!guard_intact(x, x->ptr[i] + (devptr)(bytes ? bytes : 4), &r))
-            return lrc_err_set(err, "cuda (LRC_CUDA_CHECK): launch %d '%s' wrote past the end of buffer %d%s%s%s (%zu bytes)", li, what,
+        size_t bytes = (size_t)lrc_shape_numel(&b->shape) * lrc_cuda_elem_bytes(x->storage[i]);
+        if (!lrc_cuda_guard_intact(x, x->ptr[i] + (devptr)(bytes ? bytes : 4), &r))
+            return lrc_err_set(err, "cuda (LRC_CUDA_CHECK): %s wrote past the end of buffer %d%s%s%s (%zu bytes)", what,
                                i, b->name ? " '" : "", b->name ? b->name : "", b->name ? "'" : "", bytes);
-        if (r) return cu_fail(x, r, "reading a guard region", err);
+        if (r) return lrc_cuda_fail(x, r, "reading a guard region", err);
     }
-    if (x->scratch && !guard_intact(x, x->scratch + (devptr)x->scratch_bytes, &r))
-        return lrc_err_set(err, "cuda (LRC_CUDA_CHECK): launch %d '%s' wrote past the end of the GEMM scratch", li, what);
-    return r ? cu_fail(x, r, "reading a guard region", err) : LRC_OK;
+    if (x->scratch && !lrc_cuda_guard_intact(x, x->scratch + (devptr)x->scratch_bytes, &r))
+        return lrc_err_set(err, "cuda (LRC_CUDA_CHECK): %s wrote past the end of the GEMM scratch", what);
+    return r ? lrc_cuda_fail(x, r, "reading a guard region", err) : LRC_OK;
 }
 
 /* The next event of the run, recorded on the stream: one before and one
@@ -400,12 +416,12 @@ static int mark(lrc_cuda_exec *x, int li, lrc_err *err)
             x->event_launch = lrc_xrealloc(x->event_launch, (size_t)x->cap_events * sizeof *x->event_launch);
         }
         int r = x->api.event_create(&x->events[x->n_events], 0);
-        if (r) return cu_fail(x, r, "cuEventCreate", err);
+        if (r) return lrc_cuda_fail(x, r, "cuEventCreate", err);
         x->n_events++;
     }
     x->event_launch[x->used_events] = li;
     int r = x->api.event_record(x->events[x->used_events++], NULL);
-    return r ? cu_fail(x, r, "cuEventRecord", err) : LRC_OK;
+    return r ? lrc_cuda_fail(x, r, "cuEventRecord", err) : LRC_OK;
 }
 
 /* After a run: each launch's time between its two events, and its place
@@ -427,7 +443,7 @@ static int collect(lrc_cuda_exec *x, lrc_err *err)
     if (!r && x->used_events && !(r = x->api.event_elapsed(&span, x->events[0], x->events[x->used_events - 1])))
         x->trace_clock_ns += 1e6 * span + 1e3; /* the next run 1 us later on the timeline */
     x->used_events = 0;
-    return r ? cu_fail(x, r, "reading the launches' events", err) : LRC_OK;
+    return r ? lrc_cuda_fail(x, r, "reading the launches' events", err) : LRC_OK;
 }
 
 void lrc_cuda_exec_profile(lrc_cuda_exec *x, double *times_ns, int64_t *calls)
@@ -451,22 +467,22 @@ int lrc_cuda_exec_run(lrc_cuda_exec *x, const lrc_tensor_set *inputs, lrc_tensor
         const lrc_plan_buf *b = &p->bufs[i];
         if (b->kind != LRC_BUF_INPUT) continue;
         const lrc_tensor *t;
-        if (!(rc = lrc_plan_find_tensor(b, inputs, &t, err))) rc = upload(x, i, t->data, lrc_shape_numel(&t->shape), err);
+        if (!(rc = lrc_plan_find_tensor(b, inputs, &t, err))) rc = lrc_cuda_upload(x, i, t->data, lrc_shape_numel(&t->shape), err);
     }
     if (!rc) rc = launch_all(x, err);
     int r;
-    if (!rc && (r = x->api.sync())) rc = cu_fail(x, r, "running the kernels", err);
+    if (!rc && (r = x->api.sync())) rc = lrc_cuda_fail(x, r, "running the kernels", err);
     if (!rc && x->used_events) rc = collect(x, err);
     x->used_events = 0;
     for (int i = 0; i < p->n_bufs && !rc; i++) {
         const lrc_plan_buf *b = &p->bufs[i];
-        if (b->kind != LRC_BUF_OUTPUT) continue;
+        if (b->kind != LRC_BUF_OUTPUT || x->on_device[i]) continue;
         lrc_tensor *t = lrc_tensor_set_find(outputs, b->name);
         if (!t && (!(t = lrc_tensor_new_uninit(b->name, LRC_F32, &b->shape, err)) || lrc_tensor_set_add(outputs, t, err))) {
             rc = LRC_EUSER;
             break;
         }
-        rc = download(x, i, t->data, lrc_shape_numel(&b->shape), err);
+        rc = lrc_cuda_download(x, i, t->data, lrc_shape_numel(&b->shape), err);
     }
     return rc;
 }
@@ -478,7 +494,7 @@ int lrc_cuda_exec_time(lrc_cuda_exec *x, int64_t repeat, double *median_ms, lrc_
     for (int64_t i = 0; i < repeat && !rc; i++) {
         double t0 = lrc_now_s();
         rc = launch_all(x, err);
-        if (!rc && (r = x->api.sync())) rc = cu_fail(x, r, "running the kernels", err);
+        if (!rc && (r = x->api.sync())) rc = lrc_cuda_fail(x, r, "running the kernels", err);
         ms[i] = 1e3 * (lrc_now_s() - t0);
         if (!rc && x->used_events) rc = collect(x, err);
     }
@@ -502,8 +518,8 @@ static int back_edge(lrc_cuda_exec *x, int li, bool *again, lrc_err *err)
     const lrc_plan_buf *st = &x->plan->bufs[l->args[0]];
     int sb = x->storage[l->args[0]];
     if (sb != x->storage[l->args[1]])
-        return lrc_err_set(err, "cuda: loop '%s' carries a state stored as %s, its body returns %s", l->label, storage_names[sb],
-                           storage_names[x->storage[l->args[1]]]);
+        return lrc_err_set(err, "cuda: loop '%s' carries a state stored as %s, its body returns %s", l->label, lrc_cuda_storage_names[sb],
+                           lrc_cuda_storage_names[x->storage[l->args[1]]]);
     int64_t rows = st->shape.ndim ? st->shape.dim[0] : 1, most = 0, t = x->iteration[li];
     int64_t row_bytes = lrc_shape_numel(&st->shape) / rows * (sb == ST_BF16 ? 2 : 4);
     int32_t *counts = lrc_xmalloc((size_t)rows * 4);
@@ -516,7 +532,7 @@ static int back_edge(lrc_cuda_exec *x, int li, bool *again, lrc_err *err)
     free(counts);
     *again = !r && t + 1 < most;
     x->iteration[li] = *again ? t + 1 : 0; /* a failed run starts the next one at the loop's beginning */
-    return r ? cu_fail(x, r, "a loop's back edge", err) : LRC_OK;
+    return r ? lrc_cuda_fail(x, r, "a loop's back edge", err) : LRC_OK;
 }
 
 /* Every launch in order on the default stream: cuBLAS, then the kernel. */
@@ -546,7 +562,7 @@ static int launch_all(lrc_cuda_exec *x, lrc_err *err)
         if (x->scratch_of[li]) argv[na] = x->scratch, params[na] = &argv[na], na++;
         int r = x->api.launch(x->fn[li], (unsigned)x->grid[3 * li], (unsigned)x->grid[3 * li + 1], (unsigned)x->grid[3 * li + 2],
                               (unsigned)x->block[li], 1, 1, 0, NULL, params, NULL);
-        if (r) rc = cu_fail(x, r, l->label ? l->label : l->symbol, err);
+        if (r) rc = lrc_cuda_fail(x, r, l->label ? l->label : l->symbol, err);
         if (timed && !rc) rc = mark(x, li, err);
         if (x->check && !rc) rc = check_guards(x, li, err);
     }
@@ -574,7 +590,7 @@ static int time_device(lrc_cuda_exec *x, int (*fn)(lrc_cuda_exec *, const void *
     for (int k = 0; k < 2; k++)
         if (ev[k]) x->api.event_destroy(ev[k]);
     *ms = r ? 0 : t[2];
-    return r ? cu_fail(x, r, "timing the device's ceilings", err) : LRC_OK;
+    return r ? lrc_cuda_fail(x, r, "timing the device's ceilings", err) : LRC_OK;
 }
 
 typedef struct {
@@ -593,7 +609,6 @@ static int gemm_job(lrc_cuda_exec *x, const void *arg)
 {
     const ceiling_job *j = arg;
     const float one = 1.f, zero = 0.f;
-    enum { OP_N = 0, R_16BF = 14, COMPUTE_32F = 68, GEMM_DEFAULT = -1 };
     return x->api.gemm_ex(x->blas, OP_N, OP_N, j->n, j->n, j->n, &one, (void *)j->a, R_16BF, j->n, (void *)j->b, R_16BF, j->n, &zero,
                           (void *)j->c, R_16BF, j->n, COMPUTE_32F, GEMM_DEFAULT);
 }
@@ -632,7 +647,7 @@ double lrc_cuda_exec_bytes(const lrc_cuda_exec *x, int li)
     for (int a = 0; a < l->n_args; a++) {
         double n = (double)lrc_shape_numel(&x->plan->bufs[l->args[a]].shape);
         as_f32 += 4 * n;
-        stored += (double)elem_bytes(x->storage[l->args[a]]) * n;
+        stored += (double)lrc_cuda_elem_bytes(x->storage[l->args[a]]) * n;
     }
     return as_f32 > 0 ? l->bytes * stored / as_f32 : l->bytes;
 }

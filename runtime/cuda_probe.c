@@ -1,5 +1,5 @@
 /* cuda_probe.c — whether this machine can run CUDA packages: the NVIDIA
- * driver (libcuda.so.1) and cuBLAS are loaded with dlopen, never linked, so
+ * driver (libcuda.so.1), cuBLAS and cuBLASLt are loaded with dlopen, never linked, so
  * one lrc binary runs with or without a GPU and can say which is missing. */
 #include "cuda_dl.h"
 #include "lrc_runtime.h"
@@ -11,6 +11,14 @@
 void *lrc_cuda_open_cublas(void)
 {
     static const char *names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+    void *lib = NULL;
+    for (size_t i = 0; i < sizeof names / sizeof *names && !lib; i++) lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    return lib;
+}
+
+void *lrc_cuda_open_cublaslt(void)
+{
+    static const char *names[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"};
     void *lib = NULL;
     for (size_t i = 0; i < sizeof names / sizeof *names && !lib; i++) lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     return lib;
@@ -52,12 +60,12 @@ int lrc_cuda_probe(lrc_cuda_device *dev, char *why, size_t n)
         dev->sm = 10 * major + minor;
         dev->memory_bytes = (int64_t)bytes;
         dev->count = c;
-        void *blas = lrc_cuda_open_cublas();
+        void *blas = lrc_cuda_open_cublas(), *lt = blas ? lrc_cuda_open_cublaslt() : NULL;
         if (!blas) snprintf(why, n, "cuBLAS not found (libcublas.so: install the CUDA toolkit's libraries)");
-        else {
-            dlclose(blas);
-            rc = 0;
-        }
+        else if (!lt) snprintf(why, n, "cuBLASLt not found (libcublasLt.so: install the CUDA toolkit's libraries)");
+        else rc = 0;
+        if (lt) dlclose(lt);
+        if (blas) dlclose(blas);
     } else {
         snprintf(why, n, "cannot query CUDA device 0");
     }

@@ -269,9 +269,11 @@ double lrc_cuda_exec_bytes(const lrc_cuda_exec *x, int li);
 int lrc_cuda_measure_ceilings(lrc_cuda_exec *x, int64_t device_bytes, double *copy_gbs, double *gemm_gflops, lrc_err *err);
 void lrc_cuda_exec_free(lrc_cuda_exec *x);
 
+
 /* ---- ahead-of-time packages -------------------------------------------- */
 
-#define LRC_PACKAGE_VERSION 2 /* 2: the kernels' file is named (kernels.so, or a cubin) */
+/* 2: the kernels' file is named (kernels.so, or a cubin); 3: a cuda GEMM may add a residual (c_arg) */
+#define LRC_PACKAGE_VERSION 3
 
 /* A directory: package.json (plan and metadata), the kernels (kernels.so
  * for cpu; kernels.cubin, kernels.ptx and kernels.cu for cuda), and
@@ -420,6 +422,25 @@ double lrc_grads_check(lrc_pool *pool, lrc_param_spans *ps, lrc_tensor **grads, 
  * is what --clip scales against. */
 void lrc_adamw_step(const lrc_adamw_cfg *c, lrc_pool *pool, const lrc_param_spans *ps, int64_t step, double lr,
                     double grad_norm, lrc_tensor **params, lrc_tensor **grads, lrc_tensor **m, lrc_tensor **v);
+
+/* lrc train's AdamW on the device (cuda_optim.c), over a training graph's
+ * exec: the f32 master weights, the moments (and, for accum > 1, the summed
+ * gradients) in device memory, uploaded from the n host tensors params, m
+ * and v (the caller's, read again by _download). The gradients, the graph's
+ * outputs named as the parameters, stay on the device: lrc_cuda_exec_run
+ * leaves them out of its outputs until _free. */
+typedef struct lrc_cuda_optim lrc_cuda_optim;
+int lrc_cuda_optim_new(lrc_cuda_exec *x, lrc_tensor *const *params, lrc_tensor *const *m, lrc_tensor *const *v, int n,
+                       const lrc_adamw_cfg *cfg, int64_t accum, lrc_cuda_optim **out, lrc_err *err);
+/* After the run of micro-batch `micro` (0-based, of accum): the gradients'
+ * global norm (with the last micro-batch, that of their average) and *bad,
+ * the first tensor holding inf or nan, else -1 (lrc_grads_check's). */
+int lrc_cuda_optim_grads(lrc_cuda_optim *o, int64_t micro, double *norm, int *bad, lrc_err *err);
+/* One AdamW step (0-based), as lrc_adamw_step computes it. */
+int lrc_cuda_optim_step(lrc_cuda_optim *o, int64_t step, double lr, double grad_norm, lrc_err *err);
+/* The device's weights and moments into the host tensors (for a checkpoint). */
+int lrc_cuda_optim_download(lrc_cuda_optim *o, lrc_err *err);
+void lrc_cuda_optim_free(lrc_cuda_optim *o);
 
 /* ---- the executor ------------------------------------------------------ */
 

@@ -2,7 +2,8 @@
 # bench/gpu/run.sh — the device check, on a machine with an NVIDIA GPU, in
 # one go (under 8 minutes):
 #   1. which targets lrc sees (lrc devices);
-#   2. every op fixture alone (test_cuda_ops: guard regions, 1e-5); every
+#   2. every op fixture alone (test_cuda_ops: guard regions, 1e-5); AdamW's
+#      kernels against the host's AdamW (test_cuda_optim); every
 #      PyTorch fixture at f32 storage (tests/cuemu/case.sh, as CI runs
 #      it on the emulator) with LRC_CUDA_CHECK's guard region after every
 #      buffer, checked after every launch: logits within 1e-5, gradients
@@ -15,7 +16,8 @@
 #   4. gradients on the GPU (lrc backward --target cuda) against ref for
 #      pre and layerrope (small): f32 storage within 1e-4, bf16 within 5e-2
 #      (each tensor against at least 1e-2 of the largest norm);
-#   5. lrc train --target cuda, 30 steps, against the same run on the cpu;
+#   5. lrc train --target cuda (AdamW on the device), 30 steps, against the
+#      same run on the cpu, and both runs' tokens/s;
 #   6. forward of 130m and 1b at B=8, T=256, and a training step without
 #      the optimizer (forward, loss, backward) of 130m: lrc against PyTorch
 #      eager and torch.compile (bf16, same weights), device times, a table
@@ -35,6 +37,8 @@ COMPARE=${COMPARE:-$BIN/st_compare}
 [ -x "$COMPARE" ] || COMPARE=$(find build -name st_compare -type f 2>/dev/null | head -1)
 OPS=$BIN/test_cuda_ops
 [ -x "$OPS" ] || OPS=$(find build -name test_cuda_ops -type f 2>/dev/null | head -1)
+OPTIM=$BIN/test_cuda_optim
+[ -x "$OPTIM" ] || OPTIM=$(find build -name test_cuda_optim -type f 2>/dev/null | head -1)
 export LD_LIBRARY_PATH="$BIN/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 PY=${PY:-python3}
 MODEL=models/llama.lua
@@ -79,6 +83,9 @@ done
 
 step "every op fixture as a one-op graph on the GPU, guard regions after every buffer, 1e-5"
 "$OPS" tests/fixtures/ops/*.safetensors || failed=1
+
+step "AdamW on the GPU against the host's on the same gradients (test_cuda_optim: norm, step, --accum, bf16 masters, nan)"
+"$OPTIM" $MODEL || failed=1
 
 step "every PyTorch fixture (LLaMA placements, ViT, Parcae) at f32 storage: logits 1e-5, gradients 1e-4 (3e-4 Parcae)"
 # the same script CI runs on the emulator (tests/cuemu/case.sh), here on the GPU
@@ -140,7 +147,9 @@ if [ -f "$out/train_cuda/metrics.jsonl" ] && [ -f "$out/train_cpu/metrics.jsonl"
 import json, sys
 rows = {t: [json.loads(l) for l in open(sys.argv[1] + "/train_%s/metrics.jsonl" % t)] for t in ("cuda", "cpu")}
 for t in ("cuda", "cpu"):
-    print("%-5s train loss step 1 %.4f, step 30 %.4f, validation %.4f" % (t, rows[t][0]["train_loss"], rows[t][-1]["train_loss"], rows[t][-1]["val_loss"]))
+    tps = sorted(r["tokens_per_s"] for r in rows[t][1:])
+    print("%-5s train loss step 1 %.4f, step 30 %.4f, validation %.4f; median %.0f tokens/s (AdamW included)"
+          % (t, rows[t][0]["train_loss"], rows[t][-1]["train_loss"], rows[t][-1]["val_loss"], tps[len(tps) // 2]))
 rel = abs(rows["cuda"][-1]["val_loss"] - rows["cpu"][-1]["val_loss"]) / rows["cpu"][-1]["val_loss"]
 print("validation loss, cuda against cpu: %.2e relative (bf16 storage; 5e-2 allowed)" % rel)
 sys.exit(0 if rel < 5e-2 and rows["cuda"][-1]["train_loss"] < rows["cuda"][0]["train_loss"] else 1)

@@ -16,11 +16,13 @@
 typedef enum lrc_cuda_storage { LRC_CUDA_F32, LRC_CUDA_BF16, LRC_CUDA_I32 } lrc_cuda_storage;
 
 /* A GEMM of a launch, row-major: C[m, n] = A B^T (matmul), A B (matmul_nn)
- * or A^T B (matmul_tn), A and B the buffers of arguments a_arg and b_arg. */
+ * or A^T B (matmul_tn), A and B the buffers of arguments a_arg and b_arg;
+ * with c_arg >= 0, plus that argument's buffer (a residual add, which
+ * cuBLASLt's epilogue does as it writes the launch's output). */
 typedef struct lrc_cuda_gemm {
     lrc_op op;
     int64_t m, n, k;
-    int a_arg, b_arg;
+    int a_arg, b_arg, c_arg;
 } lrc_cuda_gemm;
 
 /* One launch of the program, in order. A GEMM group runs cuBLAS first (one

@@ -232,6 +232,25 @@ static void render_row(cu_gen *c)
 
 /* ---- GEMM groups ------------------------------------------------------------ */
 
+/* A group that is one GEMM and an add of a tensor of the product's shape,
+ * stored as the sum is (a residual stream, a gradient summed into): that
+ * argument, which cuBLASLt adds as C (beta = 1) while it writes the sum,
+ * with no kernel and no f32 scratch; else -1. */
+static int residual_arg(const cu_gen *c)
+{
+    const lrc_graph *g = c->g;
+    if (c->n_gemm != 1 || c->gr->n_nodes != 2 || c->gr->n_outputs != 1) return -1;
+    int mm = c->gemm_node[0], add = c->gr->nodes[0] == mm ? c->gr->nodes[1] : c->gr->nodes[0];
+    const lrc_node *a = &g->nodes[add];
+    if (a->op != LRC_OP_ADD || c->gr->outputs[0] != add || (a->in[0] == mm) == (a->in[1] == mm)) return -1;
+    int r = a->in[0] == mm ? a->in[1] : a->in[0];
+    lrc_cuda_storage sr = c->st[c->s->buffer_of[r]], so = c->st[c->s->buffer_of[add]];
+    if (!lrc_shape_eq(&g->nodes[r].shape, &a->shape) || lrc_shape_numel(&g->nodes[mm].shape) != lrc_shape_numel(&a->shape) ||
+        sr != so || sr == LRC_CUDA_I32)
+        return -1;
+    return c->arg_of[c->s->buffer_of[r]];
+}
+
 static void render_gemm(cu_gen *c)
 {
     const lrc_graph *g = c->g;
@@ -248,8 +267,10 @@ static void render_gemm(cu_gen *c)
         gm->m = lrc_shape_numel(&mm->shape) / gm->n;
         gm->a_arg = c->arg_of[c->s->buffer_of[mm->in[0]]];
         gm->b_arg = c->arg_of[c->s->buffer_of[mm->in[1]]];
+        gm->c_arg = -1;
     }
     bool epilogue = c->gr->n_nodes > c->n_gemm;
+    if (epilogue && (l->gemm[0].c_arg = residual_arg(c)) >= 0) epilogue = false;
     if (!epilogue) { /* cuBLAS writes the output: no kernel */
         l->symbol[0] = 0;
         return;
@@ -306,6 +327,77 @@ static const char *PRELUDE =
     "BLOCK_REDUCE(float, block_sum, add_f, 0.f)\n"
     "BLOCK_REDUCE(float, block_max, fmaxf, -INFINITY)\n"
     "BLOCK_REDUCE(double, block_sum_d, add_d, 0.0)\n\n";
+
+/* lrc train's AdamW on the device (runtime/cuda_optim.c), rendered into every
+ * training graph's module: every parameter in one launch, OPT_CHUNK elements
+ * a block, found through a table in device memory whose layout the host
+ * shares (hence only pointers as arguments). The gradients' sums of squares
+ * are per block, in double (the CPU's lrc_grads_check: inf or nan when an
+ * element is); the update is runtime/train.c's adam_span in f32, and a bf16
+ * weight the graph reads is rounded from its f32 master. */
+static const char *OPTIMIZER =
+    "struct opt_tensor { float *p; bf16 *p16; const float *g; float *acc, *m, *v; long n, first_block; int decayed, pad; };\n"
+    "struct opt_hp { float b1, b2, scale, lr, decay, ib1, ib2, eps, div; int n_tensors, from_acc, first; };\n"
+    "static_assert(sizeof(opt_tensor) == 72 && sizeof(opt_hp) == 48, \"the layouts of runtime/cuda_optim.c\");\n"
+    "#define OPT_CHUNK 4096\n"
+    "/* the tensor of this block (the table is in order of first_block) and its elements [*lo, *hi) */\n"
+    "__device__ const opt_tensor *opt_find(const opt_tensor *tab, int n, long *lo, long *hi)\n"
+    "{\n"
+    "    int a = 0, b = n - 1;\n"
+    "    while (a < b) {\n"
+    "        int mid = (a + b + 1) >> 1;\n"
+    "        if (tab[mid].first_block <= (long)blockIdx.x) a = mid; else b = mid - 1;\n"
+    "    }\n"
+    "    *lo = ((long)blockIdx.x - tab[a].first_block) * OPT_CHUNK;\n"
+    "    *hi = *lo + OPT_CHUNK < tab[a].n ? *lo + OPT_CHUNK : tab[a].n;\n"
+    "    return &tab[a];\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(256) lrc_opt_sumsq(const opt_tensor *__restrict__ tab, const opt_hp *__restrict__ hp, double *__restrict__ sq)\n"
+    "{\n"
+    "    __shared__ double red[32];\n"
+    "    long lo, hi;\n"
+    "    const opt_tensor *t = opt_find(tab, hp->n_tensors, &lo, &hi);\n"
+    "    const float *g = hp->from_acc ? t->acc : t->g;\n"
+    "    double s = 0;\n"
+    "    for (long i = lo + threadIdx.x; i < hi; i += blockDim.x) s += (double)g[i] * g[i];\n"
+    "    s = block_sum_d(s, red);\n"
+    "    if (threadIdx.x == 0) sq[blockIdx.x] = s;\n"
+    "}\n"
+    "/* --accum: the micro-batches' gradients summed, divided by their count with the last */\n"
+    "extern \"C\" __global__ void __launch_bounds__(256) lrc_opt_accum(const opt_tensor *__restrict__ tab, const opt_hp *__restrict__ hp)\n"
+    "{\n"
+    "    long lo, hi;\n"
+    "    const opt_tensor *t = opt_find(tab, hp->n_tensors, &lo, &hi);\n"
+    "    for (long i = lo + threadIdx.x; i < hi; i += blockDim.x) t->acc[i] = (hp->first ? t->g[i] : t->acc[i] + t->g[i]) / hp->div;\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(256) lrc_opt_adamw(const opt_tensor *__restrict__ tab, const opt_hp *__restrict__ hp)\n"
+    "{\n"
+    "    long lo, hi;\n"
+    "    const opt_tensor *t = opt_find(tab, hp->n_tensors, &lo, &hi);\n"
+    "    const float *g = hp->from_acc ? t->acc : t->g;\n"
+    "    const float b1 = hp->b1, b2 = hp->b2, decay = t->decayed ? hp->decay : 1.f;\n"
+    "    for (long i = lo + threadIdx.x; i < hi; i += blockDim.x) {\n"
+    "        const float gk = g[i] * hp->scale;\n"
+    "        const float mk = b1 * t->m[i] + (1.f - b1) * gk, vk = b2 * t->v[i] + (1.f - b2) * gk * gk;\n"
+    "        t->m[i] = mk;\n"
+    "        t->v[i] = vk;\n"
+    "        const float pk = t->p[i] * decay - hp->lr * (mk * hp->ib1) / (sqrtf(vk * hp->ib2) + hp->eps);\n"
+    "        t->p[i] = pk;\n"
+    "        if (t->p16) st(t->p16, i, pk);\n"
+    "    }\n"
+    "}\n";
+
+/* A training graph: a loss, and gradients named as the parameters. */
+static bool is_training(const lrc_graph *g)
+{
+    bool loss = false, grad = false;
+    for (int i = 0; i < g->n_outputs; i++) {
+        loss = loss || !strcmp(g->output_names[i], "loss");
+        for (int j = 0; j < g->n_nodes && !grad; j++)
+            grad = g->nodes[j].op == LRC_OP_PARAM && g->nodes[j].name && !strcmp(g->nodes[j].name, g->output_names[i]);
+    }
+    return loss && grad;
+}
 
 /* Storage of every buffer: f32 where precision or the user's files ask for
  * it, bulk (bf16, or f32 for --precision f32) for activations and weight
@@ -417,7 +509,7 @@ int lrc_cuda_render(const lrc_graph *g, const lrc_schedule *s, const lrc_program
         return rc;
     }
     cu_text src = {0};
-    cu_printf(&src, "%s%s%s", PRELUDE, tables.s ? tables.s : "", kernels.s ? kernels.s : "");
+    cu_printf(&src, "%s%s%s%s", PRELUDE, tables.s ? tables.s : "", kernels.s ? kernels.s : "", is_training(g) ? OPTIMIZER : "");
     free(kernels.s);
     free(tables.s);
     out->source = src.s;

@@ -1,8 +1,9 @@
 /* cuemu_blas.c — the cuBLAS calls the cuda executor makes, on the host:
- * cublasGemmEx, column-major, f32 or bf16 operands and results, f32
- * accumulation in a fixed order. */
+ * cublasGemmEx and cublasLtMatmul (D = A B + C), column-major, f32 or bf16
+ * operands and results, f32 accumulation in a fixed order. */
 #include "cuemu.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,35 @@ static void store(void *p, int type, long i, float v)
     ((uint16_t *)p)[i] = (u & 0x7fffffffu) > 0x7f800000u ? 0x7fc0 : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
+/* D = alpha op(A) op(B) + beta C, column-major, f32 accumulation in a fixed order */
+static void gemm(int ta, int tb, long m, long n, long k, float al, const void *A, int at, long lda, const void *B, int bt, long ldb,
+                 float be, const void *C, int ct, long ldc, void *D, int dt, long ldd)
+{
+    for (long j = 0; j < n; j++)
+        for (long i = 0; i < m; i++) {
+            float acc = 0.f;
+            for (long l = 0; l < k; l++) {
+                float a = load(A, at, ta == OP_N ? i + l * lda : l + i * lda);
+                float b = load(B, bt, tb == OP_N ? l + j * ldb : j + l * ldb);
+                acc += a * b;
+            }
+            float c = al * acc;
+            if (be != 0.f) c += be * load(C, ct, i + j * ldc);
+            store(D, dt, i + j * ldd, c);
+        }
+}
+
+static void trace(const char *what, int ta, int tb, long m, long n, long k, const void *A, const void *B, const void *C, int at, int bt,
+                  int ct)
+{
+    if (!getenv("LRC_CUEMU_TRACE")) return;
+    const unsigned char *qa = A, *qb = B;
+    int ba = 1, bb = 1;
+    for (int q = 0; q < 4; q++) ba &= qa[q] == 0x5A, bb &= qb[q] == 0x5A;
+    fprintf(stderr, "%s %c%c m %ld n %ld k %ld A %p%s B %p%s C %p types %d %d %d\n", what, ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, A,
+            ba ? "(5A)" : "", B, bb ? "(5A)" : "", C, at, bt, ct);
+}
+
 int cublasGemmEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *A, int at, int lda, const void *B,
                  int bt, int ldb, const void *beta, void *C, int ct, int ldc, int compute, int algo)
 {
@@ -45,25 +75,100 @@ int cublasGemmEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha
         int type = t == 0 ? at : t == 1 ? bt : ct;
         if (type != R_32F && type != R_16BF) return STATUS_INVALID_VALUE;
     }
-    if (getenv("LRC_CUEMU_TRACE")) {
-        const unsigned char *qa = A, *qb = B;
-        int ba = 1, bb = 1;
-        for (int q = 0; q < 4; q++) ba &= qa[q] == 0x5A, bb &= qb[q] == 0x5A;
-        fprintf(stderr, "gemm %c%c m %d n %d k %d A %p%s B %p%s C %p types %d %d %d\n", ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, A, ba ? "(5A)" : "", B,
-                bb ? "(5A)" : "", C, at, bt, ct);
-    }
-    const float al = *(const float *)alpha, be = *(const float *)beta;
-    for (long j = 0; j < n; j++)
-        for (long i = 0; i < m; i++) {
-            float acc = 0.f;
-            for (long l = 0; l < k; l++) {
-                float a = load(A, at, ta == OP_N ? i + l * lda : l + i * lda);
-                float b = load(B, bt, tb == OP_N ? l + j * ldb : j + l * ldb);
-                acc += a * b;
-            }
-            float c = al * acc;
-            if (be != 0.f) c += be * load(C, ct, i + j * ldc);
-            store(C, ct, i + j * ldc, c);
-        }
+    trace("gemm", ta, tb, m, n, k, A, B, C, at, bt, ct);
+    gemm(ta, tb, m, n, k, *(const float *)alpha, A, at, lda, B, bt, ldb, *(const float *)beta, C, ct, ldc, C, ct, ldc);
     return cuemu_check_guards("a cublasGemmEx") ? STATUS_EXECUTION_FAILED : STATUS_OK;
+}
+
+/* ---- cuBLASLt: cublasLtMatmul with its descriptors (no epilogue other
+ * than beta C, the one the executor asks for) ---------------------------- */
+
+enum { LT_DESC_TRANSA = 3, LT_DESC_TRANSB = 4, LT_PREF_MAX_WORKSPACE = 1 };
+typedef struct {
+    int compute, scale, ta, tb;
+} lt_desc;
+typedef struct {
+    int type;
+    uint64_t rows, cols;
+    int64_t ld;
+} lt_layout;
+
+static int lt_token;
+int cublasLtCreate(void **h) { *h = &lt_token; return STATUS_OK; }
+int cublasLtDestroy(void *h) { return h == &lt_token ? STATUS_OK : STATUS_INVALID_VALUE; }
+
+int cublasLtMatmulDescCreate(void **out, int compute, int scale)
+{
+    if (compute != COMPUTE_32F || scale != R_32F) return STATUS_INVALID_VALUE;
+    lt_desc *d = calloc(1, sizeof *d);
+    d->compute = compute, d->scale = scale;
+    *out = d;
+    return STATUS_OK;
+}
+int cublasLtMatmulDescDestroy(void *d) { free(d); return STATUS_OK; }
+int cublasLtMatmulDescSetAttribute(void *desc, int attr, const void *buf, size_t size)
+{
+    lt_desc *d = desc;
+    if ((attr != LT_DESC_TRANSA && attr != LT_DESC_TRANSB) || size != sizeof(int)) return STATUS_INVALID_VALUE;
+    int v;
+    memcpy(&v, buf, sizeof v);
+    if (v != OP_N && v != OP_T) return STATUS_INVALID_VALUE;
+    *(attr == LT_DESC_TRANSA ? &d->ta : &d->tb) = v;
+    return STATUS_OK;
+}
+
+int cublasLtMatrixLayoutCreate(void **out, int type, uint64_t rows, uint64_t cols, int64_t ld)
+{
+    if ((type != R_32F && type != R_16BF) || ld < (int64_t)rows || ld < 1) return STATUS_INVALID_VALUE;
+    lt_layout *l = malloc(sizeof *l);
+    *l = (lt_layout){type, rows, cols, ld};
+    *out = l;
+    return STATUS_OK;
+}
+int cublasLtMatrixLayoutDestroy(void *l) { free(l); return STATUS_OK; }
+
+static int pref_token;
+int cublasLtMatmulPreferenceCreate(void **p) { *p = &pref_token; return STATUS_OK; }
+int cublasLtMatmulPreferenceDestroy(void *p) { return p == &pref_token ? STATUS_OK : STATUS_INVALID_VALUE; }
+int cublasLtMatmulPreferenceSetAttribute(void *p, int attr, const void *buf, size_t size)
+{
+    (void)buf;
+    return p == &pref_token && attr == LT_PREF_MAX_WORKSPACE && size == 8 ? STATUS_OK : STATUS_INVALID_VALUE;
+}
+
+/* m of D = op(A) op(B) + C as the layouts give it (and *n, *k), or -1 when they disagree */
+static long lt_dims(const lt_desc *d, const lt_layout *a, const lt_layout *b, const lt_layout *c, const lt_layout *dd, long *n, long *k)
+{
+    long m = (long)(d->ta == OP_N ? a->rows : a->cols);
+    *k = (long)(d->ta == OP_N ? a->cols : a->rows);
+    *n = (long)(d->tb == OP_N ? b->cols : b->rows);
+    long kb = (long)(d->tb == OP_N ? b->rows : b->cols);
+    if (kb != *k || (long)c->rows != m || (long)c->cols != *n || (long)dd->rows != m || (long)dd->cols != *n || c->type != dd->type)
+        return -1;
+    return m;
+}
+
+int cublasLtMatmulAlgoGetHeuristic(void *h, void *desc, void *A, void *B, void *C, void *D, void *pref, int want, void *results,
+                                   int *count)
+{
+    long n, k;
+    if (h != &lt_token || pref != &pref_token || want < 1 || lt_dims(desc, A, B, C, D, &n, &k) < 0) return STATUS_INVALID_VALUE;
+    /* cublasLtMatmulHeuristicResult_t: the algorithm (64 bytes), workspace size, state, waves, reserved */
+    memset(results, 0, 96);
+    *count = 1;
+    return STATUS_OK;
+}
+
+int cublasLtMatmul(void *h, void *desc, const void *alpha, const void *A, void *Ad, const void *B, void *Bd, const void *beta,
+                   const void *C, void *Cd, void *D, void *Dd, const void *algo, void *ws, size_t ws_bytes, void *stream)
+{
+    (void)algo, (void)ws, (void)ws_bytes;
+    const lt_desc *d = desc;
+    const lt_layout *a = Ad, *b = Bd, *c = Cd, *dd = Dd;
+    long n, k, m = lt_dims(d, a, b, c, dd, &n, &k);
+    if (h != &lt_token || stream || m < 0 || a->type != b->type) return STATUS_INVALID_VALUE;
+    trace("ltmatmul", d->ta, d->tb, m, n, k, A, B, C, a->type, b->type, c->type);
+    gemm(d->ta, d->tb, m, n, k, *(const float *)alpha, A, a->type, (long)a->ld, B, b->type, (long)b->ld, *(const float *)beta, C,
+         c->type, (long)c->ld, D, dd->type, (long)dd->ld);
+    return cuemu_check_guards("a cublasLtMatmul") ? STATUS_EXECUTION_FAILED : STATUS_OK;
 }

@@ -5,8 +5,9 @@
 # package for a newer architecture than the device's (one line, status 1),
 # one for an older one (runs its PTX, the same logits as its cubin), lrc
 # profile of a package and of a model (the table, every launch in the
-# trace), lrc generate of a cuda decoder package against the cpu's, and 20
-# training steps on cuda against the same run on the cpu.
+# trace), lrc generate of a cuda decoder package against the cpu's, 20
+# training steps on cuda against the same run on the cpu, and on cuda
+# stopped after 10 then resumed.
 set -u
 lrc=$1 model=$2 compare=$3
 out=$(mktemp -d)
@@ -106,6 +107,14 @@ for t in cuda cpu; do
     --data "$out/text.txt" --target $t -o "$out/run_$t" >/dev/null 2>"$out/train_$t.err" ||
     { echo "FAIL: lrc train --target $t: $(tail -1 "$out/train_$t.err")"; failed=1; }
 done
+# AdamW on the device: its weights and moments come back for the
+# checkpoint, and go up again with --resume, bit for bit
+"$lrc" train "$model" --preset tiny --set norm=layerrope --steps 20 --lr 3e-3 --batch 4 --seq 32 --eval-every 10 \
+  --data "$out/text.txt" --target cuda --stop-after 10 -o "$out/run_part" >/dev/null 2>"$out/train_part.err" &&
+  "$lrc" train --resume "$out/run_part" >/dev/null 2>>"$out/train_part.err" &&
+  cmp -s "$out/run_cuda/checkpoint.safetensors" "$out/run_part/checkpoint.safetensors" &&
+  echo "ok: cuda training stopped after 10 steps and resumed ends with the checkpoint of 20 in one go, byte for byte" ||
+  { echo "FAIL: cuda --stop-after 10 then --resume differs from the run in one go: $(tail -1 "$out/train_part.err")"; failed=1; }
 python3 - "$out" <<'PY' || failed=1
 import json, sys
 rows = {t: [json.loads(l) for l in open(sys.argv[1] + "/run_%s/metrics.jsonl" % t)] for t in ("cuda", "cpu")}

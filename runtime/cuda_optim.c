@@ -1,0 +1,220 @@
+/* cuda_optim.c — lrc train's AdamW on the device: the f32 master weights
+ * (a bf16 weight's own buffer; an f32 weight is its graph buffer), the
+ * moments and, with --accum, the summed gradients live in device memory,
+ * and the training graph's gradients never leave it. Three kernels of the
+ * training graph's module (codegen/cuda/render.c's OPTIMIZER) do the work,
+ * each over every parameter in one launch; the host reads back only the
+ * per-block sums of squares, for the global norm and the non-finite check,
+ * and the state itself when a checkpoint is written. */
+#include "cuda_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* the kernels' opt_tensor and opt_hp, field for field */
+typedef struct {
+    devptr p, p16, g, acc, m, v;
+    int64_t n, first_block;
+    int32_t decayed, pad;
+} opt_tensor;
+typedef struct {
+    float b1, b2, scale, lr, decay, ib1, ib2, eps, div;
+    int32_t n_tensors, from_acc, first;
+} opt_hp;
+_Static_assert(sizeof(opt_tensor) == 72 && sizeof(opt_hp) == 48, "the layouts of codegen/cuda/render.c's OPTIMIZER");
+#define OPT_CHUNK 4096
+#define OPT_BLOCK 256
+
+struct lrc_cuda_optim {
+    lrc_cuda_exec *x;
+    lrc_adamw_cfg cfg;
+    int n;
+    int64_t accum;
+    lrc_tensor *const *params, *const *m, *const *v; /* the host's copies, the caller's */
+    opt_tensor *tab;
+    int *grad_buf; /* per tensor: the plan buffer of its gradient */
+    int64_t blocks;
+    devptr d_tab, d_hp, d_sq;
+    double *sq; /* per block, read back */
+    devptr *owned;
+    size_t *owned_bytes;
+    int n_owned;
+    void *f_sumsq, *f_accum, *f_adamw;
+};
+
+/* bytes of device memory the optimizer owns, a guard region after them under LRC_CUDA_CHECK */
+static int opt_alloc(lrc_cuda_optim *o, size_t bytes, devptr *p, const char *what, lrc_err *err)
+{
+    cuda_api *a = &o->x->api;
+    size_t pad = o->x->check ? GUARD : 0;
+    int r = a->mem_alloc(p, (bytes ? bytes : 4) + pad);
+    if (r)
+        return lrc_err_set(err, "cuda: out of device memory for the optimizer's %zu bytes of %s (AdamW keeps 12 bytes a parameter on the device)",
+                           bytes, what);
+    o->owned[o->n_owned] = *p;
+    o->owned_bytes[o->n_owned++] = bytes ? bytes : 4;
+    if (pad && (r = a->memset8(*p + (devptr)(bytes ? bytes : 4), GUARD_BYTE, pad))) return lrc_cuda_fail(o->x, r, "writing a guard region", err);
+    return LRC_OK;
+}
+
+static int find_buf(const lrc_plan *p, lrc_buf_kind kind, const char *name)
+{
+    for (int i = 0; i < p->n_bufs; i++)
+        if (p->bufs[i].kind == kind && p->bufs[i].name && !strcmp(p->bufs[i].name, name)) return i;
+    return -1;
+}
+
+int lrc_cuda_optim_new(lrc_cuda_exec *x, lrc_tensor *const *params, lrc_tensor *const *m, lrc_tensor *const *v, int n,
+                       const lrc_adamw_cfg *cfg, int64_t accum, lrc_cuda_optim **out, lrc_err *err)
+{
+    lrc_cuda_optim *o = lrc_xcalloc(1, sizeof *o);
+    o->x = x, o->cfg = *cfg, o->n = n, o->accum = accum > 1 ? accum : 1, o->params = params, o->m = m, o->v = v;
+    o->tab = lrc_xcalloc((size_t)n + 1, sizeof *o->tab);
+    o->grad_buf = lrc_xcalloc((size_t)n + 1, sizeof *o->grad_buf);
+    o->owned = lrc_xcalloc((size_t)(5 * n + 4), sizeof *o->owned);
+    o->owned_bytes = lrc_xcalloc((size_t)(5 * n + 4), sizeof *o->owned_bytes);
+    cuda_api *a = &x->api;
+    int rc = LRC_OK, r = 0;
+    if (a->get_function(&o->f_sumsq, x->module, "lrc_opt_sumsq") || a->get_function(&o->f_accum, x->module, "lrc_opt_accum") ||
+        a->get_function(&o->f_adamw, x->module, "lrc_opt_adamw"))
+        rc = lrc_err_set(err, "cuda: the module has no optimizer kernels (not a training graph's)");
+    for (int i = 0; i < n && !rc; i++) {
+        const lrc_tensor *t = params[i];
+        int pb = find_buf(x->plan, LRC_BUF_PARAM, t->name), gb = find_buf(x->plan, LRC_BUF_OUTPUT, t->name);
+        if (pb < 0 || gb < 0) {
+            rc = lrc_err_set(err, "cuda: the training graph has no %s for parameter '%s'", pb < 0 ? "buffer" : "gradient", t->name);
+            break;
+        }
+        if (x->storage[gb] != ST_F32) {
+            rc = lrc_err_set(err, "cuda: the gradient of '%s' is stored as %s, the optimizer reads f32", t->name, lrc_cuda_storage_names[x->storage[gb]]);
+            break;
+        }
+        opt_tensor *e = &o->tab[i];
+        e->n = lrc_shape_numel(&t->shape);
+        e->first_block = o->blocks;
+        o->blocks += (e->n + OPT_CHUNK - 1) / OPT_CHUNK;
+        e->decayed = t->shape.ndim >= 2 || cfg->decay_all;
+        e->g = x->ptr[gb];
+        size_t bytes = (size_t)e->n * 4;
+        if (x->storage[pb] == ST_BF16) { /* the graph reads bf16, AdamW updates the f32 master */
+            e->p16 = x->ptr[pb];
+            if (!(rc = opt_alloc(o, bytes, &e->p, "master weights", err)) && (r = a->htod(e->p, t->data, bytes)))
+                rc = lrc_cuda_fail(x, r, "copying the master weights", err);
+        } else {
+            e->p = x->ptr[pb];
+        }
+        if (!rc) rc = opt_alloc(o, bytes, &e->m, "moments", err);
+        if (!rc) rc = opt_alloc(o, bytes, &e->v, "moments", err);
+        if (!rc && o->accum > 1) rc = opt_alloc(o, bytes, &e->acc, "summed gradients", err);
+        if (!rc && ((r = a->htod(e->m, m[i]->data, bytes)) || (r = a->htod(e->v, v[i]->data, bytes))))
+            rc = lrc_cuda_fail(x, r, "copying the moments", err);
+        if (!rc) x->on_device[gb] = true; /* lrc_cuda_exec_run leaves it here */
+        o->grad_buf[i] = gb;
+    }
+    o->sq = lrc_xcalloc((size_t)o->blocks + 1, sizeof *o->sq);
+    if (!rc) rc = opt_alloc(o, (size_t)n * sizeof *o->tab, &o->d_tab, "table", err);
+    if (!rc) rc = opt_alloc(o, sizeof(opt_hp), &o->d_hp, "settings", err);
+    if (!rc) rc = opt_alloc(o, (size_t)o->blocks * sizeof *o->sq, &o->d_sq, "sums", err);
+    if (!rc && (r = a->htod(o->d_tab, o->tab, (size_t)n * sizeof *o->tab))) rc = lrc_cuda_fail(x, r, "copying the optimizer's table", err);
+    if (rc) {
+        lrc_cuda_optim_free(o);
+        return rc;
+    }
+    *out = o;
+    return LRC_OK;
+}
+
+void lrc_cuda_optim_free(lrc_cuda_optim *o)
+{
+    if (!o) return;
+    for (int i = 0; i < o->n; i++) o->x->on_device[o->grad_buf[i]] = false; /* the gradients come back to the host again */
+    for (int i = 0; i < o->n_owned; i++) o->x->api.mem_free(o->owned[i]);
+    free(o->owned);
+    free(o->owned_bytes);
+    free(o->tab);
+    free(o->grad_buf);
+    free(o->sq);
+    free(o);
+}
+
+/* One of the kernels over every parameter, with these settings. */
+static int opt_launch(lrc_cuda_optim *o, void *fn, const char *name, const opt_hp *hp, lrc_err *err)
+{
+    cuda_api *a = &o->x->api;
+    int r = a->htod(o->d_hp, hp, sizeof *hp);
+    if (r) return lrc_cuda_fail(o->x, r, "copying the optimizer's settings", err);
+    if (!o->blocks) return LRC_OK;
+    devptr argv[3] = {o->d_tab, o->d_hp, o->d_sq};
+    void *args[3] = {&argv[0], &argv[1], &argv[2]};
+    if ((r = a->launch(fn, (unsigned)o->blocks, 1, 1, OPT_BLOCK, 1, 1, 0, NULL, args, NULL))) return lrc_cuda_fail(o->x, r, name, err);
+    if (!o->x->check) return LRC_OK;
+    char what[64];
+    snprintf(what, sizeof what, "the optimizer's %s", name);
+    int rc = lrc_cuda_check_guards(o->x, what, err);
+    for (int i = 0; i < o->n_owned && !rc; i++) {
+        if (!lrc_cuda_guard_intact(o->x, o->owned[i] + (devptr)o->owned_bytes[i], &r))
+            return lrc_err_set(err, "cuda (LRC_CUDA_CHECK): %s wrote past the end of its buffer %d (%zu bytes)", what, i, o->owned_bytes[i]);
+        if (r) return lrc_cuda_fail(o->x, r, "reading a guard region", err);
+    }
+    return rc;
+}
+
+/* The global norm of the gradients (or of their sums), from the blocks'
+ * sums of squares; *bad = the first tensor with inf or nan, else -1. */
+static int opt_norm(lrc_cuda_optim *o, bool from_acc, double *norm, int *bad, lrc_err *err)
+{
+    opt_hp hp = {.n_tensors = o->n, .from_acc = from_acc};
+    int rc = opt_launch(o, o->f_sumsq, "lrc_opt_sumsq", &hp, err), r;
+    if (!rc && o->blocks && (r = o->x->api.dtoh(o->sq, o->d_sq, (size_t)o->blocks * sizeof *o->sq)))
+        rc = lrc_cuda_fail(o->x, r, "reading the gradients' norm", err);
+    double total = 0;
+    *bad = -1;
+    for (int i = 0; i < o->n && !rc; i++) {
+        const opt_tensor *e = &o->tab[i];
+        double s = 0;
+        for (int64_t b = e->first_block; b < e->first_block + (e->n + OPT_CHUNK - 1) / OPT_CHUNK; b++) s += o->sq[b];
+        if (!isfinite(s) && *bad < 0) *bad = i;
+        total += s;
+    }
+    *norm = sqrt(total);
+    return rc;
+}
+
+int lrc_cuda_optim_grads(lrc_cuda_optim *o, int64_t micro, double *norm, int *bad, lrc_err *err)
+{
+    int rc = opt_norm(o, false, norm, bad, err);
+    if (rc || o->accum == 1 || *bad >= 0) return rc;
+    bool last = micro == o->accum - 1;
+    opt_hp hp = {.div = last ? (float)o->accum : 1.f, .n_tensors = o->n, .first = micro == 0};
+    rc = opt_launch(o, o->f_accum, "lrc_opt_accum", &hp, err);
+    if (!rc && last) { /* the norm of the average, not of the last micro-batch */
+        int ignored;
+        rc = opt_norm(o, true, norm, &ignored, err);
+    }
+    return rc;
+}
+
+int lrc_cuda_optim_step(lrc_cuda_optim *o, int64_t step, double lr, double grad_norm, lrc_err *err)
+{
+    /* runtime/train.c's lrc_adamw_step, the same constants rounded the same way */
+    const lrc_adamw_cfg *c = &o->cfg;
+    double scale = c->clip > 0 && grad_norm > c->clip ? c->clip / grad_norm : 1.0;
+    double bc1 = 1 - pow(c->beta1, (double)(step + 1)), bc2 = 1 - pow(c->beta2, (double)(step + 1));
+    opt_hp hp = {(float)c->beta1, (float)c->beta2, (float)scale, (float)lr, (float)(1 - lr * c->weight_decay), (float)(1 / bc1),
+                 (float)(1 / bc2), (float)c->eps, 1.f, o->n, o->accum > 1, 0};
+    return opt_launch(o, o->f_adamw, "lrc_opt_adamw", &hp, err);
+}
+
+int lrc_cuda_optim_download(lrc_cuda_optim *o, lrc_err *err)
+{
+    cuda_api *a = &o->x->api;
+    int r = a->sync();
+    for (int i = 0; i < o->n && !r; i++) {
+        size_t bytes = (size_t)o->tab[i].n * 4;
+        if (!(r = a->dtoh(o->params[i]->data, o->tab[i].p, bytes)) && !(r = a->dtoh(o->m[i]->data, o->tab[i].m, bytes)))
+            r = a->dtoh(o->v[i]->data, o->tab[i].v, bytes);
+    }
+    return r ? lrc_cuda_fail(o->x, r, "reading the weights and moments back", err) : LRC_OK;
+}
