@@ -94,8 +94,8 @@ static blas_shape blas_shape_of(int op, int64_t M, int64_t N, int64_t K)
 }
 
 /* cuBLASLt for launch li's GEMM with a residual: its operation, layouts and
- * the algorithm its heuristic picks for them, once. */
-static int lt_setup(lrc_cuda_exec *x, int li, lrc_err *err)
+ * the algorithm its heuristic picks for them, once; else in_place. */
+static void lt_setup(lrc_cuda_exec *x, int li)
 {
     cuda_api *a = &x->api;
     const lrc_plan_launch *l = &x->plan->launches[li];
@@ -119,9 +119,7 @@ static int lt_setup(lrc_cuda_exec *x, int li, lrc_err *err)
         n_algo < 1)
         r = r ? r : -1;
     if (pref) a->lt_pref_destroy(pref);
-    return r ? lrc_err_set(err, "cuda: cuBLASLt has no GEMM %lldx%lldx%lld with a residual for '%s' (status %d)", (long long)M,
-                           (long long)N, (long long)K, l->label, r)
-             : LRC_OK;
+    g->in_place = r != 0; /* no algorithm for these layouts: the same sum through cublasGemmEx */
 }
 
 static uint16_t to_bf16(float f)
@@ -241,12 +239,15 @@ int lrc_cuda_exec_new(const lrc_plan *plan, const char *meta_json, const void *i
             rc = lrc_err_set(err, "cuda: kernel '%s' is missing from the cubin (a damaged package?)", plan->launches[i].symbol);
     if (!rc && a->blas_create(&x->blas)) rc = lrc_err_set(err, "cuda: cuBLAS does not start (cublasCreate)");
     x->lt_gemm = lrc_xcalloc((size_t)L + 1, sizeof *x->lt_gemm);
+    /* cuBLASLt is an optimization: where it does not start or its workspace
+     * does not fit, every residual GEMM runs in place through cublasGemmEx */
+    bool lt_ok = true;
     for (int i = 0; i < L && !rc; i++) {
         if (x->n_gemm[i] != 1 || x->gemm[i][0].c < 0) continue;
-        if (!x->lt && a->lt_create(&x->lt)) rc = lrc_err_set(err, "cuda: cuBLASLt does not start (cublasLtCreate)");
-        else if (!x->lt_workspace && (r = a->mem_alloc(&x->lt_workspace, LRC_LT_WORKSPACE)))
-            rc = lrc_err_set(err, "cuda: out of device memory for cuBLASLt's %zu-byte workspace", LRC_LT_WORKSPACE);
-        else rc = lt_setup(x, i, err);
+        if (lt_ok && !x->lt && a->lt_create(&x->lt)) lt_ok = false, x->lt = NULL;
+        if (lt_ok && !x->lt_workspace && a->mem_alloc(&x->lt_workspace, LRC_LT_WORKSPACE)) lt_ok = false, x->lt_workspace = 0;
+        if (lt_ok) lt_setup(x, i);
+        else x->lt_gemm[i].in_place = true;
     }
     /* the arena, the scratch, and a buffer for every tensor that is not in the arena */
     const char *check = getenv("LRC_CUDA_CHECK");
@@ -263,7 +264,8 @@ int lrc_cuda_exec_new(const lrc_plan *plan, const char *meta_json, const void *i
         else if (b->kind == LRC_BUF_INPUT || b->kind == LRC_BUF_PARAM || b->kind == LRC_BUF_OUTPUT || b->kind == LRC_BUF_STATE ||
                  b->kind == LRC_BUF_ARENA) {
             if ((r = a->mem_alloc(&x->ptr[i], (bytes ? bytes : 4) + pad)))
-                rc = lrc_err_set(err, "cuda: out of device memory for %zu bytes of '%s' (the device has too little free memory for this model)", bytes, b->name ? b->name : "?");
+                rc = lrc_err_set(err, "cuda: out of device memory for %zu bytes of %s%s%s (the device has too little free memory for this model)",
+                                 bytes, b->name ? "'" : "", b->name ? b->name : "an intermediate", b->name ? "'" : "");
             else if (b->kind == LRC_BUF_STATE && (r = a->memset8(x->ptr[i], 0, bytes))) rc = lrc_cuda_fail(x, r, "zeroing a cache", err);
             else if (pad && (r = a->memset8(x->ptr[i] + (devptr)(bytes ? bytes : 4), GUARD_BYTE, pad)))
                 rc = lrc_cuda_fail(x, r, "writing a guard region", err);
@@ -353,16 +355,19 @@ static int run_gemm(lrc_cuda_exec *x, int li, int j, lrc_err *err)
     const float one = 1.f, zero = 0.f;
     blas_shape b = blas_shape_of(x->gemm[li][j].op, M, N, K);
     int r;
-    if (x->gemm[li][j].c >= 0) { /* D = product + residual, in cuBLASLt's epilogue */
-        const lrc_lt_gemm *g = &x->lt_gemm[li];
+    const int rb = x->gemm[li][j].c >= 0 ? l->args[x->gemm[li][j].c] : -1;
+    const lrc_lt_gemm *g = &x->lt_gemm[li];
+    if (rb >= 0 && !g->in_place) { /* D = product + residual, in cuBLASLt's epilogue */
         r = x->api.lt_matmul(x->lt, g->desc, &one, (void *)x->ptr[bb], g->layout[0], (void *)x->ptr[ab], g->layout[1], &one,
-                             (void *)x->ptr[l->args[x->gemm[li][j].c]], g->layout[2], (void *)C, g->layout[2], g->algo.algo,
-                             (void *)x->lt_workspace, LRC_LT_WORKSPACE, NULL);
+                             (void *)x->ptr[rb], g->layout[2], (void *)C, g->layout[2], g->algo.algo, (void *)x->lt_workspace,
+                             LRC_LT_WORKSPACE, NULL);
     } else {
-        r = x->api.gemm_ex(x->blas, b.ta, b.tb, (int)N, (int)M, (int)K, &one, (void *)x->ptr[bb], type, b.lda, (void *)x->ptr[ab],
-                           type, b.ldb, &zero, (void *)C, ctype, (int)N, COMPUTE_32F, GEMM_DEFAULT);
+        r = rb >= 0 && x->ptr[rb] != C ? x->api.dtod(C, x->ptr[rb], (size_t)(M * N) * lrc_cuda_elem_bytes(x->storage[rb])) : 0;
+        if (!r)
+            r = x->api.gemm_ex(x->blas, b.ta, b.tb, (int)N, (int)M, (int)K, &one, (void *)x->ptr[bb], type, b.lda, (void *)x->ptr[ab],
+                               type, b.ldb, rb >= 0 ? &one : &zero, (void *)C, ctype, (int)N, COMPUTE_32F, GEMM_DEFAULT);
     }
-    return r ? lrc_err_set(err, "cuda: cuBLAS%s GEMM %lldx%lldx%lld of '%s' failed (status %d)", x->gemm[li][j].c >= 0 ? "Lt" : "",
+    return r ? lrc_err_set(err, "cuda: cuBLAS%s GEMM %lldx%lldx%lld of '%s' failed (status %d)", rb >= 0 && !g->in_place ? "Lt" : "",
                            (long long)M, (long long)N, (long long)K, l->label, r)
              : LRC_OK;
 }

@@ -67,10 +67,13 @@ typedef struct {
 _Static_assert(sizeof(lrc_lt_algo) == 96, "cublasLtMatmulHeuristicResult_t");
 
 /* A launch's GEMM with a residual (c_arg): its cuBLASLt operation, the
- * layouts of its operands (A, B, and C = D) and the algorithm chosen once. */
+ * layouts of its operands (A, B, and C = D) and the algorithm chosen once;
+ * or, where cuBLASLt offers none, the residual copied into the output and
+ * cublasGemmEx adding the product to it (beta = 1). */
 typedef struct {
     void *desc, *layout[3];
     lrc_lt_algo algo;
+    bool in_place;
 } lrc_lt_gemm;
 #define LRC_LT_WORKSPACE ((size_t)32 << 20) /* what cuBLASLt's Hopper kernels want at most */
 

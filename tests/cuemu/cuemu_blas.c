@@ -155,8 +155,10 @@ int cublasLtMatmulAlgoGetHeuristic(void *h, void *desc, void *A, void *B, void *
     if (h != &lt_token || pref != &pref_token || want < 1 || lt_dims(desc, A, B, C, D, &n, &k) < 0) return STATUS_INVALID_VALUE;
     /* cublasLtMatmulHeuristicResult_t: the algorithm (64 bytes), workspace size, state, waves, reserved */
     memset(results, 0, 96);
-    *count = 1;
-    return STATUS_OK;
+    /* LRC_CUEMU_LT_NONE=1: no algorithm for any layout, as cuBLASLt says for some */
+    const char *none = getenv("LRC_CUEMU_LT_NONE");
+    *count = none && *none == '1' ? 0 : 1;
+    return *count ? STATUS_OK : 15; /* CUBLAS_STATUS_NOT_SUPPORTED */
 }
 
 int cublasLtMatmul(void *h, void *desc, const void *alpha, const void *A, void *Ad, const void *B, void *Bd, const void *beta,

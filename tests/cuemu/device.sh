@@ -3,7 +3,9 @@
 # needs a device, on the host emulator: out of device memory (forward,
 # backward, train: one line, exit status 1, no run directory left), a
 # package for a newer architecture than the device's (one line, status 1),
-# one for an older one (runs its PTX, the same logits as its cubin), lrc
+# one for an older one (runs its PTX, the same logits as its cubin), the
+# residual GEMMs where cuBLASLt has no algorithm or no room for its
+# workspace (the same logits), lrc
 # profile of a package and of a model (the table, every launch in the
 # trace), lrc generate of a cuda decoder package against the cpu's, 20
 # training steps on cuda against the same run on the cpu, and on cuda
@@ -51,6 +53,16 @@ LRC_CUEMU_SM=80 expect 1 'compile it again with --arch sm_80' "$lrc" forward "$o
   LRC_CUEMU_SM=100 "$lrc" forward "$out/pkg" --input "$out/in.st" -o "$out/sm100.st" >/dev/null &&
   cmp "$out/sm90.st" "$out/sm100.st" && echo "ok: an sm_90 package on an sm_100 device runs its PTX, the same logits" ||
   { echo "FAIL: the sm_90 package on sm_100 (its PTX)"; failed=1; }
+# a residual add cuBLASLt has no algorithm for: the residual copied into the
+# output, cublasGemmEx adds the product to it; the same logits
+grep -q '"c_arg"' "$out/pkg/package.json" &&
+  LRC_CUEMU_LT_NONE=1 "$lrc" forward "$out/pkg" --input "$out/in.st" -o "$out/nolt.st" >/dev/null &&
+  cmp "$out/sm90.st" "$out/nolt.st" && echo "ok: residual GEMMs without a cuBLASLt algorithm (cublasGemmEx in place), the same logits" ||
+  { echo "FAIL: the residual GEMMs without cuBLASLt"; failed=1; }
+# room for the model but not for cuBLASLt's 32 MiB workspace: the same
+LRC_CUEMU_MEMORY=$((16 << 20)) "$lrc" forward "$out/pkg" --input "$out/in.st" -o "$out/nows.st" >/dev/null &&
+  cmp "$out/sm90.st" "$out/nows.st" && echo "ok: no room for cuBLASLt's workspace (cublasGemmEx in place), the same logits" ||
+  { echo "FAIL: the residual GEMMs without room for cuBLASLt's workspace"; failed=1; }
 
 # profile: a package, then the model compiled on the fly; every function in
 # the table, every launch of every run in the trace, no temporary package left
