@@ -6,7 +6,5 @@
 #define LRC_CUDA_DRIVER_LIB "libcuda.so.1"
 /* cuBLAS of CUDA 13 or 12, else whatever libcublas.so is; NULL if none. */
 void *lrc_cuda_open_cublas(void);
-/* cuBLASLt likewise (GEMMs with a residual added in their epilogue) */
-void *lrc_cuda_open_cublaslt(void);
 
 #endif

@@ -58,10 +58,12 @@ static int load_api(cuda_api *a, lrc_err *err)
     SYM(blas_destroy, "cublasDestroy_v2");
     SYM(gemm_ex, "cublasGemmEx");
 #undef SYM
-    a->ltlib = lrc_cuda_open_cublaslt();
-    if (!a->ltlib) return lrc_err_set(err, "cuda: cuBLASLt not found (libcublasLt.so)");
+    /* cuBLASLt through cuBLAS's handle: cuBLAS depends on the cuBLASLt of
+     * its own version, so the two always match; where a symbol is missing,
+     * every residual GEMM runs through cublasGemmEx instead */
+    a->has_lt = true;
 #define SYM(field, name) \
-    if (!(*(void **)&a->field = dlsym(a->ltlib, name))) return lrc_err_set(err, "cuda: cuBLASLt lacks %s", name);
+    if (a->has_lt && !(*(void **)&a->field = dlsym(a->blas, name))) a->has_lt = false;
     SYM(lt_create, "cublasLtCreate");
     SYM(lt_destroy, "cublasLtDestroy");
     SYM(lt_desc_create, "cublasLtMatmulDescCreate");
@@ -79,6 +81,7 @@ static int load_api(cuda_api *a, lrc_err *err)
 }
 
 enum { OP_N = 0, OP_T = 1, R_32F = 0, R_16BF = 14, COMPUTE_32F = 68, GEMM_DEFAULT = -1 };
+enum { BLAS_INVALID_VALUE = 7, BLAS_NOT_SUPPORTED = 15 }; /* cublasStatus_t */
 
 /* Row-major C[m, n] of GEMM op (lrc_cuda_gemm) as cuBLAS (column-major)
  * computes it: C^T = op(B') op(A'), the operands' roles swapped, so cuBLAS's
@@ -95,6 +98,13 @@ static blas_shape blas_shape_of(int op, int64_t M, int64_t N, int64_t K)
 
 /* cuBLASLt for launch li's GEMM with a residual: its operation, layouts and
  * the algorithm its heuristic picks for them, once; else in_place. */
+static uint32_t alignment_of(devptr p)
+{
+    uint32_t a = 256; /* cuBLASLt's default requirement, the most it asks */
+    while (a > 1 && p % a) a >>= 1;
+    return a;
+}
+
 static void lt_setup(lrc_cuda_exec *x, int li)
 {
     cuda_api *a = &x->api;
@@ -108,13 +118,20 @@ static void lt_setup(lrc_cuda_exec *x, int li)
     uint64_t ar = b.ta == OP_N ? (uint64_t)N : (uint64_t)K, ac = b.ta == OP_N ? (uint64_t)K : (uint64_t)N;
     uint64_t br = b.tb == OP_N ? (uint64_t)K : (uint64_t)M, bc = b.tb == OP_N ? (uint64_t)M : (uint64_t)K;
     uint64_t ws = LRC_LT_WORKSPACE;
+    /* the arena aligns its tensors to 64 bytes, not to the 256 cuBLASLt
+     * assumes unless told: the heuristic must only offer algorithms that
+     * work at the alignment the operands have */
+    uint32_t align[4] = {alignment_of(x->ptr[l->args[x->gemm[li][0].b]]), alignment_of(x->ptr[l->args[x->gemm[li][0].a]]),
+                         alignment_of(x->ptr[l->args[x->gemm[li][0].c]]), alignment_of(x->ptr[l->args[l->n_args - 1]])};
     void *pref = NULL;
     int n_algo = 0, r;
     if ((r = a->lt_desc_create(&g->desc, COMPUTE_32F, R_32F)) || (r = a->lt_desc_set(g->desc, 3, &b.ta, sizeof b.ta)) ||
         (r = a->lt_desc_set(g->desc, 4, &b.tb, sizeof b.tb)) || (r = a->lt_layout_create(&g->layout[0], type, ar, ac, b.lda)) ||
         (r = a->lt_layout_create(&g->layout[1], type, br, bc, b.ldb)) ||
         (r = a->lt_layout_create(&g->layout[2], ctype, (uint64_t)N, (uint64_t)M, N)) || (r = a->lt_pref_create(&pref)) ||
-        (r = a->lt_pref_set(pref, 1, &ws, sizeof ws)) ||
+        (r = a->lt_pref_set(pref, 1, &ws, sizeof ws)) || (r = a->lt_pref_set(pref, 5, &align[0], sizeof align[0])) ||
+        (r = a->lt_pref_set(pref, 6, &align[1], sizeof align[1])) || (r = a->lt_pref_set(pref, 7, &align[2], sizeof align[2])) ||
+        (r = a->lt_pref_set(pref, 8, &align[3], sizeof align[3])) ||
         (r = a->lt_heuristic(x->lt, g->desc, g->layout[0], g->layout[1], g->layout[2], g->layout[2], pref, 1, &g->algo, &n_algo)) ||
         n_algo < 1)
         r = r ? r : -1;
@@ -193,17 +210,28 @@ static int parse_meta(lrc_cuda_exec *x, const char *meta_json, lrc_err *err)
         x->scratch_of[i] = (int64_t)scr->valuedouble;
         if (x->scratch_of[i] > x->scratch_bytes) x->scratch_bytes = x->scratch_of[i];
         const cJSON *gs = cJSON_GetObjectItemCaseSensitive(l, "gemm");
-        for (int j = 0; cJSON_IsArray(gs) && j < cJSON_GetArraySize(gs) && j < 2; j++) {
+        for (int j = 0; cJSON_IsArray(gs) && j < cJSON_GetArraySize(gs) && j < 2 && !rc; j++) {
             const cJSON *g = cJSON_GetArrayItem(gs, j);
-            const char *op = cJSON_GetObjectItemCaseSensitive(g, "op")->valuestring;
-            x->gemm[i][j].op = !strcmp(op, "matmul") ? 0 : !strcmp(op, "matmul_nn") ? 1 : 2;
-            x->gemm[i][j].m = (int64_t)cJSON_GetObjectItemCaseSensitive(g, "m")->valuedouble;
-            x->gemm[i][j].n = (int64_t)cJSON_GetObjectItemCaseSensitive(g, "n")->valuedouble;
-            x->gemm[i][j].k = (int64_t)cJSON_GetObjectItemCaseSensitive(g, "k")->valuedouble;
-            x->gemm[i][j].a = cJSON_GetObjectItemCaseSensitive(g, "a_arg")->valueint;
-            x->gemm[i][j].b = cJSON_GetObjectItemCaseSensitive(g, "b_arg")->valueint;
-            const cJSON *c = cJSON_GetObjectItemCaseSensitive(g, "c_arg");
-            x->gemm[i][j].c = cJSON_IsNumber(c) ? c->valueint : -1;
+            const cJSON *op = cJSON_GetObjectItemCaseSensitive(g, "op"), *m = cJSON_GetObjectItemCaseSensitive(g, "m"),
+                        *n = cJSON_GetObjectItemCaseSensitive(g, "n"), *k = cJSON_GetObjectItemCaseSensitive(g, "k"),
+                        *a = cJSON_GetObjectItemCaseSensitive(g, "a_arg"), *b = cJSON_GetObjectItemCaseSensitive(g, "b_arg"),
+                        *c = cJSON_GetObjectItemCaseSensitive(g, "c_arg");
+            const int n_args = p->launches[i].n_args;
+            /* arguments index the launch's own: a damaged package must not reach past them */
+            if (!cJSON_IsString(op) || !cJSON_IsNumber(m) || !cJSON_IsNumber(n) || !cJSON_IsNumber(k) || !cJSON_IsNumber(a) ||
+                !cJSON_IsNumber(b) || m->valuedouble < 1 || n->valuedouble < 1 || k->valuedouble < 1 || a->valueint < 0 ||
+                a->valueint >= n_args || b->valueint < 0 || b->valueint >= n_args ||
+                (c && (!cJSON_IsNumber(c) || c->valueint < 0 || c->valueint >= n_args))) {
+                rc = lrc_err_set(err, "package.json: the GEMM of cuda launch %d ('%s') is damaged", i, p->launches[i].label);
+                break;
+            }
+            x->gemm[i][j].op = !strcmp(op->valuestring, "matmul") ? 0 : !strcmp(op->valuestring, "matmul_nn") ? 1 : 2;
+            x->gemm[i][j].m = (int64_t)m->valuedouble;
+            x->gemm[i][j].n = (int64_t)n->valuedouble;
+            x->gemm[i][j].k = (int64_t)k->valuedouble;
+            x->gemm[i][j].a = a->valueint;
+            x->gemm[i][j].b = b->valueint;
+            x->gemm[i][j].c = c ? c->valueint : -1;
             x->n_gemm[i] = j + 1;
         }
     }
@@ -239,16 +267,6 @@ int lrc_cuda_exec_new(const lrc_plan *plan, const char *meta_json, const void *i
             rc = lrc_err_set(err, "cuda: kernel '%s' is missing from the cubin (a damaged package?)", plan->launches[i].symbol);
     if (!rc && a->blas_create(&x->blas)) rc = lrc_err_set(err, "cuda: cuBLAS does not start (cublasCreate)");
     x->lt_gemm = lrc_xcalloc((size_t)L + 1, sizeof *x->lt_gemm);
-    /* cuBLASLt is an optimization: where it does not start or its workspace
-     * does not fit, every residual GEMM runs in place through cublasGemmEx */
-    bool lt_ok = true;
-    for (int i = 0; i < L && !rc; i++) {
-        if (x->n_gemm[i] != 1 || x->gemm[i][0].c < 0) continue;
-        if (lt_ok && !x->lt && a->lt_create(&x->lt)) lt_ok = false, x->lt = NULL;
-        if (lt_ok && !x->lt_workspace && a->mem_alloc(&x->lt_workspace, LRC_LT_WORKSPACE)) lt_ok = false, x->lt_workspace = 0;
-        if (lt_ok) lt_setup(x, i);
-        else x->lt_gemm[i].in_place = true;
-    }
     /* the arena, the scratch, and a buffer for every tensor that is not in the arena */
     const char *check = getenv("LRC_CUDA_CHECK");
     x->check = check && *check && strcmp(check, "0");
@@ -273,12 +291,32 @@ int lrc_cuda_exec_new(const lrc_plan *plan, const char *meta_json, const void *i
     }
     if (!rc && pad && x->scratch && (r = a->memset8(x->scratch + (devptr)x->scratch_bytes, GUARD_BYTE, pad)))
         rc = lrc_cuda_fail(x, r, "writing a guard region", err);
+    /* cuBLASLt is an optimization: its workspace comes after everything the
+     * model needs, and where it does not start or the workspace does not
+     * fit, every residual GEMM runs in place through cublasGemmEx */
+    bool lt_ok = a->has_lt;
+    for (int i = 0; i < L && !rc; i++) {
+        if (x->n_gemm[i] != 1 || x->gemm[i][0].c < 0) continue;
+        if (lt_ok && !x->lt && a->lt_create(&x->lt)) lt_ok = false, x->lt = NULL;
+        if (lt_ok && !x->lt_workspace && a->mem_alloc(&x->lt_workspace, LRC_LT_WORKSPACE)) lt_ok = false, x->lt_workspace = 0;
+        if (lt_ok) lt_setup(x, i);
+        else x->lt_gemm[i].in_place = true;
+    }
     if (rc) {
         lrc_cuda_exec_free(x);
         return rc;
     }
     *out = x;
     return LRC_OK;
+}
+
+bool lrc_cuda_lt_release(lrc_cuda_exec *x)
+{
+    if (!x->lt_workspace) return false;
+    x->api.mem_free(x->lt_workspace);
+    x->lt_workspace = 0;
+    for (int i = 0; i < x->plan->n_launches; i++) x->lt_gemm[i].in_place = true;
+    return true;
 }
 
 void lrc_cuda_exec_free(lrc_cuda_exec *x)
@@ -354,14 +392,19 @@ static int run_gemm(lrc_cuda_exec *x, int li, int j, lrc_err *err)
     }
     const float one = 1.f, zero = 0.f;
     blas_shape b = blas_shape_of(x->gemm[li][j].op, M, N, K);
-    int r;
+    int r = 0;
     const int rb = x->gemm[li][j].c >= 0 ? l->args[x->gemm[li][j].c] : -1;
-    const lrc_lt_gemm *g = &x->lt_gemm[li];
+    lrc_lt_gemm *g = &x->lt_gemm[li];
     if (rb >= 0 && !g->in_place) { /* D = product + residual, in cuBLASLt's epilogue */
         r = x->api.lt_matmul(x->lt, g->desc, &one, (void *)x->ptr[bb], g->layout[0], (void *)x->ptr[ab], g->layout[1], &one,
                              (void *)x->ptr[rb], g->layout[2], (void *)C, g->layout[2], g->algo.algo, (void *)x->lt_workspace,
                              LRC_LT_WORKSPACE, NULL);
-    } else {
+        /* refused before it ran (an algorithm the heuristic offered for
+         * layouts it then rejects): this GEMM goes through cublasGemmEx
+         * from now on; an error of the device itself stays an error */
+        if (r == BLAS_NOT_SUPPORTED || r == BLAS_INVALID_VALUE) g->in_place = true, r = 0;
+    }
+    if (rb < 0 || g->in_place) {
         r = rb >= 0 && x->ptr[rb] != C ? x->api.dtod(C, x->ptr[rb], (size_t)(M * N) * lrc_cuda_elem_bytes(x->storage[rb])) : 0;
         if (!r)
             r = x->api.gemm_ex(x->blas, b.ta, b.tb, (int)N, (int)M, (int)K, &one, (void *)x->ptr[bb], type, b.lda, (void *)x->ptr[ab],

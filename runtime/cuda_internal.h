@@ -40,7 +40,7 @@ typedef struct {
     int (*gemm_ex)(void *, int, int, int, int, int, const void *, const void *, int, int, const void *, int, int, const void *,
                    void *, int, int, int, int);
     /* cuBLASLt */
-    void *ltlib;
+    bool has_lt; /* cuBLAS's cuBLASLt has every symbol used */
     int (*lt_create)(void **);
     int (*lt_destroy)(void *);
     int (*lt_desc_create)(void **, int, int);
@@ -129,5 +129,8 @@ int lrc_cuda_fail(const lrc_cuda_exec *x, int r, const char *what, lrc_err *err)
 /* host f32 (or i32) data into buffer i in its device storage, and back as f32 */
 int lrc_cuda_upload(lrc_cuda_exec *x, int i, const void *data, int64_t count, lrc_err *err);
 int lrc_cuda_download(lrc_cuda_exec *x, int i, float *out, int64_t count, lrc_err *err);
+/* Frees cuBLASLt's workspace for memory the model needs, its residual GEMMs
+ * in place through cublasGemmEx from then on; false if there was none. */
+bool lrc_cuda_lt_release(lrc_cuda_exec *x);
 
 #endif

@@ -45,14 +45,16 @@ struct lrc_cuda_optim {
 };
 
 /* bytes of device memory the optimizer owns, a guard region after them under LRC_CUDA_CHECK */
-static int opt_alloc(lrc_cuda_optim *o, size_t bytes, devptr *p, const char *what, lrc_err *err)
+static int opt_alloc(lrc_cuda_optim *o, size_t bytes, devptr *p, const char *what, const char *name, lrc_err *err)
 {
     cuda_api *a = &o->x->api;
     size_t pad = o->x->check ? GUARD : 0;
     int r = a->mem_alloc(p, (bytes ? bytes : 4) + pad);
+    /* the model comes before cuBLASLt's workspace */
+    if (r && lrc_cuda_lt_release(o->x)) r = a->mem_alloc(p, (bytes ? bytes : 4) + pad);
     if (r)
-        return lrc_err_set(err, "cuda: out of device memory for the optimizer's %zu bytes of %s (AdamW keeps 12 bytes a parameter on the device)",
-                           bytes, what);
+        return lrc_err_set(err, "cuda: out of device memory for the optimizer's %zu bytes of %s%s%s%s (AdamW keeps 12 bytes a parameter on the device)",
+                           bytes, what, name ? " of '" : "", name ? name : "", name ? "'" : "");
     o->owned[o->n_owned] = *p;
     o->owned_bytes[o->n_owned++] = bytes ? bytes : 4;
     if (pad && (r = a->memset8(*p + (devptr)(bytes ? bytes : 4), GUARD_BYTE, pad))) return lrc_cuda_fail(o->x, r, "writing a guard region", err);
@@ -100,23 +102,23 @@ int lrc_cuda_optim_new(lrc_cuda_exec *x, lrc_tensor *const *params, lrc_tensor *
         size_t bytes = (size_t)e->n * 4;
         if (x->storage[pb] == ST_BF16) { /* the graph reads bf16, AdamW updates the f32 master */
             e->p16 = x->ptr[pb];
-            if (!(rc = opt_alloc(o, bytes, &e->p, "master weights", err)) && (r = a->htod(e->p, t->data, bytes)))
+            if (!(rc = opt_alloc(o, bytes, &e->p, "master weights", t->name, err)) && (r = a->htod(e->p, t->data, bytes)))
                 rc = lrc_cuda_fail(x, r, "copying the master weights", err);
         } else {
             e->p = x->ptr[pb];
         }
-        if (!rc) rc = opt_alloc(o, bytes, &e->m, "moments", err);
-        if (!rc) rc = opt_alloc(o, bytes, &e->v, "moments", err);
-        if (!rc && o->accum > 1) rc = opt_alloc(o, bytes, &e->acc, "summed gradients", err);
+        if (!rc) rc = opt_alloc(o, bytes, &e->m, "moments", t->name, err);
+        if (!rc) rc = opt_alloc(o, bytes, &e->v, "moments", t->name, err);
+        if (!rc && o->accum > 1) rc = opt_alloc(o, bytes, &e->acc, "summed gradients", t->name, err);
         if (!rc && ((r = a->htod(e->m, m[i]->data, bytes)) || (r = a->htod(e->v, v[i]->data, bytes))))
             rc = lrc_cuda_fail(x, r, "copying the moments", err);
         if (!rc) x->on_device[gb] = true; /* lrc_cuda_exec_run leaves it here */
         o->grad_buf[i] = gb;
     }
     o->sq = lrc_xcalloc((size_t)o->blocks + 1, sizeof *o->sq);
-    if (!rc) rc = opt_alloc(o, (size_t)n * sizeof *o->tab, &o->d_tab, "table", err);
-    if (!rc) rc = opt_alloc(o, sizeof(opt_hp), &o->d_hp, "settings", err);
-    if (!rc) rc = opt_alloc(o, (size_t)o->blocks * sizeof *o->sq, &o->d_sq, "sums", err);
+    if (!rc) rc = opt_alloc(o, (size_t)n * sizeof *o->tab, &o->d_tab, "table", NULL, err);
+    if (!rc) rc = opt_alloc(o, sizeof(opt_hp), &o->d_hp, "settings", NULL, err);
+    if (!rc) rc = opt_alloc(o, (size_t)o->blocks * sizeof *o->sq, &o->d_sq, "sums", NULL, err);
     if (!rc && (r = a->htod(o->d_tab, o->tab, (size_t)n * sizeof *o->tab))) rc = lrc_cuda_fail(x, r, "copying the optimizer's table", err);
     if (rc) {
         lrc_cuda_optim_free(o);

@@ -16,14 +16,6 @@ void *lrc_cuda_open_cublas(void)
     return lib;
 }
 
-void *lrc_cuda_open_cublaslt(void)
-{
-    static const char *names[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"};
-    void *lib = NULL;
-    for (size_t i = 0; i < sizeof names / sizeof *names && !lib; i++) lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    return lib;
-}
-
 int lrc_cuda_probe(lrc_cuda_device *dev, char *why, size_t n)
 {
     memset(dev, 0, sizeof *dev);
@@ -60,11 +52,9 @@ int lrc_cuda_probe(lrc_cuda_device *dev, char *why, size_t n)
         dev->sm = 10 * major + minor;
         dev->memory_bytes = (int64_t)bytes;
         dev->count = c;
-        void *blas = lrc_cuda_open_cublas(), *lt = blas ? lrc_cuda_open_cublaslt() : NULL;
+        void *blas = lrc_cuda_open_cublas();
         if (!blas) snprintf(why, n, "cuBLAS not found (libcublas.so: install the CUDA toolkit's libraries)");
-        else if (!lt) snprintf(why, n, "cuBLASLt not found (libcublasLt.so: install the CUDA toolkit's libraries)");
         else rc = 0;
-        if (lt) dlclose(lt);
         if (blas) dlclose(blas);
     } else {
         snprintf(why, n, "cannot query CUDA device 0");

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { STATUS_OK = 0, STATUS_INVALID_VALUE = 7, STATUS_EXECUTION_FAILED = 13 };
+enum { STATUS_OK = 0, STATUS_INVALID_VALUE = 7, STATUS_EXECUTION_FAILED = 13, STATUS_NOT_SUPPORTED = 15 };
 enum { OP_N = 0, OP_T = 1, R_32F = 0, R_16BF = 14, COMPUTE_32F = 68 };
 
 static int handle_token;
@@ -83,7 +83,7 @@ int cublasGemmEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha
 /* ---- cuBLASLt: cublasLtMatmul with its descriptors (no epilogue other
  * than beta C, the one the executor asks for) ---------------------------- */
 
-enum { LT_DESC_TRANSA = 3, LT_DESC_TRANSB = 4, LT_PREF_MAX_WORKSPACE = 1 };
+enum { LT_DESC_TRANSA = 3, LT_DESC_TRANSB = 4, LT_PREF_MAX_WORKSPACE = 1, LT_PREF_MIN_ALIGNMENT_A = 5, LT_PREF_MIN_ALIGNMENT_D = 8 };
 typedef struct {
     int compute, scale, ta, tb;
 } lt_desc;
@@ -127,13 +127,25 @@ int cublasLtMatrixLayoutCreate(void **out, int type, uint64_t rows, uint64_t col
 }
 int cublasLtMatrixLayoutDestroy(void *l) { free(l); return STATUS_OK; }
 
-static int pref_token;
-int cublasLtMatmulPreferenceCreate(void **p) { *p = &pref_token; return STATUS_OK; }
-int cublasLtMatmulPreferenceDestroy(void *p) { return p == &pref_token ? STATUS_OK : STATUS_INVALID_VALUE; }
+/* a preference: the least alignment of A, B, C and D the caller promises,
+ * 256 bytes each unless set, as in cuBLASLt */
+typedef struct {
+    uint32_t align[4];
+} lt_pref;
+int cublasLtMatmulPreferenceCreate(void **p)
+{
+    lt_pref *q = malloc(sizeof *q);
+    *q = (lt_pref){{256, 256, 256, 256}};
+    *p = q;
+    return STATUS_OK;
+}
+int cublasLtMatmulPreferenceDestroy(void *p) { free(p); return STATUS_OK; }
 int cublasLtMatmulPreferenceSetAttribute(void *p, int attr, const void *buf, size_t size)
 {
-    (void)buf;
-    return p == &pref_token && attr == LT_PREF_MAX_WORKSPACE && size == 8 ? STATUS_OK : STATUS_INVALID_VALUE;
+    if (attr == LT_PREF_MAX_WORKSPACE) return size == 8 ? STATUS_OK : STATUS_INVALID_VALUE;
+    if (attr < LT_PREF_MIN_ALIGNMENT_A || attr > LT_PREF_MIN_ALIGNMENT_D || size != 4) return STATUS_INVALID_VALUE;
+    memcpy(&((lt_pref *)p)->align[attr - LT_PREF_MIN_ALIGNMENT_A], buf, 4);
+    return STATUS_OK;
 }
 
 /* m of D = op(A) op(B) + C as the layouts give it (and *n, *k), or -1 when they disagree */
@@ -152,23 +164,40 @@ int cublasLtMatmulAlgoGetHeuristic(void *h, void *desc, void *A, void *B, void *
                                    int *count)
 {
     long n, k;
-    if (h != &lt_token || pref != &pref_token || want < 1 || lt_dims(desc, A, B, C, D, &n, &k) < 0) return STATUS_INVALID_VALUE;
-    /* cublasLtMatmulHeuristicResult_t: the algorithm (64 bytes), workspace size, state, waves, reserved */
+    if (h != &lt_token || !pref || want < 1 || lt_dims(desc, A, B, C, D, &n, &k) < 0) return STATUS_INVALID_VALUE;
+    /* cublasLtMatmulHeuristicResult_t: the algorithm (64 bytes), workspace size, state, waves, reserved;
+     * the algorithm remembers the alignments it was chosen for, as a real one needs them */
     memset(results, 0, 96);
+    memcpy(results, ((const lt_pref *)pref)->align, sizeof ((lt_pref *)pref)->align);
     /* LRC_CUEMU_LT_NONE=1: no algorithm for any layout, as cuBLASLt says for some */
     const char *none = getenv("LRC_CUEMU_LT_NONE");
     *count = none && *none == '1' ? 0 : 1;
-    return *count ? STATUS_OK : 15; /* CUBLAS_STATUS_NOT_SUPPORTED */
+    return *count ? STATUS_OK : STATUS_NOT_SUPPORTED;
 }
 
 int cublasLtMatmul(void *h, void *desc, const void *alpha, const void *A, void *Ad, const void *B, void *Bd, const void *beta,
                    const void *C, void *Cd, void *D, void *Dd, const void *algo, void *ws, size_t ws_bytes, void *stream)
 {
-    (void)algo, (void)ws, (void)ws_bytes;
+    (void)ws, (void)ws_bytes;
     const lt_desc *d = desc;
     const lt_layout *a = Ad, *b = Bd, *c = Cd, *dd = Dd;
     long n, k, m = lt_dims(d, a, b, c, dd, &n, &k);
     if (h != &lt_token || stream || m < 0 || a->type != b->type) return STATUS_INVALID_VALUE;
+    /* LRC_CUEMU_LT_REFUSE=1: every matmul refused before it runs, as cuBLASLt
+     * may refuse an algorithm its heuristic offered */
+    const char *refuse = getenv("LRC_CUEMU_LT_REFUSE");
+    if (refuse && *refuse == '1') return STATUS_NOT_SUPPORTED;
+    /* an operand less aligned than the algorithm was chosen for: on a GPU a
+     * misaligned-address fault, here the failure of the launch */
+    uint32_t align[4];
+    memcpy(align, algo, sizeof align);
+    const void *ptrs[4] = {A, B, C, D};
+    for (int i = 0; i < 4; i++)
+        if ((uintptr_t)ptrs[i] % align[i]) {
+            fprintf(stderr, "cuemu: cublasLtMatmul: operand %c at %p is not %u-byte aligned, as the algorithm's preference promised\n",
+                    "ABCD"[i], ptrs[i], align[i]);
+            return STATUS_EXECUTION_FAILED;
+        }
     trace("ltmatmul", d->ta, d->tb, m, n, k, A, B, C, a->type, b->type, c->type);
     gemm(d->ta, d->tb, m, n, k, *(const float *)alpha, A, a->type, (long)a->ld, B, b->type, (long)b->ld, *(const float *)beta, C,
          c->type, (long)c->ld, D, dd->type, (long)dd->ld);

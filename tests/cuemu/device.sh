@@ -59,6 +59,20 @@ grep -q '"c_arg"' "$out/pkg/package.json" &&
   LRC_CUEMU_LT_NONE=1 "$lrc" forward "$out/pkg" --input "$out/in.st" -o "$out/nolt.st" >/dev/null &&
   cmp "$out/sm90.st" "$out/nolt.st" && echo "ok: residual GEMMs without a cuBLASLt algorithm (cublasGemmEx in place), the same logits" ||
   { echo "FAIL: the residual GEMMs without cuBLASLt"; failed=1; }
+# without LRC_CUDA_CHECK the tensors share the arena at 64-byte offsets
+# (three bf16 rows of 64 put the residuals at 64 and 128): cuBLASLt's
+# algorithms must be chosen for that alignment (the emulator fails a matmul
+# whose operands are less aligned than its preference said)
+py make "$out/in3.st" '{"tokens": ["I32", [1, 3], [5, 9, 200]]}'
+"$lrc" compile "$model" --preset tiny --target cuda --arch sm_90 --weights "$out/w.st" --batch 1 --seq 3 -o "$out/pkg3" >/dev/null &&
+  LRC_CUDA_CHECK=0 "$lrc" forward "$out/pkg3" --input "$out/in3.st" -o "$out/arena.st" >/dev/null &&
+  "$lrc" forward "$out/pkg3" --input "$out/in3.st" -o "$out/alone.st" >/dev/null &&
+  cmp "$out/alone.st" "$out/arena.st" && echo "ok: residual GEMMs in the arena (64-byte alignment), the same logits as every buffer alone" ||
+  { echo "FAIL: the residual GEMMs in the arena"; failed=1; }
+# cuBLASLt refusing a matmul its heuristic offered: cublasGemmEx in place, the same
+LRC_CUEMU_LT_REFUSE=1 "$lrc" forward "$out/pkg" --input "$out/in.st" -o "$out/refused.st" >/dev/null &&
+  cmp "$out/sm90.st" "$out/refused.st" && echo "ok: residual GEMMs cuBLASLt refuses at run time (cublasGemmEx in place), the same logits" ||
+  { echo "FAIL: the residual GEMMs cuBLASLt refuses"; failed=1; }
 # room for the model but not for cuBLASLt's 32 MiB workspace: the same
 LRC_CUEMU_MEMORY=$((16 << 20)) "$lrc" forward "$out/pkg" --input "$out/in.st" -o "$out/nows.st" >/dev/null &&
   cmp "$out/sm90.st" "$out/nows.st" && echo "ok: no room for cuBLASLt's workspace (cublasGemmEx in place), the same logits" ||
@@ -115,10 +129,18 @@ for norm in pre layerrope; do
 done
 
 for t in cuda cpu; do
-  "$lrc" train "$model" --preset tiny --set norm=layerrope --steps 20 --lr 3e-3 --batch 4 --seq 32 --eval-every 10 \
+  LRC_CUEMU_PEAK="$out/peak" "$lrc" train "$model" --preset tiny --set norm=layerrope --steps 20 --lr 3e-3 --batch 4 --seq 32 --eval-every 10 \
     --data "$out/text.txt" --target $t -o "$out/run_$t" >/dev/null 2>"$out/train_$t.err" ||
     { echo "FAIL: lrc train --target $t: $(tail -1 "$out/train_$t.err")"; failed=1; }
 done
+# a byte less device memory than that run held at most: the optimizer's
+# moments take the place of cuBLASLt's workspace (the model comes first),
+# and the run ends with the same checkpoint
+LRC_CUEMU_MEMORY=$(($(cat "$out/peak") - 1)) "$lrc" train "$model" --preset tiny --set norm=layerrope --steps 20 --lr 3e-3 \
+  --batch 4 --seq 32 --eval-every 10 --data "$out/text.txt" --target cuda -o "$out/run_tight" >/dev/null 2>"$out/train_tight.err" &&
+  cmp -s "$out/run_cuda/checkpoint.safetensors" "$out/run_tight/checkpoint.safetensors" &&
+  echo "ok: training in a byte less memory than it held ($(cat "$out/peak") bytes): cuBLASLt's workspace given up, the same checkpoint" ||
+  { echo "FAIL: training with cuBLASLt's workspace given up: $(tail -1 "$out/train_tight.err")"; failed=1; }
 # AdamW on the device: its weights and moments come back for the
 # checkpoint, and go up again with --resume, bit for bit
 "$lrc" train "$model" --preset tiny --set norm=layerrope --steps 20 --lr 3e-3 --batch 4 --seq 32 --eval-every 10 \

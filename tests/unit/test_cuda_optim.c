@@ -124,7 +124,9 @@ static lrc_tensor **host_grads(setup *s)
     TRY(lrc_cuda_exec_run(s->x, &s->in, &s->outs, &err));
     lrc_tensor **g = lrc_xcalloc((size_t)s->n + 1, sizeof *g);
     for (int i = 0; i < s->n; i++) g[i] = lrc_tensor_set_find(&s->outs, s->items[i]->name);
-    return copies(g, s->n, &err);
+    lrc_tensor **c = copies(g, s->n, &err);
+    free(g); /* the run's outputs themselves stay in s->outs */
+    return c;
 }
 
 static float loss_of(setup *s)
