@@ -41,6 +41,7 @@ typedef struct {
     lrc_pool *pool;
     lrc_param_spans *spans;
     const lrc_adamw_cfg *adam;
+    bool host_current; /* cuda: the host's weights and moments are this step's */
 } step_engine;
 
 static int engine_run(step_engine *s, const lrc_tensor_set *in, lrc_tensor_set *outs, lrc_err *err)
@@ -78,14 +79,22 @@ static int engine_grads(step_engine *s, const lrc_tensor_set *outs, int64_t step
 /* AdamW; on the CPU the packing kernels then run again on the new weights */
 static int engine_update(step_engine *s, int64_t step, double lr, double gn, lrc_err *err)
 {
+    s->host_current = false;
     if (s->opt) return lrc_cuda_optim_step(s->opt, step, lr, gn, err);
     lrc_adamw_step(s->adam, s->pool, s->spans, step, lr, gn, s->items, s->pg, s->pm, s->pv);
     lrc_exec_params_changed(s->x);
     return LRC_OK;
 }
 
-/* The host's weights and moments current (a checkpoint, an evaluation on the CPU) */
-static int engine_to_host(step_engine *s, lrc_err *err) { return s->opt ? lrc_cuda_optim_download(s->opt, err) : LRC_OK; }
+/* The host's weights and moments current (a checkpoint, an evaluation on
+ * the CPU), read back once a step however many want them */
+static int engine_to_host(step_engine *s, lrc_err *err)
+{
+    if (!s->opt || s->host_current) return LRC_OK;
+    int rc = lrc_cuda_optim_download(s->opt, err);
+    s->host_current = rc == LRC_OK;
+    return rc;
+}
 
 /* The training graph for GPU 0's architecture through NVRTC, on the device. */
 static int open_cuda(lrc_graph *g, lrc_compiled *c, lrc_cuda_exec **cx, lrc_err *err)
@@ -356,7 +365,7 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
     int64_t stop = ta->stop_after > 0 && ta->stop_after < ta->steps ? ta->stop_after : ta->steps;
     double t0 = lrc_now_s(), tstep = t0;
     pg = lrc_xcalloc((size_t)view.n + 1, sizeof *pg);
-    eng = (step_engine){x, eng.cx, NULL, &ck, view.items, pg, pm, pv, NULL, view.n, ta->accum, pool, NULL, &adam};
+    eng = (step_engine){x, eng.cx, NULL, &ck, view.items, pg, pm, pv, NULL, view.n, ta->accum, pool, NULL, &adam, false};
     if (!rc && cuda) rc = lrc_cuda_optim_new(eng.cx, view.items, pm, pv, view.n, &adam, ta->accum, &eng.opt, err);
     /* --accum K on the CPU: the gradients of K micro-batches summed here, then averaged */
     eng.acc = !cuda && ta->accum > 1 ? lrc_xcalloc((size_t)view.n + 1, sizeof *eng.acc) : NULL;
