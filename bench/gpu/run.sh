@@ -27,7 +27,15 @@
 # that bench/gpu/pack.sh makes here, else build/lrc)
 # with the libraries in its lib/ folder, and python3 with torch for the
 # PyTorch side. Exit status 1 when a check fails.
+#
+# bench/gpu/run.sh [parity] [train] [speed]: only those sections (2-4,
+# 5, 6), after step 1; none named: all of them, in that order.
 set -u
+sections=" ${*:-parity train speed} "
+for s in $sections; do
+  case $s in parity | train | speed) ;; *) echo "run.sh: unknown section '$s' (parity, train or speed)" >&2; exit 2 ;; esac
+done
+want() { [[ $sections == *" $1 "* ]]; }
 cd "$(dirname "$0")/../.."
 [ -f gpu-carry.tar.xz ] && [ ! -x gpu-carry/lrc ] && tar -xJf gpu-carry.tar.xz
 LRC=${LRC:-gpu-carry/lrc}
@@ -65,6 +73,7 @@ open(sys.argv[3], "wb").write(struct.pack("<Q", len(h)) + h + struct.pack("<%di"
 PY
 }
 
+if want parity; then
 step "logits of every placement against ref (small, B=2, T=64)"
 tokens 2 64 "$out/in.st"
 for norm in pre post peri lns deepnet layerrope layerrope_peri; do
@@ -134,7 +143,9 @@ for norm in pre layerrope; do
   printf '%-16s bf16 ' "$norm"
   "$COMPARE" "$out/ggpu.st" "$out/gref.st" '*' 5e-2 1e-2 || failed=1
 done
+fi
 
+if want train; then
 step "lrc train --target cuda: 30 steps of small against the same run on the cpu"
 printf 'In the beginning God created the heaven and the earth. %.0s' $(seq 1 400) >"$out/text.txt"
 for t in cuda cpu; do
@@ -154,8 +165,12 @@ rel = abs(rows["cuda"][-1]["val_loss"] - rows["cpu"][-1]["val_loss"]) / rows["cp
 print("validation loss, cuda against cpu: %.2e relative (bf16 storage; 5e-2 allowed)" % rel)
 sys.exit(0 if rel < 5e-2 and rows["cuda"][-1]["train_loss"] < rows["cuda"][0]["train_loss"] else 1)
 PY
+else
+  echo "FAIL train: a run left no metrics.jsonl"; failed=1
+fi
 fi
 
+if want speed; then
 step "forward speed at B=8, T=256: lrc cuda package, torch eager, torch.compile"
 tokens 8 256 "$out/in8.st"
 table=""
@@ -172,12 +187,14 @@ for preset in 130m 1b; do
   "$COMPARE" "$out/o.st" "$out/t.st" logits 5e-2 || echo "note: lrc and torch logits differ by more than 5e-2 at $preset"
   eager=$(echo "$torch_out" | sed -n 's/^torch-eager: median \([0-9.]*\) ms.*/\1/p')
   comp=$(echo "$torch_out" | sed -n 's/^torch-compile: median \([0-9.]*\) ms.*/\1/p')
+  [ -n "$lrc_ms" ] && [ -n "$eager" ] && [ -n "$comp" ] || { echo "FAIL $preset: a side printed no time"; failed=1; }
   table+=$(awk -v p=$preset -v l="${lrc_ms:-0}" -v e="${eager:-0}" -v c="${comp:-0}" 'BEGIN {
     printf "%-6s lrc %8.3f ms   eager %8.3f ms (%.2fx)   compile %8.3f ms (%.2fx)\n", p, l, e, (l > 0 ? e / l : 0), c, (l > 0 ? c / l : 0) }')$'\n'
 done
 
 step "lrc profile of the 1b package (CUDA events; ceilings measured on this GPU)"
-"$LRC" profile "$out/pkg_1b" --input "$out/in8.st" --repeat 10 -o "$out/trace_1b.json" | head -40 || failed=1
+"$LRC" profile "$out/pkg_1b" --input "$out/in8.st" --repeat 10 -o "$out/trace_1b.json" >"$out/profile_1b.txt" || failed=1
+head -80 "$out/profile_1b.txt"
 
 step "training step without the optimizer (forward, loss, backward), 130m, B=8, T=256"
 lrc_out=$("$LRC" backward $MODEL --preset 130m --weights "$out/w_130m.st" --input "$out/in8.st" -o "$out/g130.st" --target cuda \
@@ -188,10 +205,14 @@ torch_out=$("$PY" bench/gpu/torch_forward.py --preset 130m --batch 8 --seq 256 -
 echo "$torch_out"
 eager=$(echo "$torch_out" | sed -n 's/^torch-eager: median \([0-9.]*\) ms.*/\1/p')
 comp=$(echo "$torch_out" | sed -n 's/^torch-compile: median \([0-9.]*\) ms.*/\1/p')
+[ -n "$lrc_ms" ] && [ -n "$eager" ] && [ -n "$comp" ] || { echo "FAIL 130m train step: a side printed no time"; failed=1; }
 table+=$(awk -v l="${lrc_ms:-0}" -v e="${eager:-0}" -v c="${comp:-0}" 'BEGIN {
   printf "130m train step: lrc %8.3f ms   eager %8.3f ms (%.2fx)   compile %8.3f ms (%.2fx)\n", l, e, (l > 0 ? e / l : 0), c, (l > 0 ? c / l : 0) }')$'\n'
+fi
 
-step "summary (ratios: torch time / lrc time, above 1 means lrc is faster)"
-printf '%s' "$table"
+if want speed; then
+  step "summary (ratios: torch time / lrc time, above 1 means lrc is faster)"
+  printf '%s' "$table"
+fi
 echo "total $((SECONDS - start)) s; $( [ $failed = 0 ] && echo 'all checks passed' || echo 'SOME CHECKS FAILED')"
 exit $failed
