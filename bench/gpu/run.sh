@@ -2,7 +2,8 @@
 # bench/gpu/run.sh — the device check, on a machine with an NVIDIA GPU, in
 # one go (under 8 minutes):
 #   1. which targets lrc sees (lrc devices);
-#   2. every op fixture alone (test_cuda_ops: guard regions, 1e-5); AdamW's
+#   2. attention on the tensor cores against ref (tests/cuemu/attention.sh);
+#      every op fixture alone (test_cuda_ops: guard regions, 1e-5); AdamW's
 #      kernels against the host's AdamW (test_cuda_optim); every
 #      PyTorch fixture at f32 storage (tests/cuemu/case.sh, as CI runs
 #      it on the emulator) with LRC_CUDA_CHECK's guard region after every
@@ -89,6 +90,10 @@ for norm in pre post peri lns deepnet layerrope layerrope_peri; do
   cmp -s "$out/gpu1.st" "$out/gpu2.st" && echo "                 two runs bit-identical" ||
     { echo "FAIL $norm: two runs differ"; failed=1; }
 done
+
+step "attention on the tensor cores (mma.sync, bf16) against ref: causal at head dimensions 16-128, full (ViT)"
+tests/cuemu/attention.sh "$LRC" $MODEL models/vit.lua "$COMPARE" ||
+  { echo "FAIL: tensor-core attention (LRC_CUDA_TC_ATTENTION=0 when compiling keeps the f32 kernel)"; failed=1; }
 
 step "every op fixture as a one-op graph on the GPU, guard regions after every buffer, 1e-5"
 "$OPS" tests/fixtures/ops/*.safetensors || failed=1

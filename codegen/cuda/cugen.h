@@ -60,6 +60,10 @@ bool cu_render_opaque(cu_gen *c, const lrc_node *n);
  * false for any other op. Shared by fused members and lone broadcasts. */
 bool cu_elementwise_expr(const lrc_node *n, const char *x0, const char *x1, char *buf, size_t len);
 void cu_render_attention(cu_gen *c);
+/* Attention on the tensor cores (render_attention_tc.c) where storage is
+ * bf16 and the head dimension a multiple of 16 up to 128; false elsewhere
+ * (and with LRC_CUDA_TC_ATTENTION=0). */
+bool cu_render_attention_tc(cu_gen *c);
 void cu_render_kv_attention(cu_gen *c);
 bool cu_render_attention_grad(cu_gen *c, const lrc_node *n);
 

@@ -38,6 +38,7 @@ static void emit_row(cu_gen *c, const char *dst, int src, const lrc_node *rope, 
 
 void cu_render_attention(cu_gen *c)
 {
+    if (cu_render_attention_tc(c)) return; /* bf16 storage: the tensor cores */
     const lrc_node *a = &c->g->nodes[c->gr->anchor], *rq, *rk;
     int64_t B = a->shape.dim[0], T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3], half = D / 2;
     int q = source_of(c, a->in[0], &rq), k = source_of(c, a->in[1], &rk);

@@ -48,6 +48,20 @@ template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_
     return r;
 }
 
+/* the value of lane src (of the caller's warp) */
+template <class T> static inline T __shfl_sync(unsigned mask, T v, int src)
+{
+    static_assert(sizeof(T) <= 8, "a shuffle moves at most 8 bytes");
+    (void)mask;
+    const unsigned me = cuemu_tid(), other = (me & ~31u) | ((unsigned)src & 31u);
+    memcpy(&cuemu_lane_slot[me], &v, sizeof v);
+    cuemu_barrier(1);
+    T r = v;
+    if (other < 1024) memcpy(&r, &cuemu_lane_slot[other], sizeof r);
+    cuemu_barrier(1);
+    return r;
+}
+
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }

@@ -1,0 +1,133 @@
+/* render_attention_tc.c — causal (or full) attention on the tensor cores,
+ * for bf16 storage: the flash-attention forward of render_attention.c with
+ * both products as mma.sync m16n8k16 (bf16 in, f32 accumulate). A block is
+ * four warps and 64 query rows of one (batch, head); each warp owns 16 rows.
+ * Per tile of 32 keys, K (rotated by RoPE when the group holds it) and V^T
+ * pass through shared memory as bf16; S = Q K^T stays in the accumulator
+ * registers, whose layout is the A operand's, so P = exp(S - m) feeds P V
+ * without touching memory; the running max and sum live with the rows they
+ * belong to (four lanes a row, combined by shuffles). Q is scaled and
+ * rotated in f32 and rounded once to bf16, as P is: the rounding a bf16
+ * attention has anyway, well inside the 2e-2 of bf16 storage. f32 storage
+ * keeps the f32 kernel (its 1e-5 needs f32 products). */
+#include "cugen.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define BQ 64 /* query rows a block: 4 warps x 16 */
+#define BK 32 /* keys a tile */
+
+/* The source of q or k and the RoPE node the group applies to it, if any. */
+static int tc_source(cu_gen *c, int id, const lrc_node **rope)
+{
+    const lrc_node *n = &c->g->nodes[id];
+    *rope = c->member[id] && n->op == LRC_OP_ROPE ? n : NULL;
+    return *rope ? n->in[0] : id;
+}
+
+/* `dst = element i of the row at `off`, rotated to position `pos`` */
+static void emit_element(cu_gen *c, const char *indent, const char *dst, int src, const lrc_node *rope, int64_t D,
+                         const char *off, const char *pos, double scale)
+{
+    char a[16], tab[64];
+    cu_arg(c, src, a, sizeof a);
+    if (!rope) {
+        cu_printf(c->t, "%s%s = ld(%s, %s + i) * %.9ef;\n", indent, dst, a, off, scale);
+        return;
+    }
+    const long long half = (long long)(D / 2);
+    cu_rope_table(c, D, rope->fattr[0], tab, sizeof tab);
+    cu_printf(c->t, "%s{\n%s    float s, co;\n%s    sincosf((float)(%s) * %s[i %% %lld], &s, &co);\n", indent, indent, indent, pos, tab,
+              half);
+    cu_printf(c->t, "%s    %s = (i < %lld ? ld(%s, %s + i) * co - ld(%s, %s + i + %lld) * s\n", indent, dst, half, a, off, a, off, half);
+    cu_printf(c->t, "%s          : ld(%s, %s + i) * co + ld(%s, %s + i - %lld) * s) * %.9ef;\n%s}\n", indent, a, off, a, off, half, scale,
+              indent);
+}
+
+bool cu_render_attention_tc(cu_gen *c)
+{
+    const lrc_node *a = &c->g->nodes[c->gr->anchor], *rq, *rk;
+    const int64_t B = a->shape.dim[0], T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3];
+    const int q = tc_source(c, a->in[0], &rq), k = tc_source(c, a->in[1], &rk), v = a->in[2];
+    const char *off_switch = getenv("LRC_CUDA_TC_ATTENTION");
+    if ((off_switch && !strcmp(off_switch, "0")) || D % 16 || D > 128 || cu_storage(c, q) != LRC_CUDA_BF16 ||
+        cu_storage(c, k) != LRC_CUDA_BF16 || cu_storage(c, v) != LRC_CUDA_BF16 || cu_storage(c, c->gr->anchor) != LRC_CUDA_BF16)
+        return false;
+    const bool causal = a->iattr[0] != 0;
+    const long long TT = (long long)T, HH = (long long)H, DD = (long long)D;
+    char va[16], o[16];
+    cu_arg(c, v, va, sizeof va);
+    cu_arg(c, c->gr->anchor, o, sizeof o);
+    cu_kernel_begin(c, 4 * 32);
+    /* 8 bf16 of padding a row: consecutive rows start 16 bytes apart in the banks */
+    cu_printf(c->t, "    __shared__ bf16 Ks[%d][%lld], Vt[%lld][%d];\n", BK, DD + 8, DD, BK + 8);
+    cu_printf(c->t, "    const long b = blockIdx.y / %lld, h = blockIdx.y %% %lld;\n", HH, HH);
+    cu_printf(c->t, "    const int lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;\n");
+    cu_printf(c->t, "    const long r0 = (long)blockIdx.x * %d + (threadIdx.x >> 5) * 16 + g, r1 = r0 + 8;\n", BQ);
+    /* Q as A fragments: register r holds row r0 (r even) or r1, columns 2 tq (+ 8 for r >= 2) and the next */
+    cu_printf(c->t, "    unsigned qa[%lld][4];\n#pragma unroll\n    for (int kk = 0; kk < %lld; kk++)\n#pragma unroll\n        for (int r = 0; r < 4; r++) {\n", DD / 16,
+              DD / 16);
+    cu_printf(c->t, "            const long row = (r & 1) ? r1 : r0, off = ((b * %lldL + row) * %lld + h) * %lld;\n", TT, HH, DD);
+    cu_printf(c->t, "            float x[2] = {0.f, 0.f};\n            if (row < %lldL)\n", TT);
+    cu_printf(c->t, "#pragma unroll\n                for (int e = 0; e < 2; e++) {\n                    const int i = kk * 16 + 2 * tq + (r >= 2 ? 8 : 0) + e;\n");
+    emit_element(c, "                    ", "x[e]", q, rq, D, "off", "row", a->fattr[0]);
+    cu_printf(c->t, "                }\n            qa[kk][r] = pack_bf16(x[0], x[1]);\n        }\n");
+    cu_printf(c->t, "    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f, oacc[%lld][4];\n", DD / 8);
+    cu_printf(c->t, "#pragma unroll\n    for (int n = 0; n < %lld; n++) oacc[n][0] = oacc[n][1] = oacc[n][2] = oacc[n][3] = 0.f;\n", DD / 8);
+    if (causal) cu_printf(c->t, "    const long last = min(%lldL, (long)blockIdx.x * %d + %d);\n", TT - 1, BQ, BQ - 1);
+    else cu_printf(c->t, "    const long last = %lldL;\n", TT - 1);
+    cu_printf(c->t, "    for (long j0 = 0; j0 <= last; j0 += %d) {\n        __syncthreads(); /* the last tile is spent */\n", BK);
+    cu_printf(c->t, "        for (int idx = threadIdx.x; idx < %lld; idx += %d) {\n", (long long)BK * DD, 4 * 32);
+    cu_printf(c->t, "            const int jj = idx / %lld, i = idx %% %lld;\n            const long j = j0 + jj;\n", DD, DD);
+    cu_printf(c->t, "            float kv = 0.f, vv = 0.f;\n            if (j < %lldL) {\n", TT);
+    cu_printf(c->t, "                const long off = ((b * %lldL + j) * %lld + h) * %lld;\n", TT, HH, DD);
+    emit_element(c, "                ", "kv", k, rk, D, "off", "j", 1.0);
+    cu_printf(c->t, "                vv = ld(%s, off + i);\n            }\n", va);
+    cu_printf(c->t, "            Ks[jj][i] = to_bf16(kv);\n            Vt[i][jj] = to_bf16(vv);\n        }\n        __syncthreads();\n");
+    /* S = Q K^T: B operand (k = d, n = key) is a row of Ks, two bf16 in a register */
+    cu_printf(c->t, "        float s[%d][4];\n#pragma unroll\n        for (int n = 0; n < %d; n++) {\n", BK / 8, BK / 8);
+    cu_printf(c->t, "            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;\n");
+    cu_printf(c->t, "#pragma unroll\n            for (int kk = 0; kk < %lld; kk++) {\n", DD / 16);
+    cu_printf(c->t, "                const unsigned bk[2] = {*(const unsigned *)&Ks[n * 8 + g][kk * 16 + 2 * tq],\n");
+    cu_printf(c->t, "                                        *(const unsigned *)&Ks[n * 8 + g][kk * 16 + 2 * tq + 8]};\n");
+    cu_printf(c->t, "                mma_bf16(s[n], qa[kk], bk);\n            }\n        }\n");
+    /* masks, then each row's max over its four lanes */
+    cu_printf(c->t, "        float mx0 = m0, mx1 = m1;\n#pragma unroll\n        for (int n = 0; n < %d; n++)\n#pragma unroll\n            for (int e = 0; e < 2; e++) {\n",
+              BK / 8);
+    cu_printf(c->t, "                const long key = j0 + n * 8 + 2 * tq + e;\n");
+    cu_printf(c->t, "                if (key >= %lldL%s) s[n][e] = -INFINITY;\n", TT, causal ? " || key > r0" : "");
+    cu_printf(c->t, "                if (key >= %lldL%s) s[n][2 + e] = -INFINITY;\n", TT, causal ? " || key > r1" : "");
+    cu_printf(c->t, "                mx0 = fmaxf(mx0, s[n][e]);\n                mx1 = fmaxf(mx1, s[n][2 + e]);\n            }\n");
+    cu_printf(c->t, "#pragma unroll\n        for (int o = 1; o < 4; o <<= 1) {\n            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));\n");
+    cu_printf(c->t, "            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));\n        }\n");
+    /* a row with no key yet (max still -inf) keeps its zeros */
+    cu_printf(c->t, "        const float c0 = mx0 == -INFINITY ? 1.f : __expf(m0 - mx0), c1 = mx1 == -INFINITY ? 1.f : __expf(m1 - mx1);\n");
+    cu_printf(c->t, "        m0 = mx0, m1 = mx1, l0 *= c0, l1 *= c1;\n");
+    cu_printf(c->t, "#pragma unroll\n        for (int n = 0; n < %lld; n++) oacc[n][0] *= c0, oacc[n][1] *= c0, oacc[n][2] *= c1, oacc[n][3] *= c1;\n",
+              DD / 8);
+    /* P in bf16, summed as rounded so that the weights P V uses sum to l */
+    cu_printf(c->t, "        unsigned pa[%d][4];\n#pragma unroll\n        for (int n = 0; n < %d; n++) {\n", BK / 16, BK / 8);
+    cu_printf(c->t, "            float p[4];\n#pragma unroll\n            for (int e = 0; e < 4; e++)\n");
+    cu_printf(c->t, "                p[e] = s[n][e] == -INFINITY ? 0.f : bf16_round(__expf(s[n][e] - (e < 2 ? m0 : m1)));\n");
+    cu_printf(c->t, "            l0 += p[0] + p[1], l1 += p[2] + p[3];\n");
+    cu_printf(c->t, "            pa[n >> 1][(n & 1) * 2] = pack_bf16(p[0], p[1]);\n");
+    cu_printf(c->t, "            pa[n >> 1][(n & 1) * 2 + 1] = pack_bf16(p[2], p[3]);\n        }\n");
+    /* O += P V: B operand (k = key, n = d) is a row of V^T */
+    cu_printf(c->t, "#pragma unroll\n        for (int n = 0; n < %lld; n++)\n#pragma unroll\n            for (int kk = 0; kk < %d; kk++) {\n", DD / 8, BK / 16);
+    cu_printf(c->t, "                const unsigned bv[2] = {*(const unsigned *)&Vt[n * 8 + g][kk * 16 + 2 * tq],\n");
+    cu_printf(c->t, "                                        *(const unsigned *)&Vt[n * 8 + g][kk * 16 + 2 * tq + 8]};\n");
+    cu_printf(c->t, "                mma_bf16(oacc[n], pa[kk], bv);\n            }\n    }\n");
+    cu_printf(c->t, "#pragma unroll\n    for (int o = 1; o < 4; o <<= 1) {\n        l0 += __shfl_xor_sync(0xffffffffu, l0, o);\n");
+    cu_printf(c->t, "        l1 += __shfl_xor_sync(0xffffffffu, l1, o);\n    }\n");
+    cu_printf(c->t, "#pragma unroll\n    for (int n = 0; n < %lld; n++)\n#pragma unroll\n        for (int e = 0; e < 2; e++) {\n", DD / 8);
+    cu_printf(c->t, "            const int i = n * 8 + 2 * tq + e;\n");
+    cu_printf(c->t, "            if (r0 < %lldL) st(%s, ((b * %lldL + r0) * %lld + h) * %lld + i, oacc[n][e] / l0);\n", TT, o, TT, HH, DD);
+    cu_printf(c->t, "            if (r1 < %lldL) st(%s, ((b * %lldL + r1) * %lld + h) * %lld + i, oacc[n][2 + e] / l1);\n", TT, o, TT, HH,
+              DD);
+    cu_printf(c->t, "        }\n}\n\n");
+    c->launch->block = 4 * 32;
+    c->launch->grid[0] = (unsigned)((T + BQ - 1) / BQ);
+    c->launch->grid[1] = (unsigned)(B * H);
+    return true;
+}

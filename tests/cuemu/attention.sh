@@ -1,0 +1,35 @@
+#!/bin/bash
+# attention.sh LRC LLAMA VIT ST_COMPARE — attention on the tensor cores
+# (bf16 storage, render_attention_tc.c) against the reference backend, on
+# the emulator or a GPU: causal (LLaMA) at head dimensions 16, 32, 64 and
+# 128 with T = 70 (three query blocks, three key tiles, the last partial),
+# and full (ViT, 50 tokens); each package's source must hold the
+# tensor-core kernel, and LRC_CUDA_TC_ATTENTION=0 must leave it out.
+set -u
+lrc=$1 llama=$2 vit=$3 compare=$4
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+failed=0
+py() { python3 "$(dirname "$0")/../tools/st.py" "$@"; }
+py make "$out/tok.st" "{\"tokens\": [\"I32\", [2, 70], $(python3 -c 'print([(7 * i + 3) % 251 for i in range(140)])')]}"
+py make "$out/img.st" "{\"images\": [\"F32\", [2, 1, 28, 28], $(python3 -c 'import math; print([math.sin(0.37 * i) for i in range(1568)])')]}"
+# check NAME MODEL INPUT B T SETS...: compile for cuda, run, compare with ref
+check() {
+  local name=$1 model=$2 input=$3 B=$4 T=$5
+  shift 5
+  "$lrc" init "$model" "$@" --seed 5 -o "$out/w.st" >/dev/null &&
+    "$lrc" forward "$model" "$@" --weights "$out/w.st" --input "$input" -o "$out/ref.st" --target ref >/dev/null &&
+    "$lrc" compile "$model" "$@" --target cuda --arch sm_90 --weights "$out/w.st" --batch "$B" --seq "$T" -o "$out/pkg" >/dev/null &&
+    "$lrc" forward "$out/pkg" --input "$input" -o "$out/cuda.st" >/dev/null || { echo "FAIL $name: lrc failed"; failed=1; return; }
+  grep -q 'mma_bf16(s\[n\]' "$out/pkg/kernels.cu" || { echo "FAIL $name: the package has no tensor-core attention"; failed=1; }
+  echo -n "$name: "
+  "$compare" "$out/cuda.st" "$out/ref.st" logits 2e-2 || failed=1
+}
+for h in 8:16 4:32 2:64 1:128; do
+  check "causal, head dimension ${h#*:}" "$llama" "$out/tok.st" 2 70 --preset small --set n_layers=2 --set n_heads=${h%:*}
+done
+check "full (vit), head dimension 32" "$vit" "$out/img.st" 2 1 --preset small --set n_layers=2
+LRC_CUDA_TC_ATTENTION=0 "$lrc" compile "$llama" --preset small --set n_layers=1 --target cuda --arch sm_90 --batch 2 --seq 70 \
+  -o "$out/off" >/dev/null && ! grep -q 'mma_bf16(s\[n\]' "$out/off/kernels.cu" && grep -q '__global__' "$out/off/kernels.cu" &&
+  echo "LRC_CUDA_TC_ATTENTION=0: the f32 attention kernel" || { echo "FAIL: LRC_CUDA_TC_ATTENTION=0"; failed=1; }
+exit $failed
