@@ -60,11 +60,14 @@ bool cu_render_attention_tc(cu_gen *c)
     cu_arg(c, v, va, sizeof va);
     cu_arg(c, c->gr->anchor, o, sizeof o);
     cu_kernel_begin(c, 4 * 32);
-    /* 8 bf16 of padding a row: consecutive rows start 16 bytes apart in the banks */
-    cu_printf(c->t, "    __shared__ bf16 Ks[%d][%lld], Vt[%lld][%d];\n", BK, DD + 8, DD, BK + 8);
-    cu_printf(c->t, "    const long b = blockIdx.y / %lld, h = blockIdx.y %% %lld;\n", HH, HH);
+    /* 8 bf16 of padding a row: consecutive rows start 16 bytes apart in the
+     * banks; aligned, as the mma operands are read two bf16 at a time (a
+     * bf16 array alone is only promised 2-byte alignment) */
+    cu_printf(c->t, "    __shared__ __align__(16) bf16 Ks[%d][%lld];\n    __shared__ __align__(16) bf16 Vt[%lld][%d];\n", BK, DD + 8, DD,
+              BK + 8);
+    cu_printf(c->t, "    const long b = blockIdx.x / %lld, h = blockIdx.x %% %lld;\n", HH, HH);
     cu_printf(c->t, "    const int lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;\n");
-    cu_printf(c->t, "    const long r0 = (long)blockIdx.x * %d + (threadIdx.x >> 5) * 16 + g, r1 = r0 + 8;\n", BQ);
+    cu_printf(c->t, "    const long r0 = (long)blockIdx.y * %d + (threadIdx.x >> 5) * 16 + g, r1 = r0 + 8;\n", BQ);
     /* Q as A fragments: register r holds row r0 (r even) or r1, columns 2 tq (+ 8 for r >= 2) and the next */
     cu_printf(c->t, "    unsigned qa[%lld][4];\n#pragma unroll\n    for (int kk = 0; kk < %lld; kk++)\n#pragma unroll\n        for (int r = 0; r < 4; r++) {\n", DD / 16,
               DD / 16);
@@ -75,16 +78,26 @@ bool cu_render_attention_tc(cu_gen *c)
     cu_printf(c->t, "                }\n            qa[kk][r] = pack_bf16(x[0], x[1]);\n        }\n");
     cu_printf(c->t, "    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f, oacc[%lld][4];\n", DD / 8);
     cu_printf(c->t, "#pragma unroll\n    for (int n = 0; n < %lld; n++) oacc[n][0] = oacc[n][1] = oacc[n][2] = oacc[n][3] = 0.f;\n", DD / 8);
-    if (causal) cu_printf(c->t, "    const long last = min(%lldL, (long)blockIdx.x * %d + %d);\n", TT - 1, BQ, BQ - 1);
+    if (causal) cu_printf(c->t, "    const long last = min(%lldL, (long)blockIdx.y * %d + %d);\n", TT - 1, BQ, BQ - 1);
     else cu_printf(c->t, "    const long last = %lldL;\n", TT - 1);
     cu_printf(c->t, "    for (long j0 = 0; j0 <= last; j0 += %d) {\n        __syncthreads(); /* the last tile is spent */\n", BK);
-    cu_printf(c->t, "        for (int idx = threadIdx.x; idx < %lld; idx += %d) {\n", (long long)BK * DD, 4 * 32);
-    cu_printf(c->t, "            const int jj = idx / %lld, i = idx %% %lld;\n            const long j = j0 + jj;\n", DD, DD);
-    cu_printf(c->t, "            float kv = 0.f, vv = 0.f;\n            if (j < %lldL) {\n", TT);
+    /* a thread a pair (i, i + D/2) of a key: RoPE's one sincos and both loads */
+    char ka[16], tab[64];
+    const long long half = DD / 2;
+    cu_arg(c, k, ka, sizeof ka);
+    cu_printf(c->t, "        for (int idx = threadIdx.x; idx < %lld; idx += %d) {\n", (long long)BK * half, 4 * 32);
+    cu_printf(c->t, "            const int jj = idx / %lld, i = idx %% %lld;\n            const long j = j0 + jj;\n", half, half);
+    cu_printf(c->t, "            float k1 = 0.f, k2 = 0.f, v1 = 0.f, v2 = 0.f;\n            if (j < %lldL) {\n", TT);
     cu_printf(c->t, "                const long off = ((b * %lldL + j) * %lld + h) * %lld;\n", TT, HH, DD);
-    emit_element(c, "                ", "kv", k, rk, D, "off", "j", 1.0);
-    cu_printf(c->t, "                vv = ld(%s, off + i);\n            }\n", va);
-    cu_printf(c->t, "            Ks[jj][i] = to_bf16(kv);\n            Vt[i][jj] = to_bf16(vv);\n        }\n        __syncthreads();\n");
+    cu_printf(c->t, "                k1 = ld(%s, off + i), k2 = ld(%s, off + i + %lld);\n", ka, ka, half);
+    if (rk) {
+        cu_rope_table(c, D, rk->fattr[0], tab, sizeof tab);
+        cu_printf(c->t, "                float s, co;\n                sincosf((float)j * %s[i], &s, &co);\n", tab);
+        cu_printf(c->t, "                const float x1 = k1;\n                k1 = x1 * co - k2 * s, k2 = k2 * co + x1 * s;\n");
+    }
+    cu_printf(c->t, "                v1 = ld(%s, off + i), v2 = ld(%s, off + i + %lld);\n            }\n", va, va, half);
+    cu_printf(c->t, "            Ks[jj][i] = to_bf16(k1), Ks[jj][i + %lld] = to_bf16(k2);\n", half);
+    cu_printf(c->t, "            Vt[i][jj] = to_bf16(v1), Vt[i + %lld][jj] = to_bf16(v2);\n        }\n        __syncthreads();\n", half);
     /* S = Q K^T: B operand (k = d, n = key) is a row of Ks, two bf16 in a register */
     cu_printf(c->t, "        float s[%d][4];\n#pragma unroll\n        for (int n = 0; n < %d; n++) {\n", BK / 8, BK / 8);
     cu_printf(c->t, "            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;\n");
@@ -127,7 +140,8 @@ bool cu_render_attention_tc(cu_gen *c)
               DD);
     cu_printf(c->t, "        }\n}\n\n");
     c->launch->block = 4 * 32;
-    c->launch->grid[0] = (unsigned)((T + BQ - 1) / BQ);
-    c->launch->grid[1] = (unsigned)(B * H);
+    /* (batch, head) on x, which has room for 2^31 - 1 of them; query blocks on y */
+    c->launch->grid[0] = (unsigned)(B * H);
+    c->launch->grid[1] = (unsigned)((T + BQ - 1) / BQ);
     return true;
 }

@@ -27,6 +27,7 @@ uint64_t cuemu_lane_slot[1024];
 #define __forceinline__ inline
 #define __shared__ static /* blocks run one at a time: one copy is enough */
 #define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
 
 struct alignas(16) float4 {
     float x, y, z, w;
