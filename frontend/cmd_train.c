@@ -33,7 +33,6 @@ typedef struct {
     lrc_exec *x;
     lrc_cuda_exec *cx;
     lrc_cuda_optim *opt;
-    const lrc_tensor_set *params;
     lrc_tensor **items, **pg, **pm, **pv; /* the parameters, their gradients and moments */
     lrc_tensor **acc;                     /* --accum K on the CPU: the micro-batches' gradients summed */
     int n;
@@ -334,7 +333,7 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
     memset(&loop, 0, sizeof loop);
     if (!rc) rc = loop_inputs_open(&m, g, &in, &loop, err);
     bool cuda = !strcmp(ta->target, "cuda");
-    step_engine eng = {.params = &ck};
+    step_engine eng = {0};
     if (!rc) {
         rc = cuda ? open_cuda(g, &c, &eng.cx, err) : lrc_compile_graph(g, NULL, &c, err);
         g = NULL;
@@ -365,7 +364,8 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
     int64_t stop = ta->stop_after > 0 && ta->stop_after < ta->steps ? ta->stop_after : ta->steps;
     double t0 = lrc_now_s(), tstep = t0;
     pg = lrc_xcalloc((size_t)view.n + 1, sizeof *pg);
-    eng = (step_engine){x, eng.cx, NULL, &ck, view.items, pg, pm, pv, NULL, view.n, ta->accum, pool, NULL, &adam, false};
+    eng = (step_engine){
+        .x = x, .cx = eng.cx, .items = view.items, .pg = pg, .pm = pm, .pv = pv, .n = view.n, .accum = ta->accum, .pool = pool, .adam = &adam};
     if (!rc && cuda) rc = lrc_cuda_optim_new(eng.cx, view.items, pm, pv, view.n, &adam, ta->accum, &eng.opt, err);
     /* --accum K on the CPU: the gradients of K micro-batches summed here, then averaged */
     eng.acc = !cuda && ta->accum > 1 ? lrc_xcalloc((size_t)view.n + 1, sizeof *eng.acc) : NULL;

@@ -249,7 +249,7 @@ int main(int argc, char **argv)
         if (lrc_llvm_target_host(&t, &err)) printf("target cpu: not available: %s\n", err.msg);
         else printf("target cpu: available (%s, %d-float vectors, GEMM tile %dx%d)\n", t.triple, t.tiling.vec, t.tiling.mr,
                     t.tiling.vec * t.tiling.nv);
-        /* cuda: compiling needs NVRTC only; running needs the driver, a GPU, cuBLAS and cuBLASLt */
+        /* cuda: compiling needs NVRTC only; running needs the driver, a GPU and cuBLAS */
         char why[256];
         if (lrc_nvrtc_available(why, sizeof why))
             printf("target cuda, compile: available (NVRTC %s: lrc compile --target cuda --arch sm_XX, no GPU needed)\n",

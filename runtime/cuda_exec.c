@@ -96,8 +96,10 @@ static blas_shape blas_shape_of(int op, int64_t M, int64_t N, int64_t K)
     return (blas_shape){OP_N, OP_T, (int)N, (int)M};                   /* dy^T X, dy [K, M], X [K, N]: C^T = X^T dy */
 }
 
-/* cuBLASLt for launch li's GEMM with a residual: its operation, layouts and
- * the algorithm its heuristic picks for them, once; else in_place. */
+/* cuBLAS's data type for a buffer's storage (GEMM operands are never i32) */
+static int blas_type(int storage) { return storage == ST_BF16 ? R_16BF : R_32F; }
+
+/* the largest power of two up to 256 that p is a multiple of */
 static uint32_t alignment_of(devptr p)
 {
     uint32_t a = 256; /* cuBLASLt's default requirement, the most it asks */
@@ -105,6 +107,8 @@ static uint32_t alignment_of(devptr p)
     return a;
 }
 
+/* cuBLASLt for launch li's GEMM with a residual: its operation, layouts and
+ * the algorithm its heuristic picks for them, once; else in_place. */
 static void lt_setup(lrc_cuda_exec *x, int li)
 {
     cuda_api *a = &x->api;
@@ -112,8 +116,7 @@ static void lt_setup(lrc_cuda_exec *x, int li)
     lrc_lt_gemm *g = &x->lt_gemm[li];
     const int64_t M = x->gemm[li][0].m, N = x->gemm[li][0].n, K = x->gemm[li][0].k;
     blas_shape b = blas_shape_of(x->gemm[li][0].op, M, N, K);
-    int type = x->storage[l->args[x->gemm[li][0].a]] == ST_BF16 ? R_16BF : R_32F;
-    int ctype = x->storage[l->args[l->n_args - 1]] == ST_BF16 ? R_16BF : R_32F;
+    int type = blas_type(x->storage[l->args[x->gemm[li][0].a]]), ctype = blas_type(x->storage[l->args[l->n_args - 1]]);
     /* cuBLAS's A is [N, K] (or its transpose) with leading dimension lda; B is [K, M] likewise; C and D [N, M] */
     uint64_t ar = b.ta == OP_N ? (uint64_t)N : (uint64_t)K, ac = b.ta == OP_N ? (uint64_t)K : (uint64_t)N;
     uint64_t br = b.tb == OP_N ? (uint64_t)K : (uint64_t)M, bc = b.tb == OP_N ? (uint64_t)M : (uint64_t)K;
@@ -380,7 +383,7 @@ static int run_gemm(lrc_cuda_exec *x, int li, int j, lrc_err *err)
     if (x->storage[ab] != x->storage[bb] || x->storage[ab] == ST_I32)
         return lrc_err_set(err, "cuda: GEMM '%s' has operands stored as %s and %s", l->label, lrc_cuda_storage_names[x->storage[ab]],
                            lrc_cuda_storage_names[x->storage[bb]]);
-    int type = x->storage[ab] == ST_BF16 ? R_16BF : R_32F;
+    int type = blas_type(x->storage[ab]);
     devptr C;
     int ctype;
     if (l->symbol[0]) /* an epilogue kernel follows: it reads the product from scratch */
@@ -388,7 +391,7 @@ static int run_gemm(lrc_cuda_exec *x, int li, int j, lrc_err *err)
     else {
         int ob = l->args[l->n_args - 1];
         C = x->ptr[ob];
-        ctype = x->storage[ob] == ST_BF16 ? R_16BF : R_32F;
+        ctype = blas_type(x->storage[ob]);
     }
     const float one = 1.f, zero = 0.f;
     blas_shape b = blas_shape_of(x->gemm[li][j].op, M, N, K);

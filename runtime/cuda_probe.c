@@ -1,5 +1,5 @@
 /* cuda_probe.c — whether this machine can run CUDA packages: the NVIDIA
- * driver (libcuda.so.1), cuBLAS and cuBLASLt are loaded with dlopen, never linked, so
+ * driver (libcuda.so.1) and cuBLAS are loaded with dlopen, never linked, so
  * one lrc binary runs with or without a GPU and can say which is missing. */
 #include "cuda_dl.h"
 #include "lrc_runtime.h"
@@ -54,8 +54,10 @@ int lrc_cuda_probe(lrc_cuda_device *dev, char *why, size_t n)
         dev->count = c;
         void *blas = lrc_cuda_open_cublas();
         if (!blas) snprintf(why, n, "cuBLAS not found (libcublas.so: install the CUDA toolkit's libraries)");
-        else rc = 0;
-        if (blas) dlclose(blas);
+        else {
+            dlclose(blas);
+            rc = 0;
+        }
     } else {
         snprintf(why, n, "cannot query CUDA device 0");
     }

@@ -269,7 +269,6 @@ double lrc_cuda_exec_bytes(const lrc_cuda_exec *x, int li);
 int lrc_cuda_measure_ceilings(lrc_cuda_exec *x, int64_t device_bytes, double *copy_gbs, double *gemm_gflops, lrc_err *err);
 void lrc_cuda_exec_free(lrc_cuda_exec *x);
 
-
 /* ---- ahead-of-time packages -------------------------------------------- */
 
 /* 2: the kernels' file is named (kernels.so, or a cubin); 3: a cuda GEMM may add a residual (c_arg) */

@@ -213,11 +213,9 @@ comp=$(echo "$torch_out" | sed -n 's/^torch-compile: median \([0-9.]*\) ms.*/\1/
 [ -n "$lrc_ms" ] && [ -n "$eager" ] && [ -n "$comp" ] || { echo "FAIL 130m train step: a side printed no time"; failed=1; }
 table+=$(awk -v l="${lrc_ms:-0}" -v e="${eager:-0}" -v c="${comp:-0}" 'BEGIN {
   printf "130m train step: lrc %8.3f ms   eager %8.3f ms (%.2fx)   compile %8.3f ms (%.2fx)\n", l, e, (l > 0 ? e / l : 0), c, (l > 0 ? c / l : 0) }')$'\n'
-fi
 
-if want speed; then
-  step "summary (ratios: torch time / lrc time, above 1 means lrc is faster)"
-  printf '%s' "$table"
+step "summary (ratios: torch time / lrc time, above 1 means lrc is faster)"
+printf '%s' "$table"
 fi
 echo "total $((SECONDS - start)) s; $( [ $failed = 0 ] && echo 'all checks passed' || echo 'SOME CHECKS FAILED')"
 exit $failed

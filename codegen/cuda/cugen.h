@@ -60,6 +60,13 @@ bool cu_render_opaque(cu_gen *c, const lrc_node *n);
  * false for any other op. Shared by fused members and lone broadcasts. */
 bool cu_elementwise_expr(const lrc_node *n, const char *x0, const char *x1, char *buf, size_t len);
 void cu_render_attention(cu_gen *c);
+/* attention's q or k source: the input of the RoPE the group holds (*rope
+ * set), else id itself (*rope NULL) */
+int cu_attention_source(const cu_gen *c, int id, const lrc_node **rope);
+/* `DST = element i of the row at OFF of src`, rotated to position POS by
+ * rope when given, times scale; INDENT before every line */
+void cu_attention_element(cu_gen *c, const char *indent, const char *dst, int src, const lrc_node *rope, int64_t D, const char *off,
+                          const char *pos, double scale);
 /* Attention on the tensor cores (render_attention_tc.c) where storage is
  * bf16 and the head dimension a multiple of 16 up to 128; false elsewhere
  * (and with LRC_CUDA_TC_ATTENTION=0). */

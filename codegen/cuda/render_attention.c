@@ -10,8 +10,7 @@
 
 #define BQ 64
 
-/* The source of q or k and whether the group rotates it on the way in. */
-static int source_of(cu_gen *c, int id, const lrc_node **rope)
+int cu_attention_source(const cu_gen *c, int id, const lrc_node **rope)
 {
     const lrc_node *n = &c->g->nodes[id];
     *rope = c->member[id] && n->op == LRC_OP_ROPE ? n : NULL;
@@ -36,16 +35,34 @@ static void emit_row(cu_gen *c, const char *dst, int src, const lrc_node *rope, 
               dst, scale, dst, (long long)(D / 2), scale);
 }
 
+void cu_attention_element(cu_gen *c, const char *indent, const char *dst, int src, const lrc_node *rope, int64_t D, const char *off,
+                          const char *pos, double scale)
+{
+    char a[16], tab[64], times[32] = "";
+    cu_arg(c, src, a, sizeof a);
+    if (scale != 1.0) snprintf(times, sizeof times, " * %.9ef", scale);
+    if (!rope) {
+        cu_printf(c->t, "%s%s = ld(%s, %s + i)%s;\n", indent, dst, a, off, times);
+        return;
+    }
+    const long long half = (long long)(D / 2);
+    cu_rope_table(c, D, rope->fattr[0], tab, sizeof tab);
+    cu_printf(c->t, "%s{\n%s    float s, co;\n%s    sincosf((float)(%s) * %s[i %% %lld], &s, &co);\n", indent, indent, indent, pos, tab,
+              half);
+    cu_printf(c->t, "%s    %s = (i < %lld ? ld(%s, %s + i) * co - ld(%s, %s + i + %lld) * s\n", indent, dst, half, a, off, a, off, half);
+    cu_printf(c->t, "%s          : ld(%s, %s + i) * co + ld(%s, %s + i - %lld) * s)%s;\n%s}\n", indent, a, off, a, off, half, times,
+              indent);
+}
+
 void cu_render_attention(cu_gen *c)
 {
     if (cu_render_attention_tc(c)) return; /* bf16 storage: the tensor cores */
     const lrc_node *a = &c->g->nodes[c->gr->anchor], *rq, *rk;
-    int64_t B = a->shape.dim[0], T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3], half = D / 2;
-    int q = source_of(c, a->in[0], &rq), k = source_of(c, a->in[1], &rk);
+    int64_t B = a->shape.dim[0], T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3];
+    int q = cu_attention_source(c, a->in[0], &rq), k = cu_attention_source(c, a->in[1], &rk);
     bool causal = a->iattr[0] != 0;
     int BK = D > 128 ? 8 : D > 64 ? 16 : 32; /* two tiles of BK x D floats fit in 48 KB */
-    char ka[16], va[16], o[16], tab[64];
-    cu_arg(c, k, ka, sizeof ka);
+    char va[16], o[16];
     cu_arg(c, a->in[2], va, sizeof va);
     cu_arg(c, c->gr->anchor, o, sizeof o);
     cu_kernel_begin(c, BQ);
@@ -66,15 +83,7 @@ void cu_render_attention(cu_gen *c)
               (long long)D);
     cu_printf(c->t, "            float kv = 0.f, vv = 0.f;\n            if (j < %lld) {\n", (long long)T);
     cu_printf(c->t, "                const long off = ((b * %lld + j) * %lld + h) * %lld;\n", (long long)T, (long long)H, (long long)D);
-    if (rk) {
-        cu_rope_table(c, D, rk->fattr[0], tab, sizeof tab);
-        cu_printf(c->t, "                float s, co;\n                sincosf((float)j * %s[i %% %lld], &s, &co);\n", tab, (long long)half);
-        cu_printf(c->t, "                kv = i < %lld ? ld(%s, off + i) * co - ld(%s, off + i + %lld) * s\n", (long long)half, ka, ka,
-                  (long long)half);
-        cu_printf(c->t, "                              : ld(%s, off + i) * co + ld(%s, off + i - %lld) * s;\n", ka, ka, (long long)half);
-    } else {
-        cu_printf(c->t, "                kv = ld(%s, off + i);\n", ka);
-    }
+    cu_attention_element(c, "                ", "kv", k, rk, D, "off", "j", 1.0);
     cu_printf(c->t, "                vv = ld(%s, off + i);\n            }\n            Ks[jj][i] = kv;\n            Vs[jj][i] = vv;\n        }\n",
               va);
     cu_printf(c->t, "        __syncthreads();\n        if (active)\n            for (int jj = 0; jj < %d; jj++) {\n", BK);

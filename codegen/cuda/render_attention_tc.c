@@ -18,38 +18,11 @@
 #define BQ 64 /* query rows a block: 4 warps x 16 */
 #define BK 32 /* keys a tile */
 
-/* The source of q or k and the RoPE node the group applies to it, if any. */
-static int tc_source(cu_gen *c, int id, const lrc_node **rope)
-{
-    const lrc_node *n = &c->g->nodes[id];
-    *rope = c->member[id] && n->op == LRC_OP_ROPE ? n : NULL;
-    return *rope ? n->in[0] : id;
-}
-
-/* `dst = element i of the row at `off`, rotated to position `pos`` */
-static void emit_element(cu_gen *c, const char *indent, const char *dst, int src, const lrc_node *rope, int64_t D,
-                         const char *off, const char *pos, double scale)
-{
-    char a[16], tab[64];
-    cu_arg(c, src, a, sizeof a);
-    if (!rope) {
-        cu_printf(c->t, "%s%s = ld(%s, %s + i) * %.9ef;\n", indent, dst, a, off, scale);
-        return;
-    }
-    const long long half = (long long)(D / 2);
-    cu_rope_table(c, D, rope->fattr[0], tab, sizeof tab);
-    cu_printf(c->t, "%s{\n%s    float s, co;\n%s    sincosf((float)(%s) * %s[i %% %lld], &s, &co);\n", indent, indent, indent, pos, tab,
-              half);
-    cu_printf(c->t, "%s    %s = (i < %lld ? ld(%s, %s + i) * co - ld(%s, %s + i + %lld) * s\n", indent, dst, half, a, off, a, off, half);
-    cu_printf(c->t, "%s          : ld(%s, %s + i) * co + ld(%s, %s + i - %lld) * s) * %.9ef;\n%s}\n", indent, a, off, a, off, half, scale,
-              indent);
-}
-
 bool cu_render_attention_tc(cu_gen *c)
 {
     const lrc_node *a = &c->g->nodes[c->gr->anchor], *rq, *rk;
     const int64_t B = a->shape.dim[0], T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3];
-    const int q = tc_source(c, a->in[0], &rq), k = tc_source(c, a->in[1], &rk), v = a->in[2];
+    const int q = cu_attention_source(c, a->in[0], &rq), k = cu_attention_source(c, a->in[1], &rk), v = a->in[2];
     const char *off_switch = getenv("LRC_CUDA_TC_ATTENTION");
     if ((off_switch && !strcmp(off_switch, "0")) || D % 16 || D > 128 || cu_storage(c, q) != LRC_CUDA_BF16 ||
         cu_storage(c, k) != LRC_CUDA_BF16 || cu_storage(c, v) != LRC_CUDA_BF16 || cu_storage(c, c->gr->anchor) != LRC_CUDA_BF16)
@@ -74,7 +47,7 @@ bool cu_render_attention_tc(cu_gen *c)
     cu_printf(c->t, "            const long row = (r & 1) ? r1 : r0, off = ((b * %lldL + row) * %lld + h) * %lld;\n", TT, HH, DD);
     cu_printf(c->t, "            float x[2] = {0.f, 0.f};\n            if (row < %lldL)\n", TT);
     cu_printf(c->t, "#pragma unroll\n                for (int e = 0; e < 2; e++) {\n                    const int i = kk * 16 + 2 * tq + (r >= 2 ? 8 : 0) + e;\n");
-    emit_element(c, "                    ", "x[e]", q, rq, D, "off", "row", a->fattr[0]);
+    cu_attention_element(c, "                    ", "x[e]", q, rq, D, "off", "row", a->fattr[0]);
     cu_printf(c->t, "                }\n            qa[kk][r] = pack_bf16(x[0], x[1]);\n        }\n");
     cu_printf(c->t, "    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f, oacc[%lld][4];\n", DD / 8);
     cu_printf(c->t, "#pragma unroll\n    for (int n = 0; n < %lld; n++) oacc[n][0] = oacc[n][1] = oacc[n][2] = oacc[n][3] = 0.f;\n", DD / 8);
@@ -102,9 +75,7 @@ bool cu_render_attention_tc(cu_gen *c)
     cu_printf(c->t, "        float s[%d][4];\n#pragma unroll\n        for (int n = 0; n < %d; n++) {\n", BK / 8, BK / 8);
     cu_printf(c->t, "            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;\n");
     cu_printf(c->t, "#pragma unroll\n            for (int kk = 0; kk < %lld; kk++) {\n", DD / 16);
-    cu_printf(c->t, "                const unsigned bk[2] = {*(const unsigned *)&Ks[n * 8 + g][kk * 16 + 2 * tq],\n");
-    cu_printf(c->t, "                                        *(const unsigned *)&Ks[n * 8 + g][kk * 16 + 2 * tq + 8]};\n");
-    cu_printf(c->t, "                mma_bf16(s[n], qa[kk], bk);\n            }\n        }\n");
+    cu_printf(c->t, "                mma_bf16_row(s[n], qa[kk], &Ks[n * 8 + g][kk * 16]);\n            }\n        }\n");
     /* masks, then each row's max over its four lanes */
     cu_printf(c->t, "        float mx0 = m0, mx1 = m1;\n#pragma unroll\n        for (int n = 0; n < %d; n++)\n#pragma unroll\n            for (int e = 0; e < 2; e++) {\n",
               BK / 8);
@@ -128,9 +99,7 @@ bool cu_render_attention_tc(cu_gen *c)
     cu_printf(c->t, "            pa[n >> 1][(n & 1) * 2 + 1] = pack_bf16(p[2], p[3]);\n        }\n");
     /* O += P V: B operand (k = key, n = d) is a row of V^T */
     cu_printf(c->t, "#pragma unroll\n        for (int n = 0; n < %lld; n++)\n#pragma unroll\n            for (int kk = 0; kk < %d; kk++) {\n", DD / 8, BK / 16);
-    cu_printf(c->t, "                const unsigned bv[2] = {*(const unsigned *)&Vt[n * 8 + g][kk * 16 + 2 * tq],\n");
-    cu_printf(c->t, "                                        *(const unsigned *)&Vt[n * 8 + g][kk * 16 + 2 * tq + 8]};\n");
-    cu_printf(c->t, "                mma_bf16(oacc[n], pa[kk], bv);\n            }\n    }\n");
+    cu_printf(c->t, "                mma_bf16_row(oacc[n], pa[kk], &Vt[n * 8 + g][kk * 16]);\n            }\n    }\n");
     cu_printf(c->t, "#pragma unroll\n    for (int o = 1; o < 4; o <<= 1) {\n        l0 += __shfl_xor_sync(0xffffffffu, l0, o);\n");
     cu_printf(c->t, "        l1 += __shfl_xor_sync(0xffffffffu, l1, o);\n    }\n");
     cu_printf(c->t, "#pragma unroll\n    for (int n = 0; n < %lld; n++)\n#pragma unroll\n        for (int e = 0; e < 2; e++) {\n", DD / 8);

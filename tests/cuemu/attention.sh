@@ -21,7 +21,7 @@ check() {
     "$lrc" forward "$model" "$@" --weights "$out/w.st" --input "$input" -o "$out/ref.st" --target ref >/dev/null &&
     "$lrc" compile "$model" "$@" --target cuda --arch sm_90 --weights "$out/w.st" --batch "$B" --seq "$T" -o "$out/pkg" >/dev/null &&
     "$lrc" forward "$out/pkg" --input "$input" -o "$out/cuda.st" >/dev/null || { echo "FAIL $name: lrc failed"; failed=1; return; }
-  grep -q 'mma_bf16(s\[n\]' "$out/pkg/kernels.cu" || { echo "FAIL $name: the package has no tensor-core attention"; failed=1; }
+  grep -q 'mma_bf16_row(s\[n\]' "$out/pkg/kernels.cu" || { echo "FAIL $name: the package has no tensor-core attention"; failed=1; }
   echo -n "$name: "
   "$compare" "$out/cuda.st" "$out/ref.st" logits 2e-2 || failed=1
 }
@@ -30,6 +30,6 @@ for h in 8:16 4:32 2:64 1:128; do
 done
 check "full (vit), head dimension 32" "$vit" "$out/img.st" 2 1 --preset small --set n_layers=2
 LRC_CUDA_TC_ATTENTION=0 "$lrc" compile "$llama" --preset small --set n_layers=1 --target cuda --arch sm_90 --batch 2 --seq 70 \
-  -o "$out/off" >/dev/null && ! grep -q 'mma_bf16(s\[n\]' "$out/off/kernels.cu" && grep -q '__global__' "$out/off/kernels.cu" &&
+  -o "$out/off" >/dev/null && ! grep -q 'mma_bf16_row(s\[n\]' "$out/off/kernels.cu" && grep -q '__global__' "$out/off/kernels.cu" &&
   echo "LRC_CUDA_TC_ATTENTION=0: the f32 attention kernel" || { echo "FAIL: LRC_CUDA_TC_ATTENTION=0"; failed=1; }
 exit $failed

@@ -52,12 +52,21 @@ LRC_CUEMU_SM=80 expect 1 'compile it again with --arch sm_80' "$lrc" forward "$o
   LRC_CUEMU_SM=100 "$lrc" forward "$out/pkg" --input "$out/in.st" -o "$out/sm100.st" >/dev/null &&
   cmp "$out/sm90.st" "$out/sm100.st" && echo "ok: an sm_90 package on an sm_100 device runs its PTX, the same logits" ||
   { echo "FAIL: the sm_90 package on sm_100 (its PTX)"; failed=1; }
-# a residual add cuBLASLt has no algorithm for: the residual copied into the
-# output, cublasGemmEx adds the product to it; the same logits
-grep -q '"c_arg"' "$out/pkg/package.json" &&
-  LRC_CUEMU_LT_NONE=1 "$lrc" forward "$out/pkg" --input "$out/in.st" -o "$out/nolt.st" >/dev/null &&
-  cmp "$out/sm90.st" "$out/nolt.st" && echo "ok: residual GEMMs without a cuBLASLt algorithm (cublasGemmEx in place), the same logits" ||
-  { echo "FAIL: the residual GEMMs without cuBLASLt"; failed=1; }
+# same_logits LABEL VAR=VALUE...: the package's forward under those
+# variables gives the logits of the plain run, byte for byte
+same_logits() {
+  local label=$1
+  shift
+  env "$@" "$lrc" forward "$out/pkg" --input "$out/in.st" -o "$out/same.st" >/dev/null &&
+    cmp -s "$out/sm90.st" "$out/same.st" && echo "ok: $label, the same logits" || { echo "FAIL: $label"; failed=1; }
+}
+# the residual GEMMs (the package has some) where cuBLASLt has no algorithm,
+# refuses a matmul its heuristic offered, or has no room for its 32 MiB
+# workspace: the residual copied into the output, cublasGemmEx adds the product
+grep -q '"c_arg"' "$out/pkg/package.json" || { echo "FAIL: the package has no residual GEMM"; failed=1; }
+same_logits "residual GEMMs without a cuBLASLt algorithm (cublasGemmEx in place)" LRC_CUEMU_LT_NONE=1
+same_logits "residual GEMMs cuBLASLt refuses at run time (cublasGemmEx in place)" LRC_CUEMU_LT_REFUSE=1
+same_logits "no room for cuBLASLt's workspace (cublasGemmEx in place)" LRC_CUEMU_MEMORY=$((16 << 20))
 # without LRC_CUDA_CHECK the tensors share the arena at 64-byte offsets
 # (three bf16 rows of 64 put the residuals at 64 and 128): cuBLASLt's
 # algorithms must be chosen for that alignment (the emulator fails a matmul
@@ -68,14 +77,6 @@ py make "$out/in3.st" '{"tokens": ["I32", [1, 3], [5, 9, 200]]}'
   "$lrc" forward "$out/pkg3" --input "$out/in3.st" -o "$out/alone.st" >/dev/null &&
   cmp "$out/alone.st" "$out/arena.st" && echo "ok: residual GEMMs in the arena (64-byte alignment), the same logits as every buffer alone" ||
   { echo "FAIL: the residual GEMMs in the arena"; failed=1; }
-# cuBLASLt refusing a matmul its heuristic offered: cublasGemmEx in place, the same
-LRC_CUEMU_LT_REFUSE=1 "$lrc" forward "$out/pkg" --input "$out/in.st" -o "$out/refused.st" >/dev/null &&
-  cmp "$out/sm90.st" "$out/refused.st" && echo "ok: residual GEMMs cuBLASLt refuses at run time (cublasGemmEx in place), the same logits" ||
-  { echo "FAIL: the residual GEMMs cuBLASLt refuses"; failed=1; }
-# room for the model but not for cuBLASLt's 32 MiB workspace: the same
-LRC_CUEMU_MEMORY=$((16 << 20)) "$lrc" forward "$out/pkg" --input "$out/in.st" -o "$out/nows.st" >/dev/null &&
-  cmp "$out/sm90.st" "$out/nows.st" && echo "ok: no room for cuBLASLt's workspace (cublasGemmEx in place), the same logits" ||
-  { echo "FAIL: the residual GEMMs without room for cuBLASLt's workspace"; failed=1; }
 
 # profile: a package, then the model compiled on the fly; every function in
 # the table, every launch of every run in the trace, no temporary package left

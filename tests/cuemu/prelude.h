@@ -36,11 +36,11 @@ struct alignas(16) float4 {
 static inline unsigned cuemu_tid(void) { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
 static inline void __syncthreads(void) { cuemu_barrier(0); }
 
-template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask)
+/* every lane of the warp offers v and takes thread other's */
+template <class T> static inline T cuemu_shuffle(T v, unsigned other)
 {
     static_assert(sizeof(T) <= 8, "a shuffle moves at most 8 bytes");
-    (void)mask;
-    const unsigned me = cuemu_tid(), other = me ^ (unsigned)lane_mask;
+    const unsigned me = cuemu_tid();
     memcpy(&cuemu_lane_slot[me], &v, sizeof v);
     cuemu_barrier(1); /* every lane has written */
     T r = v;
@@ -48,19 +48,16 @@ template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_
     cuemu_barrier(1); /* every lane has read: the slots are free again */
     return r;
 }
-
-/* the value of lane src (of the caller's warp) */
+template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask)
+{
+    (void)mask;
+    return cuemu_shuffle(v, cuemu_tid() ^ (unsigned)lane_mask);
+}
+/* the value of lane src of the caller's warp */
 template <class T> static inline T __shfl_sync(unsigned mask, T v, int src)
 {
-    static_assert(sizeof(T) <= 8, "a shuffle moves at most 8 bytes");
     (void)mask;
-    const unsigned me = cuemu_tid(), other = (me & ~31u) | ((unsigned)src & 31u);
-    memcpy(&cuemu_lane_slot[me], &v, sizeof v);
-    cuemu_barrier(1);
-    T r = v;
-    if (other < 1024) memcpy(&r, &cuemu_lane_slot[other], sizeof r);
-    cuemu_barrier(1);
-    return r;
+    return cuemu_shuffle(v, (cuemu_tid() & ~31u) | ((unsigned)src & 31u));
 }
 
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }

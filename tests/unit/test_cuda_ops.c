@@ -6,6 +6,7 @@
  * with no cuda device it says why in one line and exits 77, which ctest
  * counts as skipped; CI runs it on the host emulator (tests/cuemu).
  * Usage: test_cuda_ops FIXTURE.safetensors... */
+#include "cuda_test.h"
 #include "frontend/compile.h"
 #include "op_fixture.h"
 
@@ -93,15 +94,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: test_cuda_ops FIXTURE...\n");
         return 2;
     }
-    lrc_cuda_device dev;
-    char why[256], arch[16];
-    if (lrc_cuda_probe(&dev, why, sizeof why)) {
-        printf("skip: no cuda device to run on: %s\n", why);
-        return 77;
-    }
-    snprintf(arch, sizeof arch, "sm_%d", dev.sm);
-    setenv("LRC_CUDA_CHECK", "1", 1); /* a guard region after every buffer */
-    printf("on %s (%s), guard regions after every buffer\n", dev.name, arch);
+    char arch[16];
+    cuda_test_device(arch, sizeof arch);
     for (int i = 1; i < argc; i++) run_fixture(argv[i], arch);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

@@ -9,6 +9,7 @@
  * every buffer (LRC_CUDA_CHECK). Exits 77, skipped, where no cuda device
  * runs it; CI runs it on the host emulator (tests/cuemu).
  * Usage: test_cuda_optim MODEL.lua */
+#include "cuda_test.h"
 #include "frontend/compile.h"
 #include "frontend/lrc_frontend.h"
 
@@ -242,15 +243,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: test_cuda_optim MODEL.lua\n");
         return 2;
     }
-    lrc_cuda_device dev;
-    char why[256], arch[16];
-    if (lrc_cuda_probe(&dev, why, sizeof why)) {
-        printf("skip: no cuda device to run on: %s\n", why);
-        return 77;
-    }
-    snprintf(arch, sizeof arch, "sm_%d", dev.sm);
-    setenv("LRC_CUDA_CHECK", "1", 1); /* a guard region after every buffer, the optimizer's too */
-    printf("on %s (%s), guard regions after every buffer\n", dev.name, arch);
+    char arch[16];
+    cuda_test_device(arch, sizeof arch); /* the optimizer's buffers get guard regions too */
     check_precision(argv[1], arch, true);
     check_precision(argv[1], arch, false);
     return failed ? 1 : 0;
