@@ -211,6 +211,8 @@ static int parse_meta(lrc_cuda_exec *x, const char *meta_json, lrc_err *err)
         for (int d = 0; d < 3; d++) x->grid[3 * i + d] = cJSON_GetArrayItem(grid, d)->valueint;
         x->block[i] = block->valueint;
         x->scratch_of[i] = (int64_t)scr->valuedouble;
+        const cJSON *sst = cJSON_GetObjectItemCaseSensitive(l, "scratch_storage");
+        x->scratch_st[i] = cJSON_IsString(sst) && !strcmp(sst->valuestring, lrc_cuda_storage_names[ST_BF16]) ? ST_BF16 : ST_F32;
         if (x->scratch_of[i] > x->scratch_bytes) x->scratch_bytes = x->scratch_of[i];
         const cJSON *gs = cJSON_GetObjectItemCaseSensitive(l, "gemm");
         for (int j = 0; cJSON_IsArray(gs) && j < cJSON_GetArraySize(gs) && j < 2 && !rc; j++) {
@@ -253,6 +255,7 @@ int lrc_cuda_exec_new(const lrc_plan *plan, const char *meta_json, const void *i
     x->grid = lrc_xcalloc((size_t)L * 3 + 3, sizeof(int));
     x->block = lrc_xcalloc((size_t)L + 1, sizeof(int));
     x->scratch_of = lrc_xcalloc((size_t)L + 1, sizeof(int64_t));
+    x->scratch_st = lrc_xcalloc((size_t)L + 1, sizeof(int));
     x->n_gemm = lrc_xcalloc((size_t)L + 1, sizeof(int));
     x->iteration = lrc_xcalloc((size_t)L + 1, sizeof(int64_t));
     x->gemm = lrc_xcalloc((size_t)L + 1, sizeof *x->gemm);
@@ -353,6 +356,7 @@ void lrc_cuda_exec_free(lrc_cuda_exec *x)
     free(x->grid);
     free(x->block);
     free(x->scratch_of);
+    free(x->scratch_st);
     free(x->n_gemm);
     free(x->gemm);
     free(x->iteration);
@@ -373,7 +377,7 @@ int lrc_cuda_exec_bind_params(lrc_cuda_exec *x, const lrc_tensor_set *params, lr
     return LRC_OK;
 }
 
-/* Launch li's GEMM j: into the f32 scratch its epilogue kernel reads, or
+/* Launch li's GEMM j: into the scratch its epilogue kernel reads, or
  * into the launch's output, through cuBLASLt when it adds a residual. */
 static int run_gemm(lrc_cuda_exec *x, int li, int j, lrc_err *err)
 {
@@ -387,7 +391,7 @@ static int run_gemm(lrc_cuda_exec *x, int li, int j, lrc_err *err)
     devptr C;
     int ctype;
     if (l->symbol[0]) /* an epilogue kernel follows: it reads the product from scratch */
-        C = x->scratch + (devptr)(j * M * N * 4), ctype = R_32F;
+        C = x->scratch + (devptr)(j * M * N) * lrc_cuda_elem_bytes(x->scratch_st[li]), ctype = blas_type(x->scratch_st[li]);
     else {
         int ob = l->args[l->n_args - 1];
         C = x->ptr[ob];

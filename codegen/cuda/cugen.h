@@ -29,7 +29,11 @@ typedef struct cu_gen {
     lrc_cuda_launch *launch;    /* what the renderer fills in for the runtime */
     int n_gemm;                 /* GEMM groups: matmuls computed by cuBLAS into scratch */
     int gemm_node[2];
-    bool *vec4;                 /* per node id: preloaded as float4 v<id> (elementwise kernels) */
+    /* elementwise and row kernels: a thread's vw consecutive elements at once */
+    int vw;
+    bool *vec;                  /* per node id: an input read through one vector load into x<id>[u] */
+    bool *used;                 /* per node id, then per product (n_nodes + m): read by the pass being rendered */
+    bool col_read;              /* the pass reads an input element by element, at col */
 } cu_gen;
 
 /* "a3": the argument holding node id's buffer (a view resolves to what it views) */
@@ -42,15 +46,14 @@ int64_t cu_rows(const lrc_shape *s);
  * when the launch has a workspace. Opens the body. */
 void cu_kernel_begin(cu_gen *c, int block);
 
-/* Statements computing every member of the group after (and, with
- * through_anchor, including) those already marked done, as scalars `m<id>`
- * at element (row, col) of a [rows, D] iteration; inputs are read with the
- * group's broadcasting rule (scalar, a [D] vector, or the full shape). */
+/* Statements computing every member of the group not yet marked done, up
+ * to stop_at, as scalars `m<id>` at element (row, col) of a [rows, D]
+ * iteration; inputs are read with the group's broadcasting rule (scalar, a
+ * [D] vector, or the full shape), from the pass's vector loads where
+ * c->vec says. */
 void cu_emit_members(cu_gen *c, int64_t D, bool *done, int stop_at);
 /* m<id>, or the load of a non-member input, as an expression */
 const char *cu_value(cu_gen *c, int id, int64_t D, char *buf, size_t n);
-/* Stores the group's outputs at (row, col). */
-void cu_emit_stores(cu_gen *c, int64_t D);
 
 /* Renderers of the kernel kinds (render_ops.c, render_attention.c). Each
  * fills c->launch's grid/block/scratch and returns false when it has no

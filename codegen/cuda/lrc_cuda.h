@@ -27,13 +27,17 @@ typedef struct lrc_cuda_gemm {
 
 /* One launch of the program, in order. A GEMM group runs cuBLAS first (one
  * GEMM, or two of the same input for SwiGLU's gate and up): with a kernel
- * (an epilogue) after it, into the f32 scratch (GEMM i at float offset
+ * (an epilogue) after it, into the scratch (GEMM i at element offset
  * i m n) that the kernel reads as its last argument; with none, into the
  * group's output. */
 typedef struct lrc_cuda_launch {
     char symbol[64];       /* the kernel; "" when cuBLAS alone does the work */
     unsigned grid[3], block; /* blocks of `block` threads */
-    int64_t scratch_bytes; /* f32 workspace passed as the last argument, or 0 */
+    int64_t scratch_bytes; /* workspace passed as the last argument, or 0 */
+    /* how it is stored: f32, or bf16 for a gated unit's two products
+       where its outputs are bf16 (rounded as the activations they are in
+       PyTorch, with half the bytes) */
+    lrc_cuda_storage scratch_storage;
     int n_gemm;
     lrc_cuda_gemm gemm[2];
 } lrc_cuda_launch;

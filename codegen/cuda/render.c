@@ -1,11 +1,12 @@
 /* render.c — the CUDA renderer's driver and the kernel kinds built from the
  * shared elementwise evaluation: elementwise groups (several elements per
- * thread, 16-byte loads of f32 rows), row groups (a block per row, warp
+ * thread, 16-byte vector loads and stores), row groups (a block per row, warp
  * shuffles then shared memory, deterministic order) and GEMM epilogues
  * (cuBLAS writes the product to scratch, one elementwise kernel finishes).
  * Opaque ops are in render_ops.c, attention in render_attention.c. */
 #include "cugen.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +58,7 @@ void cu_kernel_begin(cu_gen *c, int block)
         bool ro = a < first_out && !(b < c->g->n_nodes && c->g->nodes[b].op == LRC_OP_STATE);
         cu_printf(c->t, "%s%s%s *__restrict__ a%d", a ? ", " : "", ro ? "const " : "", ctype(arg_storage(c->g->n_nodes, c->st, b)), a);
     }
-    if (c->launch->scratch_bytes) cu_printf(c->t, ", float *__restrict__ scratch");
+    if (c->launch->scratch_bytes) cu_printf(c->t, ", %s *__restrict__ scratch", ctype(c->launch->scratch_storage));
     cu_printf(c->t, ")\n{\n");
 }
 
@@ -66,22 +67,25 @@ void cu_kernel_begin(cu_gen *c, int block)
 const char *cu_value(cu_gen *c, int id, int64_t D, char *buf, size_t n)
 {
     if (c->member[id]) {
-        for (int m = 0; m < c->n_gemm; m++) /* a product cuBLAS left in scratch */
+        for (int m = 0; m < c->n_gemm; m++) /* a product cuBLAS left in scratch, loaded as a vector */
             if (id == c->gemm_node[m]) {
-                snprintf(buf, n, "scratch[%lld + row * %lldL + col]", (long long)(m * cu_rows(&c->g->nodes[id].shape) * D),
-                         (long long)D);
+                assert(c->used);
+                c->used[c->g->n_nodes + m] = true;
+                snprintf(buf, n, "s%d[u]", m);
                 return buf;
             }
         snprintf(buf, n, "m%d", id);
         return buf;
     }
-    if (c->vec4 && c->vec4[id]) {
-        snprintf(buf, n, "x%d", id);
+    if (c->vec && c->vec[id]) {
+        c->used[id] = true;
+        snprintf(buf, n, "x%d[u]", id);
         return buf;
     }
     char a[16];
     const lrc_shape *s = &c->g->nodes[id].shape;
     cu_arg(c, id, a, sizeof a);
+    if (c->vec) c->col_read = c->col_read || lrc_shape_numel(s) != 1;
     if (lrc_shape_numel(s) == 1) snprintf(buf, n, "ld(%s, 0)", a);
     else if (lrc_shape_numel(s) == cu_last_dim(s) && cu_last_dim(s) == D) snprintf(buf, n, "ld(%s, col)", a);
     else snprintf(buf, n, "ld(%s, row * %lldL + col)", a, (long long)D);
@@ -131,14 +135,99 @@ void cu_emit_members(cu_gen *c, int64_t D, bool *done, int stop_at)
     }
 }
 
-void cu_emit_stores(cu_gen *c, int64_t D)
+/* ---- vector passes ---------------------------------------------------------- */
+
+/* Read by the kernel: by a member other than the matmuls (their operands
+ * are cuBLAS's). */
+static bool read_by_kernel(const cu_gen *c, int id)
+{
+    for (int m = 0; m < c->gr->n_nodes; m++) {
+        const lrc_node *n = &c->g->nodes[c->gr->nodes[m]];
+        for (int q = 0; q < n->n_in && !lrc_is_gemm_op(n->op); q++)
+            if (c->s->buffer_of[n->in[q]] == c->s->buffer_of[id]) return true;
+    }
+    return false;
+}
+
+/* A [D] vector read along the row (cu_value's rule), not the full shape */
+static bool row_vector(const cu_gen *c, int id, int64_t D)
+{
+    const lrc_shape *s = &c->g->nodes[id].shape;
+    return lrc_shape_numel(s) == cu_last_dim(s) && cu_last_dim(s) == D;
+}
+
+/* Chooses c->vw, the elements a thread handles at once, and c->vec, the
+ * inputs read through vector loads: 16 bytes of the narrowest type stored
+ * among the full-shape buffers read or written, halved until it divides the
+ * elements, and D too where a [D] vector is read along the row or the
+ * iteration is a row's (a chunk must not cross rows there). Elsewhere a
+ * chunk may cross rows: a full-shape buffer is read flat. */
+static void vector_begin(cu_gen *c, int64_t D, int64_t total, bool row_kernel)
+{
+    const lrc_graph *g = c->g;
+    c->vec = lrc_xcalloc((size_t)g->n_nodes, 1);
+    c->used = lrc_xcalloc((size_t)g->n_nodes + 2, 1);
+    bool bf16 = false, along_row = row_kernel;
+    for (int j = 0; j < c->gr->n_inputs; j++) {
+        int in = c->gr->inputs[j];
+        if (c->member[in] || lrc_shape_numel(&g->nodes[in].shape) == 1 || !read_by_kernel(c, in)) continue;
+        bool vector = row_vector(c, in, D);
+        along_row = along_row || vector;
+        if (cu_storage(c, in) == LRC_CUDA_I32) continue; /* ld's scalar reads */
+        c->vec[in] = true;
+        bf16 = bf16 || (!vector && cu_storage(c, in) == LRC_CUDA_BF16);
+    }
+    for (int j = 0; j < c->gr->n_outputs; j++) bf16 = bf16 || cu_storage(c, c->gr->outputs[j]) == LRC_CUDA_BF16;
+    int vw = bf16 ? 8 : 4;
+    while (vw > 1 && (total % vw || (along_row && D % vw))) vw /= 2;
+    c->vw = vw;
+}
+
+static void vector_end(cu_gen *c)
+{
+    free(c->vec);
+    free(c->used);
+    c->vec = c->used = NULL;
+}
+
+/* A pass over a thread's vw elements (col = c0 + u) is rendered in two
+ * steps: pass_begin collects its statements in body, then pass_end puts
+ * before them one vector load of each buffer they read, and after them,
+ * with stores, one vector store of each output. full: the flat index of
+ * element c0 of a full-shape buffer. */
+static cu_text *pass_begin(cu_gen *c, cu_text *body)
+{
+    cu_text *outer = c->t;
+    memset(body, 0, sizeof *body);
+    memset(c->used, 0, (size_t)c->g->n_nodes + 2);
+    c->col_read = false;
+    c->t = body;
+    return outer;
+}
+
+static void pass_end(cu_gen *c, cu_text *outer, cu_text *body, bool stores, const char *full, const char *c0, int64_t D)
 {
     char a[16], v[128];
-    for (int j = 0; j < c->gr->n_outputs; j++) {
-        int o = c->gr->outputs[j];
-        cu_printf(c->t, "        st(%s, row * %lldL + col, %s);\n", cu_arg(c, o, a, sizeof a), (long long)D,
-                  cu_value(c, o, D, v, sizeof v));
-    }
+    int vw = c->vw;
+    c->t = outer;
+    for (int id = 0; id < c->g->n_nodes; id++)
+        if (c->used[id])
+            cu_printf(outer, "        float x%d[%d];\n        ldv(%s + %s, x%d, %d);\n", id, vw, cu_arg(c, id, a, sizeof a),
+                      row_vector(c, id, D) ? c0 : full, id, vw);
+    for (int m = 0; m < c->n_gemm; m++)
+        if (c->used[c->g->n_nodes + m])
+            cu_printf(outer, "        float s%d[%d];\n        ldv(scratch + %lldL + %s, s%d, %d);\n", m, vw,
+                      (long long)(m * cu_rows(&c->g->nodes[c->gemm_node[m]].shape) * D), full, m, vw);
+    for (int j = 0; j < c->gr->n_outputs && stores; j++) cu_printf(outer, "        float y%d[%d];\n", j, vw);
+    cu_printf(outer, "#pragma unroll\n        for (int u = 0; u < %d; u++) {\n", vw);
+    if (c->col_read) cu_printf(outer, "            const long col = %s + u;\n", c0);
+    cu_printf(outer, "%s", body->s ? body->s : "");
+    for (int j = 0; j < c->gr->n_outputs && stores; j++)
+        cu_printf(outer, "            y%d[u] = %s;\n", j, cu_value(c, c->gr->outputs[j], D, v, sizeof v));
+    cu_printf(outer, "        }\n");
+    for (int j = 0; j < c->gr->n_outputs && stores; j++)
+        cu_printf(outer, "        stv(%s + %s, y%d, %d);\n", cu_arg(c, c->gr->outputs[j], a, sizeof a), full, j, vw);
+    free(body->s);
 }
 
 /* ---- elementwise groups and GEMM epilogues ------------------------------- */
@@ -146,88 +235,87 @@ void cu_emit_stores(cu_gen *c, int64_t D)
 static void render_elementwise(cu_gen *c, int64_t rows, int64_t D)
 {
     int64_t total = rows * D;
-    int vw = D % 4 == 0 ? 4 : 1; /* four elements of one row per thread */
+    vector_begin(c, D, total, false);
     cu_kernel_begin(c, BLOCK);
-    cu_printf(c->t, "    long i0 = ((long)blockIdx.x * blockDim.x + threadIdx.x) * %d;\n", vw);
+    cu_printf(c->t, "    const long i0 = ((long)blockIdx.x * blockDim.x + threadIdx.x) * %d;\n", c->vw);
     cu_printf(c->t, "    if (i0 >= %lldL) return;\n", (long long)total);
-    cu_printf(c->t, "    long row = i0 / %lldL, col0 = i0 %% %lldL;\n", (long long)D, (long long)D);
-    /* full-shape f32 inputs come in as one 16-byte load per thread */
     bool *done = lrc_xcalloc((size_t)c->g->n_nodes, 1);
-    c->vec4 = lrc_xcalloc((size_t)c->g->n_nodes, 1);
-    char a[16];
-    for (int j = 0; j < c->gr->n_inputs && vw == 4; j++) {
-        int in = c->gr->inputs[j];
-        if (c->member[in] || cu_storage(c, in) != LRC_CUDA_F32 || lrc_shape_numel(&c->g->nodes[in].shape) != total) continue;
-        bool read = false; /* by a member other than the matmuls (their operands are cuBLAS's) */
-        for (int m = 0; m < c->gr->n_nodes; m++) {
-            const lrc_node *n = &c->g->nodes[c->gr->nodes[m]];
-            for (int q = 0; q < n->n_in && !lrc_is_gemm_op(n->op); q++) read = read || c->s->buffer_of[n->in[q]] == in;
-        }
-        if (!read) continue;
-        c->vec4[in] = true;
-        cu_printf(c->t, "    const float4 v%d = *(const float4 *)(%s + i0);\n", in, cu_arg(c, in, a, sizeof a));
-    }
-    cu_printf(c->t, "#pragma unroll\n    for (int u = 0; u < %d; u++) {\n        const long col = col0 + u;\n", vw);
-    for (int id = 0; id < c->g->n_nodes; id++)
-        if (c->vec4[id]) cu_printf(c->t, "        const float x%d = (&v%d.x)[u];\n", id, id);
+    cu_text body, *outer = pass_begin(c, &body);
     cu_emit_members(c, D, done, -1);
-    cu_emit_stores(c, D);
+    bool at_col = c->col_read; /* a row and column only where something is read by them */
+    for (int id = 0; id < c->g->n_nodes; id++) at_col = at_col || (c->used[id] && row_vector(c, id, D));
+    if (at_col) cu_printf(outer, "    const long row = i0 / %lldL, col0 = i0 %% %lldL;\n", (long long)D, (long long)D);
+    cu_printf(outer, "    {\n");
+    pass_end(c, outer, &body, true, "i0", "col0", D);
     cu_printf(c->t, "    }\n}\n\n");
     free(done);
-    free(c->vec4);
-    c->vec4 = NULL;
     c->launch->block = BLOCK;
-    c->launch->grid[0] = (unsigned)((total / vw + BLOCK - 1) / BLOCK);
+    c->launch->grid[0] = (unsigned)((total / c->vw + BLOCK - 1) / BLOCK);
+    vector_end(c);
 }
 
 /* ---- row groups ------------------------------------------------------------ */
+
+/* A loop over a row's chunks of vw elements, one pass: the members before
+ * the anchor, then `tail` (a format taking the anchor's input); the last
+ * pass's tail defines the anchor, and the members after it and the stores
+ * follow. */
+static void row_pass(cu_gen *c, int64_t D, bool *done, const char *tail, const char *full, bool last)
+{
+    char x[128];
+    int anchor = c->gr->anchor;
+    cu_printf(c->t, "    for (long c0 = threadIdx.x * %dL; c0 < %lldL; c0 += blockDim.x * %dL) {\n", c->vw, (long long)D, c->vw);
+    memset(done, 0, (size_t)c->g->n_nodes);
+    cu_text body, *outer = pass_begin(c, &body);
+    cu_emit_members(c, D, done, anchor);
+    cu_printf(c->t, tail, cu_value(c, c->g->nodes[anchor].in[0], D, x, sizeof x));
+    if (last) {
+        done[anchor] = true;
+        cu_emit_members(c, D, done, -1);
+    }
+    pass_end(c, outer, &body, last, full, "c0", D);
+    cu_printf(c->t, "    }\n");
+}
 
 static void render_row(cu_gen *c)
 {
     const lrc_node *a = &c->g->nodes[c->gr->anchor];
     int64_t D = cu_last_dim(&a->shape), rows = cu_rows(&a->shape);
     bool softmax = a->op == LRC_OP_SOFTMAX, layernorm = a->op == LRC_OP_LAYERNORM;
-    int block = D >= 1024 ? 256 : D >= 256 ? 128 : 64;
-    char x[128];
+    vector_begin(c, D, rows * D, true);
+    int block = 32; /* enough threads for a row's chunks, up to 256 */
+    while (block < 256 && block * c->vw < D) block *= 2;
+    char full[64], tail[128];
+    snprintf(full, sizeof full, "row * %lldL + c0", (long long)D);
     cu_kernel_begin(c, block);
     cu_printf(c->t, "    __shared__ float red[32];\n    const long row = blockIdx.x;\n");
     bool *done = lrc_xcalloc((size_t)c->g->n_nodes, 1);
+    int anchor = c->gr->anchor;
     /* pass 0: sum of squares, or the max */
-    cu_printf(c->t, "    float acc = %s;\n    for (long col = threadIdx.x; col < %lldL; col += blockDim.x) {\n",
-              softmax ? "-INFINITY" : "0.f", (long long)D);
-    cu_emit_members(c, D, done, c->gr->anchor);
-    cu_value(c, a->in[0], D, x, sizeof x);
-    cu_printf(c->t, "        const float x = %s;\n        acc = %s;\n    }\n", x,
-              softmax ? "fmaxf(acc, x)" : layernorm ? "acc + x" : "fmaf(x, x, acc)");
+    cu_printf(c->t, "    float acc = %s;\n", softmax ? "-INFINITY" : "0.f");
+    snprintf(tail, sizeof tail, "            const float x = %%s;\n            acc = %s;\n",
+             softmax ? "fmaxf(acc, x)" : layernorm ? "acc + x" : "fmaf(x, x, acc)");
+    row_pass(c, D, done, tail, full, false);
     if (layernorm) { /* pass 1: squares about the mean (no cancellation) */
         cu_printf(c->t, "    const float mean = block_sum(acc, red) / %lld.f;\n    float var = 0.f;\n", (long long)D);
-        cu_printf(c->t, "    for (long col = threadIdx.x; col < %lldL; col += blockDim.x) {\n", (long long)D);
-        memset(done, 0, (size_t)c->g->n_nodes);
-        cu_emit_members(c, D, done, c->gr->anchor);
-        cu_printf(c->t, "        const float xc = %s - mean;\n        var = fmaf(xc, xc, var);\n    }\n", x);
+        row_pass(c, D, done, "            const float xc = %s - mean;\n            var = fmaf(xc, xc, var);\n", full, false);
         cu_printf(c->t, "    const float scale = rsqrtf(block_sum(var, red) / %lld.f + %.9ef);\n", (long long)D, a->fattr[0]);
     } else if (!softmax) {
         cu_printf(c->t, "    const float scale = rsqrtf(block_sum(acc, red) / %lld.f + %.9ef);\n", (long long)D, a->fattr[0]);
     } else {
         cu_printf(c->t, "    const float mx = block_max(acc, red);\n    float sum = 0.f;\n");
-        cu_printf(c->t, "    for (long col = threadIdx.x; col < %lldL; col += blockDim.x) {\n", (long long)D);
-        memset(done, 0, (size_t)c->g->n_nodes);
-        cu_emit_members(c, D, done, c->gr->anchor);
-        cu_printf(c->t, "        sum += __expf(%s - mx);\n    }\n    const float inv = 1.f / block_sum(sum, red);\n", x);
+        row_pass(c, D, done, "            sum += __expf(%s - mx);\n", full, false);
+        cu_printf(c->t, "    const float inv = 1.f / block_sum(sum, red);\n");
     }
-    cu_printf(c->t, "    for (long col = threadIdx.x; col < %lldL; col += blockDim.x) {\n", (long long)D);
-    memset(done, 0, (size_t)c->g->n_nodes);
-    cu_emit_members(c, D, done, c->gr->anchor);
-    if (softmax) cu_printf(c->t, "        const float m%d = __expf(%s - mx) * inv;\n", c->gr->anchor, x);
-    else if (layernorm) cu_printf(c->t, "        const float m%d = (%s - mean) * scale;\n", c->gr->anchor, x);
-    else cu_printf(c->t, "        const float m%d = %s * scale;\n", c->gr->anchor, x);
-    done[c->gr->anchor] = true;
-    cu_emit_members(c, D, done, -1);
-    cu_emit_stores(c, D);
-    cu_printf(c->t, "    }\n}\n\n");
+    /* the last pass: the anchor, the members after it, the stores */
+    snprintf(tail, sizeof tail, "            const float m%d = %s;\n", anchor,
+             softmax ? "__expf(%s - mx) * inv" : layernorm ? "(%s - mean) * scale" : "%s * scale");
+    row_pass(c, D, done, tail, full, true);
+    cu_printf(c->t, "}\n\n");
     free(done);
     c->launch->block = (unsigned)block;
     c->launch->grid[0] = (unsigned)rows;
+    vector_end(c);
 }
 
 /* ---- GEMM groups ------------------------------------------------------------ */
@@ -275,7 +363,14 @@ static void render_gemm(cu_gen *c)
         l->symbol[0] = 0;
         return;
     }
-    l->scratch_bytes = (int64_t)c->n_gemm * l->gemm[0].m * l->gemm[0].n * 4;
+    /* a gated unit's two products (2 d_ff a token, the largest
+       intermediates) in bf16 where its outputs are; a lone product's
+       epilogue in f32: Parcae's relu(x W)^2 doubles a rounding, and its loop
+       compounds it (bf16 logits 5.6e-2 from PyTorch's, against 2.1e-2) */
+    l->scratch_storage = c->n_gemm == 2 ? LRC_CUDA_BF16 : LRC_CUDA_F32;
+    for (int j = 0; j < c->gr->n_outputs; j++)
+        if (cu_storage(c, c->gr->outputs[j]) != LRC_CUDA_BF16) l->scratch_storage = LRC_CUDA_F32;
+    l->scratch_bytes = (int64_t)c->n_gemm * l->gemm[0].m * l->gemm[0].n * (l->scratch_storage == LRC_CUDA_BF16 ? 2 : 4);
     render_elementwise(c, l->gemm[0].m, l->gemm[0].n);
 }
 
@@ -298,6 +393,65 @@ static const char *PRELUDE =
     "__device__ __forceinline__ float bf16_round(float v) { return __uint_as_float((unsigned)to_bf16(v) << 16); }\n"
     "/* two bf16 in a register, the first in the low half (an mma operand's order) */\n"
     "__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) { return (unsigned)to_bf16(lo) | (unsigned)to_bf16(hi) << 16; }\n"
+    "/* n consecutive elements from p into x (ldv) or from x to p (stv), 16\n"
+    "   bytes an access where n allows: p must be aligned to min(16, n * size),\n"
+    "   which the arena's 64-byte offsets and an index multiple of n give.\n"
+    "   The host emulator defines LRC_VEC_ALIGNED to check that. */\n"
+    "#ifndef LRC_VEC_ALIGNED\n"
+    "#define LRC_VEC_ALIGNED(p, bytes) ((void)0)\n"
+    "#endif\n"
+    "__device__ __forceinline__ void ldv(const float *p, float *x, int n)\n"
+    "{\n"
+    "    LRC_VEC_ALIGNED(p, n % 4 == 0 ? 16 : 4 * n);\n"
+    "    if (n % 4 == 0) {\n"
+    "#pragma unroll\n"
+    "        for (int i = 0; i < n; i += 4) {\n"
+    "            const float4 v = *(const float4 *)(p + i);\n"
+    "            x[i] = v.x, x[i + 1] = v.y, x[i + 2] = v.z, x[i + 3] = v.w;\n"
+    "        }\n"
+    "    } else if (n == 2) {\n"
+    "        const float2 v = *(const float2 *)p;\n"
+    "        x[0] = v.x, x[1] = v.y;\n"
+    "    } else x[0] = p[0];\n"
+    "}\n"
+    "__device__ __forceinline__ void stv(float *p, const float *x, int n)\n"
+    "{\n"
+    "    LRC_VEC_ALIGNED(p, n % 4 == 0 ? 16 : 4 * n);\n"
+    "    if (n % 4 == 0) {\n"
+    "#pragma unroll\n"
+    "        for (int i = 0; i < n; i += 4) *(float4 *)(p + i) = make_float4(x[i], x[i + 1], x[i + 2], x[i + 3]);\n"
+    "    } else if (n == 2) *(float2 *)p = make_float2(x[0], x[1]);\n"
+    "    else p[0] = x[0];\n"
+    "}\n"
+    "/* bf16 pairs in a 32-bit word, the first in the low half */\n"
+    "__device__ __forceinline__ void unpack_bf16(unsigned w, float *x) { x[0] = __uint_as_float(w << 16), x[1] = __uint_as_float(w & 0xffff0000u); }\n"
+    "__device__ __forceinline__ void ldv(const bf16 *p, float *x, int n)\n"
+    "{\n"
+    "    LRC_VEC_ALIGNED(p, n % 8 == 0 ? 16 : 2 * n);\n"
+    "    if (n % 8 == 0) {\n"
+    "#pragma unroll\n"
+    "        for (int i = 0; i < n; i += 8) {\n"
+    "            const uint4 v = *(const uint4 *)(p + i);\n"
+    "            unpack_bf16(v.x, x + i), unpack_bf16(v.y, x + i + 2), unpack_bf16(v.z, x + i + 4), unpack_bf16(v.w, x + i + 6);\n"
+    "        }\n"
+    "    } else if (n == 4) {\n"
+    "        const uint2 v = *(const uint2 *)p;\n"
+    "        unpack_bf16(v.x, x), unpack_bf16(v.y, x + 2);\n"
+    "    } else if (n == 2) unpack_bf16(*(const unsigned *)p, x);\n"
+    "    else x[0] = ld(p, 0);\n"
+    "}\n"
+    "__device__ __forceinline__ void stv(bf16 *p, const float *x, int n)\n"
+    "{\n"
+    "    LRC_VEC_ALIGNED(p, n % 8 == 0 ? 16 : 2 * n);\n"
+    "    if (n % 8 == 0) {\n"
+    "#pragma unroll\n"
+    "        for (int i = 0; i < n; i += 8)\n"
+    "            *(uint4 *)(p + i) = make_uint4(pack_bf16(x[i], x[i + 1]), pack_bf16(x[i + 2], x[i + 3]), pack_bf16(x[i + 4], x[i + 5]),\n"
+    "                                           pack_bf16(x[i + 6], x[i + 7]));\n"
+    "    } else if (n == 4) *(uint2 *)p = make_uint2(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]));\n"
+    "    else if (n == 2) *(unsigned *)p = pack_bf16(x[0], x[1]);\n"
+    "    else st(p, 0, x[0]);\n"
+    "}\n"
     "/* d += a b, one m16n8k16 tile of a warp: a (16x16, row) 4 registers, b\n"
     "   (16x8, col) 2, d (16x8) 4 floats a lane, in the PTX ISA's fragment\n"
     "   layout (lane = 4 group + t: a's rows group and group + 8, columns 2t,\n"
@@ -502,7 +656,7 @@ int lrc_cuda_render(const lrc_graph *g, const lrc_schedule *s, const lrc_program
         for (int j = 0; j < gr->n_nodes; j++) member[gr->nodes[j]] = true;
         for (int b = 0; b < g->n_nodes + p->n_extra; b++) arg_of[b] = -1;
         for (int a = 0; a < k->n_args; a++) arg_of[k->args[a]] = a;
-        cu_gen c = {g, s, p, k, gr, out->storage, member, arg_of, &kernels, &tables, l, 0, {-1, -1}, NULL};
+        cu_gen c = {g, s, p, k, gr, out->storage, member, arg_of, &kernels, &tables, l, 0, {-1, -1}, 1, NULL, NULL, false};
         /* every launch of an owner shares its code, so shares its launch shape */
         owner[i] = code_owner(p, g->n_nodes, out->storage, owner, i);
         cu_text *keep = c.t, scratch_text = {0};

@@ -6,6 +6,8 @@
  * is here; anything else fails to compile, which is the point. */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #undef INFINITY /* the renderer defines its own, through __int_as_float */
@@ -32,6 +34,30 @@ uint64_t cuemu_lane_slot[1024];
 struct alignas(16) float4 {
     float x, y, z, w;
 };
+struct alignas(8) float2 {
+    float x, y;
+};
+struct alignas(16) uint4 {
+    unsigned x, y, z, w;
+};
+struct alignas(8) uint2 {
+    unsigned x, y;
+};
+static inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+static inline float2 make_float2(float x, float y) { return {x, y}; }
+static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+static inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
+
+/* A GPU faults on a vector access its address is not aligned to; the host
+ * would not, so the renderer's vector loads and stores check it here. */
+static inline void cuemu_vec_aligned(const void *p, unsigned bytes)
+{
+    if ((uintptr_t)p % bytes) {
+        fprintf(stderr, "cuemu: misaligned %u-byte vector access at %p\n", bytes, p);
+        abort();
+    }
+}
+#define LRC_VEC_ALIGNED(p, bytes) cuemu_vec_aligned(p, bytes)
 
 static inline unsigned cuemu_tid(void) { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
 static inline void __syncthreads(void) { cuemu_barrier(0); }
