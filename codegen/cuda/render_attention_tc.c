@@ -54,23 +54,36 @@ bool cu_render_attention_tc(cu_gen *c)
     if (causal) cu_printf(c->t, "    const long last = min(%lldL, (long)blockIdx.y * %d + %d);\n", TT - 1, BQ, BQ - 1);
     else cu_printf(c->t, "    const long last = %lldL;\n", TT - 1);
     cu_printf(c->t, "    for (long j0 = 0; j0 <= last; j0 += %d) {\n        __syncthreads(); /* the last tile is spent */\n", BK);
-    /* a thread a pair (i, i + D/2) of a key: RoPE's one sincos and both loads */
+    /* A thread 8 pairs (i, i + D/2) of a key, i from i0: four 16-byte
+     * loads, RoPE's sincos once a pair. A warp's threads take 32 keys at
+     * one i0, so that their transposed stores into Vt fall in distinct
+     * banks (keys at the same i0 are adjacent there). V goes as stored,
+     * 16-bit words (a copy, no rounding), K is rotated in f32 and rounded
+     * once: 96 registers at D = 64, where V through floats beside K took
+     * 122 (ptxas, sm_90). */
     char ka[16], tab[64];
     const long long half = DD / 2;
     cu_arg(c, k, ka, sizeof ka);
-    cu_printf(c->t, "        for (int idx = threadIdx.x; idx < %lld; idx += %d) {\n", (long long)BK * half, 4 * 32);
-    cu_printf(c->t, "            const int jj = idx / %lld, i = idx %% %lld;\n            const long j = j0 + jj;\n", half, half);
-    cu_printf(c->t, "            float k1 = 0.f, k2 = 0.f, v1 = 0.f, v2 = 0.f;\n            if (j < %lldL) {\n", TT);
-    cu_printf(c->t, "                const long off = ((b * %lldL + j) * %lld + h) * %lld;\n", TT, HH, DD);
-    cu_printf(c->t, "                k1 = ld(%s, off + i), k2 = ld(%s, off + i + %lld);\n", ka, ka, half);
+    cu_printf(c->t, "        for (int idx = threadIdx.x; idx < %lld; idx += %d) {\n", (long long)BK * half / 8, 4 * 32);
+    cu_printf(c->t, "            const int jj = idx %% %d, i0 = idx / %d * 8;\n            const long j = j0 + jj;\n", BK, BK);
+    cu_printf(c->t, "            const long off = ((b * %lldL + j) * %lld + h) * %lld + i0;\n", TT, HH, DD);
+    cu_printf(c->t, "            unsigned w1[4] = {0u, 0u, 0u, 0u}, w2[4] = {0u, 0u, 0u, 0u};\n");
+    cu_printf(c->t, "            if (j < %lldL) ldv_bits(%s + off, w1), ldv_bits(%s + off + %lld, w2);\n", TT, va, va, half);
+    cu_printf(c->t, "#pragma unroll\n            for (int e = 0; e < 4; e++) {\n");
+    cu_printf(c->t, "                Vt[i0 + 2 * e][jj] = (bf16)w1[e], Vt[i0 + 2 * e + 1][jj] = (bf16)(w1[e] >> 16);\n");
+    cu_printf(c->t, "                Vt[i0 + %lld + 2 * e][jj] = (bf16)w2[e], Vt[i0 + %lld + 2 * e + 1][jj] = (bf16)(w2[e] >> 16);\n            }\n",
+              half, half);
+    cu_printf(c->t, "            float x1[8], x2[8];\n#pragma unroll\n            for (int e = 0; e < 8; e++) x1[e] = x2[e] = 0.f;\n");
+    cu_printf(c->t, "            if (j < %lldL) {\n                ldv(%s + off, x1, 8), ldv(%s + off + %lld, x2, 8);\n", TT, ka, ka, half);
     if (rk) {
         cu_rope_table(c, D, rk->fattr[0], tab, sizeof tab);
-        cu_printf(c->t, "                float s, co;\n                sincosf((float)j * %s[i], &s, &co);\n", tab);
-        cu_printf(c->t, "                const float x1 = k1;\n                k1 = x1 * co - k2 * s, k2 = k2 * co + x1 * s;\n");
+        cu_printf(c->t, "#pragma unroll\n                for (int e = 0; e < 8; e++) {\n");
+        cu_printf(c->t, "                    float s, co;\n                    rope_sincos((float)j * %s[i0 + e], &s, &co);\n", tab);
+        cu_printf(c->t, "                    const float k1 = x1[e];\n                    x1[e] = k1 * co - x2[e] * s, x2[e] = x2[e] * co + k1 * s;\n");
+        cu_printf(c->t, "                }\n");
     }
-    cu_printf(c->t, "                v1 = ld(%s, off + i), v2 = ld(%s, off + i + %lld);\n            }\n", va, va, half);
-    cu_printf(c->t, "            Ks[jj][i] = to_bf16(k1), Ks[jj][i + %lld] = to_bf16(k2);\n", half);
-    cu_printf(c->t, "            Vt[i][jj] = to_bf16(v1), Vt[i + %lld][jj] = to_bf16(v2);\n        }\n        __syncthreads();\n", half);
+    cu_printf(c->t, "            }\n            stv(&Ks[jj][i0], x1, 8), stv(&Ks[jj][i0 + %lld], x2, 8);\n", half);
+    cu_printf(c->t, "        }\n        __syncthreads();\n");
     /* S = Q K^T: B operand (k = d, n = key) is a row of Ks, two bf16 in a register */
     cu_printf(c->t, "        float s[%d][4];\n#pragma unroll\n        for (int n = 0; n < %d; n++) {\n", BK / 8, BK / 8);
     cu_printf(c->t, "            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;\n");

@@ -92,6 +92,7 @@ static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4);
 static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
 #define __expf expf /* glibc declares its own __expf: a macro, not a second one */
 #define __logf logf
+#define __sincosf sincosf /* glibc declares its own too */
 static inline float rsqrtf(float x) { return 1.f / sqrtf(x); }
 template <class A, class B> static inline auto min(A a, B b) -> decltype(a + b) { return a < b ? a : b; }
 template <class A, class B> static inline auto max(A a, B b) -> decltype(a + b) { return a > b ? a : b; }
