@@ -37,12 +37,18 @@ static void op_embedding(cu_gen *c, const lrc_node *n)
 {
     char o[16], ids[16], w[16];
     int64_t D = cu_last_dim(&n->shape), count = lrc_shape_numel(&n->shape);
+    /* a thread copies 16 bytes of a row (of the narrower of table and
+     * output) where D allows, as the elementwise kernels do */
+    int vw = cu_storage(c, n->in[1]) == LRC_CUDA_BF16 || cu_storage(c, c->gr->anchor) == LRC_CUDA_BF16 ? 8 : 4;
+    while (D % vw) vw /= 2;
     /* ids were checked against the vocabulary by the runtime before launch */
     cu_kernel_begin(c, BLOCK);
-    cu_printf(c->t, "    const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= %lldL) return;\n", (long long)count);
-    cu_printf(c->t, "    st(%s, i, ld(%s, (long)%s[i / %lldL] * %lldL + i %% %lldL));\n}\n\n", OUT(o), IN(1, w), IN(0, ids),
-              (long long)D, (long long)D, (long long)D);
-    elementwise_launch(c, count);
+    cu_printf(c->t, "    const long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) * %d;\n    if (i >= %lldL) return;\n", vw,
+              (long long)count);
+    cu_printf(c->t, "    float x[%d];\n    ldv(%s + (long)%s[i / %lldL] * %lldL + i %% %lldL, x, %d);\n", vw, IN(1, w), IN(0, ids),
+              (long long)D, (long long)D, (long long)D, vw);
+    cu_printf(c->t, "    stv(%s + i, x, %d);\n}\n\n", OUT(o), vw);
+    elementwise_launch(c, count / vw);
 }
 
 /* x [B, T, H, D] rotated by +angle (rope) or -angle (its gradient) */
