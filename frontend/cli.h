@@ -101,12 +101,20 @@ int cli_profile_cuda(const struct cli_args *a, int64_t repeat, const char *trace
 int cli_compile_package(const struct cli_args *a);
 /* Removes a package directory: every file lrc compile writes, then dir. */
 void cli_package_remove(const char *dir);
+/* A GPU profile's launch shapes, per launch: blocks, threads a block, the
+ * bytes a thread accesses at once (0: not said); and the device's SMs. */
+typedef struct cli_gpu_shapes {
+    const int64_t *blocks;
+    const int *threads, *access;
+    int sms;
+} cli_gpu_shapes;
 /* The profile's table of a plan's launches, one row per function, slowest
- * first, against the ceilings peak (GFLOP/s) and bw (GB/s); for a GPU,
- * the reason a kernel that is not a GEMM stays under 60% of bw. */
+ * first, against the ceilings peak (GFLOP/s) and bw (GB/s); for a GPU
+ * (gpu not NULL), the reason a kernel that is not a GEMM stays under 60%
+ * of bw. */
 struct lrc_plan;
 void cli_print_profile(const struct lrc_plan *p, const double *ns, const int64_t *calls, int64_t repeat, double peak, double bw,
-                       bool gpu);
+                       const cli_gpu_shapes *gpu);
 
 typedef struct cli_args {
     cli_model_opts m;

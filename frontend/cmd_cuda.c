@@ -110,19 +110,28 @@ int cli_profile_cuda(const cli_args *a, int64_t repeat, const char *trace)
         lrc_cuda_exec_trace(c.x, NULL, 0, NULL);
         rc = lrc_cuda_measure_ceilings(c.x, c.dev.memory_bytes, &copy, &gemm, &err);
     }
-    /* bytes as stored on the device: the plan (ours, loaded for this run) counts f32 */
-    for (int i = 0; i < n_launch; i++) c.pkg.plan.launches[i].bytes = lrc_cuda_exec_bytes(c.x, i);
+    int64_t *blocks = lrc_xcalloc((size_t)n_launch + 1, sizeof(int64_t));
+    int *threads = lrc_xcalloc((size_t)n_launch + 1, sizeof(int)), *access = lrc_xcalloc((size_t)n_launch + 1, sizeof(int));
+    for (int i = 0; i < n_launch; i++) {
+        /* bytes as stored on the device: the plan (ours, loaded for this run) counts f32 */
+        c.pkg.plan.launches[i].bytes = lrc_cuda_exec_bytes(c.x, i);
+        lrc_cuda_exec_launch_shape(c.x, i, &blocks[i], &threads[i], &access[i]);
+    }
+    const cli_gpu_shapes shapes = {blocks, threads, access, c.dev.sms};
     if (!rc) rc = lrc_trace_write(trace, plan, ev, n_ev, &err);
     if (!rc) {
-        printf("profile of %s: %lld runs on %s (sm_%d), CUDA events around every launch\n", a->m.model, (long long)repeat,
-               c.dev.name, c.dev.sm);
+        printf("profile of %s: %lld runs on %s (sm_%d, %d SMs), CUDA events around every launch\n", a->m.model, (long long)repeat,
+               c.dev.name, c.dev.sm, c.dev.sms);
         printf("ceilings measured now: %.1f GFLOP/s (bf16 cuBLAS GEMM), %.1f GB/s (device-to-device copy)\n", gemm, copy);
-        cli_print_profile(plan, ns, calls, repeat, gemm, copy, true);
+        cli_print_profile(plan, ns, calls, repeat, gemm, copy, &shapes);
         printf("trace %s (%lld events)\n", trace, (long long)n_ev);
     }
     free(ns);
     free(calls);
     free(ev);
+    free(blocks);
+    free(threads);
+    free(access);
     cli_cuda_close(&c);
     lrc_tensor_set_clear(&outs);
     return rc ? cli_user_error(&err) : 0;

@@ -10,6 +10,7 @@
 
 typedef struct {
     const char *key, *symbol, *label; /* key: the symbol, or for cuBLAS alone the label */
+    int first;                        /* its first launch */
     int64_t calls;
     double ns, flops, bytes;
 } row_t;
@@ -30,7 +31,7 @@ static int aggregate(const lrc_plan *p, const double *ns, const int64_t *calls, 
         int r = 0;
         const char *key = l->symbol[0] ? l->symbol : l->label; /* GEMMs alone: one row per call site */
         while (r < n && strcmp(rows[r].key, key)) r++;
-        if (r == n) rows[n++] = (row_t){key, l->symbol[0] ? l->symbol : "cublas", l->label, 0, 0, 0, 0};
+        if (r == n) rows[n++] = (row_t){key, l->symbol[0] ? l->symbol : "cublas", l->label, i, 0, 0, 0, 0};
         rows[r].calls += calls[i];
         rows[r].ns += ns[i];
         rows[r].flops += l->flops * (double)calls[i];
@@ -41,18 +42,29 @@ static int aggregate(const lrc_plan *p, const double *ns, const int64_t *calls, 
 }
 
 /* Why a GPU kernel that is not a GEMM stays under 60% of the copy
- * bandwidth, or "" when it does not. */
-static const char *why_slow(const row_t *r, double peak, double bw, char *buf, size_t n)
+ * bandwidth, or "" when it does not: too short a call for the launch
+ * around it to vanish, more arithmetic than bytes, too few blocks to keep
+ * every SM's loads in flight, or accesses narrower than 16 bytes (a shape
+ * that does not divide); else its shape, for a reader to judge. */
+static const char *why_slow(const row_t *r, double peak, double bw, const cli_gpu_shapes *gpu, char *buf, size_t n)
 {
     double gb = r->bytes / r->ns, us = r->ns / 1e3 / (double)r->calls;
     if (!strcmp(r->symbol, "cublas") || strstr(r->symbol, "gemm") || !(bw > 0) || gb >= 0.6 * bw) return "";
+    const int64_t blocks = gpu->blocks[r->first];
+    const int threads = gpu->threads[r->first], access = gpu->access[r->first];
     if (us < 10) snprintf(buf, n, "  [launch-bound: %.0f KB a call in %.1f us]", r->bytes / (double)r->calls / 1e3, us);
     else if (peak > 0 && r->flops / r->bytes > peak / bw) snprintf(buf, n, "  [compute-bound: %.2g FLOP a byte]", r->flops / r->bytes);
-    else snprintf(buf, n, "  [under 60%% of the copy bandwidth]");
+    else if (gpu->sms > 0 && blocks < 2 * (int64_t)gpu->sms)
+        snprintf(buf, n, "  [%lld blocks for %d SMs: too few to keep the memory busy]", (long long)blocks, gpu->sms);
+    else if (access > 0 && access < 16)
+        snprintf(buf, n, "  [%d-byte accesses: the shape does not divide into 16 bytes]", access);
+    else if (access > 0) snprintf(buf, n, "  [under 60%%: %lld blocks of %d threads, 16-byte accesses]", (long long)blocks, threads);
+    else snprintf(buf, n, "  [under 60%%: %lld blocks of %d threads]", (long long)blocks, threads);
     return buf;
 }
 
-void cli_print_profile(const lrc_plan *p, const double *ns, const int64_t *calls, int64_t repeat, double peak, double bw, bool gpu)
+void cli_print_profile(const lrc_plan *p, const double *ns, const int64_t *calls, int64_t repeat, double peak, double bw,
+                       const cli_gpu_shapes *gpu)
 {
     row_t *rows = lrc_xcalloc((size_t)p->n_launches + 1, sizeof *rows);
     int n = aggregate(p, ns, calls, rows);
@@ -67,7 +79,7 @@ void cli_print_profile(const lrc_plan *p, const double *ns, const int64_t *calls
         /* the ceiling that binds: compute or memory, whichever is closer */
         printf("%-11s %6lld %10.3f %5.1f%% %9.1f %8.1f %5.0f%%%c  %s%s\n", rows[i].symbol, (long long)rows[i].calls, rows[i].ns / 1e6,
                100 * rows[i].ns / total, gf, gb, 100 * (frac > fb ? frac : fb), frac > fb ? 'F' : 'B', rows[i].label,
-               gpu ? why_slow(&rows[i], peak, bw, why, sizeof why) : "");
+               gpu ? why_slow(&rows[i], peak, bw, gpu, why, sizeof why) : "");
     }
     printf("\n%%peak: F of the %s ceiling, B of the copy bandwidth, whichever is higher\n", gpu ? "GEMM" : "FMA");
     free(rows);
@@ -187,7 +199,7 @@ int cmd_profile(int argc, char **argv)
         printf("profile of %s: %lld runs, %d threads, %d launches per run\n", a.m.model, (long long)repeat,
                lrc_pool_threads(e.pool), per_run);
         printf("ceilings measured now: %.1f GFLOP/s (FMA probe), %.1f GB/s (copy)\n", peak, bw);
-        cli_print_profile(e.plan, ns, calls, repeat, peak, bw, false);
+        cli_print_profile(e.plan, ns, calls, repeat, peak, bw, NULL);
         printf("trace %s (%lld events)\n", trace, (long long)n_ev);
     }
     free(ns);

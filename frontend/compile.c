@@ -184,6 +184,7 @@ cJSON *lrc_compiled_cuda_meta(const lrc_compiled *c)
         cJSON_AddNumberToObject(x, "block", l->block);
         cJSON_AddNumberToObject(x, "scratch_bytes", (double)l->scratch_bytes);
         if (l->scratch_bytes) cJSON_AddStringToObject(x, "scratch_storage", storage[l->scratch_storage]);
+        if (l->access_bytes) cJSON_AddNumberToObject(x, "access_bytes", l->access_bytes);
         if (l->n_gemm) {
             cJSON *gs = cJSON_AddArrayToObject(x, "gemm");
             for (int j = 0; j < l->n_gemm; j++) {

@@ -213,6 +213,8 @@ static int parse_meta(lrc_cuda_exec *x, const char *meta_json, lrc_err *err)
         x->scratch_of[i] = (int64_t)scr->valuedouble;
         const cJSON *sst = cJSON_GetObjectItemCaseSensitive(l, "scratch_storage");
         x->scratch_st[i] = cJSON_IsString(sst) && !strcmp(sst->valuestring, lrc_cuda_storage_names[ST_BF16]) ? ST_BF16 : ST_F32;
+        const cJSON *acc = cJSON_GetObjectItemCaseSensitive(l, "access_bytes");
+        x->access[i] = cJSON_IsNumber(acc) ? acc->valueint : 0;
         if (x->scratch_of[i] > x->scratch_bytes) x->scratch_bytes = x->scratch_of[i];
         const cJSON *gs = cJSON_GetObjectItemCaseSensitive(l, "gemm");
         for (int j = 0; cJSON_IsArray(gs) && j < cJSON_GetArraySize(gs) && j < 2 && !rc; j++) {
@@ -256,6 +258,7 @@ int lrc_cuda_exec_new(const lrc_plan *plan, const char *meta_json, const void *i
     x->block = lrc_xcalloc((size_t)L + 1, sizeof(int));
     x->scratch_of = lrc_xcalloc((size_t)L + 1, sizeof(int64_t));
     x->scratch_st = lrc_xcalloc((size_t)L + 1, sizeof(int));
+    x->access = lrc_xcalloc((size_t)L + 1, sizeof(int));
     x->n_gemm = lrc_xcalloc((size_t)L + 1, sizeof(int));
     x->iteration = lrc_xcalloc((size_t)L + 1, sizeof(int64_t));
     x->gemm = lrc_xcalloc((size_t)L + 1, sizeof *x->gemm);
@@ -357,6 +360,7 @@ void lrc_cuda_exec_free(lrc_cuda_exec *x)
     free(x->block);
     free(x->scratch_of);
     free(x->scratch_st);
+    free(x->access);
     free(x->n_gemm);
     free(x->gemm);
     free(x->iteration);
@@ -693,6 +697,13 @@ int lrc_cuda_measure_ceilings(lrc_cuda_exec *x, int64_t device_bytes, double *co
     if (j.c) x->api.mem_free(j.c);
     if (r > 0) return lrc_err_set(err, "cuda: out of device memory for the ceilings' %zu-byte buffers", j.bytes);
     return r ? LRC_EUSER : LRC_OK;
+}
+
+void lrc_cuda_exec_launch_shape(const lrc_cuda_exec *x, int li, int64_t *blocks, int *threads, int *access_bytes)
+{
+    *blocks = (int64_t)x->grid[3 * li] * x->grid[3 * li + 1] * x->grid[3 * li + 2];
+    *threads = x->block[li];
+    *access_bytes = x->access[li];
 }
 
 double lrc_cuda_exec_bytes(const lrc_cuda_exec *x, int li)

@@ -89,6 +89,7 @@ struct lrc_cuda_exec {
     int *grid, *block;   /* per launch: 3 and 1 */
     int64_t *scratch_of; /* per launch */
     int *scratch_st;     /* per launch: how its scratch is stored */
+    int *access;         /* per launch: bytes a thread accesses at once, 0: not said */
     int *n_gemm;
     struct {
         int op, a, b, c; /* c: the argument added as cuBLASLt's C, or -1 */

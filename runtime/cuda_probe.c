@@ -47,6 +47,7 @@ int lrc_cuda_probe(lrc_cuda_device *dev, char *why, size_t n)
         int major = 0, minor = 0;
         attr(&major, 75, d); /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR */
         attr(&minor, 76, d); /* ..._MINOR */
+        attr(&dev->sms, 16, d); /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
         size_t bytes = 0;
         mem(&bytes, d);
         dev->sm = 10 * major + minor;

@@ -238,6 +238,7 @@ typedef struct lrc_cuda_device {
     int sm;               /* compute capability, 90 for sm_90 */
     int count;            /* devices */
     int64_t memory_bytes; /* of device 0 */
+    int sms;              /* its multiprocessors */
 } lrc_cuda_device;
 /* Whether the driver, a device and cuBLAS are here (device 0 described);
  * else -1 and a one-line reason in why. */
@@ -263,6 +264,9 @@ void lrc_cuda_exec_trace(lrc_cuda_exec *x, lrc_trace_event *events, int64_t cap,
 /* The bytes launch li moves on the device: the plan's count (f32 elements)
  * scaled to its arguments' storage (bf16 halves them). */
 double lrc_cuda_exec_bytes(const lrc_cuda_exec *x, int li);
+/* Launch li's shape: blocks (of its grid), threads a block, and the bytes
+ * a thread accesses at once where the renderer says (else 0). */
+void lrc_cuda_exec_launch_shape(const lrc_cuda_exec *x, int li, int64_t *blocks, int *threads, int *access_bytes);
 /* The device's ceilings, measured now: a device-to-device copy (GB/s, read
  * plus written) and a square bf16 cuBLAS GEMM (GFLOP/s), with buffers of at
  * most a sixteenth of device_bytes. */

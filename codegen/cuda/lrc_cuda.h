@@ -38,6 +38,9 @@ typedef struct lrc_cuda_launch {
        where its outputs are bf16 (rounded as the activations they are in
        PyTorch, with half the bytes) */
     lrc_cuda_storage scratch_storage;
+    /* bytes a thread reads or writes at once in an element-wise copy or
+       row kernel (16 where the shape allows), 0 where the kernel is not one */
+    int access_bytes;
     int n_gemm;
     lrc_cuda_gemm gemm[2];
 } lrc_cuda_launch;

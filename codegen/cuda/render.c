@@ -181,6 +181,7 @@ static void vector_begin(cu_gen *c, int64_t D, int64_t total, bool row_kernel)
     int vw = bf16 ? 8 : 4;
     while (vw > 1 && (total % vw || (along_row && D % vw))) vw /= 2;
     c->vw = vw;
+    c->launch->access_bytes = vw * (bf16 ? 2 : 4);
 }
 
 static void vector_end(cu_gen *c)

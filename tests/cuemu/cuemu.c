@@ -156,7 +156,7 @@ int cuDeviceGetName(char *name, int len, int d)
 int cuDeviceGetAttribute(int *v, int attr, int d)
 {
     (void)d;
-    *v = attr == 75 ? sm() / 10 : attr == 76 ? sm() % 10 : 0;
+    *v = attr == 75 ? sm() / 10 : attr == 76 ? sm() % 10 : attr == 16 ? 132 : 0; /* an H100's or H200's 132 SMs */
     return OK;
 }
 int cuDeviceTotalMem_v2(size_t *bytes, int d)

@@ -101,6 +101,12 @@ assert ceil and float(ceil.group(1)) > 0 and float(ceil.group(2)) > 0, "no ceili
 assert rows, "no rows"
 assert sum(int(l.split()[1]) for l in rows) == len(events), "calls in the table %d, events %d" % (sum(int(l.split()[1]) for l in rows), len(events))
 assert len(events) == 2 * int(sys.argv[3]), "%d events for 2 runs of %s launches" % (len(events), sys.argv[3])
+# every kernel that is not a GEMM and stays under 60% says why, in brackets
+for l in rows:
+    f = l.split()
+    pct = int(re.match(r"(\d+)%", f[6]).group(1))
+    if f[0] != "cublas" and "gemm" not in f[0] and pct < 60:
+        assert re.search(r"\[(launch-bound|compute-bound|\d+ blocks for \d+ SMs|\d+-byte accesses|under 60%)", l), "no reason: " + l
 PY
     { echo "FAIL: profile of the $what (status $rc)"; cat "$out/profile.txt" "$out/profile.err"; failed=1; }
 done
