@@ -186,6 +186,14 @@ int lrc_cuda_download(lrc_cuda_exec *x, int i, float *out, int64_t count, lrc_er
     return r ? lrc_cuda_fail(x, r, "copy from the device", err) : LRC_OK;
 }
 
+/* "f32", "bf16" or "i32" as ST_*; f32 when absent */
+static int storage_of(const cJSON *s)
+{
+    for (int k = 0; cJSON_IsString(s) && k < 3; k++)
+        if (!strcmp(s->valuestring, lrc_cuda_storage_names[k])) return k;
+    return ST_F32;
+}
+
 static int parse_meta(lrc_cuda_exec *x, const char *meta_json, lrc_err *err)
 {
     const lrc_plan *p = x->plan;
@@ -195,12 +203,7 @@ static int parse_meta(lrc_cuda_exec *x, const char *meta_json, lrc_err *err)
     int rc = LRC_OK;
     if (!cJSON_IsArray(ls) || cJSON_GetArraySize(ls) != p->n_launches || !cJSON_IsArray(st) || cJSON_GetArraySize(st) > p->n_bufs)
         rc = lrc_err_set(err, "package.json: the cuda launches or storage do not match the plan (a damaged package?)");
-    for (int i = 0; i < p->n_bufs && !rc; i++) {
-        const cJSON *s = cJSON_GetArrayItem(st, i);
-        x->storage[i] = ST_F32;
-        for (int k = 0; cJSON_IsString(s) && k < 3; k++)
-            if (!strcmp(s->valuestring, lrc_cuda_storage_names[k])) x->storage[i] = k;
-    }
+    for (int i = 0; i < p->n_bufs && !rc; i++) x->storage[i] = storage_of(cJSON_GetArrayItem(st, i));
     for (int i = 0; i < p->n_launches && !rc; i++) {
         const cJSON *l = cJSON_GetArrayItem(ls, i), *grid = cJSON_GetObjectItemCaseSensitive(l, "grid");
         const cJSON *block = cJSON_GetObjectItemCaseSensitive(l, "block"), *scr = cJSON_GetObjectItemCaseSensitive(l, "scratch_bytes");
@@ -211,8 +214,7 @@ static int parse_meta(lrc_cuda_exec *x, const char *meta_json, lrc_err *err)
         for (int d = 0; d < 3; d++) x->grid[3 * i + d] = cJSON_GetArrayItem(grid, d)->valueint;
         x->block[i] = block->valueint;
         x->scratch_of[i] = (int64_t)scr->valuedouble;
-        const cJSON *sst = cJSON_GetObjectItemCaseSensitive(l, "scratch_storage");
-        x->scratch_st[i] = cJSON_IsString(sst) && !strcmp(sst->valuestring, lrc_cuda_storage_names[ST_BF16]) ? ST_BF16 : ST_F32;
+        x->scratch_st[i] = storage_of(cJSON_GetObjectItemCaseSensitive(l, "scratch_storage"));
         const cJSON *acc = cJSON_GetObjectItemCaseSensitive(l, "access_bytes");
         x->access[i] = cJSON_IsNumber(acc) ? acc->valueint : 0;
         if (x->scratch_of[i] > x->scratch_bytes) x->scratch_bytes = x->scratch_of[i];

@@ -52,6 +52,10 @@ void cu_kernel_begin(cu_gen *c, int block);
  * [D] vector, or the full shape), from the pass's vector loads where
  * c->vec says. */
 void cu_emit_members(cu_gen *c, int64_t D, bool *done, int stop_at);
+/* Elements a thread handles at once: 16 bytes of bf16 (8) or f32 (4),
+ * halved until it divides n and, where row > 0, row too; records the bytes
+ * it moves an access in the launch (for the profile). */
+int cu_vector_width(cu_gen *c, bool bf16, int64_t n, int64_t row);
 /* m<id>, or the load of a non-member input, as an expression */
 const char *cu_value(cu_gen *c, int id, int64_t D, char *buf, size_t n);
 

@@ -156,6 +156,14 @@ static bool row_vector(const cu_gen *c, int id, int64_t D)
     return lrc_shape_numel(s) == cu_last_dim(s) && cu_last_dim(s) == D;
 }
 
+int cu_vector_width(cu_gen *c, bool bf16, int64_t n, int64_t row)
+{
+    int vw = bf16 ? 8 : 4;
+    while (vw > 1 && (n % vw || (row > 0 && row % vw))) vw /= 2;
+    c->launch->access_bytes = vw * (bf16 ? 2 : 4);
+    return vw;
+}
+
 /* Chooses c->vw, the elements a thread handles at once, and c->vec, the
  * inputs read through vector loads: 16 bytes of the narrowest type stored
  * among the full-shape buffers read or written, halved until it divides the
@@ -178,10 +186,7 @@ static void vector_begin(cu_gen *c, int64_t D, int64_t total, bool row_kernel)
         bf16 = bf16 || (!vector && cu_storage(c, in) == LRC_CUDA_BF16);
     }
     for (int j = 0; j < c->gr->n_outputs; j++) bf16 = bf16 || cu_storage(c, c->gr->outputs[j]) == LRC_CUDA_BF16;
-    int vw = bf16 ? 8 : 4;
-    while (vw > 1 && (total % vw || (along_row && D % vw))) vw /= 2;
-    c->vw = vw;
-    c->launch->access_bytes = vw * (bf16 ? 2 : 4);
+    c->vw = cu_vector_width(c, bf16, total, along_row ? D : 0);
 }
 
 static void vector_end(cu_gen *c)
@@ -426,27 +431,28 @@ static const char *PRELUDE =
     "}\n"
     "/* bf16 pairs in a 32-bit word, the first in the low half */\n"
     "__device__ __forceinline__ void unpack_bf16(unsigned w, float *x) { x[0] = __uint_as_float(w << 16), x[1] = __uint_as_float(w & 0xffff0000u); }\n"
-    "__device__ __forceinline__ void ldv(const bf16 *p, float *x, int n)\n"
-    "{\n"
-    "    LRC_VEC_ALIGNED(p, n % 8 == 0 ? 16 : 2 * n);\n"
-    "    if (n % 8 == 0) {\n"
-    "#pragma unroll\n"
-    "        for (int i = 0; i < n; i += 8) {\n"
-    "            const uint4 v = *(const uint4 *)(p + i);\n"
-    "            unpack_bf16(v.x, x + i), unpack_bf16(v.y, x + i + 2), unpack_bf16(v.z, x + i + 4), unpack_bf16(v.w, x + i + 6);\n"
-    "        }\n"
-    "    } else if (n == 4) {\n"
-    "        const uint2 v = *(const uint2 *)p;\n"
-    "        unpack_bf16(v.x, x), unpack_bf16(v.y, x + 2);\n"
-    "    } else if (n == 2) unpack_bf16(*(const unsigned *)p, x);\n"
-    "    else x[0] = ld(p, 0);\n"
-    "}\n"
     "/* 8 bf16 as stored, two a word (a copy, no rounding) */\n"
     "__device__ __forceinline__ void ldv_bits(const bf16 *p, unsigned *w)\n"
     "{\n"
     "    LRC_VEC_ALIGNED(p, 16);\n"
     "    const uint4 v = *(const uint4 *)p;\n"
     "    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;\n"
+    "}\n"
+    "__device__ __forceinline__ void ldv(const bf16 *p, float *x, int n)\n"
+    "{\n"
+    "    LRC_VEC_ALIGNED(p, n % 8 == 0 ? 16 : 2 * n);\n"
+    "    if (n % 8 == 0) {\n"
+    "#pragma unroll\n"
+    "        for (int i = 0; i < n; i += 8) {\n"
+    "            unsigned w[4];\n"
+    "            ldv_bits(p + i, w);\n"
+    "            unpack_bf16(w[0], x + i), unpack_bf16(w[1], x + i + 2), unpack_bf16(w[2], x + i + 4), unpack_bf16(w[3], x + i + 6);\n"
+    "        }\n"
+    "    } else if (n == 4) {\n"
+    "        const uint2 v = *(const uint2 *)p;\n"
+    "        unpack_bf16(v.x, x), unpack_bf16(v.y, x + 2);\n"
+    "    } else if (n == 2) unpack_bf16(*(const unsigned *)p, x);\n"
+    "    else x[0] = ld(p, 0);\n"
     "}\n"
     "__device__ __forceinline__ void stv(bf16 *p, const float *x, int n)\n"
     "{\n"

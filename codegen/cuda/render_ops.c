@@ -39,10 +39,8 @@ static void op_embedding(cu_gen *c, const lrc_node *n)
     int64_t D = cu_last_dim(&n->shape), count = lrc_shape_numel(&n->shape);
     /* a thread copies 16 bytes of a row (of the narrower of table and
      * output) where D allows, as the elementwise kernels do */
-    const bool bf16 = cu_storage(c, n->in[1]) == LRC_CUDA_BF16 || cu_storage(c, c->gr->anchor) == LRC_CUDA_BF16;
-    int vw = bf16 ? 8 : 4;
-    while (D % vw) vw /= 2;
-    c->launch->access_bytes = vw * (bf16 ? 2 : 4);
+    const int vw = cu_vector_width(c, cu_storage(c, n->in[1]) == LRC_CUDA_BF16 || cu_storage(c, c->gr->anchor) == LRC_CUDA_BF16,
+                                   count, D);
     /* ids were checked against the vocabulary by the runtime before launch */
     cu_kernel_begin(c, BLOCK);
     cu_printf(c->t, "    const long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) * %d;\n    if (i >= %lldL) return;\n", vw,

@@ -7,11 +7,8 @@
 # tensor-core kernel, and LRC_CUDA_TC_ATTENTION=0 must leave it out.
 set -u
 lrc=$1 llama=$2 vit=$3 compare=$4
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-failed=0
-py() { python3 "$(dirname "$0")/../tools/st.py" "$@"; }
-py make "$out/tok.st" "{\"tokens\": [\"I32\", [2, 70], $(python3 -c 'print([(7 * i + 3) % 251 for i in range(140)])')]}"
+source "$(dirname "$0")/common.sh"
+tokens "$out/tok.st" 2 70
 py make "$out/img.st" "{\"images\": [\"F32\", [2, 1, 28, 28], $(python3 -c 'import math; print([math.sin(0.37 * i) for i in range(1568)])')]}"
 # check NAME MODEL INPUT B T SETS...: compile for cuda, run, compare with ref
 check() {

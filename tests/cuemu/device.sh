@@ -11,12 +11,8 @@
 # Training on cuda is train.sh's.
 set -u
 lrc=$1 model=$2 compare=$3
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-failed=0
-py() { python3 "$(dirname "$0")/../tools/st.py" "$@"; }
-toks=$(python3 -c 'print([(7 * i + 3) % 251 for i in range(32)])')
-py make "$out/in.st" "{\"tokens\": [\"I32\", [2, 16], $toks]}"
+source "$(dirname "$0")/common.sh"
+tokens "$out/in.st" 2 16
 printf 'In the beginning God created the heaven and the earth. %.0s' $(seq 1 200) >"$out/text.txt"
 "$lrc" init "$model" --preset tiny --seed 1 -o "$out/w.st" >/dev/null
 "$lrc" compile "$model" --preset tiny --target cuda --arch sm_90 --weights "$out/w.st" --batch 2 --seq 16 -o "$out/pkg" >/dev/null ||

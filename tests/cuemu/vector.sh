@@ -12,17 +12,14 @@
 #     by one.
 set -u
 lrc=$1 model=$2 compare=$3
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-failed=0
-py() { python3 "$(dirname "$0")/../tools/st.py" "$@"; }
+source "$(dirname "$0")/common.sh"
 export LRC_CUDA_CHECK=1
 # check NAME B T WIDTHS SETS...: WIDTHS, the vector widths the bf16 package must use
 check() {
   local name=$1 B=$2 T=$3 widths=$4
   shift 4
   local sets=(--preset tiny "$@")
-  py make "$out/in.st" "{\"tokens\": [\"I32\", [$B, $T], $(python3 -c "print([(7 * i + 3) % 251 for i in range($B * $T)])")]}"
+  tokens "$out/in.st" "$B" "$T"
   "$lrc" init "$model" "${sets[@]}" --seed 3 -o "$out/w.st" >/dev/null &&
     "$lrc" forward "$model" "${sets[@]}" --weights "$out/w.st" --input "$out/in.st" -o "$out/ref.st" --target ref >/dev/null &&
     "$lrc" backward "$model" "${sets[@]}" --weights "$out/w.st" --input "$out/in.st" -o "$out/gref.st" --target ref >/dev/null ||
