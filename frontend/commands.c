@@ -36,10 +36,10 @@ static void print_params(const lrc_graph *g)
 /* Runs the passes on g (up to `after`, all when NULL) and, for the
  * schedule's passes, builds the kernel groups and the memory plan. With
  * weights, parameters are constants and gains fold. */
-static int optimize(lrc_graph **g, lrc_tensor_set *consts, const char *after, lrc_schedule *s, bool *have_schedule,
-                    lrc_err *err)
+static int optimize(lrc_graph **g, lrc_tensor_set *consts, bool cuda, const char *after, lrc_schedule *s,
+                    bool *have_schedule, lrc_err *err)
 {
-    lrc_pass_ctx ctx = {consts};
+    lrc_pass_ctx ctx = {.consts = consts, .pad_multiple = cuda ? LRC_CUDA_PAD_MULTIPLE : 0};
     *have_schedule = false;
     if (lrc_passes_run(g, &ctx, after, err)) return LRC_EUSER;
     if (after && strcmp(after, "fuse") && strcmp(after, "plan_memory")) return LRC_OK;
@@ -58,12 +58,13 @@ int cmd_inspect(int argc, char **argv)
                                          {"after", required_argument, 0, OPT_AFTER},
                                          {"kernels", no_argument, 0, OPT_KERNELS},
                                          {"weights", required_argument, 0, OPT_WEIGHTS},
+                                         {"target", required_argument, 0, OPT_TARGET},
                                          {"seq", required_argument, 0, OPT_SEQ},
                                          {"batch", required_argument, 0, OPT_BATCH},
                                          {0, 0, 0, 0}};
     static const char *help =
         "usage: lrc inspect MODEL [--preset P] [--set KEY=VALUE]... [--params] [--flops] [--ir]\n"
-        "                   [--after PASS] [--kernels] [--weights W.safetensors]\n"
+        "                   [--after PASS] [--kernels] [--weights W.safetensors] [--target ref|cpu|cuda]\n"
         "\n"
         "Builds the model's graph and describes it. With no section flag, prints\n"
         "the configuration, FLOPs and parameters.\n"
@@ -72,15 +73,21 @@ int cmd_inspect(int argc, char **argv)
         "  --flops           forward and training FLOPs per token\n"
         "  --ir              the graph, one node a line (as built, or after --after)\n"
         "  --after PASS      run the passes up to PASS and print the result:\n"
-        "                    fold_gains, cse, dce, fuse, plan_memory\n"
+        "                    fold_gains, pad_hidden, cse, dce, fuse, plan_memory\n"
         "  --kernels         run every pass and print the kernel groups and memory plan\n"
         "  --weights FILE    frozen parameters: constant LayerRoPE gains and norm\n"
         "                    weights fold into the matmul weights\n"
+        "  --target T        the passes as compiling for T runs them (default ref;\n"
+        "                    cuda pads hidden widths to multiples of 8 with --weights)\n"
         "  --seq T           sequence length for the graph (default 256)\n"
         "  --batch B         batch size for the graph (default 1)\n";
     cli_args a;
     int rc = cli_parse_args("inspect", argc, argv, opts, help, true, &a);
     if (rc >= 0) goto out;
+    if (strcmp(a.target, "ref") && strcmp(a.target, "cpu") && strcmp(a.target, "cuda")) {
+        rc = cli_usage_error("inspect", "unknown target '%s' (ref, cpu or cuda)", a.target);
+        goto out;
+    }
     if (a.batch == 0) a.batch = 1;
     lrc_err err;
     lrc_model m;
@@ -125,7 +132,7 @@ int cmd_inspect(int argc, char **argv)
         rc = 0;
         if (a.ir && !a.after) lrc_graph_print(g, stdout);
         if (a.after || a.kernels) {
-            if (optimize(&g, a.weights ? &consts : NULL, a.kernels ? NULL : a.after, &sched, &have_sched, &err)) {
+            if (optimize(&g, a.weights ? &consts : NULL, !strcmp(a.target, "cuda"), a.kernels ? NULL : a.after, &sched, &have_sched, &err)) {
                 rc = cli_user_error(&err);
             } else if (have_sched) {
                 if (a.ir) lrc_graph_print(g, stdout);

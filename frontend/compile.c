@@ -102,7 +102,7 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
     double t0 = (1e3 * lrc_now_s());
     c->g = g;
     c->consts = consts;
-    lrc_pass_ctx ctx = {consts};
+    lrc_pass_ctx ctx = {.consts = consts};
     lrc_llvm_target target;
     int rc = lrc_llvm_target_host(&target, err);
     if (!rc) rc = lrc_passes_run(&c->g, &ctx, NULL, err);
@@ -148,7 +148,7 @@ int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arc
     c->g = g;
     c->consts = consts;
     snprintf(c->arch, sizeof c->arch, "%s", arch);
-    lrc_pass_ctx ctx = {consts};
+    lrc_pass_ctx ctx = {.consts = consts, .pad_multiple = LRC_CUDA_PAD_MULTIPLE};
     int rc = lrc_passes_run(&c->g, &ctx, NULL, err);
     if (!rc) rc = lrc_schedule_build(c->g, &c->sched, err);
     if (rc) return rc;

@@ -56,6 +56,11 @@ typedef struct lrc_cuda_program {
 /* The tiling that makes lrc_program_build leave GEMM operands unpacked
  * (cuBLAS reads them as they are). */
 lrc_gemm_tiling lrc_cuda_tiling(void);
+/* The multiple the pad_hidden pass widens hidden dimensions to for this
+ * target: rows of 16 bytes in bf16, as cuBLAS's fast kernels need of every
+ * leading dimension (an odd one, the 1b's d_ff = 5461, leaves it 2-byte
+ * accesses). */
+#define LRC_CUDA_PAD_MULTIPLE 8
 
 /* Renders program p (built with lrc_cuda_tiling) of graph g under schedule
  * s, activations and weight matrices stored as bulk (LRC_CUDA_BF16, or

@@ -11,6 +11,9 @@ typedef struct lrc_pass_ctx {
      * time), else NULL. Passes read constants here and add the constants they
      * make (folded gains and weights); the graph's PARAM nodes name them. */
     lrc_tensor_set *consts;
+    /* pad_hidden: the multiple a hidden width is padded to (the cuda target
+     * asks 8, 16 bytes of bf16, for cuBLAS's aligned kernels); 0 or 1: off */
+    int64_t pad_multiple;
 } lrc_pass_ctx;
 
 typedef struct lrc_pass {
@@ -27,11 +30,12 @@ extern const int lrc_graph_pass_count;
 /* Runs the pipeline on *g, stopping after the pass named stop_after when it
  * is not NULL (an unknown name is an error listing the passes). */
 int lrc_passes_run(lrc_graph **g, lrc_pass_ctx *ctx, const char *stop_after, lrc_err *err);
-/* "fold_gains, cse, dce, fuse, plan_memory" */
+/* "fold_gains, pad_hidden, cse, dce, fuse, plan_memory" */
 const char *lrc_pass_names(void);
 
 /* Individual passes. */
 int lrc_pass_fold_gains(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err);
+int lrc_pass_pad_hidden(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err);
 int lrc_pass_cse(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err);
 int lrc_pass_dce(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err);
 

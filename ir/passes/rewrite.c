@@ -251,6 +251,155 @@ int lrc_pass_fold_gains(lrc_graph **gp, lrc_pass_ctx *ctx, lrc_err *err)
     return lrc_pass_dce(gp, ctx, err); /* the scales folded away are dead now */
 }
 
+/* ---- hidden widths padded (cuda) ---------------------------------------- */
+
+/* Ops that give zero where every input is zero: a padded column stays an
+ * exact zero through them, so the GEMM that contracts it adds nothing. */
+static bool keeps_zero(lrc_op op)
+{
+    return op == LRC_OP_ADD || op == LRC_OP_MUL || op == LRC_OP_SCALE || op == LRC_OP_SILU || op == LRC_OP_GELU || op == LRC_OP_RELU;
+}
+
+enum { PAD_NONE, PAD_MEMBER, PAD_SINK, PAD_VECTOR };
+
+/* x W^T with a constant W [N, K] and the given output shape */
+static bool is_pad_source(const lrc_graph *g, int id, const lrc_shape *shape, const lrc_pass_ctx *ctx)
+{
+    const lrc_node *n = &g->nodes[id];
+    return n->op == LRC_OP_MATMUL && lrc_node_is_const(g, n->in[1], ctx) && g->nodes[n->in[1]].shape.ndim == 2 &&
+           lrc_shape_eq(&n->shape, shape);
+}
+
+/* Marks the region that can widen with source matmul `seed`: members
+ * (matmuls x W^T with constant W [N, K], and ops that keep zeros, all of
+ * the seed's shape, reached through uses and inputs), sinks (matmuls that contract a member with a constant
+ * weight [N2, N]) and constant [N] vectors the members read. Newly marked
+ * nodes are appended to touched. False when a use of a member cannot take
+ * the padding (a graph output, another op, the member as a weight). */
+static bool pad_region(const lrc_graph *g, const uses_t *u, int seed, const lrc_pass_ctx *ctx, unsigned char *mark, int *stack,
+                       int *touched, int *n_touched)
+{
+    const lrc_shape *shape = &g->nodes[seed].shape;
+    const int64_t N = shape->dim[shape->ndim - 1];
+    int top = 0, sinks = 0;
+    mark[seed] = PAD_MEMBER, stack[top++] = seed, touched[(*n_touched)++] = seed;
+    while (top) {
+        const int id = stack[--top];
+        const lrc_node *n = &g->nodes[id];
+        if (is_graph_output(g, id)) return false;
+        for (int k = 0; k < n->n_in && n->op != LRC_OP_MATMUL; k++) {
+            const int x = n->in[k];
+            const lrc_shape *xs = &g->nodes[x].shape;
+            if (mark[x] == PAD_MEMBER || mark[x] == PAD_VECTOR) continue;
+            if (mark[x] != PAD_NONE) return false;
+            if (lrc_node_is_const(g, x, ctx) && xs->ndim == 1 && xs->dim[0] == N) mark[x] = PAD_VECTOR;
+            else if (is_pad_source(g, x, shape, ctx) || (keeps_zero(g->nodes[x].op) && lrc_shape_eq(xs, shape)))
+                mark[x] = PAD_MEMBER, stack[top++] = x;
+            else return false;
+            touched[(*n_touched)++] = x;
+        }
+        for (int j = u->start[id]; j < u->start[id + 1]; j++) {
+            const int c = u->list[j];
+            const lrc_node *cn = &g->nodes[c];
+            if (cn->op == LRC_OP_MATMUL) {
+                if (mark[c] == PAD_SINK) continue;
+                if (mark[c] != PAD_NONE || cn->in[0] != id || cn->in[1] == id || !lrc_node_is_const(g, cn->in[1], ctx)) return false;
+                mark[c] = PAD_SINK, sinks++;
+            } else if (keeps_zero(cn->op) && lrc_shape_eq(&cn->shape, shape)) {
+                if (mark[c] == PAD_MEMBER) continue;
+                if (mark[c] != PAD_NONE) return false;
+                mark[c] = PAD_MEMBER, stack[top++] = c;
+            } else {
+                return false;
+            }
+            touched[(*n_touched)++] = c;
+        }
+    }
+    return sinks > 0;
+}
+
+/* Constant w of ng widened with zeros: its last axis to cols, and for a
+ * matrix its rows to rows (-1: as they are). */
+static int padded_const(lrc_graph *ng, int w, int64_t rows, int64_t cols, lrc_pass_ctx *ctx, lrc_err *err)
+{
+    const lrc_shape *ws = &ng->nodes[w].shape;
+    lrc_shape s = *ws;
+    const int64_t c0 = ws->dim[ws->ndim - 1], r0 = lrc_shape_numel(ws) / c0;
+    s.dim[s.ndim - 1] = cols;
+    if (rows >= 0) s.dim[0] = rows;
+    char name[512];
+    snprintf(name, sizeof name, "pad.%d:%s", ctx->consts->n, ng->nodes[w].name);
+    lrc_tensor *t = lrc_tensor_new(name, LRC_F32, &s, err); /* zeros */
+    if (!t) return -1;
+    const float *src = const_data(ng, w, ctx);
+    for (int64_t r = 0; r < r0; r++) memcpy((float *)t->data + r * cols, src + r * c0, (size_t)c0 * sizeof(float));
+    return add_const(ng, ctx, t, ng->nodes[w].loc, err);
+}
+
+int lrc_pass_pad_hidden(lrc_graph **gp, lrc_pass_ctx *ctx, lrc_err *err)
+{
+    const int64_t A = ctx ? ctx->pad_multiple : 0;
+    if (A <= 1 || !ctx->consts) return LRC_OK; /* no target asked, or the weights are variables */
+    lrc_graph *g = *gp;
+    uses_t u;
+    uses_build(g, &u);
+    unsigned char *mark = lrc_xcalloc((size_t)g->n_nodes, 1);
+    int *stack = lrc_xmalloc((size_t)g->n_nodes * sizeof(int)), *touched = lrc_xmalloc((size_t)g->n_nodes * 3 * sizeof(int));
+    bool any = false;
+    for (int id = 0; id < g->n_nodes; id++) {
+        const lrc_node *n = &g->nodes[id];
+        if (mark[id] || !is_pad_source(g, id, &n->shape, ctx) || n->shape.dim[n->shape.ndim - 1] % A == 0) continue;
+        int n_touched = 0;
+        if (pad_region(g, &u, id, ctx, mark, stack, touched, &n_touched)) any = true;
+        else
+            for (int k = 0; k < n_touched; k++) mark[touched[k]] = PAD_NONE;
+    }
+    free(stack);
+    free(touched);
+    uses_free(&u);
+    if (!any) {
+        free(mark);
+        return LRC_OK;
+    }
+    /* the widened constants, by old node id: weights of sources, of sinks, vectors */
+    int *cache = lrc_xmalloc((size_t)g->n_nodes * 3 * sizeof(int));
+    for (int i = 0; i < 3 * g->n_nodes; i++) cache[i] = -1;
+    lrc_graph *ng = lrc_graph_new();
+    int *map = lrc_xmalloc((size_t)g->n_nodes * sizeof(int));
+    int rc = LRC_OK;
+    for (int id = 0; id < g->n_nodes && !rc; id++) {
+        const lrc_node *n = &g->nodes[id];
+        lrc_node p = *n;
+        for (int k = 0; k < n->n_in; k++) p.in[k] = map[n->in[k]];
+        if (mark[id] == PAD_MEMBER && n->op == LRC_OP_MATMUL) { /* W [N, K] -> [Np, K], zero rows */
+            int *w = &cache[n->in[1]];
+            const int64_t N = n->shape.dim[n->shape.ndim - 1];
+            if (*w < 0) *w = padded_const(ng, p.in[1], (N + A - 1) / A * A, g->nodes[n->in[1]].shape.dim[1], ctx, err);
+            p.in[1] = *w;
+        } else if (mark[id] == PAD_SINK) { /* W [N2, N] -> [N2, Np], zero columns */
+            int *w = &cache[g->n_nodes + n->in[1]];
+            const int64_t N = g->nodes[n->in[1]].shape.dim[1];
+            if (*w < 0) *w = padded_const(ng, p.in[1], -1, (N + A - 1) / A * A, ctx, err);
+            p.in[1] = *w;
+        } else if (mark[id] == PAD_MEMBER) {
+            for (int k = 0; k < n->n_in; k++) {
+                int *v = &cache[2 * g->n_nodes + n->in[k]];
+                if (mark[n->in[k]] != PAD_VECTOR) continue;
+                const int64_t N = g->nodes[n->in[k]].shape.dim[0];
+                if (*v < 0) *v = padded_const(ng, p.in[k], -1, (N + A - 1) / A * A, ctx, err);
+                p.in[k] = *v;
+            }
+        }
+        for (int k = 0; k < p.n_in; k++)
+            if (p.in[k] < 0) rc = LRC_EUSER;
+        if (!rc && (map[id] = lrc_graph_add(ng, &p, err)) < 0) rc = LRC_EUSER; /* shapes inferred anew: widened */
+    }
+    free(cache);
+    free(mark);
+    if ((rc = finish(gp, ng, map, rc, err))) return rc;
+    return lrc_pass_dce(gp, ctx, err); /* the unpadded weights are dead now */
+}
+
 /* ---- CSE --------------------------------------------------------------- */
 
 static uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull + (h >> 29); }
@@ -334,12 +483,15 @@ int lrc_pass_dce(lrc_graph **gp, lrc_pass_ctx *ctx, lrc_err *err)
 const lrc_pass lrc_graph_passes[] = {
     {"fold_gains", "constant LayerRoPE gains and norm weights folded into the adjacent matmul weights",
      lrc_pass_fold_gains},
+    {"pad_hidden", "with frozen weights and a target that asks (cuda: 8), a hidden width no 16-byte row holds, such as "
+                   "SwiGLU's d_ff = 5461, widened with zero weights, for the GEMMs' aligned kernels",
+     lrc_pass_pad_hidden},
     {"cse", "common subexpressions merged", lrc_pass_cse},
     {"dce", "nodes that reach no output removed", lrc_pass_dce},
 };
 const int lrc_graph_pass_count = sizeof lrc_graph_passes / sizeof lrc_graph_passes[0];
 
-const char *lrc_pass_names(void) { return "fold_gains, cse, dce, fuse, plan_memory"; }
+const char *lrc_pass_names(void) { return "fold_gains, pad_hidden, cse, dce, fuse, plan_memory"; }
 
 int lrc_passes_run(lrc_graph **g, lrc_pass_ctx *ctx, const char *stop_after, lrc_err *err)
 {

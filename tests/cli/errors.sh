@@ -640,6 +640,7 @@ t "generate: negative temperature" 2 '--temperature' -- generate pkg_dec --promp
 t "generate: -n abc" 2 '-n abc' -- generate pkg_dec --prompt "In" -n abc
 t "generate without --prompt" 2 '--prompt' -- generate pkg_dec
 t "-n on another command" 2 '-n' -- inspect llama -n 3
+t "inspect: unknown target" 2 "unknown target 'gpu'" 'ref, cpu or cuda' -- inspect llama --target gpu
 ok "backward on a fixture" backward "$MODEL" "${SETS[@]}" --weights "$W" --input "$IN" -o grads_ok.safetensors
 rm -f grads_ok.safetensors
 st make in_badlabel.st '{"tokens": ["I32", [2, 7], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]], "labels": ["I32", [2, 7], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 61, 12, 13, -100]]}'

@@ -36,7 +36,7 @@ static void run_case(const char *model, const char *preset, const char *norm, in
     int rc = lrc_model_load(&m, model, preset, sets, 1, &err);
     if (!rc) rc = kind == TRAINING ? lrc_model_build_training(&m, B, T, g, &err) : lrc_model_build(&m, B, kind == DECODING ? 1 : T, g, &err);
     if (!rc && kind == DECODING) rc = lrc_pass_kv_cache(&g, T, &err);
-    lrc_pass_ctx ctx = {NULL};
+    lrc_pass_ctx ctx = {.consts = NULL};
     if (!rc) rc = lrc_passes_run(&g, &ctx, NULL, &err);
     lrc_schedule s;
     memset(&s, 0, sizeof s);

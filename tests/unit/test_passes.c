@@ -4,6 +4,9 @@
  * the unoptimised graph within 1e-5; with weights, no depth_gain and no
  * multiplication by a norm weight is left in LayerRoPE and Pre-Norm models,
  * and a LayerRoPE model has exactly as many kernels as its Pre-Norm twin.
+ * pad_hidden widens LLaMA's d_ff = 91 and a ViT's biased d_ff = 30 to
+ * multiples of 8 with the logits unchanged, and refuses a width one of
+ * whose uses cannot take zero columns.
  * Usage: test_passes MODEL.lua FIXTURE_DIR... */
 #include "check.h"
 #include "frontend/lrc_frontend.h"
@@ -53,7 +56,7 @@ static int kernels_with(const char *model, char sets[][128], int n_sets, const c
     lrc_tensor_set consts;
     lrc_schedule s;
     int kernels = -1;
-    lrc_pass_ctx ctx = {&consts};
+    lrc_pass_ctx ctx = {.consts = &consts};
     if (!lrc_model_load(&m, model, NULL, argv, n, &err) && !lrc_model_build(&m, B, T, g, &err) &&
         !lrc_params_init(g, seed, &consts, &err) && !lrc_passes_run(&g, &ctx, NULL, &err) &&
         !lrc_schedule_build(g, &s, &err)) {
@@ -94,7 +97,7 @@ static void run_case(const char *model, const char *dir)
         CHECK_IN(0, "setup: %s", err.msg);
         goto done;
     }
-    lrc_pass_ctx ctx = {&params};
+    lrc_pass_ctx ctx = {.consts = &params};
     CHECK_IN(!lrc_passes_run(&g, &ctx, NULL, &err), "passes: %s", err.msg);
     CHECK_IN(!lrc_exec_run(be, g, &in, &params, &out_b, &err), "optimised run: %s", err.msg);
     if (out_b.n == 1) {
@@ -134,6 +137,110 @@ done:
     lrc_model_free(&m);
 }
 
+/* Fixed inputs for every INPUT of g: ids under 10, or a sine. */
+static int make_inputs(const lrc_graph *g, lrc_tensor_set *in, lrc_err *err)
+{
+    for (int id = 0; id < g->n_nodes; id++) {
+        const lrc_node *n = &g->nodes[id];
+        if (n->op != LRC_OP_INPUT) continue;
+        lrc_tensor *t = lrc_tensor_new(n->name, n->dtype, &n->shape, err);
+        if (!t) return LRC_EUSER;
+        for (int64_t i = 0; i < lrc_shape_numel(&n->shape); i++)
+            if (n->dtype == LRC_I32) ((int32_t *)t->data)[i] = (int32_t)((7 * i + 3) % 10);
+            else ((float *)t->data)[i] = (float)sin(0.37 * (double)i);
+        if (lrc_tensor_set_add(in, t, err)) return LRC_EUSER;
+    }
+    return LRC_OK;
+}
+
+/* Nodes of g whose last axis is w. */
+static int width_count(const lrc_graph *g, int64_t w, lrc_op op)
+{
+    int k = 0;
+    for (int id = 0; id < g->n_nodes; id++) {
+        const lrc_shape *s = &g->nodes[id].shape;
+        k += s->ndim > 1 && s->dim[s->ndim - 1] == w && (op == LRC_OP_COUNT || g->nodes[id].op == op);
+    }
+    return k;
+}
+
+/* pad_hidden: with frozen random weights, the model's hidden width `from`
+ * (SwiGLU's, or a biased GELU MLP's) becomes `to` in every GEMM and op that
+ * carries it, the logits stay those of the unpadded graph (the padded
+ * columns are exact zeros), and with pad_multiple 0 nothing changes. */
+static void pad_model(const char *model, const char *what, char **sets, int n_sets, int64_t from, int64_t to)
+{
+    const char *dir = what; /* CHECK_IN's label */
+    lrc_err err;
+    lrc_model m = {0};
+    lrc_graph *g = lrc_graph_new(), *g0 = lrc_graph_new();
+    lrc_tensor_set in, params, out_a, out_b;
+    lrc_tensor_set_init(&in);
+    lrc_tensor_set_init(&params);
+    lrc_tensor_set_init(&out_a);
+    lrc_tensor_set_init(&out_b);
+    lrc_backend *be = lrc_backend_ref_new();
+    if (lrc_model_load(&m, model, NULL, sets, n_sets, &err) || lrc_model_build(&m, 2, 5, g, &err) ||
+        lrc_model_build(&m, 2, 5, g0, &err) || lrc_params_init(g, 3, &params, &err) || make_inputs(g, &in, &err) ||
+        lrc_exec_run(be, g, &in, &params, &out_a, &err)) {
+        CHECK_IN(0, "setup: %s", err.msg);
+        goto done;
+    }
+    lrc_pass_ctx off = {.consts = &params}, on = {.consts = &params, .pad_multiple = 8};
+    CHECK_IN(!lrc_passes_run(&g0, &off, NULL, &err), "passes without padding: %s", err.msg);
+    CHECK_IN(width_count(g0, from, LRC_OP_MATMUL) > 0 && width_count(g0, to, LRC_OP_COUNT) == 0,
+             "pad_multiple 0 changed the widths: %d matmuls of %lld, %d nodes of %lld", width_count(g0, from, LRC_OP_MATMUL),
+             (long long)from, width_count(g0, to, LRC_OP_COUNT), (long long)to);
+    CHECK_IN(!lrc_passes_run(&g, &on, NULL, &err), "passes: %s", err.msg);
+    CHECK_IN(width_count(g, from, LRC_OP_COUNT) == 0 && width_count(g, to, LRC_OP_MATMUL) == width_count(g0, from, LRC_OP_MATMUL),
+             "padded: %d nodes of width %lld left, %d matmuls of %lld (want %d)", width_count(g, from, LRC_OP_COUNT), (long long)from,
+             width_count(g, to, LRC_OP_MATMUL), (long long)to, width_count(g0, from, LRC_OP_MATMUL));
+    CHECK_IN(!lrc_exec_run(be, g, &in, &params, &out_b, &err), "padded run: %s", err.msg);
+    if (out_a.n == 1 && out_b.n == 1) {
+        double rel = rel_err(out_b.items[0], out_a.items[0]);
+        CHECK_IN(rel <= 1e-6, "padded logits differ: relative error %.3e", rel);
+        printf("  %-28s padded %lld -> %lld: logits within %.2e of the unpadded graph's\n", what, (long long)from, (long long)to, rel);
+    }
+done:
+    lrc_backend_close(be);
+    lrc_tensor_set_clear(&in);
+    lrc_tensor_set_clear(&params);
+    lrc_tensor_set_clear(&out_a);
+    lrc_tensor_set_clear(&out_b);
+    lrc_graph_free(g);
+    lrc_graph_free(g0);
+    lrc_model_free(&m);
+}
+
+/* pad_hidden leaves a hidden width alone when a use cannot take zero
+ * columns: exp (1 at a padded zero), or the product itself an output. */
+static void pad_refused(void)
+{
+    const char *dir = "pad_hidden refused";
+    for (int as_output = 0; as_output < 2; as_output++) {
+        lrc_err err;
+        lrc_graph *g = lrc_graph_new();
+        lrc_tensor_set params;
+        lrc_tensor_set_init(&params);
+        lrc_init normal = {LRC_INIT_NORMAL, 0.5};
+        int x = lrc_graph_add_input(g, "x", LRC_F32, &(lrc_shape){2, {3, 16}}, NULL, &err);
+        int w1 = lrc_graph_add_param(g, "w1", &(lrc_shape){2, {13, 16}}, normal, NULL, NULL, &err);
+        int w2 = lrc_graph_add_param(g, "w2", &(lrc_shape){2, {16, 13}}, normal, NULL, NULL, &err);
+        int h = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_MATMUL, .n_in = 2, .in = {x, w1}}, &err);
+        int e = lrc_graph_add(g, &(lrc_node){.op = as_output ? LRC_OP_SILU : LRC_OP_EXP, .n_in = 1, .in = {h}}, &err);
+        int y = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_MATMUL, .n_in = 2, .in = {e, w2}}, &err);
+        lrc_pass_ctx on = {.consts = &params, .pad_multiple = 8};
+        bool built = y >= 0 && !lrc_graph_add_output(g, "y", y, &err) && (!as_output || !lrc_graph_add_output(g, "h", h, &err)) &&
+                     !lrc_params_init(g, 1, &params, &err);
+        CHECK_IN(built, "setup: %s", err.msg);
+        CHECK_IN(built && !lrc_passes_run(&g, &on, NULL, &err) && width_count(g, 13, LRC_OP_MATMUL) == 1 &&
+                     width_count(g, 16, LRC_OP_MATMUL) == 1,
+                 "%s: the width 13 was padded (or the passes failed: %s)", as_output ? "product an output" : "exp", err.msg);
+        lrc_tensor_set_clear(&params);
+        lrc_graph_free(g);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -141,6 +248,16 @@ int main(int argc, char **argv)
         return 2;
     }
     for (int i = 2; i < argc; i++) run_case(argv[1], argv[i]);
+    char llama_sets[][32] = {"n_layers=2", "d_model=32", "n_heads=2", "d_ff=91", "vocab=64"}, vit[1024];
+    char vit_sets[][32] = {"n_layers=2", "d_model=16", "n_heads=2", "d_ff=30"};
+    char *ls[5], *vs[4];
+    for (int i = 0; i < 5; i++) ls[i] = llama_sets[i];
+    for (int i = 0; i < 4; i++) vs[i] = vit_sets[i];
+    pad_model(argv[1], "llama d_ff=91 (SwiGLU)", ls, 5, 91, 96);
+    /* vit.lua beside llama.lua */
+    snprintf(vit, sizeof vit, "%.*svit.lua", (int)(strrchr(argv[1], '/') ? strrchr(argv[1], '/') - argv[1] + 1 : 0), argv[1]);
+    pad_model(vit, "vit d_ff=30 (bias, GELU)", vs, 4, 30, 32);
+    pad_refused();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
