@@ -197,6 +197,7 @@ cJSON *lrc_compiled_cuda_meta(const lrc_compiled *c)
                 cJSON_AddNumberToObject(gm, "a_arg", l->gemm[j].a_arg);
                 cJSON_AddNumberToObject(gm, "b_arg", l->gemm[j].b_arg);
                 if (l->gemm[j].c_arg >= 0) cJSON_AddNumberToObject(gm, "c_arg", l->gemm[j].c_arg);
+                if (l->gemm[j].bias_arg >= 0) cJSON_AddNumberToObject(gm, "bias_arg", l->gemm[j].bias_arg);
                 cJSON_AddItemToArray(gs, gm);
             }
         }

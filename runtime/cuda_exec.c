@@ -124,12 +124,21 @@ static void lt_setup(lrc_cuda_exec *x, int li)
     /* the arena aligns its tensors to 64 bytes, not to the 256 cuBLASLt
      * assumes unless told: the heuristic must only offer algorithms that
      * work at the alignment the operands have */
+    const int out = l->args[l->n_args - 1], cb = x->gemm[li][0].c >= 0 ? l->args[x->gemm[li][0].c] : out;
     uint32_t align[4] = {alignment_of(x->ptr[l->args[x->gemm[li][0].b]]), alignment_of(x->ptr[l->args[x->gemm[li][0].a]]),
-                         alignment_of(x->ptr[l->args[x->gemm[li][0].c]]), alignment_of(x->ptr[l->args[l->n_args - 1]])};
+                         alignment_of(x->ptr[cb]), alignment_of(x->ptr[out])};
+    /* a bias: CUBLASLT_EPILOGUE_BIAS (4) through CUBLASLT_MATMUL_DESC_EPILOGUE
+     * (7), its pointer as CUBLASLT_MATMUL_DESC_BIAS_POINTER (8), stored as D
+     * is (the default bias type); the heuristic reads the pointer's alignment */
+    const uint32_t epilogue_bias = 4;
+    const void *bias = x->gemm[li][0].bias >= 0 ? (const void *)(uintptr_t)x->ptr[l->args[x->gemm[li][0].bias]] : NULL;
     void *pref = NULL;
     int n_algo = 0, r;
     if ((r = a->lt_desc_create(&g->desc, COMPUTE_32F, R_32F)) || (r = a->lt_desc_set(g->desc, 3, &b.ta, sizeof b.ta)) ||
-        (r = a->lt_desc_set(g->desc, 4, &b.tb, sizeof b.tb)) || (r = a->lt_layout_create(&g->layout[0], type, ar, ac, b.lda)) ||
+        (r = a->lt_desc_set(g->desc, 4, &b.tb, sizeof b.tb)) ||
+        (bias && ((r = a->lt_desc_set(g->desc, 7, &epilogue_bias, sizeof epilogue_bias)) ||
+                  (r = a->lt_desc_set(g->desc, 8, &bias, sizeof bias)))) ||
+        (r = a->lt_layout_create(&g->layout[0], type, ar, ac, b.lda)) ||
         (r = a->lt_layout_create(&g->layout[1], type, br, bc, b.ldb)) ||
         (r = a->lt_layout_create(&g->layout[2], ctype, (uint64_t)N, (uint64_t)M, N)) || (r = a->lt_pref_create(&pref)) ||
         (r = a->lt_pref_set(pref, 1, &ws, sizeof ws)) || (r = a->lt_pref_set(pref, 5, &align[0], sizeof align[0])) ||
@@ -224,13 +233,14 @@ static int parse_meta(lrc_cuda_exec *x, const char *meta_json, lrc_err *err)
             const cJSON *op = cJSON_GetObjectItemCaseSensitive(g, "op"), *m = cJSON_GetObjectItemCaseSensitive(g, "m"),
                         *n = cJSON_GetObjectItemCaseSensitive(g, "n"), *k = cJSON_GetObjectItemCaseSensitive(g, "k"),
                         *a = cJSON_GetObjectItemCaseSensitive(g, "a_arg"), *b = cJSON_GetObjectItemCaseSensitive(g, "b_arg"),
-                        *c = cJSON_GetObjectItemCaseSensitive(g, "c_arg");
+                        *c = cJSON_GetObjectItemCaseSensitive(g, "c_arg"), *bias = cJSON_GetObjectItemCaseSensitive(g, "bias_arg");
             const int n_args = p->launches[i].n_args;
             /* arguments index the launch's own: a damaged package must not reach past them */
             if (!cJSON_IsString(op) || !cJSON_IsNumber(m) || !cJSON_IsNumber(n) || !cJSON_IsNumber(k) || !cJSON_IsNumber(a) ||
                 !cJSON_IsNumber(b) || m->valuedouble < 1 || n->valuedouble < 1 || k->valuedouble < 1 || a->valueint < 0 ||
                 a->valueint >= n_args || b->valueint < 0 || b->valueint >= n_args ||
-                (c && (!cJSON_IsNumber(c) || c->valueint < 0 || c->valueint >= n_args))) {
+                (c && (!cJSON_IsNumber(c) || c->valueint < 0 || c->valueint >= n_args)) ||
+                (bias && (!cJSON_IsNumber(bias) || bias->valueint < 0 || bias->valueint >= n_args || j > 0))) {
                 rc = lrc_err_set(err, "package.json: the GEMM of cuda launch %d ('%s') is damaged", i, p->launches[i].label);
                 break;
             }
@@ -241,6 +251,7 @@ static int parse_meta(lrc_cuda_exec *x, const char *meta_json, lrc_err *err)
             x->gemm[i][j].a = a->valueint;
             x->gemm[i][j].b = b->valueint;
             x->gemm[i][j].c = c ? c->valueint : -1;
+            x->gemm[i][j].bias = bias ? bias->valueint : -1;
             x->n_gemm[i] = j + 1;
         }
     }
@@ -304,10 +315,12 @@ int lrc_cuda_exec_new(const lrc_plan *plan, const char *meta_json, const void *i
         rc = lrc_cuda_fail(x, r, "writing a guard region", err);
     /* cuBLASLt is an optimization: its workspace comes after everything the
      * model needs, and where it does not start or the workspace does not
-     * fit, every residual GEMM runs in place through cublasGemmEx */
-    bool lt_ok = a->has_lt;
+     * fit, every residual GEMM runs in place through cublasGemmEx, and every
+     * biased one into scratch before its kernel */
+    const char *lt_switch = getenv("LRC_CUBLASLT"); /* 0: cublasGemmEx alone, to tell the two apart on a device */
+    bool lt_ok = a->has_lt && !(lt_switch && !strcmp(lt_switch, "0"));
     for (int i = 0; i < L && !rc; i++) {
-        if (x->n_gemm[i] != 1 || x->gemm[i][0].c < 0) continue;
+        if (x->n_gemm[i] != 1 || (x->gemm[i][0].c < 0 && x->gemm[i][0].bias < 0)) continue;
         if (lt_ok && !x->lt && a->lt_create(&x->lt)) lt_ok = false, x->lt = NULL;
         if (lt_ok && !x->lt_workspace && a->mem_alloc(&x->lt_workspace, LRC_LT_WORKSPACE)) lt_ok = false, x->lt_workspace = 0;
         if (lt_ok) lt_setup(x, i);
@@ -383,48 +396,53 @@ int lrc_cuda_exec_bind_params(lrc_cuda_exec *x, const lrc_tensor_set *params, lr
     return LRC_OK;
 }
 
-/* Launch li's GEMM j: into the scratch its epilogue kernel reads, or
- * into the launch's output, through cuBLASLt when it adds a residual. */
+/* Whether launch li's GEMM wrote the launch's output through cuBLASLt's
+ * epilogue (a bias and maybe a residual), so its kernel has nothing to do. */
+static bool lt_wrote_output(const lrc_cuda_exec *x, int li)
+{
+    return x->n_gemm[li] == 1 && x->gemm[li][0].bias >= 0 && !x->lt_gemm[li].in_place;
+}
+
+/* Launch li's GEMM j: through cuBLASLt when it adds a residual or a bias,
+ * into the launch's output; else through cublasGemmEx, into the scratch
+ * its epilogue kernel reads, or into the output. */
 static int run_gemm(lrc_cuda_exec *x, int li, int j, lrc_err *err)
 {
     const lrc_plan_launch *l = &x->plan->launches[li];
-    const int ab = l->args[x->gemm[li][j].a], bb = l->args[x->gemm[li][j].b];
+    const int ab = l->args[x->gemm[li][j].a], bb = l->args[x->gemm[li][j].b], ob = l->args[l->n_args - 1];
     const int64_t M = x->gemm[li][j].m, N = x->gemm[li][j].n, K = x->gemm[li][j].k;
     if (x->storage[ab] != x->storage[bb] || x->storage[ab] == ST_I32)
         return lrc_err_set(err, "cuda: GEMM '%s' has operands stored as %s and %s", l->label, lrc_cuda_storage_names[x->storage[ab]],
                            lrc_cuda_storage_names[x->storage[bb]]);
     int type = blas_type(x->storage[ab]);
-    devptr C;
-    int ctype;
-    if (l->symbol[0]) /* an epilogue kernel follows: it reads the product from scratch */
-        C = x->scratch + (devptr)(j * M * N) * lrc_cuda_elem_bytes(x->scratch_st[li]), ctype = blas_type(x->scratch_st[li]);
-    else {
-        int ob = l->args[l->n_args - 1];
-        C = x->ptr[ob];
-        ctype = blas_type(x->storage[ob]);
-    }
     const float one = 1.f, zero = 0.f;
     blas_shape b = blas_shape_of(x->gemm[li][j].op, M, N, K);
     int r = 0;
     const int rb = x->gemm[li][j].c >= 0 ? l->args[x->gemm[li][j].c] : -1;
     lrc_lt_gemm *g = &x->lt_gemm[li];
-    if (rb >= 0 && !g->in_place) { /* D = product + residual, in cuBLASLt's epilogue */
-        r = x->api.lt_matmul(x->lt, g->desc, &one, (void *)x->ptr[bb], g->layout[0], (void *)x->ptr[ab], g->layout[1], &one,
-                             (void *)x->ptr[rb], g->layout[2], (void *)C, g->layout[2], g->algo.algo, (void *)x->lt_workspace,
-                             LRC_LT_WORKSPACE, NULL);
+    if ((rb >= 0 || x->gemm[li][j].bias >= 0) && !g->in_place) { /* D = product (+ residual) (+ bias) */
+        r = x->api.lt_matmul(x->lt, g->desc, &one, (void *)x->ptr[bb], g->layout[0], (void *)x->ptr[ab], g->layout[1],
+                             rb >= 0 ? &one : &zero, (void *)x->ptr[rb >= 0 ? rb : ob], g->layout[2], (void *)x->ptr[ob], g->layout[2],
+                             g->algo.algo, (void *)x->lt_workspace, LRC_LT_WORKSPACE, NULL);
         /* refused before it ran (an algorithm the heuristic offered for
          * layouts it then rejects): this GEMM goes through cublasGemmEx
          * from now on; an error of the device itself stays an error */
         if (r == BLAS_NOT_SUPPORTED || r == BLAS_INVALID_VALUE) g->in_place = true, r = 0;
+        else if (r) return lrc_err_set(err, "cuda: cuBLASLt GEMM %lldx%lldx%lld of '%s' failed (status %d)", (long long)M, (long long)N,
+                                       (long long)K, l->label, r);
+        else return LRC_OK;
     }
-    if (rb < 0 || g->in_place) {
-        r = rb >= 0 && x->ptr[rb] != C ? x->api.dtod(C, x->ptr[rb], (size_t)(M * N) * lrc_cuda_elem_bytes(x->storage[rb])) : 0;
-        if (!r)
-            r = x->api.gemm_ex(x->blas, b.ta, b.tb, (int)N, (int)M, (int)K, &one, (void *)x->ptr[bb], type, b.lda, (void *)x->ptr[ab],
-                               type, b.ldb, rb >= 0 ? &one : &zero, (void *)C, ctype, (int)N, COMPUTE_32F, GEMM_DEFAULT);
-    }
-    return r ? lrc_err_set(err, "cuda: cuBLAS%s GEMM %lldx%lldx%lld of '%s' failed (status %d)", rb >= 0 && !g->in_place ? "Lt" : "",
-                           (long long)M, (long long)N, (long long)K, l->label, r)
+    devptr C = x->ptr[ob];
+    int ctype = blas_type(x->storage[ob]);
+    const bool to_scratch = l->symbol[0]; /* an epilogue kernel follows: it reads the product (and adds what it adds) */
+    if (to_scratch) C = x->scratch + (devptr)(j * M * N) * lrc_cuda_elem_bytes(x->scratch_st[li]), ctype = blas_type(x->scratch_st[li]);
+    const bool add_c = rb >= 0 && !to_scratch;
+    r = add_c && x->ptr[rb] != C ? x->api.dtod(C, x->ptr[rb], (size_t)(M * N) * lrc_cuda_elem_bytes(x->storage[rb])) : 0;
+    if (!r)
+        r = x->api.gemm_ex(x->blas, b.ta, b.tb, (int)N, (int)M, (int)K, &one, (void *)x->ptr[bb], type, b.lda, (void *)x->ptr[ab], type,
+                           b.ldb, add_c ? &one : &zero, (void *)C, ctype, (int)N, COMPUTE_32F, GEMM_DEFAULT);
+    return r ? lrc_err_set(err, "cuda: cuBLAS GEMM %lldx%lldx%lld of '%s' failed (status %d)", (long long)M, (long long)N, (long long)K,
+                           l->label, r)
              : LRC_OK;
 }
 
@@ -611,7 +629,7 @@ static int launch_all(lrc_cuda_exec *x, lrc_err *err)
         bool timed = (x->times_ns || x->trace) && (x->n_gemm[li] || x->fn[li]);
         if (timed && !rc) rc = mark(x, li, err);
         for (int j = 0; j < x->n_gemm[li] && !rc; j++) rc = run_gemm(x, li, j, err);
-        if (rc || !x->fn[li]) {
+        if (rc || !x->fn[li] || lt_wrote_output(x, li)) {
             if (timed && !rc) rc = mark(x, li, err);
             if (x->check && !rc && x->n_gemm[li]) rc = check_guards(x, li, err);
             continue;

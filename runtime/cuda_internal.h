@@ -66,10 +66,12 @@ typedef struct {
 } lrc_lt_algo;
 _Static_assert(sizeof(lrc_lt_algo) == 96, "cublasLtMatmulHeuristicResult_t");
 
-/* A launch's GEMM with a residual (c_arg): its cuBLASLt operation, the
- * layouts of its operands (A, B, and C = D) and the algorithm chosen once;
- * or, where cuBLASLt offers none, the residual copied into the output and
- * cublasGemmEx adding the product to it (beta = 1). */
+/* A launch's GEMM with a residual (c_arg) or a bias (bias_arg): its
+ * cuBLASLt operation, the layouts of its operands (A, B, and C = D) and
+ * the algorithm chosen once; or (in_place), where cuBLASLt offers none,
+ * cublasGemmEx: for a residual alone, the residual copied into the output
+ * and the product added to it (beta = 1); with a bias, the product into
+ * scratch and the launch's kernel after it. */
 typedef struct {
     void *desc, *layout[3];
     lrc_lt_algo algo;
@@ -93,9 +95,10 @@ struct lrc_cuda_exec {
     int *n_gemm;
     struct {
         int op, a, b, c; /* c: the argument added as cuBLASLt's C, or -1 */
+        int bias;        /* the argument cuBLASLt's epilogue adds to every row, or -1 */
         int64_t m, n, k;
     } (*gemm)[2];
-    void *lt;          /* the cuBLASLt handle, when a GEMM adds a residual */
+    void *lt;          /* the cuBLASLt handle, when a GEMM adds a residual or a bias */
     lrc_lt_gemm *lt_gemm; /* per launch */
     devptr lt_workspace;
     int64_t *iteration; /* per back edge: the loop's current iteration */

@@ -275,8 +275,10 @@ void lrc_cuda_exec_free(lrc_cuda_exec *x);
 
 /* ---- ahead-of-time packages -------------------------------------------- */
 
-/* 2: the kernels' file is named (kernels.so, or a cubin); 3: a cuda GEMM may add a residual (c_arg) */
-#define LRC_PACKAGE_VERSION 4
+/* 2: the kernels' file is named (kernels.so, or a cubin); 3: a cuda GEMM may
+ * add a residual (c_arg); 4: scratch_storage, access_bytes; 5: a cuda GEMM
+ * may add a bias (bias_arg) */
+#define LRC_PACKAGE_VERSION 5
 
 /* A directory: package.json (plan and metadata), the kernels (kernels.so
  * for cpu; kernels.cubin, kernels.ptx and kernels.cu for cuda), and

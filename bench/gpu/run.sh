@@ -3,6 +3,7 @@
 # one go (under 8 minutes):
 #   1. which targets lrc sees (lrc devices);
 #   2. attention on the tensor cores against ref (tests/cuemu/attention.sh);
+#      GEMMs with a bias in cuBLASLt's epilogue (tests/cuemu/bias.sh);
 #      every op fixture alone (test_cuda_ops: guard regions, 1e-5); AdamW's
 #      kernels against the host's AdamW (test_cuda_optim); every
 #      PyTorch fixture at f32 storage (tests/cuemu/case.sh, as CI runs
@@ -94,6 +95,9 @@ done
 step "attention on the tensor cores (mma.sync, bf16) against ref: causal at head dimensions 16-128, full (ViT)"
 tests/cuemu/attention.sh "$LRC" $MODEL models/vit.lua "$COMPARE" ||
   { echo "FAIL: tensor-core attention (LRC_CUDA_TC_ATTENTION=0 when compiling keeps the f32 kernel)"; failed=1; }
+
+step "GEMMs adding a bias (and a residual) in cuBLASLt's epilogue: a ViT fixture against PyTorch, and with LRC_CUBLASLT=0 (the kernels add them)"
+tests/cuemu/bias.sh "$LRC" models/vit.lua tests/fixtures/vit/pre_base "$COMPARE" || failed=1
 
 step "every op fixture as a one-op graph on the GPU, guard regions after every buffer, 1e-5"
 "$OPS" tests/fixtures/ops/*.safetensors || failed=1

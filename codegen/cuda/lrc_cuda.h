@@ -11,18 +11,23 @@
 #include "../lrc_codegen.h"
 
 /* How a buffer is stored on the device (DESIGN, numerics): activations and
- * weight matrices in bf16; gains, LayerRoPE scalars, logits, losses, graph
- * outputs and inputs in f32; ids in i32. */
+ * weight matrices in bf16, and the biases of a forward graph; gains,
+ * LayerRoPE scalars, logits, losses, graph outputs and inputs in f32; ids
+ * in i32. */
 typedef enum lrc_cuda_storage { LRC_CUDA_F32, LRC_CUDA_BF16, LRC_CUDA_I32 } lrc_cuda_storage;
 
 /* A GEMM of a launch, row-major: C[m, n] = A B^T (matmul), A B (matmul_nn)
  * or A^T B (matmul_tn), A and B the buffers of arguments a_arg and b_arg;
  * with c_arg >= 0, plus that argument's buffer (a residual add, which
- * cuBLASLt's epilogue does as it writes the launch's output). */
+ * cuBLASLt's epilogue does as it writes the launch's output); with
+ * bias_arg >= 0, plus that argument's vector [n] on every row (a bias, in
+ * cuBLASLt's epilogue too). A launch with a bias keeps its kernel, which
+ * adds bias and residual to the product in scratch where cuBLASLt offers
+ * no algorithm. */
 typedef struct lrc_cuda_gemm {
     lrc_op op;
     int64_t m, n, k;
-    int a_arg, b_arg, c_arg;
+    int a_arg, b_arg, c_arg, bias_arg;
 } lrc_cuda_gemm;
 
 /* One launch of the program, in order. A GEMM group runs cuBLAS first (one

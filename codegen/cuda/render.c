@@ -345,6 +345,36 @@ static int residual_arg(const cu_gen *c)
     return c->arg_of[c->s->buffer_of[r]];
 }
 
+/* A group that is one GEMM x W^T, an add of a vector [n] along its rows
+ * (a bias) and at most one more add of a tensor of the output's shape (a
+ * residual), all stored as the output is: the bias's argument, and the
+ * residual's in *resid (-1 when none), for cuBLASLt's epilogue to add as it
+ * writes the output; else -1. */
+static int bias_arg(const cu_gen *c, int *resid)
+{
+    const lrc_graph *g = c->g;
+    *resid = -1;
+    if (c->n_gemm != 1 || c->gr->n_outputs != 1 || c->gr->n_nodes < 2 || c->gr->n_nodes > 3) return -1;
+    const int mm = c->gemm_node[0], add = c->gr->nodes[1], out = c->gr->outputs[0];
+    const lrc_node *m = &g->nodes[mm], *a = &g->nodes[add];
+    if (m->op != LRC_OP_MATMUL || c->gr->nodes[0] != mm || out != c->gr->nodes[c->gr->n_nodes - 1] || a->op != LRC_OP_ADD ||
+        !lrc_shape_eq(&a->shape, &m->shape) || (a->in[0] == mm) == (a->in[1] == mm))
+        return -1;
+    const int b = a->in[0] == mm ? a->in[1] : a->in[0];
+    const lrc_shape *bs = &g->nodes[b].shape;
+    const lrc_cuda_storage so = c->st[c->s->buffer_of[out]];
+    if (bs->ndim != 1 || bs->dim[0] != m->shape.dim[m->shape.ndim - 1] || c->st[c->s->buffer_of[b]] != so || so == LRC_CUDA_I32)
+        return -1;
+    if (c->gr->n_nodes == 3) {
+        const lrc_node *r = &g->nodes[out];
+        if (r->op != LRC_OP_ADD || (r->in[0] == add) == (r->in[1] == add)) return -1;
+        const int rr = r->in[0] == add ? r->in[1] : r->in[0];
+        if (!lrc_shape_eq(&g->nodes[rr].shape, &r->shape) || c->st[c->s->buffer_of[rr]] != so) return -1;
+        *resid = c->arg_of[c->s->buffer_of[rr]];
+    }
+    return c->arg_of[c->s->buffer_of[b]];
+}
+
 static void render_gemm(cu_gen *c)
 {
     const lrc_graph *g = c->g;
@@ -361,10 +391,12 @@ static void render_gemm(cu_gen *c)
         gm->m = lrc_shape_numel(&mm->shape) / gm->n;
         gm->a_arg = c->arg_of[c->s->buffer_of[mm->in[0]]];
         gm->b_arg = c->arg_of[c->s->buffer_of[mm->in[1]]];
-        gm->c_arg = -1;
+        gm->c_arg = gm->bias_arg = -1;
     }
     bool epilogue = c->gr->n_nodes > c->n_gemm;
     if (epilogue && (l->gemm[0].c_arg = residual_arg(c)) >= 0) epilogue = false;
+    /* a bias (and residual) keeps the kernel: the run time's fallback */
+    else if (epilogue && (l->gemm[0].bias_arg = bias_arg(c, &l->gemm[0].c_arg)) < 0) l->gemm[0].c_arg = -1;
     if (!epilogue) { /* cuBLAS writes the output: no kernel */
         l->symbol[0] = 0;
         return;
@@ -613,16 +645,42 @@ static bool is_training(const lrc_graph *g)
     return loss && grad;
 }
 
+/* A vector parameter every use of which adds it to the rows of a matmul's
+ * product: a bias, which cuBLASLt's epilogue reads stored as the product's
+ * output is. */
+static bool is_bias(const lrc_graph *g, int id)
+{
+    const lrc_node *p = &g->nodes[id];
+    if (p->op != LRC_OP_PARAM || p->shape.ndim != 1) return false;
+    int uses = 0;
+    for (int j = 0; j < g->n_nodes; j++) {
+        const lrc_node *a = &g->nodes[j];
+        for (int k = 0; k < a->n_in; k++) {
+            if (a->in[k] != id) continue;
+            if (a->op != LRC_OP_ADD || a->in[0] == a->in[1]) return false;
+            const lrc_node *m = &g->nodes[a->in[1 - k]];
+            if (m->op != LRC_OP_MATMUL || m->shape.dim[m->shape.ndim - 1] != p->shape.dim[0]) return false;
+            uses++;
+        }
+    }
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] == id) return false;
+    return uses > 0;
+}
+
 /* Storage of every buffer: f32 where precision or the user's files ask for
  * it, bulk (bf16, or f32 for --precision f32) for activations and weight
- * matrices. */
+ * matrices, and in a forward graph for biases (bf16 as PyTorch's bf16
+ * model keeps them, so that cuBLASLt adds them as it writes the product;
+ * a training graph keeps its vectors in f32 for AdamW). */
 static void choose_storage(const lrc_graph *g, const lrc_schedule *s, lrc_cuda_storage bulk, lrc_cuda_storage *st)
 {
+    const bool training = is_training(g);
     for (int id = 0; id < g->n_nodes; id++) {
         const lrc_node *n = &g->nodes[id];
         if (n->dtype == LRC_I32) st[id] = LRC_CUDA_I32;
         else if (n->op == LRC_OP_INPUT) st[id] = LRC_CUDA_F32;
-        else if (n->op == LRC_OP_PARAM) st[id] = n->shape.ndim >= 2 ? bulk : LRC_CUDA_F32;
+        else if (n->op == LRC_OP_PARAM) st[id] = n->shape.ndim >= 2 || (!training && is_bias(g, id)) ? bulk : LRC_CUDA_F32;
         /* vectors, not single rows: a decoder's [1, 1, d] activation is a
            GEMM operand beside bf16 weights */
         else if (n->shape.ndim <= 1 || n->op == LRC_OP_DEPTH_GAIN ||

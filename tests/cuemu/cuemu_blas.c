@@ -35,9 +35,10 @@ static void store(void *p, int type, long i, float v)
     ((uint16_t *)p)[i] = (u & 0x7fffffffu) > 0x7f800000u ? 0x7fc0 : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-/* D = alpha op(A) op(B) + beta C, column-major, f32 accumulation in a fixed order */
+/* D = alpha op(A) op(B) + beta C (+ bias[i] on row i when bias is not
+ * NULL, stored as D is), column-major, f32 accumulation in a fixed order */
 static void gemm(int ta, int tb, long m, long n, long k, float al, const void *A, int at, long lda, const void *B, int bt, long ldb,
-                 float be, const void *C, int ct, long ldc, void *D, int dt, long ldd)
+                 float be, const void *C, int ct, long ldc, void *D, int dt, long ldd, const void *bias)
 {
     for (long j = 0; j < n; j++)
         for (long i = 0; i < m; i++) {
@@ -49,6 +50,7 @@ static void gemm(int ta, int tb, long m, long n, long k, float al, const void *A
             }
             float c = al * acc;
             if (be != 0.f) c += be * load(C, ct, i + j * ldc);
+            if (bias) c += load(bias, dt, i);
             store(D, dt, i + j * ldd, c);
         }
 }
@@ -76,16 +78,20 @@ int cublasGemmEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha
         if (type != R_32F && type != R_16BF) return STATUS_INVALID_VALUE;
     }
     trace("gemm", ta, tb, m, n, k, A, B, C, at, bt, ct);
-    gemm(ta, tb, m, n, k, *(const float *)alpha, A, at, lda, B, bt, ldb, *(const float *)beta, C, ct, ldc, C, ct, ldc);
+    gemm(ta, tb, m, n, k, *(const float *)alpha, A, at, lda, B, bt, ldb, *(const float *)beta, C, ct, ldc, C, ct, ldc, NULL);
     return cuemu_check_guards("a cublasGemmEx") ? STATUS_EXECUTION_FAILED : STATUS_OK;
 }
 
-/* ---- cuBLASLt: cublasLtMatmul with its descriptors (no epilogue other
- * than beta C, the one the executor asks for) ---------------------------- */
+/* ---- cuBLASLt: cublasLtMatmul with its descriptors (the epilogues the
+ * executor asks for: beta C, and a bias on every row) --------------------- */
 
-enum { LT_DESC_TRANSA = 3, LT_DESC_TRANSB = 4, LT_PREF_MAX_WORKSPACE = 1, LT_PREF_MIN_ALIGNMENT_A = 5, LT_PREF_MIN_ALIGNMENT_D = 8 };
+enum { LT_DESC_TRANSA = 3, LT_DESC_TRANSB = 4, LT_DESC_EPILOGUE = 7, LT_DESC_BIAS_POINTER = 8, LT_PREF_MAX_WORKSPACE = 1,
+       LT_PREF_MIN_ALIGNMENT_A = 5, LT_PREF_MIN_ALIGNMENT_D = 8 };
+enum { LT_EPILOGUE_DEFAULT = 1, LT_EPILOGUE_BIAS = 4 };
 typedef struct {
     int compute, scale, ta, tb;
+    uint32_t epilogue;
+    const void *bias;
 } lt_desc;
 typedef struct {
     int type;
@@ -101,7 +107,7 @@ int cublasLtMatmulDescCreate(void **out, int compute, int scale)
 {
     if (compute != COMPUTE_32F || scale != R_32F) return STATUS_INVALID_VALUE;
     lt_desc *d = calloc(1, sizeof *d);
-    d->compute = compute, d->scale = scale;
+    d->compute = compute, d->scale = scale, d->epilogue = LT_EPILOGUE_DEFAULT;
     *out = d;
     return STATUS_OK;
 }
@@ -109,6 +115,19 @@ int cublasLtMatmulDescDestroy(void *d) { free(d); return STATUS_OK; }
 int cublasLtMatmulDescSetAttribute(void *desc, int attr, const void *buf, size_t size)
 {
     lt_desc *d = desc;
+    if (attr == LT_DESC_EPILOGUE) {
+        uint32_t e;
+        if (size != sizeof e) return STATUS_INVALID_VALUE;
+        memcpy(&e, buf, sizeof e);
+        if (e != LT_EPILOGUE_DEFAULT && e != LT_EPILOGUE_BIAS) return STATUS_NOT_SUPPORTED; /* none other here */
+        d->epilogue = e;
+        return STATUS_OK;
+    }
+    if (attr == LT_DESC_BIAS_POINTER) {
+        if (size != sizeof d->bias) return STATUS_INVALID_VALUE;
+        memcpy(&d->bias, buf, sizeof d->bias);
+        return STATUS_OK;
+    }
     if ((attr != LT_DESC_TRANSA && attr != LT_DESC_TRANSB) || size != sizeof(int)) return STATUS_INVALID_VALUE;
     int v;
     memcpy(&v, buf, sizeof v);
@@ -182,7 +201,8 @@ int cublasLtMatmul(void *h, void *desc, const void *alpha, const void *A, void *
     const lt_desc *d = desc;
     const lt_layout *a = Ad, *b = Bd, *c = Cd, *dd = Dd;
     long n, k, m = lt_dims(d, a, b, c, dd, &n, &k);
-    if (h != &lt_token || stream || m < 0 || a->type != b->type) return STATUS_INVALID_VALUE;
+    if (h != &lt_token || stream || m < 0 || a->type != b->type || (d->epilogue == LT_EPILOGUE_BIAS && !d->bias))
+        return STATUS_INVALID_VALUE;
     /* LRC_CUEMU_LT_REFUSE=1: every matmul refused before it runs, as cuBLASLt
      * may refuse an algorithm its heuristic offered */
     const char *refuse = getenv("LRC_CUEMU_LT_REFUSE");
@@ -200,6 +220,6 @@ int cublasLtMatmul(void *h, void *desc, const void *alpha, const void *A, void *
         }
     trace("ltmatmul", d->ta, d->tb, m, n, k, A, B, C, a->type, b->type, c->type);
     gemm(d->ta, d->tb, m, n, k, *(const float *)alpha, A, a->type, (long)a->ld, B, b->type, (long)b->ld, *(const float *)beta, C,
-         c->type, (long)c->ld, D, dd->type, (long)dd->ld);
+         c->type, (long)c->ld, D, dd->type, (long)dd->ld, d->epilogue == LT_EPILOGUE_BIAS ? d->bias : NULL);
     return cuemu_check_guards("a cublasLtMatmul") ? STATUS_EXECUTION_FAILED : STATUS_OK;
 }
