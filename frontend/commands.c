@@ -39,7 +39,7 @@ static void print_params(const lrc_graph *g)
 static int optimize(lrc_graph **g, lrc_tensor_set *consts, bool cuda, const char *after, lrc_schedule *s,
                     bool *have_schedule, lrc_err *err)
 {
-    lrc_pass_ctx ctx = {.consts = consts, .pad_multiple = cuda ? LRC_CUDA_PAD_MULTIPLE : 0};
+    lrc_pass_ctx ctx = {.consts = consts, .pad_multiple = cuda ? lrc_cuda_pad_multiple() : 0};
     *have_schedule = false;
     if (lrc_passes_run(g, &ctx, after, err)) return LRC_EUSER;
     if (after && strcmp(after, "fuse") && strcmp(after, "plan_memory")) return LRC_OK;

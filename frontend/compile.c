@@ -141,6 +141,12 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
     return rc;
 }
 
+int64_t lrc_cuda_pad_multiple(void)
+{
+    const char *pad = getenv("LRC_PAD_HIDDEN");
+    return pad && !strcmp(pad, "0") ? 0 : LRC_CUDA_PAD_MULTIPLE;
+}
+
 int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arch, bool f32, lrc_compiled *c, lrc_err *err)
 {
     memset(c, 0, sizeof *c);
@@ -148,8 +154,7 @@ int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arc
     c->g = g;
     c->consts = consts;
     snprintf(c->arch, sizeof c->arch, "%s", arch);
-    const char *pad = getenv("LRC_PAD_HIDDEN"); /* 0: unpadded, to time what padding buys on a device */
-    lrc_pass_ctx ctx = {.consts = consts, .pad_multiple = pad && !strcmp(pad, "0") ? 0 : LRC_CUDA_PAD_MULTIPLE};
+    lrc_pass_ctx ctx = {.consts = consts, .pad_multiple = lrc_cuda_pad_multiple()};
     int rc = lrc_passes_run(&c->g, &ctx, NULL, err);
     if (!rc) rc = lrc_schedule_build(c->g, &c->sched, err);
     if (rc) return rc;

@@ -38,6 +38,9 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
 /* Compiles g (taken over) for NVIDIA GPUs of architecture arch ("sm_90"):
  * CUDA C, a cubin and PTX from NVRTC, and the plan; no GPU needed.
  * Activations and weight matrices are stored as bf16, or f32 when f32. */
+/* The pad_hidden multiple for the cuda target: LRC_CUDA_PAD_MULTIPLE, or 0
+ * when LRC_PAD_HIDDEN=0 (to time what padding buys on a device). */
+int64_t lrc_cuda_pad_multiple(void);
 int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arch, bool f32, lrc_compiled *c, lrc_err *err);
 /* The "cuda" part of a package's meta (launch shapes, GEMMs, storage): what
  * lrc_cuda_exec_new reads besides the plan. A cJSON object. */

@@ -107,8 +107,9 @@ static uint32_t alignment_of(devptr p)
     return a;
 }
 
-/* cuBLASLt for launch li's GEMM with a residual: its operation, layouts and
- * the algorithm its heuristic picks for them, once; else in_place. */
+/* cuBLASLt for launch li's GEMM with a residual or a bias: its operation,
+ * epilogue, layouts and the algorithm its heuristic picks for them, once;
+ * else in_place. */
 static void lt_setup(lrc_cuda_exec *x, int li)
 {
     cuda_api *a = &x->api;

@@ -34,7 +34,8 @@ typedef struct lrc_cuda_gemm {
  * GEMM, or two of the same input for SwiGLU's gate and up): with a kernel
  * (an epilogue) after it, into the scratch (GEMM i at element offset
  * i m n) that the kernel reads as its last argument; with none, into the
- * group's output. */
+ * group's output; with a bias that cuBLASLt adds, into the group's output,
+ * the kernel then skipped. */
 typedef struct lrc_cuda_launch {
     char symbol[64];       /* the kernel; "" when cuBLAS alone does the work */
     unsigned grid[3], block; /* blocks of `block` threads */

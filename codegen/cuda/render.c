@@ -369,8 +369,10 @@ static int bias_arg(const cu_gen *c, int *resid)
         const lrc_node *r = &g->nodes[out];
         if (r->op != LRC_OP_ADD || (r->in[0] == add) == (r->in[1] == add)) return -1;
         const int rr = r->in[0] == add ? r->in[1] : r->in[0];
-        if (!lrc_shape_eq(&g->nodes[rr].shape, &r->shape) || c->st[c->s->buffer_of[rr]] != so) return -1;
-        *resid = c->arg_of[c->s->buffer_of[rr]];
+        /* the product itself (x W^T + b + x W^T) is no argument of the launch: the kernel's work */
+        if (rr == mm || !lrc_shape_eq(&g->nodes[rr].shape, &r->shape) || c->st[c->s->buffer_of[rr]] != so ||
+            (*resid = c->arg_of[c->s->buffer_of[rr]]) < 0)
+            return *resid = -1;
     }
     return c->arg_of[c->s->buffer_of[b]];
 }

@@ -290,9 +290,10 @@ static bool pad_region(const lrc_graph *g, const uses_t *u, int seed, const lrc_
         for (int k = 0; k < n->n_in && n->op != LRC_OP_MATMUL; k++) {
             const int x = n->in[k];
             const lrc_shape *xs = &g->nodes[x].shape;
-            if (mark[x] == PAD_MEMBER || mark[x] == PAD_VECTOR) continue;
+            const bool vector = lrc_node_is_const(g, x, ctx) && xs->ndim == 1 && xs->dim[0] == N;
+            if (mark[x] == PAD_MEMBER || (mark[x] == PAD_VECTOR && vector)) continue; /* a vector another region widens too */
             if (mark[x] != PAD_NONE) return false;
-            if (lrc_node_is_const(g, x, ctx) && xs->ndim == 1 && xs->dim[0] == N) mark[x] = PAD_VECTOR;
+            if (vector) mark[x] = PAD_VECTOR;
             else if (is_pad_source(g, x, shape, ctx) || (keeps_zero(g->nodes[x].op) && lrc_shape_eq(xs, shape)))
                 mark[x] = PAD_MEMBER, stack[top++] = x;
             else return false;

@@ -2,7 +2,8 @@
  * NVRTC. For each preset and norm placement given, the forward graph, the
  * training graph (forward, loss, backward) and the decoding graph (KV cache)
  * go through the passes, the scheduler and the CUDA renderer, and the whole
- * source compiles for every architecture given.
+ * source compiles for every architecture given. First, the GEMM groups that
+ * may add a bias in cuBLASLt's epilogue, and one that must not.
  * Usage: test_cuda_compile MODEL.lua --arch sm_80,sm_90 --presets P,Q --norms A,B
  *        [--kinds forward,training,decoding] [--batch B] [--seq T] [--dump DIR] */
 #include "check.h"
@@ -73,6 +74,55 @@ static void run_case(const char *model, const char *preset, const char *norm, in
     lrc_model_free(&m);
 }
 
+/* The bias epilogue's groups: z = (x W^T + b [+ r]) V^T. With r = x2 U^T (a
+ * residual), or none, the first GEMM adds the bias (and r) in cuBLASLt's
+ * epilogue; with r the product itself (x W^T + b + x W^T), which is no
+ * argument of the launch, its kernel does the adds. The renderer alone:
+ * no NVRTC. */
+static void bias_groups(void)
+{
+    static const char *names[] = {"bias alone", "bias and residual", "bias and the product again"};
+    for (int form = 0; form < 3; form++) {
+        lrc_err err;
+        lrc_graph *g = lrc_graph_new();
+        lrc_init zeros = {LRC_INIT_ZEROS, 0};
+        int x = lrc_graph_add_input(g, "x", LRC_F32, &(lrc_shape){3, {2, 3, 16}}, NULL, &err);
+        int w = lrc_graph_add_param(g, "w", &(lrc_shape){2, {8, 16}}, zeros, NULL, NULL, &err);
+        int u = lrc_graph_add_param(g, "u", &(lrc_shape){2, {8, 16}}, zeros, NULL, NULL, &err);
+        /* an intermediate, stored bf16 as the sum is (an input would be f32) */
+        int x2 = lrc_graph_add_input(g, "x2", LRC_F32, &(lrc_shape){3, {2, 3, 16}}, NULL, &err);
+        int r = form == 1 ? lrc_graph_add(g, &(lrc_node){.op = LRC_OP_MATMUL, .n_in = 2, .in = {x2, u}}, &err) : -1;
+        int v = lrc_graph_add_param(g, "v", &(lrc_shape){2, {16, 8}}, zeros, NULL, NULL, &err);
+        int b = lrc_graph_add_param(g, "b", &(lrc_shape){1, {8}}, zeros, NULL, NULL, &err);
+        int h = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_MATMUL, .n_in = 2, .in = {x, w}}, &err);
+        int y = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_ADD, .n_in = 2, .in = {h, b}}, &err);
+        if (form) y = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_ADD, .n_in = 2, .in = {y, form == 1 ? r : h}}, &err);
+        int z = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_MATMUL, .n_in = 2, .in = {y, v}}, &err);
+        lrc_schedule s;
+        memset(&s, 0, sizeof s);
+        lrc_program p;
+        memset(&p, 0, sizeof p);
+        lrc_cuda_program cp;
+        memset(&cp, 0, sizeof cp);
+        int rc = z < 0 || lrc_graph_add_output(g, "z", z, &err) || lrc_schedule_build(g, &s, &err);
+        if (!rc) lrc_schedule_plan_memory(g, &s);
+        if (!rc) rc = lrc_program_build(g, &s, lrc_cuda_tiling(), &p, &err);
+        if (!rc) rc = lrc_cuda_render(g, &s, &p, LRC_CUDA_BF16, &cp, &err);
+        CHECK(!rc, "%s: %s", names[form], err.msg);
+        int bias = -1, resid = -1;
+        for (int i = 0; !rc && i < cp.n_launches; i++)
+            if (cp.launches[i].n_gemm && cp.launches[i].gemm[0].bias_arg >= 0)
+                bias = cp.launches[i].gemm[0].bias_arg, resid = cp.launches[i].gemm[0].c_arg;
+        CHECK(!rc && (form == 2 ? bias < 0 : bias >= 0 && (resid >= 0) == (form == 1)), "%s: bias_arg %d, c_arg %d", names[form], bias,
+              resid);
+        printf("%-28s bias_arg %2d, c_arg %2d\n", names[form], bias, resid);
+        lrc_cuda_program_free(&cp);
+        if (p.kernels) lrc_program_free(&p);
+        lrc_schedule_free(&s);
+        lrc_graph_free(g);
+    }
+}
+
 static int split(char *s, char **out, int max)
 {
     int n = 0;
@@ -108,6 +158,7 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("NVRTC %s\n", lrc_nvrtc_version());
+    bias_groups();
     for (int p = 0; p < n_presets; p++)
         for (int n = 0; n < n_norms; n++)
             for (int k = 0; k < n_kinds; k++) {

@@ -241,6 +241,43 @@ static void pad_refused(void)
     }
 }
 
+/* A constant [1] that one region (width 1) widens as its bias and another
+ * (width 90) adds by broadcasting: the first pads to 8, the second, which
+ * cannot take the widened vector, stays 90 (it once failed the pass). */
+static void pad_shared_vector(void)
+{
+    const char *dir = "pad_hidden shared vector";
+    lrc_err err;
+    lrc_graph *g = lrc_graph_new();
+    lrc_tensor_set params;
+    lrc_tensor_set_init(&params);
+    lrc_init normal = {LRC_INIT_NORMAL, 0.5};
+    int x = lrc_graph_add_input(g, "x", LRC_F32, &(lrc_shape){2, {3, 16}}, NULL, &err);
+    int c = lrc_graph_add_param(g, "c", &(lrc_shape){1, {1}}, normal, NULL, NULL, &err);
+    int ok = x >= 0 && c >= 0, y[2];
+    for (int r = 0; r < 2 && ok; r++) {
+        const int64_t n = r ? 90 : 1;
+        char wn[8], vn[8], yn[8];
+        snprintf(wn, sizeof wn, "w%d", r), snprintf(vn, sizeof vn, "v%d", r), snprintf(yn, sizeof yn, "y%d", r);
+        int w = lrc_graph_add_param(g, wn, &(lrc_shape){2, {n, 16}}, normal, NULL, NULL, &err);
+        int v = lrc_graph_add_param(g, vn, &(lrc_shape){2, {16, n}}, normal, NULL, NULL, &err);
+        int h = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_MATMUL, .n_in = 2, .in = {x, w}}, &err);
+        int a = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_ADD, .n_in = 2, .in = {h, c}}, &err);
+        y[r] = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_MATMUL, .n_in = 2, .in = {a, v}}, &err);
+        ok = y[r] >= 0 && !lrc_graph_add_output(g, yn, y[r], &err);
+    }
+    lrc_pass_ctx on = {.consts = &params, .pad_multiple = 8};
+    ok = ok && !lrc_params_init(g, 1, &params, &err);
+    CHECK_IN(ok, "setup: %s", err.msg);
+    int rc = ok ? lrc_passes_run(&g, &on, NULL, &err) : 1;
+    CHECK_IN(ok && !rc, "passes: %s", err.msg);
+    CHECK_IN(ok && !rc && width_count(g, 8, LRC_OP_MATMUL) == 1 && width_count(g, 90, LRC_OP_MATMUL) == 1,
+             "want the width-1 region padded to 8 and the width-90 one left: %d matmuls of 8, %d of 90", width_count(g, 8, LRC_OP_MATMUL),
+             width_count(g, 90, LRC_OP_MATMUL));
+    lrc_tensor_set_clear(&params);
+    lrc_graph_free(g);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -258,6 +295,7 @@ int main(int argc, char **argv)
     snprintf(vit, sizeof vit, "%.*svit.lua", (int)(strrchr(argv[1], '/') ? strrchr(argv[1], '/') - argv[1] + 1 : 0), argv[1]);
     pad_model(vit, "vit d_ff=30 (bias, GELU)", vs, 4, 30, 32);
     pad_refused();
+    pad_shared_vector();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
