@@ -196,7 +196,6 @@ int cli_compile_package(const cli_args *a)
         rc = EXIT_USER;
         goto done;
     }
-
     static const char *cache_says[] = {"no cache (LRC_NVRTC_CACHE=off, or no cache directory)", "compiled, now cached", "from the cache",
                                        "a damaged cache entry, compiled again and replaced"};
     if (cuda)

@@ -143,8 +143,7 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
 
 int64_t lrc_cuda_pad_multiple(void)
 {
-    const char *pad = getenv("LRC_PAD_HIDDEN");
-    return pad && !strcmp(pad, "0") ? 0 : LRC_CUDA_PAD_MULTIPLE;
+    return lrc_env_is("LRC_PAD_HIDDEN", "0") ? 0 : LRC_CUDA_PAD_MULTIPLE;
 }
 
 int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arch, bool f32, lrc_compiled *c, lrc_err *err)

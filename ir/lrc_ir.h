@@ -287,6 +287,9 @@ double lrc_graph_flops(const lrc_graph *g, double *bwd_flops);
 
 /* Small helpers shared by the layers. */
 char *lrc_strdup(const char *s);
+/* Whether environment variable name is set to value (a developer's switch,
+ * such as LRC_PAD_HIDDEN=0). */
+bool lrc_env_is(const char *name, const char *value);
 void *lrc_xmalloc(size_t n); /* aborts on out-of-memory: not a user error */
 void *lrc_xcalloc(size_t n, size_t size);
 void *lrc_xrealloc(void *p, size_t n);

@@ -138,6 +138,12 @@ char *lrc_read_all(FILE *f, size_t *len)
     return buf;
 }
 
+bool lrc_env_is(const char *name, const char *value)
+{
+    const char *v = getenv(name);
+    return v && !strcmp(v, value);
+}
+
 char *lrc_strdup(const char *s)
 {
     if (!s) return NULL;

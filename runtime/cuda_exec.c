@@ -318,8 +318,8 @@ int lrc_cuda_exec_new(const lrc_plan *plan, const char *meta_json, const void *i
      * model needs, and where it does not start or the workspace does not
      * fit, every residual GEMM runs in place through cublasGemmEx, and every
      * biased one into scratch before its kernel */
-    const char *lt_switch = getenv("LRC_CUBLASLT"); /* 0: cublasGemmEx alone, to tell the two apart on a device */
-    bool lt_ok = a->has_lt && !(lt_switch && !strcmp(lt_switch, "0"));
+    /* LRC_CUBLASLT=0: cublasGemmEx alone, to tell the two apart on a device */
+    bool lt_ok = a->has_lt && !lrc_env_is("LRC_CUBLASLT", "0");
     for (int i = 0; i < L && !rc; i++) {
         if (x->n_gemm[i] != 1 || (x->gemm[i][0].c < 0 && x->gemm[i][0].bias < 0)) continue;
         if (lt_ok && !x->lt && a->lt_create(&x->lt)) lt_ok = false, x->lt = NULL;
@@ -404,6 +404,12 @@ static bool lt_wrote_output(const lrc_cuda_exec *x, int li)
     return x->n_gemm[li] == 1 && x->gemm[li][0].bias >= 0 && !x->lt_gemm[li].in_place;
 }
 
+static int gemm_failed(const char *lib, int64_t M, int64_t N, int64_t K, const char *label, int status, lrc_err *err)
+{
+    return lrc_err_set(err, "cuda: %s GEMM %lldx%lldx%lld of '%s' failed (status %d)", lib, (long long)M, (long long)N, (long long)K, label,
+                       status);
+}
+
 /* Launch li's GEMM j: through cuBLASLt when it adds a residual or a bias,
  * into the launch's output; else through cublasGemmEx, into the scratch
  * its epilogue kernel reads, or into the output. */
@@ -429,9 +435,7 @@ static int run_gemm(lrc_cuda_exec *x, int li, int j, lrc_err *err)
          * layouts it then rejects): this GEMM goes through cublasGemmEx
          * from now on; an error of the device itself stays an error */
         if (r == BLAS_NOT_SUPPORTED || r == BLAS_INVALID_VALUE) g->in_place = true, r = 0;
-        else if (r) return lrc_err_set(err, "cuda: cuBLASLt GEMM %lldx%lldx%lld of '%s' failed (status %d)", (long long)M, (long long)N,
-                                       (long long)K, l->label, r);
-        else return LRC_OK;
+        else return r ? gemm_failed("cuBLASLt", M, N, K, l->label, r, err) : LRC_OK;
     }
     devptr C = x->ptr[ob];
     int ctype = blas_type(x->storage[ob]);
@@ -442,9 +446,7 @@ static int run_gemm(lrc_cuda_exec *x, int li, int j, lrc_err *err)
     if (!r)
         r = x->api.gemm_ex(x->blas, b.ta, b.tb, (int)N, (int)M, (int)K, &one, (void *)x->ptr[bb], type, b.lda, (void *)x->ptr[ab], type,
                            b.ldb, add_c ? &one : &zero, (void *)C, ctype, (int)N, COMPUTE_32F, GEMM_DEFAULT);
-    return r ? lrc_err_set(err, "cuda: cuBLAS GEMM %lldx%lldx%lld of '%s' failed (status %d)", (long long)M, (long long)N, (long long)K,
-                           l->label, r)
-             : LRC_OK;
+    return r ? gemm_failed("cuBLAS", M, N, K, l->label, r, err) : LRC_OK;
 }
 
 static int launch_all(lrc_cuda_exec *x, lrc_err *err);

@@ -145,9 +145,8 @@ static uint64_t fnv(uint64_t h, const void *data, size_t n)
 static bool cache_dir(char *out, size_t n)
 {
     const char *dir = getenv("LRC_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    const char *off = getenv("LRC_NVRTC_CACHE");
     char base[3800];
-    if (off && !strcmp(off, "off")) return false;
+    if (lrc_env_is("LRC_NVRTC_CACHE", "off")) return false;
     if (dir && *dir) snprintf(base, sizeof base, "%s", dir);
     else if (xdg && *xdg) snprintf(base, sizeof base, "%s/lrc", xdg);
     else if (home && *home) snprintf(base, sizeof base, "%s/.cache/lrc", home);

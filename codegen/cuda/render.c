@@ -326,6 +326,13 @@ static void render_row(cu_gen *c)
 
 /* ---- GEMM groups ------------------------------------------------------------ */
 
+/* The other operand of node a when it adds x to something else, else -1 */
+static int add_other(const lrc_node *a, int x)
+{
+    if (a->op != LRC_OP_ADD || (a->in[0] == x) == (a->in[1] == x)) return -1;
+    return a->in[0] == x ? a->in[1] : a->in[0];
+}
+
 /* A group that is one GEMM and an add of a tensor of the product's shape,
  * stored as the sum is (a residual stream, a gradient summed into): that
  * argument, which cuBLASLt adds as C (beta = 1) while it writes the sum,
@@ -336,8 +343,8 @@ static int residual_arg(const cu_gen *c)
     if (c->n_gemm != 1 || c->gr->n_nodes != 2 || c->gr->n_outputs != 1) return -1;
     int mm = c->gemm_node[0], add = c->gr->nodes[0] == mm ? c->gr->nodes[1] : c->gr->nodes[0];
     const lrc_node *a = &g->nodes[add];
-    if (a->op != LRC_OP_ADD || c->gr->outputs[0] != add || (a->in[0] == mm) == (a->in[1] == mm)) return -1;
-    int r = a->in[0] == mm ? a->in[1] : a->in[0];
+    const int r = add_other(a, mm);
+    if (r < 0 || c->gr->outputs[0] != add) return -1;
     lrc_cuda_storage sr = c->st[c->s->buffer_of[r]], so = c->st[c->s->buffer_of[add]];
     if (!lrc_shape_eq(&g->nodes[r].shape, &a->shape) || lrc_shape_numel(&g->nodes[mm].shape) != lrc_shape_numel(&a->shape) ||
         sr != so || sr == LRC_CUDA_I32)
@@ -357,20 +364,19 @@ static int bias_arg(const cu_gen *c, int *resid)
     if (c->n_gemm != 1 || c->gr->n_outputs != 1 || c->gr->n_nodes < 2 || c->gr->n_nodes > 3) return -1;
     const int mm = c->gemm_node[0], add = c->gr->nodes[1], out = c->gr->outputs[0];
     const lrc_node *m = &g->nodes[mm], *a = &g->nodes[add];
-    if (m->op != LRC_OP_MATMUL || c->gr->nodes[0] != mm || out != c->gr->nodes[c->gr->n_nodes - 1] || a->op != LRC_OP_ADD ||
-        !lrc_shape_eq(&a->shape, &m->shape) || (a->in[0] == mm) == (a->in[1] == mm))
+    const int b = add_other(a, mm);
+    if (b < 0 || m->op != LRC_OP_MATMUL || c->gr->nodes[0] != mm || out != c->gr->nodes[c->gr->n_nodes - 1] ||
+        !lrc_shape_eq(&a->shape, &m->shape))
         return -1;
-    const int b = a->in[0] == mm ? a->in[1] : a->in[0];
     const lrc_shape *bs = &g->nodes[b].shape;
     const lrc_cuda_storage so = c->st[c->s->buffer_of[out]];
     if (bs->ndim != 1 || bs->dim[0] != m->shape.dim[m->shape.ndim - 1] || c->st[c->s->buffer_of[b]] != so || so == LRC_CUDA_I32)
         return -1;
     if (c->gr->n_nodes == 3) {
         const lrc_node *r = &g->nodes[out];
-        if (r->op != LRC_OP_ADD || (r->in[0] == add) == (r->in[1] == add)) return -1;
-        const int rr = r->in[0] == add ? r->in[1] : r->in[0];
+        const int rr = add_other(r, add);
         /* the product itself (x W^T + b + x W^T) is no argument of the launch: the kernel's work */
-        if (rr == mm || !lrc_shape_eq(&g->nodes[rr].shape, &r->shape) || c->st[c->s->buffer_of[rr]] != so ||
+        if (rr < 0 || rr == mm || !lrc_shape_eq(&g->nodes[rr].shape, &r->shape) || c->st[c->s->buffer_of[rr]] != so ||
             (*resid = c->arg_of[c->s->buffer_of[rr]]) < 0)
             return *resid = -1;
     }
@@ -647,27 +653,25 @@ static bool is_training(const lrc_graph *g)
     return loss && grad;
 }
 
-/* A vector parameter every use of which adds it to the rows of a matmul's
- * product: a bias, which cuBLASLt's epilogue reads stored as the product's
- * output is. */
-static bool is_bias(const lrc_graph *g, int id)
+/* Marks in bias[] the vector parameters every use of which adds them to
+ * the rows of a matmul's product: biases, which cuBLASLt's epilogue reads
+ * stored as the product's output is. One sweep over the uses. */
+static void mark_biases(const lrc_graph *g, bool *bias)
 {
-    const lrc_node *p = &g->nodes[id];
-    if (p->op != LRC_OP_PARAM || p->shape.ndim != 1) return false;
-    int uses = 0;
+    bool *other_use = lrc_xcalloc((size_t)g->n_nodes + 1, 1);
     for (int j = 0; j < g->n_nodes; j++) {
         const lrc_node *a = &g->nodes[j];
         for (int k = 0; k < a->n_in; k++) {
-            if (a->in[k] != id) continue;
-            if (a->op != LRC_OP_ADD || a->in[0] == a->in[1]) return false;
-            const lrc_node *m = &g->nodes[a->in[1 - k]];
-            if (m->op != LRC_OP_MATMUL || m->shape.dim[m->shape.ndim - 1] != p->shape.dim[0]) return false;
-            uses++;
+            const int p = a->in[k], m = add_other(a, p);
+            if (g->nodes[p].op != LRC_OP_PARAM || g->nodes[p].shape.ndim != 1) continue;
+            const lrc_node *mm = m >= 0 ? &g->nodes[m] : NULL;
+            if (mm && mm->op == LRC_OP_MATMUL && mm->shape.dim[mm->shape.ndim - 1] == g->nodes[p].shape.dim[0]) bias[p] = true;
+            else other_use[p] = true;
         }
     }
-    for (int i = 0; i < g->n_outputs; i++)
-        if (g->outputs[i] == id) return false;
-    return uses > 0;
+    for (int i = 0; i < g->n_outputs; i++) other_use[g->outputs[i]] = true;
+    for (int id = 0; id < g->n_nodes; id++) bias[id] = bias[id] && !other_use[id];
+    free(other_use);
 }
 
 /* Storage of every buffer: f32 where precision or the user's files ask for
@@ -677,12 +681,13 @@ static bool is_bias(const lrc_graph *g, int id)
  * a training graph keeps its vectors in f32 for AdamW). */
 static void choose_storage(const lrc_graph *g, const lrc_schedule *s, lrc_cuda_storage bulk, lrc_cuda_storage *st)
 {
-    const bool training = is_training(g);
+    bool *bias = lrc_xcalloc((size_t)g->n_nodes + 1, 1);
+    if (!is_training(g)) mark_biases(g, bias);
     for (int id = 0; id < g->n_nodes; id++) {
         const lrc_node *n = &g->nodes[id];
         if (n->dtype == LRC_I32) st[id] = LRC_CUDA_I32;
         else if (n->op == LRC_OP_INPUT) st[id] = LRC_CUDA_F32;
-        else if (n->op == LRC_OP_PARAM) st[id] = n->shape.ndim >= 2 || (!training && is_bias(g, id)) ? bulk : LRC_CUDA_F32;
+        else if (n->op == LRC_OP_PARAM) st[id] = n->shape.ndim >= 2 || bias[id] ? bulk : LRC_CUDA_F32;
         /* vectors, not single rows: a decoder's [1, 1, d] activation is a
            GEMM operand beside bf16 weights */
         else if (n->shape.ndim <= 1 || n->op == LRC_OP_DEPTH_GAIN ||
@@ -696,6 +701,7 @@ static void choose_storage(const lrc_graph *g, const lrc_schedule *s, lrc_cuda_s
         if (n->op == LRC_OP_CROSS_ENTROPY || n->op == LRC_OP_CROSS_ENTROPY_GRAD) st[s->buffer_of[n->in[0]]] = LRC_CUDA_F32;
     }
     for (int id = 0; id < g->n_nodes; id++) st[id] = st[s->buffer_of[id]]; /* views store as what they view */
+    free(bias);
 }
 
 /* The kernel whose code launch i runs: launches of one structure (one impl)

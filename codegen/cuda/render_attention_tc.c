@@ -23,8 +23,7 @@ bool cu_render_attention_tc(cu_gen *c)
     const lrc_node *a = &c->g->nodes[c->gr->anchor], *rq, *rk;
     const int64_t B = a->shape.dim[0], T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3];
     const int q = cu_attention_source(c, a->in[0], &rq), k = cu_attention_source(c, a->in[1], &rk), v = a->in[2];
-    const char *off_switch = getenv("LRC_CUDA_TC_ATTENTION");
-    if ((off_switch && !strcmp(off_switch, "0")) || D % 16 || D > 128 || cu_storage(c, q) != LRC_CUDA_BF16 ||
+    if (lrc_env_is("LRC_CUDA_TC_ATTENTION", "0") || D % 16 || D > 128 || cu_storage(c, q) != LRC_CUDA_BF16 ||
         cu_storage(c, k) != LRC_CUDA_BF16 || cu_storage(c, v) != LRC_CUDA_BF16 || cu_storage(c, c->gr->anchor) != LRC_CUDA_BF16)
         return false;
     const bool causal = a->iattr[0] != 0;

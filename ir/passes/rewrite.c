@@ -337,6 +337,13 @@ static int padded_const(lrc_graph *ng, int w, int64_t rows, int64_t cols, lrc_pa
     return add_const(ng, ctx, t, ng->nodes[w].loc, err);
 }
 
+/* The widened copy of constant w (old id) in ng, made once: *slot caches it. */
+static int widened(lrc_graph *ng, int *slot, int w, int64_t rows, int64_t cols, lrc_pass_ctx *ctx, lrc_err *err)
+{
+    if (*slot < 0) *slot = padded_const(ng, w, rows, cols, ctx, err);
+    return *slot;
+}
+
 int lrc_pass_pad_hidden(lrc_graph **gp, lrc_pass_ctx *ctx, lrc_err *err)
 {
     const int64_t A = ctx ? ctx->pad_multiple : 0;
@@ -345,7 +352,7 @@ int lrc_pass_pad_hidden(lrc_graph **gp, lrc_pass_ctx *ctx, lrc_err *err)
     uses_t u;
     uses_build(g, &u);
     unsigned char *mark = lrc_xcalloc((size_t)g->n_nodes, 1);
-    int *stack = lrc_xmalloc((size_t)g->n_nodes * sizeof(int)), *touched = lrc_xmalloc((size_t)g->n_nodes * 3 * sizeof(int));
+    int *stack = lrc_xmalloc((size_t)g->n_nodes * sizeof(int)), *touched = lrc_xmalloc((size_t)g->n_nodes * sizeof(int));
     bool any = false;
     for (int id = 0; id < g->n_nodes; id++) {
         const lrc_node *n = &g->nodes[id];
@@ -372,25 +379,16 @@ int lrc_pass_pad_hidden(lrc_graph **gp, lrc_pass_ctx *ctx, lrc_err *err)
         const lrc_node *n = &g->nodes[id];
         lrc_node p = *n;
         for (int k = 0; k < n->n_in; k++) p.in[k] = map[n->in[k]];
-        if (mark[id] == PAD_MEMBER && n->op == LRC_OP_MATMUL) { /* W [N, K] -> [Np, K], zero rows */
-            int *w = &cache[n->in[1]];
-            const int64_t N = n->shape.dim[n->shape.ndim - 1];
-            if (*w < 0) *w = padded_const(ng, p.in[1], (N + A - 1) / A * A, g->nodes[n->in[1]].shape.dim[1], ctx, err);
-            p.in[1] = *w;
-        } else if (mark[id] == PAD_SINK) { /* W [N2, N] -> [N2, Np], zero columns */
-            int *w = &cache[g->n_nodes + n->in[1]];
-            const int64_t N = g->nodes[n->in[1]].shape.dim[1];
-            if (*w < 0) *w = padded_const(ng, p.in[1], -1, (N + A - 1) / A * A, ctx, err);
-            p.in[1] = *w;
-        } else if (mark[id] == PAD_MEMBER) {
-            for (int k = 0; k < n->n_in; k++) {
-                int *v = &cache[2 * g->n_nodes + n->in[k]];
-                if (mark[n->in[k]] != PAD_VECTOR) continue;
-                const int64_t N = g->nodes[n->in[k]].shape.dim[0];
-                if (*v < 0) *v = padded_const(ng, p.in[k], -1, (N + A - 1) / A * A, ctx, err);
-                p.in[k] = *v;
-            }
-        }
+        const lrc_shape *w = n->op == LRC_OP_MATMUL ? &g->nodes[n->in[1]].shape : NULL; /* sources and sinks are matmuls */
+        if (mark[id] == PAD_MEMBER && w) /* W [N, K] -> [Np, K], zero rows */
+            p.in[1] = widened(ng, &cache[n->in[1]], p.in[1], (w->dim[0] + A - 1) / A * A, w->dim[1], ctx, err);
+        else if (mark[id] == PAD_SINK) /* W [N2, N] -> [N2, Np], zero columns */
+            p.in[1] = widened(ng, &cache[g->n_nodes + n->in[1]], p.in[1], -1, (w->dim[1] + A - 1) / A * A, ctx, err);
+        else if (mark[id] == PAD_MEMBER) /* a bias [N] -> [Np], zero entries */
+            for (int k = 0; k < n->n_in; k++)
+                if (mark[n->in[k]] == PAD_VECTOR)
+                    p.in[k] = widened(ng, &cache[2 * g->n_nodes + n->in[k]], p.in[k], -1,
+                                      (g->nodes[n->in[k]].shape.dim[0] + A - 1) / A * A, ctx, err);
         for (int k = 0; k < p.n_in; k++)
             if (p.in[k] < 0) rc = LRC_EUSER;
         if (!rc && (map[id] = lrc_graph_add(ng, &p, err)) < 0) rc = LRC_EUSER; /* shapes inferred anew: widened */

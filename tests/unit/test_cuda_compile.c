@@ -21,6 +21,24 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* g's schedule, memory plan, program and CUDA source (bf16 storage), into
+ * s, p and cp, zero-initialized by the caller; render_free releases them. */
+static int render_graph(lrc_graph *g, lrc_schedule *s, lrc_program *p, lrc_cuda_program *cp, lrc_err *err)
+{
+    int rc = lrc_schedule_build(g, s, err);
+    if (!rc) lrc_schedule_plan_memory(g, s);
+    if (!rc) rc = lrc_program_build(g, s, lrc_cuda_tiling(), p, err);
+    if (!rc) rc = lrc_cuda_render(g, s, p, LRC_CUDA_BF16, cp, err);
+    return rc;
+}
+
+static void render_free(lrc_schedule *s, lrc_program *p, lrc_cuda_program *cp)
+{
+    lrc_cuda_program_free(cp);
+    if (p->kernels) lrc_program_free(p);
+    lrc_schedule_free(s);
+}
+
 enum { FORWARD, TRAINING, DECODING };
 static const char *kind_name[] = {"forward", "training", "decoding"};
 
@@ -39,16 +57,10 @@ static void run_case(const char *model, const char *preset, const char *norm, in
     if (!rc && kind == DECODING) rc = lrc_pass_kv_cache(&g, T, &err);
     lrc_pass_ctx ctx = {.consts = NULL};
     if (!rc) rc = lrc_passes_run(&g, &ctx, NULL, &err);
-    lrc_schedule s;
-    memset(&s, 0, sizeof s);
-    lrc_program p;
-    memset(&p, 0, sizeof p);
-    lrc_cuda_program cp;
-    memset(&cp, 0, sizeof cp);
-    if (!rc) rc = lrc_schedule_build(g, &s, &err);
-    if (!rc) lrc_schedule_plan_memory(g, &s);
-    if (!rc) rc = lrc_program_build(g, &s, lrc_cuda_tiling(), &p, &err);
-    if (!rc) rc = lrc_cuda_render(g, &s, &p, LRC_CUDA_BF16, &cp, &err);
+    lrc_schedule s = {0};
+    lrc_program p = {0};
+    lrc_cuda_program cp = {0};
+    if (!rc) rc = render_graph(g, &s, &p, &cp, &err);
     CHECK(!rc, "%s: %s", label, err.msg);
     if (!rc && dump) {
         char path[1024];
@@ -67,9 +79,7 @@ static void run_case(const char *model, const char *preset, const char *norm, in
                    cp.n_symbols, cp.n_launches, size, now_s() - t0);
         free(cubin);
     }
-    lrc_cuda_program_free(&cp);
-    if (p.kernels) lrc_program_free(&p);
-    lrc_schedule_free(&s);
+    render_free(&s, &p, &cp);
     lrc_graph_free(g);
     lrc_model_free(&m);
 }
@@ -98,16 +108,11 @@ static void bias_groups(void)
         int y = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_ADD, .n_in = 2, .in = {h, b}}, &err);
         if (form) y = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_ADD, .n_in = 2, .in = {y, form == 1 ? r : h}}, &err);
         int z = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_MATMUL, .n_in = 2, .in = {y, v}}, &err);
-        lrc_schedule s;
-        memset(&s, 0, sizeof s);
-        lrc_program p;
-        memset(&p, 0, sizeof p);
-        lrc_cuda_program cp;
-        memset(&cp, 0, sizeof cp);
-        int rc = z < 0 || lrc_graph_add_output(g, "z", z, &err) || lrc_schedule_build(g, &s, &err);
-        if (!rc) lrc_schedule_plan_memory(g, &s);
-        if (!rc) rc = lrc_program_build(g, &s, lrc_cuda_tiling(), &p, &err);
-        if (!rc) rc = lrc_cuda_render(g, &s, &p, LRC_CUDA_BF16, &cp, &err);
+        lrc_schedule s = {0};
+        lrc_program p = {0};
+        lrc_cuda_program cp = {0};
+        int rc = z < 0 || lrc_graph_add_output(g, "z", z, &err);
+        if (!rc) rc = render_graph(g, &s, &p, &cp, &err);
         CHECK(!rc, "%s: %s", names[form], err.msg);
         int bias = -1, resid = -1;
         for (int i = 0; !rc && i < cp.n_launches; i++)
@@ -116,9 +121,7 @@ static void bias_groups(void)
         CHECK(!rc && (form == 2 ? bias < 0 : bias >= 0 && (resid >= 0) == (form == 1)), "%s: bias_arg %d, c_arg %d", names[form], bias,
               resid);
         printf("%-28s bias_arg %2d, c_arg %2d\n", names[form], bias, resid);
-        lrc_cuda_program_free(&cp);
-        if (p.kernels) lrc_program_free(&p);
-        lrc_schedule_free(&s);
+        render_free(&s, &p, &cp);
         lrc_graph_free(g);
     }
 }

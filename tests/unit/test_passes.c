@@ -212,6 +212,21 @@ done:
     lrc_model_free(&m);
 }
 
+/* The hand-built graphs below: x [3, 16] and N(0, 0.5) parameters. */
+static const lrc_init normal_init = {LRC_INIT_NORMAL, 0.5};
+static int add_x(lrc_graph *g, lrc_err *err) { return lrc_graph_add_input(g, "x", LRC_F32, &(lrc_shape){2, {3, 16}}, NULL, err); }
+
+/* Random values for g's parameters, then every pass with pad_hidden at 8. */
+static int run_padded(lrc_graph **g, lrc_err *err)
+{
+    lrc_tensor_set params;
+    lrc_tensor_set_init(&params);
+    lrc_pass_ctx on = {.consts = &params, .pad_multiple = 8};
+    int rc = lrc_params_init(*g, 1, &params, err) || lrc_passes_run(g, &on, NULL, err);
+    lrc_tensor_set_clear(&params);
+    return rc;
+}
+
 /* pad_hidden leaves a hidden width alone when a use cannot take zero
  * columns: exp (1 at a padded zero), or the product itself an output. */
 static void pad_refused(void)
@@ -220,23 +235,16 @@ static void pad_refused(void)
     for (int as_output = 0; as_output < 2; as_output++) {
         lrc_err err;
         lrc_graph *g = lrc_graph_new();
-        lrc_tensor_set params;
-        lrc_tensor_set_init(&params);
-        lrc_init normal = {LRC_INIT_NORMAL, 0.5};
-        int x = lrc_graph_add_input(g, "x", LRC_F32, &(lrc_shape){2, {3, 16}}, NULL, &err);
-        int w1 = lrc_graph_add_param(g, "w1", &(lrc_shape){2, {13, 16}}, normal, NULL, NULL, &err);
-        int w2 = lrc_graph_add_param(g, "w2", &(lrc_shape){2, {16, 13}}, normal, NULL, NULL, &err);
+        int x = add_x(g, &err);
+        int w1 = lrc_graph_add_param(g, "w1", &(lrc_shape){2, {13, 16}}, normal_init, NULL, NULL, &err);
+        int w2 = lrc_graph_add_param(g, "w2", &(lrc_shape){2, {16, 13}}, normal_init, NULL, NULL, &err);
         int h = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_MATMUL, .n_in = 2, .in = {x, w1}}, &err);
         int e = lrc_graph_add(g, &(lrc_node){.op = as_output ? LRC_OP_SILU : LRC_OP_EXP, .n_in = 1, .in = {h}}, &err);
         int y = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_MATMUL, .n_in = 2, .in = {e, w2}}, &err);
-        lrc_pass_ctx on = {.consts = &params, .pad_multiple = 8};
-        bool built = y >= 0 && !lrc_graph_add_output(g, "y", y, &err) && (!as_output || !lrc_graph_add_output(g, "h", h, &err)) &&
-                     !lrc_params_init(g, 1, &params, &err);
+        bool built = y >= 0 && !lrc_graph_add_output(g, "y", y, &err) && (!as_output || !lrc_graph_add_output(g, "h", h, &err));
         CHECK_IN(built, "setup: %s", err.msg);
-        CHECK_IN(built && !lrc_passes_run(&g, &on, NULL, &err) && width_count(g, 13, LRC_OP_MATMUL) == 1 &&
-                     width_count(g, 16, LRC_OP_MATMUL) == 1,
+        CHECK_IN(built && !run_padded(&g, &err) && width_count(g, 13, LRC_OP_MATMUL) == 1 && width_count(g, 16, LRC_OP_MATMUL) == 1,
                  "%s: the width 13 was padded (or the passes failed: %s)", as_output ? "product an output" : "exp", err.msg);
-        lrc_tensor_set_clear(&params);
         lrc_graph_free(g);
     }
 }
@@ -249,32 +257,26 @@ static void pad_shared_vector(void)
     const char *dir = "pad_hidden shared vector";
     lrc_err err;
     lrc_graph *g = lrc_graph_new();
-    lrc_tensor_set params;
-    lrc_tensor_set_init(&params);
-    lrc_init normal = {LRC_INIT_NORMAL, 0.5};
-    int x = lrc_graph_add_input(g, "x", LRC_F32, &(lrc_shape){2, {3, 16}}, NULL, &err);
-    int c = lrc_graph_add_param(g, "c", &(lrc_shape){1, {1}}, normal, NULL, NULL, &err);
+    int x = add_x(g, &err);
+    int c = lrc_graph_add_param(g, "c", &(lrc_shape){1, {1}}, normal_init, NULL, NULL, &err);
     int ok = x >= 0 && c >= 0, y[2];
     for (int r = 0; r < 2 && ok; r++) {
         const int64_t n = r ? 90 : 1;
         char wn[8], vn[8], yn[8];
         snprintf(wn, sizeof wn, "w%d", r), snprintf(vn, sizeof vn, "v%d", r), snprintf(yn, sizeof yn, "y%d", r);
-        int w = lrc_graph_add_param(g, wn, &(lrc_shape){2, {n, 16}}, normal, NULL, NULL, &err);
-        int v = lrc_graph_add_param(g, vn, &(lrc_shape){2, {16, n}}, normal, NULL, NULL, &err);
+        int w = lrc_graph_add_param(g, wn, &(lrc_shape){2, {n, 16}}, normal_init, NULL, NULL, &err);
+        int v = lrc_graph_add_param(g, vn, &(lrc_shape){2, {16, n}}, normal_init, NULL, NULL, &err);
         int h = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_MATMUL, .n_in = 2, .in = {x, w}}, &err);
         int a = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_ADD, .n_in = 2, .in = {h, c}}, &err);
         y[r] = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_MATMUL, .n_in = 2, .in = {a, v}}, &err);
         ok = y[r] >= 0 && !lrc_graph_add_output(g, yn, y[r], &err);
     }
-    lrc_pass_ctx on = {.consts = &params, .pad_multiple = 8};
-    ok = ok && !lrc_params_init(g, 1, &params, &err);
     CHECK_IN(ok, "setup: %s", err.msg);
-    int rc = ok ? lrc_passes_run(&g, &on, NULL, &err) : 1;
+    int rc = ok ? run_padded(&g, &err) : 1;
     CHECK_IN(ok && !rc, "passes: %s", err.msg);
     CHECK_IN(ok && !rc && width_count(g, 8, LRC_OP_MATMUL) == 1 && width_count(g, 90, LRC_OP_MATMUL) == 1,
              "want the width-1 region padded to 8 and the width-90 one left: %d matmuls of 8, %d of 90", width_count(g, 8, LRC_OP_MATMUL),
              width_count(g, 90, LRC_OP_MATMUL));
-    lrc_tensor_set_clear(&params);
     lrc_graph_free(g);
 }
 
