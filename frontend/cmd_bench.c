@@ -55,7 +55,7 @@ int cmd_gemm_bench(int argc, char **argv)
     lrc_node mm = {.op = LRC_OP_MATMUL, .n_in = 2, .in = {x, w}};
     int y = x < 0 || w < 0 ? -1 : lrc_graph_add(g, &mm, &err);
     lrc_tensor *xt = lrc_tensor_new("x", LRC_F32, &xs, &err);
-    if (y < 0 || !xt || lrc_graph_add_output(g, "y", y, &err) || lrc_params_init(g, 1, &params, &err) ||
+    if (y < 0 || !xt || lrc_graph_add_output(g, "y", y, &err) || lrc_params_init(g, 1, NULL, &params, &err) ||
         lrc_tensor_set_add(&in, xt, &err)) {
         lrc_graph_free(g);
         return cli_user_error(&err);

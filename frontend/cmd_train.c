@@ -257,6 +257,8 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
     train_data td;
     memset(&td, 0, sizeof td);
     int rc = lrc_model_load(&m, a->m.model, a->m.preset, a->m.sets, a->m.n_sets, err);
+    /* the threads that fill a new run's parameters, then run the CPU's kernels */
+    if (!rc && !(pool = lrc_pool_new(a->threads > 0 ? (int)a->threads : lrc_pool_default_threads(), err))) rc = LRC_EUSER;
     bool images = m.task == LRC_TASK_IMAGE;
     if (!rc && images) {
         rc = cli_images_open(&m, ta->data, &td.im, err);
@@ -291,7 +293,7 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
             lrc_tensor_set_clear(&model_part);
         }
     } else if (!rc) {
-        rc = lrc_params_init(g, (uint64_t)ta->seed, &params, err);
+        rc = lrc_params_init(g, (uint64_t)ta->seed, pool, &params, err);
         lrc_shape one = {1, {1}}, four = {1, {8}};
         lrc_tensor *st = rc ? NULL : lrc_tensor_new("train.step", LRC_I32, &one, err);
         lrc_tensor *rs = st ? lrc_tensor_new("train.rng", LRC_I32, &four, err) : NULL;
@@ -338,7 +340,6 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
         rc = cuda ? open_cuda(g, &c, &eng.cx, err) : lrc_compile_graph(g, NULL, &c, err);
         g = NULL;
     }
-    if (!rc && !(pool = lrc_pool_new(a->threads > 0 ? (int)a->threads : lrc_pool_default_threads(), err))) rc = LRC_EUSER;
     if (!rc && !cuda) rc = lrc_exec_new(&c.plan, pool, &x, err);
     eng.x = x;
     if (!rc) rc = cuda ? lrc_cuda_exec_bind_params(eng.cx, &ck, err) : lrc_exec_bind_params(x, &ck, err);

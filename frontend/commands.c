@@ -176,14 +176,17 @@ static char *config_metadata(lrc_model *m, const char *preset)
 
 int cmd_init(int argc, char **argv)
 {
-    static const struct option opts[] = {MODEL_OPTS, {"seed", required_argument, 0, OPT_SEED}, {0, 0, 0, 0}};
+    static const struct option opts[] = {MODEL_OPTS, {"seed", required_argument, 0, OPT_SEED},
+                                         {"threads", required_argument, 0, OPT_THREADS}, {0, 0, 0, 0}};
     static const char *help =
-        "usage: lrc init MODEL [--preset P] [--set KEY=VALUE]... [--seed N] -o W.safetensors\n"
+        "usage: lrc init MODEL [--preset P] [--set KEY=VALUE]... [--seed N] [--threads N] -o W.safetensors\n"
         "\n"
         "Initialises every parameter by its init rule from the seed (default 0)\n"
         "and writes them, named as in Hugging Face checkpoints, as F32.\n"
         "\n" MODEL_HELP
         "  --seed N          random seed (default 0)\n"
+        "  --threads N       threads filling the tensors (default: all cores; the\n"
+        "                    values are the same for any count)\n"
         "  -o FILE           the safetensors file to write\n";
     cli_args a;
     int rc = cli_parse_args("init", argc, argv, opts, help, true, &a);
@@ -197,8 +200,10 @@ int cmd_init(int argc, char **argv)
     lrc_graph *g = lrc_graph_new();
     lrc_tensor_set params;
     lrc_tensor_set_init(&params);
+    lrc_pool *pool = NULL;
     if (cli_model_load("init", &a.m, &m, &err) || lrc_model_build(&m, 1, 1, g, &err) ||
-        lrc_params_init(g, (uint64_t)a.seed, &params, &err)) {
+        !(pool = lrc_pool_new(a.threads > 0 ? (int)a.threads : lrc_pool_default_threads(), &err)) ||
+        lrc_params_init(g, (uint64_t)a.seed, pool, &params, &err)) {
         rc = cli_user_error(&err);
     } else {
         params.metadata_json = config_metadata(&m, a.m.preset);
@@ -210,6 +215,7 @@ int cmd_init(int argc, char **argv)
         }
     }
     lrc_tensor_set_clear(&params);
+    lrc_pool_free(pool);
     lrc_graph_free(g);
     lrc_model_free(&m);
 out:
@@ -515,7 +521,7 @@ int cmd_demo(int argc, char **argv)
         cli_user_error(&err);
     } else if (vocab < 256) {
         fprintf(stderr, "lrc: demo: byte tokens need vocab >= 256, the model has %lld\n", (long long)vocab);
-    } else if (lrc_model_build(&m, 1, T, g, &err) || (t1 = lrc_now_s(), lrc_params_init(g, (uint64_t)a.seed, &params, &err)) ||
+    } else if (lrc_model_build(&m, 1, T, g, &err) || (t1 = lrc_now_s(), lrc_params_init(g, (uint64_t)a.seed, NULL, &params, &err)) ||
                lrc_exec_run(be, g, &in, &params, &outs, &err)) {
         cli_user_error(&err);
     } else {

@@ -7,6 +7,8 @@
 
 #include "../ir/lrc_ir.h"
 
+typedef struct lrc_pool lrc_pool; /* the thread pool, below */
+
 /* ---- safetensors ------------------------------------------------------- */
 
 /* Reads the whole file; every structural problem (header length past the end,
@@ -25,8 +27,9 @@ int lrc_safetensors_save(const char *path, const lrc_tensor_set *s, lrc_err *err
 
 /* One f32 tensor per PARAM node of g, filled by its init rule. Each tensor's
  * random stream depends only on (seed, name), so adding a parameter does not
- * change the others. */
-int lrc_params_init(const lrc_graph *g, uint64_t seed, lrc_tensor_set *out, lrc_err *err);
+ * change the others, and the tensors are filled on pool's threads (NULL: on
+ * the caller's alone) with the same values whatever the thread count. */
+int lrc_params_init(const lrc_graph *g, uint64_t seed, lrc_pool *pool, lrc_tensor_set *out, lrc_err *err);
 /* Checks that `file` holds exactly g's parameters with the right shapes and
  * returns them as f32 tensors in *out (ordered as in g). Reports a missing,
  * extra or wrongly shaped tensor by name; `what` names the file. */
@@ -59,8 +62,6 @@ uint64_t lrc_hash_str(const char *s, uint64_t seed);
  * chunk 0 itself instead of waiting for a worker to pick it up. Workers that
  * stay idle block, so an idle pool costs no CPU. */
 #define LRC_POOL_MAX_THREADS 1024
-
-typedef struct lrc_pool lrc_pool;
 
 /* n_threads >= 1 (the caller's thread counts as one: n_threads - 1 workers).
  * Returns NULL and fills err for n_threads < 1 or > LRC_POOL_MAX_THREADS or

@@ -3,6 +3,8 @@
 #include "lrc_runtime.h"
 
 #include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 static uint64_t splitmix64(uint64_t *x)
@@ -75,19 +77,55 @@ static void fill(lrc_tensor *t, const lrc_node *n, uint64_t seed)
     for (int64_t i = 0; i < count; i++) d[i] = (float)(std * lrc_rng_normal(&r));
 }
 
-int lrc_params_init(const lrc_graph *g, uint64_t seed, lrc_tensor_set *out, lrc_err *err)
+typedef struct {
+    lrc_tensor *t;
+    const lrc_node *n;
+} init_item;
+
+typedef struct {
+    init_item *items;
+    int count;
+    uint64_t seed;
+    atomic_int next;
+} init_job;
+
+/* A worker takes the next tensor until none is left: the tensors differ in
+ * size by thousands of times (an embedding against a norm's gain), so fixed
+ * chunks of the list would leave threads idle. Each tensor has its own
+ * stream, so which thread fills it changes nothing. */
+static void init_part(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)begin, (void)end, (void)thread;
+    init_job *j = ctx;
+    for (int i; (i = atomic_fetch_add(&j->next, 1)) < j->count;) fill(j->items[i].t, j->items[i].n, j->seed);
+}
+
+static int by_size_desc(const void *a, const void *b)
+{
+    size_t x = ((const init_item *)a)->t->nbytes, y = ((const init_item *)b)->t->nbytes;
+    return (x < y) - (x > y);
+}
+
+int lrc_params_init(const lrc_graph *g, uint64_t seed, lrc_pool *pool, lrc_tensor_set *out, lrc_err *err)
 {
     lrc_tensor_set_init(out);
+    init_job j = {lrc_xmalloc((size_t)g->n_nodes * sizeof *j.items + 8), 0, seed, 0};
     for (int i = 0; i < g->n_nodes; i++) {
         const lrc_node *n = &g->nodes[i];
         if (n->op != LRC_OP_PARAM) continue;
         lrc_tensor *t = lrc_tensor_new(n->name, LRC_F32, &n->shape, err);
         if (!t || lrc_tensor_set_add(out, t, err)) {
             lrc_tensor_set_clear(out);
+            free(j.items);
             return LRC_EUSER;
         }
-        fill(t, n, seed);
+        j.items[j.count++] = (init_item){t, n};
     }
+    /* the largest first, so that the last tensor a thread takes is a small one */
+    qsort(j.items, (size_t)j.count, sizeof *j.items, by_size_desc);
+    if (pool) lrc_pool_run(pool, init_part, &j, lrc_pool_threads(pool));
+    else init_part(&j, 0, 1, 0);
+    free(j.items);
     return LRC_OK;
 }
 

@@ -91,7 +91,7 @@ static void setup_open(setup *s, const char *model, const char *arch, bool f32)
     TRY(lrc_model_load(&m, model, "tiny", NULL, 0, &err));
     TRY(lrc_model_build_training(&m, 2, 16, g, &err));
     lrc_model_free(&m);
-    TRY(lrc_params_init(g, 7, &s->params, &err));
+    TRY(lrc_params_init(g, 7, NULL, &s->params, &err));
     s->items = lrc_xcalloc((size_t)g->n_nodes + 1, sizeof *s->items);
     for (int i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].op == LRC_OP_PARAM) s->items[s->n++] = lrc_tensor_set_find(&s->params, g->nodes[i].name);

@@ -58,7 +58,7 @@ static int kernels_with(const char *model, char sets[][128], int n_sets, const c
     int kernels = -1;
     lrc_pass_ctx ctx = {.consts = &consts};
     if (!lrc_model_load(&m, model, NULL, argv, n, &err) && !lrc_model_build(&m, B, T, g, &err) &&
-        !lrc_params_init(g, seed, &consts, &err) && !lrc_passes_run(&g, &ctx, NULL, &err) &&
+        !lrc_params_init(g, seed, NULL, &consts, &err) && !lrc_passes_run(&g, &ctx, NULL, &err) &&
         !lrc_schedule_build(g, &s, &err)) {
         kernels = s.n_groups;
         lrc_schedule_free(&s);
@@ -181,7 +181,7 @@ static void pad_model(const char *model, const char *what, char **sets, int n_se
     lrc_tensor_set_init(&out_b);
     lrc_backend *be = lrc_backend_ref_new();
     if (lrc_model_load(&m, model, NULL, sets, n_sets, &err) || lrc_model_build(&m, 2, 5, g, &err) ||
-        lrc_model_build(&m, 2, 5, g0, &err) || lrc_params_init(g, 3, &params, &err) || make_inputs(g, &in, &err) ||
+        lrc_model_build(&m, 2, 5, g0, &err) || lrc_params_init(g, 3, NULL, &params, &err) || make_inputs(g, &in, &err) ||
         lrc_exec_run(be, g, &in, &params, &out_a, &err)) {
         CHECK_IN(0, "setup: %s", err.msg);
         goto done;
@@ -222,7 +222,7 @@ static int run_padded(lrc_graph **g, lrc_err *err)
     lrc_tensor_set params;
     lrc_tensor_set_init(&params);
     lrc_pass_ctx on = {.consts = &params, .pad_multiple = 8};
-    int rc = lrc_params_init(*g, 1, &params, err) || lrc_passes_run(g, &on, NULL, err);
+    int rc = lrc_params_init(*g, 1, NULL, &params, err) || lrc_passes_run(g, &on, NULL, err);
     lrc_tensor_set_clear(&params);
     return rc;
 }

@@ -1,7 +1,8 @@
 /* test_pool — the kernel thread pool: every item visited exactly once, the
  * documented partition, back-to-back runs, visibility of the workers'
- * results, both the spinning and the sleeping wait paths, and bad thread
- * counts. Run it under -fsanitize=thread too: the pool's memory ordering is
+ * results, both the spinning and the sleeping wait paths, bad thread
+ * counts, and lrc_params_init's tensors filled alike on any number of
+ * threads. Run it under -fsanitize=thread too: the pool's memory ordering is
  * what keeps the plain writes below race-free. */
 #define _GNU_SOURCE
 #include "check.h"
@@ -261,6 +262,49 @@ static void test_determinism(void)
     free(x);
 }
 
+/* ---- parameters filled on the pool ------------------------------------- */
+
+/* lrc_params_init hands tensors to threads as they come free: every tensor
+ * must be filled, once, with its own stream's values, so that any thread
+ * count (and none) writes the same bytes. */
+static void test_params_init(void)
+{
+    lrc_err err;
+    lrc_graph *g = lrc_graph_new();
+    static const int64_t rows[] = {300, 1, 37, 64, 5, 1000, 2, 64, 129};
+    for (int i = 0; i < (int)(sizeof rows / sizeof *rows); i++) {
+        char name[32];
+        snprintf(name, sizeof name, "p%d.weight", i);
+        lrc_shape s = {2, {rows[i], 64}};
+        lrc_init init = {i % 3 == 2 ? LRC_INIT_XAVIER_NORMAL : LRC_INIT_NORMAL, 0.02 * (i + 1)};
+        if (i == 4) init = (lrc_init){LRC_INIT_ONES, 0};
+        CHECK(lrc_graph_add_param(g, name, &s, init, "test", "test_pool.c", &err) >= 0, "add_param %s: %s", name, err.msg);
+    }
+    lrc_tensor_set serial;
+    CHECK(lrc_params_init(g, 42, NULL, &serial, &err) == LRC_OK, "serial init: %s", err.msg);
+    int zeros = 0;
+    for (int i = 0; i < serial.n; i++) {
+        const float *d = serial.items[i]->data;
+        zeros += d[0] == 0.f && d[serial.items[i]->nbytes / 4 - 1] == 0.f;
+    }
+    CHECK(serial.n == 9 && zeros == 0, "%d tensors, %d left unfilled", serial.n, zeros);
+    static const int counts[] = {1, 2, 3, 8, 16};
+    for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
+        lrc_pool *p = lrc_pool_new(counts[k], &err);
+        lrc_tensor_set par;
+        CHECK(p && lrc_params_init(g, 42, p, &par, &err) == LRC_OK, "init on %d threads: %s", counts[k], err.msg);
+        int differ = par.n != serial.n;
+        for (int i = 0; i < par.n && !differ; i++)
+            differ = strcmp(par.items[i]->name, serial.items[i]->name) || par.items[i]->nbytes != serial.items[i]->nbytes ||
+                     memcmp(par.items[i]->data, serial.items[i]->data, par.items[i]->nbytes);
+        CHECK(!differ, "init on %d threads differs from the serial one", counts[k]);
+        lrc_tensor_set_clear(&par);
+        lrc_pool_free(p);
+    }
+    lrc_tensor_set_clear(&serial);
+    lrc_graph_free(g);
+}
+
 /* ---- construction and destruction -------------------------------------- */
 
 static void test_lifecycle(void)
@@ -322,6 +366,7 @@ int main(void)
     test_visibility();
     test_back_to_back();
     test_determinism();
+    test_params_init();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
