@@ -173,10 +173,16 @@ int cli_compile_package(const cli_args *a)
     free(meta);
     if (!rc && a->weights) {
         /* only what the plan reads: the folded weights, not the originals;
-         * keep borrows params' tensors (no copy of a 1b's gigabytes) */
+         * keep borrows params' tensors (no copy of a 1b's gigabytes). A
+         * weight the device stores as bf16 is written as bf16, rounded as
+         * the upload would round it: half the file, and the same bits on
+         * the GPU */
         for (int i = 0; i < c.plan.n_bufs && !rc; i++)
-            if (c.plan.bufs[i].kind == LRC_BUF_PARAM && !lrc_tensor_set_find(&keep, c.plan.bufs[i].name))
-                rc = lrc_tensor_set_add(&keep, lrc_tensor_set_find(&params, c.plan.bufs[i].name), &err);
+            if (c.plan.bufs[i].kind == LRC_BUF_PARAM && !lrc_tensor_set_find(&keep, c.plan.bufs[i].name)) {
+                lrc_tensor *t = lrc_tensor_set_find(&params, c.plan.bufs[i].name);
+                if (cuda && c.cuda.storage[i] == LRC_CUDA_BF16) lrc_tensor_round_bf16(t);
+                rc = lrc_tensor_set_add(&keep, t, &err);
+            }
         if (!rc) rc = lrc_safetensors_save(wpath, &keep, &err);
         for (int i = 0; i < keep.n; i++) kept_bytes += (int64_t)keep.items[i]->nbytes;
         kept = keep.n;

@@ -83,6 +83,10 @@ void lrc_tensor_free(lrc_tensor *t);
 lrc_tensor *lrc_tensor_new_uninit(const char *name, lrc_dtype t, const lrc_shape *s, lrc_err *err);
 /* A new f32 tensor with t's values (bf16 and f16 widened exactly). */
 lrc_tensor *lrc_tensor_to_f32(const lrc_tensor *t, lrc_err *err);
+/* An f32 tensor rounded to bf16 (to nearest even) where it lies: the data
+ * keeps its allocation, half of it used, so a model's gigabytes are not
+ * held twice. Other dtypes are left as they are. */
+void lrc_tensor_round_bf16(lrc_tensor *t);
 
 float lrc_bf16_to_f32(uint16_t h);
 float lrc_f16_to_f32(uint16_t h);

@@ -114,6 +114,24 @@ uint16_t lrc_f32_to_f16(float f)
     return (uint16_t)(sign | r);
 }
 
+void lrc_tensor_round_bf16(lrc_tensor *t)
+{
+    if (t->dtype != LRC_F32) return;
+    int64_t n = lrc_shape_numel(&t->shape);
+    /* element i's two bytes land at 2i, at or below the f32 read at 4i:
+     * nothing is overwritten before it is read */
+    const float *src = t->data;
+    uint16_t *dst = t->data;
+    for (int64_t i = 0; i < n; i++) {
+        float f;
+        memcpy(&f, src + i, 4);
+        uint16_t h = lrc_f32_to_bf16(f);
+        memcpy(dst + i, &h, 2);
+    }
+    t->dtype = LRC_BF16;
+    t->nbytes = (size_t)n * 2;
+}
+
 lrc_tensor *lrc_tensor_to_f32(const lrc_tensor *t, lrc_err *err)
 {
     lrc_tensor *o = lrc_tensor_new(t->name, LRC_F32, &t->shape, err);

@@ -152,28 +152,12 @@ static void lt_setup(lrc_cuda_exec *x, int li)
     g->in_place = r != 0; /* no algorithm for these layouts: the same sum through cublasGemmEx */
 }
 
-static uint16_t to_bf16(float f)
-{ /* round to nearest even, as the kernels' st() does */
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-static float from_bf16(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 int lrc_cuda_upload(lrc_cuda_exec *x, int i, const void *data, int64_t count, lrc_err *err)
 {
     int r;
     if (x->storage[i] == ST_BF16) {
         uint16_t *h = lrc_xmalloc((size_t)count * 2 + 2);
-        for (int64_t k = 0; k < count; k++) h[k] = to_bf16(((const float *)data)[k]);
+        for (int64_t k = 0; k < count; k++) h[k] = lrc_f32_to_bf16(((const float *)data)[k]); /* to nearest even, as the kernels' st() */
         r = x->api.htod(x->ptr[i], h, (size_t)count * 2);
         free(h);
     } else {
@@ -188,7 +172,7 @@ int lrc_cuda_download(lrc_cuda_exec *x, int i, float *out, int64_t count, lrc_er
     if (x->storage[i] == ST_BF16) {
         uint16_t *h = lrc_xmalloc((size_t)count * 2 + 2);
         r = x->api.dtoh(h, x->ptr[i], (size_t)count * 2);
-        for (int64_t k = 0; k < count && !r; k++) out[k] = from_bf16(h[k]);
+        for (int64_t k = 0; k < count && !r; k++) out[k] = lrc_bf16_to_f32(h[k]);
         free(h);
     } else {
         r = x->api.dtoh(out, x->ptr[i], (size_t)count * 4);
@@ -389,9 +373,20 @@ int lrc_cuda_exec_bind_params(lrc_cuda_exec *x, const lrc_tensor_set *params, lr
     for (int i = 0; i < x->plan->n_bufs; i++) {
         const lrc_plan_buf *b = &x->plan->bufs[i];
         if (b->kind != LRC_BUF_PARAM) continue;
-        const lrc_tensor *t;
-        int rc = lrc_plan_find_tensor(b, params, &t, err);
-        if (!rc) rc = lrc_cuda_upload(x, i, t->data, lrc_shape_numel(&t->shape), err);
+        const lrc_tensor *t = lrc_tensor_set_find(params, b->name);
+        int rc;
+        if (t && t->dtype == LRC_BF16 && x->storage[i] == ST_BF16 && lrc_shape_eq(&t->shape, &b->shape)) {
+            /* stored as the device stores it (a cuda package's weights, or
+             * a bf16 checkpoint): copied as it is */
+            int r = x->api.htod(x->ptr[i], t->data, t->nbytes);
+            rc = r ? lrc_cuda_fail(x, r, "copy to the device", err) : LRC_OK;
+        } else if (t && (t->dtype == LRC_BF16 || t->dtype == LRC_F16) && lrc_shape_eq(&t->shape, &b->shape)) {
+            lrc_tensor *wide = lrc_tensor_to_f32(t, err); /* exact */
+            rc = wide ? lrc_cuda_upload(x, i, wide->data, lrc_shape_numel(&wide->shape), err) : LRC_EUSER;
+            lrc_tensor_free(wide);
+        } else if (!(rc = lrc_plan_find_tensor(b, params, &t, err))) { /* names what is missing or wrong */
+            rc = lrc_cuda_upload(x, i, t->data, lrc_shape_numel(&t->shape), err);
+        }
         if (rc) return rc;
     }
     return LRC_OK;

@@ -247,7 +247,8 @@ int lrc_cuda_probe(lrc_cuda_device *dev, char *why, size_t n);
 
 /* A cuda package's plan on device 0 (runtime/cuda_exec.c): meta_json is the
  * package's meta (its "cuda" launches and storage), image its cubin or PTX.
- * Weights go up once (bf16 where the storage says so); each run uploads the
+ * Weights go up once (bf16 where the storage says so; F32, BF16 or F16
+ * tensors, a BF16 one into bf16 storage copied as it is); each run uploads the
  * inputs, runs cuBLAS and the kernels in order on one stream, and brings
  * the outputs back as f32. */
 typedef struct lrc_cuda_exec lrc_cuda_exec;
@@ -278,8 +279,9 @@ void lrc_cuda_exec_free(lrc_cuda_exec *x);
 
 /* 2: the kernels' file is named (kernels.so, or a cubin); 3: a cuda GEMM may
  * add a residual (c_arg); 4: scratch_storage, access_bytes; 5: a cuda GEMM
- * may add a bias (bias_arg) */
-#define LRC_PACKAGE_VERSION 5
+ * may add a bias (bias_arg); 6: a cuda package's weights in bf16 storage
+ * are written as BF16 */
+#define LRC_PACKAGE_VERSION 6
 
 /* A directory: package.json (plan and metadata), the kernels (kernels.so
  * for cpu; kernels.cubin, kernels.ptx and kernels.cu for cuda), and

@@ -48,6 +48,23 @@ LRC_CUEMU_SM=80 expect 1 'compile it again with --arch sm_80' "$lrc" forward "$o
   LRC_CUEMU_SM=100 "$lrc" forward "$out/pkg" --input "$out/in.st" -o "$out/sm100.st" >/dev/null &&
   cmp "$out/sm90.st" "$out/sm100.st" && echo "ok: an sm_90 package on an sm_100 device runs its PTX, the same logits" ||
   { echo "FAIL: the sm_90 package on sm_100 (its PTX)"; failed=1; }
+# the package stores what the device keeps in bf16 as BF16 (half the
+# file), rounded as the upload rounds, and uploads it as it is: the same
+# logits as from that file widened to F32, which the upload rounds again
+dtypes=$(py dtypes "$out/pkg/weights.safetensors")
+[[ $dtypes == BF16\ * ]] && echo "ok: the cuda package's weights: $dtypes" || { echo "FAIL: the cuda package's weights are $dtypes"; failed=1; }
+cp -r "$out/pkg" "$out/pkg_f32" && py widen "$out/pkg/weights.safetensors" "$out/pkg_f32/weights.safetensors" &&
+  "$lrc" forward "$out/pkg_f32" --input "$out/in.st" -o "$out/wide.st" >/dev/null && cmp -s "$out/sm90.st" "$out/wide.st" &&
+  echo "ok: BF16 weights uploaded as they are, the same logits as F32 ones rounded on upload" ||
+  { echo "FAIL: the package's BF16 weights against the same widened to F32"; failed=1; }
+# a package without weights takes a BF16 checkpoint (copied to bf16
+# storage, widened for f32 storage) as it takes that checkpoint in F32
+"$lrc" compile "$model" --preset tiny --target cuda --arch sm_90 --batch 2 --seq 16 -o "$out/pkg_nw" >/dev/null &&
+  py bf16 "$out/w.st" "$out/w_bf16.st" && py widen "$out/w_bf16.st" "$out/w_wide.st" &&
+  "$lrc" forward "$out/pkg_nw" --weights "$out/w_bf16.st" --input "$out/in.st" -o "$out/nw_bf16.st" >/dev/null &&
+  "$lrc" forward "$out/pkg_nw" --weights "$out/w_wide.st" --input "$out/in.st" -o "$out/nw_wide.st" >/dev/null &&
+  cmp -s "$out/nw_bf16.st" "$out/nw_wide.st" && echo "ok: a BF16 checkpoint into a package without weights, the same logits as in F32" ||
+  { echo "FAIL: a BF16 checkpoint into a cuda package without weights"; failed=1; }
 # same_logits LABEL VAR=VALUE...: the package's forward under those
 # variables gives the logits of the plain run, byte for byte
 same_logits() {

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # st.py — writes good and bad safetensors files for the command-line tests
 # (standard library only): st.py make OUT '{"name": [dtype, shape, [values]]}',
-# and drop, set, hdr, raw, hlen, cut to damage one (see each command).
+# and drop, set, hdr, raw, hlen, cut to damage one; bf16, widen and dtypes
+# to change or count dtypes (see each command).
 import json, struct, sys
 
 SIZE = {"F32": 4, "I32": 4, "F16": 2, "BF16": 2, "F64": 8}
@@ -57,5 +58,24 @@ elif cmd == "cut":           # IN OUT WHERE: truncates in the middle of the head
     b = open(a[0], "rb").read(); n = struct.unpack("<Q", b[:8])[0]
     at = 8 + n // 2 if a[2] == "header" else 8 + n + (len(b) - 8 - n) // 2
     open(a[1], "wb").write(b[:at])
+elif cmd == "bf16":          # IN OUT: every F32 tensor rounded to BF16 (to nearest even)
+    ts = tensors(a[0])
+    for k, (dt, shape, raw) in ts.items():
+        if dt == "F32":
+            u = struct.unpack("<%dI" % numel(shape), raw)
+            ts[k] = ["BF16", shape, struct.pack("<%dH" % len(u), *(((x + 0x7fff + ((x >> 16) & 1)) >> 16) & 0xffff for x in u))]
+    pack(a[1], ts)
+elif cmd == "widen":         # IN OUT: every BF16 tensor as F32 (exact)
+    ts = tensors(a[0])
+    for k, (dt, shape, raw) in ts.items():
+        if dt == "BF16":
+            h = struct.unpack("<%dH" % numel(shape), raw)
+            ts[k] = ["F32", shape, struct.pack("<%dI" % len(h), *(x << 16 for x in h))]
+    pack(a[1], ts)
+elif cmd == "dtypes":        # IN: how many tensors of each dtype, as "BF16 12 F32 3"
+    n = {}
+    for dt, _, _ in tensors(a[0]).values():
+        n[dt] = n.get(dt, 0) + 1
+    print(" ".join("%s %d" % kv for kv in sorted(n.items())))
 else:
     sys.exit("st.py: unknown command " + cmd)
