@@ -102,7 +102,7 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
     double t0 = (1e3 * lrc_now_s());
     c->g = g;
     c->consts = consts;
-    lrc_pass_ctx ctx = {.consts = consts};
+    lrc_pass_ctx ctx = {.consts = consts, .own_consts = true};
     lrc_llvm_target target;
     int rc = lrc_llvm_target_host(&target, err);
     if (!rc) rc = lrc_passes_run(&c->g, &ctx, NULL, err);
@@ -153,7 +153,7 @@ int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arc
     c->g = g;
     c->consts = consts;
     snprintf(c->arch, sizeof c->arch, "%s", arch);
-    lrc_pass_ctx ctx = {.consts = consts, .pad_multiple = lrc_cuda_pad_multiple()};
+    lrc_pass_ctx ctx = {.consts = consts, .own_consts = true, .pad_multiple = lrc_cuda_pad_multiple()};
     int rc = lrc_passes_run(&c->g, &ctx, NULL, err);
     if (!rc) rc = lrc_schedule_build(c->g, &c->sched, err);
     if (rc) return rc;

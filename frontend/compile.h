@@ -30,7 +30,9 @@ typedef struct lrc_compiled {
 
 /* Compiles g (taken over) for this CPU. With consts (the parameters'
  * values), parameters are constants: gains fold, and the folded weights are
- * added to consts, which the plan's parameters then name. */
+ * added to consts, which the plan's parameters then name; consts are taken
+ * over too, as far as the constants the compiled graph no longer reads are
+ * freed (the originals of folded weights). */
 int lrc_compile_graph(lrc_graph *g, lrc_tensor_set *consts, lrc_compiled *c, lrc_err *err);
 /* Same, writing native code to an object file instead of the JIT (the
  * plan's launches then have no fn). */

@@ -32,8 +32,11 @@ int lrc_safetensors_save(const char *path, const lrc_tensor_set *s, lrc_err *err
 int lrc_params_init(const lrc_graph *g, uint64_t seed, lrc_pool *pool, lrc_tensor_set *out, lrc_err *err);
 /* Checks that `file` holds exactly g's parameters with the right shapes and
  * returns them as f32 tensors in *out (ordered as in g). Reports a missing,
- * extra or wrongly shaped tensor by name; `what` names the file. */
-int lrc_params_bind(const lrc_graph *g, const lrc_tensor_set *file, const char *what,
+ * extra or wrongly shaped tensor by name, and then changes nothing; `what`
+ * names the file. On success the F32 tensors have moved from file to *out
+ * (a model's gigabytes are not copied) and the others were widened: file
+ * keeps only those, to be cleared. */
+int lrc_params_bind(const lrc_graph *g, lrc_tensor_set *file, const char *what,
                     lrc_tensor_set *out, lrc_err *err);
 
 /* Deterministic random numbers (splitmix64 seeding a xoshiro256** stream). */

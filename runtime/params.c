@@ -2,6 +2,7 @@
  * parameter's init rule, and binding a weights file to a graph. */
 #include "lrc_runtime.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -129,17 +130,24 @@ int lrc_params_init(const lrc_graph *g, uint64_t seed, lrc_pool *pool, lrc_tenso
     return LRC_OK;
 }
 
-int lrc_params_bind(const lrc_graph *g, const lrc_tensor_set *file, const char *what, lrc_tensor_set *out,
-                    lrc_err *err)
+/* The index of name among the set's tensors not yet taken (NULL), or -1. */
+static int take_index(const lrc_tensor_set *s, const char *name)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->items[i] && !strcmp(s->items[i]->name, name)) return i;
+    return -1;
+}
+
+int lrc_params_bind(const lrc_graph *g, lrc_tensor_set *file, const char *what, lrc_tensor_set *out, lrc_err *err)
 {
     char b1[96], b2[96];
     lrc_tensor_set_init(out);
+    /* every check first: a refused file is left as it was */
     for (int i = 0; i < g->n_nodes; i++) {
         const lrc_node *n = &g->nodes[i];
         if (n->op != LRC_OP_PARAM) continue;
         const lrc_tensor *t = lrc_tensor_set_find(file, n->name);
         if (!t) {
-            lrc_tensor_set_clear(out);
             bool any = false; /* none of the model's names: another model's weights */
             for (int j = 0; j < file->n && !any; j++) any = lrc_graph_find(g, LRC_OP_PARAM, file->items[j]->name) >= 0;
             if (!any && file->n > 0)
@@ -148,23 +156,30 @@ int lrc_params_bind(const lrc_graph *g, const lrc_tensor_set *file, const char *
             return lrc_err_set(err, "%s: missing tensor '%s' (%s)", what, n->name,
                                lrc_shape_str(&n->shape, b1, sizeof b1));
         }
-        if (!lrc_shape_eq(&t->shape, &n->shape) || t->dtype == LRC_I32) {
-            lrc_tensor_set_clear(out);
+        if (!lrc_shape_eq(&t->shape, &n->shape) || t->dtype == LRC_I32)
             return lrc_err_set(err, "%s: tensor '%s' is %s %s, the model expects a float tensor %s", what,
                                n->name, lrc_dtype_st_name(t->dtype), lrc_shape_str(&t->shape, b1, sizeof b1),
                                lrc_shape_str(&n->shape, b2, sizeof b2));
-        }
-        lrc_tensor *f = lrc_tensor_to_f32(t, err);
-        if (!f || lrc_tensor_set_add(out, f, err)) {
-            lrc_tensor_set_clear(out);
-            return LRC_EUSER;
-        }
     }
     for (int i = 0; i < file->n; i++)
-        if (lrc_graph_find(g, LRC_OP_PARAM, file->items[i]->name) < 0) {
-            lrc_tensor_set_clear(out);
+        if (lrc_graph_find(g, LRC_OP_PARAM, file->items[i]->name) < 0)
             return lrc_err_set(err, "%s: extra tensor '%s' that the model does not have", what,
                                file->items[i]->name);
-        }
-    return LRC_OK;
+    int rc = LRC_OK;
+    for (int i = 0; i < g->n_nodes && !rc; i++) {
+        const lrc_node *n = &g->nodes[i];
+        if (n->op != LRC_OP_PARAM) continue;
+        int j = take_index(file, n->name);
+        assert(j >= 0); /* checked above, and the graph's names are distinct */
+        lrc_tensor *f = file->items[j];
+        if (f->dtype == LRC_F32) file->items[j] = NULL; /* moved */
+        else if (!(f = lrc_tensor_to_f32(f, err))) rc = LRC_EUSER;
+        if (f && (rc = lrc_tensor_set_add(out, f, err))) rc = LRC_EUSER;
+    }
+    int kept = 0; /* file keeps what was not moved */
+    for (int i = 0; i < file->n; i++)
+        if (file->items[i]) file->items[kept++] = file->items[i];
+    file->n = kept;
+    if (rc) lrc_tensor_set_clear(out);
+    return rc;
 }

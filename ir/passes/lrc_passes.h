@@ -11,6 +11,10 @@ typedef struct lrc_pass_ctx {
      * time), else NULL. Passes read constants here and add the constants they
      * make (folded gains and weights); the graph's PARAM nodes name them. */
     lrc_tensor_set *consts;
+    /* consts belong to this graph alone: dce frees the constants no PARAM
+     * names any more (the originals of folded and widened weights), so a
+     * set shared with another graph must leave it false */
+    bool own_consts;
     /* pad_hidden: the multiple a hidden width is padded to (the cuda target
      * asks 8, 16 bytes of bf16, for cuBLAS's aligned kernels); 0 or 1: off */
     int64_t pad_multiple;

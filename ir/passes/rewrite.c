@@ -86,13 +86,24 @@ static int const_vector_operand(const lrc_graph *ng, int id, const lrc_pass_ctx 
     return -1;
 }
 
+/* "PREFIX.K:WHAT" with the least K from the set's size up that no constant
+ * has: dce frees dead constants (own_consts), so the size alone could name
+ * a constant as one made before. */
+static void const_name(char *buf, size_t cap, const lrc_pass_ctx *ctx, const char *prefix, const char *what)
+{
+    for (int k = ctx->consts->n;; k++) {
+        snprintf(buf, cap, "%s.%d:%s", prefix, k, what);
+        if (!lrc_tensor_set_find(ctx->consts, buf)) return;
+    }
+}
+
 /* W'[n, k] = W[n, k] * (col ? c[k] : c[n]): a diagonal scale on the input
  * (columns) or the output (rows) of y = x W^T, moved into the weight. */
 static lrc_tensor *scaled_weight(const lrc_graph *ng, int w, int c, bool col, lrc_pass_ctx *ctx, lrc_err *err)
 {
     const lrc_shape *ws = &ng->nodes[w].shape;
     char name[512];
-    snprintf(name, sizeof name, "fold.%d:%s", ctx->consts->n, ng->nodes[w].name);
+    const_name(name, sizeof name, ctx, "fold", ng->nodes[w].name);
     lrc_tensor *t = lrc_tensor_new(name, LRC_F32, ws, err);
     if (!t) return NULL;
     const float *W = const_data(ng, w, ctx), *s = const_data(ng, c, ctx);
@@ -109,7 +120,7 @@ static lrc_tensor *evaluate(const lrc_graph *ng, int id, lrc_pass_ctx *ctx, lrc_
 {
     const lrc_node *n = &ng->nodes[id];
     char name[512];
-    snprintf(name, sizeof name, "fold.%d:%s", ctx->consts->n, lrc_op_name(n->op));
+    const_name(name, sizeof name, ctx, "fold", lrc_op_name(n->op));
     lrc_tensor *t = lrc_tensor_new(name, LRC_F32, &n->shape, err);
     if (!t) return NULL;
     void *in[LRC_MAX_INPUTS];
@@ -215,7 +226,7 @@ int lrc_pass_fold_gains(lrc_graph **gp, lrc_pass_ctx *ctx, lrc_err *err)
                 if (k >= 0 && u.start[n->in[0] + 1] - u.start[n->in[0]] == 1) {
                     int c = ng->nodes[m].in[k];
                     char name[512];
-                    snprintf(name, sizeof name, "fold.%d:scaled", ctx->consts->n);
+                    const_name(name, sizeof name, ctx, "fold", "scaled");
                     lrc_tensor *t = lrc_tensor_new(name, LRC_F32, &ng->nodes[c].shape, err);
                     if (t) {
                         const float *src = const_data(ng, c, ctx);
@@ -329,7 +340,7 @@ static int padded_const(lrc_graph *ng, int w, int64_t rows, int64_t cols, lrc_pa
     s.dim[s.ndim - 1] = cols;
     if (rows >= 0) s.dim[0] = rows;
     char name[512];
-    snprintf(name, sizeof name, "pad.%d:%s", ctx->consts->n, ng->nodes[w].name);
+    const_name(name, sizeof name, ctx, "pad", ng->nodes[w].name);
     lrc_tensor *t = lrc_tensor_new(name, LRC_F32, &s, err); /* zeros */
     if (!t) return -1;
     const float *src = const_data(ng, w, ctx);
@@ -456,9 +467,23 @@ int lrc_pass_cse(lrc_graph **gp, lrc_pass_ctx *ctx, lrc_err *err)
 
 /* ---- DCE --------------------------------------------------------------- */
 
+/* The constants no PARAM of g names any more (weights folded or widened
+ * into new ones) freed, when the set is the graph's alone: a 1b's folded
+ * and padded copies would otherwise sit beside the originals. */
+static void drop_dead_consts(const lrc_graph *g, lrc_pass_ctx *ctx)
+{
+    lrc_tensor_set *s = ctx ? ctx->consts : NULL; /* the kv-cache pass runs dce with no context */
+    if (!s || !ctx->own_consts) return;
+    int kept = 0;
+    for (int i = 0; i < s->n; i++) {
+        if (lrc_graph_find(g, LRC_OP_PARAM, s->items[i]->name) >= 0) s->items[kept++] = s->items[i];
+        else lrc_tensor_free(s->items[i]);
+    }
+    s->n = kept;
+}
+
 int lrc_pass_dce(lrc_graph **gp, lrc_pass_ctx *ctx, lrc_err *err)
 {
-    (void)ctx;
     lrc_graph *g = *gp;
     bool *live = lrc_xcalloc((size_t)g->n_nodes, sizeof(bool));
     for (int i = 0; i < g->n_outputs; i++) live[g->outputs[i]] = true;
@@ -474,7 +499,9 @@ int lrc_pass_dce(lrc_graph **gp, lrc_pass_ctx *ctx, lrc_err *err)
             if ((map[id] = copy_node(ng, &g->nodes[id], map, err)) < 0) rc = LRC_EUSER;
     }
     free(live);
-    return finish(gp, ng, map, rc, err);
+    if ((rc = finish(gp, ng, map, rc, err))) return rc;
+    drop_dead_consts(*gp, ctx);
+    return LRC_OK;
 }
 
 /* ---- the pipeline ------------------------------------------------------ */

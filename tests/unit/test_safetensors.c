@@ -1,7 +1,8 @@
 /* test_safetensors — host tensors, the f32 <-> bf16/f16 conversions and the
  * safetensors reader and writer: a round trip through a file, the atomic
  * save, and every kind of corrupt input the parser must reject cleanly
- * (right error, file name first, nothing left in the set). Runs under
+ * (right error, file name first, nothing left in the set), and
+ * lrc_params_bind's move of F32 tensors. Runs under
  * AddressSanitizer/LeakSanitizer in CI, so everything allocated is freed and
  * corrupt inputs live in exact-size heap buffers (an overread is caught). */
 #include "check.h"
@@ -496,6 +497,56 @@ static void test_sets(void)
     lrc_tensor_free(NULL);
 }
 
+/* lrc_params_bind: an F32 tensor moves from the file's set to the bound
+ * one (the same data, not a copy), a BF16 or F16 one is widened and stays
+ * in the file's set; a refused file is left whole. */
+static void test_bind(void)
+{
+    lrc_err err = {{0}};
+    lrc_graph *g = lrc_graph_new();
+    static const char *names[] = {"a.weight", "b.weight", "c.weight"};
+    lrc_shape s = {1, {3}};
+    for (int i = 0; i < 3; i++)
+        CHECK(lrc_graph_add_param(g, names[i], &s, (lrc_init){LRC_INIT_ZEROS, 0}, "test", "test_safetensors.c", &err) >= 0,
+              "add_param: %s", err.msg);
+    lrc_tensor_set file, out;
+    lrc_tensor_set_init(&file);
+    lrc_tensor *a = mk("a.weight", LRC_F32, 1, (int64_t[]){3}), *b = mk("b.weight", LRC_BF16, 1, (int64_t[]){3});
+    lrc_tensor *c = mk("c.weight", LRC_F16, 1, (int64_t[]){3});
+    for (int i = 0; i < 3; i++) {
+        ((float *)a->data)[i] = 0.5f * (float)i;
+        ((uint16_t *)b->data)[i] = lrc_f32_to_bf16(1.5f + (float)i);
+        ((uint16_t *)c->data)[i] = lrc_f32_to_f16(-2.0f * (float)i);
+    }
+    void *a_data = a->data;
+    lrc_tensor_set_add(&file, c, &err);
+    lrc_tensor_set_add(&file, a, &err);
+    lrc_tensor *extra = mk("extra", LRC_F32, 1, (int64_t[]){3});
+    lrc_tensor_set_add(&file, extra, &err);
+    CHECK(lrc_params_bind(g, &file, "w.st", &out, &err) == LRC_EUSER && strstr(err.msg, "missing tensor 'b.weight'"),
+          "a missing tensor: '%s'", err.msg);
+    CHECK(file.n == 3 && file.items[1] == a && out.n == 0, "a refused file was changed");
+    lrc_tensor_set_add(&file, b, &err);
+    CHECK(lrc_params_bind(g, &file, "w.st", &out, &err) == LRC_EUSER && strstr(err.msg, "extra tensor 'extra'"),
+          "an extra tensor: '%s'", err.msg);
+    CHECK(file.n == 4 && file.items[1] == a && file.items[2] == extra && out.n == 0, "a refused file was changed");
+    file.items[2] = file.items[3], file.n = 3; /* extra dropped */
+    lrc_tensor_free(extra);
+    CHECK(lrc_params_bind(g, &file, "w.st", &out, &err) == LRC_OK, "bind: %s", err.msg);
+    CHECK(out.n == 3 && !strcmp(out.items[0]->name, "a.weight") && !strcmp(out.items[1]->name, "b.weight") &&
+              !strcmp(out.items[2]->name, "c.weight"), "bound in the graph's order");
+    CHECK(out.n == 3 && out.items[0]->data == a_data, "the F32 tensor was copied, not moved");
+    CHECK(file.n == 2 && file.items[0] == c && file.items[1] == b, "the file keeps the widened tensors alone");
+    for (int i = 0; i < 3 && out.n == 3; i++) {
+        const float *va = out.items[0]->data, *vb = out.items[1]->data, *vc = out.items[2]->data;
+        CHECK(out.items[1]->dtype == LRC_F32 && out.items[2]->dtype == LRC_F32, "widened to F32");
+        CHECK(va[i] == 0.5f * (float)i && vb[i] == 1.5f + (float)i && vc[i] == -2.0f * (float)i, "value %d", i);
+    }
+    lrc_tensor_set_clear(&out);
+    lrc_tensor_set_clear(&file);
+    lrc_graph_free(g);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/lrc_test_st.XXXXXX";
@@ -505,6 +556,7 @@ int main(void)
     test_valid_minimal();
     test_conversions();
     test_sets();
+    test_bind();
     if (rmdir(dir)) printf("FAIL: %s is not empty at the end\n", dir), failed++;
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
