@@ -138,7 +138,8 @@ int lrc_safetensors_parse(const uint8_t *buf, size_t len, const char *what, lrc_
         lrc_shape shape;
         uint64_t b = 0, en = 0;
         if ((rc = parse_entry(e, what, data_start, data_len, &dt, &shape, &b, &en, err))) goto done;
-        lrc_tensor *t = lrc_tensor_new(e->string, dt, &shape, err);
+        /* every byte is copied in below: no zeroing first, and huge pages */
+        lrc_tensor *t = lrc_tensor_new_uninit(e->string, dt, &shape, err);
         if (!t) {
             rc = lrc_err_prefix(err, "%s", what);
             goto done;

@@ -104,7 +104,7 @@ static lrc_tensor *scaled_weight(const lrc_graph *ng, int w, int c, bool col, lr
     const lrc_shape *ws = &ng->nodes[w].shape;
     char name[512];
     const_name(name, sizeof name, ctx, "fold", ng->nodes[w].name);
-    lrc_tensor *t = lrc_tensor_new(name, LRC_F32, ws, err);
+    lrc_tensor *t = lrc_tensor_new_uninit(name, LRC_F32, ws, err); /* every element written below */
     if (!t) return NULL;
     const float *W = const_data(ng, w, ctx), *s = const_data(ng, c, ctx);
     float *o = t->data;
