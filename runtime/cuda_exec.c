@@ -157,7 +157,7 @@ int lrc_cuda_upload(lrc_cuda_exec *x, int i, const void *data, int64_t count, lr
     int r;
     if (x->storage[i] == ST_BF16) {
         uint16_t *h = lrc_xmalloc((size_t)count * 2 + 2);
-        for (int64_t k = 0; k < count; k++) h[k] = lrc_f32_to_bf16(((const float *)data)[k]); /* to nearest even, as the kernels' st() */
+        for (int64_t k = 0; k < count; k++) h[k] = lrc_f32_to_bf16(((const float *)data)[k]); /* to nearest even, as the kernels' st() rounds a finite value */
         r = x->api.htod(x->ptr[i], h, (size_t)count * 2);
         free(h);
     } else {

@@ -185,7 +185,9 @@ int lrc_safetensors_load(const char *path, lrc_tensor_set *out, lrc_err *err)
      * out of the page cache, where reading it first would fault in, clear
      * and fill a buffer as large as the file (5.4 GB for the 1b preset's
      * f32 weights) only to copy it again. A pipe, or a mapping refused, is
-     * read. */
+     * read. (Another process truncating the file during the copy would
+     * end this one with SIGBUS: lrc's own writers replace files by rename,
+     * which leaves a mapped file whole.) */
     if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && (uint64_t)st.st_size <= SIZE_MAX) {
         size_t len = (size_t)st.st_size;
         void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fileno(f), 0);
