@@ -134,10 +134,7 @@ void lrc_tensor_round_bf16(lrc_tensor *t)
 
 lrc_tensor *lrc_tensor_to_f32(const lrc_tensor *t, lrc_err *err)
 {
-    /* zeroed only for a dtype the switch below does not know */
-    lrc_tensor *o = (t->dtype == LRC_F32 || t->dtype == LRC_BF16 || t->dtype == LRC_F16 || t->dtype == LRC_I32)
-                        ? lrc_tensor_new_uninit(t->name, LRC_F32, &t->shape, err)
-                        : lrc_tensor_new(t->name, LRC_F32, &t->shape, err);
+    lrc_tensor *o = lrc_tensor_new_uninit(t->name, LRC_F32, &t->shape, err); /* every dtype's case fills it */
     if (!o) return NULL;
     int64_t n = lrc_shape_numel(&t->shape);
     float *d = o->data;
@@ -152,7 +149,7 @@ lrc_tensor *lrc_tensor_to_f32(const lrc_tensor *t, lrc_err *err)
     case LRC_I32:
         for (int64_t i = 0; i < n; i++) d[i] = (float)((const int32_t *)t->data)[i];
         break;
-    default: break;
+    default: memset(d, 0, o->nbytes); break;
     }
     return o;
 }

@@ -157,7 +157,8 @@ int lrc_cuda_upload(lrc_cuda_exec *x, int i, const void *data, int64_t count, lr
     int r;
     if (x->storage[i] == ST_BF16) {
         uint16_t *h = lrc_xmalloc((size_t)count * 2 + 2);
-        for (int64_t k = 0; k < count; k++) h[k] = lrc_f32_to_bf16(((const float *)data)[k]); /* to nearest even, as the kernels' st() rounds a finite value */
+        /* to nearest even, as the kernels' st() rounds a finite value */
+        for (int64_t k = 0; k < count; k++) h[k] = lrc_f32_to_bf16(((const float *)data)[k]);
         r = x->api.htod(x->ptr[i], h, (size_t)count * 2);
         free(h);
     } else {
@@ -374,13 +375,14 @@ int lrc_cuda_exec_bind_params(lrc_cuda_exec *x, const lrc_tensor_set *params, lr
         const lrc_plan_buf *b = &x->plan->bufs[i];
         if (b->kind != LRC_BUF_PARAM) continue;
         const lrc_tensor *t = lrc_tensor_set_find(params, b->name);
+        const bool half = t && (t->dtype == LRC_BF16 || t->dtype == LRC_F16) && lrc_shape_eq(&t->shape, &b->shape);
         int rc;
-        if (t && t->dtype == LRC_BF16 && x->storage[i] == ST_BF16 && lrc_shape_eq(&t->shape, &b->shape)) {
+        if (half && t->dtype == LRC_BF16 && x->storage[i] == ST_BF16) {
             /* stored as the device stores it (a cuda package's weights, or
              * a bf16 checkpoint): copied as it is */
             int r = x->api.htod(x->ptr[i], t->data, t->nbytes);
             rc = r ? lrc_cuda_fail(x, r, "copy to the device", err) : LRC_OK;
-        } else if (t && (t->dtype == LRC_BF16 || t->dtype == LRC_F16) && lrc_shape_eq(&t->shape, &b->shape)) {
+        } else if (half) {
             lrc_tensor *wide = lrc_tensor_to_f32(t, err); /* exact */
             rc = wide ? lrc_cuda_upload(x, i, wide->data, lrc_shape_numel(&wide->shape), err) : LRC_EUSER;
             lrc_tensor_free(wide);

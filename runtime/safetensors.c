@@ -177,7 +177,8 @@ int lrc_safetensors_load(const char *path, lrc_tensor_set *out, lrc_err *err)
     FILE *f = fopen(path, "rb");
     if (!f) return lrc_err_set(err, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+    const bool stat_ok = fstat(fileno(f), &st) == 0;
+    if (stat_ok && S_ISDIR(st.st_mode)) {
         fclose(f);
         return lrc_err_set(err, "%s: is a directory, not a safetensors file", path);
     }
@@ -188,7 +189,7 @@ int lrc_safetensors_load(const char *path, lrc_tensor_set *out, lrc_err *err)
      * read. (Another process truncating the file during the copy would
      * end this one with SIGBUS: lrc's own writers replace files by rename,
      * which leaves a mapped file whole.) */
-    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && (uint64_t)st.st_size <= SIZE_MAX) {
+    if (stat_ok && S_ISREG(st.st_mode) && st.st_size > 0 && (uint64_t)st.st_size <= SIZE_MAX) {
         size_t len = (size_t)st.st_size;
         void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fileno(f), 0);
         if (map != MAP_FAILED) {

@@ -59,6 +59,12 @@ int cu_vector_width(cu_gen *c, bool bf16, int64_t n, int64_t row);
 /* m<id>, or the load of a non-member input, as an expression */
 const char *cu_value(cu_gen *c, int id, int64_t D, char *buf, size_t n);
 
+/* The CUDA C a kernels file begins with (prelude.c): bf16, loads and
+ * stores, RoPE's sincos, mma; and the AdamW kernels a training graph's
+ * file ends with. */
+extern const char *const cu_prelude;
+extern const char *const cu_optimizer;
+
 /* Renderers of the kernel kinds (render_ops.c, render_attention.c). Each
  * fills c->launch's grid/block/scratch and returns false when it has no
  * kernel for the op. */

@@ -355,6 +355,8 @@ static int widened(lrc_graph *ng, int *slot, int w, int64_t rows, int64_t cols, 
     return *slot;
 }
 
+static int64_t round_up(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
+
 int lrc_pass_pad_hidden(lrc_graph **gp, lrc_pass_ctx *ctx, lrc_err *err)
 {
     const int64_t A = ctx ? ctx->pad_multiple : 0;
@@ -392,14 +394,14 @@ int lrc_pass_pad_hidden(lrc_graph **gp, lrc_pass_ctx *ctx, lrc_err *err)
         for (int k = 0; k < n->n_in; k++) p.in[k] = map[n->in[k]];
         const lrc_shape *w = n->op == LRC_OP_MATMUL ? &g->nodes[n->in[1]].shape : NULL; /* sources and sinks are matmuls */
         if (mark[id] == PAD_MEMBER && w) /* W [N, K] -> [Np, K], zero rows */
-            p.in[1] = widened(ng, &cache[n->in[1]], p.in[1], (w->dim[0] + A - 1) / A * A, w->dim[1], ctx, err);
+            p.in[1] = widened(ng, &cache[n->in[1]], p.in[1], round_up(w->dim[0], A), w->dim[1], ctx, err);
         else if (mark[id] == PAD_SINK) /* W [N2, N] -> [N2, Np], zero columns */
-            p.in[1] = widened(ng, &cache[g->n_nodes + n->in[1]], p.in[1], -1, (w->dim[1] + A - 1) / A * A, ctx, err);
+            p.in[1] = widened(ng, &cache[g->n_nodes + n->in[1]], p.in[1], -1, round_up(w->dim[1], A), ctx, err);
         else if (mark[id] == PAD_MEMBER) /* a bias [N] -> [Np], zero entries */
             for (int k = 0; k < n->n_in; k++)
                 if (mark[n->in[k]] == PAD_VECTOR)
-                    p.in[k] = widened(ng, &cache[2 * g->n_nodes + n->in[k]], p.in[k], -1,
-                                      (g->nodes[n->in[k]].shape.dim[0] + A - 1) / A * A, ctx, err);
+                    p.in[k] = widened(ng, &cache[2 * g->n_nodes + n->in[k]], p.in[k], -1, round_up(g->nodes[n->in[k]].shape.dim[0], A),
+                                      ctx, err);
         for (int k = 0; k < p.n_in; k++)
             if (p.in[k] < 0) rc = LRC_EUSER;
         if (!rc && (map[id] = lrc_graph_add(ng, &p, err)) < 0) rc = LRC_EUSER; /* shapes inferred anew: widened */
@@ -517,7 +519,17 @@ const lrc_pass lrc_graph_passes[] = {
 };
 const int lrc_graph_pass_count = sizeof lrc_graph_passes / sizeof lrc_graph_passes[0];
 
-const char *lrc_pass_names(void) { return "fold_gains, pad_hidden, cse, dce, fuse, plan_memory"; }
+const char *lrc_pass_names(void)
+{
+    static char names[256]; /* the table's passes, then the schedule's two */
+    if (!names[0]) {
+        size_t len = 0;
+        for (int i = 0; i < lrc_graph_pass_count; i++)
+            len += (size_t)snprintf(names + len, sizeof names - len, "%s, ", lrc_graph_passes[i].name);
+        snprintf(names + len, sizeof names - len, "fuse, plan_memory");
+    }
+    return names;
+}
 
 int lrc_passes_run(lrc_graph **g, lrc_pass_ctx *ctx, const char *stop_after, lrc_err *err)
 {
