@@ -9,7 +9,17 @@
  *
  * Environment: LRC_CUEMU_DIR (sources and compiled modules, default
  * /tmp/lrc-cuemu-UID), LRC_CUEMU_SM (compute capability, default 90),
- * LRC_CUEMU_MEMORY (device memory in bytes, default 16 GiB). */
+ * LRC_CUEMU_MEMORY (device memory in bytes, default 16 GiB), LRC_CUEMU_ORDER
+ * (the schedule; below). A GPU keeps no order between blocks, nor between
+ * the warps of a block between two __syncthreads: a kernel whose result
+ * depends on it (a warp reading shared memory another writes with no
+ * barrier between, a block reading another's output) races. The schedules
+ * `first` (lowest block, warp and thread first, each warp as far as it can
+ * go before the next starts) and `last` (the same from the highest) put
+ * every two accesses of different warps or blocks in opposite orders, so
+ * such a kernel gives other bytes under the two, which the tests compare.
+ * `lockstep`, the default, runs every thread of a block to its next
+ * barrier or shuffle before any goes on. */
 #define _GNU_SOURCE
 #include "cuemu.h"
 
@@ -355,6 +365,7 @@ static struct {
     const function *f;
     void *args[MAX_ARGS];
     dim3 block_dim;
+    enum { LOCKSTEP, FIRST, LAST } order; /* LRC_CUEMU_ORDER */
 } L;
 
 static __attribute__((noinline)) void jump(void **buf) { __builtin_longjmp(buf, 1); }
@@ -403,46 +414,73 @@ static void set_thread(const module *m, int t)
     m->thread_idx->z = (unsigned)t / (L.block_dim.x * L.block_dim.y);
 }
 
-/* Runs one block: every runnable thread until it finishes or waits; then
- * the warps whose live threads all wait at a shuffle go on, else the block
- * when all its live threads wait at __syncthreads. */
+/* the i-th thread (or block) of n to run */
+static int nth(int i, int n) { return L.order == LAST ? n - 1 - i : i; }
+
+/* Runs the runnable threads of [lo, hi) in the launch's order, each until
+ * it finishes or waits. */
+static void run_threads(const module *m, int lo, int hi)
+{
+    for (int i = 0; i < hi - lo; i++) {
+        const int t = lo + nth(i, hi - lo);
+        if (L.state[t] != RUN && L.state[t] != NEW) continue;
+        L.cur = t;
+        set_thread(m, t);
+        if (__builtin_setjmp(L.sched) == 0) {
+            if (L.state[t] == RUN) jump(L.env[t]);
+            L.state[t] = RUN;
+            L.ctx[t] = L.start;
+            L.ctx[t].uc_stack.ss_sp = L.stacks + (size_t)t * STACK;
+            L.ctx[t].uc_stack.ss_size = STACK;
+            L.ctx[t].uc_link = NULL; /* thread_main jumps back; it never returns */
+            makecontext(&L.ctx[t], thread_main, 0);
+            setcontext(&L.ctx[t]);
+        }
+    }
+}
+
+/* Lets warp w go on past a shuffle when all its live threads wait at one. */
+static int release_warp(int w)
+{
+    const int lo = w * 32, hi = lo + 32 < L.n ? lo + 32 : L.n;
+    int live = 0, wait = 0;
+    for (int t = lo; t < hi; t++) live += L.state[t] != DONE, wait += L.state[t] == AT_WARP_BARRIER;
+    if (!wait || wait != live) return 0;
+    for (int t = lo; t < hi; t++)
+        if (L.state[t] == AT_WARP_BARRIER) L.state[t] = RUN;
+    return 1;
+}
+
+/* Runs one block up to each __syncthreads, then past it when all its live
+ * threads wait there. LOCKSTEP runs every thread to its next barrier or
+ * shuffle, then the warps whose live threads all wait at a shuffle go on;
+ * FIRST and LAST run one warp as far as it can go (through its shuffles)
+ * before the next starts. */
 static int run_block(const module *m)
 {
     if (!L.f->barriers) { /* no barrier in its source: each thread runs to its end in turn */
         L.cur = -1;
-        for (int t = 0; t < L.n; t++) {
-            set_thread(m, t);
+        for (int i = 0; i < L.n; i++) {
+            set_thread(m, nth(i, L.n));
             call_kernel();
         }
         return OK;
     }
+    const int warps = (L.n + 31) / 32;
     for (int t = 0; t < L.n; t++) L.state[t] = NEW;
     for (;;) {
-        for (int t = 0; t < L.n; t++)
-            if (L.state[t] == RUN || L.state[t] == NEW) {
-                L.cur = t;
-                set_thread(m, t);
-                if (__builtin_setjmp(L.sched) == 0) {
-                    if (L.state[t] == RUN) jump(L.env[t]);
-                    L.state[t] = RUN;
-                    L.ctx[t] = L.start;
-                    L.ctx[t].uc_stack.ss_sp = L.stacks + (size_t)t * STACK;
-                    L.ctx[t].uc_stack.ss_size = STACK;
-                    L.ctx[t].uc_link = NULL; /* thread_main jumps back; it never returns */
-                    makecontext(&L.ctx[t], thread_main, 0);
-                    setcontext(&L.ctx[t]);
-                }
+        if (L.order == LOCKSTEP) {
+            run_threads(m, 0, L.n);
+            int released = 0;
+            for (int w = 0; w < warps; w++) released |= release_warp(w);
+            if (released) continue;
+        } else
+            for (int i = 0; i < warps; i++) {
+                const int w = nth(i, warps);
+                do run_threads(m, w * 32, w * 32 + 32 < L.n ? w * 32 + 32 : L.n);
+                while (release_warp(w));
             }
-        int live = 0, at_block = 0, released = 0;
-        for (int w = 0; w * 32 < L.n; w++) {
-            int wl = 0, wait = 0;
-            for (int t = w * 32; t < L.n && t < w * 32 + 32; t++) wl += L.state[t] != DONE, wait += L.state[t] == AT_WARP_BARRIER;
-            if (wait && wait == wl) {
-                for (int t = w * 32; t < L.n && t < w * 32 + 32; t++) L.state[t] = RUN;
-                released = 1;
-            }
-        }
-        if (released) continue;
+        int live = 0, at_block = 0;
         for (int t = 0; t < L.n; t++) live += L.state[t] != DONE, at_block += L.state[t] == AT_BLOCK_BARRIER;
         if (!live) return OK;
         if (at_block != live) {
@@ -453,6 +491,102 @@ static int run_block(const module *m)
         for (int t = 0; t < L.n; t++)
             if (L.state[t] == AT_BLOCK_BARRIER) L.state[t] = RUN;
     }
+}
+
+static int run_grid(const module *m, int order)
+{
+    L.order = order;
+    const dim3 g = *m->grid_dim;
+    const long blocks = (long)g.x * g.y * g.z;
+    int r = OK;
+    for (long i = 0; i < blocks && !r; i++) {
+        const long b = order == LAST ? blocks - 1 - i : i;
+        *m->block_idx = (dim3){(unsigned)(b % g.x), (unsigned)(b / g.x % g.y), (unsigned)(b / g.x / g.y)};
+        r = run_block(m);
+    }
+    return r;
+}
+
+/* The allocation that holds p, or NULL. */
+static const alloc *holder(const unsigned char *p)
+{
+    for (const alloc *a = allocs; a; a = a->next)
+        if (p >= a->p && p < a->p + a->n) return a;
+    return NULL;
+}
+
+/* The allocations a launch can reach: those its arguments point into, and
+ * those that a small one among them (a table, as AdamW's) points into. */
+static int reachable(const alloc ***out)
+{
+    static const alloc **set;
+    static int cap;
+    int n = 0;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (const alloc *a = allocs; a; a = a->next) {
+        if ((uintptr_t)a->p < lo) lo = (uintptr_t)a->p;
+        if ((uintptr_t)(a->p + a->n) > hi) hi = (uintptr_t)(a->p + a->n);
+    }
+    for (int i = 0; i < L.f->n_args; i++) {
+        const alloc *a = holder(L.args[i]);
+        for (int k = 0; k < n && a; k++)
+            if (set[k] == a) a = NULL;
+        if (!a) continue;
+        if (n == cap && !(set = realloc(set, (size_t)(cap = 2 * cap + 64) * sizeof *set))) return -1;
+        set[n++] = a;
+        if (a->n > (64 << 10)) continue;
+        for (size_t w = 0; w + 8 <= a->n; w += 8) {
+            uintptr_t v;
+            memcpy(&v, a->p + w, 8);
+            const alloc *t = v >= lo && v < hi ? holder((const unsigned char *)v) : NULL;
+            for (int k = 0; k < n && t; k++)
+                if (set[k] == t) t = NULL;
+            if (!t) continue;
+            if (n == cap && !(set = realloc(set, (size_t)(cap = 2 * cap + 64) * sizeof *set))) return -1;
+            set[n++] = t;
+        }
+    }
+    *out = set;
+    return n;
+}
+
+/* LRC_CUEMU_ORDER=check: the launch under `first`, then from the same
+ * memory under `last`; a byte that differs between the two is a race, and
+ * fails the launch. */
+static int run_checked(const module *m)
+{
+    static unsigned char *before, *after; /* kept from launch to launch: no page faults each time */
+    static size_t room;
+    const alloc **set;
+    const int n = reachable(&set);
+    if (n < 0) return OUT_OF_MEMORY;
+    size_t total = 0;
+    for (int k = 0; k < n; k++) total += set[k]->n;
+    if (total > room) {
+        free(before), free(after);
+        before = malloc(total), after = malloc(total);
+        room = before && after ? total : 0;
+        if (!room) return OUT_OF_MEMORY;
+    }
+    unsigned char *q = before;
+    for (int k = 0; k < n; q += set[k]->n, k++) memcpy(q, set[k]->p, set[k]->n);
+    int r = run_grid(m, FIRST);
+    if (r) return r;
+    q = after;
+    for (int k = 0; k < n; q += set[k]->n, k++) memcpy(q, set[k]->p, set[k]->n);
+    q = before;
+    for (int k = 0; k < n; q += set[k]->n, k++) memcpy(set[k]->p, q, set[k]->n);
+    if ((r = run_grid(m, LAST))) return r;
+    q = after;
+    for (int k = 0; k < n; q += set[k]->n, k++)
+        if (memcmp(q, set[k]->p, set[k]->n))
+            for (size_t i = 0; i < set[k]->n; i++)
+                if (set[k]->p[i] != q[i]) {
+                    fprintf(stderr, "cuemu: kernel %s races: byte %zu of a %zu-byte buffer differs between the schedules first and last\n",
+                            L.f->name, i, set[k]->n);
+                    return LAUNCH_FAILED;
+                }
+    return OK;
 }
 
 int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared,
@@ -483,13 +617,16 @@ int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
     *m->block_dim = (dim3){bx, by, bz};
     *m->grid_dim = (dim3){gx, gy, gz};
     *m->barrier = barrier;
-    int r = OK;
-    for (unsigned z = 0; z < gz && !r; z++)
-        for (unsigned y = 0; y < gy && !r; y++)
-            for (unsigned x = 0; x < gx && !r; x++) {
-                *m->block_idx = (dim3){x, y, z};
-                r = run_block(m);
-            }
+    const char *order = getenv("LRC_CUEMU_ORDER");
+    int r;
+    if (!order || !*order || !strcmp(order, "lockstep")) r = run_grid(m, LOCKSTEP);
+    else if (!strcmp(order, "first")) r = run_grid(m, FIRST);
+    else if (!strcmp(order, "last")) r = run_grid(m, LAST);
+    else if (!strcmp(order, "check")) r = run_checked(m);
+    else {
+        fprintf(stderr, "cuemu: LRC_CUEMU_ORDER is '%s'; it takes lockstep, first, last or check\n", order);
+        return INVALID_VALUE;
+    }
     if (getenv("LRC_CUEMU_TRACE")) {
         fprintf(stderr, "launch %s grid %u %u %u block %u:", f->name, gx, gy, gz, bx);
         for (int i = 0; i < f->n_args; i++) {

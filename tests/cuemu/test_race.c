@@ -1,0 +1,148 @@
+/* test_race.c — the emulator's race check (LRC_CUEMU_ORDER=check, which
+ * every cuda ctest but the sanitized build's runs under) finds a race: two
+ * kernels that race, one between the warps of a block (a shared-memory
+ * exchange missing its barrier) and one between blocks (an in-place shift),
+ * give different bytes under the schedules `first` and `last` and fail the
+ * launch under `check`, while the same kernels written without the race
+ * pass and give the right values under every schedule. Linked to the
+ * emulator itself: it compiles its kernels with NVRTC (through cuemu's
+ * pass-through), as lrc does. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef unsigned long long devptr;
+int nvrtcCreateProgram(void **p, const char *src, const char *name, int nh, const char *const *h, const char *const *hn);
+int nvrtcCompileProgram(void *p, int n, const char *const *o);
+int nvrtcGetProgramLogSize(void *p, size_t *n);
+int nvrtcGetProgramLog(void *p, char *s);
+int nvrtcGetCUBINSize(void *p, size_t *n);
+int nvrtcGetCUBIN(void *p, char *out);
+int nvrtcDestroyProgram(void **p);
+int cuInit(unsigned flags);
+int cuModuleLoadData(void **out, const void *image);
+int cuModuleGetFunction(void **out, void *mod, const char *name);
+int cuModuleUnload(void *mod);
+int cuMemAlloc_v2(devptr *out, size_t n);
+int cuMemFree_v2(devptr p);
+int cuMemcpyHtoD_v2(devptr dst, const void *src, size_t n);
+int cuMemcpyDtoH_v2(void *dst, devptr src, size_t n);
+int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                   void *stream, void **params, void **extra);
+
+enum { LAUNCH_FAILED = 719, N = 256 };
+
+/* exchange: each thread of a 64-thread block takes the value of the thread
+ * opposite (the other warp's) and writes it back doubled; without the
+ * barrier between the read and the write, a warp may overwrite what the
+ * other has yet to read. shift: x[i] = x[i + 1] in place reads what another
+ * block may already have written; into a second buffer it does not. */
+static const char *source = "extern \"C\" __global__ void exchange_racy(float *out, const float *in)\n"
+                            "{\n"
+                            "    __shared__ float s[64];\n"
+                            "    s[threadIdx.x] = in[threadIdx.x];\n"
+                            "    __syncthreads();\n"
+                            "    const float v = s[63 - threadIdx.x];\n"
+                            "    s[threadIdx.x] = 2.f * v;\n"
+                            "    __syncthreads();\n"
+                            "    out[threadIdx.x] = s[threadIdx.x];\n"
+                            "}\n"
+                            "extern \"C\" __global__ void exchange(float *out, const float *in)\n"
+                            "{\n"
+                            "    __shared__ float s[64];\n"
+                            "    s[threadIdx.x] = in[threadIdx.x];\n"
+                            "    __syncthreads();\n"
+                            "    const float v = s[63 - threadIdx.x];\n"
+                            "    __syncthreads();\n"
+                            "    s[threadIdx.x] = 2.f * v;\n"
+                            "    __syncthreads();\n"
+                            "    out[threadIdx.x] = s[threadIdx.x];\n"
+                            "}\n"
+                            "extern \"C\" __global__ void shift_racy(float *x)\n"
+                            "{\n"
+                            "    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                            "    if (i + 1 < 256) x[i] = x[i + 1];\n"
+                            "}\n"
+                            "extern \"C\" __global__ void shift(float *y, const float *x)\n"
+                            "{\n"
+                            "    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                            "    y[i] = i + 1 < 256 ? x[i + 1] : x[i];\n"
+                            "}\n";
+
+static int failed;
+static void *mod;
+static devptr d_in, d_out;
+static float in[N];
+
+static void check(int ok, const char *what)
+{
+    printf("%s: %s\n", ok ? "ok" : "FAIL", what);
+    failed |= !ok;
+}
+
+/* one launch of kernel name under schedule order (NULL: the default) from
+ * the input, its result in out; the launch's status */
+static int launch(const char *name, const char *order, float *out)
+{
+    void *fn;
+    if (cuModuleGetFunction(&fn, mod, name)) {
+        fprintf(stderr, "no kernel %s\n", name);
+        exit(1);
+    }
+    if (order) setenv("LRC_CUEMU_ORDER", order, 1);
+    else unsetenv("LRC_CUEMU_ORDER");
+    const int exchange = !strncmp(name, "exchange", 8), racy_shift = !strcmp(name, "shift_racy");
+    static const float poison[N] = {0};
+    if (cuMemcpyHtoD_v2(d_in, in, sizeof in) || cuMemcpyHtoD_v2(d_out, poison, sizeof poison)) exit(1);
+    void *args[2] = {racy_shift ? (void *)&d_in : (void *)&d_out, &d_in};
+    const int r = cuLaunchKernel(fn, exchange ? 1 : N / 32, 1, 1, exchange ? 64 : 32, 1, 1, 0, NULL, args, NULL);
+    if (cuMemcpyDtoH_v2(out, racy_shift ? d_in : d_out, sizeof in)) exit(1);
+    return r;
+}
+
+int main(void)
+{
+    void *prog;
+    size_t n;
+    const char *opts[] = {"--gpu-architecture=sm_90"};
+    if (cuInit(0) || nvrtcCreateProgram(&prog, source, "race.cu", 0, NULL, NULL)) return 1;
+    if (nvrtcCompileProgram(prog, 1, opts)) {
+        char log[8192] = "";
+        if (!nvrtcGetProgramLogSize(prog, &n) && n < sizeof log) nvrtcGetProgramLog(prog, log);
+        fprintf(stderr, "nvrtc: %s\n", log);
+        return 1;
+    }
+    char *cubin;
+    if (nvrtcGetCUBINSize(prog, &n) || !(cubin = malloc(n)) || nvrtcGetCUBIN(prog, cubin) || cuModuleLoadData(&mod, cubin)) return 1;
+    free(cubin);
+    nvrtcDestroyProgram(&prog);
+    if (cuMemAlloc_v2(&d_in, sizeof in) || cuMemAlloc_v2(&d_out, sizeof in)) return 1;
+    for (int i = 0; i < N; i++) in[i] = (float)(i + 1);
+
+    float a[N], b[N], want[N];
+    for (int i = 0; i < 64; i++) want[i] = 2.f * in[63 - i];
+    static const char *const orders[] = {NULL, "lockstep", "first", "last", "check"};
+    for (int k = 0; k < 5; k++) {
+        char what[160];
+        snprintf(what, sizeof what, "exchange with its barrier, schedule %s: each value the opposite thread's doubled",
+                 orders[k] ? orders[k] : "(default)");
+        check(launch("exchange", orders[k], a) == 0 && !memcmp(a, want, 64 * sizeof *a), what);
+    }
+    check(!launch("exchange_racy", "first", a) && !launch("exchange_racy", "last", b) && memcmp(a, b, 64 * sizeof *a),
+          "exchange without it: the schedules first and last give different values");
+    check(launch("exchange_racy", "check", a) == LAUNCH_FAILED, "exchange without it: the check fails the launch");
+
+    for (int i = 0; i < N; i++) want[i] = in[i + 1 < N ? i + 1 : i];
+    for (int k = 0; k < 5; k++) {
+        char what[160];
+        snprintf(what, sizeof what, "shift into another buffer, schedule %s: each value its successor's",
+                 orders[k] ? orders[k] : "(default)");
+        check(launch("shift", orders[k], a) == 0 && !memcmp(a, want, sizeof a), what);
+    }
+    check(!launch("shift_racy", "first", a) && !launch("shift_racy", "last", b) && memcmp(a, b, sizeof a),
+          "shift in place: the schedules first and last give different values");
+    check(launch("shift_racy", "check", a) == LAUNCH_FAILED, "shift in place: the check fails the launch");
+    check(launch("shift", "sideways", a) == 1, "an unknown LRC_CUEMU_ORDER: the launch refused");
+    cuMemFree_v2(d_in), cuMemFree_v2(d_out), cuModuleUnload(mod);
+    return failed;
+}
