@@ -34,7 +34,16 @@
 #include <unistd.h>
 
 typedef unsigned long long devptr;
-enum { OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, INVALID_IMAGE = 200, NOT_FOUND = 500, LAUNCH_FAILED = 719, NOT_SUPPORTED = 801 };
+enum {
+    OK = 0,
+    INVALID_VALUE = 1,
+    OUT_OF_MEMORY = 2,
+    INVALID_IMAGE = 200,
+    NOT_FOUND = 500,
+    LAUNCH_OUT_OF_RESOURCES = 701,
+    LAUNCH_FAILED = 719,
+    NOT_SUPPORTED = 801
+};
 
 #define GUARD 256
 #define GUARD_BYTE 0xA5
@@ -219,7 +228,8 @@ int cuGetErrorName(int r, const char **name)
 {
     *name = r == OK ? "CUDA_SUCCESS" : r == INVALID_VALUE ? "CUDA_ERROR_INVALID_VALUE" : r == OUT_OF_MEMORY ? "CUDA_ERROR_OUT_OF_MEMORY"
           : r == INVALID_IMAGE ? "CUDA_ERROR_INVALID_IMAGE" : r == NOT_FOUND ? "CUDA_ERROR_NOT_FOUND"
-          : r == LAUNCH_FAILED ? "CUDA_ERROR_LAUNCH_FAILED" : "CUDA_ERROR_UNKNOWN";
+          : r == LAUNCH_FAILED ? "CUDA_ERROR_LAUNCH_FAILED" : r == LAUNCH_OUT_OF_RESOURCES ? "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"
+          : "CUDA_ERROR_UNKNOWN";
     return OK;
 }
 
@@ -233,6 +243,8 @@ typedef struct function function;
 typedef struct {
     void *so;
     char *source;
+    unsigned char *cubin; /* the image, when a cubin: the kernels' resources */
+    size_t cubin_size;
     function *functions; /* handed out, freed with the module as the driver does */
     dim3 *thread_idx, *block_idx, *block_dim, *grid_dim;
     void (**barrier)(int);
@@ -244,6 +256,8 @@ struct function {
     void *fn;
     int n_args;
     bool barriers; /* its source calls __syncthreads, a shuffle or a block reduction */
+    bool sized;    /* res holds what the cubin says */
+    cuemu_resources res;
     char name[128];
 };
 
@@ -268,6 +282,8 @@ int cuModuleLoadData(void **out, const void *image)
         free(m);
         return INVALID_IMAGE;
     }
+    const size_t size = cuemu_image_size(image);
+    if (size >= 4 && !memcmp(image, "\177ELF", 4) && (m->cubin = malloc(size))) memcpy(m->cubin, image, size), m->cubin_size = size;
     m->thread_idx = dlsym(m->so, "threadIdx");
     m->block_idx = dlsym(m->so, "blockIdx");
     m->block_dim = dlsym(m->so, "blockDim");
@@ -277,6 +293,7 @@ int cuModuleLoadData(void **out, const void *image)
         fprintf(stderr, "cuemu: %s lacks the prelude's variables\n", so);
         dlclose(m->so);
         free(m->source);
+        free(m->cubin);
         free(m);
         return INVALID_IMAGE;
     }
@@ -294,6 +311,7 @@ int cuModuleUnload(void *mod)
     }
     dlclose(m->so);
     free(m->source);
+    free(m->cubin);
     free(m);
     return OK;
 }
@@ -335,6 +353,7 @@ int cuModuleGetFunction(void **out, void *mod, const char *name)
     f->fn = dlsym(m->so, name);
     f->n_args = count_params(m->source, name, &f->barriers);
     snprintf(f->name, sizeof f->name, "%s", name);
+    f->sized = m->cubin && !cuemu_cubin_resources(m->cubin, m->cubin_size, name, &f->res);
     if (!f->fn || f->n_args < 0) {
         free(f);
         return NOT_FOUND;
@@ -589,6 +608,22 @@ static int run_checked(const module *m)
     return OK;
 }
 
+/* A launch a GPU (sm_80 to sm_90: 64 Ki registers a block) refuses: more
+ * threads than the kernel's __launch_bounds__, or registers (allocated 256
+ * a warp) past the file. (Static shared memory past 48 KiB ptxas already
+ * refuses when it compiles.) */
+static int out_of_resources(const function *f, unsigned threads)
+{
+    const unsigned warps = (threads + 31) / 32, regs = warps * ((f->res.regs * 32 + 255) / 256 * 256);
+    const char *why = f->res.max_threads && threads > f->res.max_threads ? "threads past its __launch_bounds__"
+                      : regs > 65536                                     ? "registers past the 65536 of a multiprocessor"
+                                                                         : NULL;
+    if (why)
+        fprintf(stderr, "cuemu: kernel %s launched with %u threads: %s (bounds %u, %u registers a thread, %zu bytes shared)\n",
+                f->name, threads, why, f->res.max_threads, f->res.regs, f->res.shared);
+    return why != NULL;
+}
+
 int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared,
                    void *stream, void **params, void **extra)
 {
@@ -596,6 +631,7 @@ int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
     const module *m = f->m;
     unsigned threads = bx * by * bz;
     if (!threads || threads > 1024 || !gx || !gy || !gz || shared || stream || extra || f->n_args > MAX_ARGS) return INVALID_VALUE;
+    if (f->sized && out_of_resources(f, threads)) return LAUNCH_OUT_OF_RESOURCES;
     size_t need = (size_t)threads * STACK;
     if (need > L.stacks_bytes) {
         if (L.stacks) munmap(L.stacks, L.stacks_bytes);
@@ -628,7 +664,9 @@ int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
         return INVALID_VALUE;
     }
     if (getenv("LRC_CUEMU_TRACE")) {
-        fprintf(stderr, "launch %s grid %u %u %u block %u:", f->name, gx, gy, gz, bx);
+        fprintf(stderr, "launch %s grid %u %u %u block %u", f->name, gx, gy, gz, bx);
+        if (f->sized) fprintf(stderr, " (%u registers, %zu bytes shared)", f->res.regs, f->res.shared);
+        fprintf(stderr, ":");
         for (int i = 0; i < f->n_args; i++) {
             const unsigned char *q = L.args[i];
             int bad = 1;

@@ -1,6 +1,6 @@
 /* cuemu.h — shared by the emulator's parts (cuemu.c: the driver API;
  * cuemu_nvrtc.c: NVRTC passed through, each image's source registered;
- * cuemu_blas.c: cublasGemmEx); internal to tests/cuemu. */
+ * cuemu_blas.c: cublasGemmEx; cuemu_cubin.c: a kernel's resources); internal to tests/cuemu. */
 #ifndef CUEMU_H
 #define CUEMU_H
 
@@ -15,6 +15,14 @@ size_t cuemu_image_size(const void *image);
 int cuemu_image_paths(const void *image, size_t size, char *src, char *so, size_t n);
 /* src compiled with prelude.h into the shared library so, unless it is there */
 int cuemu_compile(const char *src, const char *so);
+/* what a cubin says of kernel name (cuemu_cubin.c): the most threads a
+ * block may have (its __launch_bounds__; 0 when unsaid), registers a thread
+ * and static shared memory; nonzero when image is no cubin or lacks it */
+typedef struct {
+    unsigned max_threads, regs;
+    size_t shared;
+} cuemu_resources;
+int cuemu_cubin_resources(const void *image, size_t size, const char *name, cuemu_resources *out);
 /* nonzero, with a message, when a kernel or GEMM wrote past an allocation */
 int cuemu_check_guards(const char *what);
 

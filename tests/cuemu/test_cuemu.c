@@ -1,12 +1,17 @@
-/* test_race.c — the emulator's race check (LRC_CUEMU_ORDER=check, which
- * every cuda ctest but the sanitized build's runs under) finds a race: two
+/* test_cuemu.c — the emulator refuses what a GPU would. Its race check
+ * (LRC_CUEMU_ORDER=check, which every cuda ctest but the sanitized build's
+ * runs under) finds a race: two
  * kernels that race, one between the warps of a block (a shared-memory
  * exchange missing its barrier) and one between blocks (an in-place shift),
  * give different bytes under the schedules `first` and `last` and fail the
  * launch under `check`, while the same kernels written without the race
- * pass and give the right values under every schedule. Linked to the
+ * pass and give the right values under every schedule. A launch with more
+ * threads than the kernel's __launch_bounds__ fails as on a GPU, with the
+ * bounds, registers and shared memory read from the cubin. Linked to the
  * emulator itself: it compiles its kernels with NVRTC (through cuemu's
  * pass-through), as lrc does. */
+#include "cuemu.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +35,7 @@ int cuMemcpyDtoH_v2(void *dst, devptr src, size_t n);
 int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared,
                    void *stream, void **params, void **extra);
 
-enum { LAUNCH_FAILED = 719, N = 256 };
+enum { LAUNCH_OUT_OF_RESOURCES = 701, LAUNCH_FAILED = 719, N = 256 };
 
 /* exchange: each thread of a 64-thread block takes the value of the thread
  * opposite (the other warp's) and writes it back doubled; without the
@@ -67,6 +72,20 @@ static const char *source = "extern \"C\" __global__ void exchange_racy(float *o
                             "{\n"
                             "    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
                             "    y[i] = i + 1 < 256 ? x[i + 1] : x[i];\n"
+                            "}\n"
+                            "extern \"C\" __global__ void __launch_bounds__(64) bounded(float *y, const float *x)\n"
+                            "{\n"
+                            "    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                            "    y[i] = x[i];\n"
+                            "}\n"
+                            "extern \"C\" __global__ void heavy(float *y, const float *x)\n"
+                            "{\n"
+                            "    float v[96], s = 0.f;\n"
+                            "#pragma unroll\n"
+                            "    for (int k = 0; k < 96; k++) v[k] = x[(threadIdx.x + 7 * k) % 256];\n"
+                            "#pragma unroll\n"
+                            "    for (int k = 0; k < 96; k++) s += v[k] * v[95 - k] + v[(k + 1) % 96];\n"
+                            "    y[threadIdx.x] = s;\n"
                             "}\n";
 
 static int failed;
@@ -82,6 +101,7 @@ static void check(int ok, const char *what)
 
 /* one launch of kernel name under schedule order (NULL: the default) from
  * the input, its result in out; the launch's status */
+static unsigned threads = 64; /* a block of bounded */
 static int launch(const char *name, const char *order, float *out)
 {
     void *fn;
@@ -92,10 +112,11 @@ static int launch(const char *name, const char *order, float *out)
     if (order) setenv("LRC_CUEMU_ORDER", order, 1);
     else unsetenv("LRC_CUEMU_ORDER");
     const int exchange = !strncmp(name, "exchange", 8), racy_shift = !strcmp(name, "shift_racy");
+    const unsigned block = exchange ? 64 : !strcmp(name, "bounded") || !strcmp(name, "heavy") ? threads : 32;
     static const float poison[N] = {0};
     if (cuMemcpyHtoD_v2(d_in, in, sizeof in) || cuMemcpyHtoD_v2(d_out, poison, sizeof poison)) exit(1);
     void *args[2] = {racy_shift ? (void *)&d_in : (void *)&d_out, &d_in};
-    const int r = cuLaunchKernel(fn, exchange ? 1 : N / 32, 1, 1, exchange ? 64 : 32, 1, 1, 0, NULL, args, NULL);
+    const int r = cuLaunchKernel(fn, exchange || block >= N ? 1 : N / block, 1, 1, block, 1, 1, 0, NULL, args, NULL);
     if (cuMemcpyDtoH_v2(out, racy_shift ? d_in : d_out, sizeof in)) exit(1);
     return r;
 }
@@ -114,6 +135,19 @@ int main(void)
     }
     char *cubin;
     if (nvrtcGetCUBINSize(prog, &n) || !(cubin = malloc(n)) || nvrtcGetCUBIN(prog, cubin) || cuModuleLoadData(&mod, cubin)) return 1;
+    cuemu_resources bounded, exchange;
+    check(!cuemu_cubin_resources(cubin, n, "bounded", &bounded) && bounded.max_threads == 64 && bounded.regs >= 4 && bounded.regs <= 255 &&
+              !bounded.shared,
+          "the cubin: bounded has __launch_bounds__(64), a plausible register count and no shared memory");
+    /* sm_90's section holds the kernel's 256 bytes and the 1 KiB a block's system part takes */
+    check(!cuemu_cubin_resources(cubin, n, "exchange", &exchange) && !exchange.max_threads && exchange.shared >= 64 * sizeof(float) &&
+              exchange.shared <= 64 * sizeof(float) + 1024,
+          "the cubin: exchange has no bounds and its 256 bytes of shared memory");
+    cuemu_resources heavy;
+    check(!cuemu_cubin_resources(cubin, n, "heavy", &heavy) && heavy.regs > 64 && heavy.regs <= 128,
+          "the cubin: heavy needs more than 64 registers a thread (at most 128)");
+    printf("   (heavy: %u registers; ", heavy.regs);
+    printf("bounded: %u registers; exchange: %u registers, bounds %u, %zu bytes shared)\n", bounded.regs, exchange.regs, exchange.max_threads, exchange.shared);
     free(cubin);
     nvrtcDestroyProgram(&prog);
     if (cuMemAlloc_v2(&d_in, sizeof in) || cuMemAlloc_v2(&d_out, sizeof in)) return 1;
@@ -143,6 +177,15 @@ int main(void)
           "shift in place: the schedules first and last give different values");
     check(launch("shift_racy", "check", a) == LAUNCH_FAILED, "shift in place: the check fails the launch");
     check(launch("shift", "sideways", a) == 1, "an unknown LRC_CUEMU_ORDER: the launch refused");
+
+    check(launch("bounded", NULL, a) == 0 && !memcmp(a, in, sizeof a), "bounded, 64 threads a block: launched, the values copied");
+    threads = 128;
+    check(launch("bounded", NULL, a) == LAUNCH_OUT_OF_RESOURCES, "bounded, 128 threads a block: refused, past its __launch_bounds__");
+    threads = 256;
+    check(launch("heavy", NULL, a) == 0, "heavy, 256 threads a block: launched");
+    threads = 1024;
+    check(launch("heavy", NULL, a) == LAUNCH_OUT_OF_RESOURCES,
+          "heavy, 1024 threads a block: refused, more registers than the 65536 of a multiprocessor");
     cuMemFree_v2(d_in), cuMemFree_v2(d_out), cuModuleUnload(mod);
     return failed;
 }
