@@ -248,6 +248,7 @@ typedef struct {
     function *functions; /* handed out, freed with the module as the driver does */
     dim3 *thread_idx, *block_idx, *block_dim, *grid_dim;
     void (**barrier)(int);
+    char *shared, *shared_end; /* the kernels' shared memory (prelude.h) */
 } module;
 
 struct function {
@@ -289,6 +290,9 @@ int cuModuleLoadData(void **out, const void *image)
     m->block_dim = dlsym(m->so, "blockDim");
     m->grid_dim = dlsym(m->so, "gridDim");
     *(void **)&m->barrier = dlsym(m->so, "cuemu_barrier");
+    void (*shared_range)(char **, char **);
+    *(void **)&shared_range = dlsym(m->so, "cuemu_shared_range");
+    if (shared_range) shared_range(&m->shared, &m->shared_end);
     if (!m->thread_idx || !m->block_idx || !m->block_dim || !m->grid_dim || !m->barrier) {
         fprintf(stderr, "cuemu: %s lacks the prelude's variables\n", so);
         dlclose(m->so);
@@ -477,6 +481,7 @@ static int release_warp(int w)
  * before the next starts. */
 static int run_block(const module *m)
 {
+    if (m->shared) memset(m->shared, 0x5A, (size_t)(m->shared_end - m->shared)); /* what a block finds there is not zero */
     if (!L.f->barriers) { /* no barrier in its source: each thread runs to its end in turn */
         L.cur = -1;
         for (int i = 0; i < L.n; i++) {

@@ -109,7 +109,9 @@ static void register_image(prog p, const void *image)
 
 int cuemu_compile(const char *src, const char *so)
 {
-    if (access(so, R_OK) == 0) return 0;
+    struct stat built, prelude;
+    /* compiled already, after the prelude last changed */
+    if (!stat(so, &built) && !stat(CUEMU_PRELUDE, &prelude) && built.st_mtime > prelude.st_mtime) return 0;
     char tmp[4300], cmd[13000];
     snprintf(tmp, sizeof tmp, "%s.%d", so, (int)getpid());
     snprintf(cmd, sizeof cmd, "'%s' -std=c++17 -O1 -w -fPIC -shared -include '%s' -x c++ '%s' -o '%s'", CUEMU_CXX, CUEMU_PRELUDE, src, tmp);

@@ -27,7 +27,16 @@ uint64_t cuemu_lane_slot[1024];
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __shared__ static /* blocks run one at a time: one copy is enough */
+/* Blocks run one at a time: one copy of a kernel's shared memory is enough.
+ * It lives in its own section, which the emulator fills with 0x5A bytes
+ * before each block (cuemu_shared_range gives its bounds): on a GPU a block
+ * finds in shared memory whatever was there, so a kernel that reads a
+ * shared value its block did not write should show it. */
+#define __shared__ static __attribute__((section("cuemu_shared")))
+extern "C" {
+extern char __start_cuemu_shared[] __attribute__((weak)), __stop_cuemu_shared[] __attribute__((weak));
+void cuemu_shared_range(char **lo, char **hi) { *lo = __start_cuemu_shared, *hi = __stop_cuemu_shared; }
+}
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
 

@@ -1,15 +1,16 @@
-/* test_cuemu.c — the emulator refuses what a GPU would. Its race check
- * (LRC_CUEMU_ORDER=check, which every cuda ctest but the sanitized build's
- * runs under) finds a race: two
- * kernels that race, one between the warps of a block (a shared-memory
- * exchange missing its barrier) and one between blocks (an in-place shift),
- * give different bytes under the schedules `first` and `last` and fail the
- * launch under `check`, while the same kernels written without the race
- * pass and give the right values under every schedule. A launch with more
- * threads than the kernel's __launch_bounds__ fails as on a GPU, with the
- * bounds, registers and shared memory read from the cubin. Linked to the
- * emulator itself: it compiles its kernels with NVRTC (through cuemu's
- * pass-through), as lrc does. */
+/* test_cuemu.c — the emulator refuses what a GPU would refuse and shows
+ * what a GPU would get wrong:
+ * - its race check (LRC_CUEMU_ORDER=check, which every cuda ctest but the
+ *   sanitized build's runs under) finds a race between the warps of a
+ *   block (a shared-memory exchange missing its barrier) and one between
+ *   blocks (an in-place shift): each gives different bytes under the
+ *   schedules `first` and `last` and fails the launch under `check`, while
+ *   the same kernels without the race pass under every schedule;
+ * - a launch with more threads than the kernel's __launch_bounds__, or more
+ *   registers than a multiprocessor has, fails, as the cubin says;
+ * - a block finds 0x5A bytes in shared memory it did not write.
+ * Linked to the emulator itself: it compiles its kernels with NVRTC
+ * (through cuemu's pass-through), as lrc does. */
 #include "cuemu.h"
 
 #include <stdio.h>
@@ -86,6 +87,13 @@ static const char *source = "extern \"C\" __global__ void exchange_racy(float *o
                             "#pragma unroll\n"
                             "    for (int k = 0; k < 96; k++) s += v[k] * v[95 - k] + v[(k + 1) % 96];\n"
                             "    y[threadIdx.x] = s;\n"
+                            "}\n"
+                            "extern \"C\" __global__ void stale(float *y, const float *x)\n"
+                            "{\n"
+                            "    __shared__ float s[32];\n"
+                            "    if (blockIdx.x == 0) s[threadIdx.x] = x[threadIdx.x];\n"
+                            "    __syncthreads();\n"
+                            "    y[blockIdx.x * 32 + threadIdx.x] = s[threadIdx.x];\n"
                             "}\n";
 
 static int failed;
@@ -113,10 +121,11 @@ static int launch(const char *name, const char *order, float *out)
     else unsetenv("LRC_CUEMU_ORDER");
     const int exchange = !strncmp(name, "exchange", 8), racy_shift = !strcmp(name, "shift_racy");
     const unsigned block = exchange ? 64 : !strcmp(name, "bounded") || !strcmp(name, "heavy") ? threads : 32;
+    const unsigned grid = !strcmp(name, "stale") ? 2 : exchange || block >= N ? 1 : N / block;
     static const float poison[N] = {0};
     if (cuMemcpyHtoD_v2(d_in, in, sizeof in) || cuMemcpyHtoD_v2(d_out, poison, sizeof poison)) exit(1);
     void *args[2] = {racy_shift ? (void *)&d_in : (void *)&d_out, &d_in};
-    const int r = cuLaunchKernel(fn, exchange || block >= N ? 1 : N / block, 1, 1, block, 1, 1, 0, NULL, args, NULL);
+    const int r = cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, NULL, args, NULL);
     if (cuMemcpyDtoH_v2(out, racy_shift ? d_in : d_out, sizeof in)) exit(1);
     return r;
 }
@@ -186,6 +195,13 @@ int main(void)
     threads = 1024;
     check(launch("heavy", NULL, a) == LAUNCH_OUT_OF_RESOURCES,
           "heavy, 1024 threads a block: refused, more registers than the 65536 of a multiprocessor");
+
+    /* shared memory a block did not write holds 0x5A bytes, not what the
+     * block before left (nor zeros) */
+    unsigned char filled[32 * sizeof(float)];
+    memset(filled, 0x5A, sizeof filled);
+    check(launch("stale", NULL, a) == 0 && !memcmp(a, in, 32 * sizeof *a) && !memcmp(a + 32, filled, sizeof filled) && a[64] == 0.f,
+          "stale: block 1 reads the shared memory block 0 wrote, and finds 0x5A bytes (1.5e16)");
     cuMemFree_v2(d_in), cuMemFree_v2(d_out), cuModuleUnload(mod);
     return failed;
 }
