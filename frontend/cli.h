@@ -77,7 +77,8 @@ int cli_parse_int(const char *s, int64_t min, int64_t *out);
 int cli_model_load(const char *cmd, const cli_model_opts *o, lrc_model *m, lrc_err *err);
 
 
-/* Per-launch times gathered with LRC_PROFILE set, slowest first, on stderr. */
+/* Per-launch times gathered with LRC_PROFILE set, the most time in all
+ * first, on stderr. */
 void cli_print_quick_profile(const lrc_plan *plan, const double *ns, const int64_t *calls);
 
 /* lrc forward and lrc profile of a cuda package (frontend/cmd_cuda.c);

@@ -327,18 +327,31 @@ static int run_timed(const cli_args *a, lrc_exec *x, lrc_pool *pool, const lrc_t
     return rc;
 }
 
-/* Prints the slowest-first per-launch times gathered with LRC_PROFILE set. */
+static const double *quick_ns; /* what by_time compares */
+static int by_time(const void *a, const void *b)
+{
+    const double x = quick_ns[*(const int *)a], y = quick_ns[*(const int *)b];
+    return x < y ? 1 : x > y ? -1 : *(const int *)a - *(const int *)b;
+}
+
+/* Prints the per-launch times gathered with LRC_PROFILE set, the launch
+ * that took the most time in all first. */
 void cli_print_quick_profile(const lrc_plan *plan, const double *ns, const int64_t *calls)
 {
     double total = 0;
-    for (int i = 0; i < plan->n_launches; i++) total += ns[i];
-    for (int i = 0; i < plan->n_launches; i++) {
+    int *order = lrc_xcalloc((size_t)plan->n_launches + 1, sizeof *order);
+    for (int i = 0; i < plan->n_launches; i++) total += ns[i], order[i] = i;
+    quick_ns = ns;
+    qsort(order, (size_t)plan->n_launches, sizeof *order, by_time);
+    for (int k = 0; k < plan->n_launches; k++) {
+        const int i = order[k];
         const lrc_plan_launch *l = &plan->launches[i];
         if (!calls[i]) continue;
         double ms = ns[i] / 1e6 / (double)calls[i];
         fprintf(stderr, "%8.3f ms %5.1f%% %8.1f GFLOP/s %7.1f GB/s  %s\n", ms, 100 * ns[i] / total,
                 l->flops / (ms * 1e6), l->bytes / (ms * 1e6), l->label);
     }
+    free(order);
 }
 
 /* lrc forward on the cpu target: MODEL compiled now, or a compiled PKG. */

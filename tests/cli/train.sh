@@ -36,6 +36,12 @@ check "Ctrl-C writes a checkpoint" "[ -s '$dir/int/checkpoint.safetensors' ]"
 "$lrc" train --resume "$dir/int" --stop-after "$(($(wc -l <"$dir/int/metrics.jsonl") + 2))" --threads 2 >/dev/null
 resumed=$?
 check "an interrupted run resumes" "[ $resumed = 0 ] && [ -s '$dir/int/model.safetensors' ]"
+# LRC_PROFILE: a line per launch of the step on stderr (time a call, share
+# of the total), the largest share first
+LRC_PROFILE=1 "$lrc" train "$model" "${args[@]}" --steps 2 --eval-every 2 -o "$dir/prof" >/dev/null 2>"$dir/prof.txt"
+grep ' ms .*GFLOP/s' "$dir/prof.txt" | awk '{print $3 + 0}' >"$dir/prof_share.txt"
+check "LRC_PROFILE: a line per launch, the largest share first" \
+  "[ \$(wc -l <'$dir/prof_share.txt') -gt 20 ] && sort -g -r -s '$dir/prof_share.txt' | cmp -s - '$dir/prof_share.txt'"
 "$lrc" train "$model" "${args[@]}" --clip 0.5 -o "$dir/clip" >/dev/null
 check "--clip trains" "grep -q '\"step\":20,' '$dir/clip/metrics.jsonl'"
 # --accum 2 of batches of 2 draws the same windows as one batch of 4: the
