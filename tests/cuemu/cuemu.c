@@ -17,9 +17,11 @@
  * `first` (lowest block, warp and thread first, each warp as far as it can
  * go before the next starts) and `last` (the same from the highest) put
  * every two accesses of different warps or blocks in opposite orders, so
- * such a kernel gives other bytes under the two, which the tests compare.
- * `lockstep`, the default, runs every thread of a block to its next
- * barrier or shuffle before any goes on. */
+ * such a kernel gives other bytes under the two, which the tests compare
+ * (`check`). Neither interleaves two warps or blocks: a race whose two
+ * orders give the same bytes (two blocks each adding to one value, which a
+ * GPU may lose an update of) passes. `lockstep`, the default, runs every
+ * thread of a block to its next barrier or shuffle before any goes on. */
 #define _GNU_SOURCE
 #include "cuemu.h"
 
@@ -540,7 +542,10 @@ static const alloc *holder(const unsigned char *p)
 }
 
 /* The allocations a launch can reach: those its arguments point into, and
- * those that a small one among them (a table, as AdamW's) points into. */
+ * those that one among them of at most 1 MiB (a table of pointers, as
+ * AdamW's, 72 bytes a tensor) points into; one level of tables. A larger
+ * argument (activations) is not read for pointers: that would cost a pass
+ * over the arena a launch. */
 static int reachable(const alloc ***out)
 {
     static const alloc **set;
@@ -551,25 +556,31 @@ static int reachable(const alloc ***out)
         if ((uintptr_t)a->p < lo) lo = (uintptr_t)a->p;
         if ((uintptr_t)(a->p + a->n) > hi) hi = (uintptr_t)(a->p + a->n);
     }
-    for (int i = 0; i < L.f->n_args; i++) {
-        const alloc *a = holder(L.args[i]);
-        for (int k = 0; k < n && a; k++)
-            if (set[k] == a) a = NULL;
-        if (!a) continue;
-        if (n == cap && !(set = realloc(set, (size_t)(cap = 2 * cap + 64) * sizeof *set))) return -1;
-        set[n++] = a;
-        if (a->n > (64 << 10)) continue;
-        for (size_t w = 0; w + 8 <= a->n; w += 8) {
-            uintptr_t v;
-            memcpy(&v, a->p + w, 8);
-            const alloc *t = v >= lo && v < hi ? holder((const unsigned char *)v) : NULL;
-            for (int k = 0; k < n && t; k++)
-                if (set[k] == t) t = NULL;
-            if (!t) continue;
-            if (n == cap && !(set = realloc(set, (size_t)(cap = 2 * cap + 64) * sizeof *set))) return -1;
-            set[n++] = t;
+    const int args = L.f->n_args;
+    for (int pass = 0; pass < 2; pass++) /* the arguments' allocations, then what the small ones point to */
+        for (int i = 0; i < args; i++) {
+            const alloc *a = holder(L.args[i]);
+            if (!a) continue;
+            const unsigned char *from = pass ? a->p : (const unsigned char *)&L.args[i];
+            size_t words = pass ? (a->n <= (1 << 20) ? a->n / 8 : 0) : 1;
+            if (pass) /* a table two arguments share is read once */
+                for (int k = 0; k < i; k++)
+                    if (holder(L.args[k]) == a) words = 0;
+            for (size_t w = 0; w < words; w++) {
+                uintptr_t v;
+                memcpy(&v, from + 8 * w, 8);
+                const alloc *t = v >= lo && v < hi ? holder((const unsigned char *)v) : NULL;
+                for (int k = 0; k < n && t; k++)
+                    if (set[k] == t) t = NULL;
+                if (!t) continue;
+                if (n == cap) {
+                    const alloc **grown = realloc(set, (size_t)(2 * cap + 64) * sizeof *set);
+                    if (!grown) return -1;
+                    set = grown, cap = 2 * cap + 64;
+                }
+                set[n++] = t;
+            }
         }
-    }
     *out = set;
     return n;
 }
@@ -619,7 +630,9 @@ static int run_checked(const module *m)
  * refuses when it compiles.) */
 static int out_of_resources(const function *f, unsigned threads)
 {
-    const unsigned warps = (threads + 31) / 32, regs = warps * ((f->res.regs * 32 + 255) / 256 * 256);
+    /* as the hardware checks it (cuda_occupancy.h): registers allocated 256
+     * a warp, to the 4 sub-partitions at once, so warps rounded up to 4 */
+    const unsigned warps = (threads + 127) / 128 * 4, regs = warps * ((f->res.regs * 32 + 255) / 256 * 256);
     const char *why = f->res.max_threads && threads > f->res.max_threads ? "threads past its __launch_bounds__"
                       : regs > 65536                                     ? "registers past the 65536 of a multiprocessor"
                                                                          : NULL;
