@@ -174,7 +174,7 @@ int lrc_params_bind(const lrc_graph *g, lrc_tensor_set *file, const char *what, 
         lrc_tensor *f = file->items[j];
         if (f->dtype == LRC_F32) file->items[j] = NULL; /* moved */
         else if (!(f = lrc_tensor_to_f32(f, err))) rc = LRC_EUSER;
-        if (f && (rc = lrc_tensor_set_add(out, f, err))) rc = LRC_EUSER;
+        if (f) rc = lrc_tensor_set_add(out, f, err);
     }
     int kept = 0; /* file keeps what was not moved */
     for (int i = 0; i < file->n; i++)

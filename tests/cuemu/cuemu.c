@@ -119,11 +119,18 @@ int cuemu_check_guards(const char *what)
     return 0;
 }
 
+/* The allocation that holds [p, p + n), or NULL. */
+static const alloc *holding(devptr p, size_t n)
+{
+    for (const alloc *a = allocs; a; a = a->next)
+        if (p >= (devptr)(uintptr_t)a->p && p + n <= (devptr)(uintptr_t)a->p + a->n) return a;
+    return NULL;
+}
+
 /* [p, p + n) inside one allocation: a copy never runs past its buffer */
 static int in_bounds(devptr p, size_t n)
 {
-    for (const alloc *a = allocs; a; a = a->next)
-        if (p >= (devptr)(uintptr_t)a->p && p + n <= (devptr)(uintptr_t)a->p + a->n) return 1;
+    if (holding(p, n)) return 1;
     fprintf(stderr, "cuemu: a copy of %zu bytes at %#llx leaves every allocation\n", n, p);
     return 0;
 }
@@ -464,10 +471,13 @@ static void run_threads(const module *m, int lo, int hi)
     }
 }
 
+/* one past warp w's last thread */
+static int warp_end(int w) { return w * 32 + 32 < L.n ? w * 32 + 32 : L.n; }
+
 /* Lets warp w go on past a shuffle when all its live threads wait at one. */
 static int release_warp(int w)
 {
-    const int lo = w * 32, hi = lo + 32 < L.n ? lo + 32 : L.n;
+    const int lo = w * 32, hi = warp_end(w);
     int live = 0, wait = 0;
     for (int t = lo; t < hi; t++) live += L.state[t] != DONE, wait += L.state[t] == AT_WARP_BARRIER;
     if (!wait || wait != live) return 0;
@@ -503,7 +513,7 @@ static int run_block(const module *m)
         } else
             for (int i = 0; i < warps; i++) {
                 const int w = nth(i, warps);
-                do run_threads(m, w * 32, w * 32 + 32 < L.n ? w * 32 + 32 : L.n);
+                do run_threads(m, w * 32, warp_end(w));
                 while (release_warp(w));
             }
         int live = 0, at_block = 0;
@@ -533,56 +543,54 @@ static int run_grid(const module *m, int order)
     return r;
 }
 
-/* The allocation that holds p, or NULL. */
-static const alloc *holder(const unsigned char *p)
-{
-    for (const alloc *a = allocs; a; a = a->next)
-        if (p >= a->p && p < a->p + a->n) return a;
-    return NULL;
-}
+/* The allocation that holds the byte at p, or NULL. */
+static const alloc *holder(const void *p) { return holding((devptr)(uintptr_t)p, 1); }
 
 /* The allocations a launch can reach: those its arguments point into, and
  * those that one among them of at most 1 MiB (a table of pointers, as
  * AdamW's, 72 bytes a tensor) points into; one level of tables. A larger
  * argument (activations) is not read for pointers: that would cost a pass
  * over the arena a launch. */
-static int reachable(const alloc ***out)
+static const alloc **reach;
+static int reach_n, reach_cap;
+
+/* a into reach unless it is there; nonzero when out of memory */
+static int reach_add(const alloc *a)
 {
-    static const alloc **set;
-    static int cap;
-    int n = 0;
+    for (int k = 0; k < reach_n; k++)
+        if (reach[k] == a) return 0;
+    if (reach_n == reach_cap) {
+        const alloc **grown = realloc(reach, (size_t)(2 * reach_cap + 64) * sizeof *reach);
+        if (!grown) return 1;
+        reach = grown, reach_cap = 2 * reach_cap + 64;
+    }
+    reach[reach_n++] = a;
+    return 0;
+}
+
+static int reachable(void)
+{
     uintptr_t lo = UINTPTR_MAX, hi = 0;
     for (const alloc *a = allocs; a; a = a->next) {
         if ((uintptr_t)a->p < lo) lo = (uintptr_t)a->p;
         if ((uintptr_t)(a->p + a->n) > hi) hi = (uintptr_t)(a->p + a->n);
     }
-    const int args = L.f->n_args;
-    for (int pass = 0; pass < 2; pass++) /* the arguments' allocations, then what the small ones point to */
-        for (int i = 0; i < args; i++) {
-            const alloc *a = holder(L.args[i]);
-            if (!a) continue;
-            const unsigned char *from = pass ? a->p : (const unsigned char *)&L.args[i];
-            size_t words = pass ? (a->n <= (1 << 20) ? a->n / 8 : 0) : 1;
-            if (pass) /* a table two arguments share is read once */
-                for (int k = 0; k < i; k++)
-                    if (holder(L.args[k]) == a) words = 0;
-            for (size_t w = 0; w < words; w++) {
-                uintptr_t v;
-                memcpy(&v, from + 8 * w, 8);
-                const alloc *t = v >= lo && v < hi ? holder((const unsigned char *)v) : NULL;
-                for (int k = 0; k < n && t; k++)
-                    if (set[k] == t) t = NULL;
-                if (!t) continue;
-                if (n == cap) {
-                    const alloc **grown = realloc(set, (size_t)(2 * cap + 64) * sizeof *set);
-                    if (!grown) return -1;
-                    set = grown, cap = 2 * cap + 64;
-                }
-                set[n++] = t;
-            }
+    reach_n = 0;
+    for (int i = 0; i < L.f->n_args; i++) {
+        const alloc *a = holder(L.args[i]);
+        if (a && reach_add(a)) return 1;
+    }
+    const int args = reach_n; /* the arguments' allocations, each once: then what the small ones point to */
+    for (int i = 0; i < args; i++) {
+        const alloc *a = reach[i];
+        for (size_t w = 0; a->n <= (1 << 20) && w + 8 <= a->n; w += 8) {
+            uintptr_t v;
+            memcpy(&v, a->p + w, 8);
+            const alloc *t = v >= lo && v < hi ? holder((const void *)v) : NULL;
+            if (t && reach_add(t)) return 1;
         }
-    *out = set;
-    return n;
+    }
+    return 0;
 }
 
 /* LRC_CUEMU_ORDER=check: the launch under `first`, then from the same
@@ -592,9 +600,9 @@ static int run_checked(const module *m)
 {
     static unsigned char *before, *after; /* kept from launch to launch: no page faults each time */
     static size_t room;
-    const alloc **set;
-    const int n = reachable(&set);
-    if (n < 0) return OUT_OF_MEMORY;
+    if (reachable()) return OUT_OF_MEMORY;
+    const alloc **set = reach;
+    const int n = reach_n;
     size_t total = 0;
     for (int k = 0; k < n; k++) total += set[k]->n;
     if (total > room) {
