@@ -8,8 +8,9 @@
 
 #include <getopt.h>
 
-/* Exit statuses: success, a user error (bad input), a usage error. */
-enum { EXIT_USER = 1, EXIT_USAGE = 2 };
+/* Exit statuses: success, a user error (bad input), a usage error; and
+ * sysexits' EX_SOFTWARE when lrc contradicts itself (see cli_help). */
+enum { EXIT_USER = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 70 };
 
 #define LRC_VERSION "0.1.0"
 
@@ -131,7 +132,15 @@ typedef struct cli_args {
     const char *precision; /* cuda: bf16 (default) or f32 storage */
 } cli_args;
 
-/* Parses argv with the options of one command. Returns -1 to go on, or the
+/* Prints a command's --help text and checks it against the parser: every
+ * option its synopsis (the lines before the first blank line) lists must be
+ * in opts (long) or shorts (short option letters), and every one of those
+ * but --help must be listed. Returns 0, or EXIT_INTERNAL after one line on
+ * stderr per disagreement (tests/cli/help.sh runs every command's --help). */
+int cli_help(const char *cmd, const struct option *opts, const char *shorts, const char *help);
+
+/* Parses argv with the options of one command. The short options it takes
+ * are those of -o and -n that help's synopsis lists. Returns -1 to go on, or the
  * exit status (0 after --help). need_model: the first operand is MODEL. */
 int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *opts, const char *help,
                    bool need_model, cli_args *a);

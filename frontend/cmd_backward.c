@@ -121,6 +121,8 @@ int cmd_backward(int argc, char **argv)
     lrc_cuda_device dev;
     char why[256];
     if (!rc && !cuda && a.precision) rc = lrc_err_set(&err, "--precision applies to --target cuda (ref and cpu compute in f32)");
+    /* it times the device's kernels; on ref and cpu it would be ignored without a word */
+    if (!rc && !cuda && a.repeat) rc = lrc_err_set(&err, "--repeat applies to --target cuda (it times the kernels on the device)");
     if (!rc && cuda && lrc_cuda_probe(&dev, why, sizeof why)) rc = lrc_err_set(&err, "--target cuda: %s", why);
     if (a.threads == 0 || a.threads < -1) rc = lrc_err_set(&err, "--threads %lld: the thread count must be at least 1", (long long)a.threads);
     if (!rc) rc = lrc_model_load(&m, a.m.model, a.m.preset, a.m.sets, a.m.n_sets, &err);

@@ -3,6 +3,8 @@
 #include "cli.h"
 #include "compile.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -11,6 +13,35 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* Checks Y against an f64 product: every entry when there are at most
+ * 65536, else 4096 spread over the matrix plus the last row and column (where
+ * the tile tails are). Each entry within the worst-case bound of recursive
+ * f32 summation, K * 2^-24 * sum_k |x_ik w_jk|, so no rounding fails it and a
+ * wrong or unwritten entry does. Returns the largest error as a fraction of
+ * its bound (NaN counts as the worst); *checked gets the number of entries. */
+static double check_product(const float *x, const float *w, const float *y, int64_t M, int64_t N, int64_t K,
+                            int64_t *checked)
+{
+    int64_t all = M * N <= 65536, n = all ? M * N : 4096 + M + N;
+    double worst = 0, bound_scale = (double)K * FLT_EPSILON / 2;
+    for (int64_t e = 0; e < n; e++) {
+        int64_t i, j;
+        if (all) i = e / N, j = e % N;
+        else if (e < 4096) i = (e * 7919) % M, j = (e * 104729 + e / M) % N; /* a stride through rows and columns */
+        else if (e < 4096 + M) i = e - 4096, j = N - 1;
+        else i = M - 1, j = e - 4096 - M;
+        double ref = 0, mag = 0;
+        for (int64_t k = 0; k < K; k++) {
+            ref += (double)x[i * K + k] * w[j * K + k];
+            mag += fabs((double)x[i * K + k] * w[j * K + k]);
+        }
+        double frac = fabs((double)y[i * N + j] - ref) / (bound_scale * mag + DBL_MIN);
+        if (!(frac <= worst)) worst = frac; /* NaN counts as the worst */
+    }
+    *checked = n;
+    return worst;
 }
 
 int cmd_gemm_bench(int argc, char **argv)
@@ -25,7 +56,9 @@ int cmd_gemm_bench(int argc, char **argv)
     static const char *help = "usage: lrc gemm-bench --m M --n N --k K [--threads T] [--repeat R]\n"
                               "\n"
                               "Compiles Y[M,N] = X[M,K] W[N,K]^T as lrc compiles a model's GEMMs and prints\n"
-                              "the median time of R runs (default 10) after a warm-up.\n";
+                              "the median time of R runs (default 10) after a warm-up, then checks the product\n"
+                              "against an f64 one (every entry up to 65536, else 4096 and the last row and\n"
+                              "column) within the bound of f32 summation; exit status 1 when it is off.\n";
     int64_t dims[3] = {0, 0, 0}, threads = -1, repeat = 10;
     opterr = 0;
     optind = 1;
@@ -33,12 +66,13 @@ int cmd_gemm_bench(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
         int64_t *dst = c == OPT_M ? &dims[0] : c == OPT_N ? &dims[1] : c == OPT_K ? &dims[2]
                      : c == OPT_THREADS ? &threads : c == OPT_REPEAT ? &repeat : NULL;
-        if (c == OPT_HELP) {
-            fputs(help, stdout);
-            return 0;
-        }
+        if (c == OPT_HELP) return cli_help("gemm-bench", opts, "", help);
         if (!dst) return cli_usage_error("gemm-bench", "unknown option %s", argv[optind - 1]);
-        if (cli_parse_int(optarg, 1, dst)) return cli_usage_error("gemm-bench", "%s %s: expected an integer >= 1", argv[optind - 2], optarg);
+        /* named from the table: with --m=5 the value is in the same argv word */
+        const char *name = "";
+        for (const struct option *o = opts; o->name; o++)
+            if (o->val == c) name = o->name;
+        if (cli_parse_int(optarg, 1, dst)) return cli_usage_error("gemm-bench", "--%s %s: expected an integer >= 1", name, optarg);
     }
     if (!dims[0] || !dims[1] || !dims[2]) return cli_usage_error("gemm-bench", "needs --m, --n and --k");
     int64_t M = dims[0], N = dims[1], K = dims[2];
@@ -81,6 +115,12 @@ int cmd_gemm_bench(int argc, char **argv)
         printf("gemm %lld %lld %lld: median %.3f ms, %.1f GFLOP/s (%d threads, %d-float vectors)\n", (long long)M,
                (long long)N, (long long)K, med, 2.0 * (double)M * (double)N * (double)K / (med * 1e6),
                lrc_pool_threads(pool), comp.prog.tiling.vec);
+        const lrc_tensor *wt = lrc_tensor_set_find(&params, "w"), *yt = lrc_tensor_set_find(&out, "y");
+        int64_t checked = 0;
+        double frac = check_product(xt->data, wt->data, yt->data, M, N, K, &checked);
+        printf("check: %lld entries against an f64 product, largest error %.3g of the f32 summation bound: %s\n",
+               (long long)checked, frac, frac <= 1 ? "ok" : "WRONG");
+        if (!(frac <= 1)) rc = lrc_err_set(&err, "gemm-bench: the product is wrong (an entry %.3g times the f32 summation bound off)", frac);
     }
     free(ms);
     lrc_exec_free(ex);

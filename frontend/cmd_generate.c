@@ -53,18 +53,25 @@ int cmd_generate(int argc, char **argv)
                                          {0, 0, 0, 0}};
     static const char *help =
         "usage: lrc generate MODEL|PKG [--preset P] [--set KEY=VALUE]... [--weights W] --prompt TEXT\n"
-        "                    [-n N] [--temperature T] [--top-k K] [--seed S] [--ctx C] [--threads N]\n"
+        "                    [-n N | --tokens N] [--temperature T] [--top-k K] [--seed S] [--ctx C]\n"
+        "                    [--threads N] [--target cpu]\n"
         "\n"
         "Continues TEXT by N bytes (default 100; one token per byte, the model's vocab\n"
         "must be >= 256), decoding with a KV cache on the cpu target (or on GPU 0 for\n"
         "a package compiled with --target cuda --ctx C), and prints the text as it\n"
         "comes, then tokens/s on stderr.\n"
-        "\n"
+        "\n" MODEL_HELP
+        "  --weights FILE    parameters (not needed for a package that holds them)\n"
+        "  --prompt TEXT     the text to continue, one token per byte\n"
+        "  -n N, --tokens N  bytes to generate (default 100)\n"
         "  --temperature T   0 picks the most likely byte (default 0.8)\n"
         "  --top-k K         sample among the K most likely bytes (default 40; 0: all)\n"
         "  --seed S          random seed for sampling (default 0)\n"
         "  --ctx C           positions in the KV cache (default: prompt + N; a compiled\n"
-        "                    package has its own)\n";
+        "                    package has its own)\n"
+        "  --threads N       cpu: threads (default: all cores)\n"
+        "  --target cpu      the target (default; ref is taken as cpu): a model is\n"
+        "                    compiled for this CPU, a cuda package runs on GPU 0\n";
     cli_args a;
     int rc = cli_parse_args("generate", argc, argv, opts, help, true, &a);
     if (rc >= 0) goto out;

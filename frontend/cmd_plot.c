@@ -89,9 +89,9 @@ int cmd_plot(int argc, char **argv)
     int n = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help")) {
-            fputs(help, stdout);
+            static const struct option opts[] = {{"help", no_argument, 0, OPT_HELP}, {0, 0, 0, 0}};
             free(runs);
-            return 0;
+            return cli_help("plot", opts, "o", help);
         }
         if (!strcmp(argv[i], "-o")) {
             if (i + 1 >= argc) {

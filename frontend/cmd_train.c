@@ -562,6 +562,24 @@ static int load_run(const char *dir, cli_args *a, cJSON **keep, lrc_err *err)
     return LRC_OK;
 }
 
+/* The first argument that --resume cannot take, or NULL: the run goes on
+ * with its run.json's settings, so any other option (or a model) would be
+ * ignored, and is refused instead. */
+static const char *resume_extra(int argc, char **argv)
+{
+    static const char *takes[] = {"--resume", "--stop-after", "--threads"};
+    for (int i = 1; i < argc; i++) {
+        bool ok = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
+        for (int k = 0; k < 3 && !ok; k++) {
+            size_t n = strlen(takes[k]);
+            if (!strcmp(argv[i], takes[k])) ok = true, i++; /* its value */
+            else ok = !strncmp(argv[i], takes[k], n) && argv[i][n] == '=';
+        }
+        if (!ok) return argv[i];
+    }
+    return NULL;
+}
+
 int cmd_train(int argc, char **argv)
 {
     static const struct option opts[] = {MODEL_OPTS,
@@ -614,9 +632,13 @@ int cmd_train(int argc, char **argv)
         "ViT learn more without it) and, with --flip, a\n"
         "random horizontal flip. --seq does not apply; lrc eval gives test accuracy.\n";
     bool resuming = false;
-    for (int i = 1; i < argc; i++) resuming = resuming || !strcmp(argv[i], "--resume");
+    for (int i = 1; i < argc; i++) resuming = resuming || !strcmp(argv[i], "--resume") || !strncmp(argv[i], "--resume=", 9);
+    const char *extra = resuming ? resume_extra(argc, argv) : NULL;
     cli_args a;
-    int rc = cli_parse_args("train", argc, argv, opts, help, !resuming, &a);
+    int rc = extra ? cli_usage_error("train", "%s does not apply to --resume, which goes on as the run's run.json says "
+                                              "(only --stop-after and --threads may be given)", extra)
+                   : cli_parse_args("train", argc, argv, opts, help, !resuming, &a);
+    if (extra) return rc;
     if (rc >= 0) goto out;
     if (a.batch == 0) a.batch = 16;
     if (a.accum == 0) a.accum = 1;

@@ -65,6 +65,7 @@ int cmd_inspect(int argc, char **argv)
     static const char *help =
         "usage: lrc inspect MODEL [--preset P] [--set KEY=VALUE]... [--params] [--flops] [--ir]\n"
         "                   [--after PASS] [--kernels] [--weights W.safetensors] [--target ref|cpu|cuda]\n"
+        "                   [--seq T] [--batch B]\n"
         "\n"
         "Builds the model's graph and describes it. With no section flag, prints\n"
         "the configuration, FLOPs and parameters.\n"
@@ -298,6 +299,21 @@ int cli_engine_inputs(cli_engine *e, lrc_tensor_set *in, const char *path, lrc_e
 /* T of an input tensor: the sequence length of tokens, 1 for images */
 static int64_t input_len(const lrc_tensor *t) { return t->dtype == LRC_I32 ? t->shape.dim[1] : 1; }
 
+/* Sorts a's --repeat run times and prints their median: the forward's timing line. */
+static void print_times(const cli_args *a, double *ms, const lrc_tensor_set *in, int threads)
+{
+    for (int64_t i = 1; i < a->repeat; i++) /* insertion sort: a few runs */
+        for (int64_t j = i; j > 0 && ms[j - 1] > ms[j]; j--) {
+            double t = ms[j];
+            ms[j] = ms[j - 1];
+            ms[j - 1] = t;
+        }
+    const lrc_tensor *tok = lrc_tensor_set_find(in, "tokens");
+    double med = ms[a->repeat / 2], tokens = tok ? (double)lrc_shape_numel(&tok->shape) : 0;
+    printf("forward: median %.2f ms over %lld runs (min %.2f, max %.2f), %.0f tokens/s, %d threads\n", med,
+           (long long)a->repeat, ms[0], ms[a->repeat - 1], tokens / (med / 1e3), threads);
+}
+
 /* Runs plan x on in, once and then --repeat timed times; *outs gets the logits. */
 static int run_timed(const cli_args *a, lrc_exec *x, lrc_pool *pool, const lrc_tensor_set *in, lrc_tensor_set *outs,
                      lrc_err *err)
@@ -312,17 +328,28 @@ static int run_timed(const cli_args *a, lrc_exec *x, lrc_pool *pool, const lrc_t
         rc = lrc_exec_run_plan(x, in, outs, err);
         ms[r] = 1e3 * (lrc_now_s() - t0);
     }
-    for (int64_t i = 1; i < a->repeat; i++) /* insertion sort: a few runs */
-        for (int64_t j = i; j > 0 && ms[j - 1] > ms[j]; j--) {
-            double t = ms[j];
-            ms[j] = ms[j - 1];
-            ms[j - 1] = t;
-        }
-    const lrc_tensor *tok = lrc_tensor_set_find(in, "tokens");
-    double med = ms[a->repeat / 2], tokens = tok ? (double)lrc_shape_numel(&tok->shape) : 0;
-    if (!rc)
-        printf("forward: median %.2f ms over %lld runs (min %.2f, max %.2f), %.0f tokens/s, %d threads\n", med,
-               (long long)a->repeat, ms[0], ms[a->repeat - 1], tokens / (med / 1e3), lrc_pool_threads(pool));
+    if (!rc) print_times(a, ms, in, lrc_pool_threads(pool));
+    free(ms);
+    return rc;
+}
+
+/* The reference backend's run, once and then --repeat timed times (each a
+ * fresh set of outputs, kept only from the first run). */
+static int run_ref_timed(const cli_args *a, lrc_backend *be, const lrc_graph *g, const lrc_tensor_set *in,
+                         const lrc_tensor_set *params, lrc_tensor_set *outs, lrc_err *err)
+{
+    int rc = lrc_exec_run(be, g, in, params, outs, err);
+    if (rc || a->repeat <= 0) return rc;
+    double *ms = lrc_xmalloc((size_t)a->repeat * sizeof(double));
+    for (int64_t r = 0; r < a->repeat && !rc; r++) {
+        lrc_tensor_set again;
+        lrc_tensor_set_init(&again);
+        double t0 = lrc_now_s();
+        rc = lrc_exec_run(be, g, in, params, &again, err);
+        ms[r] = 1e3 * (lrc_now_s() - t0);
+        lrc_tensor_set_clear(&again);
+    }
+    if (!rc) print_times(a, ms, in, 1);
     free(ms);
     return rc;
 }
@@ -405,13 +432,14 @@ int cmd_forward(int argc, char **argv)
                                          {"repeat", required_argument, 0, OPT_REPEAT},
                                          {0, 0, 0, 0}};
     static const char *help =
-        "usage: lrc forward MODEL [--preset P] [--set KEY=VALUE]... --weights W.safetensors\n"
+        "usage: lrc forward MODEL|PKG [--preset P] [--set KEY=VALUE]... [--weights W.safetensors]\n"
         "                   --input IN.safetensors -o OUT.safetensors [--target ref|cpu]\n"
         "                   [--threads N] [--repeat N]\n"
         "\n"
         "Runs the model on IN's 'tokens' (I32 [B, T]) and writes 'logits' (F32 [B, T, V]).\n"
         "\n" MODEL_HELP
-        "  --weights FILE    parameters (F32, BF16 or F16), exactly the model's\n"
+        "  --weights FILE    parameters (F32, BF16 or F16), exactly the model's (a\n"
+        "                    model needs them; a package may hold its own)\n"
         "  --input FILE      safetensors file holding 'tokens'\n"
         "  -o FILE           where to write 'logits'\n"
         "  --target NAME     ref (the plain-C reference, default) or cpu (compiled\n"
@@ -461,7 +489,7 @@ int cmd_forward(int argc, char **argv)
         lrc_safetensors_load(a.weights, &wfile, &err) ||
         lrc_params_bind(g, &wfile, a.weights, &params, &err)) {
         cli_user_error(&err);
-    } else if (lrc_exec_run(be, g, &in, &params, &outs, &err)) {
+    } else if (run_ref_timed(&a, be, g, &in, &params, &outs, &err)) {
         cli_user_error(&err);
     } else if (lrc_safetensors_save(a.out, &outs, &err)) {
         cli_user_error(&err);

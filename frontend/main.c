@@ -5,36 +5,13 @@
 #include "../codegen/cuda/lrc_cuda.h"
 #include "../codegen/llvm/lrc_llvm.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <getopt.h>
 #include <string.h>
-
-static const char *usage_text =
-    "usage: lrc COMMAND [options]\n"
-    "\n"
-    "lrc compiles neural-network models described in Lua.\n"
-    "\n"
-    "commands:\n"
-    "  inspect MODEL   parameters by group, FLOPs per token, the IR\n"
-    "  init MODEL      initialise parameters from a seed into a safetensors file\n"
-    "  train MODEL     train on text (next byte) or images (vit), with checkpoints and --resume\n"
-    "  eval MODEL      test accuracy of an image model; validation loss of a language model\n"
-    "  plot RUN...     loss (and accuracy) curves of training runs in one PNG\n"
-    "  diagnose MODEL  a looped model's state per iteration and its recurrence's Jacobian\n"
-    "  backward MODEL  loss and parameter gradients of a batch (reverse mode)\n"
-    "  compile MODEL   compile ahead of time into a package (kernels, plan, weights)\n"
-    "  forward MODEL   run the model (or a package) on tokens or images from a safetensors file\n"
-    "  generate MODEL  continue a prompt, byte by byte, with a KV cache\n"
-    "  profile MODEL   per-kernel times against this machine's ceilings, and a trace\n"
-    "  demo            build, initialise and run the default LayerRoPE LLaMA\n"
-    "  gemm-bench      time one generated GEMM (for bench/cpu_gemm.py)\n"
-    "  devices         the targets this machine can compile for and run (also --version)\n"
-    "\n"
-    "MODEL is a Lua file, or the name of a built-in model (llama, vit, parcae).\n"
-    "Every command takes --help. Exit status: 0 success, 1 bad input, 2 bad usage.\n";
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
@@ -89,6 +66,79 @@ int cli_model_load(const char *cmd, const cli_model_opts *o, lrc_model *m, lrc_e
     return lrc_model_load(m, o->model, o->preset, o->sets, o->n_sets, err);
 }
 
+/* The next option a help text's synopsis (help up to end) offers after p,
+ * written as there ("--seq", "-o"), into name; returns where to go on, or
+ * NULL when there is none. An option is a '-' after a space, '[', '|' or a
+ * line break, then a letter (tests/cli/help.sh reads synopses by the same
+ * rule). */
+static const char *synopsis_option(const char *p, const char *end, char *name, size_t cap)
+{
+    for (; p < end; p++) {
+        if (*p != '-' || !strchr(" [|\n", p[-1])) continue; /* help starts "usage:": p[-1] exists */
+        const char *q = p + 1 + (p[1] == '-');
+        if (q >= end || !isalpha((unsigned char)*q)) continue;
+        while (q < end && (isalnum((unsigned char)*q) || *q == '-')) q++;
+        size_t n = (size_t)(q - p) < cap ? (size_t)(q - p) : cap - 1;
+        memcpy(name, p, n);
+        name[n] = 0;
+        return q;
+    }
+    return NULL;
+}
+
+/* The synopsis: the usage lines, before the help's first blank line. */
+static const char *synopsis_end(const char *help)
+{
+    const char *end = strstr(help, "\n\n");
+    return end ? end : help + strlen(help);
+}
+
+static bool synopsis_has(const char *help, const char *opt)
+{
+    char name[64];
+    for (const char *p = help + 1, *end = synopsis_end(help); (p = synopsis_option(p, end, name, sizeof name));)
+        if (!strcmp(name, opt)) return true;
+    return false;
+}
+
+int cli_help(const char *cmd, const struct option *opts, const char *shorts, const char *help)
+{
+    fputs(help, stdout);
+    fflush(stdout);
+    int bad = 0;
+    char name[64];
+    for (const char *p = help + 1, *end = synopsis_end(help); (p = synopsis_option(p, end, name, sizeof name));) {
+        bool known = false;
+        if (name[1] == '-')
+            for (const struct option *o = opts; o->name && !known; o++) known = !strcmp(o->name, name + 2);
+        else known = !name[2] && strchr(shorts, name[1]);
+        if (!known) bad = fprintf(stderr, "lrc %s: internal error: --help lists %s, which the parser does not take\n", cmd, name);
+    }
+    for (const struct option *o = opts; o->name; o++) {
+        snprintf(name, sizeof name, "--%s", o->name);
+        if (strcmp(o->name, "help") && !synopsis_has(help, name))
+            bad = fprintf(stderr, "lrc %s: internal error: the parser takes %s, which --help does not list\n", cmd, name);
+    }
+    for (const char *s = shorts; *s; s++) {
+        snprintf(name, sizeof name, "-%c", *s);
+        if (!synopsis_has(help, name))
+            bad = fprintf(stderr, "lrc %s: internal error: the parser takes %s, which --help does not list\n", cmd, name);
+    }
+    return bad ? EXIT_INTERNAL : 0;
+}
+
+/* -o and -n are the short options cli_parse_args' switch knows (both take a
+ * value); a command takes those its --help synopsis offers, so the two cannot
+ * disagree. Fills getopt's optstring and the letters alone. */
+static void synopsis_shorts(const char *help, char optstring[8], char letters[3])
+{
+    char *o = optstring, *l = letters;
+    *o++ = ':'; /* a missing value returns ':' */
+    for (const char *c = "on"; *c; c++)
+        if (synopsis_has(help, (const char[]){'-', *c, 0})) *o++ = *c, *o++ = ':', *l++ = *c;
+    *o = *l = 0;
+}
+
 int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *opts, const char *help,
                       bool need_model, cli_args *a)
 {
@@ -104,13 +154,15 @@ int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *
     a->top_k = 40;
     a->threads = -1; /* all cores */
     a->crop_pad = -1;
+    char shortopts[8], shorts[3];
+    synopsis_shorts(help, shortopts, shorts);
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, ":o:n:", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
         if (cli_model_option(&a->m, c, optarg)) continue;
         switch (c) {
-        case OPT_HELP: fputs(help, stdout); return 0;
+        case OPT_HELP: return cli_help(cmd, opts, shorts, help);
         case OPT_PARAMS: a->params = true; break;
         case OPT_FLOPS: a->flops = true; break;
         case OPT_IR: a->ir = true; break;
@@ -139,10 +191,9 @@ int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *
         case OPT_PROMPT: a->prompt = optarg; break;
         case 'o': a->out = optarg; break;
         case 'n':
-            if (strcmp(cmd, "generate")) return cli_usage_error(cmd, "unknown option -n");
-            /* fall through */
         case OPT_NEW:
-            if (cli_parse_int(optarg, 0, &a->new_tokens)) return cli_usage_error(cmd, "-n %s: expected an integer >= 0", optarg);
+            if (cli_parse_int(optarg, 0, &a->new_tokens))
+                return cli_usage_error(cmd, "%s %s: expected an integer >= 0", c == 'n' ? "-n" : "--tokens", optarg);
             break;
         case OPT_TOPK:
             if (cli_parse_int(optarg, 0, &a->top_k)) return cli_usage_error(cmd, "--top-k %s: expected an integer >= 0", optarg);
@@ -230,46 +281,97 @@ int cli_check_run_args(const char *cmd, const cli_args *a, const char *need, boo
     return -1;
 }
 
+/* lrc devices, and lrc --version: what this machine can compile for and run. */
+static int cmd_devices(int argc, char **argv)
+{
+    static const struct option opts[] = {{"help", no_argument, 0, OPT_HELP}, {0, 0, 0, 0}};
+    static const char *help = "usage: lrc devices\n"
+                              "\n"
+                              "The version, and for each target (ref, cpu, cuda to compile, cuda to run)\n"
+                              "whether this machine has it, and if not, why. lrc --version prints the same.\n";
+    opterr = 0;
+    optind = 1;
+    int c = getopt_long(argc, argv, ":", opts, NULL);
+    if (c == OPT_HELP) return cli_help("devices", opts, "", help);
+    if (c != -1) return cli_usage_error("devices", "unknown option %s", argv[optind - 1]);
+    if (optind < argc) return cli_usage_error("devices", "unexpected argument '%s'", argv[optind]);
+    lrc_llvm_target t;
+    lrc_err err;
+    printf("lrc %s (built with LLVM %s)\n", LRC_VERSION, LRC_LLVM_VERSION);
+    printf("target ref: available (the plain-C reference)\n");
+    if (lrc_llvm_target_host(&t, &err)) printf("target cpu: not available: %s\n", err.msg);
+    else printf("target cpu: available (%s, %d-float vectors, GEMM tile %dx%d)\n", t.triple, t.tiling.vec, t.tiling.mr,
+                t.tiling.vec * t.tiling.nv);
+    /* cuda: compiling needs NVRTC only; running needs the driver, a GPU and cuBLAS */
+    char why[256];
+    if (lrc_nvrtc_available(why, sizeof why))
+        printf("target cuda, compile: available (NVRTC %s: lrc compile --target cuda --arch sm_XX, no GPU needed)\n",
+               lrc_nvrtc_version());
+    else printf("target cuda, compile: not available: %s\n", why);
+    lrc_cuda_device dev;
+    if (lrc_cuda_probe(&dev, why, sizeof why))
+        printf("target cuda, run: not available: %s\n", why);
+    else
+        printf("target cuda, run: available: %s (sm_%d, %.0f GiB; %d device%s; lrc forward runs cuda packages)\n",
+               dev.name, dev.sm, (double)dev.memory_bytes / (1 << 30), dev.count, dev.count == 1 ? "" : "s");
+    return 0;
+}
+
+/* The commands. lrc --help prints this table, so a command the dispatcher
+ * runs is always listed (and tests/cli/help.sh then wants it in docs/cli.md). */
+static const struct {
+    const char *name, *args, *summary;
+    int (*fn)(int, char **);
+} commands[] = {
+    {"inspect", "MODEL", "parameters by group, FLOPs per token, the IR", cmd_inspect},
+    {"init", "MODEL", "initialise parameters from a seed into a safetensors file", cmd_init},
+    {"train", "MODEL", "train on text (next byte) or images (vit), with checkpoints and --resume", cmd_train},
+    {"eval", "MODEL", "test accuracy of an image model; validation loss of a language model", cmd_eval},
+    {"plot", "RUN...", "loss (and accuracy) curves of training runs in one PNG", cmd_plot},
+    {"diagnose", "MODEL", "a looped model's state per iteration and its recurrence's Jacobian", cmd_diagnose},
+    {"backward", "MODEL", "loss and parameter gradients of a batch (reverse mode)", cmd_backward},
+    {"compile", "MODEL", "compile ahead of time into a package (kernels, plan, weights)", cmd_compile},
+    {"forward", "MODEL", "run the model (or a package) on tokens or images from a safetensors file", cmd_forward},
+    {"generate", "MODEL", "continue a prompt, byte by byte, with a KV cache", cmd_generate},
+    {"profile", "MODEL", "per-kernel times against this machine's ceilings, and a trace", cmd_profile},
+    {"demo", "", "build, initialise and run the default LayerRoPE LLaMA", cmd_demo},
+    {"gemm-bench", "", "time one generated GEMM (for bench/cpu_gemm.py)", cmd_gemm_bench},
+    {"devices", "", "the targets this machine can compile for and run (also --version)", cmd_devices},
+};
+
+static void usage(FILE *f)
+{
+    fputs("usage: lrc COMMAND [options]\n"
+          "\n"
+          "lrc compiles neural-network models described in Lua.\n"
+          "\n"
+          "commands:\n",
+          f);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        char head[32];
+        snprintf(head, sizeof head, "%s%s%s", commands[i].name, *commands[i].args ? " " : "", commands[i].args);
+        fprintf(f, "  %-16s%s\n", head, commands[i].summary);
+    }
+    fputs("\n"
+          "MODEL is a Lua file, or the name of a built-in model (llama, vit, parcae).\n"
+          "Every command takes --help. Exit status: 0 success, 1 bad input, 2 bad usage.\n",
+          f);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fputs(usage_text, stderr);
+        usage(stderr);
         return EXIT_USAGE;
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
-        fputs(usage_text, stdout);
+        usage(stdout);
         return 0;
     }
-    if (!strcmp(cmd, "--version") || !strcmp(cmd, "devices")) {
-        lrc_llvm_target t;
-        lrc_err err;
-        printf("lrc %s (built with LLVM %s)\n", LRC_VERSION, LRC_LLVM_VERSION);
-        printf("target ref: available (the plain-C reference)\n");
-        if (lrc_llvm_target_host(&t, &err)) printf("target cpu: not available: %s\n", err.msg);
-        else printf("target cpu: available (%s, %d-float vectors, GEMM tile %dx%d)\n", t.triple, t.tiling.vec, t.tiling.mr,
-                    t.tiling.vec * t.tiling.nv);
-        /* cuda: compiling needs NVRTC only; running needs the driver, a GPU and cuBLAS */
-        char why[256];
-        if (lrc_nvrtc_available(why, sizeof why))
-            printf("target cuda, compile: available (NVRTC %s: lrc compile --target cuda --arch sm_XX, no GPU needed)\n",
-                   lrc_nvrtc_version());
-        else printf("target cuda, compile: not available: %s\n", why);
-        lrc_cuda_device dev;
-        if (lrc_cuda_probe(&dev, why, sizeof why))
-            printf("target cuda, run: not available: %s\n", why);
-        else
-            printf("target cuda, run: available: %s (sm_%d, %.0f GiB; %d device%s; lrc forward runs cuda packages)\n",
-                   dev.name, dev.sm, (double)dev.memory_bytes / (1 << 30), dev.count, dev.count == 1 ? "" : "s");
-        return 0;
-    }
-    static const struct {
-        const char *name;
-        int (*fn)(int, char **);
-    } cmds[] = {{"inspect", cmd_inspect}, {"init", cmd_init}, {"compile", cmd_compile}, {"profile", cmd_profile}, {"generate", cmd_generate}, {"backward", cmd_backward}, {"train", cmd_train}, {"plot", cmd_plot}, {"eval", cmd_eval}, {"diagnose", cmd_diagnose}, {"forward", cmd_forward}, {"demo", cmd_demo},
-                  {"gemm-bench", cmd_gemm_bench}};
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        if (!strcmp(cmd, cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "lrc: unknown command '%s' (commands: inspect, init, forward, demo; see lrc --help)\n", cmd);
+    if (!strcmp(cmd, "--version")) return cmd_devices(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(cmd, commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "lrc: unknown command '%s' (lrc --help lists the commands)\n", cmd);
     return EXIT_USAGE;
 }

@@ -20,10 +20,10 @@ typedef struct {
     int32_t decayed, pad;
 } opt_tensor;
 typedef struct {
-    float b1, b2, scale, lr, decay, ib1, ib2, eps, div;
+    float b1, c1, b2, c2, scale, decay, nstep, sbc2, eps, div; /* c: 1 - b; nstep: -lr / bc1; sbc2: sqrt(bc2) */
     int32_t n_tensors, from_acc, first;
 } opt_hp;
-_Static_assert(sizeof(opt_tensor) == 72 && sizeof(opt_hp) == 48, "the layouts of codegen/cuda/render.c's OPTIMIZER");
+_Static_assert(sizeof(opt_tensor) == 72 && sizeof(opt_hp) == 52, "the layouts of codegen/cuda/render.c's OPTIMIZER");
 #define OPT_CHUNK 4096
 #define OPT_BLOCK 256
 
@@ -200,12 +200,13 @@ int lrc_cuda_optim_grads(lrc_cuda_optim *o, int64_t micro, double *norm, int *ba
 
 int lrc_cuda_optim_step(lrc_cuda_optim *o, int64_t step, double lr, double grad_norm, lrc_err *err)
 {
-    /* runtime/train.c's lrc_adamw_step, the same constants rounded the same way */
+    /* runtime/train.c's lrc_adamw_step, the same constants rounded the same
+     * way: in double, then to f32 once, as PyTorch's scalars */
     const lrc_adamw_cfg *c = &o->cfg;
     double scale = c->clip > 0 && grad_norm > c->clip ? c->clip / grad_norm : 1.0;
     double bc1 = 1 - pow(c->beta1, (double)(step + 1)), bc2 = 1 - pow(c->beta2, (double)(step + 1));
-    opt_hp hp = {(float)c->beta1, (float)c->beta2, (float)scale, (float)lr, (float)(1 - lr * c->weight_decay), (float)(1 / bc1),
-                 (float)(1 / bc2), (float)c->eps, 1.f, o->n, o->accum > 1, 0};
+    opt_hp hp = {(float)c->beta1, (float)(1 - c->beta1), (float)c->beta2, (float)(1 - c->beta2), (float)scale,
+                 (float)(1 - lr * c->weight_decay), (float)(-lr / bc1), (float)sqrt(bc2), (float)c->eps, 1.f, o->n, o->accum > 1, 0};
     return opt_launch(o, o->f_adamw, "lrc_opt_adamw", &hp, err);
 }
 

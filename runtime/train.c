@@ -181,18 +181,27 @@ typedef struct {
     double lr, scale, bc1, bc2;
 } adam_job;
 
-/* One pass over p, g, m and v per element, in f32 like PyTorch's AdamW:
- * the loop vectorises (this file is built with -fno-math-errno so that
- * sqrtf can), and the pass is bound by the 28 bytes it moves per element. */
+/* One pass over p, g, m and v per element, in f32 in torch.optim.AdamW's
+ * order (torch 1.13's _single_tensor_adamw): p * (1 - lr wd), then
+ * m b1 + (1 - b1) g, v b2 + ((1 - b2) g) g, and
+ * p + (-lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps). The scalars arrive as
+ * PyTorch's do, computed in double and rounded to f32 once: (1 - beta) from
+ * the f32 beta would be 1.f - 0.999f = 0.00099998713, not 0.0010000000475,
+ * and v would sit 1.3e-5 below PyTorch's. The loop vectorises (this file is
+ * built with -fno-math-errno so that sqrtf can), and the pass is bound by
+ * the 28 bytes it moves per element. */
 static void adam_span(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, int64_t lo, int64_t hi,
-                      float b1, float b2, float scale, float lr, float decay, float ib1, float ib2, float eps)
+                      const float hp[static 9])
 {
+    const float b1 = hp[0], c1 = hp[1], b2 = hp[2], c2 = hp[3], scale = hp[4], decay = hp[5], nstep = hp[6], sbc2 = hp[7],
+                eps = hp[8];
     for (int64_t k = lo; k < hi; k++) {
         float gk = g[k] * scale;
-        float mk = b1 * m[k] + (1.f - b1) * gk, vk = b2 * v[k] + (1.f - b2) * gk * gk;
+        float mk = m[k] * b1 + c1 * gk, vk = v[k] * b2 + c2 * gk * gk;
         m[k] = mk;
         v[k] = vk;
-        p[k] = p[k] * decay - lr * (mk * ib1) / (sqrtf(vk * ib2) + eps);
+        float pk = p[k] * decay; /* PyTorch rounds the decayed weight before the update */
+        p[k] = pk + nstep * mk / (sqrtf(vk) / sbc2 + eps);
     }
 }
 
@@ -200,13 +209,14 @@ static void adam_part(void *ctx, int64_t begin, int64_t end, int thread)
 {
     (void)thread;
     adam_job *j = ctx;
+    const lrc_adamw_cfg *c = j->c;
     for (int64_t b = begin; b < end; b++) {
         int i = j->s[b].t;
         /* decoupled weight decay, on matrices only unless asked otherwise */
-        double wd = j->p[i]->shape.ndim >= 2 || j->c->decay_all ? j->c->weight_decay : 0;
-        adam_span(j->p[i]->data, j->g[i]->data, j->m[i]->data, j->v[i]->data, j->s[b].lo, j->s[b].hi, (float)j->c->beta1,
-                  (float)j->c->beta2, (float)j->scale, (float)j->lr, (float)(1 - j->lr * wd), (float)(1 / j->bc1),
-                  (float)(1 / j->bc2), (float)j->c->eps);
+        double wd = j->p[i]->shape.ndim >= 2 || c->decay_all ? c->weight_decay : 0;
+        const float hp[9] = {(float)c->beta1, (float)(1 - c->beta1), (float)c->beta2, (float)(1 - c->beta2), (float)j->scale,
+                             (float)(1 - j->lr * wd), (float)(-j->lr / j->bc1), (float)sqrt(j->bc2), (float)c->eps};
+        adam_span(j->p[i]->data, j->g[i]->data, j->m[i]->data, j->v[i]->data, j->s[b].lo, j->s[b].hi, hp);
     }
 }
 
@@ -214,6 +224,7 @@ void lrc_adamw_step(const lrc_adamw_cfg *c, lrc_pool *pool, const lrc_param_span
                     double grad_norm, lrc_tensor **params, lrc_tensor **grads, lrc_tensor **m, lrc_tensor **v)
 {
     double scale = c->clip > 0 && grad_norm > c->clip ? c->clip / grad_norm : 1.0;
+    /* the bias corrections in double, as PyTorch's 1 - beta ** step */
     adam_job j = {c, ps->s, params, grads, m, v, lr, scale, 1 - pow(c->beta1, (double)(step + 1)), 1 - pow(c->beta2, (double)(step + 1))};
     lrc_pool_run(pool, adam_part, &j, ps->n); /* each element updated by one thread */
 }

@@ -94,7 +94,8 @@ const char *const cu_prelude =
     "   layout (lane = 4 group + t: a's rows group and group + 8, columns 2t,\n"
     "   2t + 1 and 8 more; b's rows 2t, 2t + 1 and 8 more, column group; d's\n"
     "   rows group and group + 8, columns 2t, 2t + 1). Without sm_80 tensor\n"
-    "   cores (and on the host emulator) the same sums through shuffles. */\n"
+    "   cores the same sums through shuffles (the host emulator runs either:\n"
+    "   the asm as its model of mma.sync, for sm_80 and up). */\n"
     "__device__ __forceinline__ void mma_bf16(float *d, const unsigned *a, const unsigned *b)\n"
     "{\n"
     "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
@@ -170,12 +171,15 @@ const char *const cu_prelude =
  * a block, found through a table in device memory whose layout the host
  * shares (hence only pointers as arguments). The gradients' sums of squares
  * are per block, in double (the CPU's lrc_grads_check: inf or nan when an
- * element is); the update is runtime/train.c's adam_span in f32, and a bf16
- * weight the graph reads is rounded from its f32 master. */
+ * element is); the update is runtime/train.c's adam_span in f32, in
+ * torch.optim.AdamW's order and with its scalars (opt_hp: (1 - beta) c1 and
+ * c2, -lr / bias correction 1 nstep, sqrt(bias correction 2) sbc2, each
+ * computed in double and rounded once), and a bf16 weight the graph reads
+ * is rounded from its f32 master. */
 const char *const cu_optimizer =
     "struct opt_tensor { float *p; bf16 *p16; const float *g; float *acc, *m, *v; long n, first_block; int decayed, pad; };\n"
-    "struct opt_hp { float b1, b2, scale, lr, decay, ib1, ib2, eps, div; int n_tensors, from_acc, first; };\n"
-    "static_assert(sizeof(opt_tensor) == 72 && sizeof(opt_hp) == 48, \"the layouts of runtime/cuda_optim.c\");\n"
+    "struct opt_hp { float b1, c1, b2, c2, scale, decay, nstep, sbc2, eps, div; int n_tensors, from_acc, first; };\n"
+    "static_assert(sizeof(opt_tensor) == 72 && sizeof(opt_hp) == 52, \"the layouts of runtime/cuda_optim.c\");\n"
     "#define OPT_CHUNK 4096\n"
     "/* the tensor of this block (the table is in order of first_block) and its elements [*lo, *hi) */\n"
     "__device__ const opt_tensor *opt_find(const opt_tensor *tab, int n, long *lo, long *hi)\n"
@@ -212,13 +216,14 @@ const char *const cu_optimizer =
     "    long lo, hi;\n"
     "    const opt_tensor *t = opt_find(tab, hp->n_tensors, &lo, &hi);\n"
     "    const float *g = hp->from_acc ? t->acc : t->g;\n"
-    "    const float b1 = hp->b1, b2 = hp->b2, decay = t->decayed ? hp->decay : 1.f;\n"
+    "    const float b1 = hp->b1, c1 = hp->c1, b2 = hp->b2, c2 = hp->c2, decay = t->decayed ? hp->decay : 1.f;\n"
     "    for (long i = lo + threadIdx.x; i < hi; i += blockDim.x) {\n"
     "        const float gk = g[i] * hp->scale;\n"
-    "        const float mk = b1 * t->m[i] + (1.f - b1) * gk, vk = b2 * t->v[i] + (1.f - b2) * gk * gk;\n"
+    "        const float mk = t->m[i] * b1 + c1 * gk, vk = t->v[i] * b2 + c2 * gk * gk;\n"
     "        t->m[i] = mk;\n"
     "        t->v[i] = vk;\n"
-    "        const float pk = t->p[i] * decay - hp->lr * (mk * hp->ib1) / (sqrtf(vk * hp->ib2) + hp->eps);\n"
+    "        const float pd = t->p[i] * decay;\n"
+    "        const float pk = pd + hp->nstep * mk / (sqrtf(vk) / hp->sbc2 + hp->eps);\n"
     "        t->p[i] = pk;\n"
     "        if (t->p16) st(t->p16, i, pk);\n"
     "    }\n"

@@ -29,7 +29,9 @@ PY
 "$lrc" forward "$out/pkg" --input "$dir/input.safetensors" -o "$out/b.safetensors" >/dev/null
 echo -n "forward against PyTorch: "
 "$compare" "$out/a.safetensors" "$dir/expected.safetensors" logits "$fwd_tol"
-cmp "$out/a.safetensors" "$out/b.safetensors" && echo "two runs bit-identical"
+# under set -e a failing command left of && does not stop the script: test it
+if ! cmp "$out/a.safetensors" "$out/b.safetensors"; then echo "FAIL: two runs of the package differ"; exit 1; fi
+echo "two runs bit-identical"
 input=$dir/input.safetensors
 [ -f "$dir/batch.safetensors" ] && input=$dir/batch.safetensors # images and their labels
 "$lrc" backward "$model" "${sets[@]}" --weights "$dir/weights.safetensors" --input "$input" -o "$out/g.safetensors" \

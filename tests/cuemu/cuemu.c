@@ -3,7 +3,9 @@
  * guard region after every allocation, a module is the kernels' CUDA C
  * (registered by the NVRTC pass-through, cuemu_nvrtc.c) compiled by the
  * host's C++ compiler with prelude.h, and a launch runs every block in turn,
- * each CUDA thread a fiber that yields at barriers and shuffles. It lets CI
+ * each CUDA thread a fiber that yields at barriers, shuffles and mma.sync
+ * (the source compiled with __CUDA_ARCH__ as NVRTC was asked for, its asm
+ * statements rewritten into prelude.h's models: cuemu_asm.c). It lets CI
  * run every rendered kernel and the executor without a GPU; it says nothing
  * about speed, and bf16 tensor-core rounding differs from a real GPU's.
  *
@@ -258,6 +260,7 @@ typedef struct {
     dim3 *thread_idx, *block_idx, *block_dim, *grid_dim;
     void (**barrier)(int);
     char *shared, *shared_end; /* the kernels' shared memory (prelude.h) */
+    const uint64_t *mma_count; /* the warps' mma.sync operations so far (prelude.h) */
 } module;
 
 struct function {
@@ -273,8 +276,8 @@ struct function {
 
 int cuModuleLoadData(void **out, const void *image)
 {
-    char src[4200], so[4200];
-    if (cuemu_image_paths(image, cuemu_image_size(image), src, so, sizeof src)) return INVALID_IMAGE;
+    char src[4200], so[4300];
+    if (cuemu_image_paths(image, cuemu_image_size(image), src, sizeof src)) return INVALID_IMAGE;
     module *m = calloc(1, sizeof *m);
     FILE *f = fopen(src, "rb");
     if (f) {
@@ -285,7 +288,7 @@ int cuModuleLoadData(void **out, const void *image)
         if (fread(m->source, 1, (size_t)len, f) != (size_t)len) len = 0;
         fclose(f);
     }
-    int bad = !m->source || cuemu_compile(src, so);
+    int bad = !m->source || cuemu_compile(src, so, sizeof so);
     if (!bad && !(m->so = dlopen(so, RTLD_NOW | RTLD_LOCAL))) bad = fprintf(stderr, "cuemu: cannot load %s: %s\n", so, dlerror());
     if (bad) {
         free(m->source);
@@ -299,10 +302,11 @@ int cuModuleLoadData(void **out, const void *image)
     m->block_dim = dlsym(m->so, "blockDim");
     m->grid_dim = dlsym(m->so, "gridDim");
     *(void **)&m->barrier = dlsym(m->so, "cuemu_barrier");
+    m->mma_count = dlsym(m->so, "cuemu_mma_count");
     void (*shared_range)(char **, char **);
     *(void **)&shared_range = dlsym(m->so, "cuemu_shared_range");
     if (shared_range) shared_range(&m->shared, &m->shared_end);
-    if (!m->thread_idx || !m->block_idx || !m->block_dim || !m->grid_dim || !m->barrier) {
+    if (!m->thread_idx || !m->block_idx || !m->block_dim || !m->grid_dim || !m->barrier || !m->mma_count) {
         fprintf(stderr, "cuemu: %s lacks the prelude's variables\n", so);
         dlclose(m->so);
         free(m->source);
@@ -347,7 +351,8 @@ static int count_params(const char *src, const char *name, bool *barriers)
         }
         const char *end = strstr(p, "\n}\n");
         size_t len = end ? (size_t)(end - p) : strlen(p);
-        static const char *const sync[] = {"__syncthreads", "__shfl", "block_sum", "block_max", "warp_sum", "warp_max"};
+        /* a tensor-core mma is the warp's, as a shuffle is: through lrc's mma_bf16 or an asm statement of its own */
+        static const char *const sync[] = {"__syncthreads", "__shfl", "block_sum", "block_max", "warp_sum", "warp_max", "mma", "asm"};
         *barriers = false;
         for (size_t k = 0; k < sizeof sync / sizeof *sync; k++) {
             const char *hit = strstr(p, sync[k]);
@@ -680,6 +685,7 @@ int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
     *m->grid_dim = (dim3){gx, gy, gz};
     *m->barrier = barrier;
     const char *order = getenv("LRC_CUEMU_ORDER");
+    const uint64_t mma_before = *m->mma_count;
     int r;
     if (!order || !*order || !strcmp(order, "lockstep")) r = run_grid(m, LOCKSTEP);
     else if (!strcmp(order, "first")) r = run_grid(m, FIRST);
@@ -692,6 +698,7 @@ int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
     if (getenv("LRC_CUEMU_TRACE")) {
         fprintf(stderr, "launch %s grid %u %u %u block %u", f->name, gx, gy, gz, bx);
         if (f->sized) fprintf(stderr, " (%u registers, %zu bytes shared)", f->res.regs, f->res.shared);
+        if (*m->mma_count != mma_before) fprintf(stderr, " mma.sync %llu", (unsigned long long)(*m->mma_count - mma_before));
         fprintf(stderr, ":");
         for (int i = 0; i < f->n_args; i++) {
             const unsigned char *q = L.args[i];

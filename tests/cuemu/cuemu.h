@@ -10,11 +10,18 @@
 /* bytes of a cubin (an ELF file, to the end of its section headers) or of a
  * PTX text */
 size_t cuemu_image_size(const void *image);
-/* the registered source of an image and where its compiled module goes;
- * nonzero (with a message) when nothing registered it */
-int cuemu_image_paths(const void *image, size_t size, char *src, char *so, size_t n);
-/* src compiled with prelude.h into the shared library so, unless it is there */
-int cuemu_compile(const char *src, const char *so);
+/* the registered source of an image; nonzero (with a message) when
+ * nothing registered it */
+int cuemu_image_paths(const void *image, size_t size, char *src, size_t n);
+/* src compiled with prelude.h into a shared library, unless it is there:
+ * its path into so (n bytes), named by the architecture the source was
+ * compiled for (what NVRTC was asked for; else LRC_CUEMU_SM), which the
+ * host compile defines as __CUDA_ARCH__ (900 for sm_90) */
+int cuemu_compile(const char *src, char *so, size_t n);
+/* src (its name for messages) with each asm statement a call of its model
+ * in prelude.h (cuemu_asm.c); NULL, with a message naming the statement,
+ * when one has none. The caller frees it. */
+char *cuemu_asm_rewrite(const char *src, const char *name);
 /* what a cubin says of kernel name (cuemu_cubin.c): the most threads a
  * block may have (its __launch_bounds__; 0 when unsaid), registers a thread
  * and static shared memory; nonzero when image is no cubin or lacks it */

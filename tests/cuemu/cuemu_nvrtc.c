@@ -7,6 +7,7 @@
 #include "cuemu.h"
 
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,17 +36,19 @@ static void *sym(const char *name)
 }
 #define REAL(type, name) ((type)sym(#name))
 
-/* the source of each live program */
+/* the source of each live program, and the architecture it was compiled
+ * for (its __CUDA_ARCH__: 900 for sm_90 or compute_90; 0 when unsaid) */
 static struct {
     prog p;
     char *src;
+    int arch;
 } progs[64];
 
-static const char *source_of(prog p)
+static int prog_index(prog p)
 {
     for (int i = 0; i < 64; i++)
-        if (progs[i].p == p) return progs[i].src;
-    return NULL;
+        if (progs[i].p && progs[i].p == p) return i;
+    return -1;
 }
 
 static const char *dir(void)
@@ -78,43 +81,115 @@ size_t cuemu_image_size(const void *image)
     return (size_t)(shoff + (uint64_t)shentsize * shnum);
 }
 
-static int paths(const void *image, size_t size, char *src, char *so, size_t n)
+static int paths(const void *image, size_t size, char *src, size_t n)
 {
-    const char *d = dir();
-    uint64_t h = fnv1a(image, size);
-    snprintf(src, n, "%s/%016llx.cu", d, (unsigned long long)h);
-    snprintf(so, n, "%s/%016llx.so", d, (unsigned long long)h);
+    snprintf(src, n, "%s/%016llx.cu", dir(), (unsigned long long)fnv1a(image, size));
     return access(src, R_OK) != 0;
 }
 
-int cuemu_image_paths(const void *image, size_t size, char *src, char *so, size_t n)
+/* what stands beside a registered source: its architecture */
+static void arch_path(const char *src, char *out, size_t n) { snprintf(out, n, "%.*s.arch", (int)(strlen(src) - 3), src); }
+
+int cuemu_image_paths(const void *image, size_t size, char *src, size_t n)
 {
-    if (!paths(image, size, src, so, n)) return 0;
+    if (!paths(image, size, src, n)) return 0;
     fprintf(stderr, "cuemu: no source registered for this %zu-byte image in %s (compiled without the emulator's NVRTC, or with the NVRTC cache on?)\n",
             size, dir());
     return 1;
 }
 
-static void register_image(prog p, const void *image)
+/* text into path, through a file of this process's own renamed into place */
+static void write_file(const char *path, const char *text)
 {
-    const char *text = source_of(p);
-    char src[4200], so[4200], tmp[4300];
-    if (!text) return;
-    size_t size = cuemu_image_size(image);
-    if (!paths(image, size, src, so, sizeof src)) return; /* already there */
-    snprintf(tmp, sizeof tmp, "%s.%d", src, (int)getpid());
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.%d", path, (int)getpid());
     FILE *f = fopen(tmp, "w");
-    if (!f || fputs(text, f) == EOF || fclose(f) || rename(tmp, src)) fprintf(stderr, "cuemu: cannot write %s\n", src);
+    if (!f || fputs(text, f) == EOF || fclose(f) || rename(tmp, path)) fprintf(stderr, "cuemu: cannot write %s\n", path);
 }
 
-int cuemu_compile(const char *src, const char *so)
+static void register_image(prog p, const void *image)
 {
-    struct stat built, prelude;
-    /* compiled already, after the prelude last changed */
-    if (!stat(so, &built) && !stat(CUEMU_PRELUDE, &prelude) && built.st_mtime > prelude.st_mtime) return 0;
-    char tmp[4300], cmd[13000];
+    const int i = prog_index(p);
+    char src[4200], arch[4300], num[16];
+    if (i < 0) return;
+    if (paths(image, cuemu_image_size(image), src, sizeof src)) write_file(src, progs[i].src);
+    arch_path(src, arch, sizeof arch);
+    snprintf(num, sizeof num, "%d\n", progs[i].arch);
+    if (progs[i].arch && access(arch, R_OK)) write_file(arch, num);
+}
+
+/* the architecture NVRTC's options name (--gpu-architecture=sm_90, -arch
+ * compute_80, ...) as __CUDA_ARCH__ has it; 0 when none does */
+static int options_arch(int n, const char *const *o)
+{
+    int arch = 0;
+    for (int i = 0; i < n; i++) {
+        const char *v = NULL;
+        if (!strncmp(o[i], "--gpu-architecture", 18) || !strncmp(o[i], "-arch", 5)) v = strchr(o[i], '=') ? strchr(o[i], '=') + 1 : i + 1 < n ? o[i + 1] : "";
+        int sm;
+        if (v && (sscanf(v, "sm_%d", &sm) == 1 || sscanf(v, "compute_%d", &sm) == 1)) arch = sm * 10;
+    }
+    return arch;
+}
+
+/* the architecture src was registered for; else the emulated device's */
+static int source_arch(const char *src)
+{
+    char path[4300];
+    arch_path(src, path, sizeof path);
+    FILE *f = fopen(path, "r");
+    int arch = 0;
+    if (f) {
+        if (fscanf(f, "%d", &arch) != 1) arch = 0;
+        fclose(f);
+    }
+    const char *e = getenv("LRC_CUEMU_SM");
+    return arch ? arch : 10 * (e && *e ? atoi(e) : 90);
+}
+
+/* the file's contents, NUL-terminated; NULL when it does not read */
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    const long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *t = len >= 0 ? calloc((size_t)len + 1, 1) : NULL;
+    if (t && fread(t, 1, (size_t)len, f) != (size_t)len) free(t), t = NULL;
+    fclose(f);
+    return t;
+}
+
+/* modified after the file at path, which exists */
+static int newer(const struct stat *built, const char *path)
+{
+    struct stat s;
+    return !stat(path, &s) && built->st_mtime > s.st_mtime;
+}
+
+int cuemu_compile(const char *src, char *so, size_t n)
+{
+    const int arch = source_arch(src);
+    char host[4300], tmp[4400], cmd[13000];
+    snprintf(so, n, "%.*s.sm%d.so", (int)(strlen(src) - 3), src, arch);
+    snprintf(host, sizeof host, "%.*s.sm%d.host.cu", (int)(strlen(src) - 3), src, arch);
+    /* compiled already, after the prelude and this library (the asm rewrite) last changed */
+    Dl_info self;
+    struct stat built;
+    if (!stat(so, &built) && newer(&built, CUEMU_PRELUDE) && dladdr((void *)cuemu_compile, &self) && newer(&built, self.dli_fname)) return 0;
+    char *text = read_text(src), *rewritten = text ? cuemu_asm_rewrite(text, src) : NULL;
+    const bool read = text != NULL;
+    free(text);
+    if (!rewritten) {
+        fprintf(stderr, "cuemu: the host compile of %s failed: %s\n", src, read ? "an asm statement without a model" : "it does not read");
+        return 1;
+    }
+    write_file(host, rewritten);
+    free(rewritten);
     snprintf(tmp, sizeof tmp, "%s.%d", so, (int)getpid());
-    snprintf(cmd, sizeof cmd, "'%s' -std=c++17 -O1 -w -fPIC -shared -include '%s' -x c++ '%s' -o '%s'", CUEMU_CXX, CUEMU_PRELUDE, src, tmp);
+    snprintf(cmd, sizeof cmd, "'%s' -std=c++17 -O1 -w -fPIC -shared -D__CUDA_ARCH__=%d -include '%s' -x c++ '%s' -o '%s'", CUEMU_CXX, arch,
+             CUEMU_PRELUDE, host, tmp);
     if (system(cmd) != 0 || rename(tmp, so)) {
         fprintf(stderr, "cuemu: the host compile of %s failed: %s\n", src, cmd);
         remove(tmp);
@@ -160,7 +235,12 @@ int nvrtcGetPTX(prog p, char *out)
     return r;
 }
 
-int nvrtcCompileProgram(prog p, int n, const char *const *o) { return REAL(int (*)(prog, int, const char *const *), nvrtcCompileProgram)(p, n, o); }
+int nvrtcCompileProgram(prog p, int n, const char *const *o)
+{
+    const int i = prog_index(p);
+    if (i >= 0) progs[i].arch = options_arch(n, o);
+    return REAL(int (*)(prog, int, const char *const *), nvrtcCompileProgram)(p, n, o);
+}
 int nvrtcGetProgramLogSize(prog p, size_t *n) { return REAL(int (*)(prog, size_t *), nvrtcGetProgramLogSize)(p, n); }
 int nvrtcGetProgramLog(prog p, char *s) { return REAL(int (*)(prog, char *), nvrtcGetProgramLog)(p, s); }
 int nvrtcGetCUBINSize(prog p, size_t *n) { return REAL(int (*)(prog, size_t *), nvrtcGetCUBINSize)(p, n); }

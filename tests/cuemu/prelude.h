@@ -105,3 +105,64 @@ static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; 
 static inline float rsqrtf(float x) { return 1.f / sqrtf(x); }
 template <class A, class B> static inline auto min(A a, B b) -> decltype(a + b) { return a < b ? a : b; }
 template <class A, class B> static inline auto max(A a, B b) -> decltype(a + b) { return a > b ? a : b; }
+
+/* mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 d, a, b, c: the
+ * emulator's NVRTC rewrites the asm statement (cuemu_asm.c) into a call of
+ * this model. Written from the PTX ISA ("Matrix Fragments for mma.m16n8k16
+ * with floating point type"), with g = laneid >> 2, t = laneid % 4 and
+ * element i of a fragment in the low (i even) or high half of register i / 2:
+ * A (16x16, row): a_i at row g for i in {0, 1, 4, 5}, g + 8 otherwise;
+ * column 2t + (i & 1), and 8 more for i >= 4. B (16x8, col): b_i at row
+ * 2t + (i & 1), and 8 more for i >= 2; column g. C and D (16x8, f32): c_i
+ * at row g for i < 2, g + 8 otherwise; column 2t + (i & 1). A warp-wide
+ * operation, as a shuffle is: every lane scatters its fragments into its
+ * warp's matrices by those formulas, the warp meets, and each lane sums its
+ * four elements of D, f32 from its c, k = 0 to 15 in order (a product of
+ * two bf16 is exact in f32; a tensor core's order of the adds is its own). */
+extern "C" {
+uint64_t cuemu_mma_count; /* warp operations, which the emulator reads out a launch */
+}
+static struct {
+    float a[16][16], b[16][8];
+} cuemu_mma_warp[32];
+static unsigned cuemu_mma_seq[1024]; /* each lane's operations: all 32 of a warp's must take part */
+static inline int cuemu_mma_a_row(int i, int g) { return i < 2 || (i >= 4 && i < 6) ? g : g + 8; }
+static inline int cuemu_mma_a_col(int i, int t) { return t * 2 + (i & 1) + (i >= 4 ? 8 : 0); }
+static inline int cuemu_mma_b_row(int i, int t) { return t * 2 + (i & 1) + (i >= 2 ? 8 : 0); }
+static inline int cuemu_mma_c_row(int i, int g) { return i < 2 ? g : g + 8; }
+static inline int cuemu_mma_c_col(int i, int t) { return t * 2 + (i & 1); }
+/* element i of a fragment of .b32 registers, two bf16 each, low half first */
+static inline float cuemu_bf16_elem(const unsigned *r, int i) { return __uint_as_float((r[i / 2] >> (i & 1) * 16 & 0xffffu) << 16); }
+static inline void cuemu_mma_m16n8k16_row_col_f32_bf16_bf16_f32(float &d0, float &d1, float &d2, float &d3, unsigned a0, unsigned a1,
+                                                                 unsigned a2, unsigned a3, unsigned b0, unsigned b1, float c0, float c1,
+                                                                 float c2, float c3)
+{
+    const unsigned me = cuemu_tid(), lane = me & 31, g = lane >> 2, t = lane & 3;
+    if (blockDim.x * blockDim.y * blockDim.z % 32) {
+        fprintf(stderr, "cuemu: mma.sync in a block of %u threads, a partial warp\n", blockDim.x * blockDim.y * blockDim.z);
+        abort();
+    }
+    const unsigned a[4] = {a0, a1, a2, a3}, b[2] = {b0, b1};
+    const float c[4] = {c0, c1, c2, c3};
+    auto &w = cuemu_mma_warp[me >> 5];
+    for (int i = 0; i < 8; i++) w.a[cuemu_mma_a_row(i, g)][cuemu_mma_a_col(i, t)] = cuemu_bf16_elem(a, i);
+    for (int i = 0; i < 4; i++) w.b[cuemu_mma_b_row(i, t)][g] = cuemu_bf16_elem(b, i);
+    const unsigned seq = ++cuemu_mma_seq[me];
+    cuemu_barrier(1); /* every lane has put its fragments in */
+    for (unsigned l = me & ~31u; l <= (me | 31u); l++)
+        if (cuemu_mma_seq[l] != seq) {
+            fprintf(stderr, "cuemu: mma.sync: lane %u of warp %u is not at the same mma.sync as lane %u (a divergent or exited lane)\n", l & 31,
+                    me >> 5, lane);
+            abort();
+        }
+    float d[4];
+    for (int i = 0; i < 4; i++) {
+        const int row = cuemu_mma_c_row(i, g), col = cuemu_mma_c_col(i, t);
+        float s = c[i];
+        for (int k = 0; k < 16; k++) s = fmaf(w.a[row][k], w.b[k][col], s);
+        d[i] = s;
+    }
+    if (lane == 0) cuemu_mma_count++;
+    cuemu_barrier(1); /* every lane has read: the warp's matrices are free again */
+    d0 = d[0], d1 = d[1], d2 = d[2], d3 = d[3];
+}

@@ -12,14 +12,24 @@
  *   registers than a multiprocessor has, fails, as the cubin says; a
  *   truncated or corrupt cubin is read without leaving it (the sanitized
  *   build instruments this test's own copy of the parser);
- * - a block finds 0x5A bytes in shared memory it did not write.
+ * - a block finds 0x5A bytes in shared memory it did not write;
+ * - inline PTX: a module is compiled for the host with __CUDA_ARCH__ the
+ *   architecture NVRTC compiled it for (750 for sm_75; LRC_CUEMU_SM's when
+ *   no option says); mma.sync m16n8k16 bf16 (the asm statement, rewritten
+ *   into the emulator's model) gives A B + C exactly on integer matrices,
+ *   and the same fragments with every lane's a[0] and a[1] exchanged (rows
+ *   g and g + 8 of A's first 8 columns) give that swapped product, not the
+ *   right one; an asm statement the emulator has no model of fails the
+ *   module's load, naming the instruction.
  * Linked to the emulator itself: it compiles its kernels with NVRTC
  * (through cuemu's pass-through), as lrc does. */
 #include "cuemu.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef unsigned long long devptr;
 int nvrtcCreateProgram(void **p, const char *src, const char *name, int nh, const char *const *h, const char *const *hn);
@@ -28,6 +38,8 @@ int nvrtcGetProgramLogSize(void *p, size_t *n);
 int nvrtcGetProgramLog(void *p, char *s);
 int nvrtcGetCUBINSize(void *p, size_t *n);
 int nvrtcGetCUBIN(void *p, char *out);
+int nvrtcGetPTXSize(void *p, size_t *n);
+int nvrtcGetPTX(void *p, char *out);
 int nvrtcDestroyProgram(void **p);
 int cuInit(unsigned flags);
 int cuModuleLoadData(void **out, const void *image);
@@ -40,7 +52,7 @@ int cuMemcpyDtoH_v2(void *dst, devptr src, size_t n);
 int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared,
                    void *stream, void **params, void **extra);
 
-enum { LAUNCH_OUT_OF_RESOURCES = 701, LAUNCH_FAILED = 719, N = 256 };
+enum { INVALID_IMAGE = 200, LAUNCH_OUT_OF_RESOURCES = 701, LAUNCH_FAILED = 719, N = 256 };
 
 /* exchange: each thread of a 64-thread block takes the value of the thread
  * opposite (the other warp's) and writes it back doubled; without the
@@ -119,6 +131,42 @@ static const char *source = "extern \"C\" __global__ void exchange_racy(float *o
                             "    y[blockIdx.x * 32 + threadIdx.x] = s[threadIdx.x];\n"
                             "}\n";
 
+/* mma: one m16n8k16 tile, D = A B + C, its fragments loaded as the PTX ISA
+ * lays them out (g = lane >> 2, t = lane % 4; register r of A holds row g
+ * or, r odd, g + 8, columns 2t and 2t + 1, 8 more for r >= 2; register r of
+ * B rows 2t and 2t + 1, 8 more for r = 1, column g; c_i row g or, i >= 2,
+ * g + 8, column 2t + (i & 1)), with every lane's a[0] and a[1] exchanged
+ * when *swap. arch: the __CUDA_ARCH__ it was compiled with. other_asm: an
+ * instruction the emulator has no model of. */
+static const char *mma_source =
+    "extern \"C\" __global__ void mma(float *d, const unsigned short *a, const unsigned short *b, const float *c, const int *swap)\n"
+    "{\n"
+    "    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;\n"
+    "    unsigned ra[4], rb[2];\n"
+    "    float acc[4];\n"
+    "    for (int r = 0; r < 4; r++) {\n"
+    "        const int i = (g + (r & 1) * 8) * 16 + 2 * t + (r >> 1) * 8;\n"
+    "        ra[r] = a[i] | (unsigned)a[i + 1] << 16;\n"
+    "    }\n"
+    "    for (int r = 0; r < 2; r++) rb[r] = b[(2 * t + r * 8) * 8 + g] | (unsigned)b[(2 * t + r * 8 + 1) * 8 + g] << 16;\n"
+    "    for (int i = 0; i < 4; i++) acc[i] = c[(g + (i >> 1) * 8) * 8 + 2 * t + (i & 1)];\n"
+    "    if (*swap) {\n"
+    "        const unsigned x = ra[0];\n"
+    "        ra[0] = ra[1], ra[1] = x;\n"
+    "    }\n"
+    "    asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\\n\"\n"
+    "                 : \"+f\"(acc[0]), \"+f\"(acc[1]), \"+f\"(acc[2]), \"+f\"(acc[3])\n"
+    "                 : \"r\"(ra[0]), \"r\"(ra[1]), \"r\"(ra[2]), \"r\"(ra[3]), \"r\"(rb[0]), \"r\"(rb[1]));\n"
+    "    for (int i = 0; i < 4; i++) d[(g + (i >> 1) * 8) * 8 + 2 * t + (i & 1)] = acc[i];\n"
+    "}\n";
+static const char *arch_source = "extern \"C\" __global__ void arch(int *out) { out[threadIdx.x] = __CUDA_ARCH__; }\n";
+static const char *other_asm_source = "extern \"C\" __global__ void other(float *y, const float *x)\n"
+                                      "{\n"
+                                      "    float v;\n"
+                                      "    asm(\"add.f32 %0, %1, %2;\" : \"=f\"(v) : \"f\"(x[0]), \"f\"(x[1]));\n"
+                                      "    y[0] = v;\n"
+                                      "}\n";
+
 static int failed;
 static void *mod;
 static devptr d_in, d_out;
@@ -149,6 +197,120 @@ static int launch(const char *name, const char *order, unsigned grid, unsigned b
     const int r = cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, NULL, args, NULL);
     if (cuMemcpyDtoH_v2(out, in_place ? d_in : d_out, sizeof in)) exit(1);
     return r;
+}
+
+/* source compiled by NVRTC for arch (NULL: no option; PTX then, else a
+ * cubin) and loaded: the load's status, the module into *out */
+static int load(const char *src, const char *arch, void **out)
+{
+    void *prog;
+    size_t n;
+    char opt[64], *image;
+    snprintf(opt, sizeof opt, "--gpu-architecture=%s", arch ? arch : "");
+    const char *opts[] = {opt};
+    if (nvrtcCreateProgram(&prog, src, "test.cu", 0, NULL, NULL)) exit(1);
+    if (nvrtcCompileProgram(prog, arch ? 1 : 0, opts)) {
+        char log[8192] = "";
+        if (!nvrtcGetProgramLogSize(prog, &n) && n < sizeof log) nvrtcGetProgramLog(prog, log);
+        fprintf(stderr, "nvrtc: %s\n", log);
+        exit(1);
+    }
+    if ((arch ? nvrtcGetCUBINSize(prog, &n) : nvrtcGetPTXSize(prog, &n)) || !(image = malloc(n)) ||
+        (arch ? nvrtcGetCUBIN(prog, image) : nvrtcGetPTX(prog, image)))
+        exit(1);
+    const int r = cuModuleLoadData(out, image);
+    free(image);
+    nvrtcDestroyProgram(&prog);
+    return r;
+}
+
+/* bf16 of a small integer: the top half of its float, exact */
+static unsigned short bf16_of(float v)
+{
+    unsigned u;
+    memcpy(&u, &v, 4);
+    return (unsigned short)(u >> 16);
+}
+
+/* mma on A, B, C of small integers (every sum exact in f32), against the
+ * host's A B + C, then with the rows exchanged */
+static void check_mma(void)
+{
+    void *m, *fn;
+    if (load(mma_source, "sm_90", &m) || cuModuleGetFunction(&fn, m, "mma")) exit(1);
+    float a[16][16], b[16][8], c[16][8], d[16][8], want[16][8], swapped[16][8];
+    unsigned short a16[256], b16[128];
+    for (int r = 0; r < 16; r++)
+        for (int k = 0; k < 16; k++) a[r][k] = (float)((r * 7 + k * 3) % 11 - 5), a16[r * 16 + k] = bf16_of(a[r][k]);
+    for (int k = 0; k < 16; k++)
+        for (int n = 0; n < 8; n++) b[k][n] = (float)((k * 5 + n * 3 + k * n) % 9 - 4), b16[k * 8 + n] = bf16_of(b[k][n]);
+    for (int r = 0; r < 16; r++)
+        for (int n = 0; n < 8; n++) {
+            c[r][n] = (float)(r * 8 - n * 3);
+            want[r][n] = swapped[r][n] = c[r][n];
+            for (int k = 0; k < 16; k++) {
+                want[r][n] += a[r][k] * b[k][n];
+                swapped[r][n] += a[k < 8 ? r ^ 8 : r][k] * b[k][n]; /* rows g and g + 8 of columns 0 to 7 exchanged */
+            }
+        }
+    devptr dd, da, db, dc, ds;
+    if (cuMemAlloc_v2(&dd, sizeof d) || cuMemAlloc_v2(&da, sizeof a16) || cuMemAlloc_v2(&db, sizeof b16) || cuMemAlloc_v2(&dc, sizeof c) ||
+        cuMemAlloc_v2(&ds, sizeof(int)) || cuMemcpyHtoD_v2(da, a16, sizeof a16) || cuMemcpyHtoD_v2(db, b16, sizeof b16) ||
+        cuMemcpyHtoD_v2(dc, c, sizeof c))
+        exit(1);
+    void *args[5] = {&dd, &da, &db, &dc, &ds};
+    static const char *const orders[] = {"lockstep", "first", "last", "check"};
+    for (int swap = 0; swap < 2; swap++)
+        for (int k = 0; k < 4; k++) {
+            setenv("LRC_CUEMU_ORDER", orders[k], 1);
+            memset(d, 0, sizeof d);
+            if (cuMemcpyHtoD_v2(ds, &swap, sizeof swap) || cuMemcpyHtoD_v2(dd, d, sizeof d)) exit(1);
+            const int r = cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL);
+            if (cuMemcpyDtoH_v2(d, dd, sizeof d)) exit(1);
+            int right = 0, as_swapped = 0;
+            for (int i = 0; i < 16; i++)
+                for (int n = 0; n < 8; n++) right += d[i][n] == want[i][n], as_swapped += d[i][n] == swapped[i][n];
+            char what[200];
+            snprintf(what, sizeof what, "mma.sync m16n8k16 bf16, schedule %s%s: %d of 128 elements of D are A B + C, %d the swapped product", orders[k],
+                     swap ? ", every lane's a[0] and a[1] exchanged" : "", right, as_swapped);
+            /* the exchange changes D but for 8 elements, where the two rows' products happen to agree */
+            check(!r && (swap ? as_swapped == 128 && right < 128 : right == 128), what);
+        }
+    unsetenv("LRC_CUEMU_ORDER");
+    cuMemFree_v2(dd), cuMemFree_v2(da), cuMemFree_v2(db), cuMemFree_v2(dc), cuMemFree_v2(ds), cuModuleUnload(m);
+}
+
+/* __CUDA_ARCH__ of a module compiled for arch (NULL: none said), run on the emulator; 0 when it did not run */
+static int arch_of(const char *arch)
+{
+    void *m, *fn;
+    devptr out;
+    int v = 0;
+    if (load(arch_source, arch, &m) || cuModuleGetFunction(&fn, m, "arch") || cuMemAlloc_v2(&out, sizeof v)) return 0;
+    void *args[1] = {&out};
+    if (cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL) || cuMemcpyDtoH_v2(&v, out, sizeof v)) v = 0;
+    cuMemFree_v2(out), cuModuleUnload(m);
+    return v;
+}
+
+/* inline PTX with no model: the load fails and says which instruction */
+static void check_other_asm(void)
+{
+    char path[] = "/tmp/test_cuemu_XXXXXX", said[4096] = "";
+    const int fd = mkstemp(path), saved = dup(2);
+    void *m;
+    fflush(stderr);
+    dup2(fd, 2);
+    const int r = load(other_asm_source, "sm_90", &m);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    if (pread(fd, said, sizeof said - 1, 0) < 0) said[0] = 0;
+    close(fd);
+    remove(path);
+    fprintf(stderr, "%s", said);
+    check(r == INVALID_IMAGE && strstr(said, "no model of the inline PTX \"add.f32 %0, %1, %2;\""),
+          "an asm statement the emulator has no model of (add.f32): the module does not load, and the message names it");
 }
 
 int main(void)
@@ -253,5 +415,14 @@ int main(void)
     check(launch("stale", NULL, 2, 32, 0, a) == 0 && !memcmp(a, in, 32 * sizeof *a) && !memcmp(a + 32, filled, sizeof filled) && a[64] == 0.f,
           "stale: block 1 reads the shared memory block 0 wrote, and finds 0x5A bytes (1.5e16)");
     cuMemFree_v2(d_in), cuMemFree_v2(d_out), cuModuleUnload(mod);
+
+    check(arch_of("sm_90") == 900, "a module compiled for sm_90: __CUDA_ARCH__ 900");
+    check(arch_of("sm_75") == 750, "a module compiled for sm_75: __CUDA_ARCH__ 750 (lrc's mma_bf16 takes its shuffles there)");
+    check(arch_of("compute_80") == 800, "a module compiled for compute_80 (PTX): __CUDA_ARCH__ 800");
+    setenv("LRC_CUEMU_SM", "86", 1);
+    check(arch_of(NULL) == 860, "a module whose compile names no architecture: LRC_CUEMU_SM's (86: 860)");
+    unsetenv("LRC_CUEMU_SM");
+    check_mma();
+    check_other_asm();
     return failed;
 }

@@ -40,8 +40,41 @@ LRC_CUEMU_MEMORY=$(($(cat "$out/peak") - 1)) "$lrc" "${L[@]}" --target cuda -o "
   cmp -s "$out/vit_cuda/checkpoint.safetensors" "$out/vit_part/checkpoint.safetensors" &&
   echo "ok: vit trained on cuda, stopped after 2 steps and resumed: the checkpoint of 4 in one go, byte for byte" ||
   { echo "FAIL: vit training on cuda: $(tail -1 "$out/vit.err")"; failed=1; }
+# after 4 steps the ViT's loss is still about ln 10 on either target, so the
+# losses alone would pass a model that never moved: each tensor's update
+# (the weights less the initial ones, which lrc init writes from the run's
+# seed) on cuda against the cpu's, within 0.5 (the emulator's worst, 0.25, a
+# layer norm's gain in bf16); an update never applied is 1. A tensor whose
+# cpu update is under 1e-3 of the largest (the key biases: softmax ignores
+# them, their gradient is zero but for rounding) is not compared.
+"$lrc" init "$(dirname "$model")/vit.lua" --preset tiny --set image_size=28 --seed 0 -o "$out/vit_w0.st" >/dev/null &&
+  python3 - "$out/vit_w0.st" "$out/vit_cuda/model.safetensors" "$out/vit_cpu/model.safetensors" <<'PY' || failed=1
+import array, json, math, struct, sys
+def load(p):
+    b = open(p, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    h.pop("__metadata__", None)
+    out = {}
+    for k, v in h.items():
+        assert v["dtype"] == "F32", (p, k, v["dtype"])
+        out[k] = array.array("f")
+        out[k].frombytes(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+    return out
+w0, cu, cpu = (load(p) for p in sys.argv[1:4])
+assert w0.keys() == cu.keys() == cpu.keys(), "the three files hold other tensors"
+ups = {k: ([a - z for a, z in zip(cu[k], w0[k])], [b - z for b, z in zip(cpu[k], w0[k])]) for k in w0}
+norm = {k: math.sqrt(sum(y * y for y in ups[k][1])) for k in ups}
+largest = max(norm.values())
+rel = {k: math.sqrt(sum((x - y) ** 2 for x, y in zip(*ups[k]))) / norm[k] for k in ups if norm[k] >= 1e-3 * largest}
+worst = max(rel, key=rel.get)
+ok = rel[worst] <= 0.5
+print("%s: vit's 4 steps on cuda: every tensor's update within %.2e of the cpu's (%s; 0.5 allowed; %d of %d compared)"
+      % ("ok" if ok else "FAIL", rel[worst], worst, len(rel), len(ups)))
+sys.exit(0 if ok else 1)
+PY
 # the last validation loss of each cuda run against its cpu run within 2e-2;
-# the LLaMA's train loss falls, the ViT's accuracy is a fraction
+# the LLaMA's train loss falls, the ViT's accuracy is the cpu's within 2e-2
 python3 - "$out" <<'PY' || failed=1
 import json, sys
 ok = True
@@ -51,7 +84,7 @@ for name, run, steps in (("vit", "vit_%s", 4), ("train", "run_%s", 20)):
     rel = abs(a["val_loss"] - b["val_loss"]) / b["val_loss"]
     if name == "vit":
         extra = "accuracy %.3f, %.3f" % (a["val_acc"], b["val_acc"])
-        ok = ok and 0 <= a["val_acc"] <= 1
+        ok = ok and abs(a["val_acc"] - b["val_acc"]) <= 2e-2
     else:
         extra = "train loss %.4f -> %.4f" % (rows["cuda"][0]["train_loss"], a["train_loss"])
         ok = ok and a["train_loss"] < rows["cuda"][0]["train_loss"]

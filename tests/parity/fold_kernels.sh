@@ -22,11 +22,16 @@ for preset in tiny small; do
     "$lrc" init "$model" --preset $preset --set norm=$norm --seed 5 -o "$dir/w_$norm.safetensors" >/dev/null
     "$lrc" compile "$model" --preset $preset --set norm=$norm --target cpu --weights "$dir/w_$norm.safetensors" \
       --batch 2 --seq 13 -o "$dir/pkg_$norm" >"$dir/compile_$norm.txt" || { failed=$((failed + 1)); echo "FAIL compile $preset $norm"; }
-    "$lrc" forward "$dir/pkg_$norm" --input "$dir/in.safetensors" -o "$dir/out_pkg.safetensors" >/dev/null
-    "$lrc" forward "$model" --preset $preset --set norm=$norm --weights "$dir/w_$norm.safetensors" \
-      --input "$dir/in.safetensors" -o "$dir/out_ref.safetensors" --target ref
+    # outputs named per case, and each forward's status checked: a failed
+    # forward must not leave an earlier case's files to be compared
+    pkg_out=$dir/out_pkg_${preset}_$norm.safetensors ref_out=$dir/out_ref_${preset}_$norm.safetensors
+    check "$preset $norm: the folded package runs" \
+      "'$lrc' forward '$dir/pkg_$norm' --input '$dir/in.safetensors' -o '$pkg_out' >/dev/null"
+    check "$preset $norm: the unfolded graph runs on ref" \
+      "'$lrc' forward '$model' --preset $preset --set norm=$norm --weights '$dir/w_$norm.safetensors' \
+         --input '$dir/in.safetensors' -o '$ref_out' --target ref"
     check "$preset $norm: folded package vs unfolded ref" \
-      "'$compare' '$dir/out_pkg.safetensors' '$dir/out_ref.safetensors' logits 1e-5 >/dev/null"
+      "[ -s '$pkg_out' ] && [ -s '$ref_out' ] && '$compare' '$pkg_out' '$ref_out' logits 1e-5 >/dev/null"
   done
   k() { grep '^kernels ' "$dir/compile_$1.txt"; }
   echo "$preset: pre $(k pre), layerrope $(k layerrope), peri $(k peri), layerrope_peri $(k layerrope_peri)"

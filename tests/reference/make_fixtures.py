@@ -1,12 +1,12 @@
 #!/usr/bin/python3
 """Generate lrc's PyTorch parity fixtures.
 
-    /usr/bin/python3 tests/reference/make_fixtures.py      (from the repository root)
+    /usr/bin/python3 tests/reference/make_fixtures.py [--out DIR]     (from the repository root)
 
-Writes
+Writes (under DIR instead of tests/fixtures with --out)
   tests/fixtures/llama/<case>/{config.txt, weights.safetensors, input.safetensors,
                                expected.safetensors}
-  tests/fixtures/ops/<op>_<k>.safetensors
+  tests/fixtures/ops/<op>_<k>.safetensors   (the ops beyond the first nine: op_fixtures.py)
 
 Every random draw comes from a torch.Generator seeded from the case/file name (crc32, so
 it does not depend on Python's salted hash or on the order cases are generated), so the
@@ -25,6 +25,7 @@ import torch
 sys.dont_write_bytecode = True  # keep __pycache__ out of the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import llama_ref as ref  # noqa: E402
+import op_fixtures  # noqa: E402
 import safetensors_io as st  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -255,8 +256,23 @@ def make_op_fixtures():
     assert abs(out - ref_torch) < 1e-12
     save_op("cross_entropy_0", "cross_entropy", [logits, labels], out)
 
+    # every other op that can be a one-op graph (and non-causal attention)
+    op_fixtures.make_more(save_op, gen, randn)
+
+
+def set_output_dir(argv, what):
+    """`--out DIR`: write under DIR instead of tests/fixtures (tests/reference/check_fixtures.sh
+    regenerates into a temporary directory and compares). Returns the fixtures root."""
+    global FIXTURES
+    if len(argv) == 3 and argv[1] == "--out":
+        FIXTURES = os.path.abspath(argv[2])
+    elif len(argv) != 1:
+        sys.exit("usage: %s [--out DIR]   (%s; default %s)" % (argv[0], what, FIXTURES))
+    return FIXTURES
+
 
 def main():
+    set_output_dir(sys.argv, "writes DIR/llama and DIR/ops")
     torch.manual_seed(0)  # nothing should use the global RNG; fixed anyway
     print("model fixtures:")
     for name, cfg, B, T in model_cases():

@@ -5,7 +5,7 @@ and its gradient with respect to every parameter, by PyTorch autograd in f64
 on the exact f32 weights, written as grads.safetensors (F32: 'loss' and one
 tensor per parameter, named as the parameter).
 
-    /usr/bin/python3 tests/reference/make_grad_fixtures.py     (from the repository root)
+    /usr/bin/python3 tests/reference/make_grad_fixtures.py [--out DIR]     (from the repository root)
 """
 
 import os
@@ -22,7 +22,7 @@ import safetensors_io as st  # noqa: E402
 
 
 def main():
-    root = os.path.join(mf.FIXTURES, "llama")
+    root = os.path.join(mf.set_output_dir(sys.argv, "reads and writes DIR/llama"), "llama")
     for case in sorted(os.listdir(root)):
         d = os.path.join(root, case)
         cfg = mf.read_config(os.path.join(d, "config.txt"))

@@ -5,7 +5,7 @@ initial value), input.safetensors (tokens), expected.safetensors (logits) and
 grads.safetensors (the next-token loss and every parameter's gradient through the
 last min(T, mu_bwd) iterations only), by parcae_ref in f64 from the stored f32 values.
 
-    /usr/bin/python3 tests/reference/make_parcae_fixtures.py     (from the repository root)
+    /usr/bin/python3 tests/reference/make_parcae_fixtures.py [--out DIR]     (from the repository root)
 """
 
 import os
@@ -21,7 +21,6 @@ import parcae_ref as ref  # noqa: E402
 import make_fixtures as mf  # noqa: E402
 import safetensors_io as st  # noqa: E402
 
-ROOT = os.path.join(mf.FIXTURES, "parcae")
 
 
 def cases():
@@ -52,8 +51,9 @@ def random_params(cfg, g):
 
 
 def main():
+    root = os.path.join(mf.set_output_dir(sys.argv, "writes DIR/parcae"), "parcae")
     for name, cfg, B, T in cases():
-        d = os.path.join(ROOT, name)
+        d = os.path.join(root, name)
         os.makedirs(d, exist_ok=True)
         g = mf.gen("parcae/" + name)
         params = random_params(cfg, g)

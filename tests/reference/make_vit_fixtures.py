@@ -5,7 +5,7 @@ batch.safetensors (images and labels), expected.safetensors (logits) and
 grads.safetensors (the loss and every parameter's gradient), all by vit_ref in f64 from
 the exact f32 values stored.
 
-    /usr/bin/python3 tests/reference/make_vit_fixtures.py     (from the repository root)
+    /usr/bin/python3 tests/reference/make_vit_fixtures.py [--out DIR]     (from the repository root)
 """
 
 import os
@@ -20,7 +20,6 @@ import make_fixtures as mf  # noqa: E402
 import safetensors_io as st  # noqa: E402
 import vit_ref as ref  # noqa: E402
 
-ROOT = os.path.join(mf.FIXTURES, "vit")
 
 
 def cases():
@@ -51,8 +50,9 @@ def random_params(cfg, g):
 
 
 def main():
+    root = os.path.join(mf.set_output_dir(sys.argv, "writes DIR/vit"), "vit")
     for name, cfg, B in cases():
-        d = os.path.join(ROOT, name)
+        d = os.path.join(root, name)
         os.makedirs(d, exist_ok=True)
         g = mf.gen("vit/" + name)
         params = random_params(cfg, g)

@@ -1,9 +1,12 @@
 /* st_compare — compares tensors of two safetensors files by relative error
  * ||a - b|| / ||b|| (b the reference), for the parity tests: one tensor, or
  * with NAME "*" every tensor of REF, each against its own norm.
- * With FLOOR, each tensor's error is measured against at least FLOOR times
- * the largest norm of REF (bf16 gradients: a small tensor's rounding noise
- * is that of the whole gradient).
+ * With FLOOR, a tensor of one element (LayerRoPE's slopes: each a sum over
+ * the whole model) has its error measured against at least FLOOR times the
+ * largest norm of REF: in bf16 its rounding noise is that of the whole
+ * gradient, up to several times its own size. Every larger tensor is held
+ * to its own norm, so one that is zeroed or unwritten (a relative error of
+ * 1 or more) fails at any TOL under 1.
  * usage: st_compare OUT.safetensors REF.safetensors NAME|'*' TOL [FLOOR] */
 #include "runtime/lrc_runtime.h"
 
@@ -34,7 +37,7 @@ int main(int argc, char **argv)
      * noise, in f32 ~1e-8 of the largest norm: its error is measured
      * against 1e-3 of the largest norm. */
     double largest = 0;
-    int floored = 0;
+    int floored = 0, floored_scalars = 0;
     for (int i = 0; i < b.n && all; i++) {
         if (b.items[i]->dtype != LRC_F32) continue;
         const float *q = b.items[i]->data;
@@ -61,7 +64,7 @@ int main(int argc, char **argv)
         }
         double scale = sqrt(den);
         if (scale < 1e-6 * largest) scale = 1e-3 * largest, floored++;
-        if (scale < floor_frac * largest) scale = floor_frac * largest;
+        if (n == 1 && scale < floor_frac * largest) scale = floor_frac * largest, floored_scalars++;
         double rel = sqrt(num) / (scale > 0 ? scale : 1);
         if (!(rel <= worst) || !isfinite(rel)) worst = rel, worst_name = y->name;
         values += n;
@@ -72,7 +75,8 @@ int main(int argc, char **argv)
     }
     if (ok) printf("%s: worst relative error %.3e (%s; tolerance %.0e, %lld values", argv[3], worst, worst_name, tol,
                    (long long)values);
-    if (ok && floor_frac > 0) printf("; each against at least %.0e of the largest norm", floor_frac);
+    if (ok && floor_frac > 0)
+        printf("; %d of one element against at least %.0e of the largest norm", floored_scalars, floor_frac);
     if (ok && floored) printf("; %d zero in exact arithmetic, against 1e-3 of the largest norm", floored);
     if (ok) printf(")\n");
     int rc = ok && worst <= tol && isfinite(worst) ? 0 : 1;

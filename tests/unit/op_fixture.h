@@ -1,6 +1,7 @@
-/* op_fixture.h — what test_ops (ref) and test_cuda_ops (cuda) share about
+/* op_fixture.h — what test_ops (ref, cpu) and test_cuda_ops (cuda) share about
  * the op fixtures of tests/fixtures/ops: the op and its attributes from a
- * fixture's metadata, and the relative error the results are judged by. */
+ * fixture's metadata, the one-op graph it makes, and the relative error the
+ * results are judged by. */
 #ifndef LRC_TEST_OP_FIXTURE_H
 #define LRC_TEST_OP_FIXTURE_H
 
@@ -10,6 +11,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Fills proto's op and attributes from the fixture's metadata by op-table
  * names, and opname; -1 when the metadata names no known op. */
@@ -29,10 +31,84 @@ static int op_fixture_read(const char *meta, lrc_node *proto, char *opname, size
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, info->fattr[a]);
             if (cJSON_IsString(v)) proto->fattr[a] = strtod(v->valuestring, NULL);
         }
+        /* a list attribute (reshape's shape, transpose's perm, sum_to's shape):
+         * comma-separated integers, "" for the empty list */
+        const cJSON *l = info->ilist ? cJSON_GetObjectItemCaseSensitive(m, info->ilist) : NULL;
+        for (const char *p = cJSON_IsString(l) ? l->valuestring : ""; *p && proto->n_iattr < LRC_MAX_IATTR;) {
+            char *end;
+            long long v = strtoll(p, &end, 10);
+            if (end == p) break; /* not a number: the shape rule then sees the short list */
+            proto->iattr[proto->n_iattr++] = v;
+            p = *end == ',' ? end + 1 : end;
+        }
         rc = 0;
     }
     cJSON_Delete(m);
     return rc;
+}
+
+/* Whether input k of op is a state buffer (kv_attention's caches): the
+ * compiled targets keep states inside the plan and start them at zero, so
+ * a fixture's state inputs must hold zeros. */
+static bool op_fixture_is_state(lrc_op op, int k) { return op == LRC_OP_KV_ATTENTION && (k == 3 || k == 4); }
+
+/* The fixture f as a one-op graph: its in0.. as inputs (states where the op
+ * needs them) and the op with the metadata's attributes. Returns the op's
+ * node id, or -1 with err set; *want is the fixture's "out". */
+static int op_fixture_graph(const lrc_tensor_set *f, lrc_graph *g, char *opname, size_t n, const lrc_tensor **want,
+                            lrc_err *err)
+{
+    lrc_node proto = {0};
+    *want = lrc_tensor_set_find(f, "out");
+    if (!f->metadata_json || !*want || op_fixture_read(f->metadata_json, &proto, opname, n))
+        return lrc_err_set(err, "no op metadata or no 'out'"), -1;
+    proto.n_in = lrc_op_table[proto.op].n_in;
+    if (!lrc_op_table[proto.op].ref || !proto.n_in)
+        return lrc_err_set(err, "%s is not an op a one-op graph can run", opname), -1;
+    for (int k = 0; k < proto.n_in; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "in%d", k);
+        const lrc_tensor *t = lrc_tensor_set_find(f, name);
+        if (!t) return lrc_err_set(err, "missing %s", name), -1;
+        if (op_fixture_is_state(proto.op, k)) {
+            for (size_t i = 0; i < t->nbytes; i++)
+                if (((const unsigned char *)t->data)[i])
+                    return lrc_err_set(err, "%s is a state buffer: it must hold zeros", name), -1;
+            proto.in[k] = lrc_graph_add_state(g, name, &t->shape, NULL, err);
+        } else {
+            proto.in[k] = lrc_graph_add_input(g, name, t->dtype, &t->shape, NULL, err);
+        }
+        if (proto.in[k] < 0) return -1;
+    }
+    int id = lrc_graph_add(g, &proto, err);
+    char b1[96], b2[96];
+    if (id >= 0 && !lrc_shape_eq(&g->nodes[id].shape, &(*want)->shape))
+        return lrc_err_set(err, "the shape rule gives %s, the fixture %s", lrc_shape_str(&g->nodes[id].shape, b1, sizeof b1),
+                           lrc_shape_str(&(*want)->shape, b2, sizeof b2)), -1;
+    return id;
+}
+
+/* What a target cannot run as a one-op graph, said out loud at every run:
+ * the fixture must fail with exactly this error (any other failure, or a
+ * pass, fails the test, so that the list stays true). */
+typedef struct op_fixture_exception {
+    const char *target, *op, *error, *why;
+} op_fixture_exception;
+
+static const op_fixture_exception op_fixture_exceptions[] = {
+    /* a reshape is a view: the one-op graph's output would be its input's
+     * buffer, which lrc_compile_graph refuses (frontend/compile.c,
+     * build_plan); inside models reshape runs on every target */
+    {"cpu", "reshape", "output 'out' is an input or parameter", "a compiled graph's output cannot be a view of an input"},
+    {"cuda", "reshape", "output 'out' is an input or parameter", "a compiled graph's output cannot be a view of an input"},
+    {NULL, NULL, NULL, NULL},
+};
+
+static const op_fixture_exception *op_fixture_excepted(const char *target, const char *op)
+{
+    for (const op_fixture_exception *e = op_fixture_exceptions; e->target; e++)
+        if (!strcmp(e->target, target) && !strcmp(e->op, op)) return e;
+    return NULL;
 }
 
 /* ||got - want|| / ||want|| over n floats (against 1 when want is zero) */

@@ -5,11 +5,16 @@
  * global norm, the weights and both moments after a step with weight decay
  * and clipping, the sum of two micro-batches (--accum 2), a bf16 weight
  * rounded from its f32 master (the next loss equals that of a fresh upload),
- * and a non-finite gradient named as the host names it. Guard regions after
- * every buffer (LRC_CUDA_CHECK). Exits 77, skipped, where no cuda device
- * runs it; CI runs it on the host emulator (tests/cuemu).
- * Usage: test_cuda_optim MODEL.lua */
+ * and a non-finite gradient named as the host names it. Then, against
+ * PyTorch, not the host: the device's AdamW over the 10 steps of every case of
+ * tests/fixtures/optim (torch.optim.AdamW with decay, --decay-all, clipping
+ * and --accum 3, whose sum and average the device does), at f32 and at bf16
+ * storage. Guard regions after every buffer (LRC_CUDA_CHECK). Exits 77,
+ * skipped, where no cuda device runs it; CI runs it on the host emulator
+ * (tests/cuemu).
+ * Usage: test_cuda_optim MODEL.lua [OPTIM_FIXTURE_DIR (default: this tree's)] */
 #include "cuda_test.h"
+#include "optim_fixture.h"
 #include "frontend/compile.h"
 #include "frontend/lrc_frontend.h"
 
@@ -237,15 +242,111 @@ static void check_precision(const char *model, const char *arch, bool f32)
     setup_close(&s);
 }
 
+/* A training graph that hands its inputs back as the gradients: the fixture's
+ * parameters, an f32 input 'grad.<p>' per parameter, the output named as the
+ * parameter its input times 1 (exact), and a loss that reads every parameter
+ * (so the plan keeps their buffers). The device's optimizer then sees
+ * PyTorch's gradients bit for bit. */
+static lrc_graph *fixture_graph(const optim_case *c)
+{
+    lrc_err err;
+    lrc_graph *g = lrc_graph_new();
+    int loss = -1;
+    for (int i = 0; i < OPTIM_N_PARAMS; i++) {
+        const lrc_shape *sh = &optim_get(c, "init", -1, -1, i)->shape;
+        char in[64];
+        snprintf(in, sizeof in, "grad.%s", optim_names[i]);
+        int p = lrc_graph_add_param(g, optim_names[i], sh, (lrc_init){LRC_INIT_ZEROS, 0}, "test", NULL, &err), x;
+        TRY(p < 0 || (x = lrc_graph_add_input(g, in, LRC_F32, sh, NULL, &err)) < 0);
+        int gr = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_SCALE, .n_in = 1, .in = {x}, .fattr = {1.0}}, &err);
+        int sum = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_SUM_TO, .n_in = 1, .in = {p}}, &err);
+        TRY(gr < 0 || sum < 0 || lrc_graph_add_output(g, optim_names[i], gr, &err));
+        loss = loss < 0 ? sum : lrc_graph_add(g, &(lrc_node){.op = LRC_OP_ADD, .n_in = 2, .in = {loss, sum}}, &err);
+        TRY(loss < 0);
+    }
+    TRY(lrc_graph_add_output(g, "loss", loss, &err));
+    return g;
+}
+
+/* one fixture case on the device: every step's micro-batches run through the
+ * graph into lrc_cuda_optim_grads, then lrc_cuda_optim_step at PyTorch's
+ * learning rate, the weights and moments read back and compared */
+static void check_fixture(const char *dir, const char *name, const char *arch, bool f32)
+{
+    lrc_err err;
+    optim_case c;
+    optim_case_load(&c, dir, name);
+    lrc_compiled comp;
+    TRY(lrc_compile_graph_cuda(fixture_graph(&c), NULL, arch, f32, &comp, &err)); /* takes the graph */
+    cJSON *meta = cJSON_CreateObject();
+    cJSON_AddItemToObject(meta, "cuda", lrc_compiled_cuda_meta(&comp));
+    char *text = cJSON_PrintUnformatted(meta);
+    cJSON_Delete(meta);
+    lrc_cuda_exec *x;
+    TRY(lrc_cuda_exec_new(&comp.plan, text, comp.cubin, &x, &err));
+    free(text);
+    lrc_tensor_set params, in, outs;
+    lrc_tensor_set_init(&params), lrc_tensor_set_init(&in), lrc_tensor_set_init(&outs);
+    lrc_tensor *p[OPTIM_N_PARAMS], *m[OPTIM_N_PARAMS], *v[OPTIM_N_PARAMS], *gin[OPTIM_N_PARAMS];
+    for (int i = 0; i < OPTIM_N_PARAMS; i++) {
+        p[i] = optim_copy(optim_get(&c, "init", -1, -1, i), i);
+        m[i] = optim_copy(p[i], i), v[i] = optim_copy(p[i], i);
+        memset(m[i]->data, 0, m[i]->nbytes);
+        memset(v[i]->data, 0, v[i]->nbytes);
+        char nm[64];
+        snprintf(nm, sizeof nm, "grad.%s", optim_names[i]);
+        TRY(!(gin[i] = lrc_tensor_new(nm, LRC_F32, &p[i]->shape, &err)) || lrc_tensor_set_add(&in, gin[i], &err) ||
+            lrc_tensor_set_add(&params, p[i], &err));
+    }
+    TRY(lrc_cuda_exec_bind_params(x, &params, &err));
+    lrc_cuda_optim *o;
+    TRY(lrc_cuda_optim_new(x, p, m, v, OPTIM_N_PARAMS, &c.cfg, c.accum, &o, &err));
+    double ep = 0, em = 0, ev = 0, en = 0;
+    for (int64_t s = 0; s < c.steps; s++) {
+        double norm = 0;
+        int bad = -1;
+        for (int64_t j = 0; j < c.accum; j++) {
+            for (int i = 0; i < OPTIM_N_PARAMS; i++) memcpy(gin[i]->data, optim_get(&c, "grad", s, j, i)->data, gin[i]->nbytes);
+            TRY(lrc_cuda_exec_run(x, &in, &outs, &err));
+            TRY(lrc_cuda_optim_grads(o, j, &norm, &bad, &err));
+        }
+        en = fmax(en, bad >= 0 ? INFINITY : fabs(norm - c.norm[s]) / c.norm[s]);
+        TRY(lrc_cuda_optim_step(o, s, c.lr[s], norm, &err));
+        TRY(lrc_cuda_optim_download(o, &err));
+        for (int i = 0; i < OPTIM_N_PARAMS; i++) {
+            ep = fmax(ep, optim_rel(p[i], optim_get(&c, "p", s, -1, i)));
+            em = fmax(em, optim_rel(m[i], optim_get(&c, "m", s, -1, i)));
+            ev = fmax(ev, optim_rel(v[i], optim_get(&c, "v", s, -1, i)));
+        }
+    }
+    char what[256];
+    snprintf(what, sizeof what, "%s: torch fixture '%s' (accum %lld), %lld steps as PyTorch's: norm %.2g (%g), weights %.2g (%g), "
+             "exp_avg %.2g (%g), exp_avg_sq %.2g (%g); worst share of a bound", f32 ? "f32" : "bf16", name, (long long)c.accum,
+             (long long)c.steps, en, OPTIM_TOL_NORM, ep, OPTIM_TOL_P, em, OPTIM_TOL_M, ev, OPTIM_TOL_V);
+    expect(en <= OPTIM_TOL_NORM && ep <= OPTIM_TOL_P && em <= OPTIM_TOL_M && ev <= OPTIM_TOL_V, what,
+           fmax(en / OPTIM_TOL_NORM, fmax(ep / OPTIM_TOL_P, fmax(em / OPTIM_TOL_M, ev / OPTIM_TOL_V))));
+    lrc_cuda_optim_free(o);
+    lrc_cuda_exec_free(x);
+    lrc_compiled_free(&comp);
+    for (int i = 0; i < OPTIM_N_PARAMS; i++) lrc_tensor_free(m[i]), lrc_tensor_free(v[i]);
+    lrc_tensor_set_clear(&params), lrc_tensor_set_clear(&in), lrc_tensor_set_clear(&outs);
+    lrc_tensor_set_clear(&c.st);
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: test_cuda_optim MODEL.lua\n");
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: test_cuda_optim MODEL.lua [OPTIM_FIXTURE_DIR]\n");
         return 2;
     }
+    /* bench/gpu/run.sh passes the model alone: the fixtures of this source tree then */
+    const char *fixtures = argc == 3 ? argv[2] : LRC_OPTIM_FIXTURES;
     char arch[16];
     cuda_test_device(arch, sizeof arch); /* the optimizer's buffers get guard regions too */
     check_precision(argv[1], arch, true);
     check_precision(argv[1], arch, false);
+    static const char *cases[] = {"plain", "decay", "decay_all", "clip", "accum"};
+    for (int f32 = 1; f32 >= 0; f32--)
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_fixture(fixtures, cases[i], arch, f32);
     return failed ? 1 : 0;
 }

@@ -289,6 +289,95 @@ static void test_good(void)
     CHECK(!im.perm && !im.pixels[0], "free left pointers");
 }
 
+/* Which crop (dy, dx within +-pad) and mirror f of the unaugmented sample
+ * p the augmented sample o is: *f = -1 when none is. Shifting and
+ * mirroring commute up to the sign of dx, so every order of the two is
+ * found; the padding is the background, a raw 0. */
+static void find_shift(const lrc_images *im, const float *p, const float *o, int pad, int *f, int *dy, int *dx)
+{
+    float bg = norm(im, 0);
+    for (*f = 0; *f < 2; ++*f)
+        for (*dy = -pad; *dy <= pad; ++*dy)
+            for (*dx = -pad; *dx <= pad; ++*dx) {
+                int diff = 0;
+                for (int y = 0; y < H; y++)
+                    for (int x = 0; x < W; x++) {
+                        int sy = y + *dy, sx = (*f ? W - 1 - x : x) + *dx;
+                        diff += o[y * W + x] != (sy >= 0 && sy < H && sx >= 0 && sx < W ? p[sy * W + sx] : bg);
+                    }
+                if (!diff) return;
+            }
+    *f = -1;
+}
+
+/* --flip and --crop-pad one at a time, against the same samples without
+ * augmentation (the order of samples depends on seed and index alone):
+ * a flip is the exact mirror of its image, never shifted, about half the
+ * time; a crop of pad 2 keeps the size, shifts by at most 2 (the extremes
+ * and the identity all happen) and never mirrors; and turning crops on
+ * leaves each sample's flip as it was (images.c draws both always). */
+static void test_augment(void)
+{
+    lrc_images im;
+    lrc_err err = {{0}};
+    int rc = lrc_images_load(&im, dir, &err);
+    CHECK(rc == LRC_OK, "load: %s", err.msg);
+    if (rc) return;
+    enum { BA = 64, N = 10 * BA };
+    static float plain[BA * HW], o[BA * HW + 1], o2[BA * HW];
+    int32_t lp[BA], lo[BA];
+    lrc_augment flip = {.pad = 0, .flip = true}, crop = {.pad = 2, .flip = false}, both = {.pad = 2, .flip = true};
+    int not_mirror = 0, mirrored = 0, bad_crop = 0, crop_mirrored = 0, extreme = 0, identity = 0, flip_changed = 0;
+    int wrong_labels = 0;
+    o[BA * HW] = 12345.0f;
+    for (int64_t index = 0; index < 10; index++) {
+        lrc_images_batch(&im, 5, index, BA, NULL, plain, lp);
+        lrc_images_batch(&im, 5, index, BA, &flip, o, lo);
+        int fl[BA];
+        for (int s = 0; s < BA; s++) {
+            const float *p = plain + s * HW, *q = o + s * HW;
+            int same = 0, mirror = 0;
+            for (int y = 0; y < H; y++)
+                for (int x = 0; x < W; x++) {
+                    same += q[y * W + x] == p[y * W + x];
+                    mirror += q[y * W + x] == p[y * W + (W - 1 - x)];
+                }
+            fl[s] = mirror == HW && same != HW;
+            mirrored += fl[s];
+            not_mirror += same != HW && mirror != HW;
+            wrong_labels += lo[s] != lp[s];
+        }
+        lrc_images_batch(&im, 5, index, BA, &crop, o, lo);
+        for (int s = 0; s < BA; s++) {
+            int f, dy, dx;
+            find_shift(&im, plain + s * HW, o + s * HW, 2, &f, &dy, &dx);
+            bad_crop += f < 0;
+            crop_mirrored += f == 1;
+            extreme += f == 0 && (abs(dy) == 2 || abs(dx) == 2);
+            identity += f == 0 && !dy && !dx;
+            wrong_labels += lo[s] != lp[s];
+        }
+        lrc_images_batch(&im, 5, index, BA, &both, o2, lo);
+        for (int s = 0; s < BA; s++) {
+            int f, dy, dx;
+            find_shift(&im, plain + s * HW, o2 + s * HW, 2, &f, &dy, &dx);
+            flip_changed += f != fl[s];
+        }
+    }
+    CHECK(not_mirror == 0, "--flip: %d samples are neither their image nor its mirror", not_mirror);
+    CHECK(mirrored > N / 4 && mirrored < 3 * N / 4, "--flip: %d of %d samples mirrored, expected about half", mirrored, N);
+    CHECK(bad_crop == 0, "--crop-pad 2: %d samples are no shift of their image by at most 2", bad_crop);
+    CHECK(crop_mirrored == 0, "--crop-pad 2 without --flip mirrored %d samples", crop_mirrored);
+    CHECK(extreme > N / 4 && identity > 0 && identity < N / 10,
+          "--crop-pad 2: %d samples shifted by 2, %d not shifted, of %d (expected 16/25 and 1/25)", extreme, identity, N);
+    CHECK(flip_changed == 0, "%d samples flipped otherwise once crops are on", flip_changed);
+    CHECK(wrong_labels == 0, "augmentation changed %d labels", wrong_labels);
+    CHECK(o[BA * HW] == 12345.0f, "an augmented batch wrote past its end");
+    printf("augmentation: %d of %d flipped (exact mirrors), %d shifted by 2, %d not shifted\n", mirrored, N, extreme,
+           identity);
+    lrc_images_free(&im);
+}
+
 static void test_errors(void)
 {
     char p[4][256], pgz[4][256];
@@ -369,6 +458,8 @@ static void test_real(void)
     const char *real = "/usr/share/datasets/fashion-mnist";
     if (access(real, F_OK) != 0) {
         printf("skip: %s not found (apt-get install dataset-fashion-mnist): the real data set is not checked\n", real);
+        const char *ci = getenv("CI"); /* CI installs the package: there a missing data set is a failure */
+        CHECK(!ci || strcmp(ci, "true"), "CI=true and Fashion-MNIST is not installed at %s", real);
         return;
     }
     lrc_images im;
@@ -414,6 +505,7 @@ int main(void)
     }
     write_good();
     test_good();
+    test_augment();
     test_errors();
     remove_all();
     if (rmdir(dir)) perror(dir);

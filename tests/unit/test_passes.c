@@ -107,7 +107,10 @@ static void run_case(const char *model, const char *dir)
     CHECK_IN(dead == 0 && missing == 0, "after the passes: %d constants no parameter names, %d parameters without a value", dead,
              missing);
     CHECK_IN(!lrc_exec_run(be, g, &in, &params, &out_b, &err), "optimised run: %s", err.msg);
-    if (out_b.n == 1) {
+    /* one output, the logits, on both sides: anything else fails, and is
+     * not a comparison skipped */
+    CHECK_IN(out_a.n == 1 && out_b.n == 1, "outputs: %d unoptimised, %d optimised (want the logits alone)", out_a.n, out_b.n);
+    if (out_a.n == 1 && out_b.n == 1) {
         double rel = rel_err(out_b.items[0], out_a.items[0]);
         CHECK_IN(rel <= 1e-5, "optimised logits differ: relative error %.3e", rel);
         printf("  %-28s optimised vs unoptimised logits: relative error %.2e\n", strrchr(dir, '/') + 1, rel);
@@ -203,6 +206,7 @@ static void pad_model(const char *model, const char *what, char **sets, int n_se
              "padded: %d nodes of width %lld left, %d matmuls of %lld (want %d)", width_count(g, from, LRC_OP_COUNT), (long long)from,
              width_count(g, to, LRC_OP_MATMUL), (long long)to, width_count(g0, from, LRC_OP_MATMUL));
     CHECK_IN(!lrc_exec_run(be, g, &in, &params, &out_b, &err), "padded run: %s", err.msg);
+    CHECK_IN(out_a.n == 1 && out_b.n == 1, "outputs: %d unpadded, %d padded (want the logits alone)", out_a.n, out_b.n);
     if (out_a.n == 1 && out_b.n == 1) {
         double rel = rel_err(out_b.items[0], out_a.items[0]);
         CHECK_IN(rel <= 1e-6, "padded logits differ: relative error %.3e", rel);

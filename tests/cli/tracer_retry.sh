@@ -1,0 +1,31 @@
+#!/bin/bash
+# tracer_retry.sh — test.sh's rule for a second run: tests/tools/tracer_crash_only.sh
+# on real ctest runs of a scratch project whose tests fail with and without
+# LeakSanitizer's tracer message in their own output. A second run is
+# allowed only when every failed test's own output has the message.
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+passed=0 failed=0
+check() { if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL $1"; fi; }
+msg='==1==LeakSanitizer has encountered a fatal error.'
+mkdir "$dir/src"
+cat >"$dir/src/CMakeLists.txt" <<CM
+cmake_minimum_required(VERSION 3.13)
+project(tracer NONE)
+enable_testing()
+add_test(NAME tracer_crash COMMAND sh -c "echo '$msg'; exit 1")
+add_test(NAME real_failure COMMAND sh -c "echo 'FAIL something'; exit 1")
+add_test(NAME passes_with_message COMMAND sh -c "echo '$msg'; exit 0")
+CM
+cmake -S "$dir/src" -B "$dir/b" >/dev/null || exit 1
+run() { ctest --test-dir "$dir/b" "$@" >/dev/null 2>&1; "$here/tools/tracer_crash_only.sh" "$dir/b" >"$dir/out.txt"; }
+run -R '^tracer_crash$'
+check "the tracer's crash alone: a second run" "[ $? = 0 ]"
+run -R '^(tracer_crash|real_failure)$'
+check "a real failure beside a tracer crash: no second run" "[ $? = 1 ] && grep -q 'real_failure failed' '$dir/out.txt'"
+run -R '^(real_failure|passes_with_message)$'
+check "the message in another test's output: no second run" "[ $? = 1 ] && grep -q 'real_failure failed' '$dir/out.txt'"
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

@@ -1,0 +1,236 @@
+"""Op fixtures for every op of ir/lrc_ir.h that can run alone as a one-op graph, beyond
+the nine of make_fixtures.make_op_fixtures (which calls make_more). Written the same
+way: inputs drawn in f32 (the stored values), the expected output computed from them
+in f64 by PyTorch and rounded once to f32; attributes as strings in the metadata under
+their op-table names (ir/ops.c), list attributes (reshape's shape, transpose's perm,
+sum_to's shape) as comma-separated integers.
+
+Gradient ops are computed by torch.autograd in f64 from the definition of the forward
+op (llama_ref's functions or torch.nn.functional), never from lrc's gradient formulas.
+
+Ops with no fixture, because a one-op graph of them means nothing:
+  input, param, state    sources: no computation (state is exercised below as the KV
+                         caches of kv_attention, and by ctest decode)
+  loop_state, loop_next  a loop region needs both and a body between them (loop_next's
+                         first input must be the loop_state; the executors run the back
+                         edge themselves): exercised by ctest loop, parity_parcae_* and
+                         grads_parcae_*.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+import llama_ref as ref
+
+
+def f64(t):
+    return t.to(torch.float64)
+
+
+def lst(xs):
+    return ",".join(str(int(x)) for x in xs)
+
+
+def vjp(fn, inputs, which, dy):
+    """d(sum(fn(*inputs) * dy)) / d inputs[which], by autograd in f64."""
+    xs = [f64(t).requires_grad_(k == which) for k, t in enumerate(inputs)]
+    out = fn(*xs)
+    (g,) = torch.autograd.grad(out, xs[which], grad_outputs=f64(dy))
+    return g
+
+
+def elementwise(save, gen, randn):
+    # add/mul: broadcasting on both sides, and a lower-rank operand (trailing alignment)
+    for op in ("add", "mul"):
+        for k, (sa, sb) in enumerate([((3, 1, 5), (4, 1)), ((2, 3, 4), (4,)), ((1,), (2, 3))]):
+            g = gen("ops/%s_%d" % (op, k))
+            a, b = randn(g, *sa), randn(g, *sb)
+            out = f64(a) + f64(b) if op == "add" else f64(a) * f64(b)
+            save("%s_%d" % (op, k), op, [a, b], out)
+
+    g = gen("ops/scale_0")
+    x = randn(g, 4, 6)
+    save("scale_0", "scale", [x], f64(x) * -0.37, {"s": repr(-0.37)})
+
+    g = gen("ops/gelu_0")
+    x = randn(g, 5, 9, scale=3.0)
+    save("gelu_0", "gelu", [x], F.gelu(f64(x)))  # the exact (erf) GELU, torch's default
+
+    g = gen("ops/relu_0")
+    x = randn(g, 4, 7)
+    x[0, :3] = 0.0  # relu and relu_grad at exactly 0
+    save("relu_0", "relu", [x], torch.relu(f64(x)))
+
+    g = gen("ops/exp_0")
+    x = randn(g, 3, 8, scale=2.0)
+    save("exp_0", "exp", [x], torch.exp(f64(x)))
+
+    g = gen("ops/softplus_0")
+    x = randn(g, 4, 9, scale=8.0)  # both far tails: overflow-free form matters
+    save("softplus_0", "softplus", [x], F.softplus(f64(x), threshold=40.0))
+
+    for k, (shape, eps, scale) in enumerate([((3, 4, 10), 1e-5, 1.0), ((2, 7), 1e-2, 0.1)]):
+        g = gen("ops/layernorm_%d" % k)
+        x = randn(g, *shape, scale=scale) + 0.5  # a nonzero mean to subtract
+        save("layernorm_%d" % k, "layernorm", [x], F.layer_norm(f64(x), (shape[-1],), eps=eps),
+             {"eps": repr(eps)})
+
+
+def layout(save, gen, randn):
+    g = gen("ops/reshape_0")
+    x = randn(g, 2, 3, 4)
+    save("reshape_0", "reshape", [x], f64(x).reshape(3, 4, 2), {"shape": "3,-1,2"})
+
+    for k, (shape, perm) in enumerate([((2, 3, 4, 5), (0, 2, 1, 3)), ((2, 3, 4), (2, 0, 1))]):
+        g = gen("ops/transpose_%d" % k)
+        x = randn(g, *shape)
+        save("transpose_%d" % k, "transpose", [x], f64(x).permute(*perm), {"perm": lst(perm)})
+
+    # slice: a narrowing; zeros before (start < 0); zeros after (start + size > length)
+    for k, (shape, axis, start, size) in enumerate([((3, 7, 2), 1, 2, 3), ((4, 5), 0, -2, 5),
+                                                    ((2, 3, 6), 2, 3, 6)]):
+        g = gen("ops/slice_%d" % k)
+        x = randn(g, *shape)
+        pad = [0, 0] * len(shape)  # F.pad order: last axis first, (before, after)
+        lo, hi = max(0, -start), max(0, start + size - shape[axis])
+        pad[2 * (len(shape) - 1 - axis)], pad[2 * (len(shape) - 1 - axis) + 1] = lo, hi
+        out = F.pad(f64(x), pad).narrow(axis, start + lo, size)
+        save("slice_%d" % k, "slice", [x], out, {"axis": str(axis), "start": str(start), "size": str(size)})
+
+    # sum_to: the gradient of a broadcast operand (leading axes dropped, size-1 axes summed)
+    for k, (shape, to) in enumerate([((2, 3, 4, 5), (3, 1, 5)), ((4, 6), (1, 6)), ((3, 4), ())]):
+        g = gen("ops/sum_to_%d" % k)
+        x = randn(g, *shape)
+        out = vjp(lambda b: b.expand(*shape), [torch.zeros(to)], 0, x)
+        save("sum_to_%d" % k, "sum_to", [x], out, {"shape": lst(to)})
+
+
+def kv_attention(q, k, v, pos, t_max, scale, base):
+    """Decoding with a cache that holds zeros before pos (a compiled target's caches start
+    at zero): RoPE at positions pos.., k and v written into rows pos.., query t attends to
+    cache rows [0, pos + t] (the zero rows before pos included)."""
+    B, T, H, D = q.shape
+    half = D // 2
+    i = torch.arange(half, dtype=torch.float64)
+    ang = (pos + torch.arange(T, dtype=torch.float64))[:, None] * float(base) ** (-2.0 * i / D)
+    cos, sin = torch.cos(ang)[None, :, None, :], torch.sin(ang)[None, :, None, :]
+
+    def rot(x):
+        return torch.cat([x[..., :half] * cos - x[..., half:] * sin, x[..., half:] * cos + x[..., :half] * sin], -1)
+
+    kc = torch.zeros(B, t_max, H, D, dtype=torch.float64)
+    vc = torch.zeros(B, t_max, H, D, dtype=torch.float64)
+    kc[:, pos:pos + T], vc[:, pos:pos + T] = rot(k), v
+    s = torch.einsum("bthd,bshd->bhts", rot(q), kc) * scale
+    allowed = torch.arange(t_max)[None, :] <= pos + torch.arange(T)[:, None]
+    p = torch.softmax(s.masked_fill(~allowed, float("-inf")), dim=-1)
+    return torch.einsum("bhts,bshd->bthd", p, vc)
+
+
+def attention(save, gen, randn):
+    for k, shape in enumerate([(2, 5, 3, 4), (1, 7, 2, 6)]):
+        name = "attention_%d" % (k + 2)  # attention_0/1 (causal) are make_op_fixtures'
+        g = gen("ops/" + name)
+        q, kk, v = randn(g, *shape), randn(g, *shape), randn(g, *shape)
+        scale = 1.0 / math.sqrt(shape[-1])
+        save(name, "attention", [q, kk, v], ref.attention_core(f64(q), f64(kk), f64(v), scale, causal=False),
+             {"causal": "0", "scale": repr(scale)})
+
+    for k, (B, T, H, D, t_max, pos, base) in enumerate([(2, 3, 2, 4, 7, 2, 10000.0), (1, 1, 3, 6, 5, 4, 500.0)]):
+        g = gen("ops/kv_attention_%d" % k)
+        q, kk, v = randn(g, B, T, H, D), randn(g, B, T, H, D), randn(g, B, T, H, D)
+        cache = torch.zeros(B, t_max, H, D)
+        scale = 1.0 / math.sqrt(D)
+        out = kv_attention(f64(q), f64(kk), f64(v), pos, t_max, scale, base)
+        save("kv_attention_%d" % k, "kv_attention", [q, kk, v, cache, cache.clone(), torch.tensor([pos], dtype=torch.int32)],
+             out, {"scale": repr(scale), "base": repr(base)})
+
+
+def matmul_grads(save, gen, randn):
+    g = gen("ops/matmul_nn_0")
+    dy, w = randn(g, 2, 3, 5), randn(g, 5, 7)
+    save("matmul_nn_0", "matmul_nn", [dy, w], vjp(ref.linear, [torch.zeros(2, 3, 7), w], 0, dy))
+
+    g = gen("ops/matmul_tn_0")
+    dy, x = randn(g, 2, 4, 3), randn(g, 2, 4, 6)
+    save("matmul_tn_0", "matmul_tn", [dy, x], vjp(ref.linear, [x, torch.zeros(3, 6)], 1, dy))
+
+    g = gen("ops/embedding_grad_0")
+    ids = torch.randint(0, 11, (3, 4), generator=g, dtype=torch.int64).to(torch.int32)
+    ids[0, 0] = ids[2, 3] = ids[1, 1]  # repeated ids: their rows must be summed
+    dy = randn(g, 3, 4, 5)
+    save("embedding_grad_0", "embedding_grad", [ids, dy],
+         vjp(lambda w: ref.embedding(ids, w), [torch.zeros(11, 5)], 0, dy), {"vocab": "11"})
+
+
+def unary_grads(save, gen, randn):
+    """x, dy -> dx of the forward op at x."""
+    cases = [("rmsnorm_grad", lambda x: ref.rms_normalize(x, 1e-2), (3, 9), 0.3, {"eps": repr(1e-2)}),
+             ("silu_grad", ref.silu, (4, 7), 3.0, {}),
+             ("softmax_grad", None, (3, 11), 3.0, {}),
+             ("layernorm_grad", lambda x: F.layer_norm(x, (8,), eps=1e-5), (2, 3, 8), 1.0, {"eps": repr(1e-5)}),
+             ("gelu_grad", F.gelu, (5, 6), 3.0, {}),
+             ("relu_grad", torch.relu, (4, 7), 1.0, {})]
+    for op, fn, shape, scale, attrs in cases:
+        g = gen("ops/%s_0" % op)
+        x, dy = randn(g, *shape, scale=scale), randn(g, *shape)
+        if op == "relu_grad":
+            x[0, :3] = 0.0  # torch's (and lrc's) rule: no gradient at 0
+        if op == "softmax_grad":  # the op takes the softmax's output y, not its input
+            y = ref.softmax(f64(x))
+            save("softmax_grad_0", op, [y.to(torch.float32), dy], vjp(ref.softmax, [x], 0, dy), attrs)
+            continue
+        save("%s_0" % op, op, [x, dy], vjp(fn, [x], 0, dy), attrs)
+
+    for k, (shape, base) in enumerate([((2, 6, 3, 8), 10000.0), ((1, 5, 2, 10), 500.0)]):
+        g = gen("ops/rope_grad_%d" % k)
+        dy = randn(g, *shape)
+        save("rope_grad_%d" % k, "rope_grad", [dy], vjp(lambda x: ref.rope(x, base), [torch.zeros(shape)], 0, dy),
+             {"base": repr(base)})
+
+    for k, shape in enumerate([(6, 9), (2, 3, 7)]):
+        g = gen("ops/cross_entropy_grad_%d" % k)
+        logits = randn(g, *shape, scale=2.0)
+        labels = torch.randint(0, shape[-1], shape[:-1], generator=g, dtype=torch.int64)
+        labels.view(-1)[[1, 4]] = -100  # ignored rows: zero gradient, and not in the mean's count
+        labels = labels.to(torch.int32)
+        x = f64(logits).requires_grad_(True)
+        loss = F.cross_entropy(x.reshape(-1, shape[-1]), labels.reshape(-1).long(), ignore_index=-100)
+        (dx,) = torch.autograd.grad(loss, x)
+        save("cross_entropy_grad_%d" % k, "cross_entropy_grad", [logits, labels], dx)
+
+
+def composite_grads(save, gen, randn):
+    # attention_grad: dq, dk, dv (which 0, 1, 2), causal and not
+    for causal, shape in ((1, (2, 5, 3, 4)), (0, (1, 6, 2, 6))):
+        for which in range(3):
+            name = "attention_grad_%d" % (3 * (1 - causal) + which)
+            g = gen("ops/" + name)
+            q, k, v, dy = (randn(g, *shape) for _ in range(4))
+            scale = 1.0 / math.sqrt(shape[-1])
+            out = vjp(lambda a, b, c: ref.attention_core(a, b, c, scale, causal=bool(causal)), [q, k, v], which, dy)
+            save(name, "attention_grad", [q, k, v, dy], out,
+                 {"causal": str(causal), "which": str(which), "scale": repr(scale)})
+
+    # depth_gain_grad: the gradient of gamma (which 0) and of each of the four scalars
+    for which in range(5):
+        name = "depth_gain_grad_%d" % which
+        g = gen("ops/" + name)
+        d, layer, base = 10, 3, 100.0
+        gamma = 1.0 + randn(g, d, scale=0.3)
+        scalars = [torch.rand((), generator=g, dtype=torch.float32) * 1.2 - 0.6 for _ in range(4)]
+        dy = randn(g, d)
+        out = vjp(lambda *a: ref.depth_gain(*a, layer, base), [gamma] + scalars, which, dy)
+        save(name, "depth_gain_grad", [gamma] + scalars + [dy], out,
+             {"layer": str(layer), "which": str(which), "base": repr(base)})
+
+
+def make_more(save, gen, randn):
+    elementwise(save, gen, randn)
+    layout(save, gen, randn)
+    attention(save, gen, randn)
+    matmul_grads(save, gen, randn)
+    unary_grads(save, gen, randn)
+    composite_grads(save, gen, randn)
