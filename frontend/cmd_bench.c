@@ -38,7 +38,7 @@ static double check_product(const float *x, const float *w, const float *y, int6
             mag += fabs((double)x[i * K + k] * w[j * K + k]);
         }
         double frac = fabs((double)y[i * N + j] - ref) / (bound_scale * mag + DBL_MIN);
-        if (!(frac <= worst)) worst = frac; /* NaN counts as the worst */
+        if (!isnan(worst) && !(frac <= worst)) worst = frac; /* a NaN is the worst, and stays */
     }
     *checked = n;
     return worst;

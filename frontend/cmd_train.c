@@ -564,17 +564,20 @@ static int load_run(const char *dir, cli_args *a, cJSON **keep, lrc_err *err)
 
 /* The first argument that --resume cannot take, or NULL: the run goes on
  * with its run.json's settings, so any other option (or a model) would be
- * ignored, and is refused instead. */
+ * ignored, and is refused instead. An option may be abbreviated, as
+ * getopt_long allows (which then refuses an ambiguous one). */
 static const char *resume_extra(int argc, char **argv)
 {
     static const char *takes[] = {"--resume", "--stop-after", "--threads"};
     for (int i = 1; i < argc; i++) {
+        const char *eq = strchr(argv[i], '=');
+        size_t n = eq ? (size_t)(eq - argv[i]) : strlen(argv[i]);
         bool ok = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
-        for (int k = 0; k < 3 && !ok; k++) {
-            size_t n = strlen(takes[k]);
-            if (!strcmp(argv[i], takes[k])) ok = true, i++; /* its value */
-            else ok = !strncmp(argv[i], takes[k], n) && argv[i][n] == '=';
-        }
+        for (int k = 0; k < 3 && !ok; k++)
+            if (n > 2 && n <= strlen(takes[k]) && !strncmp(argv[i], takes[k], n)) {
+                ok = true;
+                if (!eq) i++; /* its value */
+            }
         if (!ok) return argv[i];
     }
     return NULL;

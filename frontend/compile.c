@@ -53,7 +53,10 @@ static int build_plan(lrc_compiled *c, lrc_err *err)
     }
     for (int i = 0; i < g->n_outputs; i++) {
         lrc_plan_buf *b = &pl->bufs[s->buffer_of[g->outputs[i]]];
-        if (b->kind != LRC_BUF_NONE) return lrc_err_set(err, "output '%s' is an input or parameter", g->output_names[i]);
+        if (b->kind != LRC_BUF_NONE) {
+            lrc_plan_free(pl); /* the buffers' names so far: the caller keeps no plan */
+            return lrc_err_set(err, "output '%s' is an input or parameter", g->output_names[i]);
+        }
         b->kind = LRC_BUF_OUTPUT;
         b->name = lrc_strdup(g->output_names[i]);
         b->shape = g->nodes[g->outputs[i]].shape; /* the output's shape, even through a view */

@@ -351,8 +351,11 @@ static int count_params(const char *src, const char *name, bool *barriers)
         }
         const char *end = strstr(p, "\n}\n");
         size_t len = end ? (size_t)(end - p) : strlen(p);
-        /* a tensor-core mma is the warp's, as a shuffle is: through lrc's mma_bf16 or an asm statement of its own */
-        static const char *const sync[] = {"__syncthreads", "__shfl", "block_sum", "block_max", "warp_sum", "warp_max", "mma", "asm"};
+        /* a tensor-core mma is the warp's, as a shuffle is: through lrc's
+         * mma_bf16 or an asm statement of its own (whole words: "mma" alone
+         * is in every "gamma") */
+        static const char *const sync[] = {"__syncthreads", "__shfl",   "block_sum", "block_max", "warp_sum",
+                                           "warp_max",      "mma_bf16", "asm(",      "asm volatile", "__asm"};
         *barriers = false;
         for (size_t k = 0; k < sizeof sync / sizeof *sync; k++) {
             const char *hit = strstr(p, sync[k]);

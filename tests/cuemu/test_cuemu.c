@@ -26,6 +26,7 @@
 #include "cuemu.h"
 
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,8 +200,8 @@ static int launch(const char *name, const char *order, unsigned grid, unsigned b
     return r;
 }
 
-/* source compiled by NVRTC for arch (NULL: no option; PTX then, else a
- * cubin) and loaded: the load's status, the module into *out */
+/* source compiled by NVRTC for arch (NULL: no option; PTX then, and for a
+ * compute_XX, else a cubin) and loaded: the load's status, the module into *out */
 static int load(const char *src, const char *arch, void **out)
 {
     void *prog;
@@ -215,8 +216,11 @@ static int load(const char *src, const char *arch, void **out)
         fprintf(stderr, "nvrtc: %s\n", log);
         exit(1);
     }
-    if ((arch ? nvrtcGetCUBINSize(prog, &n) : nvrtcGetPTXSize(prog, &n)) || !(image = malloc(n)) ||
-        (arch ? nvrtcGetCUBIN(prog, image) : nvrtcGetPTX(prog, image)))
+    /* a virtual architecture (compute_XX) has PTX alone: its "cubin" is an
+     * empty buffer NVRTC writes nothing into */
+    const bool cubin = arch && strncmp(arch, "compute_", 8);
+    if ((cubin ? nvrtcGetCUBINSize(prog, &n) : nvrtcGetPTXSize(prog, &n)) || !(image = malloc(n)) ||
+        (cubin ? nvrtcGetCUBIN(prog, image) : nvrtcGetPTX(prog, image)))
         exit(1);
     const int r = cuModuleLoadData(out, image);
     free(image);

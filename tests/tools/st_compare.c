@@ -66,7 +66,8 @@ int main(int argc, char **argv)
         if (scale < 1e-6 * largest) scale = 1e-3 * largest, floored++;
         if (n == 1 && scale < floor_frac * largest) scale = floor_frac * largest, floored_scalars++;
         double rel = sqrt(num) / (scale > 0 ? scale : 1);
-        if (!(rel <= worst) || !isfinite(rel)) worst = rel, worst_name = y->name;
+        /* a NaN is the worst and stays so (a later tensor must not hide it) */
+        if (!isnan(worst) && (!(rel <= worst) || !isfinite(rel))) worst = rel, worst_name = y->name;
         values += n;
     }
     if (ok && values == 0) {

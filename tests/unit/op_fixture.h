@@ -88,6 +88,18 @@ static int op_fixture_graph(const lrc_tensor_set *f, lrc_graph *g, char *opname,
     return id;
 }
 
+/* The fixture at path read into f and built as a one-op graph in a new *g:
+ * the op's node id, or -1 with err set (*g NULL where the file did not
+ * load, for the caller to say so and stop). */
+static int op_fixture_open(const char *path, lrc_tensor_set *f, lrc_graph **g, char *opname, size_t n,
+                           const lrc_tensor **want, lrc_err *err)
+{
+    *g = NULL;
+    if (lrc_safetensors_load(path, f, err)) return -1;
+    *g = lrc_graph_new();
+    return op_fixture_graph(f, *g, opname, n, want, err);
+}
+
 /* What a target cannot run as a one-op graph, said out loud at every run:
  * the fixture must fail with exactly this error (any other failure, or a
  * pass, fails the test, so that the list stays true). */

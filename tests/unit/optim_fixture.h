@@ -104,6 +104,10 @@ static lrc_tensor *optim_copy(const lrc_tensor *src, int param)
 }
 
 /* ||a - b|| / ||b|| in f64; nan (the worst) when a holds one */
+/* the larger of a and b, NaN where either is: fmax would drop a NaN, and
+ * an optimizer writing NaN would pass */
+static double optim_worse(double a, double b) { return isnan(a) || isnan(b) ? NAN : a > b ? a : b; }
+
 static double optim_rel(const lrc_tensor *a, const lrc_tensor *b)
 {
     const float *x = a->data, *y = b->data;

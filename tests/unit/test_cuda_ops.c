@@ -26,14 +26,14 @@ static void run_fixture(const char *path, const char *arch)
     lrc_tensor_set_init(&outs);
     char opname[64] = "?";
     const char *file = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    if (lrc_safetensors_load(path, &f, &err)) {
+    lrc_graph *g;
+    const lrc_tensor *want;
+    int id = op_fixture_open(path, &f, &g, opname, sizeof opname, &want, &err), rc = id < 0 ? LRC_EUSER : LRC_OK;
+    if (!g) {
         printf("FAIL %s: %s\n", file, err.msg);
         failed++;
         return;
     }
-    lrc_graph *g = lrc_graph_new();
-    const lrc_tensor *want;
-    int id = op_fixture_graph(&f, g, opname, sizeof opname, &want, &err), rc = id < 0 ? LRC_EUSER : LRC_OK;
     /* the inputs, without the states (kv_attention's caches): the plan holds those, zeroed */
     for (int k = 0; !rc && k < lrc_op_table[g->nodes[id].op].n_in; k++) {
         const lrc_node *src = &g->nodes[g->nodes[id].in[k]];

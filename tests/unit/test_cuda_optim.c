@@ -48,7 +48,7 @@ static double max_rel(lrc_tensor *const *a, lrc_tensor *const *b, int n, double 
         const float *x = a[i]->data, *y = b[i]->data;
         for (int64_t k = 0; k < lrc_shape_numel(&a[i]->shape); k++) {
             double e = fabs((double)x[k] - y[k]) / fmax(fabs((double)y[k]), floor);
-            if (!(e <= worst)) worst = e; /* nan counts as the worst */
+            if (isnan(e) || e > worst) worst = e; /* a nan is the worst, and stays */
         }
     }
     return worst;
@@ -183,7 +183,7 @@ static void check_precision(const char *model, const char *arch, bool f32)
     TRY(lrc_cuda_optim_download(o, &err));
     double ep = max_rel(s.items, hp, n, 1e-3), em = max_rel(m, hm, n, 1e-6), ev = max_rel(v, hv, n, 1e-9);
     snprintf(what, sizeof what, "%s: a step with decay and clipping, weights and moments as the host's (1e-6)", tag);
-    expect(ep <= 1e-6 && em <= 1e-6 && ev <= 1e-6, what, fmax(ep, fmax(em, ev)));
+    expect(ep <= 1e-6 && em <= 1e-6 && ev <= 1e-6, what, optim_worse(ep, optim_worse(em, ev)));
     /* the graph reads the new weights: the same loss as after a fresh upload of the master */
     float l_dev = loss_of(&s);
     TRY(lrc_cuda_exec_bind_params(s.x, &s.params, &err));
@@ -218,7 +218,7 @@ static void check_precision(const char *model, const char *arch, bool f32)
     ep = max_rel(s.items, hp, n, 1e-3), em = max_rel(m, hm, n, 1e-6), ev = max_rel(v, hv, n, 1e-9);
     snprintf(what, sizeof what, "%s: two micro-batches averaged: norm %.6g (host %.6g), the step as the host's", tag, dev_norm, host_norm);
     expect(fabs(dev_norm - host_norm) <= 1e-9 * host_norm && ep <= 1e-6 && em <= 1e-6 && ev <= 1e-6, what,
-           fmax(fabs(dev_norm - host_norm) / host_norm, fmax(ep, fmax(em, ev))));
+           optim_worse(fabs(dev_norm - host_norm) / host_norm, optim_worse(ep, optim_worse(em, ev))));
     lrc_cuda_optim_free(o);
     free_all(ga, n), free_all(gb, n), free_all(hp, n), free_all(hm, n), free_all(hv, n);
 
@@ -310,13 +310,13 @@ static void check_fixture(const char *dir, const char *name, const char *arch, b
             TRY(lrc_cuda_exec_run(x, &in, &outs, &err));
             TRY(lrc_cuda_optim_grads(o, j, &norm, &bad, &err));
         }
-        en = fmax(en, bad >= 0 ? INFINITY : fabs(norm - c.norm[s]) / c.norm[s]);
+        en = optim_worse(en, bad >= 0 ? INFINITY : fabs(norm - c.norm[s]) / c.norm[s]);
         TRY(lrc_cuda_optim_step(o, s, c.lr[s], norm, &err));
         TRY(lrc_cuda_optim_download(o, &err));
         for (int i = 0; i < OPTIM_N_PARAMS; i++) {
-            ep = fmax(ep, optim_rel(p[i], optim_get(&c, "p", s, -1, i)));
-            em = fmax(em, optim_rel(m[i], optim_get(&c, "m", s, -1, i)));
-            ev = fmax(ev, optim_rel(v[i], optim_get(&c, "v", s, -1, i)));
+            ep = optim_worse(ep, optim_rel(p[i], optim_get(&c, "p", s, -1, i)));
+            em = optim_worse(em, optim_rel(m[i], optim_get(&c, "m", s, -1, i)));
+            ev = optim_worse(ev, optim_rel(v[i], optim_get(&c, "v", s, -1, i)));
         }
     }
     char what[256];
@@ -324,7 +324,7 @@ static void check_fixture(const char *dir, const char *name, const char *arch, b
              "exp_avg %.2g (%g), exp_avg_sq %.2g (%g); worst share of a bound", f32 ? "f32" : "bf16", name, (long long)c.accum,
              (long long)c.steps, en, OPTIM_TOL_NORM, ep, OPTIM_TOL_P, em, OPTIM_TOL_M, ev, OPTIM_TOL_V);
     expect(en <= OPTIM_TOL_NORM && ep <= OPTIM_TOL_P && em <= OPTIM_TOL_M && ev <= OPTIM_TOL_V, what,
-           fmax(en / OPTIM_TOL_NORM, fmax(ep / OPTIM_TOL_P, fmax(em / OPTIM_TOL_M, ev / OPTIM_TOL_V))));
+           optim_worse(en / OPTIM_TOL_NORM, optim_worse(ep / OPTIM_TOL_P, optim_worse(em / OPTIM_TOL_M, ev / OPTIM_TOL_V))));
     lrc_cuda_optim_free(o);
     lrc_cuda_exec_free(x);
     lrc_compiled_free(&comp);

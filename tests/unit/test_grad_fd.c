@@ -38,6 +38,45 @@ static double central_diff(lrc_run64 *r, double *p, const double *v, int64_t cou
     return (up - down) / (2 * STEP);
 }
 
+/* The f64 gradients of run r against PyTorch's in path (f64 rounded to
+ * f32), each within 1e-6 relative; a file that cannot be read fails: it
+ * must not fall through to the finite differences as though compared. */
+static void compare_torch(const lrc_graph *g, const lrc_run64 *r, const char *path, const char *label, double *worst)
+{
+    lrc_err err;
+    lrc_tensor_set want_g;
+    lrc_tensor_set_init(&want_g);
+    int rc = lrc_safetensors_load(path, &want_g, &err);
+    CHECK(!rc, "%s: %s", label, err.msg);
+    if (rc) return;
+    double tw = 0, largest = 0;
+    for (int i = 0; i < want_g.n; i++) {
+        double nn = 0;
+        for (int64_t k = 0; k < lrc_shape_numel(&want_g.items[i]->shape); k++)
+            nn += (double)((const float *)want_g.items[i]->data)[k] * ((const float *)want_g.items[i]->data)[k];
+        if (sqrt(nn) > largest) largest = sqrt(nn);
+    }
+    for (int o = 0; o < g->n_outputs; o++) {
+        const lrc_tensor *w = lrc_tensor_set_find(&want_g, g->output_names[o]);
+        CHECK(w != NULL, "%s: PyTorch has no '%s'", label, g->output_names[o]);
+        if (!w) continue;
+        const double *v = r->buf[g->outputs[o]];
+        double num = 0, den = 0;
+        for (int64_t i = 0; i < lrc_shape_numel(&w->shape); i++) {
+            double d = v[i] - ((const float *)w->data)[i];
+            num += d * d;
+            den += (double)((const float *)w->data)[i] * ((const float *)w->data)[i];
+        }
+        /* against PyTorch's f32 rounding; exactly-zero gradients against 1e-6 of the largest */
+        double rel = sqrt(num) / (sqrt(den) > 1e-6 * largest ? sqrt(den) : 1e-6 * largest);
+        CHECK(rel <= 1e-6, "%s: '%s' in f64: relative error %.2e against PyTorch", label, g->output_names[o], rel);
+        if (!(rel <= tw)) tw = rel;
+    }
+    printf("%s: %d gradients in f64 against PyTorch, worst relative error %.2e\n", label, g->n_outputs - 1, tw);
+    if (!(tw <= *worst)) *worst = tw;
+    lrc_tensor_set_clear(&want_g);
+}
+
 /* torch: instead of finite differences, the f64 gradients of the fixture's
  * own config against PyTorch's (grads.safetensors, f64 rounded to f32) */
 static void run_case(const char *model, const char *dir, bool torch, double *worst)
@@ -90,41 +129,9 @@ static void run_case(const char *model, const char *dir, bool torch, double *wor
     lrc_run64_init(&r, g, &in, &params);
     CHECK(!lrc_run64_exec(&r, 0, g->n_nodes, &err), "%s: %s", label, err.msg);
     int n_out = g->n_outputs, checked = 0;
-    lrc_tensor_set want_g;
-    lrc_tensor_set_init(&want_g);
-    snprintf(path, sizeof path, "%s/grads.safetensors", dir);
-    /* a fixture whose PyTorch gradients cannot be read fails: it must not
-     * fall through to the finite differences as though it had been compared */
-    int torch_rc = torch ? lrc_safetensors_load(path, &want_g, &err) : 0;
-    CHECK(!torch_rc, "%s: %s", label, err.msg);
-    if (torch && torch_rc) n_out = 1;
-    if (torch && !torch_rc) {
-        double tw = 0, largest = 0;
-        for (int i = 0; i < want_g.n; i++) {
-            double nn = 0;
-            for (int64_t k = 0; k < lrc_shape_numel(&want_g.items[i]->shape); k++)
-                nn += (double)((const float *)want_g.items[i]->data)[k] * ((const float *)want_g.items[i]->data)[k];
-            if (sqrt(nn) > largest) largest = sqrt(nn);
-        }
-        for (int o = 0; o < n_out; o++) {
-            const lrc_tensor *w = lrc_tensor_set_find(&want_g, g->output_names[o]);
-            CHECK(w != NULL, "%s: PyTorch has no '%s'", label, g->output_names[o]);
-            if (!w) continue;
-            const double *v = r.buf[g->outputs[o]];
-            double num = 0, den = 0;
-            for (int64_t i = 0; i < lrc_shape_numel(&w->shape); i++) {
-                double d = v[i] - ((const float *)w->data)[i];
-                num += d * d;
-                den += (double)((const float *)w->data)[i] * ((const float *)w->data)[i];
-            }
-            /* against PyTorch's f32 rounding; exactly-zero gradients against 1e-6 of the largest */
-            double rel = sqrt(num) / (sqrt(den) > 1e-6 * largest ? sqrt(den) : 1e-6 * largest);
-            CHECK(rel <= 1e-6, "%s: '%s' in f64: relative error %.2e against PyTorch", label, g->output_names[o], rel);
-            if (rel > tw) tw = rel;
-        }
-        printf("%s: %d gradients in f64 against PyTorch, worst relative error %.2e\n", label, n_out - 1, tw);
-        if (tw > *worst) *worst = tw;
-        lrc_tensor_set_clear(&want_g);
+    if (torch) {
+        snprintf(path, sizeof path, "%s/grads.safetensors", dir);
+        compare_torch(g, &r, path, label, worst);
         n_out = 1; /* no finite differences in this mode */
     }
     /* the analytic gradients, copied: every finite difference reruns the graph */

@@ -138,14 +138,14 @@ static void run_fixture(const char *target, lrc_backend *be, const char *path)
     lrc_tensor_set f;
     char opname[64] = "?";
     const char *file = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    if (lrc_safetensors_load(path, &f, &err)) {
+    lrc_graph *g;
+    const lrc_tensor *want;
+    int id = op_fixture_open(path, &f, &g, opname, sizeof opname, &want, &err), rc = id < 0 ? LRC_EUSER : LRC_OK;
+    if (!g) {
         printf("FAIL %s: %s\n", file, err.msg);
         failed++;
         return;
     }
-    lrc_graph *g = lrc_graph_new();
-    const lrc_tensor *want;
-    int id = op_fixture_graph(&f, g, opname, sizeof opname, &want, &err), rc = id < 0 ? LRC_EUSER : LRC_OK;
     float *got = NULL;
     bool guards = true;
     if (!rc && be) rc = run_ref(be, g, id, &f, want->nbytes, &got, &guards, &err);

@@ -57,15 +57,15 @@ static void check_case(const char *dir, const char *name)
         optim_average(&c, s, g);
         int bad;
         double norm = lrc_grads_check(pool, spans, g, &bad);
-        en = fmax(en, bad >= 0 ? INFINITY : fabs(norm - c.norm[s]) / c.norm[s]);
+        en = optim_worse(en, bad >= 0 ? INFINITY : fabs(norm - c.norm[s]) / c.norm[s]);
         clipped += c.cfg.clip > 0 && norm > c.cfg.clip;
         /* the schedule lrc train would give this step, against the closed form */
-        elr = fmax(elr, fabs(lrc_lr_at(&c.sched, s) - c.lr[s]) / c.lr[s]);
+        elr = optim_worse(elr, fabs(lrc_lr_at(&c.sched, s) - c.lr[s]) / c.lr[s]);
         lrc_adamw_step(&c.cfg, pool, spans, s, c.lr[s], norm, p, g, m, v);
         for (int i = 0; i < OPTIM_N_PARAMS; i++) {
-            ep = fmax(ep, optim_rel(p[i], optim_get(&c, "p", s, -1, i)));
-            em = fmax(em, optim_rel(m[i], optim_get(&c, "m", s, -1, i)));
-            ev = fmax(ev, optim_rel(v[i], optim_get(&c, "v", s, -1, i)));
+            ep = optim_worse(ep, optim_rel(p[i], optim_get(&c, "p", s, -1, i)));
+            em = optim_worse(em, optim_rel(m[i], optim_get(&c, "m", s, -1, i)));
+            ev = optim_worse(ev, optim_rel(v[i], optim_get(&c, "v", s, -1, i)));
         }
     }
     char what[256];
