@@ -372,6 +372,10 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "--version")) return cmd_devices(argc - 1, argv + 1);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(cmd, commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "lrc: unknown command '%s' (lrc --help lists the commands)\n", cmd);
+    /* the commands from the dispatcher's table, so that none is left out */
+    char names[512] = "";
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", commands[i].name);
+    fprintf(stderr, "lrc: unknown command '%s' (commands: %s; see lrc --help)\n", cmd, names);
     return EXIT_USAGE;
 }

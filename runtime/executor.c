@@ -126,8 +126,6 @@ int lrc_exec_run(lrc_backend *be, const lrc_graph *g, const lrc_tensor_set *inpu
     return rc;
 }
 
-const char *lrc_backend_list(void) { return "ref"; }
-
 lrc_backend *lrc_backend_open(const char *name, lrc_err *err)
 {
     if (!strcmp(name, "ref")) return lrc_backend_ref_new();

@@ -122,8 +122,6 @@ lrc_backend *lrc_backend_ref_new(void);
 /* Looks a backend up by name ("ref"); explains which exist when not found. */
 lrc_backend *lrc_backend_open(const char *name, lrc_err *err);
 void lrc_backend_close(lrc_backend *be);
-/* Names of the backends this build knows, comma-separated. */
-const char *lrc_backend_list(void);
 
 /* ---- compiled programs ------------------------------------------------- */
 

@@ -16,7 +16,6 @@ LLVMValueRef kg_ptr(kgen *k, int id)
     return a < 0 ? NULL : k->argp[a];
 }
 
-LLVMValueRef kg_extra(kgen *k, int i) { return k->argp[k->arg_of[k->g->n_nodes + i]]; }
 
 void kg_reset(kgen *k) { memset(k->memo, 0, (size_t)k->g->n_nodes * sizeof *k->memo); }
 

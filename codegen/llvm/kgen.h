@@ -23,8 +23,6 @@ typedef struct kgen {
 
 /* Pointer to the buffer holding node id (through views). */
 LLVMValueRef kg_ptr(kgen *k, int id);
-/* Pointer to extra buffer i. */
-LLVMValueRef kg_extra(kgen *k, int i);
 /* Forgets the values of the previous element. */
 void kg_reset(kgen *k);
 /* Value of node id at (row, col) of the group's [rows, D] iteration space,

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent PyTorch reference for the LLaMA family of /work/shared/spec/llama.md.
+"""Independent PyTorch reference for the LLaMA family (the project's LLaMA spec: every norm placement, LayerRoPE).
 
 Written from the spec alone, as plain functions over a dict of parameters (no nn.Module),
 so that it can serve as the ground truth for lrc's fixtures. Everything is computed in
