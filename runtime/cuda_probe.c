@@ -26,21 +26,28 @@ int lrc_cuda_probe(lrc_cuda_device *dev, char *why, size_t n)
     }
     int (*init)(unsigned) = NULL, (*count)(int *) = NULL, (*get)(int *, int) = NULL;
     int (*name)(char *, int, int) = NULL, (*attr)(int *, int, int) = NULL, (*ename)(int, const char **) = NULL;
-    int (*mem)(size_t *, int) = NULL;
+    int (*mem)(size_t *, int) = NULL, (*version)(int *) = NULL;
     *(void **)&init = dlsym(cu, "cuInit");
+    *(void **)&version = dlsym(cu, "cuDriverGetVersion");
     *(void **)&count = dlsym(cu, "cuDeviceGetCount");
     *(void **)&get = dlsym(cu, "cuDeviceGet");
     *(void **)&name = dlsym(cu, "cuDeviceGetName");
     *(void **)&attr = dlsym(cu, "cuDeviceGetAttribute");
     *(void **)&ename = dlsym(cu, "cuGetErrorName");
     *(void **)&mem = dlsym(cu, "cuDeviceTotalMem_v2");
-    int rc = -1, r, c = 0, d = 0;
+    int rc = -1, r, c = 0, d = 0, v = 0;
     const char *en = "?";
-    if (!init || !count || !get || !name || !attr || !mem) {
+    if (!init || !count || !get || !name || !attr || !mem || !version) {
         snprintf(why, n, "the NVIDIA driver's libcuda.so.1 lacks the driver API (too old a driver?)");
     } else if ((r = init(0))) {
         if (ename) ename(r, &en);
         snprintf(why, n, "the NVIDIA driver does not start (cuInit: %s)", en);
+    } else if (version(&v) || v < LRC_CUDA_MIN_DRIVER) {
+        snprintf(why, n,
+                 "the NVIDIA driver supports CUDA %d.%d, and lrc's kernels (CUDA %d.%d's NVRTC) and cuBLAS need %d.%d or newer: "
+                 "install a newer NVIDIA driver (the 580 series or later)",
+                 v / 1000, v % 1000 / 10, LRC_CUDA_MIN_DRIVER / 1000, LRC_CUDA_MIN_DRIVER % 1000 / 10, LRC_CUDA_MIN_DRIVER / 1000,
+                 LRC_CUDA_MIN_DRIVER % 1000 / 10);
     } else if ((r = count(&c)) || c == 0) {
         snprintf(why, n, "no CUDA device");
     } else if (!get(&d, 0) && !name(dev->name, (int)sizeof dev->name, d)) {

@@ -67,7 +67,8 @@ void cu_render_attention(cu_gen *c)
     cu_arg(c, c->gr->anchor, o, sizeof o);
     cu_kernel_begin(c, BQ);
     cu_printf(c->t, "    __shared__ float Ks[%d][%lld], Vs[%d][%lld];\n", BK, (long long)D, BK, (long long)D);
-    cu_printf(c->t, "    const long b = blockIdx.y / %lld, h = blockIdx.y %% %lld, t = (long)blockIdx.x * %d + threadIdx.x;\n",
+    /* (batch, head) on grid x, which takes 2^31 - 1, query blocks on y (65 535 at most, as z) */
+    cu_printf(c->t, "    const long b = blockIdx.x / %lld, h = blockIdx.x %% %lld, t = (long)blockIdx.y * %d + threadIdx.x;\n",
               (long long)H, (long long)H, BQ);
     cu_printf(c->t, "    const bool active = t < %lld;\n    float q[%lld], acc[%lld], m = -INFINITY, l = 0.f;\n", (long long)T,
               (long long)D, (long long)D);
@@ -75,7 +76,7 @@ void cu_render_attention(cu_gen *c)
               (long long)D);
     emit_row(c, "q", q, rq, D, "off", "t", a->fattr[0]);
     cu_printf(c->t, "        for (int i = 0; i < %lld; i++) acc[i] = 0.f;\n    }\n", (long long)D);
-    if (causal) cu_printf(c->t, "    const long last = min(%lldL, (long)blockIdx.x * %d + %d);\n", (long long)(T - 1), BQ, BQ - 1);
+    if (causal) cu_printf(c->t, "    const long last = min(%lldL, (long)blockIdx.y * %d + %d);\n", (long long)(T - 1), BQ, BQ - 1);
     else cu_printf(c->t, "    const long last = %lldL;\n", (long long)(T - 1));
     cu_printf(c->t, "    for (long j0 = 0; j0 <= last; j0 += %d) {\n", BK);
     cu_printf(c->t, "        for (int idx = threadIdx.x; idx < %lld; idx += %d) {\n", (long long)(BK * D), BQ);
@@ -98,8 +99,8 @@ void cu_render_attention(cu_gen *c)
               (long long)T, (long long)H, (long long)D);
     cu_printf(c->t, "        for (int i = 0; i < %lld; i++) st(%s, off + i, acc[i] * inv);\n    }\n}\n\n", (long long)D, o);
     c->launch->block = BQ;
-    c->launch->grid[0] = (unsigned)((T + BQ - 1) / BQ);
-    c->launch->grid[1] = (unsigned)(B * H);
+    c->launch->grid[0] = (unsigned)(B * H);
+    c->launch->grid[1] = (unsigned)((T + BQ - 1) / BQ);
 }
 
 void cu_render_kv_attention(cu_gen *c)

@@ -8,7 +8,8 @@
 # sm_90 its mma_bf16 is the mma.sync instruction (the emulator's model of
 # it): the emulator's trace must count mma.sync operations in its launches.
 # For sm_75 (no bf16 tensor cores) the same kernel sums through shuffles:
-# none counted, and the same result.
+# none counted, and the same result. The f32 kernel's grid at B H = 65 536
+# stays within the hardware's limits.
 set -u
 lrc=$1 llama=$2 vit=$3 compare=$4
 source "$(dirname "$0")/common.sh"
@@ -50,4 +51,17 @@ check "causal, head dimension 16, mma_bf16's shuffles" "$llama" "$out/tok.st" 2 
 LRC_CUDA_TC_ATTENTION=0 "$lrc" compile "$llama" --preset small --set n_layers=1 --target cuda --arch sm_90 --batch 2 --seq 70 \
   -o "$out/off" >/dev/null && ! grep -q 'mma_bf16_row(s\[n\]' "$out/off/kernels.cu" && grep -q '__global__' "$out/off/kernels.cu" &&
   echo "LRC_CUDA_TC_ATTENTION=0: the f32 attention kernel" || { echo "FAIL: LRC_CUDA_TC_ATTENTION=0"; failed=1; }
+# the f32 attention kernel at B H = 65 536 (grid y and z take 65 535 at most,
+# which the emulator enforces too): every launch of the package in bounds
+# (compiled only: 65 536 blocks are more than the emulator runs in a test)
+"$lrc" compile "$llama" --preset tiny --target cuda --precision f32 --arch sm_90 --batch 32768 --seq 2 -o "$out/wide" >/dev/null &&
+  python3 - "$out/wide/package.json" <<'PY' || failed=1
+import json, sys
+grids = [l["grid"] for l in json.load(open(sys.argv[1]))["meta"]["cuda"]["launches"]]
+bad = [g for g in grids if g[0] > 2**31 - 1 or g[1] > 65535 or g[2] > 65535]
+wide = max(g[0] for g in grids)
+print("%s: batch 32768 of 2 heads: %d launches, widest grid x %d, %d past the grid limits"
+      % ("FAIL" if bad or wide < 65536 else "ok", len(grids), wide, len(bad)))
+sys.exit(1 if bad or wide < 65536 else 0)
+PY
 exit $failed

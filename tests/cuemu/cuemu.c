@@ -175,6 +175,13 @@ static int sm(void)
 }
 
 int cuInit(unsigned flags) { return flags ? INVALID_VALUE : OK; }
+/* LRC_CUEMU_DRIVER: the CUDA version the emulated driver supports (default 13000, CUDA 13.0) */
+int cuDriverGetVersion(int *v)
+{
+    const char *s = getenv("LRC_CUEMU_DRIVER");
+    *v = s && *s ? atoi(s) : 13000;
+    return OK;
+}
 int cuDeviceGetCount(int *n) { *n = 1; return OK; }
 int cuDeviceGet(int *d, int ordinal) { *d = ordinal; return ordinal ? INVALID_VALUE : OK; }
 int cuDeviceGetName(char *name, int len, int d)
@@ -665,6 +672,11 @@ int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
     const module *m = f->m;
     unsigned threads = bx * by * bz;
     if (!threads || threads > 1024 || !gx || !gy || !gz || shared || stream || extra || f->n_args > MAX_ARGS) return INVALID_VALUE;
+    if (gx > 2147483647u || gy > 65535 || gz > 65535) { /* the hardware's grid limits */
+        fprintf(stderr, "cuemu: kernel %s launched on a grid of (%u, %u, %u): y and z take at most 65535, x 2^31 - 1\n", f->name, gx,
+                gy, gz);
+        return INVALID_VALUE;
+    }
     if (f->sized && out_of_resources(f, threads)) return LAUNCH_OUT_OF_RESOURCES;
     size_t need = (size_t)threads * STACK;
     if (need > L.stacks_bytes) {

@@ -2,6 +2,7 @@
 # device.sh LRC MODEL ST_COMPARE — the cuda target's run-time behaviour that
 # needs a device, on the host emulator: out of device memory (forward,
 # backward, train: one line, exit status 1, no run directory left), a
+# driver too old for CUDA 13, a
 # package for a newer architecture than the device's (one line, status 1),
 # one for an older one (runs its PTX, the same logits as its cubin), the
 # residual GEMMs where cuBLASLt has no algorithm or no room for its
@@ -43,6 +44,13 @@ expect 1 'out of device memory' "$lrc" train "$model" --preset tiny --steps 2 --
 [ -e "$out/o.st" ] && { echo "FAIL: a failed forward wrote its output"; failed=1; }
 unset LRC_CUEMU_MEMORY
 
+# a driver too old for CUDA 13 (12.8 here): one line naming its version,
+# the one needed and what to install, before anything is loaded
+LRC_CUEMU_DRIVER=12080 expect 1 'supports CUDA 12\.8.* need 13\.0 or newer: install a newer NVIDIA driver (the 580' \
+  "$lrc" forward "$out/pkg" --input "$out/in.st" -o "$out/o.st"
+LRC_CUEMU_DRIVER=12080 expect 1 'supports CUDA 12\.8' "$lrc" train "$model" --preset tiny --steps 2 --lr 1e-3 --batch 2 --seq 16 \
+  --data "$out/text.txt" --target cuda -o "$out/run_old"
+[ -e "$out/o.st" ] || [ -e "$out/run_old" ] && { echo "FAIL: a run refused for its driver left output behind"; failed=1; }
 LRC_CUEMU_SM=80 expect 1 'compile it again with --arch sm_80' "$lrc" forward "$out/pkg" --input "$out/in.st" -o "$out/o.st"
 "$lrc" forward "$out/pkg" --input "$out/in.st" -o "$out/sm90.st" >/dev/null &&
   LRC_CUEMU_SM=100 "$lrc" forward "$out/pkg" --input "$out/in.st" -o "$out/sm100.st" >/dev/null &&

@@ -53,7 +53,7 @@ int cuMemcpyDtoH_v2(void *dst, devptr src, size_t n);
 int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared,
                    void *stream, void **params, void **extra);
 
-enum { INVALID_IMAGE = 200, LAUNCH_OUT_OF_RESOURCES = 701, LAUNCH_FAILED = 719, N = 256 };
+enum { INVALID_VALUE = 1, INVALID_IMAGE = 200, LAUNCH_OUT_OF_RESOURCES = 701, LAUNCH_FAILED = 719, N = 256 };
 
 /* exchange: each thread of a 64-thread block takes the value of the thread
  * opposite (the other warp's) and writes it back doubled; without the
@@ -406,6 +406,13 @@ int main(void)
     check(launch("bounded", NULL, N / 64, 64, 0, a) == 0 && !memcmp(a, in, sizeof a), "bounded, 64 threads a block: launched, the values copied");
     check(launch("bounded", NULL, N / 128, 128, 0, a) == LAUNCH_OUT_OF_RESOURCES,
           "bounded, 128 threads a block: refused, past its __launch_bounds__");
+    {   /* grid y and z take 65 535 blocks at most, as on the hardware */
+        void *fn, *args[2] = {&d_out, &d_in};
+        check(!cuModuleGetFunction(&fn, mod, "bounded") && cuLaunchKernel(fn, 1, 65536, 1, 64, 1, 1, 0, NULL, args, NULL) == INVALID_VALUE &&
+                  cuLaunchKernel(fn, 1, 1, 65536, 64, 1, 1, 0, NULL, args, NULL) == INVALID_VALUE &&
+                  cuLaunchKernel(fn, 1, 1, 1, 64, 1, 1, 0, NULL, args, NULL) == 0,
+              "a grid of 65536 blocks on y or on z: refused (one block launched)");
+    }
     /* heavy's 97 to 128 registers a thread: 16 warps fit the 65536, 18 do
      * not, counted as the hardware does (warps rounded up to 4) */
     check(launch("heavy", NULL, 1, 512, 0, a) == 0, "heavy, 512 threads a block: launched");
