@@ -5,12 +5,8 @@
 # the same seed, `lrc forward --target ref` and a loss computed here in
 # Python give (a model whose logits were all zeros would print ln 256 and
 # fail; before, a regex on "5.x nats" was the whole test).
-set -u
 lrc=$1
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-passed=0 failed=0
-check() { if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL $1"; fi; }
+source "$(dirname "$0")/../tools/check.sh"
 prompt="In the beginning God created the heaven and the earth."
 "$lrc" demo --seed 1 >"$dir/demo.txt"
 status=$?
@@ -52,5 +48,4 @@ check "the demo's loss is the loss of its model (within 1e-4, it prints 4 decima
   "[[ '$loss' =~ \$num ]] && [[ '$want' =~ \$num ]] && awk 'BEGIN { d = $loss - $want; exit !(d * d <= 1e-8) }'"
 total=$("$lrc" inspect "${M[@]}" --params | awk '/^total/ {print $2}')
 check "the demo's parameter count is inspect's ($total)" "[ -n '$params' ] && [ '$params' = '$total' ]"
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+summary

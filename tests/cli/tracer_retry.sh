@@ -3,12 +3,8 @@
 # on real ctest runs of a scratch project whose tests fail with and without
 # LeakSanitizer's tracer message in their own output. A second run is
 # allowed only when every failed test's own output has the message.
-set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-passed=0 failed=0
-check() { if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL $1"; fi; }
+source "$(dirname "$0")/../tools/check.sh"
 msg='==1==LeakSanitizer has encountered a fatal error.'
 mkdir "$dir/src"
 cat >"$dir/src/CMakeLists.txt" <<CM
@@ -27,5 +23,4 @@ run -R '^(tracer_crash|real_failure)$'
 check "a real failure beside a tracer crash: no second run" "[ $? = 1 ] && grep -q 'real_failure failed' '$dir/out.txt'"
 run -R '^(real_failure|passes_with_message)$'
 check "the message in another test's output: no second run" "[ $? = 1 ] && grep -q 'real_failure failed' '$dir/out.txt'"
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+summary

@@ -4,12 +4,8 @@
 # was forgotten once a later tensor was compared); with a FLOOR, a zeroed
 # tensor of more than one element fails, and one element within the floor
 # passes.
-set -u
 compare=$1
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-passed=0 failed=0
-check() { if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL $1"; fi; }
+source "$(dirname "$0")/check.sh"
 # mk FILE NAME=V,V,... : an F32 file of one-dimensional tensors
 mk() {
   python3 - "$@" <<'PY'
@@ -47,5 +43,4 @@ check "with a floor, a zeroed tensor of three elements fails" "[ $? = 1 ]"
 check "with a floor, a scalar's error within it passes" "[ $? = 0 ]"
 "$compare" "$dir/zero_s.st" "$dir/ref.st" '*' 0.5 >/dev/null
 check "without a floor, the zeroed scalar fails" "[ $? = 1 ]"
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+summary
