@@ -248,6 +248,7 @@ static int parse_meta(lrc_cuda_exec *x, const char *meta_json, lrc_err *err)
 int lrc_cuda_exec_new(const lrc_plan *plan, const char *meta_json, const void *image, lrc_cuda_exec **out, lrc_err *err)
 {
     lrc_cuda_exec *x = lrc_xcalloc(1, sizeof *x);
+    x->unsynced_first = -1;
     x->plan = plan;
     int n = plan->n_bufs, L = plan->n_launches;
     x->storage = lrc_xcalloc((size_t)n + 1, sizeof(int));
@@ -278,6 +279,7 @@ int lrc_cuda_exec_new(const lrc_plan *plan, const char *meta_json, const void *i
     /* the arena, the scratch, and a buffer for every tensor that is not in the arena */
     const char *check = getenv("LRC_CUDA_CHECK");
     x->check = check && *check && strcmp(check, "0");
+    x->sync_each = lrc_env_is("LRC_CUDA_SYNC", "1");
     size_t pad = x->check ? GUARD : 0;
     if (!rc && plan->arena_bytes && !x->check && (r = a->mem_alloc(&x->arena, (size_t)plan->arena_bytes)))
         rc = lrc_err_set(err, "cuda: out of device memory for the %lld-byte arena (a smaller --batch or --seq needs less)", (long long)plan->arena_bytes);
@@ -448,6 +450,28 @@ static int run_gemm(lrc_cuda_exec *x, int li, int j, lrc_err *err)
 
 static int launch_all(lrc_cuda_exec *x, lrc_err *err);
 
+/* A kernel's fault, which the driver reports at whatever call comes next:
+ * CUDA_ERROR_ILLEGAL_ADDRESS, _LAUNCH_TIMEOUT, _HARDWARE_STACK_ERROR to
+ * _LAUNCH_FAILED (cuda.h: 700, 702, 714-719) */
+static bool is_fault(int r) { return r == 700 || r == 702 || (r >= 714 && r <= 719); }
+
+/* A synchronize that failed: a kernel faulted somewhere since the last one.
+ * The error names the launches that may have, and how to name the one. */
+static int sync_failed(const lrc_cuda_exec *x, int r, lrc_err *err)
+{
+    const char *name = "?";
+    if (x->api.error_name) x->api.error_name(r, &name);
+    int a = x->unsynced_first, b = x->unsynced_last;
+    if (a < 0) return lrc_cuda_fail(x, r, "running the kernels", err);
+    const lrc_plan_launch *la = &x->plan->launches[a], *lb = &x->plan->launches[b];
+    const char *sa = la->label && *la->label ? la->label : la->symbol, *sb = lb->label && *lb->label ? lb->label : lb->symbol;
+    if (a == b) return lrc_err_set(err, "cuda: launch %d '%s' failed: %s", a, sa, name);
+    return lrc_err_set(err,
+                       "cuda: a kernel failed (%s) in launches %d '%s' to %d '%s', since the last synchronize: "
+                       "LRC_CUDA_SYNC=1 synchronizes after every launch and names it",
+                       name, a, sa, b, sb);
+}
+
 bool lrc_cuda_guard_intact(lrc_cuda_exec *x, devptr end, int *r)
 {
     unsigned char g[GUARD];
@@ -548,9 +572,10 @@ int lrc_cuda_exec_run(lrc_cuda_exec *x, const lrc_tensor_set *inputs, lrc_tensor
         const lrc_tensor *t;
         if (!(rc = lrc_plan_find_tensor(b, inputs, &t, err))) rc = lrc_cuda_upload(x, i, t->data, lrc_shape_numel(&t->shape), err);
     }
+    x->unsynced_first = -1;
     if (!rc) rc = launch_all(x, err);
     int r;
-    if (!rc && (r = x->api.sync())) rc = lrc_cuda_fail(x, r, "running the kernels", err);
+    if (!rc && (r = x->api.sync())) rc = sync_failed(x, r, err);
     if (!rc && x->used_events) rc = collect(x, err);
     x->used_events = 0;
     for (int i = 0; i < p->n_bufs && !rc; i++) {
@@ -572,8 +597,9 @@ int lrc_cuda_exec_time(lrc_cuda_exec *x, int64_t repeat, double *median_ms, lrc_
     int rc = LRC_OK, r;
     for (int64_t i = 0; i < repeat && !rc; i++) {
         double t0 = lrc_now_s();
+        x->unsynced_first = -1;
         rc = launch_all(x, err);
-        if (!rc && (r = x->api.sync())) rc = lrc_cuda_fail(x, r, "running the kernels", err);
+        if (!rc && (r = x->api.sync())) rc = sync_failed(x, r, err);
         ms[i] = 1e3 * (lrc_now_s() - t0);
         if (!rc && x->used_events) rc = collect(x, err);
     }
@@ -615,6 +641,19 @@ static int back_edge(lrc_cuda_exec *x, int li, bool *again, lrc_err *err)
 }
 
 /* Every launch in order on the default stream: cuBLAS, then the kernel. */
+/* After launch li has gone in (its GEMMs, its kernel): the event that ends
+ * its time, LRC_CUDA_CHECK's guard regions where it ran anything, and
+ * LRC_CUDA_SYNC's synchronize; either of those two leaves no launch
+ * unsynchronized. */
+static int after_launch(lrc_cuda_exec *x, int li, bool timed, bool ran, lrc_err *err)
+{
+    int rc = timed ? mark(x, li, err) : LRC_OK, r;
+    if (x->check && ran && !rc) rc = check_guards(x, li, err);
+    if (x->sync_each && !rc && (r = x->api.sync())) rc = sync_failed(x, r, err);
+    if (!rc && (x->check || x->sync_each)) x->unsynced_first = -1;
+    return rc;
+}
+
 static int launch_all(lrc_cuda_exec *x, lrc_err *err)
 {
     const lrc_plan *p = x->plan;
@@ -628,10 +667,11 @@ static int launch_all(lrc_cuda_exec *x, lrc_err *err)
         }
         bool timed = (x->times_ns || x->trace) && (x->n_gemm[li] || x->fn[li]);
         if (timed && !rc) rc = mark(x, li, err);
+        if (x->unsynced_first < 0) x->unsynced_first = li;
+        x->unsynced_last = li;
         for (int j = 0; j < x->n_gemm[li] && !rc; j++) rc = run_gemm(x, li, j, err);
         if (rc || !x->fn[li] || lt_wrote_output(x, li)) {
-            if (timed && !rc) rc = mark(x, li, err);
-            if (x->check && !rc && x->n_gemm[li]) rc = check_guards(x, li, err);
+            if (!rc) rc = after_launch(x, li, timed, x->n_gemm[li] > 0, err);
             continue;
         }
         devptr argv[65];
@@ -641,9 +681,10 @@ static int launch_all(lrc_cuda_exec *x, lrc_err *err)
         if (x->scratch_of[li]) argv[na] = x->scratch, params[na] = &argv[na], na++;
         int r = x->api.launch(x->fn[li], (unsigned)x->grid[3 * li], (unsigned)x->grid[3 * li + 1], (unsigned)x->grid[3 * li + 2],
                               (unsigned)x->block[li], 1, 1, 0, NULL, params, NULL);
-        if (r) rc = lrc_cuda_fail(x, r, l->label ? l->label : l->symbol, err);
-        if (timed && !rc) rc = mark(x, li, err);
-        if (x->check && !rc) rc = check_guards(x, li, err);
+        /* a fault of an earlier kernel can surface at this launch (the
+         * context is lost): then it names the launches since the last synchronize */
+        rc = r && is_fault(r) ? sync_failed(x, r, err) : r ? lrc_cuda_fail(x, r, l->label ? l->label : l->symbol, err)
+                                                          : after_launch(x, li, timed, true, err);
     }
     return rc;
 }

@@ -44,6 +44,7 @@ enum {
     OUT_OF_MEMORY = 2,
     INVALID_IMAGE = 200,
     NOT_FOUND = 500,
+    ILLEGAL_ADDRESS = 700,
     LAUNCH_OUT_OF_RESOURCES = 701,
     LAUNCH_FAILED = 719,
     NOT_SUPPORTED = 801
@@ -137,8 +138,14 @@ static int in_bounds(devptr p, size_t n)
     return 0;
 }
 
+/* LRC_CUEMU_FAULT=KERNEL: a launch of KERNEL faults as on a GPU: it returns
+ * success, and every call after it that waits for the device returns
+ * CUDA_ERROR_ILLEGAL_ADDRESS (a sticky error: the context is lost) */
+static int sticky;
+
 int cuMemcpyHtoD_v2(devptr dst, const void *src, size_t n)
 {
+    if (sticky) return sticky;
     if (!in_bounds(dst, n)) return INVALID_VALUE;
     memcpy((void *)(uintptr_t)dst, src, n);
     return OK;
@@ -146,6 +153,7 @@ int cuMemcpyHtoD_v2(devptr dst, const void *src, size_t n)
 
 int cuMemcpyDtoH_v2(void *dst, devptr src, size_t n)
 {
+    if (sticky) return sticky;
     if (!in_bounds(src, n)) return INVALID_VALUE;
     memcpy(dst, (const void *)(uintptr_t)src, n);
     if (getenv("LRC_CUEMU_TRACE") && n >= 8) fprintf(stderr, "dtoh %#llx %zu last %s\n", src, n, ((unsigned char *)dst)[n - 1] == 0x5A ? "5A" : "-");
@@ -154,6 +162,7 @@ int cuMemcpyDtoH_v2(void *dst, devptr src, size_t n)
 
 int cuMemcpyDtoD_v2(devptr dst, devptr src, size_t n)
 {
+    if (sticky) return sticky;
     if (!in_bounds(dst, n) || !in_bounds(src, n)) return INVALID_VALUE;
     memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
     return OK;
@@ -206,7 +215,7 @@ static int ctx_token;
 int cuDevicePrimaryCtxRetain(void **ctx, int d) { (void)d; *ctx = &ctx_token; return OK; }
 int cuDevicePrimaryCtxRelease_v2(int d) { (void)d; return OK; }
 int cuCtxSetCurrent(void *ctx) { return ctx == &ctx_token ? OK : INVALID_VALUE; }
-int cuCtxSynchronize(void) { return OK; }
+int cuCtxSynchronize(void) { return sticky; }
 /* NVRTC opens libcuda.so.1 too and asks for the driver's private tables;
  * without them it compiles as it does on a machine with no driver */
 int cuGetExportTable(const void **table, const void *id)
@@ -230,7 +239,7 @@ int cuEventCreate(void **ev, unsigned flags)
     return *ev ? OK : OUT_OF_MEMORY;
 }
 int cuEventRecord(void *ev, void *stream) { *(double *)ev = now_ms(); return stream ? INVALID_VALUE : OK; }
-int cuEventSynchronize(void *ev) { return ev ? OK : INVALID_VALUE; }
+int cuEventSynchronize(void *ev) { return sticky ? sticky : ev ? OK : INVALID_VALUE; }
 int cuEventElapsedTime(float *ms, void *start, void *end)
 {
     *ms = (float)(*(double *)end - *(double *)start);
@@ -247,6 +256,7 @@ int cuGetErrorName(int r, const char **name)
     *name = r == OK ? "CUDA_SUCCESS" : r == INVALID_VALUE ? "CUDA_ERROR_INVALID_VALUE" : r == OUT_OF_MEMORY ? "CUDA_ERROR_OUT_OF_MEMORY"
           : r == INVALID_IMAGE ? "CUDA_ERROR_INVALID_IMAGE" : r == NOT_FOUND ? "CUDA_ERROR_NOT_FOUND"
           : r == LAUNCH_FAILED ? "CUDA_ERROR_LAUNCH_FAILED" : r == LAUNCH_OUT_OF_RESOURCES ? "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"
+          : r == ILLEGAL_ADDRESS ? "CUDA_ERROR_ILLEGAL_ADDRESS"
           : "CUDA_ERROR_UNKNOWN";
     return OK;
 }
@@ -671,6 +681,7 @@ int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
     const function *f = fn;
     const module *m = f->m;
     unsigned threads = bx * by * bz;
+    if (sticky) return sticky;
     if (!threads || threads > 1024 || !gx || !gy || !gz || shared || stream || extra || f->n_args > MAX_ARGS) return INVALID_VALUE;
     if (gx > 2147483647u || gy > 65535 || gz > 65535) { /* the hardware's grid limits */
         fprintf(stderr, "cuemu: kernel %s launched on a grid of (%u, %u, %u): y and z take at most 65535, x 2^31 - 1\n", f->name, gx,
@@ -723,5 +734,8 @@ int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
         }
         fprintf(stderr, "\n");
     }
-    return !r && cuemu_check_guards(f->name) ? LAUNCH_FAILED : r;
+    if (!r && cuemu_check_guards(f->name)) return LAUNCH_FAILED;
+    const char *fault = getenv("LRC_CUEMU_FAULT");
+    if (!r && fault && !strcmp(fault, f->name)) sticky = ILLEGAL_ADDRESS; /* the launch itself succeeds */
+    return r;
 }

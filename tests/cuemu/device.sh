@@ -2,7 +2,7 @@
 # device.sh LRC MODEL ST_COMPARE — the cuda target's run-time behaviour that
 # needs a device, on the host emulator: out of device memory (forward,
 # backward, train: one line, exit status 1, no run directory left), a
-# driver too old for CUDA 13, a
+# driver too old for CUDA 13, a kernel that faults (the launches named), a
 # package for a newer architecture than the device's (one line, status 1),
 # one for an older one (runs its PTX, the same logits as its cubin), the
 # residual GEMMs where cuBLASLt has no algorithm or no room for its
@@ -51,6 +51,17 @@ LRC_CUEMU_DRIVER=12080 expect 1 'supports CUDA 12\.8.* need 13\.0 or newer: inst
 LRC_CUEMU_DRIVER=12080 expect 1 'supports CUDA 12\.8' "$lrc" train "$model" --preset tiny --steps 2 --lr 1e-3 --batch 2 --seq 16 \
   --data "$out/text.txt" --target cuda -o "$out/run_old"
 [ -e "$out/o.st" ] || [ -e "$out/run_old" ] && { echo "FAIL: a run refused for its driver left output behind"; failed=1; }
+# a kernel that faults (the emulator's LRC_CUEMU_FAULT: the launch succeeds,
+# every wait after it fails, as on a GPU): the error says which launches
+# ran since the last synchronize and how to name the one; LRC_CUDA_SYNC=1
+# (and LRC_CUDA_CHECK=1, which the tests set) name it
+attn=$(python3 -c "import json, sys; print(next(l['symbol'] for l in json.load(open(sys.argv[1]))['launches'] if 'attention' in l['label']))" "$out/pkg/package.json")
+LRC_CUDA_CHECK=0 LRC_CUEMU_FAULT=$attn expect 1 "a kernel failed (CUDA_ERROR_ILLEGAL_ADDRESS) in launches 0 '.*' to [0-9]* '.*', since the last synchronize: LRC_CUDA_SYNC=1" \
+  "$lrc" forward "$out/pkg" --input "$out/in.st" -o "$out/o.st"
+LRC_CUDA_CHECK=0 LRC_CUDA_SYNC=1 LRC_CUEMU_FAULT=$attn expect 1 "launch [0-9]* 'attention .*' failed: CUDA_ERROR_ILLEGAL_ADDRESS" \
+  "$lrc" forward "$out/pkg" --input "$out/in.st" -o "$out/o.st"
+LRC_CUEMU_FAULT=$attn expect 1 "launch [0-9]* 'attention .*' failed: CUDA_ERROR_ILLEGAL_ADDRESS" "$lrc" forward "$out/pkg" --input "$out/in.st" -o "$out/o.st"
+[ -e "$out/o.st" ] && { echo "FAIL: a run whose kernel faulted wrote its output"; failed=1; }
 LRC_CUEMU_SM=80 expect 1 'compile it again with --arch sm_80' "$lrc" forward "$out/pkg" --input "$out/in.st" -o "$out/o.st"
 "$lrc" forward "$out/pkg" --input "$out/in.st" -o "$out/sm90.st" >/dev/null &&
   LRC_CUEMU_SM=100 "$lrc" forward "$out/pkg" --input "$out/in.st" -o "$out/sm100.st" >/dev/null &&
