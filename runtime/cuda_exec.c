@@ -640,7 +640,6 @@ static int back_edge(lrc_cuda_exec *x, int li, bool *again, lrc_err *err)
     return r ? lrc_cuda_fail(x, r, "a loop's back edge", err) : LRC_OK;
 }
 
-/* Every launch in order on the default stream: cuBLAS, then the kernel. */
 /* After launch li has gone in (its GEMMs, its kernel): the event that ends
  * its time, LRC_CUDA_CHECK's guard regions where it ran anything, and
  * LRC_CUDA_SYNC's synchronize; either of those two leaves no launch
@@ -654,6 +653,7 @@ static int after_launch(lrc_cuda_exec *x, int li, bool timed, bool ran, lrc_err 
     return rc;
 }
 
+/* Every launch in order on the default stream: cuBLAS, then the kernel. */
 static int launch_all(lrc_cuda_exec *x, lrc_err *err)
 {
     const lrc_plan *p = x->plan;

@@ -114,7 +114,7 @@ struct lrc_cuda_exec {
     double trace_clock_ns; /* where the next run starts on the trace's timeline */
     bool check; /* LRC_CUDA_CHECK: every buffer alone, a guard region after it, checked after each launch */
     bool sync_each; /* LRC_CUDA_SYNC: a synchronize after every launch, so that a fault names its launch */
-    int unsynced_first, unsynced_last; /* the kernel launches since the last synchronize (-1: none) */
+    int unsynced_first, unsynced_last; /* the launches since the last synchronize (first -1: none) */
     bool *on_device; /* per buffer: an output that lrc_cuda_exec_run leaves on the device (the optimizer reads it) */
 };
 
