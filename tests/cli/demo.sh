@@ -27,14 +27,11 @@ h += b" " * (-len(h) % 8)
 open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + struct.pack("<%di" % len(ids), *ids))
 PY
 "$lrc" forward "${M[@]}" --weights "$dir/w.st" --input "$dir/in.st" -o "$dir/out.st" --target ref >/dev/null
-want=$(python3 - "$dir/out.st" "$prompt" <<'PY'
-import array, json, math, struct, sys
-b = open(sys.argv[1], "rb").read()
-n = struct.unpack("<Q", b[:8])[0]
-v = json.loads(b[8:8 + n])["logits"]
-a = array.array("f")
-a.frombytes(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
-p, V = sys.argv[2].encode(), v["shape"][-1]
+want=$(PYTHONPATH="$(dirname "$0")/../tools" python3 - "$dir/out.st" "$prompt" <<'PY'
+import math, sys
+import st
+_, shape, a = st.arrays(sys.argv[1])["logits"]
+p, V = sys.argv[2].encode(), shape[-1]
 loss = 0.0
 for i in range(len(p) - 1):
     row = a[i * V:(i + 1) * V]

@@ -178,17 +178,11 @@ open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + struct.pack("<40i"
 PY
     "$lrc" forward "$model" --preset tiny --set norm=$norm --weights "$out/w_$norm.st" --input "$out/gen_in.st" \
       -o "$out/gen_logits.st" --target cpu >/dev/null 2>>"$out/gen.err" &&
-    python3 - "$out/gen_in.st" "$out/gen_logits.st" $norm <<'PY' ||
-import array, json, struct, sys
-def read(p, name):
-    b = open(p, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    v = json.loads(b[8:8 + n])[name]
-    a = array.array("i" if v["dtype"] == "I32" else "f")
-    a.frombytes(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
-    return a, v["shape"]
-ids, _ = read(sys.argv[1], "tokens")
-logits, shape = read(sys.argv[2], "logits")
+    PYTHONPATH="$tools" python3 - "$out/gen_in.st" "$out/gen_logits.st" $norm <<'PY' ||
+import sys
+import st
+_, _, ids = st.arrays(sys.argv[1])["tokens"]
+_, shape, logits = st.arrays(sys.argv[2])["logits"]
 V, worst, exact = shape[-1], 0.0, 0
 for t in range(15, 39):
     row = logits[t * V:(t + 1) * V]

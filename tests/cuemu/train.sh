@@ -6,9 +6,7 @@
 # its validation on the CPU with the weights read back.
 set -u
 lrc=$1 model=$2
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-failed=0
+source "$(dirname "$0")/common.sh"
 printf 'In the beginning God created the heaven and the earth. %.0s' $(seq 1 200) >"$out/text.txt"
 
 # the tiny LLaMA's run, and a ViT's (its validation on the CPU with the
@@ -48,19 +46,13 @@ LRC_CUEMU_MEMORY=$(($(cat "$out/peak") - 1)) "$lrc" "${L[@]}" --target cuda -o "
 # cpu update is under 1e-3 of the largest (the key biases: softmax ignores
 # them, their gradient is zero but for rounding) is not compared.
 "$lrc" init "$(dirname "$model")/vit.lua" --preset tiny --set image_size=28 --seed 0 -o "$out/vit_w0.st" >/dev/null &&
-  python3 - "$out/vit_w0.st" "$out/vit_cuda/model.safetensors" "$out/vit_cpu/model.safetensors" <<'PY' || failed=1
-import array, json, math, struct, sys
+  PYTHONPATH="$tools" python3 - "$out/vit_w0.st" "$out/vit_cuda/model.safetensors" "$out/vit_cpu/model.safetensors" <<'PY' || failed=1
+import math, sys
+import st
 def load(p):
-    b = open(p, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    h.pop("__metadata__", None)
-    out = {}
-    for k, v in h.items():
-        assert v["dtype"] == "F32", (p, k, v["dtype"])
-        out[k] = array.array("f")
-        out[k].frombytes(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
-    return out
+    ts = st.arrays(p)
+    assert len(ts) == len(st.tensors(p)) and all(dt == "F32" for dt, _, _ in ts.values()), p
+    return {k: a for k, (_, _, a) in ts.items()}
 w0, cu, cpu = (load(p) for p in sys.argv[1:4])
 assert w0.keys() == cu.keys() == cpu.keys(), "the three files hold other tensors"
 ups = {k: ([a - z for a, z in zip(cu[k], w0[k])], [b - z for b, z in zip(cpu[k], w0[k])]) for k in w0}
