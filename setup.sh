@@ -12,8 +12,9 @@ cd "$(dirname "$0")"
 # Tests: PyTorch for the parity tests and OpenBLAS so that torch is not 30x slow.
 # Training: the King James Bible, lrc train's default text, and gnuplot for the loss curves.
 # Images: zlib for the gzipped IDX files, and Fashion-MNIST (runtime/images.c).
+# Embedding: pkgconf, so programs find the installed liblrc (pkg-config --libs lrc; tests/cli/embed.sh).
 packages=(build-essential cmake liblua5.4-dev libcjson-dev python3-torch libopenblas0-pthread bible-kjv gnuplot-nox
-          zlib1g-dev dataset-fashion-mnist)
+          zlib1g-dev dataset-fashion-mnist pkgconf)
 if ! command -v llvm-config-19 llvm-config-18 llvm-config-17 llvm-config-16 llvm-config-15 \
      llvm-config-14 llvm-config >/dev/null 2>&1; then
   packages+=(llvm-14-dev)

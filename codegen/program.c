@@ -20,7 +20,7 @@ int lrc_program_packed_of(const lrc_program *p, int w, int panel, bool transpose
     return -1;
 }
 
-bool lrc_is_gemm_op(lrc_op op) { return op == LRC_OP_MATMUL || op == LRC_OP_MATMUL_NN || op == LRC_OP_MATMUL_TN; }
+bool lrc_is_gemm_op(lrc_op op) { return lrc_op_table[op].fusion == LRC_FUSE_GEMM; }
 
 void lrc_gemm_dims(const lrc_graph *g, const lrc_node *n, int64_t *cols, int64_t *inner)
 {
@@ -35,6 +35,73 @@ int64_t lrc_sum_to_columns(const lrc_graph *g, const lrc_node *n)
     const lrc_shape *x = &g->nodes[n->in[0]].shape, *o = &n->shape;
     int64_t D = last_dim(x);
     return n->op == LRC_OP_SUM_TO && lrc_shape_numel(o) == D && last_dim(o) == D ? D : 0;
+}
+
+/* ---- how an opaque kernel's work splits (a per-op table) ---------------- */
+
+/* The work items of an op's kernel of its own, as both renderers write it:
+ * ITEMS_<op> for every op of LRC_OPS (ir/lrc_ir.h), so an op without an
+ * entry names an undefined ITEMS_<op> and does not compile. Ops that only
+ * anchor other kinds of group take their group's split (GROUP); sums into
+ * shared rows run as ONE item. */
+typedef enum { GROUP, ONE, ROWS, HEADS, COLUMNS, SUMMED_COLUMNS } item_rule;
+
+#define ITEMS_input GROUP /* sources and views: no kernel */
+#define ITEMS_param GROUP
+#define ITEMS_state GROUP
+#define ITEMS_reshape GROUP
+#define ITEMS_matmul GROUP
+#define ITEMS_matmul_nn GROUP
+#define ITEMS_matmul_tn GROUP
+#define ITEMS_attention GROUP
+#define ITEMS_kv_attention GROUP
+#define ITEMS_rmsnorm GROUP
+#define ITEMS_layernorm GROUP
+#define ITEMS_softmax GROUP
+#define ITEMS_embedding ROWS
+#define ITEMS_rope ROWS
+#define ITEMS_rope_grad ROWS
+#define ITEMS_rmsnorm_grad ROWS
+#define ITEMS_softmax_grad ROWS
+#define ITEMS_layernorm_grad ROWS
+#define ITEMS_cross_entropy_grad ROWS
+#define ITEMS_attention_grad HEADS /* (batch, head) pairs */
+#define ITEMS_sum_to SUMMED_COLUMNS /* blocks of LRC_SUM_COLS columns where the sum is to a vector */
+#define ITEMS_embedding_grad COLUMNS /* blocks of LRC_SUM_COLS columns */
+#define ITEMS_add ONE /* alone: a broadcast */
+#define ITEMS_mul ONE
+#define ITEMS_scale ONE
+#define ITEMS_silu ONE
+#define ITEMS_silu_grad ONE
+#define ITEMS_gelu ONE
+#define ITEMS_gelu_grad ONE
+#define ITEMS_relu ONE
+#define ITEMS_relu_grad ONE
+#define ITEMS_exp ONE
+#define ITEMS_softplus ONE
+#define ITEMS_transpose ONE
+#define ITEMS_slice ONE
+#define ITEMS_depth_gain ONE
+#define ITEMS_depth_gain_grad ONE
+#define ITEMS_cross_entropy ONE
+#define ITEMS_loop_state ONE
+#define ITEMS_loop_next ONE
+
+static const item_rule items_of[LRC_OP_COUNT] = {
+#define ITEMS_ENTRY(E, op) [LRC_OP_##E] = ITEMS_##op,
+    LRC_OPS(ITEMS_ENTRY)
+#undef ITEMS_ENTRY
+};
+
+static int64_t opaque_items(const lrc_graph *g, const lrc_node *a)
+{
+    switch (items_of[a->op]) {
+    case ROWS: return rows_of(&a->shape);
+    case HEADS: return a->shape.dim[0] * a->shape.dim[2];
+    case COLUMNS: return cdiv(last_dim(&a->shape), LRC_SUM_COLS);
+    case SUMMED_COLUMNS: return lrc_sum_to_columns(g, a) ? cdiv(lrc_sum_to_columns(g, a), LRC_SUM_COLS) : 1;
+    default: return 1;
+    }
 }
 
 static lrc_kernel_desc *new_kernel(lrc_program *p)
@@ -62,7 +129,7 @@ static bool renderable(const lrc_graph *g, const lrc_group *gr, const lrc_node *
     case LRC_GROUP_ELEMENTWISE: return f == LRC_FUSE_ELEMENTWISE;
     case LRC_GROUP_ROW: return anchor ? lrc_op_is_row(n->op) : f == LRC_FUSE_ELEMENTWISE;
     case LRC_GROUP_GEMM: return lrc_is_gemm_op(n->op) || (!anchor && f == LRC_FUSE_ELEMENTWISE);
-    case LRC_GROUP_ATTENTION: return anchor ? n->op == LRC_OP_ATTENTION || n->op == LRC_OP_KV_ATTENTION : n->op == LRC_OP_ROPE;
+    case LRC_GROUP_ATTENTION: return anchor ? f == LRC_FUSE_ATTENTION : n->op == LRC_OP_ROPE; /* fuse rule 4 */
     case LRC_GROUP_OPAQUE: /* one op (or its nodes for each input, fuse rule 6); the renderer says whether it can */
         return anchor || (n->op == g->nodes[gr->anchor].op && lrc_op_table[n->op].share_by_which);
     default: return false;
@@ -216,23 +283,15 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
             for (int q = 0; q < 3; q++) add_arg(k, s->buffer_of[a->in[q]]);
         }
         for (int j = 0; j < gr->n_nodes; j++) k->flops += lrc_op_table[g->nodes[gr->nodes[j]].op].flops(g, &g->nodes[gr->nodes[j]]);
-        if (a->op == LRC_OP_EMBEDDING) k->bytes = lrc_node_bytes(g, a); /* a gather reads only its rows */
+        /* an op whose traffic is not its whole buffers (a gather reads only its
+         * rows) has its rule in the op table */
+        if (lrc_op_table[a->op].bytes != LRC_BYTES_ALL) k->bytes = lrc_node_bytes(g, a);
         switch (gr->kind) {
         case LRC_GROUP_GEMM:
             k->n_items = cdiv(rows_of(&a->shape), t.mc) * cdiv(last_dim(&a->shape), t.nc);
             break;
         case LRC_GROUP_ATTENTION: k->n_items = a->shape.dim[0] * a->shape.dim[2]; break;
-        case LRC_GROUP_OPAQUE:
-            /* row-parallel ones; the others (sums into shared rows) run as one item */
-            k->n_items = a->op == LRC_OP_ATTENTION_GRAD ? a->shape.dim[0] * a->shape.dim[2]
-                       : a->op == LRC_OP_EMBEDDING || a->op == LRC_OP_ROPE || a->op == LRC_OP_ROPE_GRAD ||
-                                 a->op == LRC_OP_RMSNORM_GRAD || a->op == LRC_OP_SOFTMAX_GRAD || a->op == LRC_OP_LAYERNORM_GRAD ||
-                                 a->op == LRC_OP_CROSS_ENTROPY_GRAD
-                             ? rows_of(&a->shape)
-                       : lrc_sum_to_columns(g, a) ? cdiv(lrc_sum_to_columns(g, a), LRC_SUM_COLS)
-                       : a->op == LRC_OP_EMBEDDING_GRAD ? cdiv(a->shape.dim[1], LRC_SUM_COLS)
-                                                        : 1;
-            break;
+        case LRC_GROUP_OPAQUE: k->n_items = opaque_items(g, a); break;
         default: k->n_items = rows_of(&a->shape); break;
         }
     }

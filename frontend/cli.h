@@ -97,7 +97,6 @@ typedef struct cli_cuda_run {
 } cli_cuda_run;
 int cli_cuda_open(const struct cli_args *a, cli_cuda_run *c, lrc_err *err);
 void cli_cuda_close(cli_cuda_run *c);
-int cli_forward_cuda(const struct cli_args *a);
 int cli_profile_cuda(const struct cli_args *a, int64_t repeat, const char *trace);
 /* lrc compile with these arguments (frontend/cmd_compile.c); the exit status. */
 int cli_compile_package(const struct cli_args *a);

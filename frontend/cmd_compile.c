@@ -4,44 +4,14 @@
 #include "cli.h"
 #include "compile.h"
 
+#include "../codegen/llvm/lrc_link.h"
 #include "../codegen/llvm/lrc_llvm.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-extern char **environ;
-
-/* cc -shared: the system linker turns the object file into a library the
- * runtime can dlopen. */
-static int link_shared(const char *obj, const char *so, lrc_err *err)
-{
-    const char *cc = getenv("CC") ? getenv("CC") : "cc";
-    char *argv[] = {(char *)cc, "-shared", "-o", (char *)so, (char *)obj, "-lm", NULL};
-    pid_t pid;
-    int rc = posix_spawnp(&pid, cc, NULL, NULL, argv, environ), status = 0;
-    if (rc) return lrc_err_set(err, "cannot run the linker '%s' to make %s: %s (install build-essential)", cc, so, strerror(rc));
-    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
-        return lrc_err_set(err, "the linker '%s' failed to make %s from %s", cc, so, obj);
-    return LRC_OK;
-}
-
-void cli_package_remove(const char *dir) /* dir: at most 4200 bytes */
-{
-    static const char *files[] = {"kernels.o",   "kernels.so",   "kernels.cu",          "kernels.cubin",
-                                  "kernels.ptx", "package.json", "package.json.tmp", "weights.safetensors"};
-    char p[4400];
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
-        remove(p);
-    }
-    rmdir(dir);
-}
+void cli_package_remove(const char *dir) { lrc_package_remove(dir); }
 
 static char *package_meta(lrc_model *m, const cli_args *a, const lrc_compiled *c, int64_t vocab)
 {
@@ -89,22 +59,6 @@ static char *package_meta(lrc_model *m, const cli_args *a, const lrc_compiled *c
     return s;
 }
 
-/* kernels.cu, kernels.cubin and kernels.ptx of a cuda package */
-static int write_cuda_files(const char *dir, const lrc_compiled *c, lrc_err *err)
-{
-    static const char *names[] = {"kernels.cu", "kernels.cubin", "kernels.ptx"};
-    const void *data[] = {c->cuda.source, c->cubin, c->ptx};
-    size_t size[] = {strlen(c->cuda.source), c->cubin_size, strlen(c->ptx)};
-    for (int i = 0; i < 3; i++) {
-        char path[4400];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        FILE *f = fopen(path, "wb");
-        if (!f || fwrite(data[i], 1, size[i], f) != size[i] || fclose(f))
-            return lrc_err_set(err, "%s: cannot write: %s", path, strerror(errno));
-    }
-    return LRC_OK;
-}
-
 int cli_compile_package(const cli_args *a)
 {
     bool cuda = !strcmp(a->target, "cuda");
@@ -115,15 +69,9 @@ int cli_compile_package(const cli_args *a)
     }
     if (a->arch && !cuda) return cli_usage_error("compile", "--arch is for --target cuda");
     if (a->precision && !cuda) return cli_usage_error("compile", "--precision is for --target cuda (the cpu target computes in f32)");
-    struct stat st;
-    char pkgjson[4200];
-    snprintf(pkgjson, sizeof pkgjson, "%s/package.json", a->out);
-    if (stat(a->out, &st) == 0 && !(S_ISDIR(st.st_mode) && stat(pkgjson, &st) == 0)) {
-        lrc_err e;
-        lrc_err_set(&e, "%s exists and is not an lrc package: choose another -o", a->out);
-        return cli_user_error(&e);
-    }
     lrc_err err;
+    lrc_package_writer w;
+    if (lrc_package_begin(&w, a->out, cuda, &err)) return cli_user_error(&err);
     lrc_model m = {0};
     lrc_graph *g = lrc_graph_new();
     lrc_tensor_set wfile, params, keep;
@@ -135,13 +83,10 @@ int cli_compile_package(const cli_args *a)
     lrc_compiled c;
     memset(&c, 0, sizeof c);
     int64_t vocab = 0;
-    char tmp[4096], obj[4200], so[4200], wpath[4200], old[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", a->out, (long)getpid());
-    snprintf(obj, sizeof obj, "%s/kernels.o", tmp);
-    snprintf(so, sizeof so, "%s/kernels.so", tmp);
-    snprintf(wpath, sizeof wpath, "%s/weights.safetensors", tmp);
+    char obj[4200], so[4200];
+    lrc_package_kernels_path(&w, true, obj, sizeof obj);
+    lrc_package_kernels_path(&w, false, so, sizeof so);
     int rc = EXIT_USER;
-    bool made_tmp = false;
     if (lrc_model_load(&m, a->m.model, a->m.preset, a->m.sets, a->m.n_sets, &err) ||
         lrc_model_config_int(&m, m.task == LRC_TASK_IMAGE ? "n_classes" : "vocab", &vocab, &err) ||
         lrc_model_build(&m, a->ctx > 0 ? 1 : a->batch, a->ctx > 0 ? 1 : a->seq, g, &err) ||
@@ -153,25 +98,15 @@ int cli_compile_package(const cli_args *a)
         goto done;
     }
     lrc_tensor_set_clear(&wfile); /* params holds its own f32 copies: a 1b's 5 GB less */
-    if (mkdir(tmp, 0755)) {
-        lrc_graph_free(g);
-        lrc_err_set(&err, "%s: cannot create: %s", tmp, strerror(errno));
-        cli_user_error(&err);
-        goto done;
-    }
-    made_tmp = true;
     if (cuda ? lrc_compile_graph_cuda(g, a->weights ? &params : NULL, a->arch ? a->arch : "sm_90",
                                   a->precision && !strcmp(a->precision, "f32"), &c, &err) ||
-                   write_cuda_files(tmp, &c, &err)
-             : lrc_compile_graph_to(g, a->weights ? &params : NULL, obj, &c, &err) || link_shared(obj, so, &err)) {
+                   lrc_package_write_cuda(&w, c.cuda.source, c.cubin, c.cubin_size, c.ptx, &err)
+             : lrc_compile_graph_to(g, a->weights ? &params : NULL, obj, &c, &err) || lrc_llvm_link_shared(obj, so, &err)) {
         cli_user_error(&err);
         goto done;
     }
-    remove(obj);
-    char *meta = package_meta(&m, a, &c, vocab);
-    rc = lrc_package_write_plan(tmp, &c.plan, cuda ? "kernels.cubin" : "kernels.so", meta, &err);
-    free(meta);
-    if (!rc && a->weights) {
+    rc = LRC_OK;
+    if (a->weights) {
         /* only what the plan reads: the folded weights, not the originals;
          * keep borrows params' tensors (no copy of a 1b's gigabytes). A
          * weight the device stores as bf16 is written as bf16, rounded as
@@ -183,20 +118,14 @@ int cli_compile_package(const cli_args *a)
                 if (cuda && c.cuda.storage[i] == LRC_CUDA_BF16) lrc_tensor_round_bf16(t);
                 rc = lrc_tensor_set_add(&keep, t, &err);
             }
-        if (!rc) rc = lrc_safetensors_save(wpath, &keep, &err);
+        if (!rc) rc = lrc_package_write_weights(&w, &keep, &err);
         for (int i = 0; i < keep.n; i++) kept_bytes += (int64_t)keep.items[i]->nbytes;
         kept = keep.n;
         keep.n = 0; /* borrowed: cleared without freeing the tensors */
     }
-    /* move into place: an old package is replaced only once the new one is whole */
-    snprintf(old, sizeof old, "%s.old.%ld", a->out, (long)getpid());
-    if (!rc && stat(a->out, &st) == 0 && rename(a->out, old))
-        rc = lrc_err_set(&err, "%s: cannot replace: %s", a->out, strerror(errno));
-    if (!rc && rename(tmp, a->out)) rc = lrc_err_set(&err, "%s: cannot create: %s", a->out, strerror(errno));
-    if (!rc) {
-        made_tmp = false;
-        cli_package_remove(old);
-    }
+    char *meta = rc ? NULL : package_meta(&m, a, &c, vocab);
+    if (!rc) rc = lrc_package_finish(&w, &c.plan, meta, &err); /* package.json, then the directory moved into place */
+    free(meta);
     if (rc) {
         cli_user_error(&err);
         rc = EXIT_USER;
@@ -229,7 +158,7 @@ int cli_compile_package(const cli_args *a)
     printf("package %s\n", a->out);
     rc = 0;
 done:
-    if (made_tmp) cli_package_remove(tmp);
+    lrc_package_abort(&w); /* nothing once finished */
     lrc_compiled_free(&c);
     lrc_tensor_set_clear(&wfile);
     lrc_tensor_set_clear(&params);

@@ -1,24 +1,12 @@
-/* cmd_cuda.c — lrc forward and lrc profile of a cuda package: the device
- * checked against the package's architecture (its cubin, or its PTX on a
- * newer GPU), the weights uploaded once, the inputs run once; forward then
- * times --repeat runs ("forward: median X ms", as the cpu target prints),
- * profile times every launch with CUDA events against the device's
- * ceilings measured now. */
+/* cmd_cuda.c — lrc profile of a cuda package: the device checked against
+ * the package's architecture (its cubin, or its PTX on a newer GPU), the
+ * weights uploaded once, the inputs run once, then every launch timed with
+ * CUDA events against the device's ceilings measured now. (lrc forward runs
+ * packages through the embedding API, runtime/lrc.h.) */
 #include "cli.h"
 
-#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void *read_file(const char *path, lrc_err *err)
-{
-    FILE *f = fopen(path, "rb");
-    size_t len;
-    char *buf = f ? lrc_read_all(f, &len) : NULL; /* 0-terminated: PTX is text */
-    if (f) fclose(f);
-    if (!buf) lrc_err_set(err, "%s: cannot read", path);
-    return buf;
-}
 
 int cli_cuda_open(const cli_args *a, cli_cuda_run *c, lrc_err *err)
 {
@@ -28,21 +16,16 @@ int cli_cuda_open(const cli_args *a, cli_cuda_run *c, lrc_err *err)
     int rc = lrc_package_load(a->m.model, &c->pkg, err);
     if (rc) return rc;
     c->have_pkg = true;
-    cJSON *meta = cJSON_Parse(c->pkg.meta_json);
-    const cJSON *arch = cJSON_GetObjectItemCaseSensitive(meta, "arch");
-    int sm = cJSON_IsString(arch) ? atoi(arch->valuestring + 3) : 0;
-    cJSON_Delete(meta);
-    char why[256], path[4200];
+    int sm = c->pkg.arch[0] ? atoi(c->pkg.arch + 3) : 0; /* "sm_90" */
+    char why[256];
     void *image = NULL;
     if (lrc_cuda_probe(&c->dev, why, sizeof why))
         rc = lrc_err_set(err, "%s is compiled for cuda (sm_%d) and this machine cannot run it: %s", a->m.model, sm, why);
     else if (c->dev.sm < sm)
         rc = lrc_err_set(err, "%s is compiled for sm_%d, and %s is sm_%d: compile it again with --arch sm_%d", a->m.model, sm,
                          c->dev.name, c->dev.sm, c->dev.sm);
-    if (!rc) { /* the cubin for its own architecture; PTX, compiled by the driver, for a newer one */
-        snprintf(path, sizeof path, "%s/%s", a->m.model, c->dev.sm == sm ? "kernels.cubin" : "kernels.ptx");
-        if (!(image = read_file(path, err))) rc = LRC_EUSER;
-    }
+    /* the cubin for its own architecture; PTX, compiled by the driver, for a newer one */
+    if (!rc && !(image = lrc_package_cuda_image(a->m.model, c->dev.sm == sm, err))) rc = LRC_EUSER;
     if (!rc && c->pkg.has_weights && a->weights)
         rc = lrc_err_set(err, "%s holds its weights (folded at compile time): leave out --weights", a->m.model);
     if (!rc && !c->pkg.has_weights && !a->weights)
@@ -62,27 +45,6 @@ void cli_cuda_close(cli_cuda_run *c)
     if (c->have_pkg) lrc_package_free(&c->pkg);
     lrc_tensor_set_clear(&c->in);
     lrc_tensor_set_clear(&c->wfile);
-}
-
-int cli_forward_cuda(const cli_args *a)
-{
-    lrc_err err;
-    cli_cuda_run c;
-    lrc_tensor_set outs;
-    lrc_tensor_set_init(&outs);
-    int rc = cli_cuda_open(a, &c, &err);
-    if (!rc) rc = lrc_cuda_exec_run(c.x, &c.in, &outs, &err);
-    double med = 0; /* on the device: the launches of one forward, inputs already there */
-    if (!rc && a->repeat > 0 && !(rc = lrc_cuda_exec_time(c.x, a->repeat, &med, &err))) {
-        const lrc_tensor *tok = lrc_tensor_set_find(&c.in, "tokens");
-        printf("forward: median %.3f ms over %lld runs, %.0f tokens/s, on %s (sm_%d; device time, copies not included)\n", med,
-               (long long)a->repeat, tok ? (double)lrc_shape_numel(&tok->shape) / (med / 1e3) : 0, c.dev.name, c.dev.sm);
-    }
-    if (!rc) rc = lrc_safetensors_save(a->out, &outs, &err);
-    if (!rc) printf("wrote %s\n", a->out);
-    cli_cuda_close(&c);
-    lrc_tensor_set_clear(&outs);
-    return rc ? cli_user_error(&err) : 0;
 }
 
 int cli_profile_cuda(const cli_args *a, int64_t repeat, const char *trace)

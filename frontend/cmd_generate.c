@@ -1,9 +1,9 @@
 /* cmd_generate.c — lrc generate: text from a model, one byte a token,
  * decoding with a KV cache (each step runs the new token only), sampling
  * with temperature and top-k from an explicit seed. */
+#include "cli_session.h"
 #include "engine.h"
 
-#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +36,44 @@ static int sample(const float *logits, int64_t V, double temperature, int64_t to
         u -= p[j];
     }
     return ids[k - 1];
+}
+
+/* A decoder package opened through the embedding API: its context and
+ * vocabulary (a whole-sequence package is refused by lrc_session_reset). */
+static int open_decoder_package(const cli_args *a, lrc_session **s, int64_t *ctx, int64_t *vocab, lrc_err *err)
+{
+    lrc_session_info info;
+    if (cli_session_start(a, s, err)) return LRC_EUSER;
+    if (lrc_session_reset(*s) || lrc_session_describe(*s, &info)) return cli_session_error(*s, err);
+    *ctx = info.context;
+    *vocab = info.vocab;
+    return LRC_OK;
+}
+
+/* One decoding step, on a package's session or on a model compiled now. */
+typedef struct decoder {
+    lrc_session *s;
+    lrc_exec *x;
+    lrc_tensor_set in, outs; /* the model's: tokens [1, 1] and pos [1]; its logits */
+} decoder;
+
+static int decoder_inputs(decoder *d, lrc_err *err)
+{
+    lrc_shape one = {2, {1, 1}}, p1 = {1, {1}};
+    lrc_tensor *tok = lrc_tensor_new("tokens", LRC_I32, &one, err), *pos = tok ? lrc_tensor_new("pos", LRC_I32, &p1, err) : NULL;
+    if (tok && lrc_tensor_set_add(&d->in, tok, err)) return LRC_EUSER;
+    return pos ? lrc_tensor_set_add(&d->in, pos, err) : LRC_EUSER;
+}
+
+static int decoder_step(decoder *d, int token, int64_t i, const float **logits, int64_t *V, lrc_err *err)
+{
+    if (d->s) return lrc_session_step(d->s, token, logits, V) ? cli_session_error(d->s, err) : LRC_OK;
+    ((int32_t *)d->in.items[0]->data)[0] = token;
+    ((int32_t *)d->in.items[1]->data)[0] = (int32_t)i;
+    if (lrc_exec_run_plan(d->x, &d->in, &d->outs, err)) return LRC_EUSER;
+    *logits = d->outs.items[0]->data;
+    *V = lrc_shape_numel(&d->outs.items[0]->shape);
+    return LRC_OK;
 }
 
 int cmd_generate(int argc, char **argv)
@@ -81,48 +119,24 @@ int cmd_generate(int argc, char **argv)
     lrc_err err;
     cli_engine e;
     memset(&e, 0, sizeof e);
-    lrc_tensor_set in, outs;
-    lrc_tensor_set_init(&in);
-    lrc_tensor_set_init(&outs);
-    int64_t ctx = a.ctx > 0 ? a.ctx : P + N;
-    char target[16] = "";
-    if (pkg) lrc_package_target(a.m.model, target, sizeof target);
-    bool cuda = !strcmp(target, "cuda"); /* a decoder package compiled with --target cuda: on GPU 0 */
-    cli_cuda_run cu;
-    memset(&cu, 0, sizeof cu);
-    int64_t vocab = 0;
+    lrc_session *s = NULL; /* a package: through the embedding API */
+    int64_t ctx = a.ctx > 0 ? a.ctx : P + N, vocab = 0;
     rc = LRC_OK;
     if (P < 1) rc = lrc_err_set(&err, "--prompt: give at least one byte to start from");
-    if (!rc && pkg) {
-        lrc_package probe;
-        if (!(rc = lrc_package_load(a.m.model, &probe, &err))) {
-            cJSON *meta = cJSON_Parse(probe.meta_json);
-            const cJSON *c = cJSON_GetObjectItemCaseSensitive(meta, "ctx");
-            const cJSON *v = cJSON_GetObjectItemCaseSensitive(meta, "vocab");
-            vocab = cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
-            if (!cJSON_IsNumber(c))
-                rc = lrc_err_set(&err, "%s was compiled for whole sequences: compile it with --ctx C to generate", a.m.model);
-            else ctx = (int64_t)c->valuedouble;
-            cJSON_Delete(meta);
-            lrc_package_free(&probe);
-        }
-    }
+    if (!rc && pkg) rc = open_decoder_package(&a, &s, &ctx, &vocab, &err);
     if (!rc && P > ctx)
         rc = lrc_err_set(&err, "the prompt (%lld bytes) is longer than the context (%lld positions)", (long long)P, (long long)ctx);
     if (!rc && P + N > ctx)
         rc = lrc_err_set(&err, "the prompt (%lld bytes) and %lld new tokens need %lld positions; the context holds %lld",
                          (long long)P, (long long)N, (long long)(P + N), (long long)ctx);
-    if (!rc) rc = cuda ? cli_cuda_open(&a, &cu, &err) : cli_engine_open_decoder(&a, 1, ctx, &e, &err);
-    if (!cuda) vocab = e.vocab;
+    if (!rc && pkg) rc = cli_session_weights(&a, s, &err);
+    if (!rc && !pkg && !(rc = cli_engine_open_decoder(&a, 1, ctx, &e, &err))) vocab = e.vocab;
     if (!rc && vocab && vocab < 256)
         rc = lrc_err_set(&err, "byte tokens need a vocabulary of at least 256, the model has %lld", (long long)vocab);
-    lrc_shape one = {2, {1, 1}}, p1 = {1, {1}};
-    lrc_tensor *tok = rc ? NULL : lrc_tensor_new("tokens", LRC_I32, &one, &err);
-    lrc_tensor *pos = rc ? NULL : lrc_tensor_new("pos", LRC_I32, &p1, &err);
-    if (tok && pos) {
-        lrc_tensor_set_add(&in, tok, &err);
-        lrc_tensor_set_add(&in, pos, &err);
-    }
+    decoder d = {.s = s, .x = e.x};
+    lrc_tensor_set_init(&d.in);
+    lrc_tensor_set_init(&d.outs);
+    if (!rc && !pkg) rc = decoder_inputs(&d, &err);
     lrc_rng rng;
     lrc_rng_seed(&rng, (uint64_t)a.seed);
     double t0 = lrc_now_s(), t_prompt = t0;
@@ -132,13 +146,12 @@ int cmd_generate(int argc, char **argv)
     /* position i holds the prompt's byte i, then the bytes made so far; the
      * logits at the last prompt position and after give the new bytes */
     for (int64_t i = 0; !rc && N > 0 && i < P + N - 1; i++) {
-        ((int32_t *)tok->data)[0] = i < P ? (unsigned char)a.prompt[i] : next;
-        ((int32_t *)pos->data)[0] = (int32_t)i;
-        if ((rc = cuda ? lrc_cuda_exec_run(cu.x, &in, &outs, &err) : lrc_exec_run_plan(e.x, &in, &outs, &err))) break;
+        const float *logits;
+        int64_t V;
+        if ((rc = decoder_step(&d, i < P ? (unsigned char)a.prompt[i] : next, i, &logits, &V, &err))) break;
         if (i < P - 1) continue;
         if (i == P - 1) t_prompt = lrc_now_s();
-        const lrc_tensor *lg = outs.items[0];
-        next = sample(lg->data, lrc_shape_numel(&lg->shape), a.temperature, a.top_k, &rng);
+        next = sample(logits, V, a.temperature, a.top_k, &rng);
         putchar(next);
         fflush(stdout);
         made++;
@@ -151,9 +164,9 @@ int cmd_generate(int argc, char **argv)
                 1e3 * (t_prompt - t0), (long long)ctx);
     }
     cli_engine_close(&e);
-    cli_cuda_close(&cu);
-    lrc_tensor_set_clear(&in);
-    lrc_tensor_set_clear(&outs);
+    lrc_session_close(s);
+    lrc_tensor_set_clear(&d.in);
+    lrc_tensor_set_clear(&d.outs);
     rc = rc ? cli_user_error(&err) : 0;
 out:
     cli_model_opts_free(&a.m);

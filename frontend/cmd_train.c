@@ -1,7 +1,10 @@
-/* cmd_train.c — lrc train: next-byte training on text with the training
- * graph (forward, loss, backward) compiled for this CPU or GPU 0, AdamW, seeded
- * batches, metrics in RUN_DIR/metrics.jsonl and an atomic checkpoint that
- * --resume continues bit for bit. */
+/* cmd_train.c — lrc train: next-byte training on text (or an image model on
+ * Fashion-MNIST) with the training graph (forward, loss, backward) compiled
+ * for this CPU or GPU 0. Here: the options and run.json, the model, its data
+ * and the compiled graph, the validation, metrics in RUN_DIR/metrics.jsonl
+ * and the progress line. The loop, its state (parameters, moments, step,
+ * random state) and the checkpoint that --resume continues bit for bit are
+ * the runtime's (runtime/trainer.c, runtime/checkpoint.c). */
 #include "classify.h"
 
 #include <cjson/cJSON.h>
@@ -24,76 +27,6 @@ typedef struct {
     lrc_augment aug; /* image models */
     const char *target; /* cpu or cuda */
 } train_args;
-
-/* Where the training graph runs: this CPU (the compiled plan, AdamW on the
- * thread pool), or GPU 0 (the same graph as CUDA C, and AdamW's kernels in
- * its module: the gradients, the f32 master weights and the moments stay on
- * the device, and come to the host only for a checkpoint). */
-typedef struct {
-    lrc_exec *x;
-    lrc_cuda_exec *cx;
-    lrc_cuda_optim *opt;
-    lrc_tensor **items, **pg, **pm, **pv; /* the parameters, their gradients and moments */
-    lrc_tensor **acc;                     /* --accum K on the CPU: the micro-batches' gradients summed */
-    int n;
-    int64_t accum;
-    lrc_pool *pool;
-    lrc_param_spans *spans;
-    const lrc_adamw_cfg *adam;
-    bool host_current; /* cuda: the host's weights and moments are this step's */
-} step_engine;
-
-static int engine_run(step_engine *s, const lrc_tensor_set *in, lrc_tensor_set *outs, lrc_err *err)
-{
-    return s->cx ? lrc_cuda_exec_run(s->cx, in, outs, err) : lrc_exec_run_plan(s->x, in, outs, err);
-}
-
-/* After micro-batch `micro` of a step: the gradients checked, summed over
- * the micro-batches, and their global norm (of the average, with the last). */
-static int engine_grads(step_engine *s, const lrc_tensor_set *outs, int64_t step, int64_t micro, double *gn, lrc_err *err)
-{
-    int bad = -1, rc = LRC_OK;
-    if (s->opt) rc = lrc_cuda_optim_grads(s->opt, micro, gn, &bad, err);
-    else {
-        for (int i = 0; i < s->n; i++) s->pg[i] = lrc_tensor_set_find(outs, s->items[i]->name);
-        *gn = lrc_grads_check(s->pool, s->spans, s->pg, &bad);
-    }
-    if (!rc && bad >= 0)
-        return lrc_err_set(err, "step %lld: the gradient of '%s' is not finite (the last checkpoint is kept)", (long long)step + 1,
-                           s->items[bad]->name);
-    for (int i = 0; s->acc && !rc && i < s->n; i++) {
-        const float *gd = s->pg[i]->data;
-        int64_t count = lrc_shape_numel(&s->pg[i]->shape);
-        float *a = s->acc[i]->data;
-        for (int64_t k = 0; k < count; k++) a[k] = micro ? a[k] + gd[k] : gd[k];
-        if (micro == s->accum - 1) {
-            for (int64_t k = 0; k < count; k++) a[k] /= (float)s->accum;
-            s->pg[i] = s->acc[i];
-        }
-    }
-    if (s->acc && !rc && micro == s->accum - 1) *gn = lrc_grads_check(s->pool, s->spans, s->pg, &bad);
-    return rc;
-}
-
-/* AdamW; on the CPU the packing kernels then run again on the new weights */
-static int engine_update(step_engine *s, int64_t step, double lr, double gn, lrc_err *err)
-{
-    s->host_current = false;
-    if (s->opt) return lrc_cuda_optim_step(s->opt, step, lr, gn, err);
-    lrc_adamw_step(s->adam, s->pool, s->spans, step, lr, gn, s->items, s->pg, s->pm, s->pv);
-    lrc_exec_params_changed(s->x);
-    return LRC_OK;
-}
-
-/* The host's weights and moments current (a checkpoint, an evaluation on
- * the CPU), read back once a step however many want them */
-static int engine_to_host(step_engine *s, lrc_err *err)
-{
-    if (!s->opt || s->host_current) return LRC_OK;
-    int rc = lrc_cuda_optim_download(s->opt, err);
-    s->host_current = rc == LRC_OK;
-    return rc;
-}
 
 /* The training graph for GPU 0's architecture through NVRTC, on the device. */
 static int open_cuda(lrc_graph *g, lrc_compiled *c, lrc_cuda_exec **cx, lrc_err *err)
@@ -196,35 +129,6 @@ int cli_text_load(const char *path, int64_t seq, lrc_text *t, lrc_err *err)
     return rc;
 }
 
-/* Every tensor named `prefix + param name` for each parameter, in order. */
-static lrc_tensor **state_of(lrc_tensor_set *s, const lrc_tensor_set *params, const char *prefix, lrc_err *err)
-{
-    lrc_tensor **out = lrc_xcalloc((size_t)params->n + 1, sizeof *out);
-    for (int i = 0; i < params->n; i++) {
-        char name[600];
-        snprintf(name, sizeof name, "%s%s", prefix, params->items[i]->name);
-        if (!(out[i] = lrc_tensor_set_find(s, name))) {
-            lrc_tensor *z = lrc_tensor_new(name, LRC_F32, &params->items[i]->shape, err);
-            if (!z || lrc_tensor_set_add(s, z, err)) {
-                free(out);
-                return NULL;
-            }
-            out[i] = z;
-        }
-    }
-    return out;
-}
-
-static int write_checkpoint(const char *dir, lrc_tensor_set *ck, int64_t step, const lrc_rng *rng, lrc_err *err)
-{
-    lrc_tensor *st = lrc_tensor_set_find(ck, "train.step"), *rs = lrc_tensor_set_find(ck, "train.rng");
-    ((int32_t *)st->data)[0] = (int32_t)step;
-    memcpy(rs->data, rng->s, sizeof rng->s);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/checkpoint.safetensors", dir);
-    return lrc_safetensors_save(path, ck, err); /* a temporary file renamed over: never partial */
-}
-
 static int append_metrics(const char *dir, cJSON *obj, lrc_err *err)
 {
     char path[4200];
@@ -237,247 +141,234 @@ static int append_metrics(const char *dir, cJSON *obj, lrc_err *err)
     return rc;
 }
 
-static int train_run(const cli_args *a, const train_args *ta, const char *dir, lrc_err *err)
-{
-    lrc_model m = {0};
-    lrc_text text = {0};
-    lrc_tensor_set params, ck, in, outs;
-    lrc_tensor_set_init(&params);
-    lrc_tensor_set_init(&ck);
-    lrc_tensor_set_init(&in);
-    lrc_tensor_set_init(&outs);
-    lrc_compiled c;
-    memset(&c, 0, sizeof c);
-    lrc_pool *pool = NULL;
-    lrc_exec *x = NULL;
-    lrc_tensor **pm = NULL, **pv = NULL, **pg = NULL;
-    lrc_graph *g = lrc_graph_new();
-    int64_t B = ta->batch, T = ta->seq, step0 = 0, vocab = 0;
-    lrc_shape bt = {2, {B, T}};
-    train_data td;
-    memset(&td, 0, sizeof td);
-    int rc = lrc_model_load(&m, a->m.model, a->m.preset, a->m.sets, a->m.n_sets, err);
-    /* the threads that fill a new run's parameters, then run the CPU's kernels */
-    if (!rc && !(pool = lrc_pool_new(a->threads > 0 ? (int)a->threads : lrc_pool_default_threads(), err))) rc = LRC_EUSER;
-    bool images = m.task == LRC_TASK_IMAGE;
-    if (!rc && images) {
-        rc = cli_images_open(&m, ta->data, &td.im, err);
-        td.have_im = !rc;
-    } else if (!rc) {
-        rc = lrc_model_config_int(&m, "vocab", &vocab, err);
-        if (!rc && vocab < 256) rc = lrc_err_set(err, "byte-level text needs a vocabulary of at least 256, the model has %lld", (long long)vocab);
-        if (!rc) rc = cli_text_load(ta->data, T, &text, err);
-    }
-    if (!rc) rc = lrc_model_build_training(&m, B, T, g, err);
-    /* parameters: from the checkpoint when resuming, else initialised */
-    lrc_rng rng;
-    lrc_rng_seed(&rng, (uint64_t)ta->seed);
+/* One run of lrc train: what the frontend builds (the model, its data, the
+ * compiled graph) around the runtime's trainer, and the progress it reports. */
+typedef struct {
+    const train_args *ta;
+    const char *dir;
     char ckpath[4200];
-    snprintf(ckpath, sizeof ckpath, "%s/checkpoint.safetensors", dir);
-    if (!rc && ta->resume) {
-        rc = lrc_safetensors_load(ckpath, &ck, err);
-        const lrc_tensor *st = rc ? NULL : lrc_tensor_set_find(&ck, "train.step"), *rs = rc ? NULL : lrc_tensor_set_find(&ck, "train.rng");
-        if (!rc && (!st || !rs || st->dtype != LRC_I32 || rs->nbytes != sizeof rng.s))
-            rc = lrc_err_set(err, "%s: not an lrc training checkpoint (no train.step / train.rng)", ckpath);
-        if (!rc) {
-            step0 = ((int32_t *)st->data)[0];
-            memcpy(rng.s, rs->data, sizeof rng.s);
-            lrc_tensor_set model_part;
-            lrc_tensor_set_init(&model_part);
-            for (int i = 0; i < ck.n && !rc; i++)
-                if (strncmp(ck.items[i]->name, "adam.", 5) && strncmp(ck.items[i]->name, "train.", 6)) {
-                    lrc_tensor *t = lrc_tensor_to_f32(ck.items[i], err);
-                    rc = t ? lrc_tensor_set_add(&model_part, t, err) : LRC_EUSER;
-                }
-            if (!rc) rc = lrc_params_bind(g, &model_part, ckpath, &params, err);
-            lrc_tensor_set_clear(&model_part);
-        }
-    } else if (!rc) {
-        rc = lrc_params_init(g, (uint64_t)ta->seed, pool, &params, err);
-        lrc_shape one = {1, {1}}, four = {1, {8}};
-        lrc_tensor *st = rc ? NULL : lrc_tensor_new("train.step", LRC_I32, &one, err);
-        lrc_tensor *rs = st ? lrc_tensor_new("train.rng", LRC_I32, &four, err) : NULL;
-        if (!rs || lrc_tensor_set_add(&ck, st, err) || lrc_tensor_set_add(&ck, rs, err)) rc = LRC_EUSER;
-    }
-    /* the checkpoint holds the parameters themselves, then the optimizer state */
-    if (!rc) {
-        for (int i = 0; i < params.n && !rc; i++) {
-            lrc_tensor *old = lrc_tensor_set_find(&ck, params.items[i]->name);
-            if (old) { /* resumed: the bound copy is the one that trains */
-                for (int j = 0; j < ck.n; j++)
-                    if (ck.items[j] == old) {
-                        lrc_tensor_free(old);
-                        ck.items[j] = params.items[i];
-                    }
-            } else {
-                rc = lrc_tensor_set_add(&ck, params.items[i], err);
-            }
-        }
-        params.n = 0; /* owned by ck now */
-        free(params.items);
-        params.items = NULL;
-        params.cap = 0;
-    }
-    lrc_tensor_set view; /* the parameters, in the graph's order, owned by ck */
-    lrc_tensor_set_init(&view);
-    for (int i = 0; i < g->n_nodes && !rc; i++)
-        if (g->nodes[i].op == LRC_OP_PARAM) {
-            view.items = lrc_xrealloc(view.items, (size_t)(view.n + 1) * sizeof *view.items);
-            view.items[view.n++] = lrc_tensor_set_find(&ck, g->nodes[i].name);
-        }
-    if (!rc && (!(pm = state_of(&ck, &view, "adam.m/", err)) || !(pv = state_of(&ck, &view, "adam.v/", err)))) rc = LRC_EUSER;
-    lrc_shape b1 = {1, {B}}, img = {0};
-    if (!rc && images) img = g->nodes[lrc_graph_find(g, LRC_OP_INPUT, "images")].shape;
-    lrc_tensor *tok = rc ? NULL : images ? lrc_tensor_new("images", LRC_F32, &img, err) : lrc_tensor_new("tokens", LRC_I32, &bt, err);
-    lrc_tensor *lab = tok ? lrc_tensor_new("labels", LRC_I32, images ? &b1 : &bt, err) : NULL;
-    if (!rc && (!lab || lrc_tensor_set_add(&in, tok, err) || lrc_tensor_set_add(&in, lab, err))) rc = LRC_EUSER;
+    lrc_model m;
+    lrc_text text;
+    train_data td;
     loop_inputs loop;
-    memset(&loop, 0, sizeof loop);
-    if (!rc) rc = loop_inputs_open(&m, g, &in, &loop, err);
-    bool cuda = !strcmp(ta->target, "cuda");
-    step_engine eng = {0};
-    if (!rc) {
-        rc = cuda ? open_cuda(g, &c, &eng.cx, err) : lrc_compile_graph(g, NULL, &c, err);
-        g = NULL;
+    bool images, cuda, line_open; /* line_open: the progress line awaits its newline */
+    int64_t B, T, step0;
+    lrc_pool *pool;
+    lrc_compiled c;
+    lrc_exec *x;
+    lrc_cuda_exec *cx;
+    lrc_tensor *tok, *lab; /* in tr.in */
+    lrc_trainer tr;
+    double t0, tstep;
+    double *prof_ns; /* LRC_PROFILE: a developer's look at the step's kernels */
+    int64_t *prof_calls;
+} train_run_ctx;
+
+/* The model, the threads that fill a new run's parameters (then run the
+ * CPU's kernels), the data, and the training graph. */
+static int train_open_data(train_run_ctx *r, const cli_args *a, lrc_graph *g, lrc_err *err)
+{
+    int64_t vocab = 0;
+    int rc = lrc_model_load(&r->m, a->m.model, a->m.preset, a->m.sets, a->m.n_sets, err);
+    if (!rc && !(r->pool = lrc_pool_new(a->threads > 0 ? (int)a->threads : lrc_pool_default_threads(), err))) rc = LRC_EUSER;
+    r->images = r->m.task == LRC_TASK_IMAGE;
+    if (!rc && r->images) {
+        rc = cli_images_open(&r->m, r->ta->data, &r->td.im, err);
+        r->td.have_im = !rc;
+    } else if (!rc) {
+        rc = lrc_model_config_int(&r->m, "vocab", &vocab, err);
+        if (!rc && vocab < 256) rc = lrc_err_set(err, "byte-level text needs a vocabulary of at least 256, the model has %lld", (long long)vocab);
+        if (!rc) rc = cli_text_load(r->ta->data, r->T, &r->text, err);
     }
-    if (!rc && !cuda) rc = lrc_exec_new(&c.plan, pool, &x, err);
-    eng.x = x;
-    if (!rc) rc = cuda ? lrc_cuda_exec_bind_params(eng.cx, &ck, err) : lrc_exec_bind_params(x, &ck, err);
-    if (!rc && images) {
-        rc = cli_classifier_open(&m, B, pool, &ck, &td.val, err);
-        td.have_val = true;
+    return rc ? rc : lrc_model_build_training(&r->m, r->B, r->T, g, err);
+}
+
+/* The graph's inputs: tokens or images, labels, a looped model's draws. */
+static int train_open_inputs(train_run_ctx *r, const lrc_graph *g, lrc_err *err)
+{
+    lrc_shape bt = {2, {r->B, r->T}}, b1 = {1, {r->B}}, img = {0};
+    if (r->images) img = g->nodes[lrc_graph_find(g, LRC_OP_INPUT, "images")].shape;
+    r->tok = r->images ? lrc_tensor_new("images", LRC_F32, &img, err) : lrc_tensor_new("tokens", LRC_I32, &bt, err);
+    r->lab = r->tok ? lrc_tensor_new("labels", LRC_I32, r->images ? &b1 : &bt, err) : NULL;
+    if (!r->lab || lrc_tensor_set_add(&r->tr.in, r->tok, err) || lrc_tensor_set_add(&r->tr.in, r->lab, err)) return LRC_EUSER;
+    return loop_inputs_open(&r->m, g, &r->tr.in, &r->loop, err);
+}
+
+/* The graph compiled for this CPU or GPU 0 (which takes g), the state's
+ * parameters bound to it, the classifier of an image model's validation,
+ * and the trainer's device. */
+static int train_open_device(train_run_ctx *r, lrc_graph *g, lrc_err *err)
+{
+    int rc = r->cuda ? open_cuda(g, &r->c, &r->cx, err) : lrc_compile_graph(g, NULL, &r->c, err);
+    lrc_tensor_set *ck = &r->tr.st.ck;
+    if (!rc && !r->cuda) rc = lrc_exec_new(&r->c.plan, r->pool, &r->x, err);
+    if (!rc) rc = r->cuda ? lrc_cuda_exec_bind_params(r->cx, ck, err) : lrc_exec_bind_params(r->x, ck, err);
+    if (!rc && r->images) {
+        rc = cli_classifier_open(&r->m, r->B, r->pool, ck, &r->td.val, err);
+        r->td.have_val = true;
     }
-    double *prof_ns = NULL; /* LRC_PROFILE: a developer's look at the step's kernels */
-    int64_t *prof_calls = NULL;
-    if (!rc && !cuda && getenv("LRC_PROFILE")) {
-        prof_ns = lrc_xcalloc((size_t)c.plan.n_launches + 1, sizeof(double));
-        prof_calls = lrc_xcalloc((size_t)c.plan.n_launches + 1, sizeof(int64_t));
-        lrc_exec_profile(x, prof_ns, prof_calls);
+    if (!rc && !r->cuda && getenv("LRC_PROFILE")) {
+        r->prof_ns = lrc_xcalloc((size_t)r->c.plan.n_launches + 1, sizeof(double));
+        r->prof_calls = lrc_xcalloc((size_t)r->c.plan.n_launches + 1, sizeof(int64_t));
+        lrc_exec_profile(r->x, r->prof_ns, r->prof_calls);
     }
-    lrc_schedule_cfg sched = {ta->lr, ta->warmup, 0.1, ta->steps};
-    lrc_adamw_cfg adam = {0.9, 0.999, 1e-8, ta->weight_decay, ta->clip, ta->decay_all};
+    if (!rc) rc = r->cuda ? lrc_trainer_use_cuda(&r->tr, r->cx, err) : lrc_trainer_use_cpu(&r->tr, r->x, r->pool, err);
+    return rc;
+}
+
+static void on_batch(void *ctx, int64_t step, int64_t micro, lrc_rng *rng)
+{
+    train_run_ctx *r = ctx;
+    if (r->images)
+        lrc_images_batch(&r->td.im, (uint64_t)r->ta->seed, step * r->ta->accum + micro, r->B, &r->ta->aug, r->tok->data, r->lab->data);
+    else lrc_text_batch(&r->text, false, r->B, r->T, rng, r->tok->data, r->lab->data);
+    loop_inputs_draw(&r->loop, rng, false);
+}
+
+static bool on_interrupted(void *ctx)
+{
+    (void)ctx;
+    return interrupted;
+}
+
+/* Validation: every validation image with the forward plan, or a fixed set
+ * of text batches, the same at every evaluation. */
+static int train_validate(train_run_ctx *r, cJSON *o, double *vl, double *vacc, lrc_err *err)
+{
+    int rc = LRC_OK;
+    if (r->images) {
+        rc = cli_classifier_eval(&r->td.val, &r->td.im, LRC_SPLIT_VAL, vl, vacc, err);
+        cJSON_AddNumberToObject(o, "val_loss", *vl);
+        cJSON_AddNumberToObject(o, "val_acc", *vacc);
+        return rc;
+    }
+    lrc_rng vr;
+    lrc_rng_seed(&vr, (uint64_t)r->ta->seed + 0x5eed);
+    /* the step's outputs are spent (AdamW read the gradients): the
+     * evaluation writes into them rather than allocating its own */
+    for (int e = 0; e < 4 && !rc; e++) {
+        float l = 0;
+        lrc_text_batch(&r->text, true, r->B, r->T, &vr, r->tok->data, r->lab->data);
+        loop_inputs_draw(&r->loop, &vr, true); /* at the config's T */
+        rc = lrc_trainer_loss(&r->tr, &l, err);
+        if (!rc) *vl += l / 4.0;
+    }
+    cJSON_AddNumberToObject(o, "val_loss", *vl);
+    return rc;
+}
+
+/* After AdamW: the validation at an evaluation step, a line of
+ * metrics.jsonl, and the progress line. */
+static int on_after_step(void *ctx, const lrc_train_step *s, lrc_err *err)
+{
+    train_run_ctx *r = ctx;
+    int rc;
+    /* validation images run on the CPU, with the host's weights */
+    if (s->eval && r->td.have_val && (rc = lrc_trainer_to_host(&r->tr, err))) return rc;
+    if (r->td.have_val) cli_classifier_params_changed(&r->td.val);
+    int64_t step = s->step, stop = r->tr.stop;
+    double now = lrc_now_s(), tps = (double)(r->B * (r->images ? 1 : r->T) * r->ta->accum) / (now - r->tstep);
+    r->tstep = now;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "step", (double)step + 1);
+    cJSON_AddNumberToObject(o, "train_loss", s->loss);
+    cJSON_AddNumberToObject(o, "lr", s->lr);
+    cJSON_AddNumberToObject(o, "grad_norm", s->grad_norm);
+    cJSON_AddNumberToObject(o, r->images ? "images_per_s" : "tokens_per_s", tps);
+    double vl = 0, vacc = 0;
+    rc = s->eval ? train_validate(r, o, &vl, &vacc, err) : LRC_OK;
+    if (!rc) rc = append_metrics(r->dir, o, err);
+    else cJSON_Delete(o);
+    double left = (now - r->t0) / (double)(step + 1 - r->step0) * (double)(stop - step - 1);
+    printf("\rstep %lld/%lld  loss %.4f  lr %.2e  %.0f %s/s  %.0f s left", (long long)step + 1, (long long)r->ta->steps, s->loss, s->lr,
+           tps, r->images ? "img" : "tok", left);
+    if (s->eval && r->images) printf("  val %.4f  acc %.4f\n", vl, vacc);
+    else if (s->eval) printf("  val %.4f\n", vl);
+    r->line_open = !s->eval;
+    fflush(stdout);
+    return rc;
+}
+
+/* The weights alone, for forward, generate and compile; the summary and the plot. */
+static int train_finish(train_run_ctx *r, lrc_err *err)
+{
+    char mpath[4200];
+    snprintf(mpath, sizeof mpath, "%s/model.safetensors", r->dir);
+    int rc = lrc_safetensors_save(mpath, &r->tr.st.params, err);
+    if (rc) return rc;
+    printf("trained to step %lld of %lld; checkpoint %s, weights %s/model.safetensors\n", (long long)r->tr.st.step,
+           (long long)r->ta->steps, r->ckpath, r->dir);
+    char png[4200];
+    lrc_err perr;
+    snprintf(png, sizeof png, "%s/loss.png", r->dir);
+    char *runs[1] = {(char *)r->dir};
+    if (lrc_plot_runs(runs, 1, png, &perr)) printf("no plot: %s\n", perr.msg); /* training itself succeeded */
+    else printf("loss curves %s\n", png);
+    return LRC_OK;
+}
+
+static void train_close(train_run_ctx *r)
+{
+    free(r->prof_ns);
+    free(r->prof_calls);
+    lrc_trainer_free(&r->tr); /* the device first: the cuda optimizer's memory is the exec's */
+    lrc_exec_free(r->x);
+    lrc_cuda_exec_free(r->cx);
+    lrc_pool_free(r->pool);
+    if (r->c.g) lrc_compiled_free(&r->c);
+    lrc_text_free(&r->text);
+    if (r->td.have_val) cli_classifier_close(&r->td.val);
+    free(r->loop.k);
+    if (r->td.have_im) lrc_images_free(&r->td.im);
+    lrc_model_free(&r->m);
+}
+
+/* The steps, with Ctrl-C caught: the step in flight finishes, and the
+ * trainer writes a checkpoint before it stops. */
+static int train_steps(train_run_ctx *r, lrc_err *err)
+{
+    lrc_train_hooks hooks = {r, on_batch, on_after_step, on_interrupted, r->ckpath};
     interrupted = 0;
     struct sigaction sa = {0}, old_sa;
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, &old_sa);
-    int64_t done = step0;
-    bool line_open = false; /* the progress line awaits its newline */
-    int64_t stop = ta->stop_after > 0 && ta->stop_after < ta->steps ? ta->stop_after : ta->steps;
-    double t0 = lrc_now_s(), tstep = t0;
-    pg = lrc_xcalloc((size_t)view.n + 1, sizeof *pg);
-    eng = (step_engine){
-        .x = x, .cx = eng.cx, .items = view.items, .pg = pg, .pm = pm, .pv = pv, .n = view.n, .accum = ta->accum, .pool = pool, .adam = &adam};
-    if (!rc && cuda) rc = lrc_cuda_optim_new(eng.cx, view.items, pm, pv, view.n, &adam, ta->accum, &eng.opt, err);
-    /* --accum K on the CPU: the gradients of K micro-batches summed here, then averaged */
-    eng.acc = !cuda && ta->accum > 1 ? lrc_xcalloc((size_t)view.n + 1, sizeof *eng.acc) : NULL;
-    for (int i = 0; eng.acc && i < view.n && !rc; i++)
-        if (!(eng.acc[i] = lrc_tensor_new(view.items[i]->name, LRC_F32, &view.items[i]->shape, err))) rc = LRC_EUSER;
-    if (!rc && !cuda) eng.spans = lrc_param_spans_new(view.items, view.n);
-    for (int64_t step = step0; step < stop && !rc; step++) {
-        float l = 0;
-        double gn = 0;
-        for (int64_t micro = 0; micro < ta->accum && !rc; micro++) {
-            if (images) lrc_images_batch(&td.im, (uint64_t)ta->seed, step * ta->accum + micro, B, &ta->aug, tok->data, lab->data);
-            else lrc_text_batch(&text, false, B, T, &rng, tok->data, lab->data);
-            loop_inputs_draw(&loop, &rng, false);
-            if ((rc = engine_run(&eng, &in, &outs, err))) break;
-            l += ((float *)lrc_tensor_set_find(&outs, "loss")->data)[0] / (float)ta->accum;
-            rc = engine_grads(&eng, &outs, step, micro, &gn, err);
-        }
-        if (rc) break;
-        if (!rc && !isfinite(l)) rc = lrc_err_set(err, "step %lld: the loss is not finite (the last checkpoint is kept)", (long long)step + 1);
-        if (rc) break;
-        double lr = lrc_lr_at(&sched, step);
-        if ((rc = engine_update(&eng, step, lr, gn, err))) break;
-        bool eval = (step + 1) % ta->eval_every == 0 || step + 1 == stop;
-        /* validation images run on the CPU, with the host's weights */
-        if (eval && td.have_val && (rc = engine_to_host(&eng, err))) break;
-        if (td.have_val) cli_classifier_params_changed(&td.val);
-        double now = lrc_now_s(), tps = (double)(B * (images ? 1 : T) * ta->accum) / (now - tstep);
-        tstep = now;
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "step", (double)step + 1);
-        cJSON_AddNumberToObject(o, "train_loss", l);
-        cJSON_AddNumberToObject(o, "lr", lr);
-        cJSON_AddNumberToObject(o, "grad_norm", gn);
-        cJSON_AddNumberToObject(o, images ? "images_per_s" : "tokens_per_s", tps);
-        double vl = 0, vacc = 0;
-        if (eval && images) { /* every validation image, with the forward plan */
-            rc = cli_classifier_eval(&td.val, &td.im, LRC_SPLIT_VAL, &vl, &vacc, err);
-            cJSON_AddNumberToObject(o, "val_loss", vl);
-            cJSON_AddNumberToObject(o, "val_acc", vacc);
-        } else if (eval) { /* a fixed validation set: the same batches at every evaluation */
-            lrc_rng vr;
-            lrc_rng_seed(&vr, (uint64_t)ta->seed + 0x5eed);
-            /* the step's outputs are spent (AdamW read the gradients): the
-             * evaluation writes into them rather than allocating its own */
-            for (int e = 0; e < 4 && !rc; e++) {
-                lrc_text_batch(&text, true, B, T, &vr, tok->data, lab->data);
-                loop_inputs_draw(&loop, &vr, true); /* at the config's T */
-                rc = engine_run(&eng, &in, &outs, err);
-                if (!rc) vl += ((float *)lrc_tensor_set_find(&outs, "loss")->data)[0] / 4.0;
-            }
-            cJSON_AddNumberToObject(o, "val_loss", vl);
-        }
-        if (!rc) rc = append_metrics(dir, o, err);
-        else cJSON_Delete(o);
-        double left = (now - t0) / (double)(step + 1 - step0) * (double)(stop - step - 1);
-        printf("\rstep %lld/%lld  loss %.4f  lr %.2e  %.0f %s/s  %.0f s left", (long long)step + 1, (long long)ta->steps, l, lr,
-               tps, images ? "img" : "tok", left);
-        if (eval && images) printf("  val %.4f  acc %.4f\n", vl, vacc);
-        else if (eval) printf("  val %.4f\n", vl);
-        line_open = !eval;
-        fflush(stdout);
-        done = step + 1;
-        if (!rc && (eval || interrupted) && !(rc = engine_to_host(&eng, err))) rc = write_checkpoint(dir, &ck, step + 1, &rng, err);
-        if (!rc && interrupted) {
-            printf("\ninterrupted after step %lld; checkpoint written: continue with lrc train --resume %s\n",
-                   (long long)step + 1, dir);
-            break;
-        }
-    }
-    if (line_open) putchar('\n'); /* an error or the summary starts a line of its own */
-    if (prof_ns) cli_print_quick_profile(&c.plan, prof_ns, prof_calls);
-    free(prof_ns);
-    free(prof_calls);
-    lrc_param_spans_free(eng.spans);
-    for (int i = 0; eng.acc && i < view.n; i++) lrc_tensor_free(eng.acc[i]);
-    free(eng.acc);
-    lrc_cuda_optim_free(eng.opt);
+    r->step0 = r->tr.st.step;
+    r->t0 = r->tstep = lrc_now_s();
+    bool stopped = false;
+    int rc = lrc_trainer_run(&r->tr, &hooks, &stopped, err);
+    if (!rc && stopped)
+        printf("\ninterrupted after step %lld; checkpoint written: continue with lrc train --resume %s\n", (long long)r->tr.st.step, r->dir);
+    if (r->line_open) putchar('\n'); /* an error or the summary starts a line of its own */
+    if (r->prof_ns) cli_print_quick_profile(&r->c.plan, r->prof_ns, r->prof_calls);
     sigaction(SIGINT, &old_sa, NULL);
-    if (!rc && interrupted) rc = LRC_EINTERRUPTED;
-    if (!rc) { /* the weights alone, for forward, generate and compile */
-        char mpath[4200];
-        snprintf(mpath, sizeof mpath, "%s/model.safetensors", dir);
-        rc = lrc_safetensors_save(mpath, &view, err);
-    }
+    return !rc && stopped ? LRC_EINTERRUPTED : rc;
+}
+
+static int train_run(const cli_args *a, const train_args *ta, const char *dir, lrc_err *err)
+{
+    train_run_ctx r;
+    memset(&r, 0, sizeof r);
+    r.ta = ta, r.dir = dir, r.B = ta->batch, r.T = ta->seq, r.cuda = !strcmp(ta->target, "cuda");
+    snprintf(r.ckpath, sizeof r.ckpath, "%s/checkpoint.safetensors", dir);
+    lrc_trainer_init(&r.tr);
+    lrc_trainer *tr = &r.tr;
+    tr->sched = (lrc_schedule_cfg){ta->lr, ta->warmup, 0.1, ta->steps};
+    tr->adam = (lrc_adamw_cfg){0.9, 0.999, 1e-8, ta->weight_decay, ta->clip, ta->decay_all};
+    tr->accum = ta->accum, tr->eval_every = ta->eval_every;
+    tr->stop = ta->stop_after > 0 && ta->stop_after < ta->steps ? ta->stop_after : ta->steps;
+    lrc_graph *g = lrc_graph_new();
+    int rc = train_open_data(&r, a, g, err);
+    /* parameters: from the checkpoint when resuming, else initialised */
+    if (!rc) rc = ta->resume ? lrc_checkpoint_load(r.ckpath, g, &tr->st, err) : lrc_train_state_new(&tr->st, g, (uint64_t)ta->seed, r.pool, err);
+    if (!rc) rc = train_open_inputs(&r, g, err);
     if (!rc) {
-        printf("trained to step %lld of %lld; checkpoint %s, weights %s/model.safetensors\n", (long long)done,
-               (long long)ta->steps, ckpath, dir);
-        char png[4200];
-        lrc_err perr;
-        snprintf(png, sizeof png, "%s/loss.png", dir);
-        char *runs[1] = {(char *)dir};
-        if (lrc_plot_runs(runs, 1, png, &perr)) printf("no plot: %s\n", perr.msg); /* training itself succeeded */
-        else printf("loss curves %s\n", png);
+        rc = train_open_device(&r, g, err);
+        g = NULL; /* the compiler's now */
     }
-    free(pm);
-    free(pv);
-    free(pg);
-    free(view.items);
-    lrc_exec_free(x);
-    lrc_cuda_exec_free(eng.cx);
-    lrc_pool_free(pool);
-    if (c.g) lrc_compiled_free(&c);
+    if (!rc) rc = train_steps(&r, err);
+    if (!rc) rc = train_finish(&r, err);
     lrc_graph_free(g);
-    lrc_tensor_set_clear(&ck);
-    lrc_tensor_set_clear(&in);
-    lrc_tensor_set_clear(&outs);
-    lrc_text_free(&text);
-    if (td.have_val) cli_classifier_close(&td.val);
-    free(loop.k);
-    if (td.have_im) lrc_images_free(&td.im);
-    lrc_model_free(&m);
+    train_close(&r);
     return rc;
 }
 

@@ -2,8 +2,8 @@
 #include "cli.h"
 #include "compile.h"
 #include "engine.h"
+#include "cli_session.h"
 
-#include <cjson/cJSON.h>
 
 #include <math.h>
 #include <stdlib.h>
@@ -33,20 +33,41 @@ static void print_params(const lrc_graph *g)
     printf("total %lld\n", (long long)lrc_graph_param_count(g));
 }
 
-/* Runs the passes on g (up to `after`, all when NULL) and, for the
- * schedule's passes, builds the kernel groups and the memory plan. With
- * weights, parameters are constants and gains fold. */
-static int optimize(lrc_graph **g, lrc_tensor_set *consts, bool cuda, const char *after, lrc_schedule *s,
-                    bool *have_schedule, lrc_err *err)
+/* Runs the pipeline on g, up to `after` (all when NULL); the schedule's
+ * passes build the kernel groups and the memory plan. With weights,
+ * parameters are constants and gains fold. */
+static int optimize(lrc_graph **g, lrc_tensor_set *consts, bool cuda, int64_t kv_cache_len, const char *after,
+                    lrc_schedule *s, bool *have_schedule, lrc_err *err)
 {
-    lrc_pass_ctx ctx = {.consts = consts, .pad_multiple = cuda ? lrc_cuda_pad_multiple() : 0};
-    *have_schedule = false;
-    if (lrc_passes_run(g, &ctx, after, err)) return LRC_EUSER;
-    if (after && strcmp(after, "fuse") && strcmp(after, "plan_memory")) return LRC_OK;
-    if (lrc_schedule_build(*g, s, err)) return LRC_EUSER;
-    *have_schedule = true;
-    if (!after || !strcmp(after, "plan_memory")) lrc_schedule_plan_memory(*g, s);
-    return LRC_OK;
+    lrc_pass_ctx ctx = {.consts = consts, .pad_multiple = cuda ? lrc_cuda_pad_multiple() : 0,
+                        .kv_cache_len = kv_cache_len, .schedule = s};
+    int rc = lrc_passes_run(g, &ctx, after, err);
+    *have_schedule = ctx.scheduled;
+    return rc;
+}
+
+/* Forward and training FLOPs per token (per image for an image model). */
+static void print_flops(lrc_model *m, const lrc_graph *g, int64_t B, int64_t T)
+{
+    double bwd, fwd = lrc_graph_flops(g, &bwd), tokens = (double)(B * T);
+    if (m->task == LRC_TASK_IMAGE) {
+        printf("forward_flops_per_image  %.6g\n", fwd / (double)B);
+        printf("training_flops_per_image %.6g  (forward + backward)\n", (fwd + bwd) / (double)B);
+    } else {
+        /* a loop's body is in the graph once and runs T times */
+        double body = 0;
+        int64_t loop_T = 0;
+        lrc_err ignored;
+        for (int id = 0; id < g->n_nodes; id++)
+            if (g->nodes[id].op == LRC_OP_LOOP_NEXT)
+                for (int j = g->nodes[id].in[0] + 1; j < id; j++) body += lrc_op_table[g->nodes[j].op].flops(g, &g->nodes[j]);
+        if (body > 0 && !lrc_model_config_int(m, "T", &loop_T, &ignored) && loop_T > 1) fwd += (double)(loop_T - 1) * body;
+        printf("forward_flops_per_token  %.6g  (T=%lld)\n", fwd / tokens, (long long)T);
+        printf("training_flops_per_token %.6g  (forward + backward)\n", (fwd + bwd) / tokens);
+        if (body > 0)
+            printf("loop_flops_per_token     %.6g  per iteration; the forward counts %lld iterations (config T)\n",
+                   body / tokens, (long long)(loop_T > 0 ? loop_T : 1));
+    }
 }
 
 int cmd_inspect(int argc, char **argv)
@@ -61,11 +82,12 @@ int cmd_inspect(int argc, char **argv)
                                          {"target", required_argument, 0, OPT_TARGET},
                                          {"seq", required_argument, 0, OPT_SEQ},
                                          {"batch", required_argument, 0, OPT_BATCH},
+                                         {"ctx", required_argument, 0, OPT_CTX},
                                          {0, 0, 0, 0}};
     static const char *help =
         "usage: lrc inspect MODEL [--preset P] [--set KEY=VALUE]... [--params] [--flops] [--ir]\n"
         "                   [--after PASS] [--kernels] [--weights W.safetensors] [--target ref|cpu|cuda]\n"
-        "                   [--seq T] [--batch B]\n"
+        "                   [--seq T] [--batch B] [--ctx C]\n"
         "\n"
         "Builds the model's graph and describes it. With no section flag, prints\n"
         "the configuration, FLOPs and parameters.\n"
@@ -73,15 +95,19 @@ int cmd_inspect(int argc, char **argv)
         "  --params          parameters by group, then 'total N'\n"
         "  --flops           forward and training FLOPs per token\n"
         "  --ir              the graph, one node a line (as built, or after --after)\n"
-        "  --after PASS      run the passes up to PASS and print the result:\n"
-        "                    fold_gains, pad_hidden, cse, dce, fuse, plan_memory\n"
+        "  --after PASS      run the pass pipeline up to PASS and print the result:\n"
+        "                    kv_cache (with --ctx), autodiff (the training graph:\n"
+        "                    loss and gradients), fold_gains, pad_hidden, cse, dce,\n"
+        "                    fuse, plan_memory (the last two: the kernel groups)\n"
         "  --kernels         run every pass and print the kernel groups and memory plan\n"
         "  --weights FILE    frozen parameters: constant LayerRoPE gains and norm\n"
         "                    weights fold into the matmul weights\n"
         "  --target T        the passes as compiling for T runs them (default ref;\n"
         "                    cuda pads hidden widths to multiples of 8 with --weights)\n"
         "  --seq T           sequence length for the graph (default 256)\n"
-        "  --batch B         batch size for the graph (default 1)\n";
+        "  --batch B         batch size for the graph (default 1)\n"
+        "  --ctx C           the decoder lrc compile --ctx C builds: one token a step,\n"
+        "                    KV caches of C positions (the kv_cache pass)\n";
     cli_args a;
     int rc = cli_parse_args("inspect", argc, argv, opts, help, true, &a);
     if (rc >= 0) goto out;
@@ -90,6 +116,16 @@ int cmd_inspect(int argc, char **argv)
         goto out;
     }
     if (a.batch == 0) a.batch = 1;
+    bool training = a.after && !strcmp(a.after, "autodiff");
+    if (a.after && !strcmp(a.after, "kv_cache") && a.ctx <= 0) {
+        rc = cli_usage_error("inspect", "--after kv_cache needs --ctx C (the KV caches' length)");
+        goto out;
+    }
+    if (training && a.ctx > 0) {
+        rc = cli_usage_error("inspect", "--after autodiff shows the training graph, which has no KV cache: drop --ctx");
+        goto out;
+    }
+    if (a.ctx > 0) a.batch = a.seq = 1; /* one new token a step */
     lrc_err err;
     lrc_model m;
     lrc_graph *g = lrc_graph_new();
@@ -98,7 +134,8 @@ int cmd_inspect(int argc, char **argv)
     lrc_tensor_set_init(&consts);
     lrc_schedule sched;
     bool have_sched = false;
-    if (cli_model_load("inspect", &a.m, &m, &err) || lrc_model_build(&m, a.batch, a.seq, g, &err) ||
+    if (cli_model_load("inspect", &a.m, &m, &err) ||
+        (training ? lrc_model_build_training(&m, a.batch, a.seq, g, &err) : lrc_model_build(&m, a.batch, a.seq, g, &err)) ||
         (a.weights && (lrc_safetensors_load(a.weights, &wfile, &err) ||
                        lrc_params_bind(g, &wfile, a.weights, &consts, &err)))) {
         rc = cli_user_error(&err);
@@ -108,32 +145,13 @@ int cmd_inspect(int argc, char **argv)
             printf("model %s%s%s\n", m.path, a.m.preset ? " preset " : "", a.m.preset ? a.m.preset : "");
             lrc_model_print_config(&m, stdout);
         }
-        if (a.flops || all) {
-            double bwd, fwd = lrc_graph_flops(g, &bwd), tokens = (double)(a.batch * a.seq);
-            if (m.task == LRC_TASK_IMAGE) {
-                printf("forward_flops_per_image  %.6g\n", fwd / (double)a.batch);
-                printf("training_flops_per_image %.6g  (forward + backward)\n", (fwd + bwd) / (double)a.batch);
-            } else {
-                /* a loop's body is in the graph once and runs T times */
-                double body = 0;
-                int64_t loop_T = 0;
-                lrc_err ignored;
-                for (int id = 0; id < g->n_nodes; id++)
-                    if (g->nodes[id].op == LRC_OP_LOOP_NEXT)
-                        for (int j = g->nodes[id].in[0] + 1; j < id; j++) body += lrc_op_table[g->nodes[j].op].flops(g, &g->nodes[j]);
-                if (body > 0 && !lrc_model_config_int(&m, "T", &loop_T, &ignored) && loop_T > 1) fwd += (double)(loop_T - 1) * body;
-                printf("forward_flops_per_token  %.6g  (T=%lld)\n", fwd / tokens, (long long)a.seq);
-                printf("training_flops_per_token %.6g  (forward + backward)\n", (fwd + bwd) / tokens);
-                if (body > 0)
-                    printf("loop_flops_per_token     %.6g  per iteration; the forward counts %lld iterations (config T)\n",
-                           body / tokens, (long long)(loop_T > 0 ? loop_T : 1));
-            }
-        }
+        if (a.flops || all) print_flops(&m, g, a.batch, a.seq);
         if (a.params || all) print_params(g);
         rc = 0;
         if (a.ir && !a.after) lrc_graph_print(g, stdout);
         if (a.after || a.kernels) {
-            if (optimize(&g, a.weights ? &consts : NULL, !strcmp(a.target, "cuda"), a.kernels ? NULL : a.after, &sched, &have_sched, &err)) {
+            if (optimize(&g, a.weights ? &consts : NULL, !strcmp(a.target, "cuda"), a.ctx, a.kernels ? NULL : a.after, &sched,
+                         &have_sched, &err)) {
                 rc = cli_user_error(&err);
             } else if (have_sched) {
                 if (a.ir) lrc_graph_print(g, stdout);
@@ -276,16 +294,13 @@ int cli_package_inputs(const lrc_package *pkg, lrc_tensor_set *in, const char *p
     for (int i = 0; i < pkg->plan.n_bufs && n < 16; i++)
         if (pkg->plan.bufs[i].kind == LRC_BUF_INPUT) want[n++] = pkg->plan.bufs[i];
     /* a looped model runs its compile-time config's T unless the input gives "iterations" */
-    cJSON *meta = cJSON_Parse(pkg->meta_json);
-    const cJSON *T = cJSON_GetObjectItemCaseSensitive(meta, "iterations");
-    for (int j = 0; j < n && cJSON_IsNumber(T) && !rc && !lrc_tensor_set_find(in, "iterations"); j++) {
+    for (int j = 0; j < n && pkg->iterations > 0 && !rc && !lrc_tensor_set_find(in, "iterations"); j++) {
         if (strcmp(want[j].name, "iterations") || want[j].shape.ndim != 1) continue;
         lrc_tensor *t = lrc_tensor_new("iterations", LRC_I32, &want[j].shape, err);
         if (!t) rc = LRC_EUSER;
-        for (int64_t k = 0; t && k < want[j].shape.dim[0]; k++) ((int32_t *)t->data)[k] = (int32_t)T->valuedouble;
+        for (int64_t k = 0; t && k < want[j].shape.dim[0]; k++) ((int32_t *)t->data)[k] = (int32_t)pkg->iterations;
         if (t) rc = lrc_tensor_set_add(in, t, err);
     }
-    cJSON_Delete(meta);
     return rc ? rc : lrc_model_complete_inputs(want, n, NULL, in, path, err);
 }
 
@@ -381,13 +396,9 @@ void cli_print_quick_profile(const lrc_plan *plan, const double *ns, const int64
     free(order);
 }
 
-/* lrc forward on the cpu target: MODEL compiled now, or a compiled PKG. */
+/* lrc forward on the cpu target of a MODEL compiled now (a package: forward_package). */
 static int forward_engine(const cli_args *a)
 {
-    if (lrc_package_is(a->m.model) && (a->m.preset || a->m.n_sets))
-        return cli_usage_error("forward", "%s is a compiled package: --preset and --set do not apply", a->m.model);
-    if (lrc_package_is(a->m.model) && strcmp(a->target, "ref") && strcmp(a->target, "cpu"))
-        return cli_usage_error("forward", "a package runs on the target it was compiled for (cpu)");
     lrc_err err;
     lrc_tensor_set in, outs;
     lrc_tensor_set_init(&in);
@@ -402,7 +413,7 @@ static int forward_engine(const cli_args *a)
     if (!rc) rc = cli_engine_open(a, tok->shape.dim[0], input_len(tok), &e, &err);
     if (!rc) rc = cli_engine_inputs(&e, &in, a->input, &err);
     if (!rc) rc = lrc_plan_check_ids(e.plan, &in, &err); /* before anything is printed */
-    if (!rc && !e.is_package)
+    if (!rc)
         printf("compile: %.1f ms (Lua to graph %.1f ms, passes %.1f ms, LLVM %.1f ms), kernels %d, arena %lld bytes\n",
                e.build_ms + e.comp.passes_ms + e.comp.codegen_ms, e.build_ms, e.comp.passes_ms, e.comp.codegen_ms,
                e.comp.sched.n_groups, (long long)e.comp.sched.arena_bytes);
@@ -417,6 +428,94 @@ static int forward_engine(const cli_args *a)
     free(prof_ns);
     free(prof_calls);
     cli_engine_close(&e);
+    lrc_tensor_set_clear(&in);
+    lrc_tensor_set_clear(&outs);
+    return rc ? cli_user_error(&err) : 0;
+}
+
+/* Runs s on in --repeat more times, timing each run on the host, and prints the forward's timing line. */
+static int time_session(const cli_args *a, lrc_session *s, const lrc_array *arr, const lrc_tensor_set *in, lrc_err *err)
+{
+    lrc_session_info info;
+    int rc = lrc_session_describe(s, &info) ? cli_session_error(s, err) : LRC_OK;
+    if (!rc && !strcmp(info.target, "cuda")) { /* on the device: the launches of one forward, inputs already there */
+        double med = 0;
+        if (lrc_session_time(s, a->repeat, &med)) return cli_session_error(s, err);
+        const lrc_tensor *tok = lrc_tensor_set_find(in, "tokens");
+        printf("forward: median %.3f ms over %lld runs, %.0f tokens/s, on %s (sm_%d; device time, copies not included)\n", med,
+               (long long)a->repeat, tok ? (double)lrc_shape_numel(&tok->shape) / (med / 1e3) : 0, info.device, info.sm);
+        return LRC_OK;
+    }
+    double *ms = lrc_xmalloc((size_t)a->repeat * sizeof(double) + 8);
+    /* steady state, as a serving loop runs: the outputs of one run are the
+     * buffers of the next (every run still writes all of them) */
+    for (int64_t r = 0; r < a->repeat && !rc; r++) {
+        double t0 = lrc_now_s();
+        if (lrc_session_run(s, arr, in->n)) rc = cli_session_error(s, err);
+        ms[r] = 1e3 * (lrc_now_s() - t0);
+    }
+    if (!rc) print_times(a, ms, in, info.threads);
+    free(ms);
+    return rc;
+}
+
+/* lrc forward of a package (cpu or cuda) through the embedding API. */
+static int forward_package(const cli_args *a, bool cuda)
+{
+    if (!cuda && (a->m.preset || a->m.n_sets))
+        return cli_usage_error("forward", "%s is a compiled package: --preset and --set do not apply", a->m.model);
+    if (!cuda && strcmp(a->target, "ref") && strcmp(a->target, "cpu"))
+        return cli_usage_error("forward", "a package runs on the target it was compiled for (cpu)");
+    lrc_err err;
+    lrc_tensor_set in, outs;
+    lrc_tensor_set_init(&in);
+    lrc_tensor_set_init(&outs);
+    lrc_session *s = NULL;
+    lrc_array *arr = NULL;
+    double *prof_ns = NULL;
+    int64_t *prof_calls = NULL;
+    const lrc_plan *plan = NULL;
+    const lrc_tensor *tok = NULL;
+    int rc = cli_session_open(a, &s, &err);
+    if (!rc) rc = lrc_safetensors_load(a->input, &in, &err);
+    if (!rc && !cuda) rc = check_tokens(&in, a->input, INT32_MAX, &tok, &err); /* ids: checked against the plan */
+    if (!rc && !cuda && getenv("LRC_PROFILE")) { /* a developer's quick look; lrc profile is the tool */
+        lrc_exec *x = lrc_session_cpu_exec(s, &plan);
+        prof_ns = lrc_xcalloc((size_t)plan->n_launches + 1, sizeof(double));
+        prof_calls = lrc_xcalloc((size_t)plan->n_launches + 1, sizeof(int64_t));
+        lrc_exec_profile(x, prof_ns, prof_calls);
+    }
+    if (!rc) {
+        arr = cli_session_arrays(&in);
+        if (lrc_session_run(s, arr, in.n)) {
+            cli_session_error(s, &err);
+            rc = lrc_err_prefix(&err, "%s", a->input); /* the file the inputs came from */
+        }
+    }
+    if (!rc && a->repeat > 0) rc = time_session(a, s, arr, &in, &err);
+    lrc_session_info info = {0};
+    if (!rc && lrc_session_describe(s, &info)) rc = cli_session_error(s, &err);
+    lrc_tensor *views = lrc_xcalloc((size_t)info.n_outputs + 1, sizeof *views);
+    for (int i = 0; i < info.n_outputs && !rc; i++) { /* borrowed from the session: the set is emptied unfreed */
+        lrc_array o;
+        if (lrc_session_output_at(s, i, &o)) rc = cli_session_error(s, &err);
+        else {
+            views[i] = (lrc_tensor){.name = (char *)o.name, .dtype = o.elem == LRC_ELEM_I32 ? LRC_I32 : LRC_F32, .data = (void *)o.data};
+            views[i].shape.ndim = o.ndim;
+            for (int d = 0; d < o.ndim; d++) views[i].shape.dim[d] = o.shape[d];
+            views[i].nbytes = (size_t)lrc_shape_numel(&views[i].shape) * 4;
+            rc = lrc_tensor_set_add(&outs, &views[i], &err);
+        }
+    }
+    if (!rc) rc = lrc_safetensors_save(a->out, &outs, &err);
+    if (!rc && cuda) printf("wrote %s\n", a->out);
+    if (prof_ns) cli_print_quick_profile(plan, prof_ns, prof_calls);
+    outs.n = 0;
+    free(views);
+    free(prof_ns);
+    free(prof_calls);
+    free(arr);
+    lrc_session_close(s);
     lrc_tensor_set_clear(&in);
     lrc_tensor_set_clear(&outs);
     return rc ? cli_user_error(&err) : 0;
@@ -459,11 +558,11 @@ int cmd_forward(int argc, char **argv)
     }
     char target[16] = "";
     if (pkg) lrc_package_target(a.m.model, target, sizeof target);
-    if (!strcmp(target, "cuda")) {
-        rc = cli_forward_cuda(&a);
+    if (pkg) {
+        rc = forward_package(&a, !strcmp(target, "cuda"));
         goto out;
     }
-    if (pkg || !strcmp(a.target, "cpu")) {
+    if (!strcmp(a.target, "cpu")) {
         rc = forward_engine(&a);
         goto out;
     }
@@ -509,6 +608,85 @@ out:
 }
 
 /* ---- demo: the README's main job --------------------------------------- */
+
+/* What the demo measures of the compiled run, for its summary. */
+typedef struct {
+    double compile_s, forward_s;
+    int kernels, threads;
+} demo_compiled;
+
+/* The same model compiled for this CPU, weights folded in, run on the
+ * prompt: its logits into *outs (a first run packs the weights; the
+ * second is timed). */
+static int demo_run_compiled(lrc_model *m, int64_t T, const lrc_tensor_set *params, const lrc_tensor_set *in, lrc_tensor_set *outs,
+                             demo_compiled *d, lrc_err *err)
+{
+    lrc_graph *g2 = lrc_graph_new();
+    lrc_tensor_set consts;
+    lrc_tensor_set_init(&consts);
+    lrc_compiled c;
+    memset(&c, 0, sizeof c);
+    lrc_pool *pool = NULL;
+    lrc_exec *x = NULL;
+    double t3 = lrc_now_s(), t4 = 0, t5 = 0;
+    int crc = lrc_model_build(m, 1, T, g2, err);
+    for (int i = 0; i < params->n && !crc; i++) {
+        lrc_tensor *copy = lrc_tensor_new(params->items[i]->name, LRC_F32, &params->items[i]->shape, err);
+        memcpy(copy->data, params->items[i]->data, copy->nbytes);
+        crc = lrc_tensor_set_add(&consts, copy, err);
+    }
+    if (!crc) crc = lrc_compile_graph(g2, &consts, &c, err);
+    else lrc_graph_free(g2);
+    if (!crc && !(pool = lrc_pool_new(lrc_pool_default_threads(), err))) crc = LRC_EUSER;
+    if (!crc) crc = lrc_exec_new(&c.plan, pool, &x, err);
+    if (!crc) crc = lrc_exec_bind_params(x, &consts, err);
+    if (!crc) crc = lrc_exec_run_plan(x, in, outs, err); /* packs the weights */
+    if (!crc) {
+        t4 = lrc_now_s();
+        crc = lrc_exec_run_plan(x, in, outs, err);
+        t5 = lrc_now_s();
+    }
+    if (!crc) *d = (demo_compiled){t4 - t3, t5 - t4, c.sched.n_groups, lrc_pool_threads(pool)};
+    lrc_exec_free(x);
+    lrc_pool_free(pool);
+    if (c.g) lrc_compiled_free(&c);
+    lrc_tensor_set_clear(&consts);
+    return crc;
+}
+
+/* The summary: the compiled logits lc against the reference's lg, and the
+ * untrained model's next-byte loss on the prompt. */
+static void demo_report(const char *path, const char *preset, int64_t seed, const char *prompt, int64_t T, int64_t vocab, const float *lg,
+                        const float *lc, int64_t n_params, int n_nodes, double fwd, const double ref_t[3], const demo_compiled *d)
+{
+    double loss = 0, num = 0, den = 0;
+    int correct = 0;
+    for (int64_t i = 0; i < T * vocab; i++) {
+        num += ((double)lc[i] - lg[i]) * ((double)lc[i] - lg[i]);
+        den += (double)lg[i] * lg[i];
+    }
+    for (int64_t t = 0; t + 1 < T; t++) {
+        const float *row = lc + t * vocab;
+        double mx = row[0], sum = 0;
+        int64_t best = 0;
+        for (int64_t v = 1; v < vocab; v++)
+            if (row[v] > mx) { mx = row[v]; best = v; }
+        for (int64_t v = 0; v < vocab; v++) sum += exp((double)row[v] - mx);
+        loss += mx + log(sum) - row[(uint8_t)prompt[t + 1]];
+        correct += best == (uint8_t)prompt[t + 1];
+    }
+    double t0 = ref_t[0], t1 = ref_t[1], t2 = ref_t[2];
+    printf("lrc demo: %s, preset %s, norm layerrope, seed %lld\n", path, preset, (long long)seed);
+    printf("  parameters        %lld\n", (long long)n_params);
+    printf("  graph             %d nodes, built in %.1f ms\n", n_nodes, 1e3 * (t1 - t0));
+    printf("  compiled (cpu)    %d kernels in %.1f ms, LayerRoPE gains folded into the weights\n", d->kernels, 1e3 * d->compile_s);
+    printf("  forward (ref)     %lld tokens in %.2f ms, %.2f GFLOP/s\n", (long long)T, 1e3 * (t2 - t1), fwd / (t2 - t1) / 1e9);
+    printf("  forward (cpu)     %lld tokens in %.2f ms, %.2f GFLOP/s, %d threads\n", (long long)T, 1e3 * d->forward_s,
+           fwd / d->forward_s / 1e9, d->threads);
+    printf("  cpu vs ref        relative difference %.2e\n", sqrt(num) / (den > 0 ? sqrt(den) : 1));
+    printf("  next-byte loss    %.4f nats (untrained; ln %lld = %.4f)\n", loss / (double)(T - 1), (long long)vocab, log((double)vocab));
+    printf("  argmax correct    %d of %lld\n", correct, (long long)(T - 1));
+}
 
 int cmd_demo(int argc, char **argv)
 {
@@ -557,84 +735,27 @@ int cmd_demo(int argc, char **argv)
     lrc_tensor_set_add(&in, tok, &err);
     int64_t vocab = 0;
     rc = EXIT_USER;
-    double t0 = lrc_now_s(), t1 = 0, t2 = 0;
+    double t[3] = {lrc_now_s(), 0, 0}; /* built, initialised, run on the reference backend */
     if (cli_model_load("demo", &a.m, &m, &err) || lrc_model_config_int(&m, "vocab", &vocab, &err)) {
         cli_user_error(&err);
     } else if (vocab < 256) {
         fprintf(stderr, "lrc: demo: byte tokens need vocab >= 256, the model has %lld\n", (long long)vocab);
-    } else if (lrc_model_build(&m, 1, T, g, &err) || (t1 = lrc_now_s(), lrc_params_init(g, (uint64_t)a.seed, NULL, &params, &err)) ||
+    } else if (lrc_model_build(&m, 1, T, g, &err) || (t[1] = lrc_now_s(), lrc_params_init(g, (uint64_t)a.seed, NULL, &params, &err)) ||
                lrc_exec_run(be, g, &in, &params, &outs, &err)) {
         cli_user_error(&err);
     } else {
-        t2 = lrc_now_s();
+        t[2] = lrc_now_s();
         double bwd, fwd = lrc_graph_flops(g, &bwd);
-        int64_t n_params = lrc_graph_param_count(g);
-        int n_nodes = g->n_nodes;
-        /* the same model compiled for this CPU, weights folded in */
-        lrc_graph *g2 = lrc_graph_new();
-        lrc_tensor_set consts, outs2;
-        lrc_tensor_set_init(&consts);
+        lrc_tensor_set outs2;
         lrc_tensor_set_init(&outs2);
-        lrc_compiled c;
-        memset(&c, 0, sizeof c);
-        lrc_pool *pool = NULL;
-        lrc_exec *x = NULL;
-        double t3 = lrc_now_s(), t4 = 0, t5 = 0;
-        int crc = lrc_model_build(&m, 1, T, g2, &err);
-        for (int i = 0; i < params.n && !crc; i++) {
-            lrc_tensor *copy = lrc_tensor_new(params.items[i]->name, LRC_F32, &params.items[i]->shape, &err);
-            memcpy(copy->data, params.items[i]->data, copy->nbytes);
-            crc = lrc_tensor_set_add(&consts, copy, &err);
-        }
-        if (!crc) crc = lrc_compile_graph(g2, &consts, &c, &err);
-        else lrc_graph_free(g2);
-        if (!crc && !(pool = lrc_pool_new(lrc_pool_default_threads(), &err))) crc = LRC_EUSER;
-        if (!crc) crc = lrc_exec_new(&c.plan, pool, &x, &err);
-        if (!crc) crc = lrc_exec_bind_params(x, &consts, &err);
-        if (!crc) crc = lrc_exec_run_plan(x, &in, &outs2, &err); /* packs the weights */
-        if (!crc) {
-            t4 = lrc_now_s();
-            crc = lrc_exec_run_plan(x, &in, &outs2, &err);
-            t5 = lrc_now_s();
-        }
-        if (crc) {
+        demo_compiled d = {0};
+        if (demo_run_compiled(&m, T, &params, &in, &outs2, &d, &err)) {
             cli_user_error(&err);
         } else {
-            const float *lg = outs.items[0]->data, *lc = outs2.items[0]->data;
-            double loss = 0, num = 0, den = 0;
-            int correct = 0;
-            for (int64_t i = 0; i < T * vocab; i++) {
-                num += ((double)lc[i] - lg[i]) * ((double)lc[i] - lg[i]);
-                den += (double)lg[i] * lg[i];
-            }
-            for (int64_t t = 0; t + 1 < T; t++) {
-                const float *row = lc + t * vocab;
-                double mx = row[0], sum = 0;
-                int64_t best = 0;
-                for (int64_t v = 1; v < vocab; v++)
-                    if (row[v] > mx) { mx = row[v]; best = v; }
-                for (int64_t v = 0; v < vocab; v++) sum += exp((double)row[v] - mx);
-                loss += mx + log(sum) - row[(uint8_t)prompt[t + 1]];
-                correct += best == (uint8_t)prompt[t + 1];
-            }
-            printf("lrc demo: %s, preset %s, norm layerrope, seed %lld\n", m.path, a.m.preset, (long long)a.seed);
-            printf("  parameters        %lld\n", (long long)n_params);
-            printf("  graph             %d nodes, built in %.1f ms\n", n_nodes, 1e3 * (t1 - t0));
-            printf("  compiled (cpu)    %d kernels in %.1f ms, LayerRoPE gains folded into the weights\n",
-                   c.sched.n_groups, 1e3 * (t4 - t3));
-            printf("  forward (ref)     %lld tokens in %.2f ms, %.2f GFLOP/s\n", (long long)T, 1e3 * (t2 - t1), fwd / (t2 - t1) / 1e9);
-            printf("  forward (cpu)     %lld tokens in %.2f ms, %.2f GFLOP/s, %d threads\n", (long long)T, 1e3 * (t5 - t4),
-                   fwd / (t5 - t4) / 1e9, lrc_pool_threads(pool));
-            printf("  cpu vs ref        relative difference %.2e\n", sqrt(num) / (den > 0 ? sqrt(den) : 1));
-            printf("  next-byte loss    %.4f nats (untrained; ln %lld = %.4f)\n", loss / (double)(T - 1),
-                   (long long)vocab, log((double)vocab));
-            printf("  argmax correct    %d of %lld\n", correct, (long long)(T - 1));
+            demo_report(m.path, a.m.preset, a.seed, prompt, T, vocab, outs.items[0]->data, outs2.items[0]->data, lrc_graph_param_count(g),
+                        g->n_nodes, fwd, t, &d);
             rc = 0;
         }
-        lrc_exec_free(x);
-        lrc_pool_free(pool);
-        if (c.g) lrc_compiled_free(&c);
-        lrc_tensor_set_clear(&consts);
         lrc_tensor_set_clear(&outs2);
     }
     lrc_backend_close(be);

@@ -84,10 +84,11 @@ static int build_plan(lrc_compiled *c, lrc_err *err)
         l->flops = k->flops;
         l->bytes = k->bytes;
     }
-    /* ids read by a gather must index the table: checked before each run */
+    /* ids read by a gather (the op table's byte rule says which ops gather)
+     * must index the table: checked before each run */
     for (int id = 0; id < g->n_nodes; id++) {
         const lrc_node *n = &g->nodes[id];
-        if (n->op != LRC_OP_EMBEDDING || pl->bufs[s->buffer_of[n->in[0]]].kind != LRC_BUF_INPUT) continue;
+        if (lrc_op_table[n->op].bytes != LRC_BYTES_GATHER || pl->bufs[s->buffer_of[n->in[0]]].kind != LRC_BUF_INPUT) continue;
         pl->checks = lrc_xrealloc(pl->checks, (size_t)(pl->n_checks + 1) * sizeof *pl->checks);
         pl->checks[pl->n_checks++] = (lrc_plan_check){s->buffer_of[n->in[0]], 0, g->nodes[n->in[1]].shape.dim[0]};
     }
@@ -105,14 +106,12 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
     double t0 = (1e3 * lrc_now_s());
     c->g = g;
     c->consts = consts;
-    lrc_pass_ctx ctx = {.consts = consts, .own_consts = true};
+    lrc_pass_ctx ctx = {.consts = consts, .own_consts = true, .schedule = &c->sched};
     lrc_llvm_target target;
     int rc = lrc_llvm_target_host(&target, err);
     if (!rc) rc = lrc_passes_run(&c->g, &ctx, NULL, err);
-    if (!rc) rc = lrc_schedule_build(c->g, &c->sched, err);
+    c->have_sched = ctx.scheduled;
     if (rc) return rc;
-    c->have_sched = true;
-    lrc_schedule_plan_memory(c->g, &c->sched);
     if ((rc = lrc_program_build(c->g, &c->sched, target.tiling, &c->prog, err))) return rc;
     c->have_prog = true;
     double t1 = (1e3 * lrc_now_s());
@@ -156,12 +155,10 @@ int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arc
     c->g = g;
     c->consts = consts;
     snprintf(c->arch, sizeof c->arch, "%s", arch);
-    lrc_pass_ctx ctx = {.consts = consts, .own_consts = true, .pad_multiple = lrc_cuda_pad_multiple()};
+    lrc_pass_ctx ctx = {.consts = consts, .own_consts = true, .pad_multiple = lrc_cuda_pad_multiple(), .schedule = &c->sched};
     int rc = lrc_passes_run(&c->g, &ctx, NULL, err);
-    if (!rc) rc = lrc_schedule_build(c->g, &c->sched, err);
+    c->have_sched = ctx.scheduled;
     if (rc) return rc;
-    c->have_sched = true;
-    lrc_schedule_plan_memory(c->g, &c->sched);
     if ((rc = lrc_program_build(c->g, &c->sched, lrc_cuda_tiling(), &c->prog, err))) return rc;
     c->have_prog = true;
     double t1 = 1e3 * lrc_now_s();

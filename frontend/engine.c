@@ -5,7 +5,6 @@
 
 #include "../codegen/llvm/lrc_llvm.h"
 
-#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -42,12 +41,8 @@ static int open_package(const cli_args *a, cli_engine *e, lrc_err *err)
     if (!strcmp(e->pkg.target, "cuda")) /* lrc forward takes cuda packages before they get here */
         return lrc_err_set(err, "%s is compiled for cuda: only lrc forward runs cuda packages yet", a->m.model);
     e->plan = &e->pkg.plan;
-    cJSON *meta = cJSON_Parse(e->pkg.meta_json);
-    const cJSON *req = cJSON_GetObjectItemCaseSensitive(meta, "requires");
-    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(meta, "vocab");
-    e->vocab = cJSON_IsNumber(vocab) ? (int64_t)vocab->valuedouble : 0;
-    rc = lrc_cpu_check_features(cJSON_IsString(req) ? req->valuestring : "avx2,fma", err);
-    cJSON_Delete(meta);
+    e->vocab = e->pkg.vocab;
+    rc = lrc_cpu_check_features(e->pkg.requires[0] ? e->pkg.requires : "avx2,fma", err);
     if (!rc && e->pkg.has_weights && a->weights)
         rc = lrc_err_set(err, "%s holds its weights (folded at compile time): leave out --weights", a->m.model);
     if (!rc && !e->pkg.has_weights && !a->weights)
@@ -72,7 +67,8 @@ static int open_model(const cli_args *a, int64_t B, int64_t T, int64_t ctx, cli_
         rc = lrc_err_set(err, "%s is an image model: lrc generate continues text with a language model", e->model.path);
     if (!rc && e->model.task == LRC_TASK_LM) rc = lrc_model_config_int(&e->model, "vocab", &e->vocab, err);
     if (!rc) rc = lrc_model_build(&e->model, B, T, g, err);
-    if (!rc && ctx > 0) rc = lrc_pass_kv_cache(&g, ctx, err);
+    lrc_pass_ctx decode = {.kv_cache_len = ctx}; /* the pipeline's first step; compiling runs the rest */
+    if (!rc) rc = lrc_passes_run(&g, &decode, "kv_cache", err);
     e->build_ms = (1e3 * lrc_now_s()) - t0;
     if (!rc) rc = lrc_safetensors_load(a->weights, &e->wfile, err);
     if (!rc) rc = lrc_params_bind(g, &e->wfile, a->weights, &e->folded, err);
@@ -137,9 +133,5 @@ double cli_engine_peak_flops_per_item(const cli_engine *e)
     const lrc_gemm_tiling *t = e->is_package ? NULL : &e->comp.prog.tiling;
     /* packages record it in their plan's metadata; compiled models know it */
     if (t) return (double)LRC_PEAK_ITERS * t->mr * t->nv * t->vec * 2.0;
-    cJSON *meta = cJSON_Parse(e->pkg.meta_json);
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(meta, "peak_flops_per_item");
-    double f = cJSON_IsNumber(v) ? v->valuedouble : 0;
-    cJSON_Delete(meta);
-    return f;
+    return e->pkg.peak_flops_per_item;
 }

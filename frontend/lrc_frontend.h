@@ -57,7 +57,7 @@ void lrc_model_free(lrc_model *m);
 int lrc_model_build(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, lrc_err *err);
 /* The training graph: the forward graph, an INPUT "labels" (I32 [B, T],
  * or [B] for an image model; -100 ignored), the mean cross-entropy as output "loss", then one gradient
- * output per parameter (lrc_pass_autodiff). */
+ * output per parameter: the pass pipeline run to its autodiff step. */
 int lrc_model_build_training(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, lrc_err *err);
 /* Checks the tensors of an input file (path) against the model's inputs
  * want[0..n) and adds what the model's config gives (m may be NULL): a

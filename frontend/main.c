@@ -139,8 +139,88 @@ static void synopsis_shorts(const char *help, char optstring[8], char letters[3]
     *o = *l = 0;
 }
 
-int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *opts, const char *help,
-                      bool need_model, cli_args *a)
+/* An integer option's value into its field: true when c is one (*rc then
+ * -1, or the usage error's status). */
+static bool parse_int_option(const char *cmd, int c, const char *arg, cli_args *a, int *rc)
+{
+    *rc = -1;
+    switch (c) {
+    case OPT_SEQ:
+        if (cli_parse_int(arg, 1, &a->seq)) *rc = cli_usage_error(cmd, "--seq %s: expected an integer >= 1", arg);
+        return true;
+    case OPT_BATCH:
+        if (cli_parse_int(arg, 1, &a->batch)) *rc = cli_usage_error(cmd, "--batch %s: expected an integer >= 1", arg);
+        return true;
+    case OPT_SEED:
+        if (cli_parse_int(arg, 0, &a->seed)) *rc = cli_usage_error(cmd, "--seed %s: expected an integer >= 0", arg);
+        return true;
+    case OPT_THREADS:
+        /* --threads 0 is bad input (exit 1), not bad usage: it names a count */
+        if (cli_parse_int(arg, INT64_MIN, &a->threads) || a->threads > LRC_POOL_MAX_THREADS)
+            *rc = cli_usage_error(cmd, "--threads %s: expected an integer from 1 to %d", arg, LRC_POOL_MAX_THREADS);
+        return true;
+    case OPT_REPEAT:
+        if (cli_parse_int(arg, 1, &a->repeat)) *rc = cli_usage_error(cmd, "--repeat %s: expected an integer >= 1", arg);
+        return true;
+    case 'n':
+    case OPT_NEW:
+        if (cli_parse_int(arg, 0, &a->new_tokens))
+            *rc = cli_usage_error(cmd, "%s %s: expected an integer >= 0", c == 'n' ? "-n" : "--tokens", arg);
+        return true;
+    case OPT_TOPK:
+        if (cli_parse_int(arg, 0, &a->top_k)) *rc = cli_usage_error(cmd, "--top-k %s: expected an integer >= 0", arg);
+        return true;
+    case OPT_CTX:
+        if (cli_parse_int(arg, 1, &a->ctx) || a->ctx > INT32_MAX) *rc = cli_usage_error(cmd, "--ctx %s: expected a positive integer", arg);
+        return true;
+    case OPT_STEPS:
+        if (cli_parse_int(arg, INT64_MIN, &a->steps) || a->steps > INT32_MAX || a->steps < INT32_MIN)
+            *rc = cli_usage_error(cmd, "--steps %s: expected an integer", arg);
+        return true;
+    case OPT_EVAL_EVERY:
+        if (cli_parse_int(arg, 1, &a->eval_every)) *rc = cli_usage_error(cmd, "--eval-every %s: expected an integer >= 1", arg);
+        return true;
+    case OPT_STOP_AFTER:
+        if (cli_parse_int(arg, 1, &a->stop_after)) *rc = cli_usage_error(cmd, "--stop-after %s: expected an integer >= 1", arg);
+        return true;
+    case OPT_ACCUM:
+        if (cli_parse_int(arg, 1, &a->accum) || a->accum > 1 << 20)
+            *rc = cli_usage_error(cmd, "--accum %s: expected an integer from 1 to %d", arg, 1 << 20);
+        return true;
+    case OPT_CROP_PAD:
+        if (cli_parse_int(arg, 0, &a->crop_pad) || a->crop_pad > 64)
+            *rc = cli_usage_error(cmd, "--crop-pad %s: expected an integer from 0 to 64", arg);
+        return true;
+    default: return false;
+    }
+}
+
+/* A real number option's value, as parse_int_option does an integer's. */
+static bool parse_real_option(const char *cmd, int c, const char *arg, cli_args *a, int *rc)
+{
+    if (c != OPT_WEIGHT_DECAY && c != OPT_LR && c != OPT_CLIP && c != OPT_WARMUP && c != OPT_TEMPERATURE) return false;
+    char *end;
+    errno = 0;
+    double v = strtod(arg, &end);
+    bool bad = !*arg || *end || errno;
+    *rc = -1;
+    if (c == OPT_WEIGHT_DECAY) {
+        if (bad || !isfinite(v) || v < 0 || v >= 1) *rc = cli_usage_error(cmd, "--weight-decay %s: expected a number in [0, 1)", arg);
+        else a->weight_decay = v;
+    } else if (c == OPT_TEMPERATURE) {
+        a->temperature = v;
+        if (bad || !(v >= 0) || v > 1e6) *rc = cli_usage_error(cmd, "--temperature %s: expected a number >= 0", arg);
+    } else if (bad || !isfinite(v) || v < 0 || (c == OPT_WARMUP && v >= 1)) {
+        *rc = cli_usage_error(cmd, "%s %s: expected a number%s", c == OPT_LR ? "--lr" : c == OPT_CLIP ? "--clip" : "--warmup", arg,
+                              c == OPT_WARMUP ? " in [0, 1)" : " >= 0");
+    } else {
+        *(c == OPT_LR ? &a->lr : c == OPT_CLIP ? &a->clip : &a->warmup) = v;
+    }
+    return true;
+}
+
+/* The defaults of the fields a command's options may set. */
+static void args_defaults(cli_args *a)
 {
     memset(a, 0, sizeof *a);
     a->seq = 256;
@@ -154,13 +234,23 @@ int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *
     a->top_k = 40;
     a->threads = -1; /* all cores */
     a->crop_pad = -1;
+}
+
+int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *opts, const char *help,
+                      bool need_model, cli_args *a)
+{
+    args_defaults(a);
     char shortopts[8], shorts[3];
     synopsis_shorts(help, shortopts, shorts);
     opterr = 0;
     optind = 1;
-    int c;
+    int c, rc;
     while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
         if (cli_model_option(&a->m, c, optarg)) continue;
+        if (parse_int_option(cmd, c, optarg, a, &rc) || parse_real_option(cmd, c, optarg, a, &rc)) {
+            if (rc >= 0) return rc;
+            continue;
+        }
         switch (c) {
         case OPT_HELP: return cli_help(cmd, opts, shorts, help);
         case OPT_PARAMS: a->params = true; break;
@@ -168,53 +258,11 @@ int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *
         case OPT_IR: a->ir = true; break;
         case OPT_KERNELS: a->kernels = true; break;
         case OPT_AFTER: a->after = optarg; break;
-        case OPT_SEQ:
-            if (cli_parse_int(optarg, 1, &a->seq)) return cli_usage_error(cmd, "--seq %s: expected an integer >= 1", optarg);
-            break;
-        case OPT_BATCH:
-            if (cli_parse_int(optarg, 1, &a->batch)) return cli_usage_error(cmd, "--batch %s: expected an integer >= 1", optarg);
-            break;
-        case OPT_SEED:
-            if (cli_parse_int(optarg, 0, &a->seed)) return cli_usage_error(cmd, "--seed %s: expected an integer >= 0", optarg);
-            break;
-        case OPT_THREADS:
-            /* --threads 0 is bad input (exit 1), not bad usage: it names a count */
-            if (cli_parse_int(optarg, INT64_MIN, &a->threads) || a->threads > LRC_POOL_MAX_THREADS)
-                return cli_usage_error(cmd, "--threads %s: expected an integer from 1 to %d", optarg, LRC_POOL_MAX_THREADS);
-            break;
-        case OPT_REPEAT:
-            if (cli_parse_int(optarg, 1, &a->repeat)) return cli_usage_error(cmd, "--repeat %s: expected an integer >= 1", optarg);
-            break;
         case OPT_WEIGHTS: a->weights = optarg; break;
         case OPT_INPUT: a->input = optarg; break;
         case OPT_TARGET: a->target = optarg; break;
         case OPT_PROMPT: a->prompt = optarg; break;
         case 'o': a->out = optarg; break;
-        case 'n':
-        case OPT_NEW:
-            if (cli_parse_int(optarg, 0, &a->new_tokens))
-                return cli_usage_error(cmd, "%s %s: expected an integer >= 0", c == 'n' ? "-n" : "--tokens", optarg);
-            break;
-        case OPT_TOPK:
-            if (cli_parse_int(optarg, 0, &a->top_k)) return cli_usage_error(cmd, "--top-k %s: expected an integer >= 0", optarg);
-            break;
-        case OPT_CTX:
-            if (cli_parse_int(optarg, 1, &a->ctx) || a->ctx > INT32_MAX) return cli_usage_error(cmd, "--ctx %s: expected a positive integer", optarg);
-            break;
-        case OPT_STEPS:
-            if (cli_parse_int(optarg, INT64_MIN, &a->steps) || a->steps > INT32_MAX || a->steps < INT32_MIN)
-                return cli_usage_error(cmd, "--steps %s: expected an integer", optarg);
-            break;
-        case OPT_EVAL_EVERY:
-            if (cli_parse_int(optarg, 1, &a->eval_every)) return cli_usage_error(cmd, "--eval-every %s: expected an integer >= 1", optarg);
-            break;
-        case OPT_STOP_AFTER:
-            if (cli_parse_int(optarg, 1, &a->stop_after)) return cli_usage_error(cmd, "--stop-after %s: expected an integer >= 1", optarg);
-            break;
-        case OPT_ACCUM:
-            if (cli_parse_int(optarg, 1, &a->accum) || a->accum > 1 << 20)
-                return cli_usage_error(cmd, "--accum %s: expected an integer from 1 to %d", optarg, 1 << 20);
-            break;
         case OPT_DATA: a->data = optarg; break;
         case OPT_ARCH: a->arch = optarg; break;
         case OPT_PRECISION:
@@ -225,40 +273,6 @@ int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *
         case OPT_RESUME: a->resume = optarg; break;
         case OPT_DECAY_ALL: a->decay_all = true; break;
         case OPT_FLIP: a->flip = true; break;
-        case OPT_CROP_PAD:
-            if (cli_parse_int(optarg, 0, &a->crop_pad) || a->crop_pad > 64)
-                return cli_usage_error(cmd, "--crop-pad %s: expected an integer from 0 to 64", optarg);
-            break;
-        case OPT_WEIGHT_DECAY: {
-            char *end;
-            errno = 0;
-            double v = strtod(optarg, &end);
-            if (!*optarg || *end || errno || !isfinite(v) || v < 0 || v >= 1)
-                return cli_usage_error(cmd, "--weight-decay %s: expected a number in [0, 1)", optarg);
-            a->weight_decay = v;
-            break;
-        }
-        case OPT_LR:
-        case OPT_CLIP:
-        case OPT_WARMUP: {
-            char *end;
-            errno = 0;
-            double v = strtod(optarg, &end);
-            if (!*optarg || *end || errno || !isfinite(v) || v < 0 || (c == OPT_WARMUP && v >= 1))
-                return cli_usage_error(cmd, "%s %s: expected a number%s",
-                                       c == OPT_LR ? "--lr" : c == OPT_CLIP ? "--clip" : "--warmup", optarg,
-                                       c == OPT_WARMUP ? " in [0, 1)" : " >= 0");
-            *(c == OPT_LR ? &a->lr : c == OPT_CLIP ? &a->clip : &a->warmup) = v;
-            break;
-        }
-        case OPT_TEMPERATURE: {
-            char *end;
-            errno = 0;
-            a->temperature = strtod(optarg, &end);
-            if (!*optarg || *end || errno || !(a->temperature >= 0) || a->temperature > 1e6)
-                return cli_usage_error(cmd, "--temperature %s: expected a number >= 0", optarg);
-            break;
-        }
         case ':': return cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
         default: return cli_usage_error(cmd, "unknown option %s", argv[optind - 1]);
         }

@@ -5,6 +5,7 @@
 
 #include "../ir/passes/lrc_passes.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <lauxlib.h>
 #include <lua.h>
@@ -307,7 +308,12 @@ int lrc_model_build_training(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, l
         lrc_node ce = {.op = LRC_OP_CROSS_ENTROPY, .n_in = 2, .in = {g->outputs[0], labels}};
         if ((loss = lrc_graph_add(g, &ce, err)) < 0) rc = LRC_EUSER;
     }
-    if (!rc) rc = lrc_pass_autodiff(g, loss, err);
+    /* the pipeline up to its autodiff step: the reference executor runs
+     * this graph as it is, a compiler continues with the other passes */
+    lrc_pass_ctx ctx = {.autodiff = true, .loss = loss};
+    lrc_graph *gp = g;
+    if (!rc) rc = lrc_passes_run(&gp, &ctx, "autodiff", err);
+    assert(gp == g); /* kv_cache is not asked for and autodiff adds in place */
     return rc;
 }
 

@@ -109,59 +109,70 @@ lrc_tensor *lrc_tensor_set_find(const lrc_tensor_set *s, const char *name);
 
 /* ---- the op table ------------------------------------------------------ */
 
-/* Every op has exactly one row in lrc_op_table (ir/ops.c); tables indexed by
- * op elsewhere assert their length against LRC_OP_COUNT. */
+/* Every op, once: LRC_OPS(X) calls X(ENUM, op) per op, in enum order.
+ * It makes the enum below, and every per-op table (the op table's rows in
+ * ir/ops.c, each renderer's kernels) is this list expanded over a macro
+ * that pastes the op's name onto the table's prefix (ROW_matmul,
+ * KG_matmul, ...). So a table without an entry for some op names an
+ * undefined macro, and the build fails there; a designated initializer
+ * alone would leave the missing row zeroed, and a static assertion on the
+ * table's length cannot see a row missing in the middle. */
+#define LRC_OPS(X) \
+    X(INPUT, input)                /* a named run-time input (tokens, labels) */                            \
+    X(PARAM, param)                /* a named parameter with an init rule */                                \
+    X(EMBEDDING, embedding)        /* ids[...] i32, W[V,d] -> [..., d] */                                   \
+    X(MATMUL, matmul)              /* x[..., K], W[N, K] (nn.Linear layout) -> [..., N] */                  \
+    X(RMSNORM, rmsnorm)            /* x / sqrt(mean(x^2) + eps) over the last axis */                       \
+    X(ADD, add)                    /* a + b, numpy broadcasting */                                          \
+    X(MUL, mul)                    /* a * b, numpy broadcasting */                                          \
+    X(SCALE, scale)                /* x * s, s a constant attribute */                                      \
+    X(SILU, silu)                  /* x * sigmoid(x) */                                                     \
+    X(ROPE, rope)                  /* sequence RoPE, rotate-half, x[B,T,H,Dh] */                            \
+    X(ATTENTION, attention)        /* softmax(q k^T * scale [+ causal mask]) v, [B,T,H,Dh] */               \
+    X(SOFTMAX, softmax)            /* over the last axis */                                                 \
+    X(RESHAPE, reshape)            /* same elements, new shape */                                           \
+    X(TRANSPOSE, transpose)        /* permute axes */                                                       \
+    X(DEPTH_GAIN, depth_gain)      /* LayerRoPE: gamma[d], alpha, beta, alpha_rot, beta_rot -> [d] */       \
+    X(CROSS_ENTROPY, cross_entropy) /* logits[..., V], labels[...] i32 (-100 ignored) -> [] mean */         \
+    X(STATE, state)                /* a named buffer kept across runs (a KV cache), zeros at first */       \
+    X(KV_ATTENTION, kv_attention)  /* q, k, v [B,T,H,Dh], caches [B,Tmax,H,Dh], pos i32 [1]: RoPE at        \
+                                      positions pos.., k and v written into the caches, causal               \
+                                      attention over cache positions [0, pos + t] */                         \
+    X(LAYERNORM, layernorm)        /* (x - mean) / sqrt(var + eps) over the last axis (no gain, no bias) */ \
+    X(GELU, gelu)                  /* x * Phi(x), the exact (erf) GELU */                                   \
+    X(SLICE, slice)                /* along `axis`: out[i] = x[i + start] where that is inside x, else 0;   \
+                                      `size` output positions (a narrowing, a zero padding, or both) */      \
+    X(RELU, relu)                  /* max(x, 0) */                                                          \
+    X(EXP, exp)                    /* e^x */                                                                \
+    X(SOFTPLUS, softplus)          /* log(1 + e^x) */                                                       \
+    X(LOOP_STATE, loop_state)      /* a loop region's carried state (DESIGN rule 5): init -> the state h_t  \
+                                      the body reads; its kernels run once per iteration */                  \
+    X(LOOP_NEXT, loop_next)        /* state, h_next, counts i32 [B]: the loop's back edge. Iteration t      \
+                                      copies h_next into the state for the rows b (leading axis) with        \
+                                      t < counts[b] (finished sequences keep theirs), and the body runs      \
+                                      max(counts) times; the value is the final state. No gradient flows     \
+                                      through a loop: gradients run through unrolled iterations */           \
+    /* gradients (reverse mode, ir/passes/autodiff.c) */                                                    \
+    X(MATMUL_NN, matmul_nn)        /* dy[..., N], W[N, K] -> [..., K] = dy W */                             \
+    X(MATMUL_TN, matmul_tn)        /* dy[..., N], x[..., K] -> [N, K] = sum over rows of dy^T x */          \
+    X(EMBEDDING_GRAD, embedding_grad) /* ids[...], dy[..., d] -> [vocab, d], rows summed by id */           \
+    X(SUM_TO, sum_to)              /* x -> shape (a list): sums the axes a broadcast repeated */            \
+    X(RMSNORM_GRAD, rmsnorm_grad)  /* x, dy -> dx of x / sqrt(mean(x^2) + eps) */                           \
+    X(SILU_GRAD, silu_grad)        /* x, dy -> dy * d silu / dx */                                          \
+    X(ROPE_GRAD, rope_grad)        /* dy -> dy rotated back (the transpose of RoPE) */                      \
+    X(ATTENTION_GRAD, attention_grad) /* q, k, v, dy -> dq, dk or dv (`which` 0, 1, 2) */                   \
+    X(SOFTMAX_GRAD, softmax_grad)  /* y, dy -> y * (dy - sum(dy * y)) */                                    \
+    X(DEPTH_GAIN_GRAD, depth_gain_grad) /* gamma, alpha, beta, alpha_rot, beta_rot, dy -> the gradient of   \
+                                      input `which` (0: gamma [d]; 1..4: a scalar) */                        \
+    X(CROSS_ENTROPY_GRAD, cross_entropy_grad) /* logits, labels -> d(mean loss) / d logits */               \
+    X(LAYERNORM_GRAD, layernorm_grad) /* x, dy -> dx of (x - mean) / sqrt(var + eps) */                     \
+    X(GELU_GRAD, gelu_grad)        /* x, dy -> dy * d gelu / dx */                                          \
+    X(RELU_GRAD, relu_grad)        /* x, dy -> dy where x > 0, else 0 */
+
 typedef enum lrc_op {
-    LRC_OP_INPUT,         /* a named run-time input (tokens, labels) */
-    LRC_OP_PARAM,         /* a named parameter with an init rule */
-    LRC_OP_EMBEDDING,     /* ids[...] i32, W[V,d] -> [..., d] */
-    LRC_OP_MATMUL,        /* x[..., K], W[N, K] (nn.Linear layout) -> [..., N] */
-    LRC_OP_RMSNORM,       /* x / sqrt(mean(x^2) + eps) over the last axis */
-    LRC_OP_ADD,           /* a + b, numpy broadcasting */
-    LRC_OP_MUL,           /* a * b, numpy broadcasting */
-    LRC_OP_SCALE,         /* x * s, s a constant attribute */
-    LRC_OP_SILU,          /* x * sigmoid(x) */
-    LRC_OP_ROPE,          /* sequence RoPE, rotate-half, x[B,T,H,Dh] */
-    LRC_OP_ATTENTION,     /* softmax(q k^T * scale [+ causal mask]) v, [B,T,H,Dh] */
-    LRC_OP_SOFTMAX,       /* over the last axis */
-    LRC_OP_RESHAPE,       /* same elements, new shape */
-    LRC_OP_TRANSPOSE,     /* permute axes */
-    LRC_OP_DEPTH_GAIN,    /* LayerRoPE: gamma[d], alpha, beta, alpha_rot, beta_rot -> [d] */
-    LRC_OP_CROSS_ENTROPY, /* logits[..., V], labels[...] i32 (-100 ignored) -> [] mean */
-    LRC_OP_STATE,         /* a named buffer kept across runs (a KV cache), zeros at first */
-    LRC_OP_KV_ATTENTION,  /* q, k, v [B,T,H,Dh], caches [B,Tmax,H,Dh], pos i32 [1]: RoPE at
-                             positions pos.., k and v written into the caches, causal
-                             attention over cache positions [0, pos + t] */
-    LRC_OP_LAYERNORM,     /* (x - mean) / sqrt(var + eps) over the last axis (no gain, no bias) */
-    LRC_OP_GELU,          /* x * Phi(x), the exact (erf) GELU */
-    LRC_OP_SLICE,         /* along `axis`: out[i] = x[i + start] where that is inside x, else 0;
-                             `size` output positions (a narrowing, a zero padding, or both) */
-    LRC_OP_RELU,          /* max(x, 0) */
-    LRC_OP_EXP,           /* e^x */
-    LRC_OP_SOFTPLUS,      /* log(1 + e^x) */
-    LRC_OP_LOOP_STATE,    /* a loop region's carried state (DESIGN rule 5): init -> the state h_t
-                             the body reads; its kernels run once per iteration */
-    LRC_OP_LOOP_NEXT,     /* state, h_next, counts i32 [B]: the loop's back edge. Iteration t
-                             copies h_next into the state for the rows b (leading axis) with
-                             t < counts[b] (finished sequences keep theirs), and the body runs
-                             max(counts) times; the value is the final state. No gradient flows
-                             through a loop: gradients run through unrolled iterations */
-    /* gradients (reverse mode, ir/passes/autodiff.c) */
-    LRC_OP_MATMUL_NN,     /* dy[..., N], W[N, K] -> [..., K] = dy W */
-    LRC_OP_MATMUL_TN,     /* dy[..., N], x[..., K] -> [N, K] = sum over rows of dy^T x */
-    LRC_OP_EMBEDDING_GRAD,/* ids[...], dy[..., d] -> [vocab, d], rows summed by id */
-    LRC_OP_SUM_TO,        /* x -> shape (a list): sums the axes a broadcast repeated */
-    LRC_OP_RMSNORM_GRAD,  /* x, dy -> dx of x / sqrt(mean(x^2) + eps) */
-    LRC_OP_SILU_GRAD,     /* x, dy -> dy * d silu / dx */
-    LRC_OP_ROPE_GRAD,     /* dy -> dy rotated back (the transpose of RoPE) */
-    LRC_OP_ATTENTION_GRAD,/* q, k, v, dy -> dq, dk or dv (`which` 0, 1, 2) */
-    LRC_OP_SOFTMAX_GRAD,  /* y, dy -> y * (dy - sum(dy * y)) */
-    LRC_OP_DEPTH_GAIN_GRAD, /* gamma, alpha, beta, alpha_rot, beta_rot, dy -> the gradient of
-                               input `which` (0: gamma [d]; 1..4: a scalar) */
-    LRC_OP_CROSS_ENTROPY_GRAD, /* logits, labels -> d(mean loss) / d logits */
-    LRC_OP_LAYERNORM_GRAD, /* x, dy -> dx of (x - mean) / sqrt(var + eps) */
-    LRC_OP_GELU_GRAD,     /* x, dy -> dy * d gelu / dx */
-    LRC_OP_RELU_GRAD,     /* x, dy -> dy where x > 0, else 0 */
+#define LRC_OP_ENUM(E, op) LRC_OP_##E,
+    LRC_OPS(LRC_OP_ENUM)
+#undef LRC_OP_ENUM
     LRC_OP_COUNT
 } lrc_op;
 
@@ -170,7 +181,8 @@ typedef enum lrc_fusion {
     LRC_FUSE_SOURCE,      /* inputs and parameters: no computation */
     LRC_FUSE_VIEW,        /* reshapes: no data movement in a contiguous layout */
     LRC_FUSE_ELEMENTWISE,
-    LRC_FUSE_REDUCTION,
+    LRC_FUSE_ROW,         /* a reduction over the last axis that anchors a row group with epilogue */
+    LRC_FUSE_REDUCTION,   /* any other reduction: a kernel of its own */
     LRC_FUSE_GEMM,
     LRC_FUSE_ATTENTION,
     LRC_FUSE_OPAQUE
@@ -208,6 +220,13 @@ typedef struct lrc_node {
 
 typedef struct lrc_graph lrc_graph;
 
+/* The memory traffic of an op's unfused kernel (lrc_node_bytes). */
+typedef enum lrc_bytes_rule {
+    LRC_BYTES_NONE,   /* sources and views: no kernel */
+    LRC_BYTES_ALL,    /* every input and the output, in full */
+    LRC_BYTES_GATHER, /* the ids, and the rows returned: read once, written once */
+} lrc_bytes_rule;
+
 /* Row of the op table. Attribute names are how the Lua API and the printer
  * spell them; an op with `ilist` set keeps a variable-length integer list in
  * iattr[0..n_iattr) under that name. */
@@ -240,6 +259,10 @@ typedef struct lrc_op_info {
      * gradient they give: the nodes of one op's inputs share one kernel
      * (fuse rule 6), which computes what they have in common once. */
     bool share_by_which;
+    /* Zero wherever every input is zero: a zero-padded column stays zero
+     * through the op (the pad_hidden pass). */
+    bool keeps_zero;
+    lrc_bytes_rule bytes; /* lrc_node_bytes */
 } lrc_op_info;
 
 extern const lrc_op_info lrc_op_table[LRC_OP_COUNT];

@@ -1,5 +1,6 @@
 /* ops.c — the op table: one row per op with its inputs, attributes, shape
- * rule, fusion class and FLOP count (DESIGN rule 1). */
+ * rule, fusion class, FLOP count, reference kernels, gradient rule and byte
+ * rule (DESIGN rule 1). */
 #include "lrc_ir.h"
 #include "ref_ops.h"
 
@@ -431,71 +432,95 @@ static double flops_depth_gain(const lrc_graph *g, const lrc_node *n)
     return 8 * (double)IN(0)->shape.dim[0];
 }
 
-/* both storage precisions of an op's reference kernel */
-#define REFS(name) lrc_ref_##name, .ref64 = lrc_ref64_##name
+/* ---- the rows ----------------------------------------------------------- */
 
+/* A row is ROW_<op>, one OP(...) each: every field is an argument of OP, so
+ * a row that leaves one out (a gradient rule, say) does not compile, and
+ * an op without a row names an undefined ROW_<op> in the table below.
+ * Absent things are written out: NONE (no attributes), NO_REF, NO_GRAD.
+ *
+ * OP(inputs, fusion class, integer attributes, float attributes, list
+ *    attribute, shape rule, FLOPs, backward/forward FLOP ratio, reference
+ *    kernels, gradient rule, byte rule, flags) */
+#define OP(nin, fusion_, iattr_, fattr_, ilist_, infer_, flops_, ratio, refs, grad_, bytes_, flags)                  \
+    .n_in = nin, .fusion = LRC_FUSE_##fusion_, .iattr = iattr_, .fattr = fattr_, .ilist = ilist_, .infer = infer_, \
+    .flops = flops_, .bwd_flops_ratio = ratio, refs, .grad = grad_, .bytes = LRC_BYTES_##bytes_,                     \
+    .share_by_which = ((flags) & SHARES_KERNEL) != 0, .keeps_zero = ((flags) & KEEPS_ZERO) != 0
+#define ATTRS(...) {__VA_ARGS__}
+#define NONE {0}
+/* both storage precisions of an op's reference kernel */
+#define REFS(name) .ref = lrc_ref_##name, .ref64 = lrc_ref64_##name
+#define NO_REF .ref = NULL, .ref64 = NULL
+#define NO_GRAD NULL
+enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2 };
+
+#define ROW_input OP(0, SOURCE, NONE, NONE, NULL, infer_source, flops_zero, 0, NO_REF, NO_GRAD, NONE, 0)
+#define ROW_param OP(0, SOURCE, NONE, NONE, NULL, infer_source, flops_zero, 0, NO_REF, NO_GRAD, NONE, 0)
+#define ROW_embedding OP(2, OPAQUE, NONE, NONE, NULL, infer_embedding, flops_zero, 1, REFS(embedding), lrc_grad_embedding, GATHER, 0)
+#define ROW_matmul OP(2, GEMM, NONE, NONE, NULL, infer_matmul, flops_matmul, 2, REFS(matmul), lrc_grad_matmul, ALL, 0)
+#define ROW_rmsnorm OP(1, ROW, NONE, ATTRS("eps"), NULL, infer_rmsnorm, flops_rmsnorm, 2, REFS(rmsnorm), lrc_grad_rmsnorm, ALL, 0)
+#define ROW_add OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_broadcast, flops_1, 1, REFS(binary), lrc_grad_add, ALL, KEEPS_ZERO)
+#define ROW_mul OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_broadcast, flops_1, 2, REFS(binary), lrc_grad_mul, ALL, KEEPS_ZERO)
+#define ROW_scale OP(1, ELEMENTWISE, NONE, ATTRS("s"), NULL, infer_same, flops_1, 1, REFS(scale), lrc_grad_scale, ALL, KEEPS_ZERO)
+#define ROW_silu OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_4, 2, REFS(silu), lrc_grad_silu, ALL, KEEPS_ZERO)
+#define ROW_rope OP(1, OPAQUE, NONE, ATTRS("base"), NULL, infer_rope, flops_4, 1, REFS(rope), lrc_grad_rope, ALL, 0)
+#define ROW_attention                                                                                                    \
+    OP(3, ATTENTION, ATTRS("causal"), ATTRS("scale"), NULL, infer_attention, flops_attention, 2.5, REFS(attention),   \
+       lrc_grad_attention, ALL, 0)
+#define ROW_softmax OP(1, ROW, NONE, NONE, NULL, infer_same, flops_5, 1, REFS(softmax), lrc_grad_softmax, ALL, 0)
+#define ROW_reshape OP(1, VIEW, NONE, NONE, "shape", infer_reshape, flops_zero, 0, REFS(reshape), lrc_grad_reshape, NONE, 0)
+#define ROW_transpose OP(1, OPAQUE, NONE, NONE, "perm", infer_transpose, flops_zero, 0, REFS(transpose), lrc_grad_transpose, ALL, 0)
+#define ROW_depth_gain                                                                                                   \
+    OP(5, OPAQUE, ATTRS("layer"), ATTRS("base"), NULL, infer_depth_gain, flops_depth_gain, 2, REFS(depth_gain),       \
+       lrc_grad_depth_gain, ALL, 0)
+#define ROW_cross_entropy                                                                                                \
+    OP(2, REDUCTION, NONE, NONE, NULL, infer_cross_entropy, flops_cross_entropy, 1, REFS(cross_entropy),             \
+       lrc_grad_cross_entropy, ALL, 0)
+#define ROW_state OP(0, SOURCE, NONE, NONE, NULL, infer_source, flops_zero, 0, NO_REF, NO_GRAD, NONE, 0)
+#define ROW_kv_attention                                                                                                 \
+    OP(6, ATTENTION, NONE, ATTRS("scale", "base"), NULL, infer_kv_attention, flops_kv_attention, 0, REFS(kv_attention), \
+       NO_GRAD, ALL, 0)
+#define ROW_layernorm OP(1, ROW, NONE, ATTRS("eps"), NULL, infer_layernorm, flops_5, 2, REFS(layernorm), lrc_grad_layernorm, ALL, 0)
+#define ROW_gelu OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 2, REFS(gelu), lrc_grad_gelu, ALL, KEEPS_ZERO)
+#define ROW_slice                                                                                                        \
+    OP(1, OPAQUE, ATTRS("axis", "start", "size"), NONE, NULL, infer_slice, flops_zero, 0, REFS(slice), lrc_grad_slice, \
+       ALL, 0)
+#define ROW_relu OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_1, 1, REFS(relu), lrc_grad_relu, ALL, KEEPS_ZERO)
+#define ROW_exp OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 1, REFS(exp), lrc_grad_exp, ALL, 0)
+/* opaque: in double with libm, for the few values (gates of a parameter vector) it sees */
+#define ROW_softplus OP(1, OPAQUE, NONE, NONE, NULL, infer_same, flops_8, 3, REFS(softplus), lrc_grad_softplus, ALL, 0)
+#define ROW_loop_state OP(1, OPAQUE, NONE, NONE, NULL, infer_same, flops_zero, 0, REFS(loop_state), lrc_grad_stop, ALL, 0)
+#define ROW_loop_next OP(3, OPAQUE, NONE, NONE, NULL, infer_loop_next, flops_zero, 0, NO_REF, lrc_grad_stop, ALL, 0)
+#define ROW_matmul_nn OP(2, GEMM, NONE, NONE, NULL, infer_matmul_nn, flops_matmul_nn, 0, REFS(matmul_nn), NO_GRAD, ALL, 0)
+#define ROW_matmul_tn OP(2, GEMM, NONE, NONE, NULL, infer_matmul_tn, flops_matmul_tn, 0, REFS(matmul_tn), NO_GRAD, ALL, 0)
+#define ROW_embedding_grad                                                                                               \
+    OP(2, OPAQUE, ATTRS("vocab"), NONE, NULL, infer_embedding_grad, flops_1, 0, REFS(embedding_grad), NO_GRAD, ALL, 0)
+#define ROW_sum_to OP(1, OPAQUE, NONE, NONE, "shape", infer_sum_to, flops_1, 0, REFS(sum_to), NO_GRAD, ALL, 0)
+#define ROW_rmsnorm_grad                                                                                                 \
+    OP(2, OPAQUE, NONE, ATTRS("eps"), NULL, infer_same_as_first, flops_5, 0, REFS(rmsnorm_grad), NO_GRAD, ALL, 0)
+#define ROW_silu_grad OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_5, 0, REFS(silu_grad), NO_GRAD, ALL, 0)
+#define ROW_rope_grad OP(1, OPAQUE, NONE, ATTRS("base"), NULL, infer_rope, flops_4, 0, REFS(rope_grad), NO_GRAD, ALL, 0)
+#define ROW_attention_grad                                                                                               \
+    OP(4, OPAQUE, ATTRS("causal", "which"), ATTRS("scale"), NULL, infer_attention_grad, flops_attention_grad, 0,      \
+       REFS(attention_grad), NO_GRAD, ALL, SHARES_KERNEL)
+#define ROW_softmax_grad OP(2, OPAQUE, NONE, NONE, NULL, infer_same_as_first, flops_4, 0, REFS(softmax_grad), NO_GRAD, ALL, 0)
+#define ROW_depth_gain_grad                                                                                              \
+    OP(6, OPAQUE, ATTRS("layer", "which"), ATTRS("base"), NULL, infer_depth_gain_grad, flops_depth_gain, 0,           \
+       REFS(depth_gain_grad), NO_GRAD, ALL, SHARES_KERNEL)
+#define ROW_cross_entropy_grad                                                                                           \
+    OP(2, OPAQUE, NONE, NONE, NULL, infer_cross_entropy_grad, flops_cross_entropy, 0, REFS(cross_entropy_grad), NO_GRAD, \
+       ALL, 0)
+#define ROW_layernorm_grad                                                                                               \
+    OP(2, OPAQUE, NONE, ATTRS("eps"), NULL, infer_same_as_first, flops_8, 0, REFS(layernorm_grad), NO_GRAD, ALL, 0)
+#define ROW_gelu_grad OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_8, 0, REFS(gelu_grad), NO_GRAD, ALL, 0)
+#define ROW_relu_grad OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_1, 0, REFS(relu_grad), NO_GRAD, ALL, 0)
+
+/* The op table: LRC_OPS over the rows, each named by its op. */
 const lrc_op_info lrc_op_table[LRC_OP_COUNT] = {
-    [LRC_OP_INPUT] = {"input", 0, LRC_FUSE_SOURCE, {0}, {0}, NULL, infer_source, flops_zero, 0, NULL},
-    [LRC_OP_PARAM] = {"param", 0, LRC_FUSE_SOURCE, {0}, {0}, NULL, infer_source, flops_zero, 0, NULL},
-    [LRC_OP_EMBEDDING] = {"embedding", 2, LRC_FUSE_OPAQUE, {0}, {0}, NULL, infer_embedding, flops_zero, 1, REFS(embedding), .grad = lrc_grad_embedding},
-    [LRC_OP_MATMUL] = {"matmul", 2, LRC_FUSE_GEMM, {0}, {0}, NULL, infer_matmul, flops_matmul, 2, REFS(matmul), .grad = lrc_grad_matmul},
-    [LRC_OP_RMSNORM] = {"rmsnorm", 1, LRC_FUSE_REDUCTION, {0}, {"eps"}, NULL, infer_rmsnorm, flops_rmsnorm, 2, REFS(rmsnorm), .grad = lrc_grad_rmsnorm},
-    [LRC_OP_ADD] = {"add", 2, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_broadcast, flops_1, 1, REFS(binary), .grad = lrc_grad_add},
-    [LRC_OP_MUL] = {"mul", 2, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_broadcast, flops_1, 2, REFS(binary), .grad = lrc_grad_mul},
-    [LRC_OP_SCALE] = {"scale", 1, LRC_FUSE_ELEMENTWISE, {0}, {"s"}, NULL, infer_same, flops_1, 1, REFS(scale), .grad = lrc_grad_scale},
-    [LRC_OP_SILU] = {"silu", 1, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_same, flops_4, 2, REFS(silu), .grad = lrc_grad_silu},
-    [LRC_OP_ROPE] = {"rope", 1, LRC_FUSE_OPAQUE, {0}, {"base"}, NULL, infer_rope, flops_4, 1, REFS(rope), .grad = lrc_grad_rope},
-    [LRC_OP_ATTENTION] = {"attention", 3, LRC_FUSE_ATTENTION, {"causal"}, {"scale"}, NULL, infer_attention,
-                          flops_attention, 2.5, REFS(attention), .grad = lrc_grad_attention},
-    [LRC_OP_SOFTMAX] = {"softmax", 1, LRC_FUSE_REDUCTION, {0}, {0}, NULL, infer_same, flops_5, 1, REFS(softmax), .grad = lrc_grad_softmax},
-    [LRC_OP_RESHAPE] = {"reshape", 1, LRC_FUSE_VIEW, {0}, {0}, "shape", infer_reshape, flops_zero, 0, REFS(reshape), .grad = lrc_grad_reshape},
-    [LRC_OP_TRANSPOSE] = {"transpose", 1, LRC_FUSE_OPAQUE, {0}, {0}, "perm", infer_transpose, flops_zero, 0, REFS(transpose), .grad = lrc_grad_transpose},
-    [LRC_OP_DEPTH_GAIN] = {"depth_gain", 5, LRC_FUSE_OPAQUE, {"layer"}, {"base"}, NULL, infer_depth_gain,
-                           flops_depth_gain, 2, REFS(depth_gain), .grad = lrc_grad_depth_gain},
-    [LRC_OP_CROSS_ENTROPY] = {"cross_entropy", 2, LRC_FUSE_REDUCTION, {0}, {0}, NULL, infer_cross_entropy,
-                              flops_cross_entropy, 1, REFS(cross_entropy), .grad = lrc_grad_cross_entropy},
-    [LRC_OP_STATE] = {"state", 0, LRC_FUSE_SOURCE, {0}, {0}, NULL, infer_source, flops_zero, 0, NULL},
-    [LRC_OP_KV_ATTENTION] = {"kv_attention", 6, LRC_FUSE_ATTENTION, {0}, {"scale", "base"}, NULL, infer_kv_attention,
-                             flops_kv_attention, 0, REFS(kv_attention)},
-    [LRC_OP_LAYERNORM] = {"layernorm", 1, LRC_FUSE_REDUCTION, {0}, {"eps"}, NULL, infer_layernorm, flops_5, 2, REFS(layernorm),
-                          .grad = lrc_grad_layernorm},
-    [LRC_OP_GELU] = {"gelu", 1, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_same, flops_8, 2, REFS(gelu), .grad = lrc_grad_gelu},
-    [LRC_OP_SLICE] = {"slice", 1, LRC_FUSE_OPAQUE, {"axis", "start", "size"}, {0}, NULL, infer_slice, flops_zero, 0, REFS(slice),
-                      .grad = lrc_grad_slice},
-    [LRC_OP_RELU] = {"relu", 1, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_same, flops_1, 1, REFS(relu), .grad = lrc_grad_relu},
-    [LRC_OP_EXP] = {"exp", 1, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_same, flops_8, 1, REFS(exp), .grad = lrc_grad_exp},
-    /* opaque: in double with libm, for the few values (gates of a parameter vector) it sees */
-    [LRC_OP_SOFTPLUS] = {"softplus", 1, LRC_FUSE_OPAQUE, {0}, {0}, NULL, infer_same, flops_8, 3, REFS(softplus),
-                         .grad = lrc_grad_softplus},
-    [LRC_OP_LOOP_STATE] = {"loop_state", 1, LRC_FUSE_OPAQUE, {0}, {0}, NULL, infer_same, flops_zero, 0, REFS(loop_state),
-                           .grad = lrc_grad_stop},
-    [LRC_OP_LOOP_NEXT] = {"loop_next", 3, LRC_FUSE_OPAQUE, {0}, {0}, NULL, infer_loop_next, flops_zero, 0, NULL,
-                          .grad = lrc_grad_stop},
-    [LRC_OP_MATMUL_NN] = {"matmul_nn", 2, LRC_FUSE_GEMM, {0}, {0}, NULL, infer_matmul_nn, flops_matmul_nn, 0, REFS(matmul_nn)},
-    [LRC_OP_MATMUL_TN] = {"matmul_tn", 2, LRC_FUSE_GEMM, {0}, {0}, NULL, infer_matmul_tn, flops_matmul_tn, 0, REFS(matmul_tn)},
-    [LRC_OP_EMBEDDING_GRAD] = {"embedding_grad", 2, LRC_FUSE_OPAQUE, {"vocab"}, {0}, NULL, infer_embedding_grad,
-                               flops_1, 0, REFS(embedding_grad)},
-    [LRC_OP_SUM_TO] = {"sum_to", 1, LRC_FUSE_OPAQUE, {0}, {0}, "shape", infer_sum_to, flops_1, 0, REFS(sum_to)},
-    [LRC_OP_RMSNORM_GRAD] = {"rmsnorm_grad", 2, LRC_FUSE_OPAQUE, {0}, {"eps"}, NULL, infer_same_as_first, flops_5, 0,
-                             REFS(rmsnorm_grad)},
-    [LRC_OP_SILU_GRAD] = {"silu_grad", 2, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_same_as_first, flops_5, 0, REFS(silu_grad)},
-    [LRC_OP_ROPE_GRAD] = {"rope_grad", 1, LRC_FUSE_OPAQUE, {0}, {"base"}, NULL, infer_rope, flops_4, 0, REFS(rope_grad)},
-    [LRC_OP_ATTENTION_GRAD] = {"attention_grad", 4, LRC_FUSE_OPAQUE, {"causal", "which"}, {"scale"}, NULL,
-                               infer_attention_grad, flops_attention_grad, 0, REFS(attention_grad), .share_by_which = true},
-    [LRC_OP_SOFTMAX_GRAD] = {"softmax_grad", 2, LRC_FUSE_OPAQUE, {0}, {0}, NULL, infer_same_as_first, flops_4, 0,
-                             REFS(softmax_grad)},
-    [LRC_OP_DEPTH_GAIN_GRAD] = {"depth_gain_grad", 6, LRC_FUSE_OPAQUE, {"layer", "which"}, {"base"}, NULL,
-                                infer_depth_gain_grad, flops_depth_gain, 0, REFS(depth_gain_grad), .share_by_which = true},
-    [LRC_OP_CROSS_ENTROPY_GRAD] = {"cross_entropy_grad", 2, LRC_FUSE_OPAQUE, {0}, {0}, NULL, infer_cross_entropy_grad,
-                                   flops_cross_entropy, 0, REFS(cross_entropy_grad)},
-    [LRC_OP_LAYERNORM_GRAD] = {"layernorm_grad", 2, LRC_FUSE_OPAQUE, {0}, {"eps"}, NULL, infer_same_as_first, flops_8, 0,
-                               REFS(layernorm_grad)},
-    [LRC_OP_GELU_GRAD] = {"gelu_grad", 2, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_same_as_first, flops_8, 0, REFS(gelu_grad)},
-    [LRC_OP_RELU_GRAD] = {"relu_grad", 2, LRC_FUSE_ELEMENTWISE, {0}, {0}, NULL, infer_same_as_first, flops_1, 0, REFS(relu_grad)},
+#define LRC_OP_ROW(E, op) [LRC_OP_##E] = {.name = #op, ROW_##op},
+    LRC_OPS(LRC_OP_ROW)
+#undef LRC_OP_ROW
 };
-#undef REFS
-_Static_assert(sizeof lrc_op_table / sizeof lrc_op_table[0] == LRC_OP_COUNT,
-               "every op needs a row in lrc_op_table");
 
 const char *lrc_op_name(lrc_op op) { return lrc_op_table[op].name; }
 
@@ -511,10 +536,10 @@ int lrc_op_parse(const char *name, lrc_op *out)
 
 double lrc_node_bytes(const lrc_graph *g, const lrc_node *n)
 {
-    if (lrc_op_table[n->op].fusion == LRC_FUSE_SOURCE || lrc_op_table[n->op].fusion == LRC_FUSE_VIEW)
-        return 0;
+    lrc_bytes_rule rule = lrc_op_table[n->op].bytes;
+    if (rule == LRC_BYTES_NONE) return 0;
     double bytes = numel_of(n) * (double)lrc_dtype_size(n->dtype);
-    if (n->op == LRC_OP_EMBEDDING) /* a gather reads only the rows it returns */
+    if (rule == LRC_BYTES_GATHER) /* a gather reads only the rows it returns */
         return 2 * bytes + numel_of(IN(0)) * (double)lrc_dtype_size(IN(0)->dtype);
     for (int k = 0; k < n->n_in; k++)
         bytes += numel_of(IN(k)) * (double)lrc_dtype_size(IN(k)->dtype);

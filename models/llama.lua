@@ -1,5 +1,5 @@
 -- LLaMA-style decoder with every normalization placement of the LayerRoPE
--- paper (spec/llama.md): pre, post, peri, lns, deepnet, layerrope,
+-- paper (docs/models.md): pre, post, peri, lns, deepnet, layerrope,
 -- layerrope_peri.
 local lrc = require "lrc"
 local nn = require "lrc.nn"

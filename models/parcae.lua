@@ -1,4 +1,4 @@
--- Parcae, a looped (recurrent-depth) language model (spec/parcae.md): a
+-- Parcae, a looped (recurrent-depth) language model (docs/models.md): a
 -- prelude, a recurrent block run T times on a latent state through a loop
 -- region of the IR, and a coda. norm = pre | layerrope.
 --

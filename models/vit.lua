@@ -1,4 +1,4 @@
--- Vision Transformer (spec/vit.md): patch embedding, class token, learned
+-- Vision Transformer (docs/models.md): patch embedding, class token, learned
 -- positions, pre-LayerNorm blocks with bidirectional attention and a GELU
 -- MLP, a classifier on the class token. norm = pre | layerrope. Parameter
 -- names follow Hugging Face's ViTForImageClassification.
@@ -16,14 +16,14 @@ M.defaults = {
   image_size = 28, channels = 1, patch = 4, n_classes = 10,
   d_model = 64, n_layers = 6, n_heads = 2, d_ff = 256,
   norm = "pre", eps = 1e-6,
-  -- LayerRoPE: ViTs initialise the magnitude slope beta at 0 (spec/vit.md)
+  -- LayerRoPE: ViTs initialise the magnitude slope beta at 0 (docs/models.md)
   layerrope_alpha = 0.0, layerrope_beta = 0.0,
   layerrope_alpha_rot = 0.0, layerrope_beta_rot = -0.5,
   layerrope_base = 100.0,
 }
 
 M.presets = {
-  -- ImageNet sizes of the spec (16x16 patches of 224x224 RGB images)
+  -- ImageNet sizes of docs/models.md (16x16 patches of 224x224 RGB images)
   ["vit-t"] = { image_size = 224, channels = 3, patch = 16, n_classes = 1000, d_model = 192, n_layers = 12, n_heads = 3, d_ff = 768 },
   ["vit-s"] = { image_size = 224, channels = 3, patch = 16, n_classes = 1000, d_model = 384, n_layers = 12, n_heads = 6, d_ff = 1536 },
   -- Fashion-MNIST (28x28 grey, 10 classes): 49 patches of 4x4

@@ -221,3 +221,57 @@ int lrc_cuda_optim_download(lrc_cuda_optim *o, lrc_err *err)
     }
     return r ? lrc_cuda_fail(o->x, r, "reading the weights and moments back", err) : LRC_OK;
 }
+
+/* ---- lrc train's device on GPU 0 (trainer.c's loop) ----------------------- */
+
+typedef struct {
+    lrc_cuda_exec *x;
+    lrc_cuda_optim *opt;
+    bool host_current; /* the host's weights and moments are this step's */
+} cuda_device;
+
+static int cuda_run(void *dev, const lrc_tensor_set *in, lrc_tensor_set *outs, lrc_err *err)
+{
+    return lrc_cuda_exec_run(((cuda_device *)dev)->x, in, outs, err);
+}
+
+static int cuda_grads(void *dev, const lrc_tensor_set *outs, int64_t micro, double *norm, int *bad, lrc_err *err)
+{
+    (void)outs; /* the gradients stay on the device */
+    return lrc_cuda_optim_grads(((cuda_device *)dev)->opt, micro, norm, bad, err);
+}
+
+static int cuda_update(void *dev, int64_t step, double lr, double norm, lrc_err *err)
+{
+    cuda_device *d = dev;
+    d->host_current = false;
+    return lrc_cuda_optim_step(d->opt, step, lr, norm, err);
+}
+
+/* read back once a step however many want it (a checkpoint, an evaluation on the CPU) */
+static int cuda_to_host(void *dev, lrc_err *err)
+{
+    cuda_device *d = dev;
+    if (d->host_current) return LRC_OK;
+    int rc = lrc_cuda_optim_download(d->opt, err);
+    d->host_current = rc == LRC_OK;
+    return rc;
+}
+
+static void cuda_free(void *dev)
+{
+    cuda_device *d = dev;
+    lrc_cuda_optim_free(d->opt);
+    free(d);
+}
+
+static const lrc_train_device_ops cuda_ops = {cuda_run, cuda_grads, cuda_update, cuda_to_host, cuda_free};
+
+int lrc_trainer_use_cuda(lrc_trainer *t, lrc_cuda_exec *x, lrc_err *err)
+{
+    cuda_device *d = lrc_xcalloc(1, sizeof *d);
+    d->x = x;
+    t->ops = &cuda_ops;
+    t->dev = d;
+    return lrc_cuda_optim_new(x, t->st.params.items, t->st.m, t->st.v, t->st.params.n, &t->adam, t->accum, &d->opt, err);
+}

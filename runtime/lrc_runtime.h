@@ -293,6 +293,14 @@ typedef struct lrc_package {
     bool has_weights;
     char *meta_json;       /* what compiled it: model, config, shapes, CPU or GPU */
     char target[16];       /* "cpu" or "cuda" */
+    /* from meta, 0 or "" when absent: the token shape [batch, seq] it was
+     * compiled for, a decoder's KV-cache positions (ctx), the vocabulary
+     * (an image model's classes), a looped model's default iteration count;
+     * cpu: the CPU and the features it needs, and what one work item of its
+     * FMA probe kernel computes; cuda: the architecture */
+    int64_t batch, seq, ctx, vocab, iterations;
+    double peak_flops_per_item;
+    char cpu[128], requires[128], arch[16];
     void *dl;
 } lrc_package;
 
@@ -310,6 +318,37 @@ int lrc_package_load(const char *dir, lrc_package *pkg, lrc_err *err);
 void lrc_package_free(lrc_package *pkg);
 /* A function of the package's kernels.so by name, or NULL. */
 void *lrc_package_symbol(const lrc_package *pkg, const char *name);
+/* A cuda package's device code, 0-terminated (malloc'd): its cubin, for
+ * the GPU of its architecture, or its PTX, which the driver compiles for a
+ * newer one. NULL and a message naming the file when it cannot be read. */
+void *lrc_package_cuda_image(const char *dir, bool cubin, lrc_err *err);
+/* The embedding API (lrc.h) runs packages; the cpu target's plan and
+ * executor of an open session, for lrc forward's LRC_PROFILE look (NULL for
+ * a cuda session). */
+struct lrc_session;
+lrc_exec *lrc_session_cpu_exec(struct lrc_session *s, const lrc_plan **plan);
+/* Writing a package: lrc_package_begin makes a directory beside dir, the
+ * kernels and weights go into it, and lrc_package_finish writes
+ * package.json and moves it into place (replacing an old package at dir
+ * only then); lrc_package_abort removes it. A reader never sees half a
+ * package, and a failure leaves none behind. */
+typedef struct lrc_package_writer {
+    char dir[4096], tmp[4160];
+    bool cuda, started;
+} lrc_package_writer;
+/* dir must not exist or be a package (which is replaced). */
+int lrc_package_begin(lrc_package_writer *w, const char *dir, bool cuda, lrc_err *err);
+/* Where a cpu package's kernels go: the object file codegen writes
+ * (object), or the shared library linked from it. */
+void lrc_package_kernels_path(const lrc_package_writer *w, bool object, char *out, size_t n);
+/* A cuda package's CUDA C, cubin and PTX. */
+int lrc_package_write_cuda(lrc_package_writer *w, const char *source, const void *cubin, size_t cubin_size, const char *ptx,
+                           lrc_err *err);
+int lrc_package_write_weights(lrc_package_writer *w, const lrc_tensor_set *weights, lrc_err *err);
+int lrc_package_finish(lrc_package_writer *w, const lrc_plan *p, const char *meta_json, lrc_err *err);
+void lrc_package_abort(lrc_package_writer *w);
+/* Removes a package directory: every file a package may hold, then dir. */
+void lrc_package_remove(const char *dir);
 /* Checks that this CPU has every feature in the comma-separated list
  * ("avx2,fma,avx512f"), naming the first one missing. */
 int lrc_cpu_check_features(const char *list, lrc_err *err);
@@ -450,6 +489,82 @@ int lrc_cuda_optim_step(lrc_cuda_optim *o, int64_t step, double lr, double grad_
 /* The device's weights and moments into the host tensors (for a checkpoint). */
 int lrc_cuda_optim_download(lrc_cuda_optim *o, lrc_err *err);
 void lrc_cuda_optim_free(lrc_cuda_optim *o);
+
+/* ---- a training run: its state, checkpoint and loop (checkpoint.c, trainer.c) */
+
+/* What a checkpoint holds and --resume restores: with the run's settings
+ * (run.json, the caller's) all that a run continues from bit for bit. */
+typedef struct lrc_train_state {
+    lrc_tensor_set ck;     /* owns every tensor: the parameters, adam.m/NAME, adam.v/NAME, train.step, train.rng */
+    lrc_tensor_set params; /* ck's parameters in the graph's order (owns none of them) */
+    lrc_tensor **m, **v;   /* AdamW's moments, per parameter, in ck */
+    int64_t step;          /* steps done */
+    lrc_rng rng;           /* the random state of the text batches and a looped model's draws */
+} lrc_train_state;
+/* A new run: g's parameters initialised from the seed, zero moments, step 0. */
+int lrc_train_state_new(lrc_train_state *s, const lrc_graph *g, uint64_t seed, lrc_pool *pool, lrc_err *err);
+/* Reads a checkpoint for g (docs/formats.md): a file of another kind, of a
+ * newer version or damaged is a one-line error naming it; free s even then. */
+int lrc_checkpoint_load(const char *path, const lrc_graph *g, lrc_train_state *s, lrc_err *err);
+/* Writes the current version atomically (a temporary file renamed over path). */
+int lrc_checkpoint_save(const char *path, lrc_train_state *s, lrc_err *err);
+void lrc_train_state_free(lrc_train_state *s);
+
+/* Where a training step runs: lrc_trainer_use_cpu (the compiled plan on
+ * this CPU, AdamW on the thread pool) or lrc_trainer_use_cuda (GPU 0, AdamW's
+ * kernels in the graph's module) fill it; another target would fill it
+ * with its own five functions. dev is the implementation's state. */
+typedef struct lrc_train_device_ops {
+    /* one run of the training graph: outs gets "loss" (and whatever gradients the device returns) */
+    int (*run)(void *dev, const lrc_tensor_set *in, lrc_tensor_set *outs, lrc_err *err);
+    /* after the run of micro-batch `micro` of accum: *norm, the gradients'
+     * global norm (with the last micro-batch, that of their average), and
+     * *bad, the first parameter whose gradient is not finite, else -1 */
+    int (*grads)(void *dev, const lrc_tensor_set *outs, int64_t micro, double *norm, int *bad, lrc_err *err);
+    int (*update)(void *dev, int64_t step, double lr, double norm, lrc_err *err); /* AdamW, step 0-based */
+    int (*to_host)(void *dev, lrc_err *err); /* the state's weights and moments this step's */
+    void (*free)(void *dev);
+} lrc_train_device_ops;
+
+typedef struct lrc_trainer {
+    lrc_train_state st;
+    lrc_tensor_set in, outs; /* the graph's inputs (the caller adds them, the batch hook fills them), its outputs */
+    lrc_schedule_cfg sched;
+    lrc_adamw_cfg adam;
+    int64_t accum, eval_every, stop; /* micro-batches a step; a checkpoint every eval_every steps; the step to end at */
+    const lrc_train_device_ops *ops;
+    void *dev;
+} lrc_trainer;
+/* One step's results, for the caller's report. */
+typedef struct lrc_train_step {
+    int64_t step; /* 0-based */
+    float loss;   /* the mean over the micro-batches */
+    double lr, grad_norm;
+    bool eval; /* an evaluation step: a checkpoint follows the report */
+} lrc_train_step;
+typedef struct lrc_train_hooks {
+    void *ctx;
+    /* the inputs of micro-batch `micro` of step `step` into the trainer's `in` (the draws from rng) */
+    void (*batch)(void *ctx, int64_t step, int64_t micro, lrc_rng *rng);
+    /* after AdamW: the validation (through lrc_trainer_loss, with in), the metrics, the progress */
+    int (*after_step)(void *ctx, const lrc_train_step *s, lrc_err *err);
+    bool (*interrupted)(void *ctx); /* true: the run ends after this step, with a checkpoint */
+    const char *checkpoint;         /* the checkpoint's path */
+} lrc_train_hooks;
+void lrc_trainer_init(lrc_trainer *t);
+/* The device, after st is made or loaded, the parameters bound to the
+ * exec, and adam and accum set. */
+int lrc_trainer_use_cpu(lrc_trainer *t, lrc_exec *x, lrc_pool *pool, lrc_err *err);
+int lrc_trainer_use_cuda(lrc_trainer *t, lrc_cuda_exec *x, lrc_err *err);
+/* Steps st.step .. stop-1; a checkpoint after each evaluation step and on
+ * an interrupt (then *interrupted). An error stops the run; the last
+ * checkpoint stays. */
+int lrc_trainer_run(lrc_trainer *t, const lrc_train_hooks *h, bool *interrupted, lrc_err *err);
+/* A forward (and backward) of the graph on `in`: its loss. */
+int lrc_trainer_loss(lrc_trainer *t, float *loss, lrc_err *err);
+int lrc_trainer_to_host(lrc_trainer *t, lrc_err *err);
+/* The device, then the state and the sets: before the exec the device ran on is freed. */
+void lrc_trainer_free(lrc_trainer *t);
 
 /* ---- the executor ------------------------------------------------------ */
 

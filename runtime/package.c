@@ -11,8 +11,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const char *kind_names[] = {"none", "input", "param", "output", "arena", "persist", "state"};
+
+/* Every file a package directory may hold: the names live here alone. */
+#define PKG_JSON "package.json"
+#define PKG_WEIGHTS "weights.safetensors"
+#define PKG_OBJECT "kernels.o" /* the cpu kernels before linking, removed when the package is whole */
+#define PKG_SO "kernels.so"
+#define PKG_CU "kernels.cu"
+#define PKG_CUBIN "kernels.cubin"
+#define PKG_PTX "kernels.ptx"
+static const char *const pkg_files[] = {PKG_OBJECT, PKG_SO, PKG_CU, PKG_CUBIN, PKG_PTX, PKG_JSON, PKG_JSON ".tmp", PKG_WEIGHTS};
 #define N_KINDS (int)(sizeof kind_names / sizeof kind_names[0])
 
 static cJSON *shape_json(const lrc_shape *s)
@@ -102,7 +113,7 @@ int lrc_package_write_plan(const char *dir, const lrc_plan *p, const char *kerne
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     char path[4096], tmp[4200];
-    snprintf(path, sizeof path, "%s/package.json", dir);
+    snprintf(path, sizeof path, "%s/" PKG_JSON, dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     int rc = LRC_OK;
@@ -230,7 +241,7 @@ bool lrc_package_is(const char *path)
 {
     char json[4096];
     struct stat st;
-    snprintf(json, sizeof json, "%s/package.json", path);
+    snprintf(json, sizeof json, "%s/" PKG_JSON, path);
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode) && stat(json, &st) == 0;
 }
 
@@ -238,7 +249,7 @@ bool lrc_package_is(const char *path)
  * path in path. *opened says whether the file could be opened. */
 static cJSON *read_package_json(const char *dir, char *path, size_t n, bool *opened)
 {
-    snprintf(path, n, "%s/package.json", dir);
+    snprintf(path, n, "%s/" PKG_JSON, dir);
     FILE *f = fopen(path, "rb");
     *opened = f != NULL;
     size_t len = 0;
@@ -258,6 +269,33 @@ void lrc_package_target(const char *dir, char *out, size_t n)
     const cJSON *t = meta ? cJSON_GetObjectItemCaseSensitive(meta, "target") : NULL;
     snprintf(out, n, "%s", cJSON_IsString(t) ? t->valuestring : root ? "cpu" : "");
     cJSON_Delete(root);
+}
+
+static int64_t meta_int(const cJSON *meta, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(meta, key);
+    return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < 1e15 ? (int64_t)v->valuedouble : 0;
+}
+
+static void meta_str(const cJSON *meta, const char *key, char *out, size_t n)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(meta, key);
+    snprintf(out, n, "%s", cJSON_IsString(v) ? v->valuestring : "");
+}
+
+/* What the runtime reads of meta (the rest is for people and tools). */
+static void read_meta(const cJSON *meta, lrc_package *pkg)
+{
+    pkg->batch = meta_int(meta, "batch");
+    pkg->seq = meta_int(meta, "seq");
+    pkg->ctx = meta_int(meta, "ctx");
+    pkg->vocab = meta_int(meta, "vocab");
+    pkg->iterations = meta_int(meta, "iterations");
+    const cJSON *peak = cJSON_GetObjectItemCaseSensitive(meta, "peak_flops_per_item");
+    pkg->peak_flops_per_item = cJSON_IsNumber(peak) && peak->valuedouble > 0 ? peak->valuedouble : 0;
+    meta_str(meta, "cpu", pkg->cpu, sizeof pkg->cpu);
+    meta_str(meta, "requires", pkg->requires, sizeof pkg->requires);
+    meta_str(meta, "arch", pkg->arch, sizeof pkg->arch);
 }
 
 int lrc_package_load(const char *dir, lrc_package *pkg, lrc_err *err)
@@ -280,6 +318,7 @@ int lrc_package_load(const char *dir, lrc_package *pkg, lrc_err *err)
     if (!rc) {
         const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "meta");
         pkg->meta_json = meta ? cJSON_PrintUnformatted(meta) : lrc_strdup("{}");
+        read_meta(meta, pkg);
     }
     uint64_t want_size = 0, size = 0, hash = 0;
     char want_hash[32] = "", hex[32], kfile[256] = "";
@@ -318,7 +357,7 @@ int lrc_package_load(const char *dir, lrc_package *pkg, lrc_err *err)
         else memcpy(&pkg->plan.launches[i].fn, &sym, sizeof sym);
     }
     lrc_tensor_set_init(&pkg->weights);
-    snprintf(path, sizeof path, "%s/weights.safetensors", dir);
+    snprintf(path, sizeof path, "%s/" PKG_WEIGHTS, dir);
     struct stat st;
     if (!rc && stat(path, &st) == 0) {
         pkg->has_weights = true;
@@ -355,4 +394,102 @@ int lrc_cpu_check_features(const char *list, lrc_err *err)
     return LRC_OK;
 }
 
+void *lrc_package_cuda_image(const char *dir, bool cubin, lrc_err *err)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, cubin ? PKG_CUBIN : PKG_PTX);
+    FILE *f = fopen(path, "rb");
+    size_t len;
+    char *buf = f ? lrc_read_all(f, &len) : NULL; /* 0-terminated: PTX is text */
+    if (f) fclose(f);
+    if (!buf) lrc_err_set(err, "%s: cannot read", path);
+    return buf;
+}
+
 void *lrc_package_symbol(const lrc_package *pkg, const char *name) { return pkg->dl ? dlsym(pkg->dl, name) : NULL; }
+
+/* ---- writing ----------------------------------------------------------- */
+
+void lrc_package_remove(const char *dir)
+{
+    char p[4400];
+    for (size_t i = 0; i < sizeof pkg_files / sizeof pkg_files[0]; i++) {
+        snprintf(p, sizeof p, "%.4300s/%s", dir, pkg_files[i]); /* dir: a package path, well under 4300 bytes */
+        remove(p);
+    }
+    rmdir(dir);
+}
+
+int lrc_package_begin(lrc_package_writer *w, const char *dir, bool cuda, lrc_err *err)
+{
+    memset(w, 0, sizeof *w);
+    struct stat st;
+    if (stat(dir, &st) == 0 && !lrc_package_is(dir))
+        return lrc_err_set(err, "%s exists and is not an lrc package: choose another -o", dir);
+    if (strlen(dir) >= sizeof w->dir - 64) return lrc_err_set(err, "%.64s...: the package path is too long", dir);
+    snprintf(w->dir, sizeof w->dir, "%s", dir);
+    /* written beside dir, moved into place when whole */
+    snprintf(w->tmp, sizeof w->tmp, "%s.tmp.%ld", dir, (long)getpid());
+    w->cuda = cuda;
+    if (mkdir(w->tmp, 0755)) return lrc_err_set(err, "%s: cannot create: %s", w->tmp, strerror(errno));
+    w->started = true;
+    return LRC_OK;
+}
+
+void lrc_package_kernels_path(const lrc_package_writer *w, bool object, char *out, size_t n)
+{
+    snprintf(out, n, "%s/%s", w->tmp, object ? PKG_OBJECT : PKG_SO);
+}
+
+static int write_file(const char *dir, const char *name, const void *data, size_t size, lrc_err *err)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, size, f) != size || fclose(f)) {
+        int e = errno;
+        if (f) remove(path);
+        return lrc_err_set(err, "%s: cannot write: %s", path, strerror(e));
+    }
+    return LRC_OK;
+}
+
+int lrc_package_write_cuda(lrc_package_writer *w, const char *source, const void *cubin, size_t cubin_size, const char *ptx,
+                           lrc_err *err)
+{
+    if (write_file(w->tmp, PKG_CU, source, strlen(source), err) || write_file(w->tmp, PKG_CUBIN, cubin, cubin_size, err) ||
+        write_file(w->tmp, PKG_PTX, ptx, strlen(ptx), err))
+        return LRC_EUSER;
+    return LRC_OK;
+}
+
+int lrc_package_write_weights(lrc_package_writer *w, const lrc_tensor_set *weights, lrc_err *err)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/" PKG_WEIGHTS, w->tmp);
+    return lrc_safetensors_save(path, weights, err);
+}
+
+int lrc_package_finish(lrc_package_writer *w, const lrc_plan *p, const char *meta_json, lrc_err *err)
+{
+    char obj[4400], old[4400];
+    snprintf(obj, sizeof obj, "%s/" PKG_OBJECT, w->tmp);
+    remove(obj); /* linked into kernels.so: not part of the package */
+    int rc = lrc_package_write_plan(w->tmp, p, w->cuda ? PKG_CUBIN : PKG_SO, meta_json, err);
+    /* an old package is replaced only once the new one is whole */
+    struct stat st;
+    snprintf(old, sizeof old, "%s.old.%ld", w->dir, (long)getpid());
+    if (!rc && stat(w->dir, &st) == 0 && rename(w->dir, old))
+        rc = lrc_err_set(err, "%s: cannot replace: %s", w->dir, strerror(errno));
+    if (!rc && rename(w->tmp, w->dir)) rc = lrc_err_set(err, "%s: cannot create: %s", w->dir, strerror(errno));
+    if (rc) return rc;
+    w->started = false;
+    lrc_package_remove(old);
+    return LRC_OK;
+}
+
+void lrc_package_abort(lrc_package_writer *w)
+{
+    if (w->started) lrc_package_remove(w->tmp);
+    w->started = false;
+}

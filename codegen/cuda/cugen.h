@@ -65,13 +65,18 @@ const char *cu_value(cu_gen *c, int id, int64_t D, char *buf, size_t n);
 extern const char *const cu_prelude;
 extern const char *const cu_optimizer;
 
-/* Renderers of the kernel kinds (render_ops.c, render_attention.c). Each
- * fills c->launch's grid/block/scratch and returns false when it has no
- * kernel for the op. */
-bool cu_render_opaque(cu_gen *c, const lrc_node *n);
-/* The CUDA expression of elementwise op n on operands x0 (and x1) into buf;
- * false for any other op. Shared by fused members and lone broadcasts. */
+/* The kernel of a group other than an elementwise one, by its anchor's
+ * entry in the per-op table (render_ops.c): fills c->launch's
+ * grid/block/scratch; false when the table has no kernel for the op. */
+bool cu_render_anchor(cu_gen *c, const lrc_node *n);
+/* The CUDA expression of elementwise op n on operands x0 (and x1) into buf,
+ * from the per-op table; false for any other op. Shared by fused members
+ * and lone broadcasts. */
 bool cu_elementwise_expr(const lrc_node *n, const char *x0, const char *x1, char *buf, size_t len);
+/* Row and GEMM groups (render.c) and attention (render_attention.c): the
+ * kernels of the ops that anchor them. */
+void cu_render_row(cu_gen *c);
+void cu_render_gemm(cu_gen *c);
 void cu_render_attention(cu_gen *c);
 /* attention's q or k source: the input of the RoPE the group holds (*rope
  * set), else id itself (*rope NULL) */

@@ -68,6 +68,10 @@ lrc_gemm_tiling lrc_cuda_tiling(void);
  * accesses). */
 #define LRC_CUDA_PAD_MULTIPLE 8
 
+/* Whether the renderer has code for op (a kernel, an expression inside
+ * fused groups, or none needed): read from its per-op table (render_ops.c). */
+bool lrc_cuda_supports_op(lrc_op op);
+
 /* Renders program p (built with lrc_cuda_tiling) of graph g under schedule
  * s, activations and weight matrices stored as bulk (LRC_CUDA_BF16, or
  * LRC_CUDA_F32 for full precision). Fails, naming the node, on an op this

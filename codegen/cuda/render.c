@@ -93,26 +93,6 @@ const char *cu_value(cu_gen *c, int id, int64_t D, char *buf, size_t n)
     return buf;
 }
 
-bool cu_elementwise_expr(const lrc_node *n, const char *x0, const char *x1, char *buf, size_t len)
-{
-    switch (n->op) {
-    case LRC_OP_ADD: snprintf(buf, len, "%s + %s", x0, x1); return true;
-    case LRC_OP_MUL: snprintf(buf, len, "%s * %s", x0, x1); return true;
-    case LRC_OP_SCALE: snprintf(buf, len, "%s * %.9ef", x0, n->fattr[0]); return true;
-    case LRC_OP_SILU: snprintf(buf, len, "silu(%s)", x0); return true;
-    case LRC_OP_SILU_GRAD: snprintf(buf, len, "silu_grad(%s, %s)", x0, x1); return true;
-    case LRC_OP_GELU: snprintf(buf, len, "gelu(%s)", x0); return true;
-    case LRC_OP_GELU_GRAD: snprintf(buf, len, "gelu_grad(%s, %s)", x0, x1); return true;
-    case LRC_OP_RELU: snprintf(buf, len, "fmaxf(%s, 0.f)", x0); return true;
-    case LRC_OP_RELU_GRAD: snprintf(buf, len, "(%s > 0.f ? %s : 0.f)", x0, x1); return true;
-    case LRC_OP_EXP: snprintf(buf, len, "expf(%s)", x0); return true;
-    case LRC_OP_SOFTPLUS: /* in double, as the reference (a parameter vector's few values) */
-        snprintf(buf, len, "(float)(fmax((double)%s, 0.0) + log1p(exp(-fabs((double)%s))))", x0, x0);
-        return true;
-    default: return false;
-    }
-}
-
 static void emit_member(cu_gen *c, const lrc_node *n, int id, int64_t D)
 {
     char x[128], y[128] = "", e[400];
@@ -284,7 +264,7 @@ static void row_pass(cu_gen *c, int64_t D, bool *done, const char *tail, const c
     cu_printf(c->t, "    }\n");
 }
 
-static void render_row(cu_gen *c)
+void cu_render_row(cu_gen *c)
 {
     const lrc_node *a = &c->g->nodes[c->gr->anchor];
     int64_t D = cu_last_dim(&a->shape), rows = cu_rows(&a->shape);
@@ -384,7 +364,7 @@ static int bias_arg(const cu_gen *c, int *resid)
     return c->arg_of[c->s->buffer_of[b]];
 }
 
-static void render_gemm(cu_gen *c)
+void cu_render_gemm(cu_gen *c)
 {
     const lrc_graph *g = c->g;
     c->n_gemm = 0;
@@ -538,20 +518,9 @@ int lrc_cuda_render(const lrc_graph *g, const lrc_schedule *s, const lrc_program
         l->grid[0] = l->grid[1] = l->grid[2] = 1;
         const lrc_node *a = &g->nodes[gr->anchor];
         bool ok = true;
-        switch (gr->kind) {
-        case LRC_GROUP_ELEMENTWISE: render_elementwise(&c, cu_rows(&a->shape), cu_last_dim(&a->shape)); break;
-        case LRC_GROUP_ROW: render_row(&c); break;
-        case LRC_GROUP_GEMM: render_gemm(&c); break;
-        case LRC_GROUP_ATTENTION:
-            if (a->op == LRC_OP_KV_ATTENTION) cu_render_kv_attention(&c);
-            else cu_render_attention(&c);
-            break;
-        case LRC_GROUP_OPAQUE:
-            if (k->loop_to >= 0) l->symbol[0] = 0; /* a back edge: the executor's copies, no kernel */
-            else ok = a->op == LRC_OP_ATTENTION_GRAD ? cu_render_attention_grad(&c, a) : cu_render_opaque(&c, a);
-            break;
-        default: ok = false; break;
-        }
+        if (gr->kind == LRC_GROUP_ELEMENTWISE) render_elementwise(&c, cu_rows(&a->shape), cu_last_dim(&a->shape));
+        else if (k->loop_to >= 0) l->symbol[0] = 0; /* a back edge: the executor's copies, no kernel */
+        else ok = cu_render_anchor(&c, a); /* the anchor's kernel (fuse.c chose the group kind from the same op) */
         free(scratch_text.s);
         c.t = keep;
         if (!ok) {

@@ -1,6 +1,7 @@
 /* render_ops.c — CUDA kernels of the ops that run alone (opaque groups):
  * gathers, RoPE, transposes, LayerRoPE's gains, the loss, and the gradient
- * ops. Every sum runs in a fixed order (no atomics), so a run repeats bit
+ * ops; and the renderer's per-op table (cu_ops), which every kind of group
+ * dispatches through. Every sum runs in a fixed order (no atomics), so a run repeats bit
  * for bit. One function per op, as ir/ref_ops.c has. */
 #include "cugen.h"
 
@@ -109,7 +110,7 @@ static void op_broadcast(cu_gen *c, const lrc_node *n)
         cu_printf(c->t, "    }\n    const float x%d = ld(%s, at%d);\n", k, IN(k, x[k]), k);
     }
     char expr[400];
-    cu_elementwise_expr(n, "x0", "x1", expr, sizeof expr); /* cu_render_opaque sends elementwise ops only */
+    cu_elementwise_expr(n, "x0", "x1", expr, sizeof expr); /* the table sends elementwise ops only */
     cu_printf(c->t, "    st(%s, i, %s);\n}\n\n", OUT(o), expr);
     elementwise_launch(c, count);
 }
@@ -333,29 +334,127 @@ static void op_row_grad(cu_gen *c, const lrc_node *n)
     c->launch->grid[0] = (unsigned)rows;
 }
 
-bool cu_render_opaque(cu_gen *c, const lrc_node *n)
+/* ---- the elementwise ops' expressions ------------------------------------ */
+
+#define EXPR_FN(name) static void name(const lrc_node *n, const char *x0, const char *x1, char *buf, size_t len)
+EXPR_FN(expr_add) { (void)n; snprintf(buf, len, "%s + %s", x0, x1); }
+EXPR_FN(expr_mul) { (void)n; snprintf(buf, len, "%s * %s", x0, x1); }
+EXPR_FN(expr_scale) { (void)x1; snprintf(buf, len, "%s * %.9ef", x0, n->fattr[0]); }
+EXPR_FN(expr_silu) { (void)n, (void)x1; snprintf(buf, len, "silu(%s)", x0); }
+EXPR_FN(expr_silu_grad) { (void)n; snprintf(buf, len, "silu_grad(%s, %s)", x0, x1); }
+EXPR_FN(expr_gelu) { (void)n, (void)x1; snprintf(buf, len, "gelu(%s)", x0); }
+EXPR_FN(expr_gelu_grad) { (void)n; snprintf(buf, len, "gelu_grad(%s, %s)", x0, x1); }
+EXPR_FN(expr_relu) { (void)n, (void)x1; snprintf(buf, len, "fmaxf(%s, 0.f)", x0); }
+EXPR_FN(expr_relu_grad) { (void)n; snprintf(buf, len, "(%s > 0.f ? %s : 0.f)", x0, x1); }
+EXPR_FN(expr_exp) { (void)n, (void)x1; snprintf(buf, len, "expf(%s)", x0); }
+EXPR_FN(expr_softplus) /* in double, as the reference (a parameter vector's few values) */
 {
-    switch (n->op) {
-    case LRC_OP_EMBEDDING: op_embedding(c, n); return true;
-    case LRC_OP_ROPE: op_rope(c, n, false); return true;
-    case LRC_OP_ROPE_GRAD: op_rope(c, n, true); return true;
-    case LRC_OP_TRANSPOSE: op_transpose(c, n); return true;
-    case LRC_OP_SLICE: op_slice(c, n); return true;
-    case LRC_OP_LOOP_STATE: op_copy(c, n); return true;
-    case LRC_OP_DEPTH_GAIN: op_depth_gain(c, n); return true;
-    case LRC_OP_DEPTH_GAIN_GRAD: op_depth_gain_grad(c, n); return true;
-    case LRC_OP_CROSS_ENTROPY: op_cross_entropy(c, n); return true;
-    case LRC_OP_CROSS_ENTROPY_GRAD: op_cross_entropy_grad(c, n); return true;
-    case LRC_OP_SUM_TO: op_sum_to(c, n); return true;
-    case LRC_OP_EMBEDDING_GRAD: op_embedding_grad(c, n); return true;
-    case LRC_OP_RMSNORM_GRAD:
-    case LRC_OP_LAYERNORM_GRAD:
-    case LRC_OP_SOFTMAX_GRAD: op_row_grad(c, n); return true;
-    default: { /* an elementwise op alone */
-        char probe[400];
-        if (!cu_elementwise_expr(n, "x0", "x1", probe, sizeof probe)) return false;
-        op_broadcast(c, n);
-        return true;
-    }
-    }
+    (void)n, (void)x1;
+    snprintf(buf, len, "(float)(fmax((double)%s, 0.0) + log1p(exp(-fabs((double)%s))))", x0, x0);
 }
+#undef EXPR_FN
+
+/* ---- the kernels of group anchors ------------------------------------------ */
+
+static bool op_alone(cu_gen *c, const lrc_node *n) { op_broadcast(c, n); return true; }
+#define KERNEL_FN(name, call) static bool name(cu_gen *c, const lrc_node *n) { (void)n; call; return true; }
+KERNEL_FN(k_embedding, op_embedding(c, n))
+KERNEL_FN(k_rope, op_rope(c, n, false))
+KERNEL_FN(k_rope_grad, op_rope(c, n, true))
+KERNEL_FN(k_transpose, op_transpose(c, n))
+KERNEL_FN(k_slice, op_slice(c, n))
+KERNEL_FN(k_loop_state, op_copy(c, n))
+KERNEL_FN(k_depth_gain, op_depth_gain(c, n))
+KERNEL_FN(k_depth_gain_grad, op_depth_gain_grad(c, n))
+KERNEL_FN(k_cross_entropy, op_cross_entropy(c, n))
+KERNEL_FN(k_cross_entropy_grad, op_cross_entropy_grad(c, n))
+KERNEL_FN(k_sum_to, op_sum_to(c, n))
+KERNEL_FN(k_embedding_grad, op_embedding_grad(c, n))
+KERNEL_FN(k_row_grad, op_row_grad(c, n))
+KERNEL_FN(k_row, cu_render_row(c))
+KERNEL_FN(k_gemm, cu_render_gemm(c))
+KERNEL_FN(k_attention, cu_render_attention(c))
+KERNEL_FN(k_kv_attention, cu_render_kv_attention(c))
+#undef KERNEL_FN
+
+/* ---- the per-op table ------------------------------------------------------ */
+
+/* What the cuda renderer does with an op: its expression inside fused
+ * groups, a kernel of its own (an opaque group, or the anchor of a row,
+ * GEMM or attention group), or nothing at all (sources, views, a loop's
+ * back edge). */
+typedef struct cu_op {
+    void (*expr)(const lrc_node *n, const char *x0, const char *x1, char *buf, size_t len);
+    bool (*kernel)(cu_gen *c, const lrc_node *n);
+    bool no_kernel;
+} cu_op;
+
+/* CU_<op> for every op of LRC_OPS (ir/lrc_ir.h): an op without an entry
+ * names an undefined CU_<op> and does not compile. NOT_RENDERED is what an
+ * op this renderer has no code for would say, out loud. */
+#define ELEMENTWISE(f) {.expr = f, .kernel = op_alone} /* alone: a broadcast the fused kernels cannot index */
+#define KERNEL(f) {.kernel = f}
+#define NO_KERNEL {.no_kernel = true}
+#define NOT_RENDERED {0}
+
+#define CU_input NO_KERNEL /* sources and views: no computation */
+#define CU_param NO_KERNEL
+#define CU_state NO_KERNEL
+#define CU_reshape NO_KERNEL
+#define CU_loop_next NO_KERNEL /* the back edge: the executor's copies */
+#define CU_add ELEMENTWISE(expr_add)
+#define CU_mul ELEMENTWISE(expr_mul)
+#define CU_scale ELEMENTWISE(expr_scale)
+#define CU_silu ELEMENTWISE(expr_silu)
+#define CU_silu_grad ELEMENTWISE(expr_silu_grad)
+#define CU_gelu ELEMENTWISE(expr_gelu)
+#define CU_gelu_grad ELEMENTWISE(expr_gelu_grad)
+#define CU_relu ELEMENTWISE(expr_relu)
+#define CU_relu_grad ELEMENTWISE(expr_relu_grad)
+#define CU_exp ELEMENTWISE(expr_exp)
+#define CU_softplus ELEMENTWISE(expr_softplus)
+#define CU_embedding KERNEL(k_embedding)
+#define CU_matmul KERNEL(k_gemm)
+#define CU_matmul_nn KERNEL(k_gemm)
+#define CU_matmul_tn KERNEL(k_gemm)
+#define CU_rmsnorm KERNEL(k_row)
+#define CU_layernorm KERNEL(k_row)
+#define CU_softmax KERNEL(k_row)
+#define CU_rope KERNEL(k_rope)
+#define CU_rope_grad KERNEL(k_rope_grad)
+#define CU_attention KERNEL(k_attention)
+#define CU_kv_attention KERNEL(k_kv_attention)
+#define CU_attention_grad KERNEL(cu_render_attention_grad)
+#define CU_transpose KERNEL(k_transpose)
+#define CU_slice KERNEL(k_slice)
+#define CU_loop_state KERNEL(k_loop_state)
+#define CU_depth_gain KERNEL(k_depth_gain)
+#define CU_depth_gain_grad KERNEL(k_depth_gain_grad)
+#define CU_cross_entropy KERNEL(k_cross_entropy)
+#define CU_cross_entropy_grad KERNEL(k_cross_entropy_grad)
+#define CU_sum_to KERNEL(k_sum_to)
+#define CU_embedding_grad KERNEL(k_embedding_grad)
+#define CU_rmsnorm_grad KERNEL(k_row_grad)
+#define CU_layernorm_grad KERNEL(k_row_grad)
+#define CU_softmax_grad KERNEL(k_row_grad)
+
+static const cu_op cu_ops[LRC_OP_COUNT] = {
+#define CU_ENTRY(E, op) [LRC_OP_##E] = CU_##op,
+    LRC_OPS(CU_ENTRY)
+#undef CU_ENTRY
+};
+
+bool lrc_cuda_supports_op(lrc_op op)
+{
+    const cu_op *o = &cu_ops[op];
+    return o->no_kernel || o->expr || o->kernel;
+}
+
+bool cu_elementwise_expr(const lrc_node *n, const char *x0, const char *x1, char *buf, size_t len)
+{
+    if (!cu_ops[n->op].expr) return false;
+    cu_ops[n->op].expr(n, x0, x1, buf, len);
+    return true;
+}
+
+bool cu_render_anchor(cu_gen *c, const lrc_node *n) { return cu_ops[n->op].kernel && cu_ops[n->op].kernel(c, n); }

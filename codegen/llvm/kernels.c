@@ -10,6 +10,16 @@
 
 static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
 
+/* What the cpu renderer does with an op (the table kg_ops, at the end of
+ * this file): its value at one element of a fused group, a kernel of its
+ * own (an opaque group, or the anchor of a row, GEMM or attention group),
+ * or nothing at all (sources, views, a loop's back edge). */
+typedef struct kg_op {
+    LLVMValueRef (*value)(kgen *k, const lrc_node *n, LLVMValueRef a, LLVMValueRef row, LLVMValueRef col, int64_t D, int w);
+    void (*kernel)(kgen *k, const lrc_node *n);
+    bool no_kernel;
+} kg_op;
+
 LLVMValueRef kg_ptr(kgen *k, int id)
 {
     int a = k->arg_of[k->s->buffer_of[id]];
@@ -36,6 +46,49 @@ static LLVMValueRef normal_cdf(em_t *e, LLVMValueRef x, int w)
     return em_mul(e, em_fw(e, 0.5, w), em_add(e, em_fw(e, 1.0, w), erf));
 }
 
+/* ---- the elementwise ops' values ----------------------------------------- */
+
+/* Each gets its operand a (input 0, already evaluated) and loads the rest
+ * itself, in the order the kernel's code has always been emitted. */
+#define VALUE_FN(name) static LLVMValueRef name(kgen *k, const lrc_node *n, LLVMValueRef a, LLVMValueRef row, LLVMValueRef col, int64_t D, int w)
+#define B kg_value(k, n->in[1], row, col, D, w) /* input 1 at this element */
+
+VALUE_FN(value_add) { return em_add(k->e, a, B); }
+VALUE_FN(value_mul) { return em_mul(k->e, a, B); }
+VALUE_FN(value_scale) { (void)row, (void)col, (void)D; return em_mul(k->e, a, em_fw(k->e, n->fattr[0], w)); }
+VALUE_FN(value_silu) /* x / (1 + exp(-x)) */
+{
+    (void)n, (void)row, (void)col, (void)D;
+    em_t *e = k->e;
+    return LLVMBuildFDiv(e->b, a, em_add(e, em_fw(e, 1.0, w), em_exp(e, LLVMBuildFNeg(e->b, a, ""), w)), "");
+}
+VALUE_FN(value_silu_grad) /* dy s (1 + x (1 - s)), s = sigmoid(x) */
+{
+    em_t *e = k->e;
+    LLVMValueRef sg = LLVMBuildFDiv(e->b, em_fw(e, 1.0, w), em_add(e, em_fw(e, 1.0, w), em_exp(e, LLVMBuildFNeg(e->b, a, ""), w)), "");
+    LLVMValueRef one_m = LLVMBuildFSub(e->b, em_fw(e, 1.0, w), sg, "");
+    return em_mul(e, em_mul(e, B, sg), em_fma(e, a, one_m, em_fw(e, 1.0, w)));
+}
+VALUE_FN(value_relu) { (void)n, (void)row, (void)col, (void)D; return em_intr2(k->e, "maxnum", a, em_fw(k->e, 0.0, w)); }
+VALUE_FN(value_exp) { (void)n, (void)row, (void)col, (void)D; return em_exp(k->e, a, w); }
+VALUE_FN(value_relu_grad)
+{
+    em_t *e = k->e;
+    return LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealOGT, a, em_fw(e, 0.0, w), ""), B, em_fw(e, 0.0, w), "");
+}
+VALUE_FN(value_gelu) { (void)n, (void)row, (void)col, (void)D; return em_mul(k->e, a, normal_cdf(k->e, a, w)); } /* x Phi(x) */
+VALUE_FN(value_gelu_grad) /* dy (Phi(x) + x phi(x)) */
+{
+    em_t *e = k->e;
+    LLVMValueRef cdf = normal_cdf(e, a, w);
+    LLVMValueRef pdf = em_mul(e, em_exp(e, em_mul(e, em_mul(e, a, a), em_fw(e, -0.5, w)), w), em_fw(e, 0.39894228040143267794, w));
+    return em_mul(e, B, em_fma(e, a, pdf, cdf));
+}
+#undef B
+#undef VALUE_FN
+
+static const kg_op kg_ops[LRC_OP_COUNT];
+
 LLVMValueRef kg_value(kgen *k, int id, LLVMValueRef row, LLVMValueRef col, int64_t D, int w)
 {
     if (k->memo[id]) return k->memo[id];
@@ -46,37 +99,8 @@ LLVMValueRef kg_value(kgen *k, int id, LLVMValueRef row, LLVMValueRef col, int64
         v = load_input(k, id, row, col, D, w);
     } else {
         LLVMValueRef a = kg_value(k, n->in[0], row, col, D, w);
-        switch (n->op) {
-        case LRC_OP_ADD: v = em_add(e, a, kg_value(k, n->in[1], row, col, D, w)); break;
-        case LRC_OP_MUL: v = em_mul(e, a, kg_value(k, n->in[1], row, col, D, w)); break;
-        case LRC_OP_SCALE: v = em_mul(e, a, em_fw(e, n->fattr[0], w)); break;
-        case LRC_OP_SILU: /* x / (1 + exp(-x)) */
-            v = LLVMBuildFDiv(e->b, a, em_add(e, em_fw(e, 1.0, w), em_exp(e, LLVMBuildFNeg(e->b, a, ""), w)), "");
-            break;
-        case LRC_OP_SILU_GRAD: { /* dy s (1 + x (1 - s)), s = sigmoid(x) */
-            LLVMValueRef sg = LLVMBuildFDiv(e->b, em_fw(e, 1.0, w),
-                                            em_add(e, em_fw(e, 1.0, w), em_exp(e, LLVMBuildFNeg(e->b, a, ""), w)), "");
-            LLVMValueRef one_m = LLVMBuildFSub(e->b, em_fw(e, 1.0, w), sg, "");
-            v = em_mul(e, em_mul(e, kg_value(k, n->in[1], row, col, D, w), sg), em_fma(e, a, one_m, em_fw(e, 1.0, w)));
-            break;
-        }
-        case LRC_OP_RELU: v = em_intr2(e, "maxnum", a, em_fw(e, 0.0, w)); break;
-        case LRC_OP_EXP: v = em_exp(e, a, w); break;
-        case LRC_OP_RELU_GRAD:
-            v = LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealOGT, a, em_fw(e, 0.0, w), ""),
-                                kg_value(k, n->in[1], row, col, D, w), em_fw(e, 0.0, w), "");
-            break;
-        case LRC_OP_GELU: v = em_mul(e, a, normal_cdf(e, a, w)); break; /* x Phi(x) */
-        case LRC_OP_GELU_GRAD: { /* dy (Phi(x) + x phi(x)) */
-            LLVMValueRef cdf = normal_cdf(e, a, w);
-            LLVMValueRef pdf = em_mul(e, em_exp(e, em_mul(e, em_mul(e, a, a), em_fw(e, -0.5, w)), w), em_fw(e, 0.39894228040143267794, w));
-            v = em_mul(e, kg_value(k, n->in[1], row, col, D, w), em_fma(e, a, pdf, cdf));
-            break;
-        }
-        default: /* anchors are set by their kernel before members are evaluated */
-            v = LLVMGetUndef(em_vty(e, w));
-            break;
-        }
+        if (kg_ops[n->op].value) v = kg_ops[n->op].value(k, n, a, row, col, D, w);
+        else v = LLVMGetUndef(em_vty(e, w)); /* anchors are set by their kernel before members are evaluated */
     }
     k->memo[id] = v;
     return v;
@@ -387,9 +411,8 @@ static void kg_slice(kgen *k, const lrc_node *n)
 /* add or mul with a broadcast the fused kernels cannot index (a [1, T, d]
  * position table over a batch): each input's element found from the
  * output index with its own strides */
-static bool kg_broadcast(kgen *k, const lrc_node *n)
+static void kg_broadcast(kgen *k, const lrc_node *n)
 {
-    if (n->op != LRC_OP_ADD && n->op != LRC_OP_MUL) return false;
     em_t *e = k->e;
     int64_t stride[2][LRC_MAX_DIMS] = {{0}};
     for (int q = 0; q < 2; q++) {
@@ -413,40 +436,99 @@ static bool kg_broadcast(kgen *k, const lrc_node *n)
     LLVMValueRef a = em_load(e, kg_ptr(k, n->in[0]), at[0], 1), b = em_load(e, kg_ptr(k, n->in[1]), at[1], 1);
     em_store(e, kg_ptr(k, k->gr->anchor), i, n->op == LRC_OP_ADD ? em_add(e, a, b) : em_mul(e, a, b), 1);
     em_for_end(e, &l, em_i64(e, 1));
-    return true;
 }
 
-/* False when no cpu kernel renders the op: lrc_llvm_generate reports it. */
-static bool kg_opaque(kgen *k)
+/* max(x, 0) + log1p(e^-|x|) in double, one value at a time */
+static void kg_softplus(kgen *k, const lrc_node *n)
 {
-    const lrc_node *n = &k->g->nodes[k->gr->anchor];
-    switch (n->op) {
-    case LRC_OP_EMBEDDING: kg_embedding(k, n); return true;
-    case LRC_OP_ROPE: kg_rope(k, n, 1.0); return true;
-    case LRC_OP_ROPE_GRAD: kg_rope(k, n, -1.0); return true;
-    case LRC_OP_DEPTH_GAIN: kg_depth_gain(k, n); return true;
-    case LRC_OP_CROSS_ENTROPY: kg_cross_entropy(k, n); return true;
-    case LRC_OP_TRANSPOSE: kg_transpose(k, n); return true;
-    case LRC_OP_SLICE: kg_slice(k, n); return true;
-    case LRC_OP_SOFTPLUS: { /* max(x, 0) + log1p(e^-|x|) in double, one value at a time */
-        em_t *e = k->e;
-        em_loop l;
-        LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, lrc_shape_numel(&n->shape)));
-        LLVMValueRef x = em_to_f64(e, em_load(e, kg_ptr(k, n->in[0]), i, 1));
-        LLVMValueRef ax = em_intr1(e, "fabs", x);
-        LLVMValueRef lp = em_libm(e, "log1p", em_libm(e, "exp", LLVMBuildFNeg(e->b, ax, ""), NULL), NULL);
-        LLVMValueRef y = LLVMBuildFAdd(e->b, em_intr2(e, "maxnum", x, em_d64(e, 0.0)), lp, "");
-        em_store(e, kg_ptr(k, k->gr->anchor), i, em_to_f32(e, y), 1);
-        em_for_end(e, &l, em_i64(e, 1));
-        return true;
-    }
-    case LRC_OP_LOOP_STATE: /* the loop's entry: the state starts as the initial value */
-        copy_row(k, kg_ptr(k, k->gr->anchor), em_i64(k->e, 0), kg_ptr(k, n->in[0]), em_i64(k->e, 0), lrc_shape_numel(&n->shape));
-        return true;
-    case LRC_OP_ADD:
-    case LRC_OP_MUL: return kg_broadcast(k, n);
-    default: return kg_grad_opaque(k, n);
-    }
+    em_t *e = k->e;
+    em_loop l;
+    LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, lrc_shape_numel(&n->shape)));
+    LLVMValueRef x = em_to_f64(e, em_load(e, kg_ptr(k, n->in[0]), i, 1));
+    LLVMValueRef ax = em_intr1(e, "fabs", x);
+    LLVMValueRef lp = em_libm(e, "log1p", em_libm(e, "exp", LLVMBuildFNeg(e->b, ax, ""), NULL), NULL);
+    LLVMValueRef y = LLVMBuildFAdd(e->b, em_intr2(e, "maxnum", x, em_d64(e, 0.0)), lp, "");
+    em_store(e, kg_ptr(k, k->gr->anchor), i, em_to_f32(e, y), 1);
+    em_for_end(e, &l, em_i64(e, 1));
+}
+
+/* the loop's entry: the state starts as the initial value */
+static void kg_loop_state(kgen *k, const lrc_node *n)
+{
+    copy_row(k, kg_ptr(k, k->gr->anchor), em_i64(k->e, 0), kg_ptr(k, n->in[0]), em_i64(k->e, 0), lrc_shape_numel(&n->shape));
+}
+
+/* the group kinds' kernels, for the ops that anchor them */
+static void kg_row_kernel(kgen *k, const lrc_node *n) { (void)n; kg_row(k); }
+static void kg_gemm_kernel(kgen *k, const lrc_node *n) { (void)n; kg_gemm(k); }
+static void kg_attention_kernel(kgen *k, const lrc_node *n) { (void)n; kg_attention(k); }
+static void kg_kv_attention_kernel(kgen *k, const lrc_node *n) { (void)n; kg_kv_attention(k); }
+static void kg_attention_grad_kernel(kgen *k, const lrc_node *n) { (void)n; kg_attention_grad(k); }
+static void kg_rope_kernel(kgen *k, const lrc_node *n) { kg_rope(k, n, 1.0); }
+static void kg_rope_grad_kernel(kgen *k, const lrc_node *n) { kg_rope(k, n, -1.0); }
+
+/* ---- the per-op table ---------------------------------------------------- */
+
+/* KG_<op> for every op of LRC_OPS (ir/lrc_ir.h): an op without an entry
+ * names an undefined KG_<op> and does not compile. NOT_RENDERED is what an
+ * op this renderer has no code for would say, out loud. */
+#define VALUE(f) {.value = f}
+#define KERNEL(f) {.kernel = f}
+#define NO_KERNEL {.no_kernel = true}
+#define NOT_RENDERED {0}
+
+#define KG_input NO_KERNEL /* sources and views: no computation */
+#define KG_param NO_KERNEL
+#define KG_state NO_KERNEL
+#define KG_reshape NO_KERNEL
+#define KG_loop_next NO_KERNEL /* the back edge: the executor's copies */
+#define KG_embedding KERNEL(kg_embedding)
+#define KG_matmul KERNEL(kg_gemm_kernel)
+#define KG_matmul_nn KERNEL(kg_gemm_kernel)
+#define KG_matmul_tn KERNEL(kg_gemm_kernel)
+#define KG_rmsnorm KERNEL(kg_row_kernel)
+#define KG_layernorm KERNEL(kg_row_kernel)
+#define KG_softmax KERNEL(kg_row_kernel)
+/* add and mul alone: a broadcast the fused kernels cannot index */
+#define KG_add {.value = value_add, .kernel = kg_broadcast}
+#define KG_mul {.value = value_mul, .kernel = kg_broadcast}
+#define KG_scale VALUE(value_scale)
+#define KG_silu VALUE(value_silu)
+#define KG_silu_grad VALUE(value_silu_grad)
+#define KG_gelu VALUE(value_gelu)
+#define KG_gelu_grad VALUE(value_gelu_grad)
+#define KG_relu VALUE(value_relu)
+#define KG_relu_grad VALUE(value_relu_grad)
+#define KG_exp VALUE(value_exp)
+#define KG_softplus KERNEL(kg_softplus)
+#define KG_rope KERNEL(kg_rope_kernel)
+#define KG_rope_grad KERNEL(kg_rope_grad_kernel)
+#define KG_attention KERNEL(kg_attention_kernel)
+#define KG_kv_attention KERNEL(kg_kv_attention_kernel)
+#define KG_attention_grad KERNEL(kg_attention_grad_kernel)
+#define KG_transpose KERNEL(kg_transpose)
+#define KG_slice KERNEL(kg_slice)
+#define KG_depth_gain KERNEL(kg_depth_gain)
+#define KG_depth_gain_grad KERNEL(kg_depth_gain_grad)
+#define KG_cross_entropy KERNEL(kg_cross_entropy)
+#define KG_cross_entropy_grad KERNEL(kg_cross_entropy_grad)
+#define KG_loop_state KERNEL(kg_loop_state)
+#define KG_rmsnorm_grad KERNEL(kg_rmsnorm_grad)
+#define KG_layernorm_grad KERNEL(kg_layernorm_grad)
+#define KG_softmax_grad KERNEL(kg_softmax_grad)
+#define KG_sum_to KERNEL(kg_sum_to)
+#define KG_embedding_grad KERNEL(kg_embedding_grad)
+
+static const kg_op kg_ops[LRC_OP_COUNT] = {
+#define KG_ENTRY(E, op) [LRC_OP_##E] = KG_##op,
+    LRC_OPS(KG_ENTRY)
+#undef KG_ENTRY
+};
+
+bool lrc_llvm_supports_op(lrc_op op)
+{
+    const kg_op *o = &kg_ops[op];
+    return o->no_kernel || o->value || o->kernel;
 }
 
 /* ---- the FMA peak probe ------------------------------------------------- */
@@ -509,13 +591,12 @@ int lrc_llvm_generate(const lrc_graph *g, const lrc_schedule *s, const lrc_progr
         kg_reset(&k);
         bool rendered = true;
         if (!k.gr) kg_gemm_pack(&k);
-        else switch (k.gr->kind) {
-            case LRC_GROUP_ELEMENTWISE: kg_elementwise(&k); break;
-            case LRC_GROUP_ROW: kg_row(&k); break;
-            case LRC_GROUP_GEMM: kg_gemm(&k); break;
-            case LRC_GROUP_ATTENTION: kg_attention(&k); break;
-            default: rendered = kg_opaque(&k); break;
-            }
+        else if (k.gr->kind == LRC_GROUP_ELEMENTWISE) kg_elementwise(&k);
+        else { /* the anchor's kernel (fuse.c chose the group kind from the same op) */
+            const lrc_node *a = &g->nodes[k.gr->anchor];
+            rendered = kg_ops[a->op].kernel != NULL;
+            if (rendered) kg_ops[a->op].kernel(&k, a);
+        }
         free(k.argp);
         if (!rendered) {
             const lrc_node *n = &g->nodes[k.gr->anchor];

@@ -31,7 +31,7 @@ static void row_dots(kgen *k, LLVMValueRef base, int64_t D, LLVMValueRef a0, LLV
 }
 
 /* dx = r dy - x r^3 (dy . x) / d, r = 1 / sqrt(mean(x^2) + eps) */
-static void kg_rmsnorm_grad(kgen *k, const lrc_node *n)
+void kg_rmsnorm_grad(kgen *k, const lrc_node *n)
 {
     em_t *e = k->e;
     int64_t D = last_dim(&n->shape);
@@ -51,7 +51,7 @@ static void kg_rmsnorm_grad(kgen *k, const lrc_node *n)
 
 /* dx = r (dy - mean(dy) - xh mean(dy xh)), xh = (x - mean) r, r = 1 / sqrt(var + eps);
  * the four row sums in double, where var = E[x^2] - mean^2 loses nothing */
-static void kg_layernorm_grad(kgen *k, const lrc_node *n)
+void kg_layernorm_grad(kgen *k, const lrc_node *n)
 {
     em_t *e = k->e;
     int64_t D = last_dim(&n->shape);
@@ -78,7 +78,7 @@ static void kg_layernorm_grad(kgen *k, const lrc_node *n)
 }
 
 /* dx = y (dy - y . dy) */
-static void kg_softmax_grad(kgen *k, const lrc_node *n)
+void kg_softmax_grad(kgen *k, const lrc_node *n)
 {
     em_t *e = k->e;
     int64_t D = last_dim(&n->shape);
@@ -130,7 +130,7 @@ void kg_row_logsumexp(kgen *k, LLVMValueRef X, LLVMValueRef base, int64_t V, LLV
 }
 
 /* (softmax(x) - onehot(label)) / (labels not -100), zero rows for -100 */
-static void kg_cross_entropy_grad(kgen *k, const lrc_node *n)
+void kg_cross_entropy_grad(kgen *k, const lrc_node *n)
 {
     em_t *e = k->e;
     int vec = k->vec;
@@ -203,7 +203,7 @@ static void sum_rows(kgen *k, const lrc_node *n, int64_t D)
  * in double (these are the gradients of gains: sums of many rows, whose
  * small results feed LayerRoPE's scalars); whole rows in column blocks, any
  * other broadcast as one work item, a serial sum. */
-static void kg_sum_to(kgen *k, const lrc_node *n)
+void kg_sum_to(kgen *k, const lrc_node *n)
 {
     em_t *e = k->e;
     int64_t D = lrc_sum_to_columns(k->g, n);
@@ -245,7 +245,7 @@ static void kg_sum_to(kgen *k, const lrc_node *n)
 
 /* dW[id] += dy row, rows in order; a work item owns a block of
  * LRC_SUM_COLS columns of every row, so no two threads add to one element */
-static void kg_embedding_grad(kgen *k, const lrc_node *n)
+void kg_embedding_grad(kgen *k, const lrc_node *n)
 {
     em_t *e = k->e;
     int64_t V = n->shape.dim[0], d = n->shape.dim[1], rows = lrc_shape_numel(&k->g->nodes[n->in[0]].shape);
@@ -272,7 +272,7 @@ static void kg_embedding_grad(kgen *k, const lrc_node *n)
 
 /* LayerRoPE's gradients (see ir/ref_grad.c for the algebra): every one the
  * group holds (fuse rule 6), gamma's and the four scalars', in one pass. */
-static void kg_depth_gain_grad(kgen *k, const lrc_node *n)
+void kg_depth_gain_grad(kgen *k, const lrc_node *n)
 {
     em_t *e = k->e;
     int64_t d = k->g->nodes[n->in[0]].shape.dim[0];
@@ -307,23 +307,6 @@ static void kg_depth_gain_grad(kgen *k, const lrc_node *n)
     LLVMValueRef v[5] = {NULL, dm, fmul(e, dm, em_d64(e, u)), dt, fmul(e, dt, em_d64(e, u))};
     for (int w = 1; w < 5; w++)
         if (out_of[w]) st(e, out_of[w], em_i64(e, 0), v[w]);
-}
-
-void kg_attention_grad(kgen *k);
-
-bool kg_grad_opaque(kgen *k, const lrc_node *n)
-{
-    switch (n->op) {
-    case LRC_OP_ATTENTION_GRAD: kg_attention_grad(k); return true;
-    case LRC_OP_RMSNORM_GRAD: kg_rmsnorm_grad(k, n); return true;
-    case LRC_OP_LAYERNORM_GRAD: kg_layernorm_grad(k, n); return true;
-    case LRC_OP_SOFTMAX_GRAD: kg_softmax_grad(k, n); return true;
-    case LRC_OP_CROSS_ENTROPY_GRAD: kg_cross_entropy_grad(k, n); return true;
-    case LRC_OP_SUM_TO: kg_sum_to(k, n); return true;
-    case LRC_OP_EMBEDDING_GRAD: kg_embedding_grad(k, n); return true;
-    case LRC_OP_DEPTH_GAIN_GRAD: kg_depth_gain_grad(k, n); return true;
-    default: return false;
-    }
 }
 
 /* ---- attention's gradient ------------------------------------------------ */

@@ -38,8 +38,16 @@ void kg_attention(kgen *k);
 void kg_kv_attention(kgen *k);
 /* cos or sin table [T][D/2] of RoPE angles t * base^(-2i/D), a constant global. */
 LLVMValueRef kg_rope_table(em_t *e, int64_t T, int64_t D, double base, bool sine);
-/* Gradient ops rendered as opaque kernels; false for other ops. */
-bool kg_grad_opaque(kgen *k, const lrc_node *n);
+/* Gradient ops rendered as opaque kernels (kernels_grad.c); kernels.c's
+ * per-op table names them. */
+void kg_attention_grad(kgen *k);
+void kg_rmsnorm_grad(kgen *k, const lrc_node *n);
+void kg_layernorm_grad(kgen *k, const lrc_node *n);
+void kg_softmax_grad(kgen *k, const lrc_node *n);
+void kg_cross_entropy_grad(kgen *k, const lrc_node *n);
+void kg_sum_to(kgen *k, const lrc_node *n);
+void kg_embedding_grad(kgen *k, const lrc_node *n);
+void kg_depth_gain_grad(kgen *k, const lrc_node *n);
 /* max and sum of exp(x - max) over a row of V floats at X + base (vectorised). */
 void kg_row_logsumexp(kgen *k, LLVMValueRef X, LLVMValueRef base, int64_t V, LLVMValueRef *max_out, LLVMValueRef *sum_out);
 

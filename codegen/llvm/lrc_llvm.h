@@ -33,6 +33,10 @@ char *lrc_llvm_module_print(lrc_llvm_module *m);
 int lrc_llvm_generate(const lrc_graph *g, const lrc_schedule *s, const lrc_program *p, const lrc_llvm_target *t,
                       lrc_llvm_module **out, lrc_err *err);
 
+/* Whether the renderer has code for op (a kernel, a value inside fused
+ * groups, or none needed): read from its per-op table (kernels.c). */
+bool lrc_llvm_supports_op(lrc_op op);
+
 /* Native code for the module in an object file (ahead of time). */
 int lrc_llvm_emit_object(lrc_llvm_module *m, const char *path, lrc_err *err);
 

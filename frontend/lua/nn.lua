@@ -136,7 +136,7 @@ function nn.layerrope_sites(prefix, d, cfg)
   return sites
 end
 
--- A loop region (DESIGN rule 5): h = body(h) for counts[b] iterations of
+-- A loop region (docs/architecture.md, rule 5): h = body(h) for counts[b] iterations of
 -- row b (counts: i32 [B]; the body runs max(counts) times, finished rows
 -- keep their state). The body is traced once: its kernels are compiled once
 -- and launched per iteration. No gradient flows through the loop.

@@ -14,6 +14,12 @@
  *  5. A matmul whose result only feeds the epilogue of another matmul of
  *     the same input and weight shape runs in that kernel (SwiGLU's gate
  *     and up: both tiles at once, the gate never stored).
+ *  6. The gradients of one op with respect to each of its inputs (ops
+ *     marked share_by_which in the op table) run as one kernel, which
+ *     computes what they have in common once.
+ *
+ * Each rule is one function below (rule1_anchor ... rule6_share_gradients),
+ * run in the order 1 and 2 (one walk), 3, 5, 4, 6.
  *
  * A loop region (DESIGN rule 5) is loop_state's group, the body, then
  * loop_next's group, the back edge, whose value aliases the state's buffer:
@@ -30,7 +36,7 @@
 static const char *kind_names[LRC_GROUP_KIND_COUNT] = {"elementwise", "row", "gemm", "attention", "opaque"};
 const char *lrc_group_kind_name(lrc_group_kind k) { return kind_names[k]; }
 
-bool lrc_op_is_row(lrc_op op) { return op == LRC_OP_RMSNORM || op == LRC_OP_LAYERNORM || op == LRC_OP_SOFTMAX; }
+bool lrc_op_is_row(lrc_op op) { return lrc_op_table[op].fusion == LRC_FUSE_ROW; }
 
 static lrc_group_kind anchor_kind(const lrc_node *n)
 {
@@ -38,8 +44,7 @@ static lrc_group_kind anchor_kind(const lrc_node *n)
     case LRC_FUSE_GEMM: return LRC_GROUP_GEMM;
     case LRC_FUSE_ATTENTION: return LRC_GROUP_ATTENTION;
     case LRC_FUSE_ELEMENTWISE: return LRC_GROUP_ELEMENTWISE;
-    case LRC_FUSE_REDUCTION:
-        return lrc_op_is_row(n->op) ? LRC_GROUP_ROW : LRC_GROUP_OPAQUE;
+    case LRC_FUSE_ROW: return LRC_GROUP_ROW;
     default: return LRC_GROUP_OPAQUE;
     }
 }
@@ -65,6 +70,18 @@ typedef struct {
     bool dead;
 } proto_group;
 
+/* What the rules share while the schedule is built. */
+typedef struct fuse {
+    const lrc_graph *g;
+    lrc_schedule *s;
+    proto_group *pg;
+    int n_pg;
+    int *n_uses, *only_user; /* per node: its users (a node reading a value twice counts once), the last one */
+    bool *is_out;            /* per node: a graph output */
+    char *mark;              /* scratch for reads_group */
+    int *stack;
+} fuse;
+
 static int *resize_ints(int *p, int n) { return lrc_xrealloc(p, (size_t)(n > 0 ? n : 1) * sizeof(int)); }
 
 /* Whether q's value is computed from any node already in group gi (walks
@@ -87,30 +104,56 @@ static bool reads_group(const lrc_graph *g, const int *group_of, int q, int gi, 
     return hit;
 }
 
-int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err)
+/* Rule 1: the kind of group node n anchors when it joins none (an
+ * elementwise op whose inputs no fused kernel can index runs alone). */
+static lrc_group_kind rule1_anchor(const lrc_graph *g, const lrc_node *n)
 {
-    int N = g->n_nodes;
-    memset(s, 0, sizeof *s);
-    s->group_of = lrc_xmalloc((size_t)N * sizeof(int));
-    s->buffer_of = lrc_xmalloc((size_t)N * sizeof(int));
-    s->offset = lrc_xmalloc((size_t)N * sizeof(int64_t));
-    int *n_uses = lrc_xcalloc((size_t)N, sizeof(int)), *only_user = lrc_xmalloc((size_t)N * sizeof(int));
-    bool *is_out = lrc_xcalloc((size_t)N, sizeof(bool));
-    for (int i = 0; i < g->n_outputs; i++) is_out[g->outputs[i]] = true;
-    for (int i = 0; i < N; i++)
-        for (int k = 0; k < g->nodes[i].n_in; k++) {
-            int src = g->nodes[i].in[k];
-            /* a node that reads the same value twice is still its only user */
-            if (n_uses[src] == 0 || only_user[src] != i) n_uses[src]++;
-            only_user[src] = i;
-        }
-    proto_group *pg = lrc_xcalloc((size_t)N + 1, sizeof *pg);
-    int n_pg = 0;
-    char *mark = lrc_xmalloc((size_t)N + 1);
-    int *stack = lrc_xmalloc((size_t)N * sizeof(int) + sizeof(int));
+    lrc_group_kind kind = anchor_kind(n);
+    if (kind == LRC_GROUP_ELEMENTWISE && !indexable_inputs(g, n)) kind = LRC_GROUP_OPAQUE;
+    return kind;
+}
 
-    /* rules 1 and 2, in topological order */
-    for (int id = 0; id < N; id++) {
+/* Rule 2: the group of elementwise node id's latest producer that can take
+ * it as an epilogue, or -1. */
+static int rule2_join_producer(fuse *fu, int id)
+{
+    const lrc_graph *g = fu->g;
+    const lrc_schedule *s = fu->s;
+    const proto_group *pg = fu->pg;
+    const int *n_uses = fu->n_uses;
+    const bool *is_out = fu->is_out;
+    const lrc_node *n = &g->nodes[id];
+    int join = -1;
+    for (int k = 0; k < n->n_in; k++) {
+        int p = n->in[k], gp = s->group_of[p];
+        if (gp < 0 || gp <= join || is_out[p]) continue;
+        if (pg[gp].kind == LRC_GROUP_ATTENTION || pg[gp].kind == LRC_GROUP_OPAQUE) continue;
+        if (!lrc_shape_eq(&g->nodes[p].shape, &n->shape)) continue;
+        /* a value read elsewhere too joins only a GEMM's epilogue (the
+         * product is stored anyway: training keeps it for the
+         * backward), and only when n's other inputs do not come from
+         * the group, which would make a cycle */
+        if (n_uses[p] != 1 && pg[gp].kind != LRC_GROUP_GEMM) continue;
+        /* the same cycle when another input comes from a later group
+         * that cannot take n (opaque: a transpose, a loop's back edge)
+         * and reads gp, as a residual around a loop does */
+        bool later = false, cycle = false;
+        for (int q = 0; q < n->n_in; q++) later = later || s->group_of[n->in[q]] > gp;
+        for (int q = 0; q < n->n_in && !cycle && (n_uses[p] != 1 || later); q++)
+            if (n->in[q] != p) cycle = reads_group(g, s->group_of, n->in[q], gp, fu->mark, fu->stack);
+        if (cycle) continue;
+        join = gp;
+    }
+    return join;
+}
+
+/* Rules 1 and 2, in topological order: each node's buffer (views alias
+ * their input, a loop's final state its state) and group. */
+static void place_nodes(fuse *fu)
+{
+    const lrc_graph *g = fu->g;
+    lrc_schedule *s = fu->s;
+    for (int id = 0; id < g->n_nodes; id++) {
         const lrc_node *n = &g->nodes[id];
         s->group_of[id] = -1;
         s->buffer_of[id] = id;
@@ -122,40 +165,28 @@ int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err)
             continue;
         }
         if (n->op == LRC_OP_LOOP_NEXT) s->buffer_of[id] = s->buffer_of[n->in[0]]; /* the final state */
-        lrc_group_kind kind = anchor_kind(n);
-        if (kind == LRC_GROUP_ELEMENTWISE && !indexable_inputs(g, n)) kind = LRC_GROUP_OPAQUE;
-        int join = -1;
-        if (kind == LRC_GROUP_ELEMENTWISE)
-            for (int k = 0; k < n->n_in; k++) {
-                int p = n->in[k], gp = s->group_of[p];
-                if (gp < 0 || gp <= join || is_out[p]) continue;
-                if (pg[gp].kind == LRC_GROUP_ATTENTION || pg[gp].kind == LRC_GROUP_OPAQUE) continue;
-                if (!lrc_shape_eq(&g->nodes[p].shape, &n->shape)) continue;
-                /* a value read elsewhere too joins only a GEMM's epilogue (the
-                 * product is stored anyway: training keeps it for the
-                 * backward), and only when n's other inputs do not come from
-                 * the group, which would make a cycle */
-                if (n_uses[p] != 1 && pg[gp].kind != LRC_GROUP_GEMM) continue;
-                /* the same cycle when another input comes from a later group
-                 * that cannot take n (opaque: a transpose, a loop's back edge)
-                 * and reads gp, as a residual around a loop does */
-                bool later = false, cycle = false;
-                for (int q = 0; q < n->n_in; q++) later = later || s->group_of[n->in[q]] > gp;
-                for (int q = 0; q < n->n_in && !cycle && (n_uses[p] != 1 || later); q++)
-                    if (n->in[q] != p) cycle = reads_group(g, s->group_of, n->in[q], gp, mark, stack);
-                if (cycle) continue;
-                join = gp;
-            }
+        lrc_group_kind kind = rule1_anchor(g, n);
+        int join = kind == LRC_GROUP_ELEMENTWISE ? rule2_join_producer(fu, id) : -1;
         if (join < 0) {
-            join = n_pg++;
-            pg[join] = (proto_group){kind, id, 0, false};
+            join = fu->n_pg++;
+            fu->pg[join] = (proto_group){kind, id, 0, false};
         }
         s->group_of[id] = join;
-        pg[join].size++;
+        fu->pg[join].size++;
     }
+}
 
-    /* rule 3: single elementwise ops move into their consumer's group,
-     * last first so that chains of them move together */
+/* Rule 3: single elementwise ops move into their consumer's group, last
+ * first so that chains of them move together. */
+static void rule3_into_consumer(fuse *fu)
+{
+    const lrc_graph *g = fu->g;
+    lrc_schedule *s = fu->s;
+    proto_group *pg = fu->pg;
+    int N = g->n_nodes;
+    const int *n_uses = fu->n_uses;
+    const int *only_user = fu->only_user;
+    const bool *is_out = fu->is_out;
     for (int id = N - 1; id >= 0; id--) {
         int gi = s->group_of[id];
         if (gi < 0 || pg[gi].kind != LRC_GROUP_ELEMENTWISE || pg[gi].size != 1 || n_uses[id] != 1 || is_out[id])
@@ -172,10 +203,43 @@ int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err)
         pg[gi].size = 0;
         pg[gi].dead = true;
     }
+}
 
-    /* rule 5: two matmuls of the same input and weight shape, the first
-     * one's value read only by the second one's epilogue (SwiGLU's gate and
-     * up), run as one kernel that computes both tiles side by side */
+/* Rule 4: RoPE whose value only feeds an attention's q or k runs inside it. */
+static void rule4_rope_into_attention(fuse *fu)
+{
+    const lrc_graph *g = fu->g;
+    lrc_schedule *s = fu->s;
+    proto_group *pg = fu->pg;
+    int N = g->n_nodes;
+    const int *n_uses = fu->n_uses;
+    const bool *is_out = fu->is_out;
+    for (int id = 0; id < N; id++) {
+        const lrc_node *n = &g->nodes[id];
+        if (n->op != LRC_OP_ATTENTION) continue;
+        for (int k = 0; k < 2; k++) {
+            int r = n->in[k], gr = s->group_of[r];
+            if (g->nodes[r].op == LRC_OP_ROPE && n_uses[r] == 1 && !is_out[r] && pg[gr].size == 1) {
+                pg[gr].dead = true;
+                pg[gr].size = 0;
+                s->group_of[r] = s->group_of[id];
+                pg[s->group_of[id]].size++;
+            }
+        }
+    }
+}
+
+/* Rule 5: two matmuls of the same input and weight shape, the first one's
+ * value read only by the second one's epilogue (SwiGLU's gate and up), run
+ * as one kernel that computes both tiles side by side. */
+static void rule5_pair_gemms(fuse *fu)
+{
+    const lrc_graph *g = fu->g;
+    lrc_schedule *s = fu->s;
+    proto_group *pg = fu->pg;
+    int N = g->n_nodes;
+    int n_pg = fu->n_pg;
+    const bool *is_out = fu->is_out;
     for (int gi = 0; gi < n_pg; gi++) {
         if (pg[gi].dead || pg[gi].kind != LRC_GROUP_GEMM || g->nodes[pg[gi].anchor].op != LRC_OP_MATMUL) continue;
         const lrc_node *m1 = &g->nodes[pg[gi].anchor];
@@ -206,26 +270,18 @@ int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err)
         pg[gi].size = 0;
         pg[gi].dead = true;
     }
+}
 
-    /* rule 4: RoPE into attention */
-    for (int id = 0; id < N; id++) {
-        const lrc_node *n = &g->nodes[id];
-        if (n->op != LRC_OP_ATTENTION) continue;
-        for (int k = 0; k < 2; k++) {
-            int r = n->in[k], gr = s->group_of[r];
-            if (g->nodes[r].op == LRC_OP_ROPE && n_uses[r] == 1 && !is_out[r] && pg[gr].size == 1) {
-                pg[gr].dead = true;
-                pg[gr].size = 0;
-                s->group_of[r] = s->group_of[id];
-                pg[s->group_of[id]].size++;
-            }
-        }
-    }
-
-    /* rule 6: the gradients of one op with respect to each of its inputs
-     * run as one kernel (ops marked share_by_which in the op table):
-     * attention's q, k and v (the probabilities and dS once for all three),
-     * a LayerRoPE gain's gamma and four scalars (the rotation once) */
+/* Rule 6: the gradients of one op with respect to each of its inputs run as
+ * one kernel (ops marked share_by_which in the op table): attention's q, k
+ * and v (the probabilities and dS once for all three), a LayerRoPE gain's
+ * gamma and four scalars (the rotation once). */
+static void rule6_share_gradients(fuse *fu)
+{
+    const lrc_graph *g = fu->g;
+    lrc_schedule *s = fu->s;
+    proto_group *pg = fu->pg;
+    int N = g->n_nodes;
     for (int id = 0; id < N; id++) {
         const lrc_node *n = &g->nodes[id];
         if (!lrc_op_table[n->op].share_by_which || s->group_of[id] < 0 || pg[s->group_of[id]].dead) continue;
@@ -242,6 +298,36 @@ int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err)
             pg[s->group_of[id]].size++;
         }
     }
+}
+
+int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err)
+{
+    int N = g->n_nodes;
+    memset(s, 0, sizeof *s);
+    s->group_of = lrc_xmalloc((size_t)N * sizeof(int));
+    s->buffer_of = lrc_xmalloc((size_t)N * sizeof(int));
+    s->offset = lrc_xmalloc((size_t)N * sizeof(int64_t));
+    int *n_uses = lrc_xcalloc((size_t)N, sizeof(int)), *only_user = lrc_xmalloc((size_t)N * sizeof(int));
+    bool *is_out = lrc_xcalloc((size_t)N, sizeof(bool));
+    for (int i = 0; i < g->n_outputs; i++) is_out[g->outputs[i]] = true;
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++) {
+            int src = g->nodes[i].in[k];
+            /* a node that reads the same value twice is still its only user */
+            if (n_uses[src] == 0 || only_user[src] != i) n_uses[src]++;
+            only_user[src] = i;
+        }
+    proto_group *pg = lrc_xcalloc((size_t)N + 1, sizeof *pg);
+    char *mark = lrc_xmalloc((size_t)N + 1);
+    int *stack = lrc_xmalloc((size_t)N * sizeof(int) + sizeof(int));
+
+    fuse fu = {g, s, pg, 0, n_uses, only_user, is_out, mark, stack};
+    place_nodes(&fu);
+    rule3_into_consumer(&fu);
+    rule5_pair_gemms(&fu);
+    rule4_rope_into_attention(&fu);
+    rule6_share_gradients(&fu);
+    int n_pg = fu.n_pg;
 
     /* Renumber the live groups in an order that respects their dependencies
      * (Kahn's algorithm, ties broken by anchor, which keeps the graph's order). */

@@ -6,6 +6,13 @@
 
 #include "../lrc_ir.h"
 
+typedef struct lrc_schedule lrc_schedule;
+
+/* What a pipeline run is asked to do, and what it carries between passes.
+ * A pass that is not asked for (kv_cache without kv_cache_len, autodiff
+ * without autodiff, fuse and plan_memory without a schedule) leaves the
+ * graph as it is, so that every caller runs the one pipeline and stops
+ * where it needs to. */
 typedef struct lrc_pass_ctx {
     /* Values of the parameters when they are frozen (weights given at compile
      * time), else NULL. Passes read constants here and add the constants they
@@ -18,6 +25,17 @@ typedef struct lrc_pass_ctx {
     /* pad_hidden: the multiple a hidden width is padded to (the cuda target
      * asks 8, 16 bytes of bf16, for cuBLAS's aligned kernels); 0 or 1: off */
     int64_t pad_multiple;
+    /* kv_cache: > 0 turns a graph built for one new token into a decoding
+     * step with caches of this many positions; cleared once it ran */
+    int64_t kv_cache_len;
+    /* autodiff: adds the gradients of the scalar node `loss`; cleared once
+     * it ran, so a graph is never differentiated twice */
+    bool autodiff;
+    int loss;
+    /* fuse and plan_memory build this schedule when it is not NULL;
+     * `scheduled` says it was built (the caller frees it then) */
+    lrc_schedule *schedule;
+    bool scheduled;
 } lrc_pass_ctx;
 
 typedef struct lrc_pass {
@@ -25,19 +43,28 @@ typedef struct lrc_pass {
     const char *doc;
     /* Replaces *g by the rewritten graph (freeing the old one). */
     int (*run)(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err);
+    /* what `lrc inspect --after` prints after it: the schedule, or the graph */
+    bool prints_schedule;
+    /* its errors are about the user's model and say so themselves (with
+     * the model's line first); the others' are prefixed "pass NAME: " */
+    bool own_errors;
 } lrc_pass;
 
-/* The graph passes in pipeline order. */
-extern const lrc_pass lrc_graph_passes[];
-extern const int lrc_graph_pass_count;
+/* Every pass in pipeline order (ir/passes/pipeline.c): kv_cache, autodiff,
+ * fold_gains, pad_hidden, cse, dce, fuse, plan_memory. */
+extern const lrc_pass lrc_passes[];
+extern const int lrc_pass_count;
 
-/* Runs the pipeline on *g, stopping after the pass named stop_after when it
- * is not NULL (an unknown name is an error listing the passes). */
+/* The one function that runs the pipeline: every pass in order on *g (each
+ * result verified), stopping after the pass named stop_after when it is not
+ * NULL (an unknown name is an error listing the passes). */
 int lrc_passes_run(lrc_graph **g, lrc_pass_ctx *ctx, const char *stop_after, lrc_err *err);
-/* "fold_gains, pad_hidden, cse, dce, fuse, plan_memory" */
+/* The pass named name, or NULL. */
+const lrc_pass *lrc_pass_find(const char *name);
+/* "kv_cache, autodiff, fold_gains, pad_hidden, cse, dce, fuse, plan_memory" */
 const char *lrc_pass_names(void);
 
-/* Individual passes. */
+/* The passes one by one (what the pipeline's steps call). */
 int lrc_pass_fold_gains(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err);
 int lrc_pass_pad_hidden(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err);
 int lrc_pass_cse(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err);
@@ -83,7 +110,7 @@ typedef struct lrc_group {
     int n_outputs;
 } lrc_group;
 
-typedef struct lrc_schedule {
+struct lrc_schedule {
     lrc_group *groups;
     int n_groups;
     int *group_of;  /* per node: its group, or -1 (sources, views) */
@@ -94,7 +121,7 @@ typedef struct lrc_schedule {
     int64_t *offset;
     int64_t arena_bytes;
     int64_t peak_bytes; /* most bytes of intermediates live at one time */
-} lrc_schedule;
+};
 
 /* Groups g's nodes into kernels by general rules (ir/passes/fuse.c). */
 int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err);

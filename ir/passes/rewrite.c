@@ -1,6 +1,6 @@
 /* rewrite.c — the graph passes: gain folding (constant evaluation and
  * folding constant diagonal scales into matmul weights), common-subexpression
- * elimination, dead-code elimination, and the pipeline that runs them. */
+ * elimination and dead-code elimination (ir/passes/pipeline.c runs them). */
 #include "lrc_passes.h"
 
 #include <stdlib.h>
@@ -266,10 +266,7 @@ int lrc_pass_fold_gains(lrc_graph **gp, lrc_pass_ctx *ctx, lrc_err *err)
 
 /* Ops that give zero where every input is zero: a padded column stays an
  * exact zero through them, so the GEMM that contracts it adds nothing. */
-static bool keeps_zero(lrc_op op)
-{
-    return op == LRC_OP_ADD || op == LRC_OP_MUL || op == LRC_OP_SCALE || op == LRC_OP_SILU || op == LRC_OP_GELU || op == LRC_OP_RELU;
-}
+static bool keeps_zero(lrc_op op) { return lrc_op_table[op].keeps_zero; }
 
 enum { PAD_NONE, PAD_MEMBER, PAD_SINK, PAD_VECTOR };
 
@@ -503,44 +500,5 @@ int lrc_pass_dce(lrc_graph **gp, lrc_pass_ctx *ctx, lrc_err *err)
     free(live);
     if ((rc = finish(gp, ng, map, rc, err))) return rc;
     drop_dead_consts(*gp, ctx);
-    return LRC_OK;
-}
-
-/* ---- the pipeline ------------------------------------------------------ */
-
-const lrc_pass lrc_graph_passes[] = {
-    {"fold_gains", "constant LayerRoPE gains and norm weights folded into the adjacent matmul weights",
-     lrc_pass_fold_gains},
-    {"pad_hidden", "with frozen weights and a target that asks (cuda: 8), a hidden width no 16-byte row holds, such as "
-                   "SwiGLU's d_ff = 5461, widened with zero weights, for the GEMMs' aligned kernels",
-     lrc_pass_pad_hidden},
-    {"cse", "common subexpressions merged", lrc_pass_cse},
-    {"dce", "nodes that reach no output removed", lrc_pass_dce},
-};
-const int lrc_graph_pass_count = sizeof lrc_graph_passes / sizeof lrc_graph_passes[0];
-
-const char *lrc_pass_names(void)
-{
-    static char names[256]; /* the table's passes, then the schedule's two */
-    if (!names[0]) {
-        size_t len = 0;
-        for (int i = 0; i < lrc_graph_pass_count; i++)
-            len += (size_t)snprintf(names + len, sizeof names - len, "%s, ", lrc_graph_passes[i].name);
-        snprintf(names + len, sizeof names - len, "fuse, plan_memory");
-    }
-    return names;
-}
-
-int lrc_passes_run(lrc_graph **g, lrc_pass_ctx *ctx, const char *stop_after, lrc_err *err)
-{
-    bool known = !stop_after || !strcmp(stop_after, "fuse") || !strcmp(stop_after, "plan_memory");
-    for (int i = 0; i < lrc_graph_pass_count && !known; i++) known = !strcmp(stop_after, lrc_graph_passes[i].name);
-    if (!known) return lrc_err_set(err, "unknown pass '%s' (passes: %s)", stop_after, lrc_pass_names());
-    for (int i = 0; i < lrc_graph_pass_count; i++) {
-        int rc = lrc_graph_passes[i].run(g, ctx, err);
-        if (!rc) rc = lrc_graph_verify(*g, err);
-        if (rc) return lrc_err_prefix(err, "pass %s", lrc_graph_passes[i].name);
-        if (stop_after && !strcmp(stop_after, lrc_graph_passes[i].name)) break;
-    }
     return LRC_OK;
 }

@@ -212,6 +212,27 @@ check "inspect --kernels: 'kernel N' lines count the kernels, an arena > 0" \
 check "inspect --target cuda: pad_hidden widens d_ff 90 to 96 (gate, up, down, silu)" \
   "[ \$(grep -cE 'param \"pad\\.[0-9]+:.*mlp\\.(gate|up)_proj\\.weight\" folded : f32\\[96,32\\]' pad_cuda.txt) = 4 ] && [ \$(grep -cE 'mlp\\.down_proj\\.weight\" folded : f32\\[32,96\\]' pad_cuda.txt) = 2 ] && [ \$(grep -c 'silu .*f32\\[1,16,96\\]' pad_cuda.txt) = 2 ]"
 check "inspect --target cpu: nothing padded" "! grep -q 'pad\\.\\|96\\]' pad_cpu.txt && [ \$(grep -c 'silu .*f32\\[1,16,90\\]' pad_cpu.txt) = 2 ]"
+# every pass of the pipeline is one --after: autodiff shows the training
+# graph (the loss and one gradient per parameter, 2 x 9 + 3 of them), kv_cache
+# the decoder of --ctx (two caches a layer at the input "pos")
+"$lrc" inspect llama "${tiny[@]}" --seq 16 --after autodiff >ad.txt
+check "inspect --after autodiff: outputs 'loss' then the 21 parameters' gradients, an input 'labels'" \
+  "[ \"\$(grep '^output' ad.txt | head -1 | cut -d' ' -f2)\" = '\"loss\"' ] && [ \$(grep -c '^output' ad.txt) = 22 ] && grep -q 'input \"labels\" : i32\\[1,16\\]' ad.txt"
+"$lrc" inspect llama "${tiny[@]}" --ctx 16 --after kv_cache >kv.txt
+check "inspect --ctx 16 --after kv_cache: 2 kv_attention, 4 caches of 16 positions, input pos" \
+  "[ \$(grep -c ' = kv_attention ' kv.txt) = 2 ] && [ \$(grep -c 'state \"cache\\.[01]\\.[kv]\" : f32\\[1,16,2,16\\]' kv.txt) = 4 ] && grep -q 'input \"pos\" : i32\\[1\\]' kv.txt"
+"$lrc" inspect llama "${tiny[@]}" --after kv_cache >kv_noctx.txt 2>kv_noctx.err; kv_rc=$?
+check "inspect --after kv_cache without --ctx: a usage error (status 2) that names --ctx" \
+  "[ $kv_rc = 2 ] && grep -q 'needs --ctx' kv_noctx.err && [ ! -s kv_noctx.txt ]"
+"$lrc" inspect llama "${tiny[@]}" --after nosuchpass >/dev/null 2>np.err
+passes=$(sed -n 's/.*(passes: \(.*\))$/\1/p' np.err | tr -d ',')
+n_ok=0
+for p in $passes; do
+  ctx=(); [ "$p" = kv_cache ] && ctx=(--ctx 8)
+  "$lrc" inspect llama "${tiny[@]}" --seq 8 "${ctx[@]}" --after "$p" >after_$p.txt 2>/dev/null && [ -s after_$p.txt ] && n_ok=$((n_ok + 1))
+done
+check "inspect --after: each of the 8 passes the error lists prints (kv_cache .. plan_memory)" \
+  "[ \"\$(echo $passes | wc -w)\" = 8 ] && [ $n_ok = 8 ] && grep -q '^kernels [0-9]' after_fuse.txt && ! grep -q '^kernels' after_dce.txt"
 
 # ---- --repeat: the outputs of N timed runs are those of one run, and the timing names N
 st make tok.st '{"tokens": ["I32", [2, 16], [72,101,108,108,111,32,119,111,114,108,100,33,32,84,104,101,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]]}'

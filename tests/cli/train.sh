@@ -28,6 +28,36 @@ args=(--preset tiny --steps 20 --lr 3e-3 --batch 4 --seq 32 --eval-every 5 --dat
 run "full run" "$lrc" train "$model" "${args[@]}" -o "$dir/full"
 run "run stopped after 10" "$lrc" train "$model" "${args[@]}" -o "$dir/part" --stop-after 10
 check "stopped run at step 10" "grep -q '\"step\":10,' '$dir/part/metrics.jsonl' && ! grep -q '\"step\":11,' '$dir/part/metrics.jsonl'"
+# the checkpoint's format (docs/formats.md): version 1, the same tensors
+# without the metadata (what lrc wrote before it had one), resumes as
+# version 2 does; a newer version, another kind of file or damaged contents
+# are one line naming the file, exit 1, and the run directory as it was
+st="/usr/bin/python3 $(dirname "$0")/../tools/st.py"
+stpy() { /usr/bin/python3 -c "import sys; sys.path.insert(0, '$(dirname "$0")/../tools'); import st; h, d = st.read(sys.argv[1]); $1; st.write(sys.argv[1], h, d)" "$2"; }
+check "a checkpoint says its format and version" \
+  "/usr/bin/python3 -c \"import sys; sys.path.insert(0, '$(dirname "$0")/../tools'); import st; m = st.read('$dir/part/checkpoint.safetensors')[0]['__metadata__']; sys.exit(m != {'format': 'lrc-checkpoint', 'version': '2'})\""
+for k in v1 v99 fmt moment step; do cp -r "$dir/part" "$dir/part_$k"; done
+stpy "h.pop('__metadata__')" "$dir/part_v1/checkpoint.safetensors"
+stpy "h['__metadata__']['version'] = '99'" "$dir/part_v99/checkpoint.safetensors"
+stpy "h['__metadata__']['format'] = 'lrc'" "$dir/part_fmt/checkpoint.safetensors"
+$st set "$dir/part/checkpoint.safetensors" "$dir/part_moment/checkpoint.safetensors" adam.m/model.norm.weight F32 '[3]'
+$st set "$dir/part/checkpoint.safetensors" "$dir/part_step/checkpoint.safetensors" train.step F32 '[1]'
+run "a version 1 checkpoint resumed" "$lrc" train --resume "$dir/part_v1" --threads 2
+check "a version 1 checkpoint resumes bit for bit (and is written as version 2)" \
+  "cmp -s '$dir/full/checkpoint.safetensors' '$dir/part_v1/checkpoint.safetensors'"
+refused() { # NAME WHAT PATTERN
+  cp "$dir/$1/checkpoint.safetensors" "$dir/$1.before"
+  "$lrc" train --resume "$dir/$1" --threads 2 >/dev/null 2>"$dir/$1.err"
+  local s=$?
+  check "$2: exit 1 (status $s)" "[ $s = 1 ]"
+  check "$2: one line naming the file ($(head -c 300 "$dir/$1.err"))" \
+    "[ \$(wc -l <'$dir/$1.err') = 1 ] && grep -q '$1/checkpoint\\.safetensors: .*$3' '$dir/$1.err'"
+  check "$2: the checkpoint is left as it was" "cmp -s '$dir/$1.before' '$dir/$1/checkpoint.safetensors'"
+}
+refused part_v99 "a checkpoint of format version 99" "version 99.*reads versions 1 to 2"
+refused part_fmt "a safetensors file of another format" "not an lrc training checkpoint"
+refused part_moment "a moment of the wrong shape" "adam\\.m/model\\.norm\\.weight. is F32 \\[3\\]"
+refused part_step "a train.step of the wrong type" "damaged checkpoint"
 run "resumed run" "$lrc" train --resume "$dir/part" --threads 2
 check "resumed run is bit-identical" "cmp -s '$dir/full/checkpoint.safetensors' '$dir/part/checkpoint.safetensors'"
 first=$(grep -o '"val_loss":[0-9.]*' "$dir/full/metrics.jsonl" | head -1 | cut -d: -f2)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # train_check.py — what train.sh and train_opts.sh compute independently of
 # lrc (standard library only): the closed forms of AdamW's first step and of
-# the learning-rate schedule, the init rules of spec/llama.md, and
+# the learning-rate schedule, the init rules of docs/models.md, and
 # Fashion-MNIST's test images and an accuracy counted from logits.
 # Each command prints what it measured and exits 1 when a check fails.
 import array, gzip, json, math, struct, sys
@@ -101,7 +101,7 @@ def schedule(metrics, peak, warmup, steps):
     print("schedule: %d steps, warm-up %d, largest relative difference %.2e" % (len(lines), W, worst))
 
 def init_rules(path, norm, L, layerrope_beta):
-    """spec/llama.md: linear weights N(0, 0.02), the embedding N(0, sqrt(2/5)),
+    """docs/models.md: linear weights N(0, 0.02), the embedding N(0, sqrt(2/5)),
     norm weights 1; deepnet: v, o, gate, up, down xavier-normal with gain
     (8L)^(-1/4), q and k with gain 1; LayerRoPE gamma 1, alpha = alpha_rot
     = 0, beta as configured, beta_rot = -0.5."""

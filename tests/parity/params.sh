@@ -1,6 +1,6 @@
 #!/bin/bash
 # params.sh LRC MODEL — parameter counts of every preset and placement:
-# the spec's 60m totals, and LayerRoPE's saving of 2Ld - 4d - 16 against
+# the 60m totals of docs/models.md, and LayerRoPE's saving of 2Ld - 4d - 16 against
 # Pre-Norm and 4Ld - 4d - 16 against Peri-Norm (the paper's Table 5).
 set -u
 lrc=$1 model=$2

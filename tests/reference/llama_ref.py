@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Independent PyTorch reference for the LLaMA family (the project's LLaMA spec: every norm placement, LayerRoPE).
+"""Independent PyTorch reference for the LLaMA family (docs/models.md: every norm placement, LayerRoPE).
 
-Written from the spec alone, as plain functions over a dict of parameters (no nn.Module),
+Written from docs/models.md alone, as plain functions over a dict of parameters (no nn.Module),
 so that it can serve as the ground truth for lrc's fixtures. Everything is computed in
 float64: parameters are stored as f32 in the fixture files and upcast here, so the stored
 expected outputs are the exact answer for those f32 inputs (rounded once to f32).
@@ -35,7 +35,7 @@ _READ_NORMS = {
 _WRITE_NORMS = {"peri": ("post_block_norm_attn", "post_block_norm_mlp")}
 
 # DeepNet's residual multiplier uses the constant 2*32 unless deepnet_depth_alpha is set
-# (spec: "alpha = (2 * 32)^(1/4) (or (2L)^(1/4) with deepnet_depth_alpha)").
+# (docs/models.md: "a = (2·32)^(1/4) ≈ 2.83, or (2L)^(1/4) with --set deepnet_depth_alpha=true").
 _DEEPNET_DEFAULT_2N = 2 * 32
 
 
@@ -49,7 +49,7 @@ class Config:
     norm: str = "pre"
     eps: float = 1e-6
     rope_base: float = 10000.0
-    # init values of the LayerRoPE scalars (spec defaults); the actual values used by a
+    # init values of the LayerRoPE scalars (docs/models.md's defaults); the actual values used by a
     # forward pass are the model.layerrope.* parameters.
     layerrope_alpha: float = 0.0
     layerrope_beta: float = -0.5
@@ -64,7 +64,7 @@ class Config:
         return self.d_model // self.n_heads
 
 
-PRESETS = {  # spec "Presets" table: d, L, heads, d_ff, vocab
+PRESETS = {  # docs/models.md's presets: d, L, heads, d_ff, vocab
     "60m": (512, 8, 8, 1376, 32000),
     "130m": (768, 12, 12, 2048, 32000),
     "250m": (896, 20, 14, 2389, 32000),
@@ -202,7 +202,7 @@ def mlp(x, p, prefix):
 
 
 def depth_gain(gamma, alpha, beta, alpha_rot, beta_rot, layer, base):
-    """LayerRoPE gain g(l) of one site, per the spec's formulas.
+    """LayerRoPE gain g(l) of one site, per docs/models.md's formulas.
 
     u = log(l+1); r = alpha + beta*u; theta = exp(alpha_rot + beta_rot*u);
     theta_j = theta * base^(-2j/d); interleaved pairs (2j, 2j+1) of gamma are rotated by
@@ -298,7 +298,7 @@ def forward(params, tokens, cfg):
 
 
 def next_token_loss(logits, tokens):
-    """Training loss of the spec: labels are the tokens shifted by one."""
+    """Training loss (docs/models.md): labels are the tokens shifted by one."""
     V = logits.shape[-1]
     return cross_entropy(logits[:, :-1].reshape(-1, V), tokens[:, 1:].reshape(-1))
 
@@ -352,7 +352,7 @@ def main():
     print("self-checks passed")
     for norm in PLACEMENTS:
         print("60m %-15s %12s parameters" % (norm, "{:,}".format(param_count(preset("60m", norm)))))
-    # Figures stated in the spec.
+    # Figures stated in docs/models.md.
     pre = param_count(preset("60m", "pre"))
     assert pre == 58_073_600, pre
     for name in PRESETS:
@@ -363,7 +363,7 @@ def main():
             assert param_count(c) - param_count(preset(name, lr)) == fewer, (name, base)
     assert param_count(preset("60m", "pre")) - param_count(preset("60m", "layerrope")) == 6128
     assert param_count(preset("1b", "pre")) - param_count(preset("1b", "layerrope")) == 90096
-    print("parameter counts match the spec")
+    print("parameter counts match docs/models.md")
 
 
 if __name__ == "__main__":

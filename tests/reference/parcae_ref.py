@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""An independent PyTorch Parcae (spec/parcae.md) in f64, written from the spec: the
+"""An independent PyTorch Parcae (docs/models.md) in f64, written from its description: the
 reference models/parcae.lua is tested against. The recurrence is a Python loop; the
 truncated gradient runs the first T - k iterations under torch.no_grad() and the last
 k = min(T, mu_bwd) with autograd, as Parcae's training does.

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""An independent PyTorch ViT (spec/vit.md) with Hugging Face parameter names, in f64:
+"""An independent PyTorch ViT (docs/models.md) with Hugging Face parameter names, in f64:
 the reference lrc's models/vit.lua is tested against. The patch embedding is a strided
 convolution (lrc reshapes and multiplies), the class token a concatenation (lrc pads and
 adds), LayerNorm and GELU are torch's own.

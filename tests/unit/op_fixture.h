@@ -13,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Fixtures read per op, for the walk over the op table (op_fixture_walk). */
+static int op_fixture_ran[LRC_OP_COUNT];
+
 /* Fills proto's op and attributes from the fixture's metadata by op-table
  * names, and opname; -1 when the metadata names no known op. */
 static int op_fixture_read(const char *meta, lrc_node *proto, char *opname, size_t n)
@@ -21,6 +24,7 @@ static int op_fixture_read(const char *meta, lrc_node *proto, char *opname, size
     const cJSON *op = cJSON_GetObjectItemCaseSensitive(m, "op");
     int rc = -1;
     if (cJSON_IsString(op) && !lrc_op_parse(op->valuestring, &proto->op)) {
+        op_fixture_ran[proto->op]++;
         snprintf(opname, n, "%s", op->valuestring);
         const lrc_op_info *info = &lrc_op_table[proto->op];
         for (int a = 0; a < LRC_MAX_IATTR && info->iattr[a]; a++) {
@@ -121,6 +125,55 @@ static const op_fixture_exception *op_fixture_excepted(const char *target, const
     for (const op_fixture_exception *e = op_fixture_exceptions; e->target; e++)
         if (!strcmp(e->target, target) && !strcmp(e->op, op)) return e;
     return NULL;
+}
+
+/* Ops no one-op fixture tests, said at every run with the reason. */
+typedef struct op_fixture_untested {
+    const char *op, *why;
+} op_fixture_untested;
+
+static const op_fixture_untested op_fixture_untested_ops[] = {
+    {"input", "a source: nothing to compute"},
+    {"param", "a source: nothing to compute"},
+    {"state", "a source: nothing to compute"},
+    /* a loop_state without its loop_next is no loop, and the back edge is
+     * the executors' copies: the Parcae parity and gradient tests run both */
+    {"loop_state", "half of a loop region; parity_parcae_* and grads_parcae_* run loops"},
+    {"loop_next", "half of a loop region; parity_parcae_* and grads_parcae_* run loops"},
+    {NULL, NULL},
+};
+
+/* After the fixtures: walks the op table (as ggml's test-backend-ops walks
+ * its ops) with the target's supports_op, so that an op is tested on every
+ * target by its table row alone. Every op the target supports must have had
+ * a fixture (which passed, or failed as a listed exception: the counts
+ * above say which), or be listed as untested with its reason; an op the
+ * target's table says it cannot run is named. Returns the failures. */
+static int op_fixture_walk(const char *target, bool (*supports)(lrc_op op))
+{
+    int bad = 0, untested = 0, unsupported = 0;
+    for (int i = 0; i < LRC_OP_COUNT; i++) {
+        const char *name = lrc_op_name((lrc_op)i), *why = NULL;
+        for (const op_fixture_untested *u = op_fixture_untested_ops; u->op; u++)
+            if (!strcmp(u->op, name)) why = u->why;
+        if (why && op_fixture_ran[i]) {
+            printf("FAIL op %-18s is listed as untested (\"%s\") but has %d fixtures: remove it from op_fixture.h's list\n", name,
+                   why, op_fixture_ran[i]);
+            bad++;
+        } else if (why) {
+            printf("UNTESTED op %-18s on %s: %s\n", name, target, why);
+            untested++;
+        } else if (!supports((lrc_op)i)) {
+            printf("UNSUPPORTED op %-18s on %s: its per-op table has no kernel (%d fixtures, which must be listed exceptions)\n",
+                   name, target, op_fixture_ran[i]);
+            unsupported++;
+        } else if (!op_fixture_ran[i]) {
+            printf("FAIL op %-18s is supported on %s but no fixture tests it (tests/reference/op_fixtures.py)\n", name, target);
+            bad++;
+        }
+    }
+    printf("op table: %d ops, %d untested (listed), %d unsupported on %s\n", (int)LRC_OP_COUNT, untested, unsupported, target);
+    return bad;
 }
 
 /* ||got - want|| / ||want|| over n floats (against 1 when want is zero) */

@@ -21,13 +21,11 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* g's schedule, memory plan, program and CUDA source (bf16 storage), into
- * s, p and cp, zero-initialized by the caller; render_free releases them. */
+/* The program and CUDA source (bf16 storage) of g and its schedule s, into
+ * p and cp, zero-initialized by the caller; render_free releases them. */
 static int render_graph(lrc_graph *g, lrc_schedule *s, lrc_program *p, lrc_cuda_program *cp, lrc_err *err)
 {
-    int rc = lrc_schedule_build(g, s, err);
-    if (!rc) lrc_schedule_plan_memory(g, s);
-    if (!rc) rc = lrc_program_build(g, s, lrc_cuda_tiling(), p, err);
+    int rc = lrc_program_build(g, s, lrc_cuda_tiling(), p, err);
     if (!rc) rc = lrc_cuda_render(g, s, p, LRC_CUDA_BF16, cp, err);
     return rc;
 }
@@ -54,10 +52,9 @@ static void run_case(const char *model, const char *preset, const char *norm, in
     lrc_graph *g = lrc_graph_new();
     int rc = lrc_model_load(&m, model, preset, sets, 1, &err);
     if (!rc) rc = kind == TRAINING ? lrc_model_build_training(&m, B, T, g, &err) : lrc_model_build(&m, B, kind == DECODING ? 1 : T, g, &err);
-    if (!rc && kind == DECODING) rc = lrc_pass_kv_cache(&g, T, &err);
-    lrc_pass_ctx ctx = {.consts = NULL};
-    if (!rc) rc = lrc_passes_run(&g, &ctx, NULL, &err);
     lrc_schedule s = {0};
+    lrc_pass_ctx ctx = {.kv_cache_len = kind == DECODING ? T : 0, .schedule = &s};
+    if (!rc) rc = lrc_passes_run(&g, &ctx, NULL, &err);
     lrc_program p = {0};
     lrc_cuda_program cp = {0};
     if (!rc) rc = render_graph(g, &s, &p, &cp, &err);
@@ -112,6 +109,8 @@ static void bias_groups(void)
         lrc_program p = {0};
         lrc_cuda_program cp = {0};
         int rc = z < 0 || lrc_graph_add_output(g, "z", z, &err);
+        lrc_pass_ctx ctx = {.schedule = &s};
+        if (!rc) rc = lrc_passes_run(&g, &ctx, NULL, &err);
         if (!rc) rc = render_graph(g, &s, &p, &cp, &err);
         CHECK(!rc, "%s: %s", names[form], err.msg);
         int bias = -1, resid = -1;

@@ -96,6 +96,7 @@ int main(int argc, char **argv)
     char arch[16];
     cuda_test_device(arch, sizeof arch);
     for (int i = 1; i < argc; i++) run_fixture(argv[i], arch);
+    failed += op_fixture_walk("cuda", lrc_cuda_supports_op); /* every op the renderer's table has was tested */
     if (excepted) printf("%d listed exceptions on cuda (see above)\n", excepted);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

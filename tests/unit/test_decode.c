@@ -55,7 +55,8 @@ static void run_case(const char *model, const char *dir, bool compiled)
     snprintf(path, sizeof path, "%s/weights.safetensors", dir);
     if (!rc) rc = lrc_model_load(&m, model, NULL, argv, n_sets, &err);
     if (!rc) rc = lrc_model_build(&m, B, 1, g, &err);
-    if (!rc) rc = lrc_pass_kv_cache(&g, T, &err);
+    lrc_pass_ctx decode = {.kv_cache_len = T};
+    if (!rc) rc = lrc_passes_run(&g, &decode, "kv_cache", &err);
     if (!rc) rc = lrc_safetensors_load(path, &wfile, &err);
     if (!rc) rc = lrc_params_bind(g, &wfile, path, &params, &err);
     lrc_shape ts = {2, {B, 1}}, ps = {1, {1}};

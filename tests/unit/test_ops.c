@@ -6,10 +6,14 @@
  *   ref: the reference backend's kernel, launched on guarded buffers;
  *   cpu: the graph compiled through the passes and LLVM (lrc_compile_graph)
  *        and run by the plan executor on guarded host tensors.
+ * Then the op table is walked with the target's supports_op (ref: the
+ * backend's; cpu: the LLVM renderer's table): every op it supports must
+ * have been tested by a fixture (op_fixture_walk).
  * Usage: test_ops ref|cpu FIXTURE.safetensors...
  * A fixture holds in0, in1, ... and out, and "__metadata__" with the op name
  * and its attributes as strings. */
 #include "check.h"
+#include "codegen/llvm/lrc_llvm.h"
 #include "frontend/compile.h"
 #include "op_fixture.h"
 
@@ -22,6 +26,17 @@
 #define GUARD_BYTE 0xA5
 
 static int excepted;
+
+/* the ref backend's supports_op, for the walk over the op table */
+static lrc_backend *ref_backend;
+static bool ref_supports(lrc_op op)
+{
+    lrc_graph *g = lrc_graph_new();
+    lrc_node n = {.op = op, .n_in = lrc_op_table[op].n_in};
+    bool yes = ref_backend->ops->supports_op(g, &n);
+    lrc_graph_free(g);
+    return yes;
+}
 
 /* ---- ref: the backend's kernel on guarded backend buffers -------------- */
 
@@ -189,6 +204,8 @@ int main(int argc, char **argv)
         return 1;
     }
     for (int i = 2; i < argc; i++) run_fixture(argv[1], be, argv[i]);
+    ref_backend = be;
+    failed += op_fixture_walk(argv[1], be ? ref_supports : lrc_llvm_supports_op);
     lrc_backend_close(be);
     if (excepted) printf("%d listed exceptions on %s (see above)\n", excepted, argv[1]);
     return check_summary();

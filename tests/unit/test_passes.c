@@ -56,15 +56,14 @@ static int kernels_with(const char *model, char sets[][128], int n_sets, const c
     lrc_tensor_set consts;
     lrc_schedule s;
     int kernels = -1;
-    lrc_pass_ctx ctx = {.consts = &consts};
+    lrc_pass_ctx ctx = {.consts = &consts, .schedule = &s};
     if (!lrc_model_load(&m, model, NULL, argv, n, &err) && !lrc_model_build(&m, B, T, g, &err) &&
-        !lrc_params_init(g, seed, NULL, &consts, &err) && !lrc_passes_run(&g, &ctx, NULL, &err) &&
-        !lrc_schedule_build(g, &s, &err)) {
+        !lrc_params_init(g, seed, NULL, &consts, &err) && !lrc_passes_run(&g, &ctx, NULL, &err)) {
         kernels = s.n_groups;
-        lrc_schedule_free(&s);
     } else {
         printf("  %s: %s\n", norm, err.msg);
     }
+    if (ctx.scheduled) lrc_schedule_free(&s);
     lrc_tensor_set_clear(&consts);
     lrc_graph_free(g);
     lrc_model_free(&m);

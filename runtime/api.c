@@ -1,0 +1,492 @@
+/* api.c — the embedding API (lrc.h) over the package loader, the cpu
+ * executor and the cuda executor. lrc forward and lrc generate run
+ * packages through it, so a program embedding lrc gets the messages the
+ * command line prints. */
+#include "lrc.h"
+#include "lrc_runtime.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(LRC_ARRAY_MAX_DIMS >= LRC_MAX_DIMS, "lrc_array holds every shape of the IR");
+
+struct lrc_session {
+    char *dir;
+    lrc_package pkg;
+    bool cuda, bound;     /* bound: weights are bound, a run may start */
+    lrc_pool *pool;       /* cpu */
+    lrc_exec *x;          /* cpu */
+    lrc_cuda_exec *cx;    /* cuda */
+    lrc_cuda_device dev;  /* cuda */
+    lrc_tensor_set weights; /* bound: the cpu plan points into them; cuda keeps them to replace some */
+    lrc_tensor_set in, out, step_in;
+    bool ran;             /* in holds the inputs of a run */
+    int64_t batch, seq, ctx, vocab, pos, iterations;
+    char device[128];
+    lrc_err err;
+};
+
+static const lrc_dtype elem_dtype[] = {LRC_F32, LRC_BF16, LRC_F16, LRC_I32};
+
+const char *lrc_version(void) { return LRC_PROJECT_VERSION; }
+
+lrc_session_options lrc_session_default_options(void) { return (lrc_session_options){.threads = 0}; }
+
+const char *lrc_session_error(const lrc_session *s) { return s ? s->err.msg : "no session (lrc_session_open failed or was not called)"; }
+
+lrc_exec *lrc_session_cpu_exec(struct lrc_session *s, const lrc_plan **plan)
+{
+    *plan = &s->pkg.plan;
+    return s->x;
+}
+
+/* Every call starts with an empty message and ends here on failure. */
+static lrc_status fail(lrc_session *s, lrc_status st) { return s->err.msg[0] ? st : (snprintf(s->err.msg, sizeof s->err.msg, "failed"), st); }
+
+/* The shapes package.json's meta gives; a cpu package's CPU features
+ * checked, a cuda package's GPU found and its executor made. */
+static lrc_status read_meta(lrc_session *s)
+{
+    const lrc_package *k = &s->pkg;
+    s->batch = k->batch;
+    s->seq = k->seq;
+    s->ctx = k->ctx;
+    s->vocab = k->vocab;
+    s->iterations = k->iterations;
+    snprintf(s->device, sizeof s->device, "%s", k->cpu);
+    int rc = s->cuda ? LRC_OK : lrc_cpu_check_features(k->requires[0] ? k->requires : "avx2,fma", &s->err);
+    int sm = strlen(k->arch) > 3 ? atoi(k->arch + 3) : 0;
+    if (rc) return fail(s, LRC_STATUS_PACKAGE);
+    if (!s->cuda) return LRC_STATUS_OK;
+    /* the cubin for its own architecture; PTX, compiled by the driver, for a newer one */
+    char why[256];
+    if (lrc_cuda_probe(&s->dev, why, sizeof why)) {
+        lrc_err_set(&s->err, "%s is compiled for cuda (sm_%d) and this machine cannot run it: %s", s->dir, sm, why);
+        return fail(s, LRC_STATUS_DEVICE);
+    }
+    snprintf(s->device, sizeof s->device, "%s", s->dev.name);
+    if (s->dev.sm < sm) {
+        lrc_err_set(&s->err, "%s is compiled for sm_%d, and %s is sm_%d: compile it again with --arch sm_%d", s->dir, sm,
+                    s->dev.name, s->dev.sm, s->dev.sm);
+        return fail(s, LRC_STATUS_DEVICE);
+    }
+    void *image = lrc_package_cuda_image(s->dir, s->dev.sm == sm, &s->err);
+    if (!image) return fail(s, LRC_STATUS_PACKAGE);
+    rc = lrc_cuda_exec_new(&s->pkg.plan, s->pkg.meta_json, image, &s->cx, &s->err);
+    free(image);
+    return rc ? fail(s, LRC_STATUS_DEVICE) : LRC_STATUS_OK;
+}
+
+/* Whether set holds every parameter of the plan as it binds them (f32; on
+ * cuda also bf16 or f16 of the right shape): the executors' own messages,
+ * checked before anything changes. */
+static int check_params(const lrc_session *s, const lrc_tensor_set *set, lrc_err *err)
+{
+    for (int i = 0; i < s->pkg.plan.n_bufs; i++) {
+        const lrc_plan_buf *b = &s->pkg.plan.bufs[i];
+        if (b->kind != LRC_BUF_PARAM) continue;
+        const lrc_tensor *t = lrc_tensor_set_find(set, b->name);
+        if (s->cuda && t && (t->dtype == LRC_BF16 || t->dtype == LRC_F16) && lrc_shape_eq(&t->shape, &b->shape)) continue;
+        if (lrc_plan_find_tensor(b, set, &t, err)) return LRC_EUSER;
+    }
+    return LRC_OK;
+}
+
+/* Binds set (checked, taken over) in place of the weights bound before,
+ * which stay when it fails. */
+static lrc_status bind_set(lrc_session *s, lrc_tensor_set *set, const char *what)
+{
+    int rc = check_params(s, set, &s->err);
+    if (rc) {
+        if (what) lrc_err_prefix(&s->err, "%s", what);
+        lrc_tensor_set_clear(set);
+        return fail(s, LRC_STATUS_INVALID);
+    }
+    rc = s->cuda ? lrc_cuda_exec_bind_params(s->cx, set, &s->err) : lrc_exec_bind_params(s->x, set, &s->err);
+    if (rc) { /* a device failure: the check above found nothing wrong */
+        lrc_tensor_set_clear(set);
+        return fail(s, LRC_STATUS_DEVICE);
+    }
+    lrc_tensor_set_clear(&s->weights); /* the plan points into set now */
+    s->weights = *set;
+    lrc_tensor_set_init(set);
+    s->bound = true;
+    return LRC_STATUS_OK;
+}
+
+/* Widens the tensors to f32 for the cpu plan (cuda binds bf16 and f16 as they are). */
+static int widen(const lrc_session *s, lrc_tensor_set *set, const char *what, lrc_err *err)
+{
+    for (int i = 0; i < set->n; i++) {
+        if (set->items[i]->dtype == LRC_I32)
+            return lrc_err_set(err, "%s: tensor '%s' is I32, parameters are floats", what, set->items[i]->name);
+        if (s->cuda || set->items[i]->dtype == LRC_F32) continue;
+        lrc_tensor *f = lrc_tensor_to_f32(set->items[i], err);
+        if (!f) return LRC_EUSER;
+        lrc_tensor_free(set->items[i]);
+        set->items[i] = f;
+    }
+    return LRC_OK;
+}
+
+lrc_status lrc_session_open(const char *dir, const lrc_session_options *options, lrc_session **out)
+{
+    if (!out) return LRC_STATUS_INVALID;
+    lrc_session *s = *out = lrc_xcalloc(1, sizeof *s);
+    lrc_tensor_set_init(&s->weights);
+    lrc_tensor_set_init(&s->in);
+    lrc_tensor_set_init(&s->out);
+    lrc_tensor_set_init(&s->step_in);
+    lrc_session_options o = options ? *options : lrc_session_default_options();
+    if (!dir) {
+        lrc_err_set(&s->err, "no package directory given");
+        return fail(s, LRC_STATUS_INVALID);
+    }
+    s->dir = lrc_strdup(dir);
+    if (o.threads < 0 || o.threads > LRC_POOL_MAX_THREADS) {
+        lrc_err_set(&s->err, "threads %d: the thread count must be at least 1 (0: all cores) and at most %d", o.threads,
+                    LRC_POOL_MAX_THREADS);
+        return fail(s, LRC_STATUS_INVALID);
+    }
+    if (lrc_package_load(dir, &s->pkg, &s->err)) return fail(s, LRC_STATUS_PACKAGE);
+    s->cuda = !strcmp(s->pkg.target, "cuda");
+    lrc_status st = read_meta(s);
+    if (st) return st;
+    if (!s->cuda) {
+        if (!(s->pool = lrc_pool_new(o.threads > 0 ? o.threads : lrc_pool_default_threads(), &s->err)) ||
+            lrc_exec_new(&s->pkg.plan, s->pool, &s->x, &s->err))
+            return fail(s, LRC_STATUS_INVALID);
+    }
+    if (!s->pkg.has_weights) return LRC_STATUS_OK;
+    lrc_tensor_set w = s->pkg.weights; /* moved: the bound set is the package's own */
+    lrc_tensor_set_init(&s->pkg.weights);
+    char what[4200];
+    snprintf(what, sizeof what, "%s/weights.safetensors", dir);
+    if (widen(s, &w, what, &s->err)) {
+        lrc_tensor_set_clear(&w);
+        return fail(s, LRC_STATUS_PACKAGE);
+    }
+    st = bind_set(s, &w, what);
+    return st == LRC_STATUS_INVALID ? LRC_STATUS_PACKAGE : st; /* the package's own weights are its own fault */
+}
+
+void lrc_session_close(lrc_session *s)
+{
+    if (!s) return;
+    lrc_exec_free(s->x);
+    lrc_pool_free(s->pool);
+    lrc_cuda_exec_free(s->cx);
+    lrc_package_free(&s->pkg);
+    lrc_tensor_set_clear(&s->weights);
+    lrc_tensor_set_clear(&s->in);
+    lrc_tensor_set_clear(&s->out);
+    lrc_tensor_set_clear(&s->step_in);
+    free(s->dir);
+    free(s);
+}
+
+/* Calls on a session that did not open fail, keeping the message of its open. */
+static bool usable(lrc_session *s)
+{
+    if (!s || !(s->x || s->cx)) return false;
+    s->err.msg[0] = 0;
+    return true;
+}
+
+static int n_inputs(const lrc_session *s)
+{
+    int n = 0;
+    for (int i = 0; i < s->pkg.plan.n_bufs; i++) n += s->pkg.plan.bufs[i].kind == LRC_BUF_INPUT;
+    return n;
+}
+
+lrc_status lrc_session_describe(lrc_session *s, lrc_session_info *info)
+{
+    if (!usable(s) || !info) return LRC_STATUS_INVALID;
+    memset(info, 0, sizeof *info);
+    snprintf(info->target, sizeof info->target, "%s", s->pkg.target);
+    snprintf(info->device, sizeof info->device, "%s", s->device);
+    info->batch = s->batch;
+    info->seq = s->seq;
+    info->context = s->ctx;
+    info->vocab = s->vocab;
+    info->position = s->pos;
+    info->has_weights = s->bound;
+    info->n_inputs = n_inputs(s);
+    for (int i = 0; i < s->pkg.plan.n_bufs; i++) info->n_outputs += s->pkg.plan.bufs[i].kind == LRC_BUF_OUTPUT;
+    info->threads = s->pool ? lrc_pool_threads(s->pool) : 0;
+    info->sm = s->cuda ? s->dev.sm : 0;
+    return LRC_STATUS_OK;
+}
+
+static void to_array(const lrc_plan_buf *b, const lrc_tensor *t, lrc_array *out)
+{
+    memset(out, 0, sizeof *out);
+    const lrc_dtype d = t ? t->dtype : b->dtype;
+    const lrc_shape *sh = t ? &t->shape : &b->shape;
+    out->name = t ? t->name : b->name;
+    out->elem = d == LRC_I32 ? LRC_ELEM_I32 : d == LRC_BF16 ? LRC_ELEM_BF16 : d == LRC_F16 ? LRC_ELEM_F16 : LRC_ELEM_F32;
+    out->ndim = sh->ndim;
+    for (int i = 0; i < sh->ndim; i++) out->shape[i] = sh->dim[i];
+    out->data = t ? t->data : NULL;
+}
+
+lrc_status lrc_session_input(lrc_session *s, int i, lrc_array *out)
+{
+    if (!usable(s) || !out) return LRC_STATUS_INVALID;
+    for (int b = 0, k = 0; b < s->pkg.plan.n_bufs; b++)
+        if (s->pkg.plan.bufs[b].kind == LRC_BUF_INPUT && k++ == i) {
+            to_array(&s->pkg.plan.bufs[b], NULL, out);
+            return LRC_STATUS_OK;
+        }
+    lrc_err_set(&s->err, "input %d: the package has %d inputs", i, n_inputs(s));
+    return fail(s, LRC_STATUS_INVALID);
+}
+
+/* A copy of the caller's array as a tensor, its type and shape checked. */
+static lrc_tensor *from_array(const lrc_array *a, int i, const char *what, lrc_err *err)
+{
+    if (!a->name) return lrc_err_set(err, "%s %d has no name", what, i), NULL;
+    if ((unsigned)a->elem > LRC_ELEM_I32)
+        return lrc_err_set(err, "%s '%s': element type %d is not one of lrc_elem", what, a->name, (int)a->elem), NULL;
+    if (a->ndim < 0 || a->ndim > LRC_MAX_DIMS)
+        return lrc_err_set(err, "%s '%s' has %d dimensions; lrc takes 0 to %d", what, a->name, a->ndim, LRC_MAX_DIMS), NULL;
+    lrc_shape sh = {a->ndim, {0}};
+    for (int d = 0; d < a->ndim; d++) {
+        if (a->shape[d] < 0) return lrc_err_set(err, "%s '%s': dimension %d is %lld", what, a->name, d, (long long)a->shape[d]), NULL;
+        sh.dim[d] = a->shape[d];
+    }
+    lrc_tensor *t = lrc_tensor_new_uninit(a->name, elem_dtype[a->elem], &sh, err);
+    if (t && t->nbytes && !a->data) {
+        lrc_err_set(err, "%s '%s' has no data", what, a->name);
+        lrc_tensor_free(t);
+        return NULL;
+    }
+    if (t && t->nbytes) memcpy(t->data, a->data, t->nbytes);
+    return t;
+}
+
+/* Every tensor of set names a parameter of the package. */
+static int known_params(const lrc_session *s, const lrc_tensor_set *set, const char *what, lrc_err *err)
+{
+    for (int i = 0; i < set->n; i++) {
+        bool known = false;
+        for (int b = 0; b < s->pkg.plan.n_bufs && !known; b++)
+            known = s->pkg.plan.bufs[b].kind == LRC_BUF_PARAM && !strcmp(s->pkg.plan.bufs[b].name, set->items[i]->name);
+        if (!known) return lrc_err_set(err, "%s: extra tensor '%s' that the package %s does not have", what, set->items[i]->name, s->dir);
+    }
+    return LRC_OK;
+}
+
+lrc_status lrc_session_bind_weights_file(lrc_session *s, const char *path)
+{
+    if (!usable(s)) return LRC_STATUS_INVALID;
+    if (!path) return lrc_err_set(&s->err, "no weights file given"), fail(s, LRC_STATUS_INVALID);
+    lrc_tensor_set w;
+    int rc = lrc_safetensors_load(path, &w, &s->err);
+    if (!rc) rc = known_params(s, &w, path, &s->err);
+    if (!rc) rc = widen(s, &w, path, &s->err);
+    if (rc) {
+        lrc_tensor_set_clear(&w);
+        return fail(s, LRC_STATUS_INVALID);
+    }
+    return bind_set(s, &w, path);
+}
+
+lrc_status lrc_session_bind_weights(lrc_session *s, const lrc_array *weights, int n)
+{
+    if (!usable(s)) return LRC_STATUS_INVALID;
+    if (n < 0 || (n > 0 && !weights)) return lrc_err_set(&s->err, "%d weights at %p", n, (const void *)weights), fail(s, LRC_STATUS_INVALID);
+    lrc_tensor_set given, w;
+    lrc_tensor_set_init(&given);
+    lrc_tensor_set_init(&w);
+    int rc = LRC_OK;
+    for (int i = 0; i < n && !rc; i++) {
+        lrc_tensor *t = from_array(&weights[i], i, "weight", &s->err);
+        rc = t ? lrc_tensor_set_add(&given, t, &s->err) : LRC_EUSER; /* a duplicate is freed */
+    }
+    if (!rc) rc = known_params(s, &given, "weights", &s->err);
+    if (!rc) rc = widen(s, &given, "weights", &s->err);
+    /* the new set: the given tensors, then copies of the bound ones not given */
+    if (!rc) {
+        for (int i = 0; i < given.n && !rc; i++) rc = lrc_tensor_set_add(&w, given.items[i], &s->err); /* names unique: no failure */
+        given.n = 0; /* moved into w */
+    }
+    for (int i = 0; i < s->weights.n && !rc; i++) {
+        const lrc_tensor *old = s->weights.items[i];
+        if (lrc_tensor_set_find(&w, old->name)) continue;
+        lrc_tensor *t = lrc_tensor_new_uninit(old->name, old->dtype, &old->shape, &s->err);
+        if (t) memcpy(t->data, old->data, t->nbytes);
+        rc = t ? lrc_tensor_set_add(&w, t, &s->err) : LRC_EUSER;
+    }
+    lrc_tensor_set_clear(&given);
+    if (rc) {
+        lrc_tensor_set_clear(&w);
+        return fail(s, LRC_STATUS_INVALID);
+    }
+    return bind_set(s, &w, NULL);
+}
+
+/* Runs the plan on s->in (inputs completed and checked): outputs into s->out. */
+static lrc_status run_inputs(lrc_session *s)
+{
+    if (!s->bound) {
+        lrc_err_set(&s->err, "%s was compiled without weights: bind them (lrc_session_bind_weights_file) before running", s->dir);
+        return fail(s, LRC_STATUS_INVALID);
+    }
+    const lrc_plan *p = &s->pkg.plan;
+    char names[512] = "";
+    size_t used = 0;
+    for (int i = 0; i < p->n_bufs; i++)
+        if (p->bufs[i].kind == LRC_BUF_INPUT && used < sizeof names)
+            used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "", p->bufs[i].name);
+    for (int i = 0; i < s->in.n; i++) {
+        bool known = false;
+        for (int b = 0; b < p->n_bufs && !known; b++) known = p->bufs[b].kind == LRC_BUF_INPUT && !strcmp(p->bufs[b].name, s->in.items[i]->name);
+        if (!known) return lrc_err_set(&s->err, "unexpected tensor '%s' (the model's inputs: %s)", s->in.items[i]->name, names), fail(s, LRC_STATUS_INVALID);
+    }
+    for (int b = 0; b < p->n_bufs; b++) { /* what a looped model can do without */
+        const lrc_plan_buf *want = &p->bufs[b];
+        if (want->kind != LRC_BUF_INPUT || lrc_tensor_set_find(&s->in, want->name)) continue;
+        lrc_tensor *t = NULL;
+        if (!strcmp(want->name, "iterations") && want->dtype == LRC_I32 && want->shape.ndim == 1 && s->iterations > 0) {
+            /* its compile-time config's T for every row */
+            if ((t = lrc_tensor_new("iterations", LRC_I32, &want->shape, &s->err)))
+                for (int64_t k = 0; k < want->shape.dim[0]; k++) ((int32_t *)t->data)[k] = (int32_t)s->iterations;
+        } else if (!strcmp(want->name, "h0") && want->dtype == LRC_F32 && want->shape.ndim >= 1) {
+            /* its random initial state, from a fixed seed: the same every run (as lrc forward of a model) */
+            if ((t = lrc_tensor_new("h0", LRC_F32, &want->shape, &s->err))) {
+                lrc_rng r;
+                lrc_rng_seed(&r, 0);
+                lrc_fill_trunc_normal(t->data, lrc_shape_numel(&t->shape),
+                                      sqrt(2.0 / (5.0 * (double)want->shape.dim[want->shape.ndim - 1])), &r);
+            }
+        } else {
+            lrc_err_set(&s->err, "no tensor '%s' (the model's inputs: %s)", want->name, names);
+        }
+        if (!t || lrc_tensor_set_add(&s->in, t, &s->err)) return fail(s, LRC_STATUS_INVALID);
+    }
+    s->ran = true;
+    if (lrc_plan_check_ids(p, &s->in, &s->err)) return fail(s, LRC_STATUS_INVALID);
+    if (s->cuda) return lrc_cuda_exec_run(s->cx, &s->in, &s->out, &s->err) ? fail(s, LRC_STATUS_DEVICE) : LRC_STATUS_OK;
+    return lrc_exec_run_plan(s->x, &s->in, &s->out, &s->err) ? fail(s, LRC_STATUS_INVALID) : LRC_STATUS_OK;
+}
+
+lrc_status lrc_session_run(lrc_session *s, const lrc_array *inputs, int n)
+{
+    if (!usable(s)) return LRC_STATUS_INVALID;
+    if (n < 0 || (n > 0 && !inputs)) return lrc_err_set(&s->err, "%d inputs at %p", n, (const void *)inputs), fail(s, LRC_STATUS_INVALID);
+    lrc_tensor_set_clear(&s->in);
+    s->ran = false;
+    for (int i = 0; i < n; i++) {
+        lrc_tensor *t = from_array(&inputs[i], i, "input", &s->err);
+        if (!t || lrc_tensor_set_add(&s->in, t, &s->err)) return fail(s, LRC_STATUS_INVALID);
+    }
+    return run_inputs(s);
+}
+
+lrc_status lrc_session_output(lrc_session *s, const char *name, lrc_array *out)
+{
+    if (!usable(s) || !out) return LRC_STATUS_INVALID;
+    const lrc_tensor *t = name ? lrc_tensor_set_find(&s->out, name) : NULL;
+    if (!t) {
+        lrc_err_set(&s->err, "no output '%s'%s", name ? name : "(null)", s->out.n ? "" : ": no run yet");
+        return fail(s, LRC_STATUS_INVALID);
+    }
+    to_array(NULL, t, out);
+    return LRC_STATUS_OK;
+}
+
+lrc_status lrc_session_output_at(lrc_session *s, int i, lrc_array *out)
+{
+    if (!usable(s) || !out) return LRC_STATUS_INVALID;
+    if (i < 0 || i >= s->out.n) {
+        lrc_err_set(&s->err, "output %d: the last run gave %d", i, s->out.n);
+        return fail(s, LRC_STATUS_INVALID);
+    }
+    to_array(NULL, s->out.items[i], out);
+    return LRC_STATUS_OK;
+}
+
+/* A decoder: anything else is refused with what to do. */
+static bool decoder(lrc_session *s)
+{
+    if (s->ctx > 0) return true;
+    lrc_err_set(&s->err, "%s was compiled for whole sequences: compile it with --ctx C to generate", s->dir);
+    return false;
+}
+
+lrc_status lrc_session_step(lrc_session *s, int32_t token, const float **logits, int64_t *vocab)
+{
+    if (!usable(s)) return LRC_STATUS_INVALID;
+    if (!decoder(s)) return fail(s, LRC_STATUS_INVALID);
+    if (s->pos >= s->ctx) {
+        lrc_err_set(&s->err, "the context holds %lld positions, all used: reset the session to start again", (long long)s->ctx);
+        return fail(s, LRC_STATUS_INVALID);
+    }
+    if (!s->step_in.n) {
+        lrc_shape one = {2, {1, 1}}, p1 = {1, {1}};
+        lrc_tensor *tok = lrc_tensor_new("tokens", LRC_I32, &one, &s->err), *pos = tok ? lrc_tensor_new("pos", LRC_I32, &p1, &s->err) : NULL;
+        if (tok) lrc_tensor_set_add(&s->step_in, tok, &s->err);
+        if (pos) lrc_tensor_set_add(&s->step_in, pos, &s->err);
+        if (!pos) return fail(s, LRC_STATUS_INVALID);
+    }
+    ((int32_t *)s->step_in.items[0]->data)[0] = token;
+    ((int32_t *)s->step_in.items[1]->data)[0] = (int32_t)s->pos;
+    /* the step's inputs become the run's, so that lrc_session_time repeats the step */
+    lrc_tensor_set_clear(&s->in);
+    for (int i = 0; i < s->step_in.n; i++) {
+        const lrc_tensor *t = s->step_in.items[i];
+        lrc_tensor *c = lrc_tensor_new_uninit(t->name, t->dtype, &t->shape, &s->err);
+        if (!c || lrc_tensor_set_add(&s->in, c, &s->err)) return fail(s, LRC_STATUS_INVALID);
+        memcpy(c->data, t->data, t->nbytes);
+    }
+    lrc_status st = run_inputs(s);
+    if (st) return st;
+    const lrc_tensor *lg = lrc_tensor_set_find(&s->out, "logits");
+    if (!lg) lg = s->out.n ? s->out.items[0] : NULL;
+    if (!lg) return lrc_err_set(&s->err, "%s: the decoder has no output", s->dir), fail(s, LRC_STATUS_PACKAGE);
+    s->pos++;
+    if (logits) *logits = lg->data;
+    if (vocab) *vocab = lrc_shape_numel(&lg->shape);
+    return LRC_STATUS_OK;
+}
+
+lrc_status lrc_session_reset(lrc_session *s)
+{
+    if (!usable(s)) return LRC_STATUS_INVALID;
+    if (!decoder(s)) return fail(s, LRC_STATUS_INVALID);
+    /* a step at position p writes the caches' row p and reads rows 0..p
+     * only, so position 0 alone starts a new sequence on either target;
+     * the cpu's caches are cleared too, as a fresh exec has them */
+    if (s->x) lrc_exec_reset_state(s->x);
+    s->pos = 0;
+    return LRC_STATUS_OK;
+}
+
+lrc_status lrc_session_time(lrc_session *s, int64_t repeat, double *median_ms)
+{
+    if (!usable(s) || !median_ms) return LRC_STATUS_INVALID;
+    if (!s->ran || repeat < 1) {
+        lrc_err_set(&s->err, s->ran ? "repeat %lld: time at least one run" : "no run to repeat yet (repeat %lld)", (long long)repeat);
+        return fail(s, LRC_STATUS_INVALID);
+    }
+    if (s->cuda) return lrc_cuda_exec_time(s->cx, repeat, median_ms, &s->err) ? fail(s, LRC_STATUS_DEVICE) : LRC_STATUS_OK;
+    double *ms = lrc_xmalloc((size_t)repeat * sizeof(double));
+    int rc = LRC_OK;
+    for (int64_t r = 0; r < repeat && !rc; r++) {
+        double t0 = lrc_now_s();
+        rc = lrc_exec_run_plan(s->x, &s->in, &s->out, &s->err); /* the outputs of one run are the buffers of the next */
+        ms[r] = 1e3 * (lrc_now_s() - t0);
+    }
+    for (int64_t i = 1; i < repeat; i++) /* insertion sort: a few runs */
+        for (int64_t j = i; j > 0 && ms[j - 1] > ms[j]; j--) {
+            double t = ms[j];
+            ms[j] = ms[j - 1];
+            ms[j - 1] = t;
+        }
+    *median_ms = ms[repeat / 2];
+    free(ms);
+    return rc ? fail(s, LRC_STATUS_INVALID) : LRC_STATUS_OK;
+}

@@ -1,0 +1,172 @@
+/* trainer.c — lrc train's loop: micro-batches through the training graph,
+ * the gradients checked and averaged, AdamW at the scheduled rate, and a
+ * checkpoint at every evaluation and on an interrupt. Where the step runs
+ * is a device (lrc_train_device_ops): this CPU's compiled plan here, GPU 0
+ * in cuda_optim.c. What the data is and what a step reports are the
+ * caller's hooks, so that the loop knows neither text nor images nor the
+ * progress line. */
+#include "lrc_runtime.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the CPU: the compiled plan, AdamW on the thread pool ----------------- */
+
+typedef struct {
+    lrc_exec *x;
+    lrc_pool *pool;
+    lrc_param_spans *spans;
+    const lrc_adamw_cfg *adam;
+    lrc_tensor **items, **pg, **pm, **pv; /* the parameters, their gradients and moments */
+    lrc_tensor **acc;                     /* --accum K: the micro-batches' gradients summed */
+    int n;
+    int64_t accum;
+} cpu_device;
+
+static int cpu_run(void *dev, const lrc_tensor_set *in, lrc_tensor_set *outs, lrc_err *err)
+{
+    return lrc_exec_run_plan(((cpu_device *)dev)->x, in, outs, err);
+}
+
+/* The gradients are the graph's outputs named as the parameters; with
+ * --accum they are summed here, and averaged with the last micro-batch,
+ * whose norm is then that of the average. */
+static int cpu_grads(void *dev, const lrc_tensor_set *outs, int64_t micro, double *norm, int *bad, lrc_err *err)
+{
+    (void)err;
+    cpu_device *s = dev;
+    for (int i = 0; i < s->n; i++) s->pg[i] = lrc_tensor_set_find(outs, s->items[i]->name);
+    *norm = lrc_grads_check(s->pool, s->spans, s->pg, bad);
+    if (*bad >= 0 || !s->acc) return LRC_OK;
+    for (int i = 0; i < s->n; i++) {
+        const float *gd = s->pg[i]->data;
+        int64_t count = lrc_shape_numel(&s->pg[i]->shape);
+        float *a = s->acc[i]->data;
+        for (int64_t k = 0; k < count; k++) a[k] = micro ? a[k] + gd[k] : gd[k];
+        if (micro == s->accum - 1) {
+            for (int64_t k = 0; k < count; k++) a[k] /= (float)s->accum;
+            s->pg[i] = s->acc[i];
+        }
+    }
+    int ignored;
+    if (micro == s->accum - 1) *norm = lrc_grads_check(s->pool, s->spans, s->pg, &ignored);
+    return LRC_OK;
+}
+
+/* AdamW in place; the packing kernels then run again on the new weights */
+static int cpu_update(void *dev, int64_t step, double lr, double norm, lrc_err *err)
+{
+    (void)err;
+    cpu_device *s = dev;
+    lrc_adamw_step(s->adam, s->pool, s->spans, step, lr, norm, s->items, s->pg, s->pm, s->pv);
+    lrc_exec_params_changed(s->x);
+    return LRC_OK;
+}
+
+static int cpu_to_host(void *dev, lrc_err *err)
+{
+    (void)dev, (void)err;
+    return LRC_OK; /* the weights and moments live on the host */
+}
+
+static void cpu_free(void *dev)
+{
+    cpu_device *s = dev;
+    for (int i = 0; s->acc && i < s->n; i++) lrc_tensor_free(s->acc[i]);
+    free(s->acc);
+    free(s->pg);
+    lrc_param_spans_free(s->spans);
+    free(s);
+}
+
+static const lrc_train_device_ops cpu_ops = {cpu_run, cpu_grads, cpu_update, cpu_to_host, cpu_free};
+
+int lrc_trainer_use_cpu(lrc_trainer *t, lrc_exec *x, lrc_pool *pool, lrc_err *err)
+{
+    cpu_device *s = lrc_xcalloc(1, sizeof *s);
+    lrc_train_state *st = &t->st;
+    *s = (cpu_device){.x = x, .pool = pool, .adam = &t->adam, .items = st->params.items, .pm = st->m, .pv = st->v, .n = st->params.n,
+                      .accum = t->accum};
+    s->pg = lrc_xcalloc((size_t)s->n + 1, sizeof *s->pg);
+    s->acc = t->accum > 1 ? lrc_xcalloc((size_t)s->n + 1, sizeof *s->acc) : NULL;
+    t->ops = &cpu_ops;
+    t->dev = s;
+    for (int i = 0; s->acc && i < s->n; i++)
+        if (!(s->acc[i] = lrc_tensor_new(s->items[i]->name, LRC_F32, &s->items[i]->shape, err))) return LRC_EUSER;
+    s->spans = lrc_param_spans_new(s->items, s->n);
+    return LRC_OK;
+}
+
+/* ---- the loop --------------------------------------------------------------- */
+
+void lrc_trainer_init(lrc_trainer *t)
+{
+    memset(t, 0, sizeof *t);
+    lrc_tensor_set_init(&t->st.ck);
+    lrc_tensor_set_init(&t->st.params);
+    lrc_tensor_set_init(&t->in);
+    lrc_tensor_set_init(&t->outs);
+    t->accum = 1;
+}
+
+int lrc_trainer_loss(lrc_trainer *t, float *loss, lrc_err *err)
+{
+    int rc = t->ops->run(t->dev, &t->in, &t->outs, err);
+    const lrc_tensor *l = rc ? NULL : lrc_tensor_set_find(&t->outs, "loss");
+    if (!rc && !l) return lrc_err_set(err, "the training graph has no output 'loss'");
+    if (!rc) *loss = ((const float *)l->data)[0];
+    return rc;
+}
+
+int lrc_trainer_to_host(lrc_trainer *t, lrc_err *err) { return t->ops->to_host(t->dev, err); }
+
+/* Forward and backward over the step's micro-batches: their mean loss and
+ * the norm of their mean gradient. */
+static int forward_backward(lrc_trainer *t, const lrc_train_hooks *h, int64_t step, float *loss, double *norm, lrc_err *err)
+{
+    int rc = LRC_OK;
+    *loss = 0;
+    for (int64_t micro = 0; micro < t->accum && !rc; micro++) {
+        h->batch(h->ctx, step, micro, &t->st.rng);
+        float l = 0;
+        int bad = -1;
+        if ((rc = lrc_trainer_loss(t, &l, err))) break;
+        *loss += l / (float)t->accum;
+        rc = t->ops->grads(t->dev, &t->outs, micro, norm, &bad, err);
+        if (!rc && bad >= 0)
+            rc = lrc_err_set(err, "step %lld: the gradient of '%s' is not finite (the last checkpoint is kept)", (long long)step + 1,
+                             t->st.params.items[bad]->name);
+    }
+    if (!rc && !isfinite(*loss))
+        rc = lrc_err_set(err, "step %lld: the loss is not finite (the last checkpoint is kept)", (long long)step + 1);
+    return rc;
+}
+
+int lrc_trainer_run(lrc_trainer *t, const lrc_train_hooks *h, bool *interrupted, lrc_err *err)
+{
+    int rc = LRC_OK;
+    *interrupted = false;
+    for (int64_t step = t->st.step; step < t->stop && !rc; step++) {
+        lrc_train_step s = {.step = step};
+        if ((rc = forward_backward(t, h, step, &s.loss, &s.grad_norm, err))) break;
+        s.lr = lrc_lr_at(&t->sched, step);
+        if ((rc = t->ops->update(t->dev, step, s.lr, s.grad_norm, err))) break;
+        s.eval = (step + 1) % t->eval_every == 0 || step + 1 == t->stop;
+        rc = h->after_step(h->ctx, &s, err);
+        t->st.step = step + 1;
+        *interrupted = h->interrupted(h->ctx);
+        if (!rc && (s.eval || *interrupted) && !(rc = t->ops->to_host(t->dev, err))) rc = lrc_checkpoint_save(h->checkpoint, &t->st, err);
+        if (*interrupted) break;
+    }
+    return rc;
+}
+
+void lrc_trainer_free(lrc_trainer *t)
+{
+    if (t->ops) t->ops->free(t->dev);
+    lrc_train_state_free(&t->st);
+    lrc_tensor_set_clear(&t->in);
+    lrc_tensor_set_clear(&t->outs);
+    memset(t, 0, sizeof *t);
+}
