@@ -145,8 +145,9 @@ lrc_tensor *lrc_tensor_set_find(const lrc_tensor_set *s, const char *name);
     X(RELU, relu)                  /* max(x, 0) */                                                          \
     X(EXP, exp)                    /* e^x */                                                                \
     X(SOFTPLUS, softplus)          /* log(1 + e^x) */                                                       \
-    X(LOOP_STATE, loop_state)      /* a loop region's carried state (DESIGN rule 5): init -> the state h_t  \
-                                      the body reads; its kernels run once per iteration */                  \
+    X(LOOP_STATE, loop_state)      /* a loop region's carried state (rule 5 of docs/architecture.md):     \
+                                      init -> the state h_t the body reads; its kernels run once per        \
+                                      iteration */                                                           \
     X(LOOP_NEXT, loop_next)        /* state, h_next, counts i32 [B]: the loop's back edge. Iteration t      \
                                       copies h_next into the state for the rows b (leading axis) with        \
                                       t < counts[b] (finished sequences keep theirs), and the body runs      \

@@ -1,6 +1,6 @@
 /* ops.c — the op table: one row per op with its inputs, attributes, shape
  * rule, fusion class, FLOP count, reference kernels, gradient rule and byte
- * rule (DESIGN rule 1). */
+ * rule (docs/architecture.md, rule 1). */
 #include "lrc_ir.h"
 #include "ref_ops.h"
 
@@ -208,7 +208,7 @@ static int infer_depth_gain(const lrc_graph *g, lrc_node *n, lrc_err *err)
                            (long long)IN(0)->shape.dim[0]);
     if (n->iattr[0] < 0) return lrc_err_set(err, "depth_gain: layer must be >= 0, got %lld", (long long)n->iattr[0]);
     if (!(n->fattr[0] > 0)) return lrc_err_set(err, "depth_gain: base must be positive, got %g", n->fattr[0]);
-    n->dtype = LRC_F32; /* DESIGN: LayerRoPE parameters and gains stay f32 */
+    n->dtype = LRC_F32; /* docs/architecture.md, numerics: LayerRoPE parameters and gains stay f32 */
     n->shape = IN(0)->shape;
     return LRC_OK;
 }

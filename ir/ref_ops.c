@@ -1,7 +1,7 @@
 /* ref_ops.c — the reference implementation of every op: plain,
  * obviously-correct C, referenced from the op table. Storage is f32 (i32 for
  * ids and labels); every sum and every transcendental is computed in double
- * (DESIGN rule 2). The `ref` backend runs these, and passes use them to fold
+ * (docs/architecture.md, rule 2). The `ref` backend runs these, and passes use them to fold
  * constants. Compiled twice, at f32 and f64 storage (ref_template.h). */
 #include "ref_template.h"
 

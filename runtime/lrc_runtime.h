@@ -98,7 +98,7 @@ int lrc_pool_default_threads(void);
 
 typedef struct lrc_backend lrc_backend;
 
-/* What every target provides (DESIGN rule 6). Buffers are opaque handles. */
+/* What every target provides (docs/architecture.md, rule 6). Buffers are opaque handles. */
 typedef struct lrc_backend_ops {
     const char *name;
     bool (*supports_op)(const lrc_graph *g, const lrc_node *n);

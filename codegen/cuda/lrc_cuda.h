@@ -10,7 +10,7 @@
 
 #include "../lrc_codegen.h"
 
-/* How a buffer is stored on the device (DESIGN, numerics): activations and
+/* How a buffer is stored on the device (docs/architecture.md, numerics): activations and
  * weight matrices in bf16, and the biases of a forward graph; gains,
  * LayerRoPE scalars, logits, losses, graph outputs and inputs in f32; ids
  * in i32. */

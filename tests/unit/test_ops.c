@@ -1,6 +1,6 @@
 /* test_ops — every op fixture that PyTorch computed in f64
  * (tests/fixtures/ops, tests/reference/make_fixtures.py and op_fixtures.py)
- * as a one-op graph on a target, within 1e-5 relative (DESIGN: f32 paths;
+ * as a one-op graph on a target, within 1e-5 relative (docs/architecture.md: f32 paths;
  * the fixture's inputs and output are f32), with guard regions after every
  * buffer to catch out-of-bounds writes (ggml's test-backend-ops pattern).
  *   ref: the reference backend's kernel, launched on guarded buffers;
