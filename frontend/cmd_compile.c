@@ -87,10 +87,11 @@ int cli_compile_package(const cli_args *a)
     lrc_package_kernels_path(&w, true, obj, sizeof obj);
     lrc_package_kernels_path(&w, false, so, sizeof so);
     int rc = EXIT_USER;
+    lrc_pass_ctx decode = {.kv_cache_len = a->ctx};
     if (lrc_model_load(&m, a->m.model, a->m.preset, a->m.sets, a->m.n_sets, &err) ||
         lrc_model_config_int(&m, m.task == LRC_TASK_IMAGE ? "n_classes" : "vocab", &vocab, &err) ||
         lrc_model_build(&m, a->ctx > 0 ? 1 : a->batch, a->ctx > 0 ? 1 : a->seq, g, &err) ||
-        (a->ctx > 0 && lrc_pass_kv_cache(&g, a->ctx, &err)) ||
+        lrc_passes_run(&g, &decode, "kv_cache", &err) || /* the pipeline's first step; compiling runs the rest */
         (a->weights && (lrc_safetensors_load(a->weights, &wfile, &err) ||
                         lrc_params_bind(g, &wfile, a->weights, &params, &err)))) {
         lrc_graph_free(g);

@@ -434,6 +434,9 @@ static int load_run(const char *dir, cli_args *a, cJSON **keep, lrc_err *err)
         const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, keys[i]);
         if (!cJSON_IsNumber(x)) return lrc_err_set(err, "%s: damaged (no %s)", path, keys[i]);
         v[i] = x->valuedouble;
+        /* counts a run divides by or allocates for (eval_every 0 would divide by zero) */
+        bool count = i == 0 || i == 2 || i == 3 || i == 5;
+        if (count && !(v[i] >= 1 && v[i] <= 1e12)) return lrc_err_set(err, "%s: damaged (%s %g)", path, keys[i], v[i]);
     }
     a->steps = (int64_t)v[0], a->lr = v[1], a->batch = (int64_t)v[2], a->seq = (int64_t)v[3];
     a->warmup = v[4], a->eval_every = (int64_t)v[5], a->seed = (int64_t)v[6];

@@ -11,6 +11,9 @@
 
 _Static_assert(LRC_ARRAY_MAX_DIMS >= LRC_MAX_DIMS, "lrc_array holds every shape of the IR");
 
+/* lrc_session_time keeps every run's time: a bound that keeps that small */
+#define LRC_TIME_MAX_REPEAT 1000000
+
 struct lrc_session {
     char *dir;
     lrc_package pkg;
@@ -22,6 +25,7 @@ struct lrc_session {
     lrc_tensor_set weights; /* bound: the cpu plan points into them; cuda keeps them to replace some */
     lrc_tensor_set in, out, step_in;
     bool ran;             /* in holds the inputs of a run */
+    bool opened;          /* lrc_session_open succeeded: the session may run */
     int64_t batch, seq, ctx, vocab, pos, iterations;
     char device[128];
     lrc_err err;
@@ -158,7 +162,10 @@ lrc_status lrc_session_open(const char *dir, const lrc_session_options *options,
             lrc_exec_new(&s->pkg.plan, s->pool, &s->x, &s->err))
             return fail(s, LRC_STATUS_INVALID);
     }
-    if (!s->pkg.has_weights) return LRC_STATUS_OK;
+    if (!s->pkg.has_weights) {
+        s->opened = true;
+        return LRC_STATUS_OK;
+    }
     lrc_tensor_set w = s->pkg.weights; /* moved: the bound set is the package's own */
     lrc_tensor_set_init(&s->pkg.weights);
     char what[4200];
@@ -168,6 +175,7 @@ lrc_status lrc_session_open(const char *dir, const lrc_session_options *options,
         return fail(s, LRC_STATUS_PACKAGE);
     }
     st = bind_set(s, &w, what);
+    s->opened = st == LRC_STATUS_OK;
     return st == LRC_STATUS_INVALID ? LRC_STATUS_PACKAGE : st; /* the package's own weights are its own fault */
 }
 
@@ -189,7 +197,7 @@ void lrc_session_close(lrc_session *s)
 /* Calls on a session that did not open fail, keeping the message of its open. */
 static bool usable(lrc_session *s)
 {
-    if (!s || !(s->x || s->cx)) return false;
+    if (!s || !s->opened) return false;
     s->err.msg[0] = 0;
     return true;
 }
@@ -367,10 +375,11 @@ static lrc_status run_inputs(lrc_session *s)
         }
         if (!t || lrc_tensor_set_add(&s->in, t, &s->err)) return fail(s, LRC_STATUS_INVALID);
     }
-    s->ran = true;
     if (lrc_plan_check_ids(p, &s->in, &s->err)) return fail(s, LRC_STATUS_INVALID);
-    if (s->cuda) return lrc_cuda_exec_run(s->cx, &s->in, &s->out, &s->err) ? fail(s, LRC_STATUS_DEVICE) : LRC_STATUS_OK;
-    return lrc_exec_run_plan(s->x, &s->in, &s->out, &s->err) ? fail(s, LRC_STATUS_INVALID) : LRC_STATUS_OK;
+    if (s->cuda && lrc_cuda_exec_run(s->cx, &s->in, &s->out, &s->err)) return fail(s, LRC_STATUS_DEVICE);
+    if (!s->cuda && lrc_exec_run_plan(s->x, &s->in, &s->out, &s->err)) return fail(s, LRC_STATUS_INVALID);
+    s->ran = true; /* only a run that succeeded is one to repeat */
+    return LRC_STATUS_OK;
 }
 
 lrc_status lrc_session_run(lrc_session *s, const lrc_array *inputs, int n)
@@ -468,8 +477,9 @@ lrc_status lrc_session_reset(lrc_session *s)
 lrc_status lrc_session_time(lrc_session *s, int64_t repeat, double *median_ms)
 {
     if (!usable(s) || !median_ms) return LRC_STATUS_INVALID;
-    if (!s->ran || repeat < 1) {
-        lrc_err_set(&s->err, s->ran ? "repeat %lld: time at least one run" : "no run to repeat yet (repeat %lld)", (long long)repeat);
+    if (!s->ran || repeat < 1 || repeat > LRC_TIME_MAX_REPEAT) {
+        if (s->ran) lrc_err_set(&s->err, "repeat %lld: time between 1 and %d runs", (long long)repeat, LRC_TIME_MAX_REPEAT);
+        else lrc_err_set(&s->err, "no run to repeat yet (repeat %lld)", (long long)repeat);
         return fail(s, LRC_STATUS_INVALID);
     }
     if (s->cuda) return lrc_cuda_exec_time(s->cx, repeat, median_ms, &s->err) ? fail(s, LRC_STATUS_DEVICE) : LRC_STATUS_OK;
@@ -480,6 +490,10 @@ lrc_status lrc_session_time(lrc_session *s, int64_t repeat, double *median_ms)
         rc = lrc_exec_run_plan(s->x, &s->in, &s->out, &s->err); /* the outputs of one run are the buffers of the next */
         ms[r] = 1e3 * (lrc_now_s() - t0);
     }
+    if (rc) { /* a median of the runs that happened would be a wrong figure */
+        free(ms);
+        return fail(s, LRC_STATUS_INVALID);
+    }
     for (int64_t i = 1; i < repeat; i++) /* insertion sort: a few runs */
         for (int64_t j = i; j > 0 && ms[j - 1] > ms[j]; j--) {
             double t = ms[j];
@@ -488,5 +502,5 @@ lrc_status lrc_session_time(lrc_session *s, int64_t repeat, double *median_ms)
         }
     *median_ms = ms[repeat / 2];
     free(ms);
-    return rc ? fail(s, LRC_STATUS_INVALID) : LRC_STATUS_OK;
+    return LRC_STATUS_OK;
 }

@@ -32,8 +32,8 @@
  * session's own thread pool.
  *
  * Memory. Data passed in is copied before the call returns; pointers the
- * session returns (outputs, messages) stay valid until the next call on
- * that session that runs, binds or closes it. */
+ * session returns stay valid until the next call on that session: outputs
+ * until one that runs, binds or closes it, the error message until any. */
 #ifndef LRC_H
 #define LRC_H
 
@@ -164,13 +164,15 @@ LRC_API lrc_status lrc_session_output_at(lrc_session *s, int i, lrc_array *out);
  * full it is an error (reset to start again). */
 LRC_API lrc_status lrc_session_step(lrc_session *s, int32_t token, const float **logits, int64_t *vocab);
 
-/* A decoder package: starts a new sequence at position 0 (the cache is
- * cleared; the weights stay). */
+/* A decoder package: starts a new sequence at position 0; the weights
+ * stay. (A step at position p reads cache rows 0..p only, so what earlier
+ * sequences left there is never read; the cpu target also zeros it.) */
 LRC_API lrc_status lrc_session_reset(lrc_session *s);
 
 /* Runs the inputs of the last run `repeat` more times and gives the median
  * milliseconds of one run: the host's wall time of a whole run (cpu), the
- * device time of the launches alone, inputs already there (cuda). */
+ * device time of the launches alone, inputs already there (cuda). repeat
+ * is 1 to 1000000; a run that fails is an error, with no median. */
 LRC_API lrc_status lrc_session_time(lrc_session *s, int64_t repeat, double *median_ms);
 
 #ifdef __cplusplus

@@ -446,8 +446,11 @@ static int write_file(const char *dir, const char *name, const void *data, size_
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "wb");
-    if (!f || fwrite(data, 1, size, f) != size || fclose(f)) {
-        int e = errno;
+    int e = errno;
+    bool wrote = f && fwrite(data, 1, size, f) == size;
+    if (f && !wrote) e = errno;
+    if (f && fclose(f) && wrote) wrote = false, e = errno; /* closed either way: no descriptor left open */
+    if (!wrote) {
         if (f) remove(path);
         return lrc_err_set(err, "%s: cannot write: %s", path, strerror(e));
     }
@@ -479,12 +482,18 @@ int lrc_package_finish(lrc_package_writer *w, const lrc_plan *p, const char *met
     /* an old package is replaced only once the new one is whole */
     struct stat st;
     snprintf(old, sizeof old, "%s.old.%ld", w->dir, (long)getpid());
-    if (!rc && stat(w->dir, &st) == 0 && rename(w->dir, old))
-        rc = lrc_err_set(err, "%s: cannot replace: %s", w->dir, strerror(errno));
-    if (!rc && rename(w->tmp, w->dir)) rc = lrc_err_set(err, "%s: cannot create: %s", w->dir, strerror(errno));
+    bool moved_old = false;
+    if (!rc && stat(w->dir, &st) == 0) {
+        if (rename(w->dir, old)) rc = lrc_err_set(err, "%s: cannot replace: %s", w->dir, strerror(errno));
+        else moved_old = true;
+    }
+    if (!rc && rename(w->tmp, w->dir)) {
+        rc = lrc_err_set(err, "%s: cannot create: %s", w->dir, strerror(errno));
+        if (moved_old) rename(old, w->dir); /* the old package back where it was */
+    }
     if (rc) return rc;
     w->started = false;
-    lrc_package_remove(old);
+    if (moved_old) lrc_package_remove(old);
     return LRC_OK;
 }
 

@@ -59,12 +59,13 @@ for t in "${targets[@]}"; do
       "[ $(wc -c <"$dir/cli_$t.txt") = $((${#prompt} + 41)) ] && cmp -s '$dir/ex_$t.txt' '$dir/cli_$t.txt'"
   done
 done
-# the example's errors are the API's one-line messages
+# a failed open: the example prints the API's one-line message
 "$dir/generate" "$dir/nope" "$prompt" 4 >/dev/null 2>"$dir/err.txt"
 st=$?
 check "a missing package: exit 1 and one line naming it ($(cat "$dir/err.txt"))" \
   "[ $st = 1 ] && [ $(wc -l <"$dir/err.txt") = 1 ] && grep -q 'nope: not an lrc package' '$dir/err.txt'"
 "$dir/generate" "$dir/pkg_cpu" "$prompt" 60 >/dev/null 2>"$dir/err.txt"
 st=$?
-check "a prompt and N past the context: exit 1 ($(cat "$dir/err.txt"))" "[ $st = 1 ] && grep -q 'holds 64 positions' '$dir/err.txt'"
+# (the example's own check, against the context lrc_session_describe reports)
+check "a prompt and N past the context: exit 1, the described context 64 ($(cat "$dir/err.txt"))" "[ $st = 1 ] && grep -q 'holds 64 positions' '$dir/err.txt'"
 summary

@@ -58,6 +58,13 @@ refused part_v99 "a checkpoint of format version 99" "version 99.*reads versions
 refused part_fmt "a safetensors file of another format" "not an lrc training checkpoint"
 refused part_moment "a moment of the wrong shape" "adam\\.m/model\\.norm\\.weight. is F32 \\[3\\]"
 refused part_step "a train.step of the wrong type" "damaged checkpoint"
+# a run.json whose eval_every is 0 (the loop divides by it): refused in one line
+cp -r "$dir/part" "$dir/part_ev0"
+sed -i 's/"eval_every":[[:space:]]*[0-9]*/"eval_every": 0/' "$dir/part_ev0/run.json"
+"$lrc" train --resume "$dir/part_ev0" --threads 2 >/dev/null 2>"$dir/ev0.err"
+ev0=$?
+check "run.json with eval_every 0: exit 1, one line naming it ($(head -c 200 "$dir/ev0.err"))" \
+  "[ $ev0 = 1 ] && [ \$(wc -l <'$dir/ev0.err') = 1 ] && grep -q 'part_ev0/run.json: damaged (eval_every 0)' '$dir/ev0.err'"
 run "resumed run" "$lrc" train --resume "$dir/part" --threads 2
 check "resumed run is bit-identical" "cmp -s '$dir/full/checkpoint.safetensors' '$dir/part/checkpoint.safetensors'"
 first=$(grep -o '"val_loss":[0-9.]*' "$dir/full/metrics.jsonl" | head -1 | cut -d: -f2)

@@ -131,6 +131,10 @@ static void test_packages(void)
     bad_package("pkg_v99", LRC_STATUS_PACKAGE, "package format version 99", true);
     bad_package("pkg_badso", LRC_STATUS_PACKAGE, "pkg_badso/kernels.so: 1000 bytes with hash", true);
     bad_package("pkg_noso", LRC_STATUS_PACKAGE, "pkg_noso/kernels.so: cannot read", true);
+    /* the package loads, its own weights do not bind: the session did not open */
+    bad_package("pkg_badw", LRC_STATUS_PACKAGE,
+                "pkg_badw/weights.safetensors: parameter 'model.embed_tokens.weight' is F32 [256,16], the program expects F32 [256,32]",
+                true);
 }
 
 static void test_inputs(void)
@@ -199,6 +203,9 @@ static void test_inputs(void)
     CHECK(run_logits(s, &a, again, 2 * 7 * 256) > 0 && !memcmp(good, again, sizeof good), "the package still runs alike");
     double ms = -1;
     CHECK(lrc_session_time(s, 3, &ms) == LRC_STATUS_OK && ms >= 0, "time: %s", lrc_session_error(s));
+    CHECK(lrc_session_time(s, (int64_t)1 << 62, &ms) == LRC_STATUS_INVALID &&
+              strstr(lrc_session_error(s), "time between 1 and 1000000 runs"),
+          "time of 2^62 runs: '%s'", lrc_session_error(s));
     lrc_session_close(s);
 }
 
@@ -352,7 +359,8 @@ int main(int argc, char **argv)
              sh("cp -r pkg pkg_cut && head -c 300 pkg/package.json >pkg_cut/package.json") ||
              sh("cp -r pkg pkg_v99 && sed -i 's/\"version\":[[:space:]]*[0-9]*/\"version\": 99/' pkg_v99/package.json") ||
              sh("cp -r pkg pkg_badso && head -c 1000 pkg/kernels.so >pkg_badso/kernels.so") ||
-             sh("cp -r pkg pkg_noso && rm pkg_noso/kernels.so");
+             sh("cp -r pkg pkg_noso && rm pkg_noso/kernels.so") ||
+             sh("cp -r pkg pkg_badw && cp other_w.st pkg_badw/weights.safetensors");
     CHECK(rc == 0, "the packages were made");
     write_tokens("in.st", 2, 7, -1);
     if (rc == 0) {
@@ -362,7 +370,7 @@ int main(int argc, char **argv)
         test_decoder();
         test_misuse();
     }
-    sh("rm -rf pkg pkg_now pkg_dec pkg_cu pkg_cut pkg_v99 pkg_badso pkg_noso *.st");
+    sh("rm -rf pkg pkg_now pkg_dec pkg_cu pkg_cut pkg_v99 pkg_badso pkg_noso pkg_badw *.st");
     rmdir(dir);
     return check_summary();
 }
