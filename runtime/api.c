@@ -494,13 +494,7 @@ lrc_status lrc_session_time(lrc_session *s, int64_t repeat, double *median_ms)
         free(ms);
         return fail(s, LRC_STATUS_INVALID);
     }
-    for (int64_t i = 1; i < repeat; i++) /* insertion sort: a few runs */
-        for (int64_t j = i; j > 0 && ms[j - 1] > ms[j]; j--) {
-            double t = ms[j];
-            ms[j] = ms[j - 1];
-            ms[j - 1] = t;
-        }
-    *median_ms = ms[repeat / 2];
+    *median_ms = lrc_median(ms, repeat);
     free(ms);
     return LRC_STATUS_OK;
 }

@@ -603,13 +603,7 @@ int lrc_cuda_exec_time(lrc_cuda_exec *x, int64_t repeat, double *median_ms, lrc_
         ms[i] = 1e3 * (lrc_now_s() - t0);
         if (!rc && x->used_events) rc = collect(x, err);
     }
-    for (int64_t i = 1; i < repeat; i++)
-        for (int64_t j = i; j > 0 && ms[j - 1] > ms[j]; j--) {
-            double t = ms[j];
-            ms[j] = ms[j - 1];
-            ms[j - 1] = t;
-        }
-    *median_ms = ms[repeat / 2];
+    *median_ms = lrc_median(ms, repeat);
     free(ms);
     return rc;
 }

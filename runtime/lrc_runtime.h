@@ -223,6 +223,8 @@ void lrc_exec_trace(lrc_exec *x, lrc_trace_event *events, int64_t cap, int64_t *
 
 /* Seconds on the monotonic clock: the one timer every layer uses. */
 double lrc_now_s(void);
+/* The median of n >= 1 timings (v is sorted in place): what every timer reports. */
+double lrc_median(double *v, int64_t n);
 
 /* Copy bandwidth of this machine on the pool's threads, GB/s counting the
  * bytes read and written: the memory ceiling profiles compare against. */

@@ -123,3 +123,15 @@ int lrc_trace_write(const char *path, const lrc_plan *plan, const lrc_trace_even
     cJSON_free(text);
     return rc;
 }
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double lrc_median(double *v, int64_t n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double); /* n log n: a timer may keep a million runs */
+    return v[n / 2];
+}
