@@ -63,6 +63,7 @@ enum {
     OPT_CROP_PAD,
     OPT_FLIP,
     OPT_PRECISION,
+    OPT_MIN_SEQ,
 };
 
 /* Handles --preset/--set; returns 1 when the option was one of them. */
@@ -122,6 +123,7 @@ typedef struct cli_args {
     bool params, flops, ir, kernels;
     const char *after;
     int64_t seq, batch, seed, threads, repeat, new_tokens, top_k, ctx;
+    int64_t min_seq; /* compile: the shortest sequence of its own shape; 0: the default */
     double temperature, lr, warmup, clip, weight_decay;
     bool decay_all, flip;
     int64_t crop_pad; /* image training: random crop padding, -1 = the default */

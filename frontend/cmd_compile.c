@@ -3,6 +3,7 @@
  * when given) that lrc forward runs with no Lua, LLVM or compilation. */
 #include "cli.h"
 #include "compile.h"
+#include "shapes.h"
 
 #include "../codegen/llvm/lrc_link.h"
 #include "../codegen/llvm/lrc_llvm.h"
@@ -13,7 +14,9 @@
 
 void cli_package_remove(const char *dir) { lrc_package_remove(dir); }
 
-static char *package_meta(lrc_model *m, const cli_args *a, const lrc_compiled *c, int64_t vocab)
+/* sh: the main shape's list of shorter shapes; NULL for one of them */
+static char *package_meta(lrc_model *m, const cli_args *a, const lrc_compiled *c, int64_t vocab, int64_t B, int64_t T,
+                          const cli_shapes *sh)
 {
     char *cfg = NULL;
     size_t len = 0;
@@ -42,8 +45,29 @@ static char *package_meta(lrc_model *m, const cli_args *a, const lrc_compiled *c
         cJSON_AddNumberToObject(o, "seq", 1);
         cJSON_AddNumberToObject(o, "ctx", (double)a->ctx);
     } else {
-        cJSON_AddNumberToObject(o, "batch", (double)a->batch);
-        cJSON_AddNumberToObject(o, "seq", (double)a->seq);
+        cJSON_AddNumberToObject(o, "batch", (double)B);
+        cJSON_AddNumberToObject(o, "seq", (double)T);
+    }
+    if (sh) {
+        cJSON *pre = cJSON_AddObjectToObject(o, "prefix");
+        cJSON_AddBoolToObject(pre, "batch", sh->batch_prefix);
+        cJSON_AddBoolToObject(pre, "seq", sh->seq_prefix);
+        cJSON_AddStringToObject(pre, "batch_fixed", sh->batch_fixed);
+        cJSON_AddStringToObject(pre, "seq_fixed", sh->seq_fixed);
+        cJSON *axes = cJSON_AddObjectToObject(pre, "axes"); /* name: [batch axis, sequence axis] */
+        for (int i = 0; i < sh->n_named; i++) {
+            cJSON *e = cJSON_CreateArray();
+            cJSON_AddItemToArray(e, cJSON_CreateNumber(sh->batch_axis[i]));
+            cJSON_AddItemToArray(e, cJSON_CreateNumber(sh->seq_axis[i]));
+            cJSON_AddItemToObject(axes, sh->name[i], e);
+        }
+        cJSON *list = cJSON_AddArrayToObject(o, "shapes");
+        for (int i = 0; i < sh->n; i++) {
+            cJSON *e = cJSON_CreateArray();
+            cJSON_AddItemToArray(e, cJSON_CreateNumber((double)sh->batch[i]));
+            cJSON_AddItemToArray(e, cJSON_CreateNumber((double)sh->seq[i]));
+            cJSON_AddItemToArray(list, e);
+        }
     }
     cJSON_AddNumberToObject(o, "vocab", (double)vocab); /* an image model: its classes */
     if (lrc_graph_find(c->g, LRC_OP_INPUT, "iterations") >= 0 && loop_T > 0) /* a looped model's default count */
@@ -59,6 +83,88 @@ static char *package_meta(lrc_model *m, const cli_args *a, const lrc_compiled *c
     return s;
 }
 
+/* g (taken over) compiled into w's directory: kernels.so linked (cpu), or
+ * CUDA C, cubin and PTX (cuda). consts as lrc_compile_graph takes them. */
+static int compile_into(const cli_args *a, lrc_graph *g, lrc_tensor_set *consts, lrc_package_writer *w, lrc_compiled *c,
+                        lrc_err *err)
+{
+    char obj[4200], so[4200];
+    lrc_package_kernels_path(w, true, obj, sizeof obj);
+    lrc_package_kernels_path(w, false, so, sizeof so);
+    if (w->cuda)
+        return lrc_compile_graph_cuda(g, consts, a->arch ? a->arch : "sm_90", a->precision && !strcmp(a->precision, "f32"), c, err) ||
+               lrc_package_write_cuda(w, c->cuda.source, c->cubin, c->cubin_size, c->ptx, err);
+    return lrc_compile_graph_to(g, consts, obj, c, err) || lrc_llvm_link_shared(obj, so, err);
+}
+
+/* A copy of every tensor of from, appended to to. */
+static int copy_set(const lrc_tensor_set *from, lrc_tensor_set *to, lrc_err *err)
+{
+    for (int k = 0; k < from->n; k++) {
+        const lrc_tensor *t = from->items[k];
+        lrc_tensor *d = lrc_tensor_new_uninit(t->name, t->dtype, &t->shape, err);
+        if (d) memcpy(d->data, t->data, t->nbytes);
+        if (!d || lrc_tensor_set_add(to, d, err)) return LRC_EUSER;
+    }
+    return LRC_OK;
+}
+
+/* The shorter shapes, each a package in w's directory whose plan reads
+ * the main plan's weights (params: the weights before folding, copied for
+ * each compile, which folds them again to the same tensors). */
+static int compile_shapes(const cli_args *a, lrc_model *m, const cli_shapes *sh, const lrc_tensor_set *params, const lrc_plan *main,
+                          int64_t vocab, lrc_package_writer *w, lrc_err *err)
+{
+    int rc = LRC_OK;
+    for (int i = 0; i < sh->n && !rc; i++) {
+        lrc_package_writer sub;
+        lrc_compiled c;
+        memset(&c, 0, sizeof c);
+        lrc_tensor_set copy;
+        lrc_tensor_set_init(&copy);
+        if (params) rc = copy_set(params, &copy, err);
+        lrc_graph *g = rc ? NULL : lrc_graph_new();
+        if (!rc) rc = lrc_package_begin_shape(w, sh->batch[i], sh->seq[i], &sub, err);
+        if (!rc && lrc_model_build(m, sh->batch[i], sh->seq[i], g, err)) {
+            lrc_graph_free(g);
+            rc = LRC_EUSER;
+        } else if (!rc) {
+            rc = compile_into(a, g, params ? &copy : NULL, &sub, &c, err) ? LRC_EUSER : LRC_OK;
+        }
+        for (int b = 0; b < c.plan.n_bufs && !rc; b++) { /* the weights are the main plan's */
+            const lrc_plan_buf *pb = &c.plan.bufs[b];
+            bool found = pb->kind != LRC_BUF_PARAM;
+            for (int k = 0; k < main->n_bufs && !found; k++)
+                found = main->bufs[k].kind == LRC_BUF_PARAM && !strcmp(main->bufs[k].name, pb->name) && lrc_shape_eq(&main->bufs[k].shape, &pb->shape);
+            if (!found)
+                rc = lrc_err_set(err, "%s at [%lld, %lld] reads parameter '%s', which it does not at [%lld, %lld]", m->path,
+                                 (long long)sh->batch[i], (long long)sh->seq[i], pb->name, (long long)a->batch, (long long)a->seq);
+        }
+        char *meta = rc ? NULL : package_meta(m, a, &c, vocab, sh->batch[i], sh->seq[i], NULL);
+        if (!rc) rc = lrc_package_finish(&sub, &c.plan, meta, err);
+        free(meta);
+        if (sub.started) lrc_package_abort(&sub);
+        lrc_compiled_free(&c);
+        lrc_tensor_set_clear(&copy);
+    }
+    return rc;
+}
+
+/* "batch 1..4, seq 1..256 (4 shapes compiled besides [4, 256])", or why an axis is fixed */
+static void print_shapes(const cli_args *a, const cli_shapes *sh)
+{
+    const char *dims[2] = {"batch", "seq"};
+    const int64_t size[2] = {a->batch, a->seq};
+    const bool free_[2] = {sh->batch_prefix, sh->seq_prefix};
+    const char *why[2] = {sh->batch_fixed, sh->seq_fixed};
+    printf("runs");
+    for (int k = 0; k < (sh->seq_axis_none ? 1 : 2); k++)
+        if (free_[k]) printf("%s %s 1..%lld", k ? "," : "", dims[k], (long long)size[k]);
+        else printf("%s %s %lld only (%s)", k ? "," : "", dims[k], (long long)size[k], why[k]);
+    if (sh->seq_axis_none) printf(" (%d shapes compiled besides batch %lld)\n", sh->n, (long long)a->batch);
+    else printf(" (%d shapes compiled besides [%lld, %lld])\n", sh->n, (long long)a->batch, (long long)a->seq);
+}
+
 int cli_compile_package(const cli_args *a)
 {
     bool cuda = !strcmp(a->target, "cuda");
@@ -71,21 +177,21 @@ int cli_compile_package(const cli_args *a)
     if (a->precision && !cuda) return cli_usage_error("compile", "--precision is for --target cuda (the cpu target computes in f32)");
     lrc_err err;
     lrc_package_writer w;
+    if (a->min_seq && a->ctx > 0) return cli_usage_error("compile", "--min-seq is for whole sequences (a decoder takes one token a step)");
     if (lrc_package_begin(&w, a->out, cuda, &err)) return cli_user_error(&err);
     lrc_model m = {0};
     lrc_graph *g = lrc_graph_new();
-    lrc_tensor_set wfile, params, keep;
+    lrc_tensor_set wfile, params, keep, orig;
     int64_t kept_bytes = 0;
     int kept = 0;
     lrc_tensor_set_init(&wfile);
     lrc_tensor_set_init(&params);
     lrc_tensor_set_init(&keep);
+    lrc_tensor_set_init(&orig);
     lrc_compiled c;
     memset(&c, 0, sizeof c);
     int64_t vocab = 0;
-    char obj[4200], so[4200];
-    lrc_package_kernels_path(&w, true, obj, sizeof obj);
-    lrc_package_kernels_path(&w, false, so, sizeof so);
+    cli_shapes sh = {.n = 0};
     int rc = EXIT_USER;
     lrc_pass_ctx decode = {.kv_cache_len = a->ctx};
     if (lrc_model_load(&m, a->m.model, a->m.preset, a->m.sets, a->m.n_sets, &err) ||
@@ -93,19 +199,25 @@ int cli_compile_package(const cli_args *a)
         lrc_model_build(&m, a->ctx > 0 ? 1 : a->batch, a->ctx > 0 ? 1 : a->seq, g, &err) ||
         lrc_passes_run(&g, &decode, "kv_cache", &err) || /* the pipeline's first step; compiling runs the rest */
         (a->weights && (lrc_safetensors_load(a->weights, &wfile, &err) ||
-                        lrc_params_bind(g, &wfile, a->weights, &params, &err)))) {
+                        lrc_params_bind(g, &wfile, a->weights, &params, &err))) ||
+        (a->ctx == 0 && cli_shapes_plan(&m, g, a->batch, a->seq, a->min_seq, &sh, &err))) {
         lrc_graph_free(g);
         cli_user_error(&err);
         goto done;
     }
     lrc_tensor_set_clear(&wfile); /* params holds its own f32 copies: a 1b's 5 GB less */
-    if (cuda ? lrc_compile_graph_cuda(g, a->weights ? &params : NULL, a->arch ? a->arch : "sm_90",
-                                  a->precision && !strcmp(a->precision, "f32"), &c, &err) ||
-                   lrc_package_write_cuda(&w, c.cuda.source, c.cubin, c.cubin_size, c.ptx, &err)
-             : lrc_compile_graph_to(g, a->weights ? &params : NULL, obj, &c, &err) || lrc_llvm_link_shared(obj, so, &err)) {
+    /* the shorter shapes fold copies of the weights as they were: compiling folds params in place */
+    if (a->weights && sh.n && copy_set(&params, &orig, &err)) {
         cli_user_error(&err);
         goto done;
     }
+    int cache_state = -1; /* the main compile's: the shorter shapes' come after */
+    if (compile_into(a, g, a->weights ? &params : NULL, &w, &c, &err) || (cache_state = lrc_nvrtc_last_cache_state(), 0) ||
+        compile_shapes(a, &m, &sh, a->weights ? &orig : NULL, &c.plan, vocab, &w, &err)) {
+        cli_user_error(&err);
+        goto done;
+    }
+    lrc_tensor_set_clear(&orig);
     rc = LRC_OK;
     if (a->weights) {
         /* only what the plan reads: the folded weights, not the originals;
@@ -124,7 +236,7 @@ int cli_compile_package(const cli_args *a)
         kept = keep.n;
         keep.n = 0; /* borrowed: cleared without freeing the tensors */
     }
-    char *meta = rc ? NULL : package_meta(&m, a, &c, vocab);
+    char *meta = rc ? NULL : package_meta(&m, a, &c, vocab, a->ctx > 0 ? 1 : a->batch, a->ctx > 0 ? 1 : a->seq, a->ctx > 0 ? NULL : &sh);
     if (!rc) rc = lrc_package_finish(&w, &c.plan, meta, &err); /* package.json, then the directory moved into place */
     free(meta);
     if (rc) {
@@ -138,7 +250,7 @@ int cli_compile_package(const cli_args *a)
         printf("compiled %s%s%s for cuda (%s, NVRTC %s): %d kernels in CUDA C, cubin %zu bytes, PTX for newer GPUs, in %.0f ms\n"
                "nvrtc: %s\n",
                m.path, a->m.preset ? " preset " : "", a->m.preset ? a->m.preset : "", c.arch, lrc_nvrtc_version(),
-               c.cuda.n_symbols, c.cubin_size, c.passes_ms + c.codegen_ms, cache_says[lrc_nvrtc_last_cache_state()]);
+               c.cuda.n_symbols, c.cubin_size, c.passes_ms + c.codegen_ms, cache_says[cache_state]);
     else if (a->ctx > 0)
         printf("compiled %s%s%s for cpu (%s, %s) as a decoder with a KV cache of %lld positions in %.0f ms\n", m.path,
                a->m.preset ? " preset " : "", a->m.preset ? a->m.preset : "", c.cpu_name, c.cpu_features,
@@ -147,6 +259,7 @@ int cli_compile_package(const cli_args *a)
         printf("compiled %s%s%s for cpu (%s, %s) at batch %lld x seq %lld in %.0f ms\n", m.path, a->m.preset ? " preset " : "",
                a->m.preset ? a->m.preset : "", c.cpu_name, c.cpu_features, (long long)a->batch, (long long)a->seq,
                c.passes_ms + c.codegen_ms);
+    if (a->ctx == 0) print_shapes(a, &sh);
     printf("kernels %d\n", c.sched.n_groups);
     int functions = 0;
     for (int i = 0; i < c.prog.n_kernels; i++) functions += c.prog.kernels[i].impl == i;
@@ -164,6 +277,7 @@ done:
     lrc_tensor_set_clear(&wfile);
     lrc_tensor_set_clear(&params);
     lrc_tensor_set_clear(&keep);
+    lrc_tensor_set_clear(&orig);
     lrc_model_free(&m);
     return rc;
 }
@@ -176,12 +290,13 @@ int cmd_compile(int argc, char **argv)
                                          {"batch", required_argument, 0, OPT_BATCH},
                                          {"seq", required_argument, 0, OPT_SEQ},
                                          {"ctx", required_argument, 0, OPT_CTX},
+                                         {"min-seq", required_argument, 0, OPT_MIN_SEQ},
                                          {"arch", required_argument, 0, OPT_ARCH},
                                          {"precision", required_argument, 0, OPT_PRECISION},
                                          {0, 0, 0, 0}};
     static const char *help =
         "usage: lrc compile MODEL [--preset P] [--set KEY=VALUE]... --target cpu|cuda [--arch sm_XX] [--weights W]\n"
-        "                   [--precision bf16|f32] [--batch B] [--seq T | --ctx C] -o PKG\n"
+        "                   [--precision bf16|f32] [--batch B] [--seq T [--min-seq M] | --ctx C] -o PKG\n"
         "\n"
         "Compiles the model ahead of time for tokens [B, T] into the package directory\n"
         "PKG: kernels.so (native code for this CPU), package.json (the plan) and, with\n"
@@ -198,7 +313,13 @@ int cmd_compile(int argc, char **argv)
         "                    weight matrices; both accumulate in f32\n"
         "  --weights FILE    freeze these weights into the package (folding gains)\n"
         "  --batch B         batch size (default 1)\n"
-        "  --seq T           sequence length (default 256)\n"
+        "  --seq T           sequence length (default 256). The package also runs any\n"
+        "                    batch B' <= B and sequence T' <= T, padded to one of the\n"
+        "                    shapes compiled with it (B and T halved, rounded up),\n"
+        "                    where the model computes a shorter one as a prefix (a\n"
+        "                    causal one does); the logits are those of a package of\n"
+        "                    exactly [B', T']\n"
+        "  --min-seq M       the shortest of those sequences (default 16; T: none)\n"
         "  --ctx C           compile a decoder for lrc generate instead: one token a\n"
         "                    step with KV caches of C positions\n"
         "  -o PKG            the package directory to write (replaced if it is a package)\n";

@@ -173,6 +173,10 @@ static bool parse_int_option(const char *cmd, int c, const char *arg, cli_args *
     case OPT_CTX:
         if (cli_parse_int(arg, 1, &a->ctx) || a->ctx > INT32_MAX) *rc = cli_usage_error(cmd, "--ctx %s: expected a positive integer", arg);
         return true;
+    case OPT_MIN_SEQ:
+        if (cli_parse_int(arg, 1, &a->min_seq) || a->min_seq > INT32_MAX)
+            *rc = cli_usage_error(cmd, "--min-seq %s: expected a positive integer", arg);
+        return true;
     case OPT_STEPS:
         if (cli_parse_int(arg, INT64_MIN, &a->steps) || a->steps > INT32_MAX || a->steps < INT32_MIN)
             *rc = cli_usage_error(cmd, "--steps %s: expected an integer", arg);

@@ -228,6 +228,23 @@ typedef enum lrc_bytes_rule {
     LRC_BYTES_GATHER, /* the ids, and the rows returned: read once, written once */
 } lrc_bytes_rule;
 
+/* What an op does to the batch and sequence axes of its inputs
+ * (lrc_graph_track_axis): whether the rows of a shorter batch or the
+ * positions of a shorter sequence are computed as a package compiled for
+ * that shape computes them, by the longer one's prefix. */
+typedef enum lrc_axes_rule {
+    LRC_AXES_SOURCE,    /* inputs, parameters, states: as the caller says */
+    LRC_AXES_LOCAL,     /* each output element from the same leading indices of its inputs
+                         * (numpy broadcasting, aligned right); only the last axis mixes */
+    LRC_AXES_GATHER,    /* ids[...], W -> [..., d]: the ids' axes lead the output's */
+    LRC_AXES_ATTENTION, /* [B,T,H,Dh]: b at axis 0 stays; positions at axis 1 mix unless causal */
+    LRC_AXES_RESHAPE,   /* an axis stays where the dims up to it are unchanged */
+    LRC_AXES_TRANSPOSE, /* an axis moves with the permutation */
+    LRC_AXES_SLICE,     /* along the tracked axis only from earlier positions (start <= 0), whole length */
+    LRC_AXES_LOOP,      /* loop_next: state and body result as LOCAL, the counts per row of axis 0 */
+    LRC_AXES_MIXED,     /* reduces or mixes every axis (a loss, a gradient, a KV cache) */
+} lrc_axes_rule;
+
 /* Row of the op table. Attribute names are how the Lua API and the printer
  * spell them; an op with `ilist` set keeps a variable-length integer list in
  * iattr[0..n_iattr) under that name. */
@@ -264,9 +281,18 @@ typedef struct lrc_op_info {
      * through the op (the pad_hidden pass). */
     bool keeps_zero;
     lrc_bytes_rule bytes; /* lrc_node_bytes */
+    lrc_axes_rule axes;   /* lrc_graph_track_axis */
 } lrc_op_info;
 
 extern const lrc_op_info lrc_op_table[LRC_OP_COUNT];
+
+/* Follows one axis of g's inputs (`what`: "batch" or "sequence") through
+ * every node by its op's axes rule: axis[i] is where node i holds it (-1:
+ * node i does not depend on it), starting from input_axis[i] for each
+ * INPUT node i. Fails, naming the node, where an op mixes that axis, so
+ * that a prefix of it is not what the graph built for the shorter shape
+ * computes (attention without a causal mask, a mean over positions). */
+int lrc_graph_track_axis(const lrc_graph *g, const int *input_axis, const char *what, int *axis, lrc_err *err);
 
 const char *lrc_op_name(lrc_op op);
 /* Returns 0 and sets *out for a known op name, else -1. */

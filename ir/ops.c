@@ -441,11 +441,12 @@ static double flops_depth_gain(const lrc_graph *g, const lrc_node *n)
  *
  * OP(inputs, fusion class, integer attributes, float attributes, list
  *    attribute, shape rule, FLOPs, backward/forward FLOP ratio, reference
- *    kernels, gradient rule, byte rule, flags) */
-#define OP(nin, fusion_, iattr_, fattr_, ilist_, infer_, flops_, ratio, refs, grad_, bytes_, flags)                  \
+ *    kernels, gradient rule, byte rule, axes rule, flags) */
+#define OP(nin, fusion_, iattr_, fattr_, ilist_, infer_, flops_, ratio, refs, grad_, bytes_, axes_, flags)           \
     .n_in = nin, .fusion = LRC_FUSE_##fusion_, .iattr = iattr_, .fattr = fattr_, .ilist = ilist_, .infer = infer_, \
     .flops = flops_, .bwd_flops_ratio = ratio, refs, .grad = grad_, .bytes = LRC_BYTES_##bytes_,                     \
-    .share_by_which = ((flags) & SHARES_KERNEL) != 0, .keeps_zero = ((flags) & KEEPS_ZERO) != 0
+    .axes = LRC_AXES_##axes_, .share_by_which = ((flags) & SHARES_KERNEL) != 0,                                      \
+    .keeps_zero = ((flags) & KEEPS_ZERO) != 0
 #define ATTRS(...) {__VA_ARGS__}
 #define NONE {0}
 /* both storage precisions of an op's reference kernel */
@@ -454,66 +455,66 @@ static double flops_depth_gain(const lrc_graph *g, const lrc_node *n)
 #define NO_GRAD NULL
 enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2 };
 
-#define ROW_input OP(0, SOURCE, NONE, NONE, NULL, infer_source, flops_zero, 0, NO_REF, NO_GRAD, NONE, 0)
-#define ROW_param OP(0, SOURCE, NONE, NONE, NULL, infer_source, flops_zero, 0, NO_REF, NO_GRAD, NONE, 0)
-#define ROW_embedding OP(2, OPAQUE, NONE, NONE, NULL, infer_embedding, flops_zero, 1, REFS(embedding), lrc_grad_embedding, GATHER, 0)
-#define ROW_matmul OP(2, GEMM, NONE, NONE, NULL, infer_matmul, flops_matmul, 2, REFS(matmul), lrc_grad_matmul, ALL, 0)
-#define ROW_rmsnorm OP(1, ROW, NONE, ATTRS("eps"), NULL, infer_rmsnorm, flops_rmsnorm, 2, REFS(rmsnorm), lrc_grad_rmsnorm, ALL, 0)
-#define ROW_add OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_broadcast, flops_1, 1, REFS(binary), lrc_grad_add, ALL, KEEPS_ZERO)
-#define ROW_mul OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_broadcast, flops_1, 2, REFS(binary), lrc_grad_mul, ALL, KEEPS_ZERO)
-#define ROW_scale OP(1, ELEMENTWISE, NONE, ATTRS("s"), NULL, infer_same, flops_1, 1, REFS(scale), lrc_grad_scale, ALL, KEEPS_ZERO)
-#define ROW_silu OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_4, 2, REFS(silu), lrc_grad_silu, ALL, KEEPS_ZERO)
-#define ROW_rope OP(1, OPAQUE, NONE, ATTRS("base"), NULL, infer_rope, flops_4, 1, REFS(rope), lrc_grad_rope, ALL, 0)
+#define ROW_input OP(0, SOURCE, NONE, NONE, NULL, infer_source, flops_zero, 0, NO_REF, NO_GRAD, NONE, SOURCE, 0)
+#define ROW_param OP(0, SOURCE, NONE, NONE, NULL, infer_source, flops_zero, 0, NO_REF, NO_GRAD, NONE, SOURCE, 0)
+#define ROW_embedding OP(2, OPAQUE, NONE, NONE, NULL, infer_embedding, flops_zero, 1, REFS(embedding), lrc_grad_embedding, GATHER, GATHER, 0)
+#define ROW_matmul OP(2, GEMM, NONE, NONE, NULL, infer_matmul, flops_matmul, 2, REFS(matmul), lrc_grad_matmul, ALL, LOCAL, 0)
+#define ROW_rmsnorm OP(1, ROW, NONE, ATTRS("eps"), NULL, infer_rmsnorm, flops_rmsnorm, 2, REFS(rmsnorm), lrc_grad_rmsnorm, ALL, LOCAL, 0)
+#define ROW_add OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_broadcast, flops_1, 1, REFS(binary), lrc_grad_add, ALL, LOCAL, KEEPS_ZERO)
+#define ROW_mul OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_broadcast, flops_1, 2, REFS(binary), lrc_grad_mul, ALL, LOCAL, KEEPS_ZERO)
+#define ROW_scale OP(1, ELEMENTWISE, NONE, ATTRS("s"), NULL, infer_same, flops_1, 1, REFS(scale), lrc_grad_scale, ALL, LOCAL, KEEPS_ZERO)
+#define ROW_silu OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_4, 2, REFS(silu), lrc_grad_silu, ALL, LOCAL, KEEPS_ZERO)
+#define ROW_rope OP(1, OPAQUE, NONE, ATTRS("base"), NULL, infer_rope, flops_4, 1, REFS(rope), lrc_grad_rope, ALL, LOCAL, 0)
 #define ROW_attention                                                                                                    \
     OP(3, ATTENTION, ATTRS("causal"), ATTRS("scale"), NULL, infer_attention, flops_attention, 2.5, REFS(attention),   \
-       lrc_grad_attention, ALL, 0)
-#define ROW_softmax OP(1, ROW, NONE, NONE, NULL, infer_same, flops_5, 1, REFS(softmax), lrc_grad_softmax, ALL, 0)
-#define ROW_reshape OP(1, VIEW, NONE, NONE, "shape", infer_reshape, flops_zero, 0, REFS(reshape), lrc_grad_reshape, NONE, 0)
-#define ROW_transpose OP(1, OPAQUE, NONE, NONE, "perm", infer_transpose, flops_zero, 0, REFS(transpose), lrc_grad_transpose, ALL, 0)
+       lrc_grad_attention, ALL, ATTENTION, 0)
+#define ROW_softmax OP(1, ROW, NONE, NONE, NULL, infer_same, flops_5, 1, REFS(softmax), lrc_grad_softmax, ALL, LOCAL, 0)
+#define ROW_reshape OP(1, VIEW, NONE, NONE, "shape", infer_reshape, flops_zero, 0, REFS(reshape), lrc_grad_reshape, NONE, RESHAPE, 0)
+#define ROW_transpose OP(1, OPAQUE, NONE, NONE, "perm", infer_transpose, flops_zero, 0, REFS(transpose), lrc_grad_transpose, ALL, TRANSPOSE, 0)
 #define ROW_depth_gain                                                                                                   \
     OP(5, OPAQUE, ATTRS("layer"), ATTRS("base"), NULL, infer_depth_gain, flops_depth_gain, 2, REFS(depth_gain),       \
-       lrc_grad_depth_gain, ALL, 0)
+       lrc_grad_depth_gain, ALL, LOCAL, 0)
 #define ROW_cross_entropy                                                                                                \
     OP(2, REDUCTION, NONE, NONE, NULL, infer_cross_entropy, flops_cross_entropy, 1, REFS(cross_entropy),             \
-       lrc_grad_cross_entropy, ALL, 0)
-#define ROW_state OP(0, SOURCE, NONE, NONE, NULL, infer_source, flops_zero, 0, NO_REF, NO_GRAD, NONE, 0)
+       lrc_grad_cross_entropy, ALL, MIXED, 0)
+#define ROW_state OP(0, SOURCE, NONE, NONE, NULL, infer_source, flops_zero, 0, NO_REF, NO_GRAD, NONE, SOURCE, 0)
 #define ROW_kv_attention                                                                                                 \
     OP(6, ATTENTION, NONE, ATTRS("scale", "base"), NULL, infer_kv_attention, flops_kv_attention, 0, REFS(kv_attention), \
-       NO_GRAD, ALL, 0)
-#define ROW_layernorm OP(1, ROW, NONE, ATTRS("eps"), NULL, infer_layernorm, flops_5, 2, REFS(layernorm), lrc_grad_layernorm, ALL, 0)
-#define ROW_gelu OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 2, REFS(gelu), lrc_grad_gelu, ALL, KEEPS_ZERO)
+       NO_GRAD, ALL, MIXED, 0)
+#define ROW_layernorm OP(1, ROW, NONE, ATTRS("eps"), NULL, infer_layernorm, flops_5, 2, REFS(layernorm), lrc_grad_layernorm, ALL, LOCAL, 0)
+#define ROW_gelu OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 2, REFS(gelu), lrc_grad_gelu, ALL, LOCAL, KEEPS_ZERO)
 #define ROW_slice                                                                                                        \
     OP(1, OPAQUE, ATTRS("axis", "start", "size"), NONE, NULL, infer_slice, flops_zero, 0, REFS(slice), lrc_grad_slice, \
-       ALL, 0)
-#define ROW_relu OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_1, 1, REFS(relu), lrc_grad_relu, ALL, KEEPS_ZERO)
-#define ROW_exp OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 1, REFS(exp), lrc_grad_exp, ALL, 0)
+       ALL, SLICE, 0)
+#define ROW_relu OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_1, 1, REFS(relu), lrc_grad_relu, ALL, LOCAL, KEEPS_ZERO)
+#define ROW_exp OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 1, REFS(exp), lrc_grad_exp, ALL, LOCAL, 0)
 /* opaque: in double with libm, for the few values (gates of a parameter vector) it sees */
-#define ROW_softplus OP(1, OPAQUE, NONE, NONE, NULL, infer_same, flops_8, 3, REFS(softplus), lrc_grad_softplus, ALL, 0)
-#define ROW_loop_state OP(1, OPAQUE, NONE, NONE, NULL, infer_same, flops_zero, 0, REFS(loop_state), lrc_grad_stop, ALL, 0)
-#define ROW_loop_next OP(3, OPAQUE, NONE, NONE, NULL, infer_loop_next, flops_zero, 0, NO_REF, lrc_grad_stop, ALL, 0)
-#define ROW_matmul_nn OP(2, GEMM, NONE, NONE, NULL, infer_matmul_nn, flops_matmul_nn, 0, REFS(matmul_nn), NO_GRAD, ALL, 0)
-#define ROW_matmul_tn OP(2, GEMM, NONE, NONE, NULL, infer_matmul_tn, flops_matmul_tn, 0, REFS(matmul_tn), NO_GRAD, ALL, 0)
+#define ROW_softplus OP(1, OPAQUE, NONE, NONE, NULL, infer_same, flops_8, 3, REFS(softplus), lrc_grad_softplus, ALL, LOCAL, 0)
+#define ROW_loop_state OP(1, OPAQUE, NONE, NONE, NULL, infer_same, flops_zero, 0, REFS(loop_state), lrc_grad_stop, ALL, LOCAL, 0)
+#define ROW_loop_next OP(3, OPAQUE, NONE, NONE, NULL, infer_loop_next, flops_zero, 0, NO_REF, lrc_grad_stop, ALL, LOOP, 0)
+#define ROW_matmul_nn OP(2, GEMM, NONE, NONE, NULL, infer_matmul_nn, flops_matmul_nn, 0, REFS(matmul_nn), NO_GRAD, ALL, MIXED, 0)
+#define ROW_matmul_tn OP(2, GEMM, NONE, NONE, NULL, infer_matmul_tn, flops_matmul_tn, 0, REFS(matmul_tn), NO_GRAD, ALL, MIXED, 0)
 #define ROW_embedding_grad                                                                                               \
-    OP(2, OPAQUE, ATTRS("vocab"), NONE, NULL, infer_embedding_grad, flops_1, 0, REFS(embedding_grad), NO_GRAD, ALL, 0)
-#define ROW_sum_to OP(1, OPAQUE, NONE, NONE, "shape", infer_sum_to, flops_1, 0, REFS(sum_to), NO_GRAD, ALL, 0)
+    OP(2, OPAQUE, ATTRS("vocab"), NONE, NULL, infer_embedding_grad, flops_1, 0, REFS(embedding_grad), NO_GRAD, ALL, MIXED, 0)
+#define ROW_sum_to OP(1, OPAQUE, NONE, NONE, "shape", infer_sum_to, flops_1, 0, REFS(sum_to), NO_GRAD, ALL, MIXED, 0)
 #define ROW_rmsnorm_grad                                                                                                 \
-    OP(2, OPAQUE, NONE, ATTRS("eps"), NULL, infer_same_as_first, flops_5, 0, REFS(rmsnorm_grad), NO_GRAD, ALL, 0)
-#define ROW_silu_grad OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_5, 0, REFS(silu_grad), NO_GRAD, ALL, 0)
-#define ROW_rope_grad OP(1, OPAQUE, NONE, ATTRS("base"), NULL, infer_rope, flops_4, 0, REFS(rope_grad), NO_GRAD, ALL, 0)
+    OP(2, OPAQUE, NONE, ATTRS("eps"), NULL, infer_same_as_first, flops_5, 0, REFS(rmsnorm_grad), NO_GRAD, ALL, MIXED, 0)
+#define ROW_silu_grad OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_5, 0, REFS(silu_grad), NO_GRAD, ALL, MIXED, 0)
+#define ROW_rope_grad OP(1, OPAQUE, NONE, ATTRS("base"), NULL, infer_rope, flops_4, 0, REFS(rope_grad), NO_GRAD, ALL, MIXED, 0)
 #define ROW_attention_grad                                                                                               \
     OP(4, OPAQUE, ATTRS("causal", "which"), ATTRS("scale"), NULL, infer_attention_grad, flops_attention_grad, 0,      \
-       REFS(attention_grad), NO_GRAD, ALL, SHARES_KERNEL)
-#define ROW_softmax_grad OP(2, OPAQUE, NONE, NONE, NULL, infer_same_as_first, flops_4, 0, REFS(softmax_grad), NO_GRAD, ALL, 0)
+       REFS(attention_grad), NO_GRAD, ALL, MIXED, SHARES_KERNEL)
+#define ROW_softmax_grad OP(2, OPAQUE, NONE, NONE, NULL, infer_same_as_first, flops_4, 0, REFS(softmax_grad), NO_GRAD, ALL, MIXED, 0)
 #define ROW_depth_gain_grad                                                                                              \
     OP(6, OPAQUE, ATTRS("layer", "which"), ATTRS("base"), NULL, infer_depth_gain_grad, flops_depth_gain, 0,           \
-       REFS(depth_gain_grad), NO_GRAD, ALL, SHARES_KERNEL)
+       REFS(depth_gain_grad), NO_GRAD, ALL, MIXED, SHARES_KERNEL)
 #define ROW_cross_entropy_grad                                                                                           \
     OP(2, OPAQUE, NONE, NONE, NULL, infer_cross_entropy_grad, flops_cross_entropy, 0, REFS(cross_entropy_grad), NO_GRAD, \
-       ALL, 0)
+       ALL, MIXED, 0)
 #define ROW_layernorm_grad                                                                                               \
-    OP(2, OPAQUE, NONE, ATTRS("eps"), NULL, infer_same_as_first, flops_8, 0, REFS(layernorm_grad), NO_GRAD, ALL, 0)
-#define ROW_gelu_grad OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_8, 0, REFS(gelu_grad), NO_GRAD, ALL, 0)
-#define ROW_relu_grad OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_1, 0, REFS(relu_grad), NO_GRAD, ALL, 0)
+    OP(2, OPAQUE, NONE, ATTRS("eps"), NULL, infer_same_as_first, flops_8, 0, REFS(layernorm_grad), NO_GRAD, ALL, MIXED, 0)
+#define ROW_gelu_grad OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_8, 0, REFS(gelu_grad), NO_GRAD, ALL, MIXED, 0)
+#define ROW_relu_grad OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_1, 0, REFS(relu_grad), NO_GRAD, ALL, MIXED, 0)
 
 /* The op table: LRC_OPS over the rows, each named by its op. */
 const lrc_op_info lrc_op_table[LRC_OP_COUNT] = {

@@ -6,6 +6,8 @@
 #include "lrc_runtime.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +31,16 @@ struct lrc_session {
     int64_t batch, seq, ctx, vocab, pos, iterations;
     char device[128];
     lrc_err err;
+    /* A shorter run (fewer rows or positions than compiled) pads its inputs
+     * to one of the compiled shapes, pkg.shapes[i] (opened on first use) or
+     * the package's own (i = -1), and cuts the outputs back. */
+    lrc_exec **sx;          /* cpu, per shape */
+    lrc_cuda_exec **scx;    /* cuda, per shape */
+    bool *sbound;           /* bound to the weights bound now */
+    bool cubin;             /* cuda: the GPU runs the cubin (else the PTX) */
+    lrc_tensor_set pin, pout; /* the last shorter run's padded inputs and uncut outputs */
+    int run_shape;          /* the shape that ran them */
+    bool shorter;           /* the last run was a shorter one: s->out holds cut copies */
 };
 
 static const lrc_dtype elem_dtype[] = {LRC_F32, LRC_BF16, LRC_F16, LRC_I32};
@@ -75,7 +87,8 @@ static lrc_status read_meta(lrc_session *s)
                     s->dev.name, s->dev.sm, s->dev.sm);
         return fail(s, LRC_STATUS_DEVICE);
     }
-    void *image = lrc_package_cuda_image(s->dir, s->dev.sm == sm, &s->err);
+    s->cubin = s->dev.sm == sm;
+    void *image = lrc_package_cuda_image(s->dir, s->cubin, &s->err);
     if (!image) return fail(s, LRC_STATUS_PACKAGE);
     rc = lrc_cuda_exec_new(&s->pkg.plan, s->pkg.meta_json, image, &s->cx, &s->err);
     free(image);
@@ -116,6 +129,7 @@ static lrc_status bind_set(lrc_session *s, lrc_tensor_set *set, const char *what
     s->weights = *set;
     lrc_tensor_set_init(set);
     s->bound = true;
+    for (int i = 0; i < s->pkg.n_shapes; i++) s->sbound[i] = false; /* bound again before they run */
     return LRC_STATUS_OK;
 }
 
@@ -142,6 +156,8 @@ lrc_status lrc_session_open(const char *dir, const lrc_session_options *options,
     lrc_tensor_set_init(&s->in);
     lrc_tensor_set_init(&s->out);
     lrc_tensor_set_init(&s->step_in);
+    lrc_tensor_set_init(&s->pin);
+    lrc_tensor_set_init(&s->pout);
     lrc_session_options o = options ? *options : lrc_session_default_options();
     if (!dir) {
         lrc_err_set(&s->err, "no package directory given");
@@ -155,6 +171,11 @@ lrc_status lrc_session_open(const char *dir, const lrc_session_options *options,
     }
     if (lrc_package_load(dir, &s->pkg, &s->err)) return fail(s, LRC_STATUS_PACKAGE);
     s->cuda = !strcmp(s->pkg.target, "cuda");
+    int ns = s->pkg.n_shapes ? s->pkg.n_shapes : 1;
+    s->sx = lrc_xcalloc((size_t)ns, sizeof *s->sx);
+    s->scx = lrc_xcalloc((size_t)ns, sizeof *s->scx);
+    s->sbound = lrc_xcalloc((size_t)ns, sizeof *s->sbound);
+    s->run_shape = -2; /* none yet */
     lrc_status st = read_meta(s);
     if (st) return st;
     if (!s->cuda) {
@@ -182,6 +203,15 @@ lrc_status lrc_session_open(const char *dir, const lrc_session_options *options,
 void lrc_session_close(lrc_session *s)
 {
     if (!s) return;
+    for (int i = 0; s->sx && i < s->pkg.n_shapes; i++) {
+        lrc_exec_free(s->sx[i]);
+        lrc_cuda_exec_free(s->scx[i]);
+    }
+    free(s->sx);
+    free(s->scx);
+    free(s->sbound);
+    lrc_tensor_set_clear(&s->pin);
+    lrc_tensor_set_clear(&s->pout);
     lrc_exec_free(s->x);
     lrc_pool_free(s->pool);
     lrc_cuda_exec_free(s->cx);
@@ -217,6 +247,8 @@ lrc_status lrc_session_describe(lrc_session *s, lrc_session_info *info)
     snprintf(info->device, sizeof info->device, "%s", s->device);
     info->batch = s->batch;
     info->seq = s->seq;
+    info->shorter_batch = s->pkg.batch_prefix && s->ctx == 0;
+    info->shorter_seq = s->pkg.seq_prefix && s->ctx == 0;
     info->context = s->ctx;
     info->vocab = s->vocab;
     info->position = s->pos;
@@ -336,6 +368,188 @@ lrc_status lrc_session_bind_weights(lrc_session *s, const lrc_array *weights, in
     return bind_set(s, &w, NULL);
 }
 
+/* Appends to err's message (cut at its size). */
+__attribute__((format(printf, 2, 3))) static void err_append(lrc_err *err, const char *fmt, ...)
+{
+    size_t n = strlen(err->msg);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg + n, sizeof err->msg - n, fmt, ap);
+    va_end(ap);
+}
+
+/* The shape of buffer b for a run of rb rows and rt positions. */
+static lrc_shape shape_for(const lrc_package *k, int b, int64_t rb, int64_t rt)
+{
+    lrc_shape sh = k->plan.bufs[b].shape;
+    if (k->batch_axis[b] >= 0) sh.dim[k->batch_axis[b]] = rb;
+    if (k->seq_axis[b] >= 0) sh.dim[k->seq_axis[b]] = rt;
+    return sh;
+}
+
+/* The rows and positions the caller's inputs hold: each input's shape is
+ * the compiled one but where the package's batch and sequence axes are,
+ * which may be shorter; anything else is the one-line reason. */
+static lrc_status request_shape(lrc_session *s, int64_t *rb, int64_t *rt)
+{
+    const lrc_package *k = &s->pkg;
+    *rb = *rt = 0;
+    for (int b = 0; b < k->plan.n_bufs; b++) {
+        const lrc_plan_buf *pb = &k->plan.bufs[b];
+        const lrc_tensor *t = pb->kind == LRC_BUF_INPUT ? lrc_tensor_set_find(&s->in, pb->name) : NULL;
+        if (!t) continue;
+        bool fits = t->dtype == pb->dtype && t->shape.ndim == pb->shape.ndim;
+        for (int d = 0; d < pb->shape.ndim && fits; d++) {
+            int64_t *got = d == k->batch_axis[b] ? rb : d == k->seq_axis[b] ? rt : NULL;
+            fits = got ? t->shape.dim[d] >= 1 && t->shape.dim[d] <= pb->shape.dim[d] && (!*got || *got == t->shape.dim[d])
+                       : t->shape.dim[d] == pb->shape.dim[d];
+            if (got) *got = t->shape.dim[d];
+        }
+        if (fits) continue;
+        if (k->batch_axis[b] < 0 && k->seq_axis[b] < 0) {
+            const lrc_tensor *dummy;
+            lrc_plan_find_tensor(pb, &s->in, &dummy, &s->err); /* "input 'tokens' is I32 [1,300], the program expects I32 [1,256]" */
+            if (!k->seq_prefix && k->seq > 1 && t->shape.ndim >= 2 && pb->shape.ndim >= 2 && t->shape.dim[1] < pb->shape.dim[1])
+                err_append(&s->err, " (only that length: %s)", k->seq_fixed);
+            return fail(s, LRC_STATUS_INVALID);
+        }
+        /* "input 'tokens' is I32 [2,9], the package takes I32 [1..2,1..7]" */
+        char got[96], want[160] = "[";
+        size_t w = 1;
+        for (int d = 0; d < pb->shape.ndim && w < sizeof want; d++)
+            w += (size_t)snprintf(want + w, sizeof want - w, d == k->batch_axis[b] || d == k->seq_axis[b] ? "%s1..%lld" : "%s%lld",
+                                  d ? "," : "", (long long)pb->shape.dim[d]);
+        if (w < sizeof want) snprintf(want + w, sizeof want - w, "]");
+        lrc_err_set(&s->err, "input '%s' is %s %s, the package takes %s %s", pb->name, lrc_dtype_st_name(t->dtype),
+                    lrc_shape_str(&t->shape, got, sizeof got), lrc_dtype_st_name(pb->dtype), want);
+        return fail(s, LRC_STATUS_INVALID);
+    }
+    if (!*rb) *rb = s->batch;
+    if (!*rt) *rt = s->seq;
+    return LRC_STATUS_OK;
+}
+
+/* Copies the box that src and dst share (their leading elements along
+ * each axis): a shorter input into a padded one, or back. Same dtype and
+ * rank. */
+static void copy_box(const lrc_tensor *src, lrc_tensor *dst)
+{
+    int nd = src->shape.ndim;
+    size_t es = lrc_dtype_size(src->dtype);
+    int64_t box[LRC_MAX_DIMS], idx[LRC_MAX_DIMS] = {0}, rows = 1;
+    for (int d = 0; d < nd; d++) {
+        box[d] = src->shape.dim[d] < dst->shape.dim[d] ? src->shape.dim[d] : dst->shape.dim[d];
+        if (d < nd - 1) rows *= box[d];
+    }
+    if (nd == 0) {
+        memcpy(dst->data, src->data, es);
+        return;
+    }
+    for (int64_t r = 0; r < rows && box[nd - 1] > 0; r++) {
+        int64_t so = 0, doff = 0;
+        for (int d = 0; d < nd - 1; d++) so = so * src->shape.dim[d] + idx[d], doff = doff * dst->shape.dim[d] + idx[d];
+        memcpy((char *)dst->data + (size_t)(doff * dst->shape.dim[nd - 1]) * es,
+               (const char *)src->data + (size_t)(so * src->shape.dim[nd - 1]) * es, (size_t)box[nd - 1] * es);
+        for (int d = nd - 2; d >= 0 && ++idx[d] == box[d]; d--) idx[d] = 0;
+    }
+}
+
+/* The package's output buffer named name, or -1. */
+static int out_buf(const lrc_session *s, const char *name)
+{
+    for (int b = 0; b < s->pkg.plan.n_bufs; b++)
+        if (s->pkg.plan.bufs[b].kind == LRC_BUF_OUTPUT && !strcmp(s->pkg.plan.bufs[b].name, name)) return b;
+    return -1;
+}
+
+/* The smallest compiled shape that holds rb x rt: -1 (the package's own) or i (pkg.shapes[i]). */
+static int pick_shape(const lrc_session *s, int64_t rb, int64_t rt)
+{
+    int best = -1;
+    double cost = (double)s->batch * (double)s->seq;
+    for (int i = 0; i < s->pkg.n_shapes; i++) {
+        const lrc_package *v = &s->pkg.shapes[i];
+        if (v->batch >= rb && v->seq >= rt && (double)v->batch * (double)v->seq < cost) best = i, cost = (double)v->batch * (double)v->seq;
+    }
+    return best;
+}
+
+/* Shape i's executor, made and bound to the weights on its first run. */
+static lrc_status open_shape(lrc_session *s, int i)
+{
+    const lrc_package *v = &s->pkg.shapes[i];
+    int rc = LRC_OK;
+    if (s->cuda && !s->scx[i]) {
+        void *image = lrc_package_cuda_image(v->dir, s->cubin, &s->err);
+        if (!image) return fail(s, LRC_STATUS_PACKAGE);
+        rc = lrc_cuda_exec_new(&v->plan, v->meta_json, image, &s->scx[i], &s->err);
+        free(image);
+        if (rc) return fail(s, LRC_STATUS_DEVICE);
+    }
+    if (!s->cuda && !s->sx[i] && lrc_exec_new(&v->plan, s->pool, &s->sx[i], &s->err)) return fail(s, LRC_STATUS_INVALID);
+    if (s->sbound[i]) return LRC_STATUS_OK;
+    rc = s->cuda ? lrc_cuda_exec_bind_params(s->scx[i], &s->weights, &s->err) : lrc_exec_bind_params(s->sx[i], &s->weights, &s->err);
+    if (rc) return lrc_err_prefix(&s->err, "%s", v->dir), fail(s, LRC_STATUS_PACKAGE);
+    s->sbound[i] = true;
+    return LRC_STATUS_OK;
+}
+
+/* Runs shape i (-1: the package's own) on the inputs in pin. */
+static lrc_status run_shape(lrc_session *s, int i)
+{
+    const lrc_plan *p = i < 0 ? &s->pkg.plan : &s->pkg.shapes[i].plan;
+    if (lrc_plan_check_ids(p, &s->pin, &s->err)) return fail(s, LRC_STATUS_INVALID);
+    if (s->cuda) return lrc_cuda_exec_run(i < 0 ? s->cx : s->scx[i], &s->pin, &s->pout, &s->err) ? fail(s, LRC_STATUS_DEVICE) : LRC_STATUS_OK;
+    return lrc_exec_run_plan(i < 0 ? s->x : s->sx[i], &s->pin, &s->pout, &s->err) ? fail(s, LRC_STATUS_INVALID) : LRC_STATUS_OK;
+}
+
+/* rb rows and rt positions, fewer than compiled: the inputs padded to the
+ * smallest compiled shape that holds them (token ids with the lowest valid
+ * one), run, and the outputs cut to rb x rt. Padding is never read by the
+ * rows and positions kept: the compiler allowed the axis only where every
+ * op keeps a prefix (ir/axes.c). */
+static lrc_status run_shorter(lrc_session *s, int64_t rb, int64_t rt)
+{
+    int i = pick_shape(s, rb, rt);
+    lrc_status st = i >= 0 ? open_shape(s, i) : LRC_STATUS_OK;
+    if (st) return st;
+    const lrc_plan *p = i < 0 ? &s->pkg.plan : &s->pkg.shapes[i].plan;
+    lrc_tensor_set_clear(&s->pin);
+    for (int b = 0; b < p->n_bufs; b++) {
+        const lrc_plan_buf *pb = &p->bufs[b];
+        const lrc_tensor *t = pb->kind == LRC_BUF_INPUT ? lrc_tensor_set_find(&s->in, pb->name) : NULL;
+        if (!t) continue;
+        lrc_tensor *pad = lrc_tensor_new(pb->name, pb->dtype, &pb->shape, &s->err);
+        if (!pad || lrc_tensor_set_add(&s->pin, pad, &s->err)) return fail(s, LRC_STATUS_INVALID);
+        for (int c = 0; c < p->n_checks; c++)
+            if (p->checks[c].buf == b && pb->dtype == LRC_I32)
+                for (int64_t e = 0; e < lrc_shape_numel(&pb->shape); e++) ((int32_t *)pad->data)[e] = (int32_t)p->checks[c].lo;
+        copy_box(t, pad);
+    }
+    if (i != s->run_shape) lrc_tensor_set_clear(&s->pout); /* another plan's outputs */
+    s->run_shape = i;
+    if ((st = run_shape(s, i))) return st;
+    /* cut into the outputs of the last run when they have these shapes: a serving loop's steady state */
+    bool reuse = s->shorter && s->out.n == s->pout.n;
+    for (int o = 0; o < s->pout.n && reuse; o++) {
+        const lrc_tensor *t = s->pout.items[o], *c = s->out.items[o];
+        int b = out_buf(s, t->name);
+        lrc_shape sh = b >= 0 ? shape_for(&s->pkg, b, rb, rt) : t->shape;
+        reuse = !strcmp(c->name, t->name) && lrc_shape_eq(&c->shape, &sh);
+    }
+    if (!reuse) lrc_tensor_set_clear(&s->out);
+    for (int o = 0; o < s->pout.n; o++) {
+        const lrc_tensor *t = s->pout.items[o];
+        int b = out_buf(s, t->name);
+        lrc_shape sh = b >= 0 ? shape_for(&s->pkg, b, rb, rt) : t->shape;
+        lrc_tensor *cut = reuse ? s->out.items[o] : lrc_tensor_new_uninit(t->name, t->dtype, &sh, &s->err);
+        if (!reuse && (!cut || lrc_tensor_set_add(&s->out, cut, &s->err))) return fail(s, LRC_STATUS_INVALID);
+        copy_box(t, cut);
+    }
+    s->shorter = true;
+    return LRC_STATUS_OK;
+}
+
 /* Runs the plan on s->in (inputs completed and checked): outputs into s->out. */
 static lrc_status run_inputs(lrc_session *s)
 {
@@ -354,27 +568,37 @@ static lrc_status run_inputs(lrc_session *s)
         for (int b = 0; b < p->n_bufs && !known; b++) known = p->bufs[b].kind == LRC_BUF_INPUT && !strcmp(p->bufs[b].name, s->in.items[i]->name);
         if (!known) return lrc_err_set(&s->err, "unexpected tensor '%s' (the model's inputs: %s)", s->in.items[i]->name, names), fail(s, LRC_STATUS_INVALID);
     }
-    for (int b = 0; b < p->n_bufs; b++) { /* what a looped model can do without */
+    int64_t rb, rt;
+    lrc_status st = request_shape(s, &rb, &rt);
+    if (st) return st;
+    for (int b = 0; b < p->n_bufs; b++) { /* what a looped model can do without, for the rows and positions given */
         const lrc_plan_buf *want = &p->bufs[b];
         if (want->kind != LRC_BUF_INPUT || lrc_tensor_set_find(&s->in, want->name)) continue;
+        lrc_shape sh = shape_for(&s->pkg, b, rb, rt);
         lrc_tensor *t = NULL;
         if (!strcmp(want->name, "iterations") && want->dtype == LRC_I32 && want->shape.ndim == 1 && s->iterations > 0) {
             /* its compile-time config's T for every row */
-            if ((t = lrc_tensor_new("iterations", LRC_I32, &want->shape, &s->err)))
-                for (int64_t k = 0; k < want->shape.dim[0]; k++) ((int32_t *)t->data)[k] = (int32_t)s->iterations;
+            if ((t = lrc_tensor_new("iterations", LRC_I32, &sh, &s->err)))
+                for (int64_t k = 0; k < sh.dim[0]; k++) ((int32_t *)t->data)[k] = (int32_t)s->iterations;
         } else if (!strcmp(want->name, "h0") && want->dtype == LRC_F32 && want->shape.ndim >= 1) {
             /* its random initial state, from a fixed seed: the same every run (as lrc forward of a model) */
-            if ((t = lrc_tensor_new("h0", LRC_F32, &want->shape, &s->err))) {
+            if ((t = lrc_tensor_new("h0", LRC_F32, &sh, &s->err))) {
                 lrc_rng r;
                 lrc_rng_seed(&r, 0);
-                lrc_fill_trunc_normal(t->data, lrc_shape_numel(&t->shape),
-                                      sqrt(2.0 / (5.0 * (double)want->shape.dim[want->shape.ndim - 1])), &r);
+                lrc_fill_trunc_normal(t->data, lrc_shape_numel(&t->shape), sqrt(2.0 / (5.0 * (double)sh.dim[sh.ndim - 1])), &r);
             }
         } else {
             lrc_err_set(&s->err, "no tensor '%s' (the model's inputs: %s)", want->name, names);
         }
         if (!t || lrc_tensor_set_add(&s->in, t, &s->err)) return fail(s, LRC_STATUS_INVALID);
     }
+    if (rb != s->batch || rt != s->seq) {
+        if ((st = run_shorter(s, rb, rt))) return st;
+        s->ran = true;
+        return LRC_STATUS_OK;
+    }
+    if (s->shorter) lrc_tensor_set_clear(&s->out); /* cut copies: the run writes its own */
+    s->shorter = false;
     if (lrc_plan_check_ids(p, &s->in, &s->err)) return fail(s, LRC_STATUS_INVALID);
     if (s->cuda && lrc_cuda_exec_run(s->cx, &s->in, &s->out, &s->err)) return fail(s, LRC_STATUS_DEVICE);
     if (!s->cuda && lrc_exec_run_plan(s->x, &s->in, &s->out, &s->err)) return fail(s, LRC_STATUS_INVALID);
@@ -482,12 +706,16 @@ lrc_status lrc_session_time(lrc_session *s, int64_t repeat, double *median_ms)
         else lrc_err_set(&s->err, "no run to repeat yet (repeat %lld)", (long long)repeat);
         return fail(s, LRC_STATUS_INVALID);
     }
-    if (s->cuda) return lrc_cuda_exec_time(s->cx, repeat, median_ms, &s->err) ? fail(s, LRC_STATUS_DEVICE) : LRC_STATUS_OK;
+    int i = s->shorter ? s->run_shape : -1; /* a shorter run: the padded shape's plan */
+    if (s->cuda)
+        return lrc_cuda_exec_time(i < 0 ? s->cx : s->scx[i], repeat, median_ms, &s->err) ? fail(s, LRC_STATUS_DEVICE) : LRC_STATUS_OK;
+    lrc_exec *x = i < 0 ? s->x : s->sx[i];
+    lrc_tensor_set *in = s->shorter ? &s->pin : &s->in, *out = s->shorter ? &s->pout : &s->out;
     double *ms = lrc_xmalloc((size_t)repeat * sizeof(double));
     int rc = LRC_OK;
     for (int64_t r = 0; r < repeat && !rc; r++) {
         double t0 = lrc_now_s();
-        rc = lrc_exec_run_plan(s->x, &s->in, &s->out, &s->err); /* the outputs of one run are the buffers of the next */
+        rc = lrc_exec_run_plan(x, in, out, &s->err); /* the outputs of one run are the buffers of the next */
         ms[r] = 1e3 * (lrc_now_s() - t0);
     }
     if (rc) { /* a median of the runs that happened would be a wrong figure */

@@ -21,8 +21,8 @@
  * the session keeps a one-line message naming what is wrong (the file, the
  * tensor, the index), the same text `lrc forward` and `lrc generate` print
  * after "lrc: ", since they run packages through this API. Bad input (a
- * missing or damaged package, weights of the wrong shape, inputs of another
- * shape than compiled, token ids outside the vocabulary) is always an error
+ * missing or damaged package, weights of the wrong shape, inputs larger
+ * than compiled, token ids outside the vocabulary) is always an error
  * code, never an abort. Like sqlite3_open, lrc_session_open returns a
  * session even when it fails, so that its message can be read: close it in
  * every case.
@@ -87,7 +87,9 @@ typedef struct lrc_session_info {
     char target[16];     /* "cpu" or "cuda" */
     char device[128];    /* cuda: the GPU's name; cpu: the CPU the package was compiled for */
     int sm;              /* cuda: the GPU's compute capability, 90 for sm_90; cpu: 0 */
-    int64_t batch, seq;  /* the token shape [batch, seq] it was compiled for (1, 1 for a decoder) */
+    int64_t batch, seq;  /* the token shape [batch, seq] it was compiled for (1, 1 for a decoder): the most a run takes */
+    int shorter_batch;   /* whether a run may take fewer rows than batch (lrc_session_run) */
+    int shorter_seq;     /* whether a run may take fewer positions than seq */
     int64_t context;     /* a decoder's KV-cache positions; 0 for a whole-sequence package */
     int64_t vocab;       /* the vocabulary (an image model: its classes) */
     int64_t position;    /* a decoder: the position the next lrc_session_step writes */
@@ -145,9 +147,13 @@ LRC_API lrc_status lrc_session_bind_weights_file(lrc_session *s, const char *pat
 LRC_API lrc_status lrc_session_bind_weights(lrc_session *s, const lrc_array *weights, int n);
 
 /* Runs the package once on n inputs (by name; "tokens" I32 [batch, seq] for
- * a language model, "images" F32 [B, C, H, W] for an image model). Every
- * input must have the shape it was compiled for; token ids must lie in the
- * vocabulary. A decoder's state (its KV cache) is read and updated. */
+ * a language model, "images" F32 [B, C, H, W] for an image model). Each
+ * input has the shape it was compiled for, or fewer rows (B' <= batch) and
+ * positions (T' <= seq) where info.shorter_batch and info.shorter_seq say
+ * so: the run is padded to one of the shapes compiled with the package and
+ * its outputs are those of a package compiled for exactly [B', T'], at the
+ * cost of that shape. Token ids must lie in the vocabulary. A decoder's
+ * state (its KV cache) is read and updated. */
 LRC_API lrc_status lrc_session_run(lrc_session *s, const lrc_array *inputs, int n);
 
 /* Output `name` of the last run ("logits"), F32, in *out; its data stays

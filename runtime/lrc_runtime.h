@@ -304,7 +304,19 @@ typedef struct lrc_package {
     double peak_flops_per_item;
     char cpu[128], requires[128], arch[16];
     void *dl;
+    /* Shorter shapes: a batch of fewer rows or a shorter sequence runs
+     * padded to the smallest compiled shape that holds it, where the model
+     * computes it as a prefix (batch_prefix, seq_prefix; else *_fixed says
+     * why not). shapes[i] are those compiled besides [batch, seq], each a
+     * package without weights (whose plan reads the weights of this one). */
+    bool batch_prefix, seq_prefix;
+    char batch_fixed[256], seq_fixed[256];
+    int *batch_axis, *seq_axis; /* per plan buffer: where an input or output holds them, or -1 */
+    char *dir;                  /* as loaded */
+    struct lrc_package *shapes;
+    int n_shapes;
 } lrc_package;
+#define LRC_PACKAGE_MAX_SHAPES 64
 
 /* package.json for plan p; kernels_file (in dir) is recorded with its size
  * and hash, so that a damaged one is never loaded. */
@@ -336,10 +348,13 @@ lrc_exec *lrc_session_cpu_exec(struct lrc_session *s, const lrc_plan **plan);
  * package, and a failure leaves none behind. */
 typedef struct lrc_package_writer {
     char dir[4096], tmp[4160];
-    bool cuda, started;
+    bool cuda, started, nested;
 } lrc_package_writer;
 /* dir must not exist or be a package (which is replaced). */
 int lrc_package_begin(lrc_package_writer *w, const char *dir, bool cuda, lrc_err *err);
+/* A shorter shape [batch, seq] of the package w writes, as its own writer
+ * (kernels and plan; finished into w's directory, moved with it). */
+int lrc_package_begin_shape(lrc_package_writer *w, int64_t batch, int64_t seq, lrc_package_writer *sub, lrc_err *err);
 /* Where a cpu package's kernels go: the object file codegen writes
  * (object), or the shared library linked from it. */
 void lrc_package_kernels_path(const lrc_package_writer *w, bool object, char *out, size_t n);

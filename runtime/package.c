@@ -6,6 +6,7 @@
 #include "lrc_runtime.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -23,6 +24,8 @@ static const char *kind_names[] = {"none", "input", "param", "output", "arena", 
 #define PKG_CU "kernels.cu"
 #define PKG_CUBIN "kernels.cubin"
 #define PKG_PTX "kernels.ptx"
+/* a shorter shape's plan and kernels: a package of its own, without weights */
+#define PKG_SHAPE_PREFIX "shape-"
 static const char *const pkg_files[] = {PKG_OBJECT, PKG_SO, PKG_CU, PKG_CUBIN, PKG_PTX, PKG_JSON, PKG_JSON ".tmp", PKG_WEIGHTS};
 #define N_KINDS (int)(sizeof kind_names / sizeof kind_names[0])
 
@@ -132,7 +135,7 @@ int lrc_package_write_plan(const char *dir, const lrc_plan *p, const char *kerne
 
 static int get_num(const cJSON *o, const char *key, double lo, double hi, double *out)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    const cJSON *v = key ? cJSON_GetObjectItemCaseSensitive(o, key) : o;
     if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi) || v->valuedouble != (double)(int64_t)v->valuedouble)
         return -1;
     *out = v->valuedouble;
@@ -296,6 +299,59 @@ static void read_meta(const cJSON *meta, lrc_package *pkg)
     meta_str(meta, "cpu", pkg->cpu, sizeof pkg->cpu);
     meta_str(meta, "requires", pkg->requires, sizeof pkg->requires);
     meta_str(meta, "arch", pkg->arch, sizeof pkg->arch);
+    /* which axes run shorter (padded to a compiled shape), and why not */
+    const cJSON *pre = cJSON_GetObjectItemCaseSensitive(meta, "prefix");
+    pkg->batch_prefix = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pre, "batch"));
+    pkg->seq_prefix = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pre, "seq"));
+    meta_str(pre, "batch_fixed", pkg->batch_fixed, sizeof pkg->batch_fixed);
+    meta_str(pre, "seq_fixed", pkg->seq_fixed, sizeof pkg->seq_fixed);
+    if (!pre) snprintf(pkg->seq_fixed, sizeof pkg->seq_fixed, "it was compiled by an lrc that ran no other shape");
+}
+
+/* Where each input and output buffer holds the batch and the sequence, as
+ * meta's prefix.axes says (-1: nowhere, or the axis is fixed). */
+static void read_axes(const cJSON *meta, lrc_package *pkg)
+{
+    const cJSON *axes = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(meta, "prefix"), "axes");
+    int n = pkg->plan.n_bufs;
+    pkg->batch_axis = lrc_xmalloc((size_t)(n ? n : 1) * sizeof(int));
+    pkg->seq_axis = lrc_xmalloc((size_t)(n ? n : 1) * sizeof(int));
+    for (int b = 0; b < n; b++) {
+        const lrc_plan_buf *pb = &pkg->plan.bufs[b];
+        const cJSON *e = pb->kind == LRC_BUF_INPUT || pb->kind == LRC_BUF_OUTPUT ? cJSON_GetObjectItemCaseSensitive(axes, pb->name) : NULL;
+        double ba, sa;
+        bool ok = !get_num(cJSON_GetArrayItem(e, 0), NULL, -1, pb->shape.ndim - 1, &ba) &&
+                  !get_num(cJSON_GetArrayItem(e, 1), NULL, -1, pb->shape.ndim - 1, &sa) && (ba < 0 || ba != sa);
+        pkg->batch_axis[b] = ok && pkg->batch_prefix ? (int)ba : -1;
+        pkg->seq_axis[b] = ok && pkg->seq_prefix ? (int)sa : -1;
+    }
+}
+
+/* The shorter shapes meta lists, each a package in dir/shape-BxT that must
+ * load as the main one does (a damaged one names its file), for the same
+ * target and no larger than the main shape. */
+static int load_shapes(const char *dir, const cJSON *meta, lrc_package *pkg, const char *path, lrc_err *err)
+{
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(meta, "shapes");
+    int n = cJSON_IsArray(list) ? cJSON_GetArraySize(list) : 0;
+    if (n > LRC_PACKAGE_MAX_SHAPES) return bad(err, path, "the list of shapes", -1);
+    pkg->shapes = n ? lrc_xcalloc((size_t)n, sizeof *pkg->shapes) : NULL;
+    for (int i = 0; i < n; i++) {
+        const cJSON *e = cJSON_GetArrayItem(list, i);
+        double b, t;
+        if (get_num(cJSON_GetArrayItem(e, 0), NULL, 1, (double)pkg->batch, &b) ||
+            get_num(cJSON_GetArrayItem(e, 1), NULL, 1, (double)pkg->seq, &t))
+            return bad(err, path, "shape", i);
+        char sub[4300];
+        snprintf(sub, sizeof sub, "%.4000s/" PKG_SHAPE_PREFIX "%lldx%lld", dir, (long long)b, (long long)t);
+        lrc_package *v = &pkg->shapes[i];
+        if (lrc_package_load(sub, v, err)) return LRC_EUSER;
+        pkg->n_shapes = i + 1;
+        if (strcmp(v->target, pkg->target) || v->batch != (int64_t)b || v->seq != (int64_t)t || v->n_shapes)
+            return lrc_err_set(err, "%s/" PKG_JSON ": not the %s package of shape [%lld, %lld] that %s lists (a damaged package?)", sub,
+                               pkg->target, (long long)b, (long long)t, path);
+    }
+    return LRC_OK;
 }
 
 int lrc_package_load(const char *dir, lrc_package *pkg, lrc_err *err)
@@ -319,6 +375,8 @@ int lrc_package_load(const char *dir, lrc_package *pkg, lrc_err *err)
         const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "meta");
         pkg->meta_json = meta ? cJSON_PrintUnformatted(meta) : lrc_strdup("{}");
         read_meta(meta, pkg);
+        read_axes(meta, pkg);
+        pkg->dir = lrc_strdup(dir);
     }
     uint64_t want_size = 0, size = 0, hash = 0;
     char want_hash[32] = "", hex[32], kfile[256] = "";
@@ -336,6 +394,7 @@ int lrc_package_load(const char *dir, lrc_package *pkg, lrc_err *err)
         snprintf(kfile, sizeof kfile, "%s", kf->valuestring);
         snprintf(pkg->target, sizeof pkg->target, "%s", cJSON_IsString(target) ? target->valuestring : "cpu");
     }
+    cJSON *shapes_meta = !rc && meta ? cJSON_Duplicate(meta, true) : NULL; /* read once the kernels are */
     cJSON_Delete(root);
     if (!rc) {
         snprintf(path, sizeof path, "%s/%s", dir, kfile);
@@ -363,12 +422,22 @@ int lrc_package_load(const char *dir, lrc_package *pkg, lrc_err *err)
         pkg->has_weights = true;
         rc = lrc_safetensors_load(path, &pkg->weights, err);
     }
+    if (!rc && shapes_meta) {
+        snprintf(path, sizeof path, "%s/" PKG_JSON, dir);
+        rc = load_shapes(dir, shapes_meta, pkg, path, err);
+    }
+    cJSON_Delete(shapes_meta);
     if (rc) lrc_package_free(pkg);
     return rc;
 }
 
 void lrc_package_free(lrc_package *pkg)
 {
+    for (int i = 0; i < pkg->n_shapes; i++) lrc_package_free(&pkg->shapes[i]);
+    free(pkg->shapes);
+    free(pkg->batch_axis);
+    free(pkg->seq_axis);
+    free(pkg->dir);
     lrc_plan_free(&pkg->plan);
     lrc_tensor_set_clear(&pkg->weights);
     free(pkg->meta_json);
@@ -413,6 +482,13 @@ void *lrc_package_symbol(const lrc_package *pkg, const char *name) { return pkg-
 void lrc_package_remove(const char *dir)
 {
     char p[4400];
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (!strncmp(e->d_name, PKG_SHAPE_PREFIX, strlen(PKG_SHAPE_PREFIX))) {
+            snprintf(p, sizeof p, "%.4000s/%.255s", dir, e->d_name);
+            lrc_package_remove(p);
+        }
+    if (d) closedir(d);
     for (size_t i = 0; i < sizeof pkg_files / sizeof pkg_files[0]; i++) {
         snprintf(p, sizeof p, "%.4300s/%s", dir, pkg_files[i]); /* dir: a package path, well under 4300 bytes */
         remove(p);
@@ -433,6 +509,17 @@ int lrc_package_begin(lrc_package_writer *w, const char *dir, bool cuda, lrc_err
     w->cuda = cuda;
     if (mkdir(w->tmp, 0755)) return lrc_err_set(err, "%s: cannot create: %s", w->tmp, strerror(errno));
     w->started = true;
+    return LRC_OK;
+}
+
+int lrc_package_begin_shape(lrc_package_writer *w, int64_t batch, int64_t seq, lrc_package_writer *sub, lrc_err *err)
+{
+    memset(sub, 0, sizeof *sub);
+    snprintf(sub->tmp, sizeof sub->tmp, "%.4000s/" PKG_SHAPE_PREFIX "%lldx%lld", w->tmp, (long long)batch, (long long)seq);
+    sub->cuda = w->cuda;
+    sub->nested = true;
+    if (mkdir(sub->tmp, 0755)) return lrc_err_set(err, "%s: cannot create: %s", sub->tmp, strerror(errno));
+    sub->started = true;
     return LRC_OK;
 }
 
@@ -479,6 +566,10 @@ int lrc_package_finish(lrc_package_writer *w, const lrc_plan *p, const char *met
     snprintf(obj, sizeof obj, "%s/" PKG_OBJECT, w->tmp);
     remove(obj); /* linked into kernels.so: not part of the package */
     int rc = lrc_package_write_plan(w->tmp, p, w->cuda ? PKG_CUBIN : PKG_SO, meta_json, err);
+    if (w->nested) { /* inside its package's directory, moved with it */
+        w->started = rc != LRC_OK;
+        return rc;
+    }
     /* an old package is replaced only once the new one is whole */
     struct stat st;
     snprintf(old, sizeof old, "%s.old.%ld", w->dir, (long)getpid());

@@ -109,6 +109,12 @@ py make "$out/in3.st" '{"tokens": ["I32", [1, 3], [5, 9, 200]]}'
   "$lrc" forward "$out/pkg3" --input "$out/in3.st" -o "$out/alone.st" >/dev/null &&
   cmp "$out/alone.st" "$out/arena.st" && echo "ok: residual GEMMs in the arena (64-byte alignment), the same logits as every buffer alone" ||
   { echo "FAIL: the residual GEMMs in the arena"; failed=1; }
+# a shorter run: the [2, 16] package on [1, 3] tokens runs its [1, 16]
+# shape padded, with the logits of the package compiled for exactly [1, 3]
+"$lrc" forward "$out/pkg" --input "$out/in3.st" -o "$out/short.st" >/dev/null &&
+  [ -d "$out/pkg/shape-1x16" ] && "$compare" "$out/short.st" "$out/alone.st" logits 1e-6 >/dev/null &&
+  echo "ok: a [2, 16] cuda package runs [1, 3] (its shape-1x16, padded) with the logits of one compiled for [1, 3]" ||
+  { echo "FAIL: a shorter run of a cuda package"; failed=1; }
 
 # profile: a package, then the model compiled on the fly; every function in
 # the table, every launch of every run in the trace, no temporary package left

@@ -162,7 +162,7 @@ static void test_inputs(void)
     a = tokens_array(ids, 2, 9);
     lrc_status st = lrc_session_run(s, &a, 1);
     snprintf(msg, sizeof msg, "%s", lrc_session_error(s));
-    CHECK(st == LRC_STATUS_INVALID && strstr(msg, "[2,9]") && strstr(msg, "[2,7]"), "tokens [2, 9]: %d '%s'", st, msg);
+    CHECK(st == LRC_STATUS_INVALID && strstr(msg, "is I32 [2,9], the package takes I32 [1..2,1..7]"), "tokens [2, 9]: %d '%s'", st, msg);
     write_tokens("in_big.st", 2, 9, -1);
     cli_stderr("forward pkg --input in_big.st -o out.st", cli, sizeof cli);
     snprintf(expect, sizeof expect, "lrc: in_big.st: %s", msg);
@@ -302,6 +302,99 @@ static void test_decoder(void)
     lrc_session_close(s);
 }
 
+/* The logits of a run of ids [B, T] on package name (weights from wfile
+ * when given) into out; their count, or -1 with the message printed. */
+static int64_t logits_of(const char *name, const char *wfile, const int32_t *ids, int64_t B, int64_t T, float *out, int64_t cap)
+{
+    lrc_session *s;
+    char msg[1200], path[512];
+    int64_t n = -1;
+    if (open_pkg(name, &s, msg, sizeof msg) == LRC_STATUS_OK) {
+        snprintf(path, sizeof path, "%s/%s", dir, wfile ? wfile : "");
+        lrc_array a = tokens_array((int32_t *)ids, B, T);
+        if (!wfile || lrc_session_bind_weights_file(s, path) == LRC_STATUS_OK) n = run_logits(s, &a, out, cap);
+    }
+    if (n < 0) printf("  %s on [%lld, %lld]: %s\n", name, (long long)B, (long long)T, lrc_session_error(s));
+    lrc_session_close(s);
+    return n;
+}
+
+static double max_diff(const float *a, const float *b, int64_t n)
+{
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)a[i] - b[i]));
+    return worst;
+}
+
+/* Shorter shapes: a package compiled for [2, 7] (and one for [2, 8] with
+ * its shapes halved down to 2 positions) runs [1, 3], [2, 5] and [1, 7]
+ * with the logits of packages compiled for exactly those; more rows or
+ * positions than compiled, or none, are refused; a damaged shape is a
+ * damaged package; weights bound anew reach every shape. */
+static void test_shapes(void)
+{
+    static int32_t ids[2 * 8];
+    static float got[2 * 8 * 256], want[2 * 8 * 256];
+    const struct { const char *pkg, *exact; int64_t B, T; } runs[] = {
+        {"pkg", "pkg_13", 1, 3}, {"pkg_mins", "pkg_13", 1, 3}, {"pkg", "pkg_25", 2, 5}, {"pkg_mins", "pkg_25", 2, 5}, {"pkg", "pkg_mins", 1, 7}};
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        for (int i = 0; i < 16; i++) ids[i] = (i * 53 + 7) % 256;
+        int64_t n = logits_of(runs[r].pkg, NULL, ids, runs[r].B, runs[r].T, got, 2 * 8 * 256);
+        int64_t m = logits_of(runs[r].exact, NULL, ids, runs[r].B, runs[r].T, want, 2 * 8 * 256);
+        double d = n > 0 && n == m ? max_diff(got, want, n) : INFINITY;
+        CHECK(n == runs[r].B * runs[r].T * 256 && d <= 1e-6, "%s on [%lld, %lld] gives %s's logits (%lld values, max diff %g)", runs[r].pkg,
+              (long long)runs[r].B, (long long)runs[r].T, runs[r].exact, (long long)n, d);
+    }
+    lrc_session *s;
+    char msg[1200], cli[1400], expect[1400];
+    CHECK(open_pkg("pkg", &s, msg, sizeof msg) == LRC_STATUS_OK, "pkg opens: %s", msg);
+    lrc_session_info info;
+    CHECK(!lrc_session_describe(s, &info) && info.shorter_batch && info.shorter_seq, "describe: shorter batches and sequences run");
+    const struct { int64_t B, T; const char *needle; } refused[] = {
+        {3, 7, "input 'tokens' is I32 [3,7], the package takes I32 [1..2,1..7]"},
+        {2, 0, "input 'tokens' is I32 [2,0], the package takes I32 [1..2,1..7]"},
+        {0, 7, "input 'tokens' is I32 [0,7], the package takes I32 [1..2,1..7]"}};
+    for (size_t r = 0; r < sizeof refused / sizeof refused[0]; r++) {
+        lrc_array a = tokens_array(ids, refused[r].B, refused[r].T);
+        lrc_status st = lrc_session_run(s, &a, 1);
+        snprintf(msg, sizeof msg, "%s", lrc_session_error(s));
+        CHECK(st == LRC_STATUS_INVALID && strstr(msg, refused[r].needle),
+              "tokens [%lld, %lld]: %d '%s'", (long long)refused[r].B, (long long)refused[r].T, st, msg);
+    }
+    write_tokens("in_38.st", 3, 8, -1);
+    lrc_array a = tokens_array(ids, 3, 8);
+    lrc_session_run(s, &a, 1);
+    snprintf(msg, sizeof msg, "%s", lrc_session_error(s));
+    cli_stderr("forward pkg --input in_38.st -o out.st", cli, sizeof cli);
+    snprintf(expect, sizeof expect, "lrc: in_38.st: %s", msg);
+    CHECK(!strcmp(cli, expect), "tokens [3, 8]: lrc forward printed\n  '%s'\nthe API\n  '%s'", cli, expect);
+    /* a shorter run is timed as one */
+    a = tokens_array(ids, 1, 3);
+    double ms = -1;
+    CHECK(!lrc_session_run(s, &a, 1) && lrc_session_time(s, 3, &ms) == LRC_STATUS_OK && ms >= 0, "time of a shorter run: %s",
+          lrc_session_error(s));
+    lrc_session_close(s);
+    /* weights bound anew, after a shorter shape ran with the first ones */
+    lrc_session *w;
+    static float first[3 * 256];
+    CHECK(open_pkg("pkg_now", &w, msg, sizeof msg) == LRC_STATUS_OK, "pkg_now opens");
+    char path[512];
+    snprintf(path, sizeof path, "%s/w.st", dir);
+    a = tokens_array(ids, 1, 3);
+    CHECK(!lrc_session_bind_weights_file(w, path) && run_logits(w, &a, first, 3 * 256) == 3 * 256, "pkg_now with w.st on [1, 3]: %s",
+          lrc_session_error(w));
+    snprintf(path, sizeof path, "%s/w2.st", dir);
+    CHECK(!lrc_session_bind_weights_file(w, path) && run_logits(w, &a, got, 3 * 256) == 3 * 256, "pkg_now with w2.st on [1, 3]: %s",
+          lrc_session_error(w));
+    CHECK(logits_of("pkg_now13", "w2.st", ids, 1, 3, want, 3 * 256) == 3 * 256 && max_diff(got, want, 3 * 256) <= 1e-6 &&
+              max_diff(first, got, 3 * 256) > 1e-3,
+          "weights bound anew reach the shorter shape (diff to the exact package %g, to the first weights' %g)", max_diff(got, want, 3 * 256),
+          max_diff(first, got, 3 * 256));
+    lrc_session_close(w);
+    /* a shape's kernels damaged: the package does not open */
+    bad_package("pkg_mins_cut", LRC_STATUS_PACKAGE, "pkg_mins_cut/shape-1x4/kernels.so: 1000 bytes with hash", true);
+}
+
 static void test_misuse(void)
 {
     lrc_session *s = NULL;
@@ -360,7 +453,13 @@ int main(int argc, char **argv)
              sh("cp -r pkg pkg_v99 && sed -i 's/\"version\":[[:space:]]*[0-9]*/\"version\": 99/' pkg_v99/package.json") ||
              sh("cp -r pkg pkg_badso && head -c 1000 pkg/kernels.so >pkg_badso/kernels.so") ||
              sh("cp -r pkg pkg_noso && rm pkg_noso/kernels.so") ||
-             sh("cp -r pkg pkg_badw && cp other_w.st pkg_badw/weights.safetensors");
+             sh("cp -r pkg pkg_badw && cp other_w.st pkg_badw/weights.safetensors") ||
+             sh("%s init %s --preset tiny --seed 2 -o w2.st >/dev/null", lrc_bin, model) ||
+             sh("%s compile %s --preset tiny --batch 1 --seq 3 --target cpu --weights w.st -o pkg_13 >/dev/null", lrc_bin, model) ||
+             sh("%s compile %s --preset tiny --batch 2 --seq 5 --target cpu --weights w.st -o pkg_25 >/dev/null", lrc_bin, model) ||
+             sh("%s compile %s --preset tiny --batch 1 --seq 3 --target cpu -o pkg_now13 >/dev/null", lrc_bin, model) ||
+             sh("%s compile %s --preset tiny --batch 2 --seq 8 --min-seq 2 --target cpu --weights w.st -o pkg_mins >/dev/null", lrc_bin, model) ||
+             sh("cp -r pkg_mins pkg_mins_cut && head -c 1000 pkg_mins/shape-1x4/kernels.so >pkg_mins_cut/shape-1x4/kernels.so");
     CHECK(rc == 0, "the packages were made");
     write_tokens("in.st", 2, 7, -1);
     if (rc == 0) {
@@ -368,9 +467,10 @@ int main(int argc, char **argv)
         test_inputs();
         test_weights();
         test_decoder();
+        test_shapes();
         test_misuse();
     }
-    sh("rm -rf pkg pkg_now pkg_dec pkg_cu pkg_cut pkg_v99 pkg_badso pkg_noso pkg_badw *.st");
+    sh("rm -rf pkg pkg_now pkg_dec pkg_cu pkg_cut pkg_v99 pkg_badso pkg_noso pkg_badw pkg_13 pkg_25 pkg_now13 pkg_mins pkg_mins_cut *.st");
     rmdir(dir);
     return check_summary();
 }

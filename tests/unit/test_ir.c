@@ -147,9 +147,75 @@ static void test_verify_and_print(void)
     lrc_graph_free(g);
 }
 
+/* One axis followed through a small attention block: kept by causal
+ * attention, a reshape that keeps the leading dims, a transpose; refused,
+ * with the node named, by attention without its mask, a look-ahead slice,
+ * a softmax over positions and a loss. */
+static void test_axes(void)
+{
+    lrc_err err;
+    lrc_graph *g = lrc_graph_new();
+    lrc_shape ids = S(2, 2, 8), h4 = S(4, 2, 8, 2, 4);
+    int tok = lrc_graph_add_input(g, "tokens", LRC_I32, &ids, NULL, &err);
+    int x = input(g, "x", S(3, 2, 8, 8)), w = input(g, "w", S(2, 16, 8));
+    lrc_node e = {.op = LRC_OP_EMBEDDING, .n_in = 2, .in = {tok, w}};
+    int emb = lrc_graph_add(g, &e, &err);
+    lrc_node r = {.op = LRC_OP_RESHAPE, .n_in = 1, .in = {emb}, .n_iattr = 4, .iattr = {2, 8, 2, 4}};
+    int q = lrc_graph_add(g, &r, &err);
+    lrc_node at = {.op = LRC_OP_ATTENTION, .n_in = 3, .in = {q, q, q}, .iattr = {1}, .fattr = {0.5}};
+    int causal = lrc_graph_add(g, &at, &err);
+    at.iattr[0] = 0;
+    int full = lrc_graph_add(g, &at, &err);
+    lrc_node sl = {.op = LRC_OP_SLICE, .n_in = 1, .in = {emb}, .iattr = {1, -1, 8}};
+    int back = lrc_graph_add(g, &sl, &err);
+    sl.iattr[1] = 1;
+    int ahead = lrc_graph_add(g, &sl, &err);
+    lrc_node tr = {.op = LRC_OP_TRANSPOSE, .n_in = 1, .in = {emb}, .n_iattr = 3, .iattr = {0, 2, 1}};
+    int sm = op(g, LRC_OP_SOFTMAX, lrc_graph_add(g, &tr, &err), -1, &err);
+    int added = op(g, LRC_OP_ADD, emb, x, &err);
+    CHECK(q >= 0 && causal >= 0 && full >= 0 && back >= 0 && ahead >= 0 && sm >= 0 && added >= 0 && h4.ndim == 4,
+          "the graph builds: %s", err.msg);
+    int n = g->n_nodes, *in_axis = calloc((size_t)n, sizeof(int)), *axis = calloc((size_t)n, sizeof(int));
+    for (int i = 0; i < n; i++) in_axis[i] = -1;
+    in_axis[tok] = 1; /* the sequence */
+    in_axis[x] = 1;
+    /* each refusal in turn (the walk stops at the first), then what came before it */
+    CHECK(lrc_graph_track_axis(g, in_axis, "sequence", axis, &err) &&
+              strstr(err.msg, "attention has no causal mask: every position attends to the whole sequence"),
+          "attention without its mask: '%s'", err.msg);
+    g->nodes[full].iattr[0] = 1;
+    CHECK(lrc_graph_track_axis(g, in_axis, "sequence", axis, &err) && strstr(err.msg, "slice reads later positions of the sequence"),
+          "a slice ahead: '%s'", err.msg);
+    g->nodes[ahead].iattr[1] = 0;
+    CHECK(lrc_graph_track_axis(g, in_axis, "sequence", axis, &err) && strstr(err.msg, "softmax reduces over the last axis, which is the sequence"),
+          "a softmax over positions: '%s'", err.msg);
+    CHECK(axis[emb] == 1 && axis[q] == 1 && axis[causal] == 1 && axis[full] == 1 && axis[back] == 1 && axis[sm - 1] == 2,
+          "kept: the embedding, reshape, causal attention and slice back at axis 1, the transpose moves it to 2");
+    /* the batch axis passes all of it, attention without a mask included */
+    g->nodes[full].iattr[0] = 0;
+    for (int i = 0; i < n; i++) in_axis[i] = -1;
+    in_axis[tok] = in_axis[x] = 0;
+    CHECK(lrc_graph_track_axis(g, in_axis, "batch", axis, &err) == LRC_OK && axis[full] == 0 && axis[sm] == 0 && axis[added] == 0,
+          "the batch: %s", err.msg);
+    int labels = lrc_graph_add_input(g, "labels", LRC_I32, &ids, NULL, &err);
+    int loss = op(g, LRC_OP_CROSS_ENTROPY, added, labels, &err);
+    free(in_axis);
+    free(axis);
+    in_axis = calloc((size_t)g->n_nodes, sizeof(int));
+    axis = calloc((size_t)g->n_nodes, sizeof(int));
+    for (int i = 0; i < g->n_nodes; i++) in_axis[i] = -1;
+    in_axis[tok] = in_axis[x] = in_axis[labels] = 0;
+    CHECK(loss >= 0 && lrc_graph_track_axis(g, in_axis, "batch", axis, &err) && strstr(err.msg, "cross_entropy mixes the whole batch"),
+          "a loss: '%s'", err.msg);
+    free(in_axis);
+    free(axis);
+    lrc_graph_free(g);
+}
+
 int main(void)
 {
     test_table();
+    test_axes();
     test_shapes();
     test_verify_and_print();
     printf("%d passed, %d failed\n", passed, failed);

@@ -1,0 +1,123 @@
+/* axes.c — one axis (a batch's rows, a sequence's positions) followed
+ * through a graph by each op's axes rule (lrc_op_info.axes), to tell
+ * whether a graph compiled for a longer shape computes a shorter one as its
+ * prefix: a package compiled for [B, T] then runs [B', T'] by padding. */
+#include "lrc_ir.h"
+
+#include <string.h>
+
+#define IN(k) (&g->nodes[n->in[k]])
+
+static int mixes(const lrc_graph *g, const lrc_node *n, const char *what, const char *why, lrc_err *err)
+{
+    (void)g;
+    return lrc_err_set(err, "%s%s%s %s %s", n->loc ? n->loc : "", n->loc ? ": " : "", lrc_op_name(n->op), why, what);
+}
+
+/* Each output element from the same leading indices of the inputs, numpy's
+ * broadcasting aligned right; an op other than an elementwise one mixes
+ * its last axis (a matmul's K, a norm's or softmax's row). */
+static int axes_local(const lrc_graph *g, const lrc_node *n, const int *axis, const char *what, int *out, lrc_err *err)
+{
+    bool elementwise = lrc_op_table[n->op].fusion == LRC_FUSE_ELEMENTWISE;
+    int r = n->shape.ndim, at = -1;
+    for (int k = 0; k < n->n_in; k++) {
+        int a = axis[n->in[k]], rk = IN(k)->shape.ndim;
+        if (a < 0) continue;
+        if (a == rk - 1 && !elementwise) return mixes(g, n, what, "reduces over the last axis, which is the", err);
+        int m = a + r - rk;
+        if (IN(k)->shape.dim[a] != n->shape.dim[m] || (at >= 0 && at != m))
+            return mixes(g, n, what, "broadcasts across the", err);
+        at = m;
+    }
+    *out = at;
+    return LRC_OK;
+}
+
+static int axes_gather(const lrc_graph *g, const lrc_node *n, const int *axis, const char *what, int *out, lrc_err *err)
+{
+    if (axis[n->in[1]] >= 0) return mixes(g, n, what, "looks rows up in a table that depends on the", err);
+    *out = axis[n->in[0]];
+    return LRC_OK;
+}
+
+static int axes_attention(const lrc_graph *g, const lrc_node *n, const int *axis, const char *what, int *out, lrc_err *err)
+{
+    int at = -1;
+    for (int k = 0; k < n->n_in; k++) {
+        int a = axis[n->in[k]];
+        if (a < 0) continue;
+        if ((at >= 0 && a != at) || a > 1) return mixes(g, n, what, "attends across the", err);
+        if (a == 1 && !n->iattr[0]) return mixes(g, n, what, "has no causal mask: every position attends to the whole", err);
+        at = a;
+    }
+    *out = at;
+    return LRC_OK;
+}
+
+static int axes_reshape(const lrc_graph *g, const lrc_node *n, const int *axis, const char *what, int *out, lrc_err *err)
+{
+    int a = axis[n->in[0]];
+    *out = a;
+    if (a < 0) return LRC_OK;
+    bool kept = n->shape.ndim > a;
+    for (int d = 0; d <= a && kept; d++) kept = n->shape.dim[d] == IN(0)->shape.dim[d];
+    return kept ? LRC_OK : mixes(g, n, what, "merges or splits the", err);
+}
+
+static int axes_transpose(const lrc_graph *g, const lrc_node *n, const int *axis, const char *what, int *out, lrc_err *err)
+{
+    (void)what, (void)err;
+    int a = axis[n->in[0]];
+    *out = -1;
+    for (int i = 0; i < n->n_iattr && a >= 0; i++)
+        if (n->iattr[i] == a) *out = i;
+    (void)g;
+    return LRC_OK;
+}
+
+static int axes_slice(const lrc_graph *g, const lrc_node *n, const int *axis, const char *what, int *out, lrc_err *err)
+{
+    int a = axis[n->in[0]];
+    *out = a;
+    if (a < 0 || n->iattr[0] != a) return LRC_OK;
+    /* out[i] = x[i + start]: earlier positions only, and every one of them */
+    if (n->iattr[1] > 0 || n->iattr[2] != IN(0)->shape.dim[a]) return mixes(g, n, what, "reads later positions of the", err);
+    return LRC_OK;
+}
+
+static int axes_loop(const lrc_graph *g, const lrc_node *n, const int *axis, const char *what, int *out, lrc_err *err)
+{
+    int s = axis[n->in[0]], h = axis[n->in[1]], c = axis[n->in[2]];
+    if (s >= 0 && h >= 0 && s != h) return mixes(g, n, what, "carries a state across the", err);
+    int at = s >= 0 ? s : h;
+    /* the counts are per row of axis 0: the batch */
+    if (c >= 0 && (c != 0 || (at >= 0 && at != 0))) return mixes(g, n, what, "counts iterations across the", err);
+    *out = at >= 0 ? at : c;
+    return LRC_OK;
+}
+
+int lrc_graph_track_axis(const lrc_graph *g, const int *input_axis, const char *what, int *axis, lrc_err *err)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        const lrc_node *n = &g->nodes[i];
+        int rc = LRC_OK;
+        axis[i] = -1;
+        switch (lrc_op_table[n->op].axes) {
+        case LRC_AXES_SOURCE: axis[i] = n->op == LRC_OP_INPUT ? input_axis[i] : -1; break;
+        case LRC_AXES_LOCAL: rc = axes_local(g, n, axis, what, &axis[i], err); break;
+        case LRC_AXES_GATHER: rc = axes_gather(g, n, axis, what, &axis[i], err); break;
+        case LRC_AXES_ATTENTION: rc = axes_attention(g, n, axis, what, &axis[i], err); break;
+        case LRC_AXES_RESHAPE: rc = axes_reshape(g, n, axis, what, &axis[i], err); break;
+        case LRC_AXES_TRANSPOSE: rc = axes_transpose(g, n, axis, what, &axis[i], err); break;
+        case LRC_AXES_SLICE: rc = axes_slice(g, n, axis, what, &axis[i], err); break;
+        case LRC_AXES_LOOP: rc = axes_loop(g, n, axis, what, &axis[i], err); break;
+        case LRC_AXES_MIXED:
+            for (int k = 0; k < n->n_in && !rc; k++)
+                if (axis[n->in[k]] >= 0) rc = mixes(g, n, what, "mixes the whole", err);
+            break;
+        }
+        if (rc) return rc;
+    }
+    return LRC_OK;
+}
