@@ -124,6 +124,7 @@ typedef struct cli_args {
     const char *after;
     int64_t seq, batch, seed, threads, repeat, new_tokens, top_k, ctx;
     int64_t min_seq; /* compile: the shortest sequence of its own shape; 0: the default */
+    bool one_shape;  /* compile: no shorter shapes (lrc profile's package of the input's shape) */
     double temperature, lr, warmup, clip, weight_decay;
     bool decay_all, flip;
     int64_t crop_pad; /* image training: random crop padding, -1 = the default */

@@ -109,45 +109,68 @@ static int copy_set(const lrc_tensor_set *from, lrc_tensor_set *to, lrc_err *err
     return LRC_OK;
 }
 
-/* The shorter shapes, each a package in w's directory whose plan reads
- * the main plan's weights (params: the weights before folding, copied for
- * each compile, which folds them again to the same tensors). */
-static int compile_shapes(const cli_args *a, lrc_model *m, const cli_shapes *sh, const lrc_tensor_set *params, const lrc_plan *main,
-                          int64_t vocab, lrc_package_writer *w, lrc_err *err)
+/* The parameters a shorter shape's plan reads: the main plan must read
+ * each with the same shape (its weights are the package's). */
+typedef struct shape_param {
+    char *name;
+    lrc_shape shape;
+    int64_t batch, seq;
+} shape_param;
+
+/* The shorter shapes, before the main one (which folds params in place):
+ * each a package in w's directory, compiled with a copy of params (folded
+ * again to the same tensors); a shape the model does not build for is
+ * dropped from sh. The parameters they read are appended to *reads. */
+static int compile_shapes(const cli_args *a, lrc_model *m, cli_shapes *sh, const lrc_tensor_set *params, int64_t vocab,
+                          lrc_package_writer *w, shape_param **reads, int *n_reads, lrc_err *err)
 {
     int rc = LRC_OK;
-    for (int i = 0; i < sh->n && !rc; i++) {
+    for (int i = 0; i < sh->n && !rc;) {
         lrc_package_writer sub;
+        memset(&sub, 0, sizeof sub);
         lrc_compiled c;
         memset(&c, 0, sizeof c);
         lrc_tensor_set copy;
         lrc_tensor_set_init(&copy);
-        if (params) rc = copy_set(params, &copy, err);
-        lrc_graph *g = rc ? NULL : lrc_graph_new();
-        if (!rc) rc = lrc_package_begin_shape(w, sh->batch[i], sh->seq[i], &sub, err);
-        if (!rc && lrc_model_build(m, sh->batch[i], sh->seq[i], g, err)) {
+        lrc_graph *g = lrc_graph_new();
+        lrc_err e;
+        if (lrc_model_build(m, sh->batch[i], sh->seq[i], g, &e)) { /* not every length builds (a model that wants T % 64 == 0) */
             lrc_graph_free(g);
-            rc = LRC_EUSER;
-        } else if (!rc) {
-            rc = compile_into(a, g, params ? &copy : NULL, &sub, &c, err) ? LRC_EUSER : LRC_OK;
+            cli_shapes_drop(sh, i);
+            continue;
         }
-        for (int b = 0; b < c.plan.n_bufs && !rc; b++) { /* the weights are the main plan's */
-            const lrc_plan_buf *pb = &c.plan.bufs[b];
-            bool found = pb->kind != LRC_BUF_PARAM;
-            for (int k = 0; k < main->n_bufs && !found; k++)
-                found = main->bufs[k].kind == LRC_BUF_PARAM && !strcmp(main->bufs[k].name, pb->name) && lrc_shape_eq(&main->bufs[k].shape, &pb->shape);
-            if (!found)
-                rc = lrc_err_set(err, "%s at [%lld, %lld] reads parameter '%s', which it does not at [%lld, %lld]", m->path,
-                                 (long long)sh->batch[i], (long long)sh->seq[i], pb->name, (long long)a->batch, (long long)a->seq);
-        }
+        if (params) rc = copy_set(params, &copy, err);
+        if (!rc) rc = lrc_package_begin_shape(w, sh->batch[i], sh->seq[i], &sub, err);
+        if (rc) lrc_graph_free(g);
+        else rc = compile_into(a, g, params ? &copy : NULL, &sub, &c, err) ? LRC_EUSER : LRC_OK;
+        for (int b = 0; b < c.plan.n_bufs && !rc; b++)
+            if (c.plan.bufs[b].kind == LRC_BUF_PARAM) {
+                *reads = lrc_xrealloc(*reads, (size_t)(*n_reads + 1) * sizeof **reads);
+                (*reads)[(*n_reads)++] = (shape_param){lrc_strdup(c.plan.bufs[b].name), c.plan.bufs[b].shape, sh->batch[i], sh->seq[i]};
+            }
         char *meta = rc ? NULL : package_meta(m, a, &c, vocab, sh->batch[i], sh->seq[i], NULL);
         if (!rc) rc = lrc_package_finish(&sub, &c.plan, meta, err);
         free(meta);
         if (sub.started) lrc_package_abort(&sub);
         lrc_compiled_free(&c);
         lrc_tensor_set_clear(&copy);
+        i++;
     }
     return rc;
+}
+
+/* Every parameter a shorter shape reads is one the main plan reads, of the same shape. */
+static int check_shape_params(const lrc_model *m, const shape_param *reads, int n_reads, const lrc_plan *main, lrc_err *err)
+{
+    for (int r = 0; r < n_reads; r++) {
+        int k = 0;
+        while (k < main->n_bufs && (main->bufs[k].kind != LRC_BUF_PARAM || strcmp(main->bufs[k].name, reads[r].name))) k++;
+        if (k == main->n_bufs || !lrc_shape_eq(&main->bufs[k].shape, &reads[r].shape))
+            return lrc_err_set(err, "%s at [%lld, %lld] reads parameter '%s' %s: compile it with --min-seq equal to --seq and --batch 1", m->path,
+                               (long long)reads[r].batch, (long long)reads[r].seq, reads[r].name,
+                               k == main->n_bufs ? "that the full shape does not" : "with another shape than the full one");
+    }
+    return LRC_OK;
 }
 
 /* "batch 1..4, seq 1..256 (4 shapes compiled besides [4, 256])", or why an axis is fixed */
@@ -181,13 +204,14 @@ int cli_compile_package(const cli_args *a)
     if (lrc_package_begin(&w, a->out, cuda, &err)) return cli_user_error(&err);
     lrc_model m = {0};
     lrc_graph *g = lrc_graph_new();
-    lrc_tensor_set wfile, params, keep, orig;
+    lrc_tensor_set wfile, params, keep;
+    shape_param *reads = NULL;
+    int n_reads = 0;
     int64_t kept_bytes = 0;
     int kept = 0;
     lrc_tensor_set_init(&wfile);
     lrc_tensor_set_init(&params);
     lrc_tensor_set_init(&keep);
-    lrc_tensor_set_init(&orig);
     lrc_compiled c;
     memset(&c, 0, sizeof c);
     int64_t vocab = 0;
@@ -199,25 +223,19 @@ int cli_compile_package(const cli_args *a)
         lrc_model_build(&m, a->ctx > 0 ? 1 : a->batch, a->ctx > 0 ? 1 : a->seq, g, &err) ||
         lrc_passes_run(&g, &decode, "kv_cache", &err) || /* the pipeline's first step; compiling runs the rest */
         (a->weights && (lrc_safetensors_load(a->weights, &wfile, &err) ||
-                        lrc_params_bind(g, &wfile, a->weights, &params, &err))) ||
-        (a->ctx == 0 && cli_shapes_plan(&m, g, a->batch, a->seq, a->min_seq, &sh, &err))) {
+                        lrc_params_bind(g, &wfile, a->weights, &params, &err)))) {
         lrc_graph_free(g);
         cli_user_error(&err);
         goto done;
     }
     lrc_tensor_set_clear(&wfile); /* params holds its own f32 copies: a 1b's 5 GB less */
-    /* the shorter shapes fold copies of the weights as they were: compiling folds params in place */
-    if (a->weights && sh.n && copy_set(&params, &orig, &err)) {
+    if (a->ctx == 0 && !a->one_shape) cli_shapes_plan(&m, g, a->batch, a->seq, a->min_seq, &sh);
+    /* the shorter shapes first, each folding a copy of the weights as they are; then the main one folds them in place */
+    if (compile_shapes(a, &m, &sh, a->weights ? &params : NULL, vocab, &w, &reads, &n_reads, &err) ||
+        compile_into(a, g, a->weights ? &params : NULL, &w, &c, &err) || check_shape_params(&m, reads, n_reads, &c.plan, &err)) {
         cli_user_error(&err);
         goto done;
     }
-    int cache_state = -1; /* the main compile's: the shorter shapes' come after */
-    if (compile_into(a, g, a->weights ? &params : NULL, &w, &c, &err) || (cache_state = lrc_nvrtc_last_cache_state(), 0) ||
-        compile_shapes(a, &m, &sh, a->weights ? &orig : NULL, &c.plan, vocab, &w, &err)) {
-        cli_user_error(&err);
-        goto done;
-    }
-    lrc_tensor_set_clear(&orig);
     rc = LRC_OK;
     if (a->weights) {
         /* only what the plan reads: the folded weights, not the originals;
@@ -250,7 +268,7 @@ int cli_compile_package(const cli_args *a)
         printf("compiled %s%s%s for cuda (%s, NVRTC %s): %d kernels in CUDA C, cubin %zu bytes, PTX for newer GPUs, in %.0f ms\n"
                "nvrtc: %s\n",
                m.path, a->m.preset ? " preset " : "", a->m.preset ? a->m.preset : "", c.arch, lrc_nvrtc_version(),
-               c.cuda.n_symbols, c.cubin_size, c.passes_ms + c.codegen_ms, cache_says[cache_state]);
+               c.cuda.n_symbols, c.cubin_size, c.passes_ms + c.codegen_ms, cache_says[lrc_nvrtc_last_cache_state()]);
     else if (a->ctx > 0)
         printf("compiled %s%s%s for cpu (%s, %s) as a decoder with a KV cache of %lld positions in %.0f ms\n", m.path,
                a->m.preset ? " preset " : "", a->m.preset ? a->m.preset : "", c.cpu_name, c.cpu_features,
@@ -277,7 +295,8 @@ done:
     lrc_tensor_set_clear(&wfile);
     lrc_tensor_set_clear(&params);
     lrc_tensor_set_clear(&keep);
-    lrc_tensor_set_clear(&orig);
+    for (int i = 0; i < n_reads; i++) free(reads[i].name);
+    free(reads);
     lrc_model_free(&m);
     return rc;
 }

@@ -113,7 +113,7 @@ static int profile_cuda(const cli_args *a, bool pkg, int64_t repeat, const char 
     cli_args b = *a;
     snprintf(arch, sizeof arch, "sm_%d", dev.sm);
     snprintf(dir, sizeof dir, "%s/pkg", tmp);
-    b.target = "cuda", b.arch = arch, b.out = dir;
+    b.target = "cuda", b.arch = arch, b.out = dir, b.one_shape = true; /* the input's shape alone */
     b.batch = t->shape.dim[0], b.seq = t->shape.ndim == 2 ? t->shape.dim[1] : 1;
     lrc_tensor_set_clear(&in);
     rc = cli_compile_package(&b);

@@ -26,7 +26,10 @@ typedef struct cli_shapes {
 } cli_shapes;
 
 /* g is m built for [B, T]. A model that is not causal along the sequence
- * (or mixes its batch rows) keeps that axis fixed; that is not an error. */
-int cli_shapes_plan(lrc_model *m, const lrc_graph *g, int64_t B, int64_t T, int64_t min_seq, cli_shapes *out, lrc_err *err);
+ * (or mixes its batch rows, or does not build at half the size) keeps that
+ * axis fixed, with the reason; that is not an error. */
+void cli_shapes_plan(lrc_model *m, const lrc_graph *g, int64_t B, int64_t T, int64_t min_seq, cli_shapes *out);
+/* Removes shape i from the list (one the model does not build for). */
+void cli_shapes_drop(cli_shapes *sh, int i);
 
 #endif

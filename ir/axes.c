@@ -24,9 +24,11 @@ static int axes_local(const lrc_graph *g, const lrc_node *n, const int *axis, co
     for (int k = 0; k < n->n_in; k++) {
         int a = axis[n->in[k]], rk = IN(k)->shape.ndim;
         if (a < 0) continue;
+        /* a GEMM's weight W[N, K]: its rows become the output's last axis */
+        if (k > 0 && lrc_op_table[n->op].fusion == LRC_FUSE_GEMM) return mixes(g, n, what, "multiplies by a matrix that depends on the", err);
         if (a == rk - 1 && !elementwise) return mixes(g, n, what, "reduces over the last axis, which is the", err);
         int m = a + r - rk;
-        if (IN(k)->shape.dim[a] != n->shape.dim[m] || (at >= 0 && at != m))
+        if (m < 0 || IN(k)->shape.dim[a] != n->shape.dim[m] || (at >= 0 && at != m))
             return mixes(g, n, what, "broadcasts across the", err);
         at = m;
     }

@@ -409,19 +409,23 @@ static lrc_status request_shape(lrc_session *s, int64_t *rb, int64_t *rt)
         if (k->batch_axis[b] < 0 && k->seq_axis[b] < 0) {
             const lrc_tensor *dummy;
             lrc_plan_find_tensor(pb, &s->in, &dummy, &s->err); /* "input 'tokens' is I32 [1,300], the program expects I32 [1,256]" */
-            if (!k->seq_prefix && k->seq > 1 && t->shape.ndim >= 2 && pb->shape.ndim >= 2 && t->shape.dim[1] < pb->shape.dim[1])
-                err_append(&s->err, " (only that length: %s)", k->seq_fixed);
-            return fail(s, LRC_STATUS_INVALID);
+        } else { /* "input 'tokens' is I32 [2,9], the package takes I32 [1..2,1..7]" */
+            char got[96], want[160] = "[";
+            size_t w = 1;
+            for (int d = 0; d < pb->shape.ndim && w < sizeof want; d++)
+                w += (size_t)snprintf(want + w, sizeof want - w, d == k->batch_axis[b] || d == k->seq_axis[b] ? "%s1..%lld" : "%s%lld",
+                                      d ? "," : "", (long long)pb->shape.dim[d]);
+            if (w < sizeof want) snprintf(want + w, sizeof want - w, "]");
+            lrc_err_set(&s->err, "input '%s' is %s %s, the package takes %s %s", pb->name, lrc_dtype_st_name(t->dtype),
+                        lrc_shape_str(&t->shape, got, sizeof got), lrc_dtype_st_name(pb->dtype), want);
         }
-        /* "input 'tokens' is I32 [2,9], the package takes I32 [1..2,1..7]" */
-        char got[96], want[160] = "[";
-        size_t w = 1;
-        for (int d = 0; d < pb->shape.ndim && w < sizeof want; d++)
-            w += (size_t)snprintf(want + w, sizeof want - w, d == k->batch_axis[b] || d == k->seq_axis[b] ? "%s1..%lld" : "%s%lld",
-                                  d ? "," : "", (long long)pb->shape.dim[d]);
-        if (w < sizeof want) snprintf(want + w, sizeof want - w, "]");
-        lrc_err_set(&s->err, "input '%s' is %s %s, the package takes %s %s", pb->name, lrc_dtype_st_name(t->dtype),
-                    lrc_shape_str(&t->shape, got, sizeof got), lrc_dtype_st_name(pb->dtype), want);
+        /* one axis shorter than compiled, where the package runs only its own size: why */
+        int at = t->shape.ndim == pb->shape.ndim ? -1 : -2;
+        for (int d = 0; d < pb->shape.ndim && at != -2; d++)
+            if (t->shape.dim[d] != pb->shape.dim[d]) at = at == -1 && t->shape.dim[d] < pb->shape.dim[d] ? d : -2;
+        const char *why = at == 0 && !k->batch_prefix ? k->batch_fixed : at == 1 && !k->seq_prefix ? k->seq_fixed : "";
+        if (at >= 0 && why[0] && !strstr(why, "no input has"))
+            err_append(&s->err, " (%s runs only that %s: %s)", s->dir, at ? "length" : "batch", why);
         return fail(s, LRC_STATUS_INVALID);
     }
     if (!*rb) *rb = s->batch;
@@ -707,6 +711,8 @@ lrc_status lrc_session_time(lrc_session *s, int64_t repeat, double *median_ms)
         return fail(s, LRC_STATUS_INVALID);
     }
     int i = s->shorter ? s->run_shape : -1; /* a shorter run: the padded shape's plan */
+    lrc_status st = i >= 0 ? open_shape(s, i) : LRC_STATUS_OK; /* bound again if the weights changed since */
+    if (st) return st;
     if (s->cuda)
         return lrc_cuda_exec_time(i < 0 ? s->cx : s->scx[i], repeat, median_ms, &s->err) ? fail(s, LRC_STATUS_DEVICE) : LRC_STATUS_OK;
     lrc_exec *x = i < 0 ? s->x : s->sx[i];

@@ -327,6 +327,51 @@ static void read_axes(const cJSON *meta, lrc_package *pkg)
     }
 }
 
+/* lrc_package_load; nested: a shape of another package, which lists none itself */
+static int package_load(const char *dir, bool nested, lrc_package *pkg, lrc_err *err);
+
+/* Why shape v's plan is not pkg's at its batch and seq, or NULL: each
+ * input and output the same but along pkg's batch and sequence axes, the
+ * same range checks, parameters pkg's of the same shapes. A run pads into
+ * v's buffers and binds pkg's weights, so nothing else may differ. */
+static const char *shape_mismatch(const lrc_package *pkg, const lrc_package *v)
+{
+    const lrc_plan *p = &pkg->plan, *q = &v->plan;
+    int io = 0, qio = 0;
+    for (int b = 0; b < q->n_bufs; b++) qio += q->bufs[b].kind == LRC_BUF_INPUT || q->bufs[b].kind == LRC_BUF_OUTPUT;
+    for (int b = 0; b < p->n_bufs; b++) {
+        const lrc_plan_buf *pb = &p->bufs[b];
+        bool param = pb->kind == LRC_BUF_PARAM;
+        if (!param && pb->kind != LRC_BUF_INPUT && pb->kind != LRC_BUF_OUTPUT) continue;
+        io += !param;
+        int k = 0;
+        while (k < q->n_bufs && (q->bufs[k].kind != pb->kind || strcmp(q->bufs[k].name, pb->name))) k++;
+        if (k == q->n_bufs) {
+            if (param) continue; /* a shape may read fewer */
+            return "an input or output is missing";
+        }
+        const lrc_plan_buf *qb = &q->bufs[k];
+        lrc_shape want = pb->shape;
+        if (pkg->batch_axis[b] >= 0) want.dim[pkg->batch_axis[b]] = v->batch;
+        if (pkg->seq_axis[b] >= 0) want.dim[pkg->seq_axis[b]] = v->seq;
+        if (qb->dtype != pb->dtype || !lrc_shape_eq(&qb->shape, &want)) return "an input, output or parameter of another type or shape";
+        for (int c = 0; c < p->n_checks; c++) {
+            if (p->checks[c].buf != b) continue;
+            bool same = false;
+            for (int e = 0; e < q->n_checks && !same; e++)
+                same = q->checks[e].buf == k && q->checks[e].lo == p->checks[c].lo && q->checks[e].hi == p->checks[c].hi;
+            if (!same) return "another range check of an input";
+        }
+    }
+    for (int b = 0; b < q->n_bufs; b++) {
+        if (q->bufs[b].kind != LRC_BUF_PARAM) continue;
+        bool found = false;
+        for (int k = 0; k < p->n_bufs && !found; k++) found = p->bufs[k].kind == LRC_BUF_PARAM && !strcmp(p->bufs[k].name, q->bufs[b].name);
+        if (!found) return "a parameter the package does not read";
+    }
+    return io == qio && q->n_checks == p->n_checks ? NULL : "other inputs, outputs or range checks";
+}
+
 /* The shorter shapes meta lists, each a package in dir/shape-BxT that must
  * load as the main one does (a damaged one names its file), for the same
  * target and no larger than the main shape. */
@@ -345,16 +390,20 @@ static int load_shapes(const char *dir, const cJSON *meta, lrc_package *pkg, con
         char sub[4300];
         snprintf(sub, sizeof sub, "%.4000s/" PKG_SHAPE_PREFIX "%lldx%lld", dir, (long long)b, (long long)t);
         lrc_package *v = &pkg->shapes[i];
-        if (lrc_package_load(sub, v, err)) return LRC_EUSER;
+        if (package_load(sub, true, v, err)) return LRC_EUSER;
         pkg->n_shapes = i + 1;
-        if (strcmp(v->target, pkg->target) || v->batch != (int64_t)b || v->seq != (int64_t)t || v->n_shapes)
-            return lrc_err_set(err, "%s/" PKG_JSON ": not the %s package of shape [%lld, %lld] that %s lists (a damaged package?)", sub,
-                               pkg->target, (long long)b, (long long)t, path);
+        const char *wrong = strcmp(v->target, pkg->target) || v->batch != (int64_t)b || v->seq != (int64_t)t ? "its target or shape"
+                                                                                                             : shape_mismatch(pkg, v);
+        if (wrong)
+            return lrc_err_set(err, "%s/" PKG_JSON ": not the %s package of shape [%lld, %lld] that %s lists: %s (a damaged package?)",
+                               sub, pkg->target, (long long)b, (long long)t, path, wrong);
     }
     return LRC_OK;
 }
 
-int lrc_package_load(const char *dir, lrc_package *pkg, lrc_err *err)
+int lrc_package_load(const char *dir, lrc_package *pkg, lrc_err *err) { return package_load(dir, false, pkg, err); }
+
+static int package_load(const char *dir, bool nested, lrc_package *pkg, lrc_err *err)
 {
     memset(pkg, 0, sizeof *pkg);
     char path[4096];
@@ -424,7 +473,8 @@ int lrc_package_load(const char *dir, lrc_package *pkg, lrc_err *err)
     }
     if (!rc && shapes_meta) {
         snprintf(path, sizeof path, "%s/" PKG_JSON, dir);
-        rc = load_shapes(dir, shapes_meta, pkg, path, err);
+        if (nested && cJSON_GetObjectItemCaseSensitive(shapes_meta, "shapes")) rc = bad(err, path, "a shape's list of shapes", -1);
+        else if (!nested) rc = load_shapes(dir, shapes_meta, pkg, path, err);
     }
     cJSON_Delete(shapes_meta);
     if (rc) lrc_package_free(pkg);
@@ -483,11 +533,17 @@ void lrc_package_remove(const char *dir)
 {
     char p[4400];
     DIR *d = opendir(dir);
-    for (struct dirent *e; d && (e = readdir(d));)
-        if (!strncmp(e->d_name, PKG_SHAPE_PREFIX, strlen(PKG_SHAPE_PREFIX))) {
-            snprintf(p, sizeof p, "%.4000s/%.255s", dir, e->d_name);
-            lrc_package_remove(p);
-        }
+    for (struct dirent *e; d && (e = readdir(d));) {
+        long long b, t;
+        char end;
+        struct stat st;
+        /* only the directories lrc_package_begin_shape makes: never a link out of the package */
+        if (sscanf(e->d_name, PKG_SHAPE_PREFIX "%lldx%lld%c", &b, &t, &end) != 2) continue;
+        snprintf(p, sizeof p, "%.4000s/%.255s", dir, e->d_name);
+        if (lstat(p, &st)) continue;
+        if (S_ISDIR(st.st_mode)) lrc_package_remove(p);
+        else if (S_ISLNK(st.st_mode)) remove(p); /* the link alone, not what it points to */
+    }
     if (d) closedir(d);
     for (size_t i = 0; i < sizeof pkg_files / sizeof pkg_files[0]; i++) {
         snprintf(p, sizeof p, "%.4300s/%s", dir, pkg_files[i]); /* dir: a package path, well under 4300 bytes */

@@ -390,7 +390,30 @@ static void test_shapes(void)
               max_diff(first, got, 3 * 256) > 1e-3,
           "weights bound anew reach the shorter shape (diff to the exact package %g, to the first weights' %g)", max_diff(got, want, 3 * 256),
           max_diff(first, got, 3 * 256));
+    /* weights bound anew, then the shorter run timed without a run between: it binds them first */
+    snprintf(path, sizeof path, "%s/w.st", dir);
+    CHECK(!lrc_session_bind_weights_file(w, path) && lrc_session_time(w, 2, &ms) == LRC_STATUS_OK && run_logits(w, &a, got, 3 * 256) == 3 * 256 &&
+              max_diff(first, got, 3 * 256) == 0,
+          "time after new weights, then a run: the first weights' logits again (%s)", lrc_session_error(w));
     lrc_session_close(w);
+    /* a model that attends both ways: fewer rows run, a shorter sequence is refused with the op that fixes it */
+    CHECK(logits_of("pkg_bi", NULL, ids, 1, 8, got, 8 * 256) == 8 * 256 && logits_of("pkg_bi18", NULL, ids, 1, 8, want, 8 * 256) == 8 * 256 &&
+              max_diff(got, want, 8 * 256) <= 1e-6,
+          "a bidirectional model's [2, 8] package on [1, 8]: the [1, 8] package's logits (max diff %g)", max_diff(got, want, 8 * 256));
+    CHECK(open_pkg("pkg_bi", &s, msg, sizeof msg) == LRC_STATUS_OK && !lrc_session_describe(s, &info) && info.shorter_batch &&
+              !info.shorter_seq,
+          "describe: the bidirectional package runs fewer rows, not fewer positions");
+    a = tokens_array(ids, 2, 4);
+    CHECK(lrc_session_run(s, &a, 1) == LRC_STATUS_INVALID &&
+              strstr(lrc_session_error(s), "input 'tokens' is I32 [2,4], the package takes I32 [1..2,8]") &&
+              strstr(lrc_session_error(s), "runs only that length: bi.lua:8: attention has no causal mask: every position attends to the whole sequence)"),
+          "a shorter sequence of a bidirectional model: '%s'", lrc_session_error(s));
+    lrc_session_close(s);
+    /* replacing a package removes its own shapes, never what a link named like one points to */
+    CHECK(sh("mkdir -p keep && touch keep/package.json && ln -s ../keep pkg_now13/shape-1x2 && "
+             "%s compile %s --preset tiny --batch 1 --seq 3 --target cpu -o pkg_now13 >/dev/null && test -f keep/package.json && "
+             "test ! -e pkg_now13/shape-1x2 && ! ls -d pkg_now13.* 2>/dev/null", lrc_bin, model) == 0,
+          "a link in a package replaced: the directory it points to is left alone");
     /* a shape's kernels damaged: the package does not open */
     bad_package("pkg_mins_cut", LRC_STATUS_PACKAGE, "pkg_mins_cut/shape-1x4/kernels.so: 1000 bytes with hash", true);
 }
@@ -432,6 +455,30 @@ static void test_misuse(void)
     lrc_session_close(s);
 }
 
+/* A model whose attention has no causal mask: its sequence cannot run shorter. */
+static const char *bidirectional = "local lrc = require \"lrc\"\n"
+                                   "local nn = require \"lrc.nn\"\n"
+                                   "local M = {}\n"
+                                   "M.defaults = { d = 16, vocab = 256 }\n"
+                                   "function M.build(cfg, tokens)\n"
+                                   "  local B, T = tokens.shape[1], tokens.shape[2]\n"
+                                   "  local q = nn.embedding(\"embed\", cfg.vocab, cfg.d)(tokens):reshape{B, T, 2, cfg.d // 2}\n"
+                                   "  local a = lrc.attention(q, q, q, { causal = false, scale = 0.25 })\n"
+                                   "  return nn.linear(\"head\", cfg.d, cfg.vocab)(a:reshape{B, T, cfg.d})\n"
+                                   "end\n"
+                                   "return M\n";
+
+/* Writes text to dir/name; 0 on success. */
+static int write_file(const char *name, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    int ok = f && fputs(text, f) >= 0;
+    if (f && fclose(f)) ok = 0;
+    return !ok;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -459,7 +506,11 @@ int main(int argc, char **argv)
              sh("%s compile %s --preset tiny --batch 2 --seq 5 --target cpu --weights w.st -o pkg_25 >/dev/null", lrc_bin, model) ||
              sh("%s compile %s --preset tiny --batch 1 --seq 3 --target cpu -o pkg_now13 >/dev/null", lrc_bin, model) ||
              sh("%s compile %s --preset tiny --batch 2 --seq 8 --min-seq 2 --target cpu --weights w.st -o pkg_mins >/dev/null", lrc_bin, model) ||
-             sh("cp -r pkg_mins pkg_mins_cut && head -c 1000 pkg_mins/shape-1x4/kernels.so >pkg_mins_cut/shape-1x4/kernels.so");
+             sh("cp -r pkg_mins pkg_mins_cut && head -c 1000 pkg_mins/shape-1x4/kernels.so >pkg_mins_cut/shape-1x4/kernels.so") ||
+             write_file("bi.lua", bidirectional) ||
+             sh("%s init bi.lua -o bi_w.st >/dev/null", lrc_bin) ||
+             sh("%s compile bi.lua --batch 2 --seq 8 --min-seq 2 --target cpu --weights bi_w.st -o pkg_bi >/dev/null", lrc_bin) ||
+             sh("%s compile bi.lua --batch 1 --seq 8 --target cpu --weights bi_w.st -o pkg_bi18 >/dev/null", lrc_bin);
     CHECK(rc == 0, "the packages were made");
     write_tokens("in.st", 2, 7, -1);
     if (rc == 0) {
@@ -470,7 +521,7 @@ int main(int argc, char **argv)
         test_shapes();
         test_misuse();
     }
-    sh("rm -rf pkg pkg_now pkg_dec pkg_cu pkg_cut pkg_v99 pkg_badso pkg_noso pkg_badw pkg_13 pkg_25 pkg_now13 pkg_mins pkg_mins_cut *.st");
+    sh("rm -rf pkg pkg_now pkg_dec pkg_cu pkg_cut pkg_v99 pkg_badso pkg_noso pkg_badw pkg_13 pkg_25 pkg_now13 pkg_mins pkg_mins_cut pkg_bi pkg_bi18 keep *.st bi.lua");
     rmdir(dir);
     return check_summary();
 }

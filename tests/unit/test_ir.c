@@ -210,6 +210,14 @@ static void test_axes(void)
     free(in_axis);
     free(axis);
     lrc_graph_free(g);
+    /* matmul(x, x): the weight's rows become the output's last axis, so the batch is mixed */
+    g = lrc_graph_new();
+    int x2 = input(g, "x", S(2, 4, 4));
+    int mm = op(g, LRC_OP_MATMUL, x2, x2, &err);
+    int in2[2] = {0, -1}, ax2[2];
+    CHECK(mm == 1 && lrc_graph_track_axis(g, in2, "batch", ax2, &err) && strstr(err.msg, "matmul multiplies by a matrix that depends on the batch"),
+          "matmul by a tracked matrix: '%s'", err.msg);
+    lrc_graph_free(g);
 }
 
 int main(void)
