@@ -596,7 +596,7 @@ t "package: kernels.so truncated" 1 'pkg_badso' 'kernels' -- forward pkg_badso -
 st make in_shape.st '{"tokens": ["I32", [1, 8], [1, 2, 3, 4, 5, 6, 7, 8]]}'
 t "package: input longer than compiled" 1 "'tokens'" '\[1,8\]' '\[1\.\.2,1\.\.7\]' -- forward pkg --input in_shape.st -o out.safetensors
 st make in_rank.st '{"tokens": ["I32", [3], [1, 2, 3]]}'
-t "package: input of another rank" 1 "'tokens'" '\[3\]' '\[1\.\.2,1\.\.7\]' -- forward pkg --input in_rank.st -o out.safetensors
+t "package: input of another rank" 1 "'tokens'" '\[3\]' 'expected I32 \[B, T\]' -- forward pkg --input in_rank.st -o out.safetensors
 t "package: token outside the vocabulary" 1 'tokens\[1,3\]' -- forward pkg --input in_vocab.st -o out.safetensors
 t "package: --threads 0" 1 '--threads 0' -- forward pkg --input "$IN" -o out.safetensors --threads 0
 t "package without weights, none given" 1 'pkg_now' '--weights' -- forward pkg_now --input "$IN" -o out.safetensors
