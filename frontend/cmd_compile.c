@@ -1,11 +1,7 @@
 /* cmd_compile.c — lrc compile: a model compiled ahead of time into a
  * package (kernels.so, package.json with the plan, and the folded weights
  * when given) that lrc forward runs with no Lua, LLVM or compilation. */
-#include "cli.h"
-#include "compile.h"
-
-#include "../codegen/llvm/lrc_link.h"
-#include "../codegen/llvm/lrc_llvm.h"
+#include "targets.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -13,7 +9,7 @@
 
 void cli_package_remove(const char *dir) { lrc_package_remove(dir); }
 
-static char *package_meta(lrc_model *m, const cli_args *a, const lrc_compiled *c, int64_t vocab)
+static char *package_meta(lrc_model *m, const cli_args *a, const lrc_target *t, const lrc_compiled *c, int64_t vocab)
 {
     char *cfg = NULL;
     size_t len = 0;
@@ -27,16 +23,8 @@ static char *package_meta(lrc_model *m, const cli_args *a, const lrc_compiled *c
     lrc_err ignored;
     int64_t loop_T = 0;
     if (lrc_model_config_int(m, "T", &loop_T, &ignored)) loop_T = 0;
-    bool cuda = c->have_cuda;
-    cJSON_AddStringToObject(o, "target", cuda ? "cuda" : "cpu");
-    if (cuda) {
-        cJSON_AddStringToObject(o, "arch", c->arch);
-        cJSON_AddStringToObject(o, "nvrtc", lrc_nvrtc_version());
-        cJSON_AddItemToObject(o, "cuda", lrc_compiled_cuda_meta(c));
-    } else {
-        cJSON_AddStringToObject(o, "cpu", c->cpu_name);
-        cJSON_AddStringToObject(o, "requires", c->cpu_features);
-    }
+    cJSON_AddStringToObject(o, "target", t->name);
+    t->package_meta(o, c); /* what the target's loader reads: its CPU or GPU, its launch table */
     if (a->ctx > 0) { /* a decoder: one token a step, KV caches of ctx positions */
         cJSON_AddNumberToObject(o, "batch", 1);
         cJSON_AddNumberToObject(o, "seq", 1);
@@ -49,10 +37,7 @@ static char *package_meta(lrc_model *m, const cli_args *a, const lrc_compiled *c
     if (lrc_graph_find(c->g, LRC_OP_INPUT, "iterations") >= 0 && loop_T > 0) /* a looped model's default count */
         cJSON_AddNumberToObject(o, "iterations", (double)loop_T);
     cJSON_AddNumberToObject(o, "kernels", c->sched.n_groups);
-    const lrc_gemm_tiling *t = &c->prog.tiling;
-    if (!cuda) cJSON_AddNumberToObject(o, "peak_flops_per_item", (double)LRC_PEAK_ITERS * t->mr * t->nv * t->vec * 2.0);
     cJSON_AddStringToObject(o, "compiled_by", "lrc " LRC_VERSION);
-    if (!cuda) cJSON_AddStringToObject(o, "llvm", lrc_llvm_version());
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     free(cfg);
@@ -61,17 +46,18 @@ static char *package_meta(lrc_model *m, const cli_args *a, const lrc_compiled *c
 
 int cli_compile_package(const cli_args *a)
 {
-    bool cuda = !strcmp(a->target, "cuda");
-    if (strcmp(a->target, "cpu") && !cuda) {
-        lrc_err e;
-        lrc_err_set(&e, "--target %s: unknown target (lrc compiles for cpu and cuda)", a->target);
-        return cli_user_error(&e);
-    }
-    if (a->arch && !cuda) return cli_usage_error("compile", "--arch is for --target cuda");
-    if (a->precision && !cuda) return cli_usage_error("compile", "--precision is for --target cuda (the cpu target computes in f32)");
+    const lrc_target *target = lrc_target_find(a->target);
     lrc_err err;
+    char names[128];
+    if (!target || !target->compile_package) {
+        lrc_err_set(&err, "--target %s: unknown target (lrc compiles for %s)", a->target,
+                    lrc_target_names(LRC_TARGET_COMPILE, " and ", names, sizeof names));
+        return cli_user_error(&err);
+    }
+    int bad = target->check("compile", a, &err); /* the options this target takes */
+    if (bad) return bad == EXIT_USAGE ? cli_usage_error("compile", "%s", err.msg) : cli_user_error(&err);
     lrc_package_writer w;
-    if (lrc_package_begin(&w, a->out, cuda, &err)) return cli_user_error(&err);
+    if (lrc_package_begin(&w, a->out, target->device_package, &err)) return cli_user_error(&err);
     lrc_model m = {0};
     lrc_graph *g = lrc_graph_new();
     lrc_tensor_set wfile, params, keep;
@@ -83,9 +69,6 @@ int cli_compile_package(const cli_args *a)
     lrc_compiled c;
     memset(&c, 0, sizeof c);
     int64_t vocab = 0;
-    char obj[4200], so[4200];
-    lrc_package_kernels_path(&w, true, obj, sizeof obj);
-    lrc_package_kernels_path(&w, false, so, sizeof so);
     int rc = EXIT_USER;
     lrc_pass_ctx decode = {.kv_cache_len = a->ctx};
     if (lrc_model_load(&m, a->m.model, a->m.preset, a->m.sets, a->m.n_sets, &err) ||
@@ -99,24 +82,19 @@ int cli_compile_package(const cli_args *a)
         goto done;
     }
     lrc_tensor_set_clear(&wfile); /* params holds its own f32 copies: a 1b's 5 GB less */
-    if (cuda ? lrc_compile_graph_cuda(g, a->weights ? &params : NULL, a->arch ? a->arch : "sm_90",
-                                  a->precision && !strcmp(a->precision, "f32"), &c, &err) ||
-                   lrc_package_write_cuda(&w, c.cuda.source, c.cubin, c.cubin_size, c.ptx, &err)
-             : lrc_compile_graph_to(g, a->weights ? &params : NULL, obj, &c, &err) || lrc_llvm_link_shared(obj, so, &err)) {
+    if (target->compile_package(g, a->weights ? &params : NULL, a, &w, &c, &err)) { /* the kernels into the package */
         cli_user_error(&err);
         goto done;
     }
     rc = LRC_OK;
     if (a->weights) {
         /* only what the plan reads: the folded weights, not the originals;
-         * keep borrows params' tensors (no copy of a 1b's gigabytes). A
-         * weight the device stores as bf16 is written as bf16, rounded as
-         * the upload would round it: half the file, and the same bits on
-         * the GPU */
+         * keep borrows params' tensors (no copy of a 1b's gigabytes), each
+         * as the target stores it */
         for (int i = 0; i < c.plan.n_bufs && !rc; i++)
             if (c.plan.bufs[i].kind == LRC_BUF_PARAM && !lrc_tensor_set_find(&keep, c.plan.bufs[i].name)) {
                 lrc_tensor *t = lrc_tensor_set_find(&params, c.plan.bufs[i].name);
-                if (cuda && c.cuda.storage[i] == LRC_CUDA_BF16) lrc_tensor_round_bf16(t);
+                if (target->package_weight) target->package_weight(&c, i, t);
                 rc = lrc_tensor_set_add(&keep, t, &err);
             }
         if (!rc) rc = lrc_package_write_weights(&w, &keep, &err);
@@ -124,7 +102,7 @@ int cli_compile_package(const cli_args *a)
         kept = keep.n;
         keep.n = 0; /* borrowed: cleared without freeing the tensors */
     }
-    char *meta = rc ? NULL : package_meta(&m, a, &c, vocab);
+    char *meta = rc ? NULL : package_meta(&m, a, target, &c, vocab);
     if (!rc) rc = lrc_package_finish(&w, &c.plan, meta, &err); /* package.json, then the directory moved into place */
     free(meta);
     if (rc) {
@@ -132,25 +110,9 @@ int cli_compile_package(const cli_args *a)
         rc = EXIT_USER;
         goto done;
     }
-    static const char *cache_says[] = {"no cache (LRC_NVRTC_CACHE=off, or no cache directory)", "compiled, now cached", "from the cache",
-                                       "a damaged cache entry, compiled again and replaced"};
-    if (cuda)
-        printf("compiled %s%s%s for cuda (%s, NVRTC %s): %d kernels in CUDA C, cubin %zu bytes, PTX for newer GPUs, in %.0f ms\n"
-               "nvrtc: %s\n",
-               m.path, a->m.preset ? " preset " : "", a->m.preset ? a->m.preset : "", c.arch, lrc_nvrtc_version(),
-               c.cuda.n_symbols, c.cubin_size, c.passes_ms + c.codegen_ms, cache_says[lrc_nvrtc_last_cache_state()]);
-    else if (a->ctx > 0)
-        printf("compiled %s%s%s for cpu (%s, %s) as a decoder with a KV cache of %lld positions in %.0f ms\n", m.path,
-               a->m.preset ? " preset " : "", a->m.preset ? a->m.preset : "", c.cpu_name, c.cpu_features,
-               (long long)a->ctx, c.passes_ms + c.codegen_ms);
-    else
-        printf("compiled %s%s%s for cpu (%s, %s) at batch %lld x seq %lld in %.0f ms\n", m.path, a->m.preset ? " preset " : "",
-               a->m.preset ? a->m.preset : "", c.cpu_name, c.cpu_features, (long long)a->batch, (long long)a->seq,
-               c.passes_ms + c.codegen_ms);
+    target->compile_report(&m, a, &c);
     printf("kernels %d\n", c.sched.n_groups);
-    int functions = 0;
-    for (int i = 0; i < c.prog.n_kernels; i++) functions += c.prog.kernels[i].impl == i;
-    printf("functions %d (launches of equal structure share code)\n", cuda ? c.cuda.n_symbols : functions);
+    printf("functions %d (launches of equal structure share code)\n", target->functions(&c));
     printf("arena %lld bytes\n", (long long)c.sched.arena_bytes);
     printf("peak of live intermediates %lld bytes (arena / peak = %.3f)\n", (long long)c.sched.peak_bytes,
            c.sched.peak_bytes ? (double)c.sched.arena_bytes / (double)c.sched.peak_bytes : 1.0);

@@ -77,7 +77,7 @@ static lrc_status read_meta(lrc_session *s)
     }
     void *image = lrc_package_cuda_image(s->dir, s->dev.sm == sm, &s->err);
     if (!image) return fail(s, LRC_STATUS_PACKAGE);
-    rc = lrc_cuda_exec_new(&s->pkg.plan, s->pkg.meta_json, image, &s->cx, &s->err);
+    rc = lrc_cuda_exec_new(&s->pkg.plan, &s->pkg.cuda, image, &s->cx, &s->err);
     free(image);
     return rc ? fail(s, LRC_STATUS_DEVICE) : LRC_STATUS_OK;
 }

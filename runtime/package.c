@@ -336,6 +336,7 @@ int lrc_package_load(const char *dir, lrc_package *pkg, lrc_err *err)
         snprintf(kfile, sizeof kfile, "%s", kf->valuestring);
         snprintf(pkg->target, sizeof pkg->target, "%s", cJSON_IsString(target) ? target->valuestring : "cpu");
     }
+    if (!rc && !strcmp(pkg->target, "cuda")) rc = lrc_package_cuda_read(meta, &pkg->plan, path, &pkg->cuda, err);
     cJSON_Delete(root);
     if (!rc) {
         snprintf(path, sizeof path, "%s/%s", dir, kfile);
@@ -372,6 +373,7 @@ void lrc_package_free(lrc_package *pkg)
     lrc_plan_free(&pkg->plan);
     lrc_tensor_set_clear(&pkg->weights);
     free(pkg->meta_json);
+    lrc_cuda_table_free(&pkg->cuda);
     if (pkg->dl) dlclose(pkg->dl);
     memset(pkg, 0, sizeof *pkg);
 }

@@ -53,12 +53,7 @@ static void run_fixture(const char *path, const char *arch)
         compiled = true;
     }
     if (!rc) {
-        cJSON *meta = cJSON_CreateObject();
-        cJSON_AddItemToObject(meta, "cuda", lrc_compiled_cuda_meta(&c));
-        char *text = cJSON_PrintUnformatted(meta);
-        cJSON_Delete(meta);
-        rc = lrc_cuda_exec_new(&c.plan, text, c.cubin, &x, &err);
-        free(text);
+        rc = lrc_cuda_exec_new(&c.plan, &c.cuda.table, c.cubin, &x, &err);
     }
     if (!rc) rc = lrc_cuda_exec_run(x, &in, &outs, &err);
     const lrc_tensor *got = rc ? NULL : lrc_tensor_set_find(&outs, "out");
