@@ -163,6 +163,7 @@ int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arc
     if ((rc = lrc_cuda_render(c->g, &c->sched, &c->prog, f32 ? LRC_CUDA_F32 : LRC_CUDA_BF16, &c->cuda, err))) return rc;
     c->have_cuda = true;
     if ((rc = lrc_nvrtc_compile(c->cuda.source, "kernels.cu", arch, &c->cubin, &c->cubin_size, &c->ptx, err))) return rc;
+    c->nvrtc_cache = (int)lrc_nvrtc_last_cache_state(); /* a later compile (another shape) would change it */
     if ((rc = build_plan(c, err))) return rc;
     c->have_plan = true;
     for (int i = 0; i < c->plan.n_launches; i++) { /* a GEMM alone has no kernel of its own */

@@ -278,7 +278,7 @@ static void cuda_compile_report(const lrc_model *m, const cli_args *a, const lrc
     printf("compiled %s%s%s for cuda (%s, NVRTC %s): %d kernels in CUDA C, cubin %zu bytes, PTX for newer GPUs, in %.0f ms\n"
            "nvrtc: %s\n",
            m->path, a->m.preset ? " preset " : "", a->m.preset ? a->m.preset : "", c->arch, lrc_nvrtc_version(), c->cuda.n_symbols,
-           c->cubin_size, c->passes_ms + c->codegen_ms, cache_says[lrc_nvrtc_last_cache_state()]);
+           c->cubin_size, c->passes_ms + c->codegen_ms, cache_says[c->nvrtc_cache]);
 }
 
 static int cuda_functions(const lrc_compiled *c) { return c->cuda.n_symbols; }

@@ -295,6 +295,7 @@ typedef struct lrc_package {
     lrc_plan plan;         /* launches resolved in kernels.so (cpu packages) */
     lrc_tensor_set weights;
     bool has_weights;
+    lrc_cuda_table cuda;   /* a cuda package's launch table (meta's "cuda"), else empty */
     char *meta_json;       /* what compiled it: model, config, shapes, CPU or GPU */
     char target[16];       /* "cpu" or "cuda" */
     /* from meta, 0 or "" when absent: the token shape [batch, seq] it was
@@ -306,7 +307,6 @@ typedef struct lrc_package {
     double peak_flops_per_item;
     char cpu[128], requires[128], arch[16];
     void *dl;
-    lrc_cuda_table cuda;   /* a cuda package's launch table (meta's "cuda"), else empty */
 } lrc_package;
 
 /* package.json for plan p; kernels_file (in dir) is recorded with its size

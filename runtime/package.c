@@ -330,13 +330,14 @@ int lrc_package_load(const char *dir, lrc_package *pkg, lrc_err *err)
     if (!rc && (!cJSON_IsNumber(kb) || !cJSON_IsString(kh))) rc = bad(err, path, "the kernels' size and hash", -1);
     if (!rc && (!cJSON_IsString(kf) || strchr(kf->valuestring, '/') || strlen(kf->valuestring) >= sizeof kfile))
         rc = bad(err, path, "the kernels' file name", -1);
+    if (!rc && cJSON_IsString(target) && !strcmp(target->valuestring, "cuda")) /* its launch table, checked against the plan */
+        rc = lrc_package_cuda_read(meta, &pkg->plan, path, &pkg->cuda, err);
     if (!rc) {
         want_size = (uint64_t)kb->valuedouble;
         snprintf(want_hash, sizeof want_hash, "%s", kh->valuestring);
         snprintf(kfile, sizeof kfile, "%s", kf->valuestring);
         snprintf(pkg->target, sizeof pkg->target, "%s", cJSON_IsString(target) ? target->valuestring : "cpu");
     }
-    if (!rc && !strcmp(pkg->target, "cuda")) rc = lrc_package_cuda_read(meta, &pkg->plan, path, &pkg->cuda, err);
     cJSON_Delete(root);
     if (!rc) {
         snprintf(path, sizeof path, "%s/%s", dir, kfile);
