@@ -83,22 +83,7 @@ int cli_model_load(const char *cmd, const cli_model_opts *o, lrc_model *m, lrc_e
  * first, on stderr. */
 void cli_print_quick_profile(const lrc_plan *plan, const double *ns, const int64_t *calls);
 
-/* lrc forward and lrc profile of a cuda package (frontend/cmd_cuda.c);
- * return the exit status. */
 struct cli_args;
-/* A cuda package (a->m.model) on GPU 0 with its weights (inside, or
- * a->weights), and, when a->input is given, its tensors read into in and
- * completed (a looped model's iterations). */
-typedef struct cli_cuda_run {
-    lrc_package pkg;
-    bool have_pkg;
-    lrc_tensor_set in, wfile;
-    lrc_cuda_exec *x;
-    lrc_cuda_device dev;
-} cli_cuda_run;
-int cli_cuda_open(const struct cli_args *a, cli_cuda_run *c, lrc_err *err);
-void cli_cuda_close(cli_cuda_run *c);
-int cli_profile_cuda(const struct cli_args *a, int64_t repeat, const char *trace);
 /* lrc compile with these arguments (frontend/cmd_compile.c); the exit status. */
 int cli_compile_package(const struct cli_args *a);
 /* Removes a package directory: every file lrc compile writes, then dir. */

@@ -1,10 +1,7 @@
 /* cmd_backward.c — lrc backward: the loss and the gradient of every
  * parameter for a batch, by reverse mode over the IR (ir/passes/autodiff.c),
- * on the reference backend. */
-#include "cli.h"
-#include "compile.h"
-
-#include <cjson/cJSON.h>
+ * on any target of the table that prepares plans. */
+#include "targets.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -111,19 +108,15 @@ int cmd_backward(int argc, char **argv)
     lrc_tensor_set_init(&wfile);
     lrc_tensor_set_init(&params);
     lrc_tensor_set_init(&outs);
-    lrc_backend *be = NULL;
     int64_t vocab = 0;
     const lrc_tensor *tok = NULL;
     rc = LRC_OK;
-    bool cpu = !strcmp(a.target, "cpu"), cuda = !strcmp(a.target, "cuda");
-    if (!cpu && !cuda && strcmp(a.target, "ref"))
-        rc = lrc_err_set(&err, "--target %s: gradients run on the ref, cpu and cuda targets", a.target);
-    lrc_cuda_device dev;
-    char why[256];
-    if (!rc && !cuda && a.precision) rc = lrc_err_set(&err, "--precision applies to --target cuda (ref and cpu compute in f32)");
-    /* it times the device's kernels; on ref and cpu it would be ignored without a word */
-    if (!rc && !cuda && a.repeat) rc = lrc_err_set(&err, "--repeat applies to --target cuda (it times the kernels on the device)");
-    if (!rc && cuda && lrc_cuda_probe(&dev, why, sizeof why)) rc = lrc_err_set(&err, "--target cuda: %s", why);
+    const lrc_target *t = lrc_target_find(a.target);
+    char names[128];
+    if (!t || !t->prepare)
+        rc = lrc_err_set(&err, "--target %s: gradients run on the %s targets", a.target,
+                         lrc_target_names(LRC_TARGET_PREPARE, " and ", names, sizeof names));
+    if (!rc && t->check("backward", &a, &err)) rc = LRC_EUSER; /* its options, and the device it needs */
     if (a.threads == 0 || a.threads < -1) rc = lrc_err_set(&err, "--threads %lld: the thread count must be at least 1", (long long)a.threads);
     if (!rc) rc = lrc_model_load(&m, a.m.model, a.m.preset, a.m.sets, a.m.n_sets, &err);
     bool images = !rc && m.task == LRC_TASK_IMAGE;
@@ -135,48 +128,24 @@ int cmd_backward(int argc, char **argv)
     if (!rc) rc = lrc_model_complete_inputs(want, lrc_model_graph_inputs(g, want, 16), &m, &in, a.input, &err);
     if (!rc) rc = lrc_safetensors_load(a.weights, &wfile, &err);
     if (!rc) rc = lrc_params_bind(g, &wfile, a.weights, &params, &err);
-    lrc_compiled c;
-    memset(&c, 0, sizeof c);
-    lrc_pool *pool = NULL;
-    lrc_exec *x = NULL;
-    lrc_cuda_exec *cx = NULL;
-    if (!rc && cuda) { /* for this GPU's architecture, through NVRTC */
-        char arch[16];
-        snprintf(arch, sizeof arch, "sm_%d", dev.sm);
-        rc = lrc_compile_graph_cuda(g, NULL, arch, a.precision && !strcmp(a.precision, "f32"), &c, &err);
+    /* the training graph prepared like any graph on the target (a device's
+     * for its architecture); parameters stay variables */
+    lrc_target_plan p = {0};
+    if (!rc) {
+        rc = t->prepare(g, &(lrc_target_opts){.threads = a.threads, .precision = a.precision}, &p, &err);
         g = NULL;
-        cJSON *meta = rc ? NULL : cJSON_CreateObject();
-        if (meta) cJSON_AddItemToObject(meta, "cuda", lrc_compiled_cuda_meta(&c));
-        char *text = meta ? cJSON_PrintUnformatted(meta) : NULL;
-        cJSON_Delete(meta);
-        if (!rc) rc = lrc_cuda_exec_new(&c.plan, text, c.cubin, &cx, &err);
-        free(text);
-        if (!rc) rc = lrc_cuda_exec_bind_params(cx, &params, &err);
-        if (!rc) rc = lrc_cuda_exec_run(cx, &in, &outs, &err);
-        double ms = 0;
-        if (!rc && a.repeat > 0 && !(rc = lrc_cuda_exec_time(cx, a.repeat, &ms, &err)))
-            printf("backward: median %.3f ms over %lld runs (forward, loss and gradients on %s, sm_%d; device time)\n", ms,
-                   (long long)a.repeat, dev.name, dev.sm);
-    } else if (!rc && cpu) { /* the training graph compiled like any graph; parameters stay variables */
-        rc = lrc_compile_graph(g, NULL, &c, &err);
-        g = NULL;
-        if (!rc && !(pool = lrc_pool_new(a.threads > 0 ? (int)a.threads : lrc_pool_default_threads(), &err))) rc = LRC_EUSER;
-        if (!rc) rc = lrc_exec_new(&c.plan, pool, &x, &err);
-        if (!rc) rc = lrc_exec_bind_params(x, &params, &err);
-        if (!rc) rc = lrc_exec_run_plan(x, &in, &outs, &err);
-    } else if (!rc) {
-        rc = (be = lrc_backend_open("ref", &err)) ? LRC_OK : LRC_EUSER;
-        if (!rc) rc = lrc_exec_run(be, g, &in, &params, &outs, &err);
     }
+    if (!rc) rc = t->bind(&p, &params, &err);
+    if (!rc) rc = t->run(&p, &in, &outs, &err);
+    double ms = 0;
+    if (!rc && a.repeat > 0 && t->time && !(rc = t->time(&p, a.repeat, &ms, &err)))
+        printf("backward: median %.3f ms over %lld runs (forward, loss and gradients on %s, sm_%d; device time)\n", ms,
+               (long long)a.repeat, p.device_name, p.device_sm);
     if (!rc) rc = lrc_safetensors_save(a.out, &outs, &err);
     const lrc_tensor *loss = rc ? NULL : lrc_tensor_set_find(&outs, "loss");
     if (loss) printf("loss %.6f, gradients of %d parameters written to %s\n", ((float *)loss->data)[0], outs.n - 1, a.out);
     rc = rc ? cli_user_error(&err) : 0;
-    lrc_exec_free(x);
-    lrc_cuda_exec_free(cx);
-    lrc_pool_free(pool);
-    if (c.g) lrc_compiled_free(&c);
-    lrc_backend_close(be);
+    lrc_target_plan_free(&p);
     lrc_tensor_set_clear(&in);
     lrc_tensor_set_clear(&wfile);
     lrc_tensor_set_clear(&params);

@@ -1,12 +1,8 @@
 /* cmd_compile.c — lrc compile: a model compiled ahead of time into a
  * package (kernels.so, package.json with the plan, and the folded weights
  * when given) that lrc forward runs with no Lua, LLVM or compilation. */
-#include "cli.h"
-#include "compile.h"
 #include "shapes.h"
-
-#include "../codegen/llvm/lrc_link.h"
-#include "../codegen/llvm/lrc_llvm.h"
+#include "targets.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -15,8 +11,8 @@
 void cli_package_remove(const char *dir) { lrc_package_remove(dir); }
 
 /* sh: the main shape's list of shorter shapes; NULL for one of them */
-static char *package_meta(lrc_model *m, const cli_args *a, const lrc_compiled *c, int64_t vocab, int64_t B, int64_t T,
-                          const cli_shapes *sh)
+static char *package_meta(lrc_model *m, const cli_args *a, const lrc_target *t, const lrc_compiled *c, int64_t vocab, int64_t B,
+                          int64_t T, const cli_shapes *sh)
 {
     char *cfg = NULL;
     size_t len = 0;
@@ -30,16 +26,8 @@ static char *package_meta(lrc_model *m, const cli_args *a, const lrc_compiled *c
     lrc_err ignored;
     int64_t loop_T = 0;
     if (lrc_model_config_int(m, "T", &loop_T, &ignored)) loop_T = 0;
-    bool cuda = c->have_cuda;
-    cJSON_AddStringToObject(o, "target", cuda ? "cuda" : "cpu");
-    if (cuda) {
-        cJSON_AddStringToObject(o, "arch", c->arch);
-        cJSON_AddStringToObject(o, "nvrtc", lrc_nvrtc_version());
-        cJSON_AddItemToObject(o, "cuda", lrc_compiled_cuda_meta(c));
-    } else {
-        cJSON_AddStringToObject(o, "cpu", c->cpu_name);
-        cJSON_AddStringToObject(o, "requires", c->cpu_features);
-    }
+    cJSON_AddStringToObject(o, "target", t->name);
+    t->package_meta(o, c); /* what the target's loader reads: its CPU or GPU, its launch table */
     if (a->ctx > 0) { /* a decoder: one token a step, KV caches of ctx positions */
         cJSON_AddNumberToObject(o, "batch", 1);
         cJSON_AddNumberToObject(o, "seq", 1);
@@ -73,28 +61,19 @@ static char *package_meta(lrc_model *m, const cli_args *a, const lrc_compiled *c
     if (lrc_graph_find(c->g, LRC_OP_INPUT, "iterations") >= 0 && loop_T > 0) /* a looped model's default count */
         cJSON_AddNumberToObject(o, "iterations", (double)loop_T);
     cJSON_AddNumberToObject(o, "kernels", c->sched.n_groups);
-    const lrc_gemm_tiling *t = &c->prog.tiling;
-    if (!cuda) cJSON_AddNumberToObject(o, "peak_flops_per_item", (double)LRC_PEAK_ITERS * t->mr * t->nv * t->vec * 2.0);
     cJSON_AddStringToObject(o, "compiled_by", "lrc " LRC_VERSION);
-    if (!cuda) cJSON_AddStringToObject(o, "llvm", lrc_llvm_version());
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     free(cfg);
     return s;
 }
 
-/* g (taken over) compiled into w's directory: kernels.so linked (cpu), or
- * CUDA C, cubin and PTX (cuda). consts as lrc_compile_graph takes them. */
+/* g (taken over) compiled for --target into w's directory, its kernels as
+ * the target writes them. consts as lrc_compile_graph takes them. */
 static int compile_into(const cli_args *a, lrc_graph *g, lrc_tensor_set *consts, lrc_package_writer *w, lrc_compiled *c,
                         lrc_err *err)
 {
-    char obj[4200], so[4200];
-    lrc_package_kernels_path(w, true, obj, sizeof obj);
-    lrc_package_kernels_path(w, false, so, sizeof so);
-    if (w->cuda)
-        return lrc_compile_graph_cuda(g, consts, a->arch ? a->arch : "sm_90", a->precision && !strcmp(a->precision, "f32"), c, err) ||
-               lrc_package_write_cuda(w, c->cuda.source, c->cubin, c->cubin_size, c->ptx, err);
-    return lrc_compile_graph_to(g, consts, obj, c, err) || lrc_llvm_link_shared(obj, so, err);
+    return lrc_target_find(a->target)->compile_package(g, consts, a, w, c, err);
 }
 
 /* A copy of every tensor of from, appended to to. */
@@ -148,7 +127,7 @@ static int compile_shapes(const cli_args *a, lrc_model *m, cli_shapes *sh, const
                 *reads = lrc_xrealloc(*reads, (size_t)(*n_reads + 1) * sizeof **reads);
                 (*reads)[(*n_reads)++] = (shape_param){lrc_strdup(c.plan.bufs[b].name), c.plan.bufs[b].shape, sh->batch[i], sh->seq[i]};
             }
-        char *meta = rc ? NULL : package_meta(m, a, &c, vocab, sh->batch[i], sh->seq[i], NULL);
+        char *meta = rc ? NULL : package_meta(m, a, lrc_target_find(a->target), &c, vocab, sh->batch[i], sh->seq[i], NULL);
         if (!rc) rc = lrc_package_finish(&sub, &c.plan, meta, err);
         free(meta);
         if (sub.started) lrc_package_abort(&sub);
@@ -190,18 +169,19 @@ static void print_shapes(const cli_args *a, const cli_shapes *sh)
 
 int cli_compile_package(const cli_args *a)
 {
-    bool cuda = !strcmp(a->target, "cuda");
-    if (strcmp(a->target, "cpu") && !cuda) {
-        lrc_err e;
-        lrc_err_set(&e, "--target %s: unknown target (lrc compiles for cpu and cuda)", a->target);
-        return cli_user_error(&e);
-    }
-    if (a->arch && !cuda) return cli_usage_error("compile", "--arch is for --target cuda");
-    if (a->precision && !cuda) return cli_usage_error("compile", "--precision is for --target cuda (the cpu target computes in f32)");
+    const lrc_target *target = lrc_target_find(a->target);
     lrc_err err;
+    char names[128];
+    if (!target || !target->compile_package) {
+        lrc_err_set(&err, "--target %s: unknown target (lrc compiles for %s)", a->target,
+                    lrc_target_names(LRC_TARGET_COMPILE, " and ", names, sizeof names));
+        return cli_user_error(&err);
+    }
+    int bad = target->check("compile", a, &err); /* the options this target takes */
+    if (bad) return bad == EXIT_USAGE ? cli_usage_error("compile", "%s", err.msg) : cli_user_error(&err);
     lrc_package_writer w;
     if (a->min_seq && a->ctx > 0) return cli_usage_error("compile", "--min-seq is for whole sequences (a decoder takes one token a step)");
-    if (lrc_package_begin(&w, a->out, cuda, &err)) return cli_user_error(&err);
+    if (lrc_package_begin(&w, a->out, target->device_package, &err)) return cli_user_error(&err);
     lrc_model m = {0};
     lrc_graph *g = lrc_graph_new();
     lrc_tensor_set wfile, params, keep;
@@ -239,14 +219,12 @@ int cli_compile_package(const cli_args *a)
     rc = LRC_OK;
     if (a->weights) {
         /* only what the plan reads: the folded weights, not the originals;
-         * keep borrows params' tensors (no copy of a 1b's gigabytes). A
-         * weight the device stores as bf16 is written as bf16, rounded as
-         * the upload would round it: half the file, and the same bits on
-         * the GPU */
+         * keep borrows params' tensors (no copy of a 1b's gigabytes), each
+         * as the target stores it */
         for (int i = 0; i < c.plan.n_bufs && !rc; i++)
             if (c.plan.bufs[i].kind == LRC_BUF_PARAM && !lrc_tensor_set_find(&keep, c.plan.bufs[i].name)) {
                 lrc_tensor *t = lrc_tensor_set_find(&params, c.plan.bufs[i].name);
-                if (cuda && c.cuda.storage[i] == LRC_CUDA_BF16) lrc_tensor_round_bf16(t);
+                if (target->package_weight) target->package_weight(&c, i, t);
                 rc = lrc_tensor_set_add(&keep, t, &err);
             }
         if (!rc) rc = lrc_package_write_weights(&w, &keep, &err);
@@ -254,7 +232,7 @@ int cli_compile_package(const cli_args *a)
         kept = keep.n;
         keep.n = 0; /* borrowed: cleared without freeing the tensors */
     }
-    char *meta = rc ? NULL : package_meta(&m, a, &c, vocab, a->ctx > 0 ? 1 : a->batch, a->ctx > 0 ? 1 : a->seq, a->ctx > 0 ? NULL : &sh);
+    char *meta = rc ? NULL : package_meta(&m, a, target, &c, vocab, a->ctx > 0 ? 1 : a->batch, a->ctx > 0 ? 1 : a->seq, a->ctx > 0 ? NULL : &sh);
     if (!rc) rc = lrc_package_finish(&w, &c.plan, meta, &err); /* package.json, then the directory moved into place */
     free(meta);
     if (rc) {
@@ -262,26 +240,10 @@ int cli_compile_package(const cli_args *a)
         rc = EXIT_USER;
         goto done;
     }
-    static const char *cache_says[] = {"no cache (LRC_NVRTC_CACHE=off, or no cache directory)", "compiled, now cached", "from the cache",
-                                       "a damaged cache entry, compiled again and replaced"};
-    if (cuda)
-        printf("compiled %s%s%s for cuda (%s, NVRTC %s): %d kernels in CUDA C, cubin %zu bytes, PTX for newer GPUs, in %.0f ms\n"
-               "nvrtc: %s\n",
-               m.path, a->m.preset ? " preset " : "", a->m.preset ? a->m.preset : "", c.arch, lrc_nvrtc_version(),
-               c.cuda.n_symbols, c.cubin_size, c.passes_ms + c.codegen_ms, cache_says[lrc_nvrtc_last_cache_state()]);
-    else if (a->ctx > 0)
-        printf("compiled %s%s%s for cpu (%s, %s) as a decoder with a KV cache of %lld positions in %.0f ms\n", m.path,
-               a->m.preset ? " preset " : "", a->m.preset ? a->m.preset : "", c.cpu_name, c.cpu_features,
-               (long long)a->ctx, c.passes_ms + c.codegen_ms);
-    else
-        printf("compiled %s%s%s for cpu (%s, %s) at batch %lld x seq %lld in %.0f ms\n", m.path, a->m.preset ? " preset " : "",
-               a->m.preset ? a->m.preset : "", c.cpu_name, c.cpu_features, (long long)a->batch, (long long)a->seq,
-               c.passes_ms + c.codegen_ms);
+    target->compile_report(&m, a, &c);
     if (a->ctx == 0) print_shapes(a, &sh);
     printf("kernels %d\n", c.sched.n_groups);
-    int functions = 0;
-    for (int i = 0; i < c.prog.n_kernels; i++) functions += c.prog.kernels[i].impl == i;
-    printf("functions %d (launches of equal structure share code)\n", cuda ? c.cuda.n_symbols : functions);
+    printf("functions %d (launches of equal structure share code)\n", target->functions(&c));
     printf("arena %lld bytes\n", (long long)c.sched.arena_bytes);
     printf("peak of live intermediates %lld bytes (arena / peak = %.3f)\n", (long long)c.sched.peak_bytes,
            c.sched.peak_bytes ? (double)c.sched.arena_bytes / (double)c.sched.peak_bytes : 1.0);

@@ -2,11 +2,10 @@
  * repeated runs, against ceilings measured on this machine at the same
  * thread count (the FMA probe of the program, a large copy), and a trace
  * that Perfetto and chrome://tracing open. */
-#include "engine.h"
+#include "targets.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 typedef struct {
     const char *key, *symbol, *label; /* key: the symbol, or for cuBLAS alone the label */
@@ -85,48 +84,6 @@ void cli_print_profile(const lrc_plan *p, const double *ns, const int64_t *calls
     free(rows);
 }
 
-/* lrc profile on GPU 0: a cuda package as it is, or MODEL compiled first
- * (as lrc compile --target cuda would, for this GPU and the input's shape)
- * into a package that lives as long as the profile. */
-static int profile_cuda(const cli_args *a, bool pkg, int64_t repeat, const char *trace)
-{
-    if (!a->input || (!pkg && !a->weights))
-        return cli_usage_error("profile", pkg ? "needs --input" : "needs --weights and --input");
-    if (pkg) return cli_profile_cuda(a, repeat, trace);
-    lrc_err err;
-    lrc_cuda_device dev;
-    char why[256], arch[16], tmp[64] = "/tmp/lrc-profile-XXXXXX", dir[128];
-    lrc_tensor_set in;
-    lrc_tensor_set_init(&in);
-    const lrc_tensor *t = NULL;
-    int rc = lrc_cuda_probe(&dev, why, sizeof why) ? lrc_err_set(&err, "--target cuda: %s", why) : LRC_OK;
-    if (!rc) rc = lrc_safetensors_load(a->input, &in, &err);
-    if (!rc && !(t = lrc_tensor_set_find(&in, "tokens")) && !(t = lrc_tensor_set_find(&in, "images")))
-        rc = lrc_err_set(&err, "%s: no tensor 'tokens' (I32 [B, T]) or 'images' (F32 [B, C, H, W])", a->input);
-    if (!rc && t->shape.ndim != 2 && t->shape.ndim != 4)
-        rc = lrc_err_set(&err, "%s: '%s' must be [B, T] or [B, C, H, W]", a->input, t->name);
-    if (!rc && !mkdtemp(tmp)) rc = lrc_err_set(&err, "%s: cannot create a temporary directory", tmp);
-    if (rc) {
-        lrc_tensor_set_clear(&in);
-        return cli_user_error(&err);
-    }
-    cli_args b = *a;
-    snprintf(arch, sizeof arch, "sm_%d", dev.sm);
-    snprintf(dir, sizeof dir, "%s/pkg", tmp);
-    b.target = "cuda", b.arch = arch, b.out = dir, b.one_shape = true; /* the input's shape alone */
-    b.batch = t->shape.dim[0], b.seq = t->shape.ndim == 2 ? t->shape.dim[1] : 1;
-    lrc_tensor_set_clear(&in);
-    rc = cli_compile_package(&b);
-    if (!rc) {
-        b = *a;
-        b.m.model = dir, b.weights = NULL; /* folded into the package */
-        rc = cli_profile_cuda(&b, repeat, trace);
-    }
-    cli_package_remove(dir);
-    rmdir(tmp);
-    return rc;
-}
-
 int cmd_profile(int argc, char **argv)
 {
     static const struct option opts[] = {MODEL_OPTS,
@@ -156,59 +113,10 @@ int cmd_profile(int argc, char **argv)
     const char *trace = a.out ? a.out : "lrc-trace.json";
     int64_t repeat = a.repeat > 0 ? a.repeat : 10;
     bool pkg = lrc_package_is(a.m.model);
-    char target[16] = "";
-    if (pkg) lrc_package_target(a.m.model, target, sizeof target);
-    if (!strcmp(target, "cuda") || (!pkg && !strcmp(a.target, "cuda"))) {
-        rc = profile_cuda(&a, pkg, repeat, trace);
-        goto out;
-    }
-    if ((rc = cli_check_run_args("profile", &a, "--input", a.input != NULL)) >= 0) goto out;
-    lrc_err err;
-    lrc_tensor_set in, outs;
-    lrc_tensor_set_init(&in);
-    lrc_tensor_set_init(&outs);
-    cli_engine e;
-    memset(&e, 0, sizeof e);
-    const lrc_tensor *tok = NULL, *img = NULL;
-    rc = lrc_safetensors_load(a.input, &in, &err);
-    if (!rc && !(tok = lrc_tensor_set_find(&in, "tokens")) && !(img = lrc_tensor_set_find(&in, "images")))
-        rc = lrc_err_set(&err, "%s: no tensor 'tokens' (I32 [B, T]) or 'images' (F32 [B, C, H, W])", a.input);
-    if (!rc && tok && (tok->dtype != LRC_I32 || tok->shape.ndim != 2))
-        rc = lrc_err_set(&err, "%s: 'tokens' must be I32 [B, T]", a.input);
-    if (!rc && img && (img->dtype != LRC_F32 || img->shape.ndim != 4))
-        rc = lrc_err_set(&err, "%s: 'images' must be F32 [B, C, H, W]", a.input);
-    if (!rc) rc = cli_engine_open(&a, (tok ? tok : img)->shape.dim[0], tok ? tok->shape.dim[1] : 1, &e, &err);
-    if (!rc) rc = cli_engine_inputs(&e, &in, a.input, &err);
-    if (!rc && (rc = lrc_exec_run_plan(e.x, &in, &outs, &err))) lrc_err_prefix(&err, "%s", a.input); /* warm-up */
-    int n_launch = rc ? 0 : e.plan->n_launches;
-    double *ns = lrc_xcalloc((size_t)n_launch + 1, sizeof(double));
-    int64_t *calls = lrc_xcalloc((size_t)n_launch + 1, sizeof(int64_t)), n_ev = 0;
-    lrc_trace_event *ev = lrc_xmalloc(((size_t)n_launch * (size_t)repeat + 1) * sizeof *ev);
-    if (!rc) {
-        lrc_exec_profile(e.x, ns, calls);
-        lrc_exec_trace(e.x, ev, (int64_t)n_launch * repeat, &n_ev);
-    }
-    for (int64_t r = 0; r < repeat && !rc; r++) rc = lrc_exec_run_plan(e.x, &in, &outs, &err); /* outputs reused */
-    if (!rc) rc = lrc_trace_write(trace, e.plan, ev, n_ev, &err);
-    if (!rc) {
-        double fpi = cli_engine_peak_flops_per_item(&e);
-        double peak = e.peak && fpi > 0 ? lrc_measure_peak_gflops(e.pool, e.peak, fpi) : 0;
-        double bw = lrc_measure_copy_gbs(e.pool, (size_t)256 << 20);
-        int per_run = 0;
-        for (int i = 0; i < e.plan->n_launches; i++) per_run += !e.plan->launches[i].once;
-        printf("profile of %s: %lld runs, %d threads, %d launches per run\n", a.m.model, (long long)repeat,
-               lrc_pool_threads(e.pool), per_run);
-        printf("ceilings measured now: %.1f GFLOP/s (FMA probe), %.1f GB/s (copy)\n", peak, bw);
-        cli_print_profile(e.plan, ns, calls, repeat, peak, bw, NULL);
-        printf("trace %s (%lld events)\n", trace, (long long)n_ev);
-    }
-    free(ns);
-    free(calls);
-    free(ev);
-    cli_engine_close(&e);
-    lrc_tensor_set_clear(&in);
-    lrc_tensor_set_clear(&outs);
-    rc = rc ? cli_user_error(&err) : 0;
+    /* a package's own target, else --target's; one not known here: the default's (which says what it takes) */
+    const lrc_target *t = pkg ? lrc_target_of_package(a.m.model) : lrc_target_find(a.target);
+    if (!t || !t->profile_command) t = lrc_targets[0];
+    rc = t->profile_command(&a, pkg, repeat, trace);
 out:
     cli_model_opts_free(&a.m);
     return rc;

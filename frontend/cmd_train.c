@@ -6,6 +6,7 @@
  * random state) and the checkpoint that --resume continues bit for bit are
  * the runtime's (runtime/trainer.c, runtime/checkpoint.c). */
 #include "classify.h"
+#include "targets.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -25,29 +26,8 @@ typedef struct {
     bool decay_all;
     const char *data, *resume;
     lrc_augment aug; /* image models */
-    const char *target; /* cpu or cuda */
+    const lrc_target *target; /* one that trains */
 } train_args;
-
-/* The training graph for GPU 0's architecture through NVRTC, on the device. */
-static int open_cuda(lrc_graph *g, lrc_compiled *c, lrc_cuda_exec **cx, lrc_err *err)
-{
-    lrc_cuda_device dev;
-    char why[256], arch[16];
-    if (lrc_cuda_probe(&dev, why, sizeof why)) {
-        lrc_graph_free(g);
-        return lrc_err_set(err, "--target cuda: %s", why);
-    }
-    snprintf(arch, sizeof arch, "sm_%d", dev.sm);
-    int rc = lrc_compile_graph_cuda(g, NULL, arch, false, c, err);
-    cJSON *meta = rc ? NULL : cJSON_CreateObject();
-    if (meta) cJSON_AddItemToObject(meta, "cuda", lrc_compiled_cuda_meta(c));
-    char *text = meta ? cJSON_PrintUnformatted(meta) : NULL;
-    cJSON_Delete(meta);
-    if (!rc) rc = lrc_cuda_exec_new(&c->plan, text, c->cubin, cx, err);
-    free(text);
-    if (!rc) printf("training on %s (sm_%d)\n", dev.name, dev.sm);
-    return rc;
-}
 
 /* An image model's data (images [B, C, S, S], class labels [B]; a language
  * model trains on text) and the forward plan that evaluates it. */
@@ -151,12 +131,10 @@ typedef struct {
     lrc_text text;
     train_data td;
     loop_inputs loop;
-    bool images, cuda, line_open; /* line_open: the progress line awaits its newline */
+    bool images, line_open; /* line_open: the progress line awaits its newline */
     int64_t B, T, step0;
     lrc_pool *pool;
-    lrc_compiled c;
-    lrc_exec *x;
-    lrc_cuda_exec *cx;
+    lrc_target_plan plan; /* the training graph on the target */
     lrc_tensor *tok, *lab; /* in tr.in */
     lrc_trainer tr;
     double t0, tstep;
@@ -194,25 +172,28 @@ static int train_open_inputs(train_run_ctx *r, const lrc_graph *g, lrc_err *err)
     return loop_inputs_open(&r->m, g, &r->tr.in, &r->loop, err);
 }
 
-/* The graph compiled for this CPU or GPU 0 (which takes g), the state's
- * parameters bound to it, the classifier of an image model's validation,
- * and the trainer's device. */
+/* The graph prepared on the target (which takes g; the cpu's kernels run
+ * on the run's pool), the state's parameters bound to it, the classifier
+ * of an image model's validation, and the trainer's device. */
 static int train_open_device(train_run_ctx *r, lrc_graph *g, lrc_err *err)
 {
-    int rc = r->cuda ? open_cuda(g, &r->c, &r->cx, err) : lrc_compile_graph(g, NULL, &r->c, err);
+    const lrc_target *t = r->ta->target;
+    lrc_target_plan *p = &r->plan;
+    int rc = t->prepare(g, &(lrc_target_opts){.pool = r->pool}, p, err);
+    if (!rc && p->device_name[0]) printf("training on %s (sm_%d)\n", p->device_name, p->device_sm);
     lrc_tensor_set *ck = &r->tr.st.ck;
-    if (!rc && !r->cuda) rc = lrc_exec_new(&r->c.plan, r->pool, &r->x, err);
-    if (!rc) rc = r->cuda ? lrc_cuda_exec_bind_params(r->cx, ck, err) : lrc_exec_bind_params(r->x, ck, err);
+    if (!rc) rc = t->bind(p, ck, err);
     if (!rc && r->images) {
         rc = cli_classifier_open(&r->m, r->B, r->pool, ck, &r->td.val, err);
         r->td.have_val = true;
     }
-    if (!rc && !r->cuda && getenv("LRC_PROFILE")) {
-        r->prof_ns = lrc_xcalloc((size_t)r->c.plan.n_launches + 1, sizeof(double));
-        r->prof_calls = lrc_xcalloc((size_t)r->c.plan.n_launches + 1, sizeof(int64_t));
-        lrc_exec_profile(r->x, r->prof_ns, r->prof_calls);
+    /* a look at the host's kernels; a device's has lrc profile */
+    if (!rc && !p->device_name[0] && t->profile && getenv("LRC_PROFILE")) {
+        r->prof_ns = lrc_xcalloc((size_t)p->plan->n_launches + 1, sizeof(double));
+        r->prof_calls = lrc_xcalloc((size_t)p->plan->n_launches + 1, sizeof(int64_t));
+        t->profile(p, r->prof_ns, r->prof_calls);
     }
-    if (!rc) rc = r->cuda ? lrc_trainer_use_cuda(&r->tr, r->cx, err) : lrc_trainer_use_cpu(&r->tr, r->x, r->pool, err);
+    if (!rc) rc = t->train(p, &r->tr, err);
     return rc;
 }
 
@@ -311,11 +292,9 @@ static void train_close(train_run_ctx *r)
 {
     free(r->prof_ns);
     free(r->prof_calls);
-    lrc_trainer_free(&r->tr); /* the device first: the cuda optimizer's memory is the exec's */
-    lrc_exec_free(r->x);
-    lrc_cuda_exec_free(r->cx);
+    lrc_trainer_free(&r->tr); /* the device first: a device optimizer's memory is the plan's */
+    lrc_target_plan_free(&r->plan);
     lrc_pool_free(r->pool);
-    if (r->c.g) lrc_compiled_free(&r->c);
     lrc_text_free(&r->text);
     if (r->td.have_val) cli_classifier_close(&r->td.val);
     free(r->loop.k);
@@ -339,7 +318,7 @@ static int train_steps(train_run_ctx *r, lrc_err *err)
     if (!rc && stopped)
         printf("\ninterrupted after step %lld; checkpoint written: continue with lrc train --resume %s\n", (long long)r->tr.st.step, r->dir);
     if (r->line_open) putchar('\n'); /* an error or the summary starts a line of its own */
-    if (r->prof_ns) cli_print_quick_profile(&r->c.plan, r->prof_ns, r->prof_calls);
+    if (r->prof_ns) cli_print_quick_profile(r->plan.plan, r->prof_ns, r->prof_calls);
     sigaction(SIGINT, &old_sa, NULL);
     return !rc && stopped ? LRC_EINTERRUPTED : rc;
 }
@@ -348,7 +327,7 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
 {
     train_run_ctx r;
     memset(&r, 0, sizeof r);
-    r.ta = ta, r.dir = dir, r.B = ta->batch, r.T = ta->seq, r.cuda = !strcmp(ta->target, "cuda");
+    r.ta = ta, r.dir = dir, r.B = ta->batch, r.T = ta->seq;
     snprintf(r.ckpath, sizeof r.ckpath, "%s/checkpoint.safetensors", dir);
     lrc_trainer_init(&r.tr);
     lrc_trainer *tr = &r.tr;
@@ -451,8 +430,8 @@ static int load_run(const char *dir, cli_args *a, cJSON **keep, lrc_err *err)
     a->crop_pad = cJSON_IsNumber(pad) ? (int64_t)pad->valuedouble : -1;
     a->flip = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "flip"));
     const cJSON *target = cJSON_GetObjectItemCaseSensitive(o, "target");
-    if (cJSON_IsString(target) && (!strcmp(target->valuestring, "cpu") || !strcmp(target->valuestring, "cuda")))
-        a->target = target->valuestring;
+    const lrc_target *t = cJSON_IsString(target) ? lrc_target_find(target->valuestring) : NULL;
+    if (t && t->train) a->target = target->valuestring;
     return LRC_OK;
 }
 
@@ -542,11 +521,15 @@ int cmd_train(int argc, char **argv)
     cJSON *keep = NULL;
     lrc_err err;
     const char *dir = a.resume ? a.resume : a.out;
-    if (!strcmp(a.target, "ref")) a.target = "cpu"; /* the default target of the commands: ref runs no training */
-    if (strcmp(a.target, "cpu") && strcmp(a.target, "cuda")) {
-        rc = cli_usage_error("train", "--target %s: training runs on the cpu or cuda target", a.target);
+    /* the commands' default target runs no training: the one that runs its compiled code does */
+    const lrc_target *target = lrc_target_compiled(lrc_target_find(a.target));
+    if (!target || !target->train) {
+        char names[128];
+        rc = cli_usage_error("train", "--target %s: training runs on the %s target", a.target,
+                             lrc_target_names(LRC_TARGET_TRAIN, " or ", names, sizeof names));
         goto out;
     }
+    a.target = target->name;
     if (!a.resume && (!a.out || a.steps == -1 || a.lr < 0)) {
         rc = cli_usage_error("train", "needs --steps, --lr and -o RUN_DIR");
         goto out;
@@ -570,7 +553,7 @@ int cmd_train(int argc, char **argv)
     bool created = !a.resume && !rc;
     if (!rc) {
         train_args ta = {a.steps, a.batch, a.seq, a.seed, a.eval_every, a.stop_after, a.accum, a.lr, a.warmup, a.clip, a.weight_decay, a.decay_all, a.data, a.resume,
-                         {a.crop_pad < 0 ? 0 : (int)a.crop_pad, a.flip}, a.target};
+                         {a.crop_pad < 0 ? 0 : (int)a.crop_pad, a.flip}, lrc_target_compiled(lrc_target_find(a.target))};
         rc = train_run(&a, &ta, dir, &err);
     }
     char ck[4200];

@@ -3,6 +3,7 @@
 #include "compile.h"
 #include "engine.h"
 #include "cli_session.h"
+#include "targets.h"
 
 
 #include <math.h>
@@ -36,10 +37,10 @@ static void print_params(const lrc_graph *g)
 /* Runs the pipeline on g, up to `after` (all when NULL); the schedule's
  * passes build the kernel groups and the memory plan. With weights,
  * parameters are constants and gains fold. */
-static int optimize(lrc_graph **g, lrc_tensor_set *consts, bool cuda, int64_t kv_cache_len, const char *after,
+static int optimize(lrc_graph **g, lrc_tensor_set *consts, const lrc_target *t, int64_t kv_cache_len, const char *after,
                     lrc_schedule *s, bool *have_schedule, lrc_err *err)
 {
-    lrc_pass_ctx ctx = {.consts = consts, .pad_multiple = cuda ? lrc_cuda_pad_multiple() : 0,
+    lrc_pass_ctx ctx = {.consts = consts, .pad_multiple = t->pad_multiple ? t->pad_multiple() : 0,
                         .kv_cache_len = kv_cache_len, .schedule = s};
     int rc = lrc_passes_run(g, &ctx, after, err);
     *have_schedule = ctx.scheduled;
@@ -111,8 +112,10 @@ int cmd_inspect(int argc, char **argv)
     cli_args a;
     int rc = cli_parse_args("inspect", argc, argv, opts, help, true, &a);
     if (rc >= 0) goto out;
-    if (strcmp(a.target, "ref") && strcmp(a.target, "cpu") && strcmp(a.target, "cuda")) {
-        rc = cli_usage_error("inspect", "unknown target '%s' (ref, cpu or cuda)", a.target);
+    const lrc_target *target = lrc_target_find(a.target);
+    if (!target) {
+        char names[128];
+        rc = cli_usage_error("inspect", "unknown target '%s' (%s)", a.target, lrc_target_names(LRC_TARGET_ANY, " or ", names, sizeof names));
         goto out;
     }
     if (a.batch == 0) a.batch = 1;
@@ -150,7 +153,7 @@ int cmd_inspect(int argc, char **argv)
         rc = 0;
         if (a.ir && !a.after) lrc_graph_print(g, stdout);
         if (a.after || a.kernels) {
-            if (optimize(&g, a.weights ? &consts : NULL, !strcmp(a.target, "cuda"), a.ctx, a.kernels ? NULL : a.after, &sched,
+            if (optimize(&g, a.weights ? &consts : NULL, target, a.ctx, a.kernels ? NULL : a.after, &sched,
                          &have_sched, &err)) {
                 rc = cli_user_error(&err);
             } else if (have_sched) {
@@ -247,8 +250,7 @@ out:
 /* Finds the model input in an input file and checks it: `tokens` I32
  * [B, T] with ids < vocab, or `images` F32 [B, C, H, W] (an image model's
  * build checks C, H and W against its config). */
-static int check_tokens(const lrc_tensor_set *in, const char *path, int64_t vocab, const lrc_tensor **out,
-                        lrc_err *err)
+int cli_check_tokens(const lrc_tensor_set *in, const char *path, int64_t vocab, const lrc_tensor **out, lrc_err *err)
 {
     char b[96];
     /* other tensors are checked against the model's inputs once it is built (cli_complete_inputs) */
@@ -311,64 +313,6 @@ int cli_engine_inputs(cli_engine *e, lrc_tensor_set *in, const char *path, lrc_e
     return lrc_model_complete_inputs(want, inputs_of_plan(e->plan, want, 16), &e->model, in, path, err);
 }
 
-/* T of an input tensor: the sequence length of tokens, 1 for images */
-static int64_t input_len(const lrc_tensor *t) { return t->dtype == LRC_I32 ? t->shape.dim[1] : 1; }
-
-/* Sorts a's --repeat run times and prints their median: the forward's timing line. */
-static void print_times(const cli_args *a, double *ms, const lrc_tensor_set *in, int threads)
-{
-    for (int64_t i = 1; i < a->repeat; i++) /* insertion sort: a few runs */
-        for (int64_t j = i; j > 0 && ms[j - 1] > ms[j]; j--) {
-            double t = ms[j];
-            ms[j] = ms[j - 1];
-            ms[j - 1] = t;
-        }
-    const lrc_tensor *tok = lrc_tensor_set_find(in, "tokens");
-    double med = ms[a->repeat / 2], tokens = tok ? (double)lrc_shape_numel(&tok->shape) : 0;
-    printf("forward: median %.2f ms over %lld runs (min %.2f, max %.2f), %.0f tokens/s, %d threads\n", med,
-           (long long)a->repeat, ms[0], ms[a->repeat - 1], tokens / (med / 1e3), threads);
-}
-
-/* Runs plan x on in, once and then --repeat timed times; *outs gets the logits. */
-static int run_timed(const cli_args *a, lrc_exec *x, lrc_pool *pool, const lrc_tensor_set *in, lrc_tensor_set *outs,
-                     lrc_err *err)
-{
-    int rc = lrc_exec_run_plan(x, in, outs, err);
-    if (rc || a->repeat <= 0) return rc;
-    double *ms = lrc_xmalloc((size_t)a->repeat * sizeof(double));
-    /* steady state, as a serving loop runs: the outputs of one run are the
-     * buffers of the next (every run still writes all of them) */
-    for (int64_t r = 0; r < a->repeat && !rc; r++) {
-        double t0 = lrc_now_s();
-        rc = lrc_exec_run_plan(x, in, outs, err);
-        ms[r] = 1e3 * (lrc_now_s() - t0);
-    }
-    if (!rc) print_times(a, ms, in, lrc_pool_threads(pool));
-    free(ms);
-    return rc;
-}
-
-/* The reference backend's run, once and then --repeat timed times (each a
- * fresh set of outputs, kept only from the first run). */
-static int run_ref_timed(const cli_args *a, lrc_backend *be, const lrc_graph *g, const lrc_tensor_set *in,
-                         const lrc_tensor_set *params, lrc_tensor_set *outs, lrc_err *err)
-{
-    int rc = lrc_exec_run(be, g, in, params, outs, err);
-    if (rc || a->repeat <= 0) return rc;
-    double *ms = lrc_xmalloc((size_t)a->repeat * sizeof(double));
-    for (int64_t r = 0; r < a->repeat && !rc; r++) {
-        lrc_tensor_set again;
-        lrc_tensor_set_init(&again);
-        double t0 = lrc_now_s();
-        rc = lrc_exec_run(be, g, in, params, &again, err);
-        ms[r] = 1e3 * (lrc_now_s() - t0);
-        lrc_tensor_set_clear(&again);
-    }
-    if (!rc) print_times(a, ms, in, 1);
-    free(ms);
-    return rc;
-}
-
 static const double *quick_ns; /* what by_time compares */
 static int by_time(const void *a, const void *b)
 {
@@ -396,76 +340,11 @@ void cli_print_quick_profile(const lrc_plan *plan, const double *ns, const int64
     free(order);
 }
 
-/* lrc forward on the cpu target of a MODEL compiled now (a package: forward_package). */
-static int forward_engine(const cli_args *a)
+/* lrc forward of a package, compiled for target t, through the embedding API. */
+static int forward_package(const cli_args *a, const lrc_target *t)
 {
-    lrc_err err;
-    lrc_tensor_set in, outs;
-    lrc_tensor_set_init(&in);
-    lrc_tensor_set_init(&outs);
-    cli_engine e;
-    memset(&e, 0, sizeof e);
-    const lrc_tensor *tok = NULL;
-    double *prof_ns = NULL;
-    int64_t *prof_calls = NULL;
-    int rc = lrc_safetensors_load(a->input, &in, &err);
-    if (!rc) rc = check_tokens(&in, a->input, INT32_MAX, &tok, &err); /* ids: checked against the plan */
-    if (!rc) rc = cli_engine_open(a, tok->shape.dim[0], input_len(tok), &e, &err);
-    if (!rc) rc = cli_engine_inputs(&e, &in, a->input, &err);
-    if (!rc) rc = lrc_plan_check_ids(e.plan, &in, &err); /* before anything is printed */
-    if (!rc)
-        printf("compile: %.1f ms (Lua to graph %.1f ms, passes %.1f ms, LLVM %.1f ms), kernels %d, arena %lld bytes\n",
-               e.build_ms + e.comp.passes_ms + e.comp.codegen_ms, e.build_ms, e.comp.passes_ms, e.comp.codegen_ms,
-               e.comp.sched.n_groups, (long long)e.comp.sched.arena_bytes);
-    if (!rc && getenv("LRC_PROFILE")) { /* a developer's quick look; lrc profile is the tool */
-        prof_ns = lrc_xcalloc((size_t)e.plan->n_launches + 1, sizeof(double));
-        prof_calls = lrc_xcalloc((size_t)e.plan->n_launches + 1, sizeof(int64_t));
-        lrc_exec_profile(e.x, prof_ns, prof_calls);
-    }
-    if (!rc && (rc = run_timed(a, e.x, e.pool, &in, &outs, &err))) lrc_err_prefix(&err, "%s", a->input);
-    if (!rc) rc = lrc_safetensors_save(a->out, &outs, &err);
-    if (prof_ns) cli_print_quick_profile(e.plan, prof_ns, prof_calls);
-    free(prof_ns);
-    free(prof_calls);
-    cli_engine_close(&e);
-    lrc_tensor_set_clear(&in);
-    lrc_tensor_set_clear(&outs);
-    return rc ? cli_user_error(&err) : 0;
-}
-
-/* Runs s on in --repeat more times, timing each run on the host, and prints the forward's timing line. */
-static int time_session(const cli_args *a, lrc_session *s, const lrc_array *arr, const lrc_tensor_set *in, lrc_err *err)
-{
-    lrc_session_info info;
-    int rc = lrc_session_describe(s, &info) ? cli_session_error(s, err) : LRC_OK;
-    if (!rc && !strcmp(info.target, "cuda")) { /* on the device: the launches of one forward, inputs already there */
-        double med = 0;
-        if (lrc_session_time(s, a->repeat, &med)) return cli_session_error(s, err);
-        const lrc_tensor *tok = lrc_tensor_set_find(in, "tokens");
-        printf("forward: median %.3f ms over %lld runs, %.0f tokens/s, on %s (sm_%d; device time, copies not included)\n", med,
-               (long long)a->repeat, tok ? (double)lrc_shape_numel(&tok->shape) / (med / 1e3) : 0, info.device, info.sm);
-        return LRC_OK;
-    }
-    double *ms = lrc_xmalloc((size_t)a->repeat * sizeof(double) + 8);
-    /* steady state, as a serving loop runs: the outputs of one run are the
-     * buffers of the next (every run still writes all of them) */
-    for (int64_t r = 0; r < a->repeat && !rc; r++) {
-        double t0 = lrc_now_s();
-        if (lrc_session_run(s, arr, in->n)) rc = cli_session_error(s, err);
-        ms[r] = 1e3 * (lrc_now_s() - t0);
-    }
-    if (!rc) print_times(a, ms, in, info.threads);
-    free(ms);
-    return rc;
-}
-
-/* lrc forward of a package (cpu or cuda) through the embedding API. */
-static int forward_package(const cli_args *a, bool cuda)
-{
-    if (!cuda && (a->m.preset || a->m.n_sets))
-        return cli_usage_error("forward", "%s is a compiled package: --preset and --set do not apply", a->m.model);
-    if (!cuda && strcmp(a->target, "ref") && strcmp(a->target, "cpu"))
-        return cli_usage_error("forward", "a package runs on the target it was compiled for (cpu)");
+    int usage = t->package_args ? t->package_args(a) : -1;
+    if (usage >= 0) return usage;
     lrc_err err;
     lrc_tensor_set in, outs;
     lrc_tensor_set_init(&in);
@@ -478,8 +357,8 @@ static int forward_package(const cli_args *a, bool cuda)
     const lrc_tensor *tok = NULL;
     int rc = cli_session_open(a, &s, &err);
     if (!rc) rc = lrc_safetensors_load(a->input, &in, &err);
-    if (!rc && !cuda) rc = check_tokens(&in, a->input, INT32_MAX, &tok, &err); /* ids: checked against the plan */
-    if (!rc && !cuda && getenv("LRC_PROFILE")) { /* a developer's quick look; lrc profile is the tool */
+    if (!rc && t->package_host) rc = cli_check_tokens(&in, a->input, INT32_MAX, &tok, &err); /* ids: checked against the plan */
+    if (!rc && t->package_host && getenv("LRC_PROFILE")) { /* a developer's quick look; lrc profile is the tool */
         lrc_exec *x = lrc_session_cpu_exec(s, &plan);
         prof_ns = lrc_xcalloc((size_t)plan->n_launches + 1, sizeof(double));
         prof_calls = lrc_xcalloc((size_t)plan->n_launches + 1, sizeof(int64_t));
@@ -492,7 +371,7 @@ static int forward_package(const cli_args *a, bool cuda)
             rc = lrc_err_prefix(&err, "%s", a->input); /* the file the inputs came from */
         }
     }
-    if (!rc && a->repeat > 0) rc = time_session(a, s, arr, &in, &err);
+    if (!rc && a->repeat > 0) rc = t->time_session(a, s, arr, &in, &err);
     lrc_session_info info = {0};
     if (!rc && lrc_session_describe(s, &info)) rc = cli_session_error(s, &err);
     lrc_tensor *views = lrc_xcalloc((size_t)info.n_outputs + 1, sizeof *views);
@@ -508,7 +387,7 @@ static int forward_package(const cli_args *a, bool cuda)
         }
     }
     if (!rc) rc = lrc_safetensors_save(a->out, &outs, &err);
-    if (!rc && cuda) printf("wrote %s\n", a->out);
+    if (!rc && t->says_wrote) printf("wrote %s\n", a->out);
     if (prof_ns) cli_print_quick_profile(plan, prof_ns, prof_calls);
     outs.n = 0;
     free(views);
@@ -556,52 +435,20 @@ int cmd_forward(int argc, char **argv)
         rc = cli_usage_error("forward", pkg ? "needs --input and -o" : "needs --weights, --input and -o");
         goto out;
     }
-    char target[16] = "";
-    if (pkg) lrc_package_target(a.m.model, target, sizeof target);
     if (pkg) {
-        rc = forward_package(&a, !strcmp(target, "cuda"));
+        rc = forward_package(&a, lrc_target_of_package(a.m.model));
         goto out;
     }
-    if (!strcmp(a.target, "cpu")) {
-        rc = forward_engine(&a);
+    const lrc_target *t = lrc_target_find(a.target);
+    if (!t || !t->forward_model) {
+        lrc_err err;
+        char names[128];
+        lrc_err_set(&err, "unknown target '%s' (targets: %s; see lrc --version)", a.target,
+                    lrc_target_names(LRC_TARGET_FORWARD_MODEL, ", ", names, sizeof names));
+        rc = cli_user_error(&err);
         goto out;
     }
-    lrc_err err;
-    lrc_model m = {0};
-    lrc_graph *g = lrc_graph_new();
-    lrc_tensor_set in, wfile, params, outs;
-    lrc_tensor_set_init(&in);
-    lrc_tensor_set_init(&wfile);
-    lrc_tensor_set_init(&params);
-    lrc_tensor_set_init(&outs);
-    lrc_backend *be = NULL;
-    const lrc_tensor *tokens = NULL;
-    lrc_plan_buf want[16];
-    int64_t vocab = 0;
-    rc = EXIT_USER;
-    if (!(be = lrc_backend_open(a.target, &err)) || cli_model_load("forward", &a.m, &m, &err) ||
-        (m.task == LRC_TASK_LM && lrc_model_config_int(&m, "vocab", &vocab, &err)) ||
-        lrc_safetensors_load(a.input, &in, &err) ||
-        check_tokens(&in, a.input, m.task == LRC_TASK_LM ? vocab : INT32_MAX, &tokens, &err) ||
-        lrc_model_build(&m, tokens->shape.dim[0], input_len(tokens), g, &err) ||
-        lrc_model_complete_inputs(want, lrc_model_graph_inputs(g, want, 16), &m, &in, a.input, &err) ||
-        lrc_safetensors_load(a.weights, &wfile, &err) ||
-        lrc_params_bind(g, &wfile, a.weights, &params, &err)) {
-        cli_user_error(&err);
-    } else if (run_ref_timed(&a, be, g, &in, &params, &outs, &err)) {
-        cli_user_error(&err);
-    } else if (lrc_safetensors_save(a.out, &outs, &err)) {
-        cli_user_error(&err);
-    } else {
-        rc = 0;
-    }
-    lrc_backend_close(be);
-    lrc_tensor_set_clear(&in);
-    lrc_tensor_set_clear(&wfile);
-    lrc_tensor_set_clear(&params);
-    lrc_tensor_set_clear(&outs);
-    lrc_graph_free(g);
-    lrc_model_free(&m);
+    rc = t->forward_model(&a);
 out:
     cli_model_opts_free(&a.m);
     return rc;
@@ -621,13 +468,11 @@ typedef struct {
 static int demo_run_compiled(lrc_model *m, int64_t T, const lrc_tensor_set *params, const lrc_tensor_set *in, lrc_tensor_set *outs,
                              demo_compiled *d, lrc_err *err)
 {
+    const lrc_target *t = &lrc_target_cpu; /* the demo is the reference against this CPU's code */
     lrc_graph *g2 = lrc_graph_new();
     lrc_tensor_set consts;
     lrc_tensor_set_init(&consts);
-    lrc_compiled c;
-    memset(&c, 0, sizeof c);
-    lrc_pool *pool = NULL;
-    lrc_exec *x = NULL;
+    lrc_target_plan p = {0};
     double t3 = lrc_now_s(), t4 = 0, t5 = 0;
     int crc = lrc_model_build(m, 1, T, g2, err);
     for (int i = 0; i < params->n && !crc; i++) {
@@ -635,21 +480,17 @@ static int demo_run_compiled(lrc_model *m, int64_t T, const lrc_tensor_set *para
         memcpy(copy->data, params->items[i]->data, copy->nbytes);
         crc = lrc_tensor_set_add(&consts, copy, err);
     }
-    if (!crc) crc = lrc_compile_graph(g2, &consts, &c, err);
+    if (!crc) crc = t->prepare(g2, &(lrc_target_opts){.consts = &consts}, &p, err);
     else lrc_graph_free(g2);
-    if (!crc && !(pool = lrc_pool_new(lrc_pool_default_threads(), err))) crc = LRC_EUSER;
-    if (!crc) crc = lrc_exec_new(&c.plan, pool, &x, err);
-    if (!crc) crc = lrc_exec_bind_params(x, &consts, err);
-    if (!crc) crc = lrc_exec_run_plan(x, in, outs, err); /* packs the weights */
+    if (!crc) crc = t->bind(&p, &consts, err);
+    if (!crc) crc = t->run(&p, in, outs, err); /* packs the weights */
     if (!crc) {
         t4 = lrc_now_s();
-        crc = lrc_exec_run_plan(x, in, outs, err);
+        crc = t->run(&p, in, outs, err);
         t5 = lrc_now_s();
     }
-    if (!crc) *d = (demo_compiled){t4 - t3, t5 - t4, c.sched.n_groups, lrc_pool_threads(pool)};
-    lrc_exec_free(x);
-    lrc_pool_free(pool);
-    if (c.g) lrc_compiled_free(&c);
+    if (!crc) *d = (demo_compiled){t4 - t3, t5 - t4, p.c.sched.n_groups, lrc_pool_threads(p.pool)};
+    lrc_target_plan_free(&p);
     lrc_tensor_set_clear(&consts);
     return crc;
 }

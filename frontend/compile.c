@@ -5,8 +5,6 @@
 
 #include "../codegen/llvm/lrc_llvm.h"
 
-#include <cjson/cJSON.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,50 +163,16 @@ int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arc
     if ((rc = lrc_cuda_render(c->g, &c->sched, &c->prog, f32 ? LRC_CUDA_F32 : LRC_CUDA_BF16, &c->cuda, err))) return rc;
     c->have_cuda = true;
     if ((rc = lrc_nvrtc_compile(c->cuda.source, "kernels.cu", arch, &c->cubin, &c->cubin_size, &c->ptx, err))) return rc;
+    c->nvrtc_cache = (int)lrc_nvrtc_last_cache_state(); /* a later compile (another shape) would change it */
     if ((rc = build_plan(c, err))) return rc;
     c->have_plan = true;
     for (int i = 0; i < c->plan.n_launches; i++) { /* a GEMM alone has no kernel of its own */
         free(c->plan.launches[i].symbol);
-        c->plan.launches[i].symbol = lrc_strdup(c->cuda.launches[i].symbol);
+        c->plan.launches[i].symbol = lrc_strdup(c->cuda.table.launches[i].symbol);
     }
     c->passes_ms = t1 - t0;
     c->codegen_ms = 1e3 * lrc_now_s() - t1;
     return LRC_OK;
-}
-
-/* What the cuda backend needs besides the plan: each launch's grid, block,
- * workspace and cuBLAS call, and every buffer's device storage. */
-cJSON *lrc_compiled_cuda_meta(const lrc_compiled *c)
-{
-    static const char *storage[] = {"f32", "bf16", "i32"};
-    cJSON *o = cJSON_CreateObject(), *ls = cJSON_AddArrayToObject(o, "launches"), *st = cJSON_AddArrayToObject(o, "storage");
-    for (int i = 0; i < c->cuda.n_launches; i++) {
-        const lrc_cuda_launch *l = &c->cuda.launches[i];
-        cJSON *x = cJSON_CreateObject();
-        cJSON_AddItemToObject(x, "grid", cJSON_CreateIntArray((const int[3]){(int)l->grid[0], (int)l->grid[1], (int)l->grid[2]}, 3));
-        cJSON_AddNumberToObject(x, "block", l->block);
-        cJSON_AddNumberToObject(x, "scratch_bytes", (double)l->scratch_bytes);
-        if (l->scratch_bytes) cJSON_AddStringToObject(x, "scratch_storage", storage[l->scratch_storage]);
-        if (l->access_bytes) cJSON_AddNumberToObject(x, "access_bytes", l->access_bytes);
-        if (l->n_gemm) {
-            cJSON *gs = cJSON_AddArrayToObject(x, "gemm");
-            for (int j = 0; j < l->n_gemm; j++) {
-                cJSON *gm = cJSON_CreateObject();
-                cJSON_AddStringToObject(gm, "op", lrc_op_name(l->gemm[j].op));
-                cJSON_AddNumberToObject(gm, "m", (double)l->gemm[j].m);
-                cJSON_AddNumberToObject(gm, "n", (double)l->gemm[j].n);
-                cJSON_AddNumberToObject(gm, "k", (double)l->gemm[j].k);
-                cJSON_AddNumberToObject(gm, "a_arg", l->gemm[j].a_arg);
-                cJSON_AddNumberToObject(gm, "b_arg", l->gemm[j].b_arg);
-                if (l->gemm[j].c_arg >= 0) cJSON_AddNumberToObject(gm, "c_arg", l->gemm[j].c_arg);
-                if (l->gemm[j].bias_arg >= 0) cJSON_AddNumberToObject(gm, "bias_arg", l->gemm[j].bias_arg);
-                cJSON_AddItemToArray(gs, gm);
-            }
-        }
-        cJSON_AddItemToArray(ls, x);
-    }
-    for (int b = 0; b < c->g->n_nodes; b++) cJSON_AddItemToArray(st, cJSON_CreateString(storage[c->cuda.storage[b]]));
-    return o;
 }
 
 void lrc_compiled_free(lrc_compiled *c)

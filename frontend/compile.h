@@ -26,6 +26,7 @@ typedef struct lrc_compiled {
     size_t cubin_size;
     char *ptx;
     char arch[16];
+    int nvrtc_cache; /* where NVRTC's result came from (lrc_nvrtc_cache_state), as this compile left it */
 } lrc_compiled;
 
 /* Compiles g (taken over) for this CPU. With consts (the parameters'
@@ -44,10 +45,6 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
  * when LRC_PAD_HIDDEN=0 (to time what padding buys on a device). */
 int64_t lrc_cuda_pad_multiple(void);
 int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arch, bool f32, lrc_compiled *c, lrc_err *err);
-/* The "cuda" part of a package's meta (launch shapes, GEMMs, storage): what
- * lrc_cuda_exec_new reads besides the plan. A cJSON object. */
-struct cJSON;
-struct cJSON *lrc_compiled_cuda_meta(const lrc_compiled *c);
 void lrc_compiled_free(lrc_compiled *c);
 
 #endif

@@ -2,6 +2,7 @@
  * a model compiled just in time, or a package compiled ahead of time, with
  * its weights bound, a thread pool and a ready plan. */
 #include "engine.h"
+#include "targets.h"
 
 #include "../codegen/llvm/lrc_llvm.h"
 
@@ -38,8 +39,9 @@ static int open_package(const cli_args *a, cli_engine *e, lrc_err *err)
     int rc = lrc_package_load(a->m.model, &e->pkg, err);
     if (rc) return rc;
     e->have_pkg = true;
-    if (!strcmp(e->pkg.target, "cuda")) /* lrc forward takes cuda packages before they get here */
-        return lrc_err_set(err, "%s is compiled for cuda: only lrc forward runs cuda packages yet", a->m.model);
+    const lrc_target *t = lrc_target_find(e->pkg.target);
+    if (t && t->device_package) /* the engine runs the host's plans; lrc forward takes device packages before they get here */
+        return lrc_err_set(err, "%s is compiled for %s: only lrc forward runs %s packages yet", a->m.model, t->name, t->name);
     e->plan = &e->pkg.plan;
     e->vocab = e->pkg.vocab;
     rc = lrc_cpu_check_features(e->pkg.requires[0] ? e->pkg.requires : "avx2,fma", err);

@@ -1,6 +1,7 @@
 /* main.c — the `lrc` command: dispatch to the subcommands and the option
  * handling they share. */
 #include "cli.h"
+#include "targets.h"
 
 #include "../codegen/cuda/lrc_cuda.h"
 #include "../codegen/llvm/lrc_llvm.h"
@@ -294,8 +295,8 @@ int cli_check_run_args(const char *cmd, const cli_args *a, const char *need, boo
     bool pkg = lrc_package_is(a->m.model);
     if (!have || (!pkg && !a->weights))
         return pkg ? cli_usage_error(cmd, "needs %s", need) : cli_usage_error(cmd, "needs --weights and %s", need);
-    if (strcmp(a->target, "ref") && strcmp(a->target, "cpu"))
-        return cli_usage_error(cmd, "--target %s: %s runs on the cpu target", a->target, cmd);
+    if (lrc_target_compiled(lrc_target_find(a->target)) != &lrc_target_cpu) /* the default's compiled code runs there too */
+        return cli_usage_error(cmd, "--target %s: %s runs on the %s target", a->target, cmd, lrc_target_cpu.name);
     return -1;
 }
 
@@ -313,25 +314,8 @@ static int cmd_devices(int argc, char **argv)
     if (c == OPT_HELP) return cli_help("devices", opts, "", help);
     if (c != -1) return cli_usage_error("devices", "unknown option %s", argv[optind - 1]);
     if (optind < argc) return cli_usage_error("devices", "unexpected argument '%s'", argv[optind]);
-    lrc_llvm_target t;
-    lrc_err err;
     printf("lrc %s (built with LLVM %s)\n", LRC_VERSION, LRC_LLVM_VERSION);
-    printf("target ref: available (the plain-C reference)\n");
-    if (lrc_llvm_target_host(&t, &err)) printf("target cpu: not available: %s\n", err.msg);
-    else printf("target cpu: available (%s, %d-float vectors, GEMM tile %dx%d)\n", t.triple, t.tiling.vec, t.tiling.mr,
-                t.tiling.vec * t.tiling.nv);
-    /* cuda: compiling needs NVRTC only; running needs the driver, a GPU and cuBLAS */
-    char why[256];
-    if (lrc_nvrtc_available(why, sizeof why))
-        printf("target cuda, compile: available (NVRTC %s: lrc compile --target cuda --arch sm_XX, no GPU needed)\n",
-               lrc_nvrtc_version());
-    else printf("target cuda, compile: not available: %s\n", why);
-    lrc_cuda_device dev;
-    if (lrc_cuda_probe(&dev, why, sizeof why))
-        printf("target cuda, run: not available: %s\n", why);
-    else
-        printf("target cuda, run: available: %s (sm_%d, %.0f GiB; %d device%s; lrc forward runs cuda packages)\n",
-               dev.name, dev.sm, (double)dev.memory_bytes / (1 << 30), dev.count, dev.count == 1 ? "" : "s");
+    for (int i = 0; i < lrc_n_targets; i++) lrc_targets[i]->report();
     return 0;
 }
 

@@ -90,7 +90,7 @@ static lrc_status read_meta(lrc_session *s)
     s->cubin = s->dev.sm == sm;
     void *image = lrc_package_cuda_image(s->dir, s->cubin, &s->err);
     if (!image) return fail(s, LRC_STATUS_PACKAGE);
-    rc = lrc_cuda_exec_new(&s->pkg.plan, s->pkg.meta_json, image, &s->cx, &s->err);
+    rc = lrc_cuda_exec_new(&s->pkg.plan, &s->pkg.cuda, image, &s->cx, &s->err);
     free(image);
     return rc ? fail(s, LRC_STATUS_DEVICE) : LRC_STATUS_OK;
 }
@@ -486,7 +486,7 @@ static lrc_status open_shape(lrc_session *s, int i)
     if (s->cuda && !s->scx[i]) {
         void *image = lrc_package_cuda_image(v->dir, s->cubin, &s->err);
         if (!image) return fail(s, LRC_STATUS_PACKAGE);
-        rc = lrc_cuda_exec_new(&v->plan, v->meta_json, image, &s->scx[i], &s->err);
+        rc = lrc_cuda_exec_new(&v->plan, &v->cuda, image, &s->scx[i], &s->err);
         free(image);
         if (rc) return fail(s, LRC_STATUS_DEVICE);
     }

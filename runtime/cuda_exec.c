@@ -5,13 +5,10 @@
  * dlopen, so nothing here is linked against CUDA. */
 #include "cuda_internal.h"
 
-#include <cjson/cJSON.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-const char *const lrc_cuda_storage_names[3] = {"f32", "bf16", "i32"};
 
 
 int lrc_cuda_fail(const lrc_cuda_exec *x, int r, const char *what, lrc_err *err)
@@ -97,7 +94,7 @@ static blas_shape blas_shape_of(int op, int64_t M, int64_t N, int64_t K)
 }
 
 /* cuBLAS's data type for a buffer's storage (GEMM operands are never i32) */
-static int blas_type(int storage) { return storage == ST_BF16 ? R_16BF : R_32F; }
+static int blas_type(int storage) { return storage == LRC_CUDA_BF16 ? R_16BF : R_32F; }
 
 /* the largest power of two up to 256 that p is a multiple of */
 static uint32_t alignment_of(devptr p)
@@ -155,7 +152,7 @@ static void lt_setup(lrc_cuda_exec *x, int li)
 int lrc_cuda_upload(lrc_cuda_exec *x, int i, const void *data, int64_t count, lrc_err *err)
 {
     int r;
-    if (x->storage[i] == ST_BF16) {
+    if (x->storage[i] == LRC_CUDA_BF16) {
         uint16_t *h = lrc_xmalloc((size_t)count * 2 + 2);
         /* to nearest even, as the kernels' st() rounds a finite value */
         for (int64_t k = 0; k < count; k++) h[k] = lrc_f32_to_bf16(((const float *)data)[k]);
@@ -170,7 +167,7 @@ int lrc_cuda_upload(lrc_cuda_exec *x, int i, const void *data, int64_t count, lr
 int lrc_cuda_download(lrc_cuda_exec *x, int i, float *out, int64_t count, lrc_err *err)
 {
     int r;
-    if (x->storage[i] == ST_BF16) {
+    if (x->storage[i] == LRC_CUDA_BF16) {
         uint16_t *h = lrc_xmalloc((size_t)count * 2 + 2);
         r = x->api.dtoh(h, x->ptr[i], (size_t)count * 2);
         for (int64_t k = 0; k < count && !r; k++) out[k] = lrc_bf16_to_f32(h[k]);
@@ -181,90 +178,63 @@ int lrc_cuda_download(lrc_cuda_exec *x, int i, float *out, int64_t count, lrc_er
     return r ? lrc_cuda_fail(x, r, "copy from the device", err) : LRC_OK;
 }
 
-/* "f32", "bf16" or "i32" as ST_*; f32 when absent */
-static int storage_of(const cJSON *s)
-{
-    for (int k = 0; cJSON_IsString(s) && k < 3; k++)
-        if (!strcmp(s->valuestring, lrc_cuda_storage_names[k])) return k;
-    return ST_F32;
-}
-
-static int parse_meta(lrc_cuda_exec *x, const char *meta_json, lrc_err *err)
+/* The launch table into the exec's per-launch arrays, checked against the
+ * plan: a table made for another plan must not index past its buffers or
+ * its launches' arguments (a package's is checked as it loads too). */
+static int take_table(lrc_cuda_exec *x, const lrc_cuda_table *t, lrc_err *err)
 {
     const lrc_plan *p = x->plan;
-    cJSON *meta = cJSON_Parse(meta_json);
-    const cJSON *cu = cJSON_GetObjectItemCaseSensitive(meta, "cuda");
-    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(cu, "launches"), *st = cJSON_GetObjectItemCaseSensitive(cu, "storage");
-    int rc = LRC_OK;
-    if (!cJSON_IsArray(ls) || cJSON_GetArraySize(ls) != p->n_launches || !cJSON_IsArray(st) || cJSON_GetArraySize(st) > p->n_bufs)
-        rc = lrc_err_set(err, "package.json: the cuda launches or storage do not match the plan (a damaged package?)");
-    for (int i = 0; i < p->n_bufs && !rc; i++) x->storage[i] = storage_of(cJSON_GetArrayItem(st, i));
-    for (int i = 0; i < p->n_launches && !rc; i++) {
-        const cJSON *l = cJSON_GetArrayItem(ls, i), *grid = cJSON_GetObjectItemCaseSensitive(l, "grid");
-        const cJSON *block = cJSON_GetObjectItemCaseSensitive(l, "block"), *scr = cJSON_GetObjectItemCaseSensitive(l, "scratch_bytes");
-        if (!cJSON_IsArray(grid) || cJSON_GetArraySize(grid) != 3 || !cJSON_IsNumber(block) || !cJSON_IsNumber(scr)) {
-            rc = lrc_err_set(err, "package.json: cuda launch %d is damaged", i);
-            break;
-        }
-        for (int d = 0; d < 3; d++) x->grid[3 * i + d] = cJSON_GetArrayItem(grid, d)->valueint;
-        x->block[i] = block->valueint;
-        x->scratch_of[i] = (int64_t)scr->valuedouble;
-        x->scratch_st[i] = storage_of(cJSON_GetObjectItemCaseSensitive(l, "scratch_storage"));
-        const cJSON *acc = cJSON_GetObjectItemCaseSensitive(l, "access_bytes");
-        x->access[i] = cJSON_IsNumber(acc) ? acc->valueint : 0;
+    if (!t || t->n_launches != p->n_launches || t->n_storage < 0 || t->n_storage > p->n_bufs)
+        return lrc_err_set(err, "cuda: the launch table does not match the plan (%d launches for %d)", t ? t->n_launches : 0, p->n_launches);
+    for (int i = 0; i < p->n_bufs; i++) x->storage[i] = i < t->n_storage ? t->storage[i] : LRC_CUDA_F32;
+    for (int i = 0; i < p->n_launches; i++) {
+        const lrc_cuda_launch *l = &t->launches[i];
+        const int n_args = p->launches[i].n_args;
+        for (int d = 0; d < 3; d++) x->grid[3 * i + d] = (int)l->grid[d];
+        x->block[i] = (int)l->block;
+        x->scratch_of[i] = l->scratch_bytes;
+        x->scratch_st[i] = l->scratch_storage;
+        x->access[i] = l->access_bytes;
         if (x->scratch_of[i] > x->scratch_bytes) x->scratch_bytes = x->scratch_of[i];
-        const cJSON *gs = cJSON_GetObjectItemCaseSensitive(l, "gemm");
-        for (int j = 0; cJSON_IsArray(gs) && j < cJSON_GetArraySize(gs) && j < 2 && !rc; j++) {
-            const cJSON *g = cJSON_GetArrayItem(gs, j);
-            const cJSON *op = cJSON_GetObjectItemCaseSensitive(g, "op"), *m = cJSON_GetObjectItemCaseSensitive(g, "m"),
-                        *n = cJSON_GetObjectItemCaseSensitive(g, "n"), *k = cJSON_GetObjectItemCaseSensitive(g, "k"),
-                        *a = cJSON_GetObjectItemCaseSensitive(g, "a_arg"), *b = cJSON_GetObjectItemCaseSensitive(g, "b_arg"),
-                        *c = cJSON_GetObjectItemCaseSensitive(g, "c_arg"), *bias = cJSON_GetObjectItemCaseSensitive(g, "bias_arg");
-            const int n_args = p->launches[i].n_args;
-            /* arguments index the launch's own: a damaged package must not reach past them */
-            if (!cJSON_IsString(op) || !cJSON_IsNumber(m) || !cJSON_IsNumber(n) || !cJSON_IsNumber(k) || !cJSON_IsNumber(a) ||
-                !cJSON_IsNumber(b) || m->valuedouble < 1 || n->valuedouble < 1 || k->valuedouble < 1 || a->valueint < 0 ||
-                a->valueint >= n_args || b->valueint < 0 || b->valueint >= n_args ||
-                (c && (!cJSON_IsNumber(c) || c->valueint < 0 || c->valueint >= n_args)) ||
-                (bias && (!cJSON_IsNumber(bias) || bias->valueint < 0 || bias->valueint >= n_args || j > 0))) {
-                rc = lrc_err_set(err, "package.json: the GEMM of cuda launch %d ('%s') is damaged", i, p->launches[i].label);
-                break;
-            }
-            x->gemm[i][j].op = !strcmp(op->valuestring, "matmul") ? 0 : !strcmp(op->valuestring, "matmul_nn") ? 1 : 2;
-            x->gemm[i][j].m = (int64_t)m->valuedouble;
-            x->gemm[i][j].n = (int64_t)n->valuedouble;
-            x->gemm[i][j].k = (int64_t)k->valuedouble;
-            x->gemm[i][j].a = a->valueint;
-            x->gemm[i][j].b = b->valueint;
-            x->gemm[i][j].c = c ? c->valueint : -1;
-            x->gemm[i][j].bias = bias ? bias->valueint : -1;
+        for (int j = 0; j < l->n_gemm && j < 2; j++) {
+            const lrc_cuda_gemm *g = &l->gemm[j];
+            if (g->m < 1 || g->n < 1 || g->k < 1 || g->a_arg < 0 || g->a_arg >= n_args || g->b_arg < 0 || g->b_arg >= n_args ||
+                g->c_arg >= n_args || g->bias_arg >= n_args || (g->bias_arg >= 0 && j > 0))
+                return lrc_err_set(err, "cuda: the GEMM of launch %d ('%s') does not match the plan", i, p->launches[i].label);
+            x->gemm[i][j].op = g->op == LRC_OP_MATMUL ? 0 : g->op == LRC_OP_MATMUL_NN ? 1 : 2;
+            x->gemm[i][j].m = g->m;
+            x->gemm[i][j].n = g->n;
+            x->gemm[i][j].k = g->k;
+            x->gemm[i][j].a = g->a_arg;
+            x->gemm[i][j].b = g->b_arg;
+            x->gemm[i][j].c = g->c_arg < 0 ? -1 : g->c_arg;
+            x->gemm[i][j].bias = g->bias_arg < 0 ? -1 : g->bias_arg;
             x->n_gemm[i] = j + 1;
         }
     }
-    cJSON_Delete(meta);
-    return rc;
+    return LRC_OK;
 }
 
-int lrc_cuda_exec_new(const lrc_plan *plan, const char *meta_json, const void *image, lrc_cuda_exec **out, lrc_err *err)
+int lrc_cuda_exec_new(const lrc_plan *plan, const lrc_cuda_table *table, const void *image, lrc_cuda_exec **out, lrc_err *err)
 {
     lrc_cuda_exec *x = lrc_xcalloc(1, sizeof *x);
     x->unsynced_first = -1;
     x->plan = plan;
     int n = plan->n_bufs, L = plan->n_launches;
-    x->storage = lrc_xcalloc((size_t)n + 1, sizeof(int));
+    x->storage = lrc_xcalloc((size_t)n + 1, sizeof *x->storage);
     x->ptr = lrc_xcalloc((size_t)n + 1, sizeof(devptr));
     x->fn = lrc_xcalloc((size_t)L + 1, sizeof(void *));
     x->grid = lrc_xcalloc((size_t)L * 3 + 3, sizeof(int));
     x->block = lrc_xcalloc((size_t)L + 1, sizeof(int));
     x->scratch_of = lrc_xcalloc((size_t)L + 1, sizeof(int64_t));
-    x->scratch_st = lrc_xcalloc((size_t)L + 1, sizeof(int));
+    x->scratch_st = lrc_xcalloc((size_t)L + 1, sizeof *x->scratch_st);
     x->access = lrc_xcalloc((size_t)L + 1, sizeof(int));
     x->n_gemm = lrc_xcalloc((size_t)L + 1, sizeof(int));
     x->iteration = lrc_xcalloc((size_t)L + 1, sizeof(int64_t));
     x->gemm = lrc_xcalloc((size_t)L + 1, sizeof *x->gemm);
     x->on_device = lrc_xcalloc((size_t)n + 1, sizeof(bool));
     int rc = load_api(&x->api, err), r = 0;
-    if (!rc) rc = parse_meta(x, meta_json, err);
+    if (!rc) rc = take_table(x, table, err);
     cuda_api *a = &x->api;
     if (!rc && (r = a->init(0))) rc = lrc_cuda_fail(x, r, "cuInit", err);
     if (!rc && (r = a->device_get(&x->device, 0))) rc = lrc_cuda_fail(x, r, "cuDeviceGet", err);
@@ -379,7 +349,7 @@ int lrc_cuda_exec_bind_params(lrc_cuda_exec *x, const lrc_tensor_set *params, lr
         const lrc_tensor *t = lrc_tensor_set_find(params, b->name);
         const bool half = t && (t->dtype == LRC_BF16 || t->dtype == LRC_F16) && lrc_shape_eq(&t->shape, &b->shape);
         int rc;
-        if (half && t->dtype == LRC_BF16 && x->storage[i] == ST_BF16) {
+        if (half && t->dtype == LRC_BF16 && x->storage[i] == LRC_CUDA_BF16) {
             /* stored as the device stores it (a cuda package's weights, or
              * a bf16 checkpoint): copied as it is */
             int r = x->api.htod(x->ptr[i], t->data, t->nbytes);
@@ -417,9 +387,9 @@ static int run_gemm(lrc_cuda_exec *x, int li, int j, lrc_err *err)
     const lrc_plan_launch *l = &x->plan->launches[li];
     const int ab = l->args[x->gemm[li][j].a], bb = l->args[x->gemm[li][j].b], ob = l->args[l->n_args - 1];
     const int64_t M = x->gemm[li][j].m, N = x->gemm[li][j].n, K = x->gemm[li][j].k;
-    if (x->storage[ab] != x->storage[bb] || x->storage[ab] == ST_I32)
-        return lrc_err_set(err, "cuda: GEMM '%s' has operands stored as %s and %s", l->label, lrc_cuda_storage_names[x->storage[ab]],
-                           lrc_cuda_storage_names[x->storage[bb]]);
+    if (x->storage[ab] != x->storage[bb] || x->storage[ab] == LRC_CUDA_I32)
+        return lrc_err_set(err, "cuda: GEMM '%s' has operands stored as %s and %s", l->label, lrc_cuda_storage_name(x->storage[ab]),
+                           lrc_cuda_storage_name(x->storage[bb]));
     int type = blas_type(x->storage[ab]);
     const float one = 1.f, zero = 0.f;
     blas_shape b = blas_shape_of(x->gemm[li][j].op, M, N, K);
@@ -615,12 +585,12 @@ static int back_edge(lrc_cuda_exec *x, int li, bool *again, lrc_err *err)
 {
     const lrc_plan_launch *l = &x->plan->launches[li];
     const lrc_plan_buf *st = &x->plan->bufs[l->args[0]];
-    int sb = x->storage[l->args[0]];
+    lrc_cuda_storage sb = x->storage[l->args[0]];
     if (sb != x->storage[l->args[1]])
-        return lrc_err_set(err, "cuda: loop '%s' carries a state stored as %s, its body returns %s", l->label, lrc_cuda_storage_names[sb],
-                           lrc_cuda_storage_names[x->storage[l->args[1]]]);
+        return lrc_err_set(err, "cuda: loop '%s' carries a state stored as %s, its body returns %s", l->label, lrc_cuda_storage_name(sb),
+                           lrc_cuda_storage_name(x->storage[l->args[1]]));
     int64_t rows = st->shape.ndim ? st->shape.dim[0] : 1, most = 0, t = x->iteration[li];
-    int64_t row_bytes = lrc_shape_numel(&st->shape) / rows * (sb == ST_BF16 ? 2 : 4);
+    int64_t row_bytes = lrc_shape_numel(&st->shape) / rows * (sb == LRC_CUDA_BF16 ? 2 : 4);
     int32_t *counts = lrc_xmalloc((size_t)rows * 4);
     int r = x->api.dtoh(counts, x->ptr[l->args[2]], (size_t)rows * 4);
     for (int64_t b = 0; b < rows && !r; b++) {

@@ -4,12 +4,9 @@
 #define LRC_CUDA_INTERNAL_H
 
 #include "cuda_dl.h"
-#include "lrc_runtime.h"
+#include "lrc_runtime.h" /* and with it lrc_cuda_abi.h: the storage enum, the launch table */
 
 typedef unsigned long long devptr;
-/* device storage as the package's meta names it (codegen/cuda's lrc_cuda_storage) */
-enum { ST_F32, ST_BF16, ST_I32 };
-extern const char *const lrc_cuda_storage_names[3];
 
 typedef struct {
     void *lib, *blas;
@@ -85,12 +82,12 @@ struct lrc_cuda_exec {
     int device;
     void *ctx, *module, *blas;
     void **fn;        /* per launch */
-    int *storage;     /* per buffer */
+    lrc_cuda_storage *storage; /* per buffer */
     devptr arena, scratch, *ptr;
     int64_t scratch_bytes;
     int *grid, *block;   /* per launch: 3 and 1 */
     int64_t *scratch_of; /* per launch */
-    int *scratch_st;     /* per launch: how its scratch is stored */
+    lrc_cuda_storage *scratch_st; /* per launch: how its scratch is stored */
     int *access;         /* per launch: bytes a thread accesses at once, 0: not said */
     int *n_gemm;
     struct {
@@ -129,7 +126,7 @@ bool lrc_cuda_guard_intact(lrc_cuda_exec *x, devptr end, int *r);
 /* after WHAT ran ("launch 3 'label'"), every guard region of the plan's buffers intact */
 int lrc_cuda_check_guards(lrc_cuda_exec *x, const char *what, lrc_err *err);
 
-static inline size_t lrc_cuda_elem_bytes(int st) { return st == ST_BF16 ? 2 : 4; }
+static inline size_t lrc_cuda_elem_bytes(lrc_cuda_storage st) { return lrc_cuda_storage_bytes(st); }
 
 /* A driver call's failure r as a message: "cuda: WHAT failed: CUDA_ERROR_..." */
 int lrc_cuda_fail(const lrc_cuda_exec *x, int r, const char *what, lrc_err *err);

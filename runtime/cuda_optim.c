@@ -9,23 +9,21 @@
 #include "cuda_internal.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* the kernels' opt_tensor and opt_hp, field for field */
-typedef struct {
-    devptr p, p16, g, acc, m, v;
-    int64_t n, first_block;
-    int32_t decayed, pad;
-} opt_tensor;
-typedef struct {
-    float b1, c1, b2, c2, scale, decay, nstep, sbc2, eps, div; /* c: 1 - b; nstep: -lr / bc1; sbc2: sqrt(bc2) */
-    int32_t n_tensors, from_acc, first;
-} opt_hp;
-_Static_assert(sizeof(opt_tensor) == 72 && sizeof(opt_hp) == 52, "the layouts of codegen/cuda/render.c's OPTIMIZER");
-#define OPT_CHUNK 4096
-#define OPT_BLOCK 256
+/* the kernels' opt_tensor and opt_hp, from the declaration their CUDA C is
+ * generated from (lrc_cuda_abi.h), pointers as device addresses */
+LRC_CUDA_OPT_STRUCTS(devptr, devptr, devptr)
+typedef struct opt_tensor opt_tensor;
+typedef struct opt_hp opt_hp;
+_Static_assert(sizeof(opt_tensor) == LRC_CUDA_OPT_TENSOR_BYTES && sizeof(opt_hp) == LRC_CUDA_OPT_HP_BYTES,
+               "the layouts codegen/cuda/prelude.c's optimizer kernels read");
+_Static_assert(offsetof(opt_tensor, n) == 48 && offsetof(opt_hp, n_tensors) == 40, "no padding the device would lay out otherwise");
+#define OPT_CHUNK LRC_CUDA_OPT_CHUNK
+#define OPT_BLOCK LRC_CUDA_OPT_BLOCK
 
 struct lrc_cuda_optim {
     lrc_cuda_exec *x;
@@ -89,8 +87,8 @@ int lrc_cuda_optim_new(lrc_cuda_exec *x, lrc_tensor *const *params, lrc_tensor *
             rc = lrc_err_set(err, "cuda: the training graph has no %s for parameter '%s'", pb < 0 ? "buffer" : "gradient", t->name);
             break;
         }
-        if (x->storage[gb] != ST_F32) {
-            rc = lrc_err_set(err, "cuda: the gradient of '%s' is stored as %s, the optimizer reads f32", t->name, lrc_cuda_storage_names[x->storage[gb]]);
+        if (x->storage[gb] != LRC_CUDA_F32) {
+            rc = lrc_err_set(err, "cuda: the gradient of '%s' is stored as %s, the optimizer reads f32", t->name, lrc_cuda_storage_name(x->storage[gb]));
             break;
         }
         opt_tensor *e = &o->tab[i];
@@ -100,7 +98,7 @@ int lrc_cuda_optim_new(lrc_cuda_exec *x, lrc_tensor *const *params, lrc_tensor *
         e->decayed = t->shape.ndim >= 2 || cfg->decay_all;
         e->g = x->ptr[gb];
         size_t bytes = (size_t)e->n * 4;
-        if (x->storage[pb] == ST_BF16) { /* the graph reads bf16, AdamW updates the f32 master */
+        if (x->storage[pb] == LRC_CUDA_BF16) { /* the graph reads bf16, AdamW updates the f32 master */
             e->p16 = x->ptr[pb];
             if (!(rc = opt_alloc(o, bytes, &e->p, "master weights", t->name, err)) && (r = a->htod(e->p, t->data, bytes)))
                 rc = lrc_cuda_fail(x, r, "copying the master weights", err);

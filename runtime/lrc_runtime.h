@@ -6,6 +6,7 @@
 #define LRC_RUNTIME_H
 
 #include "../ir/lrc_ir.h"
+#include "lrc_cuda_abi.h" /* the cuda launch table, shared with codegen/cuda */
 
 typedef struct lrc_pool lrc_pool; /* the thread pool, below */
 
@@ -248,14 +249,15 @@ typedef struct lrc_cuda_device {
  * else -1 and a one-line reason in why. */
 int lrc_cuda_probe(lrc_cuda_device *dev, char *why, size_t n);
 
-/* A cuda package's plan on device 0 (runtime/cuda_exec.c): meta_json is the
- * package's meta (its "cuda" launches and storage), image its cubin or PTX.
+/* A cuda plan on device 0 (runtime/cuda_exec.c): table is its launch table
+ * (codegen/cuda's, or a package's as loaded), image its cubin or PTX; both
+ * are read during the call only.
  * Weights go up once (bf16 where the storage says so; F32, BF16 or F16
  * tensors, a BF16 one into bf16 storage copied as it is); each run uploads the
  * inputs, runs cuBLAS and the kernels in order on one stream, and brings
  * the outputs back as f32. */
 typedef struct lrc_cuda_exec lrc_cuda_exec;
-int lrc_cuda_exec_new(const lrc_plan *plan, const char *meta_json, const void *image, lrc_cuda_exec **out, lrc_err *err);
+int lrc_cuda_exec_new(const lrc_plan *plan, const lrc_cuda_table *table, const void *image, lrc_cuda_exec **out, lrc_err *err);
 int lrc_cuda_exec_bind_params(lrc_cuda_exec *x, const lrc_tensor_set *params, lrc_err *err);
 int lrc_cuda_exec_run(lrc_cuda_exec *x, const lrc_tensor_set *inputs, lrc_tensor_set *outputs, lrc_err *err);
 /* The launches alone, repeat times on the inputs of the last run: the
@@ -293,6 +295,7 @@ typedef struct lrc_package {
     lrc_plan plan;         /* launches resolved in kernels.so (cpu packages) */
     lrc_tensor_set weights;
     bool has_weights;
+    lrc_cuda_table cuda;   /* a cuda package's launch table (meta's "cuda"), else empty */
     char *meta_json;       /* what compiled it: model, config, shapes, CPU or GPU */
     char target[16];       /* "cpu" or "cuda" */
     /* from meta, 0 or "" when absent: the token shape [batch, seq] it was
@@ -341,6 +344,14 @@ void *lrc_package_cuda_image(const char *dir, bool cubin, lrc_err *err);
  * a cuda session). */
 struct lrc_session;
 lrc_exec *lrc_session_cpu_exec(struct lrc_session *s, const lrc_plan **plan);
+/* A cuda package's launch table and package.json's "cuda" object
+ * (runtime/package_cuda.c, the one place that knows the format): _read
+ * checks it against the plan, a damaged one named as in path's; _json
+ * makes the object for the meta of lrc_package_finish. */
+struct cJSON;
+int lrc_package_cuda_read(const struct cJSON *meta, const lrc_plan *p, const char *path, lrc_cuda_table *out, lrc_err *err);
+struct cJSON *lrc_package_cuda_json(const lrc_cuda_table *t);
+void lrc_cuda_table_free(lrc_cuda_table *t);
 /* Writing a package: lrc_package_begin makes a directory beside dir, the
  * kernels and weights go into it, and lrc_package_finish writes
  * package.json and moves it into place (replacing an old package at dir

@@ -437,6 +437,8 @@ static int package_load(const char *dir, bool nested, lrc_package *pkg, lrc_err 
     if (!rc && (!cJSON_IsNumber(kb) || !cJSON_IsString(kh))) rc = bad(err, path, "the kernels' size and hash", -1);
     if (!rc && (!cJSON_IsString(kf) || strchr(kf->valuestring, '/') || strlen(kf->valuestring) >= sizeof kfile))
         rc = bad(err, path, "the kernels' file name", -1);
+    if (!rc && cJSON_IsString(target) && !strcmp(target->valuestring, "cuda")) /* its launch table, checked against the plan */
+        rc = lrc_package_cuda_read(meta, &pkg->plan, path, &pkg->cuda, err);
     if (!rc) {
         want_size = (uint64_t)kb->valuedouble;
         snprintf(want_hash, sizeof want_hash, "%s", kh->valuestring);
@@ -491,6 +493,7 @@ void lrc_package_free(lrc_package *pkg)
     lrc_plan_free(&pkg->plan);
     lrc_tensor_set_clear(&pkg->weights);
     free(pkg->meta_json);
+    lrc_cuda_table_free(&pkg->cuda);
     if (pkg->dl) dlclose(pkg->dl);
     memset(pkg, 0, sizeof *pkg);
 }

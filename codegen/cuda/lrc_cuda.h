@@ -8,55 +8,15 @@
 #ifndef LRC_CUDA_H
 #define LRC_CUDA_H
 
+#include "../../runtime/lrc_cuda_abi.h" /* the storage enum and the launch table, shared with the executor */
 #include "../lrc_codegen.h"
 
-/* How a buffer is stored on the device (docs/architecture.md, numerics): activations and
- * weight matrices in bf16, and the biases of a forward graph; gains,
- * LayerRoPE scalars, logits, losses, graph outputs and inputs in f32; ids
- * in i32. */
-typedef enum lrc_cuda_storage { LRC_CUDA_F32, LRC_CUDA_BF16, LRC_CUDA_I32 } lrc_cuda_storage;
-
-/* A GEMM of a launch, row-major: C[m, n] = A B^T (matmul), A B (matmul_nn)
- * or A^T B (matmul_tn), A and B the buffers of arguments a_arg and b_arg;
- * with c_arg >= 0, plus that argument's buffer (a residual add, which
- * cuBLASLt's epilogue does as it writes the launch's output); with
- * bias_arg >= 0, plus that argument's vector [n] on every row (a bias, in
- * cuBLASLt's epilogue too). A launch with a bias keeps its kernel, which
- * adds bias and residual to the product in scratch where cuBLASLt offers
- * no algorithm. */
-typedef struct lrc_cuda_gemm {
-    lrc_op op;
-    int64_t m, n, k;
-    int a_arg, b_arg, c_arg, bias_arg;
-} lrc_cuda_gemm;
-
-/* One launch of the program, in order. A GEMM group runs cuBLAS first (one
- * GEMM, or two of the same input for SwiGLU's gate and up): with a kernel
- * (an epilogue) after it, into the scratch (GEMM i at element offset
- * i m n) that the kernel reads as its last argument; with none, into the
- * group's output; with a bias that cuBLASLt adds, into the group's output,
- * the kernel then skipped. */
-typedef struct lrc_cuda_launch {
-    char symbol[64];       /* the kernel; "" when cuBLAS alone does the work */
-    unsigned grid[3], block; /* blocks of `block` threads */
-    int64_t scratch_bytes; /* workspace passed as the last argument, or 0 */
-    /* how it is stored: f32, or bf16 for a gated unit's two products
-       where its outputs are bf16 (rounded as the activations they are in
-       PyTorch, with half the bytes) */
-    lrc_cuda_storage scratch_storage;
-    /* bytes a thread reads or writes at once in an element-wise copy or
-       row kernel (16 where the shape allows), 0 where the kernel is not one */
-    int access_bytes;
-    int n_gemm;
-    lrc_cuda_gemm gemm[2];
-} lrc_cuda_launch;
-
 typedef struct lrc_cuda_program {
-    char *source;              /* the whole CUDA C translation unit */
-    lrc_cuda_launch *launches; /* one per kernel of the lrc_program */
-    int n_launches;
-    lrc_cuda_storage *storage; /* per node id: how its buffer is stored */
-    int n_symbols;             /* distinct kernels in source */
+    char *source;        /* the whole CUDA C translation unit */
+    /* one launch per kernel of the lrc_program, and per node id how its
+       buffer is stored: what lrc_cuda_exec_new takes with the plan */
+    lrc_cuda_table table;
+    int n_symbols;       /* distinct kernels in source */
 } lrc_cuda_program;
 
 /* The tiling that makes lrc_program_build leave GEMM operands unpacked

@@ -488,10 +488,11 @@ int lrc_cuda_render(const lrc_graph *g, const lrc_schedule *s, const lrc_program
                     lrc_err *err)
 {
     memset(out, 0, sizeof *out);
-    out->storage = lrc_xcalloc((size_t)g->n_nodes + 1, sizeof *out->storage);
-    choose_storage(g, s, bulk, out->storage);
-    out->launches = lrc_xcalloc((size_t)p->n_kernels + 1, sizeof *out->launches);
-    out->n_launches = p->n_kernels;
+    out->table.storage = lrc_xcalloc((size_t)g->n_nodes + 1, sizeof *out->table.storage);
+    choose_storage(g, s, bulk, out->table.storage);
+    out->table.launches = lrc_xcalloc((size_t)p->n_kernels + 1, sizeof *out->table.launches);
+    out->table.n_launches = p->n_kernels;
+    out->table.n_storage = g->n_nodes;
     cu_text kernels = {0}, tables = {0};
     int rc = LRC_OK;
     bool *member = lrc_xcalloc((size_t)g->n_nodes, 1);
@@ -499,7 +500,7 @@ int lrc_cuda_render(const lrc_graph *g, const lrc_schedule *s, const lrc_program
     int *owner = lrc_xmalloc((size_t)(p->n_kernels + 1) * sizeof(int));
     for (int i = 0; i < p->n_kernels && !rc; i++) {
         const lrc_kernel_desc *k = &p->kernels[i];
-        lrc_cuda_launch *l = &out->launches[i];
+        lrc_cuda_launch *l = &out->table.launches[i];
         if (k->group < 0) {
             rc = lrc_err_set(err, "cuda: the program has a packing kernel (build it with lrc_cuda_tiling)");
             break;
@@ -509,9 +510,9 @@ int lrc_cuda_render(const lrc_graph *g, const lrc_schedule *s, const lrc_program
         for (int j = 0; j < gr->n_nodes; j++) member[gr->nodes[j]] = true;
         for (int b = 0; b < g->n_nodes + p->n_extra; b++) arg_of[b] = -1;
         for (int a = 0; a < k->n_args; a++) arg_of[k->args[a]] = a;
-        cu_gen c = {g, s, p, k, gr, out->storage, member, arg_of, &kernels, &tables, l, 0, {-1, -1}, 1, NULL, NULL, false};
+        cu_gen c = {g, s, p, k, gr, out->table.storage, member, arg_of, &kernels, &tables, l, 0, {-1, -1}, 1, NULL, NULL, false};
         /* every launch of an owner shares its code, so shares its launch shape */
-        owner[i] = code_owner(p, g->n_nodes, out->storage, owner, i);
+        owner[i] = code_owner(p, g->n_nodes, out->table.storage, owner, i);
         cu_text *keep = c.t, scratch_text = {0};
         if (owner[i] != i) c.t = &scratch_text;
         snprintf(l->symbol, sizeof l->symbol, "%s", p->kernels[owner[i]].name);
@@ -550,7 +551,7 @@ int lrc_cuda_render(const lrc_graph *g, const lrc_schedule *s, const lrc_program
 void lrc_cuda_program_free(lrc_cuda_program *cp)
 {
     free(cp->source);
-    free(cp->launches);
-    free(cp->storage);
+    free(cp->table.launches);
+    free(cp->table.storage);
     memset(cp, 0, sizeof *cp);
 }

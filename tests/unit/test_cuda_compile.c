@@ -73,7 +73,7 @@ static void run_case(const char *model, const char *preset, const char *norm, in
         CHECK(!crc && size > 0, "%s for %s: %s", label, archs[a], crc ? err.msg : "empty cubin");
         if (!crc)
             printf("%-32s %s: %3d kernels (%2d distinct), %d launches, cubin %zu bytes, %.2f s\n", label, archs[a], p.n_kernels,
-                   cp.n_symbols, cp.n_launches, size, now_s() - t0);
+                   cp.n_symbols, cp.table.n_launches, size, now_s() - t0);
         free(cubin);
     }
     render_free(&s, &p, &cp);
@@ -114,9 +114,9 @@ static void bias_groups(void)
         if (!rc) rc = render_graph(g, &s, &p, &cp, &err);
         CHECK(!rc, "%s: %s", names[form], err.msg);
         int bias = -1, resid = -1;
-        for (int i = 0; !rc && i < cp.n_launches; i++)
-            if (cp.launches[i].n_gemm && cp.launches[i].gemm[0].bias_arg >= 0)
-                bias = cp.launches[i].gemm[0].bias_arg, resid = cp.launches[i].gemm[0].c_arg;
+        for (int i = 0; !rc && i < cp.table.n_launches; i++)
+            if (cp.table.launches[i].n_gemm && cp.table.launches[i].gemm[0].bias_arg >= 0)
+                bias = cp.table.launches[i].gemm[0].bias_arg, resid = cp.table.launches[i].gemm[0].c_arg;
         CHECK(!rc && (form == 2 ? bias < 0 : bias >= 0 && (resid >= 0) == (form == 1)), "%s: bias_arg %d, c_arg %d", names[form], bias,
               resid);
         printf("%-28s bias_arg %2d, c_arg %2d\n", names[form], bias, resid);

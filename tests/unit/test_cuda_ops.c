@@ -2,7 +2,8 @@
  * ones test_ops runs on ref and cpu) as a one-op graph on the cuda target: compiled
  * by NVRTC for GPU 0, run with LRC_CUDA_CHECK's guard region after every
  * buffer (checked after every launch), the result within 1e-5 of PyTorch's
- * (f32 storage: a one-op graph's inputs and output are f32). On a machine
+ * (f32 storage: a one-op graph's inputs and output are f32), its launch
+ * table the same after a trip through package.json's format. On a machine
  * with no cuda device it says why in one line and exits 77, which ctest
  * counts as skipped; CI runs it on the host emulator (tests/cuemu).
  * Usage: test_cuda_ops FIXTURE.safetensors... */
@@ -17,6 +18,47 @@
 #include <string.h>
 
 static int passed, failed, excepted;
+
+/* The launch table as a package stores it (runtime/package_cuda.c) and
+ * read back: the same struct; and with a GEMM argument past its launch's,
+ * refused by name. */
+static int table_round_trip(const lrc_compiled *c, lrc_err *err)
+{
+    const lrc_cuda_table *t = &c->cuda.table;
+    cJSON *meta = cJSON_CreateObject();
+    cJSON_AddItemToObject(meta, "cuda", lrc_package_cuda_json(t));
+    lrc_cuda_table back;
+    int rc = lrc_package_cuda_read(meta, &c->plan, "package.json", &back, err);
+    if (!rc && (back.n_launches != t->n_launches || back.n_storage != t->n_storage ||
+                memcmp(back.storage, t->storage, (size_t)t->n_storage * sizeof *t->storage)))
+        rc = lrc_err_set(err, "the launch table read back has other launches or storage");
+    for (int i = 0; i < t->n_launches && !rc; i++) {
+        const lrc_cuda_launch *a = &t->launches[i], *b = &back.launches[i];
+        bool same = !strcmp(a->symbol, b->symbol) && !memcmp(a->grid, b->grid, sizeof a->grid) && a->block == b->block &&
+                    a->scratch_bytes == b->scratch_bytes && (!a->scratch_bytes || a->scratch_storage == b->scratch_storage) &&
+                    a->access_bytes == b->access_bytes && a->n_gemm == b->n_gemm;
+        for (int j = 0; j < a->n_gemm && same; j++)
+            same = a->gemm[j].op == b->gemm[j].op && a->gemm[j].m == b->gemm[j].m && a->gemm[j].n == b->gemm[j].n &&
+                   a->gemm[j].k == b->gemm[j].k && a->gemm[j].a_arg == b->gemm[j].a_arg && a->gemm[j].b_arg == b->gemm[j].b_arg &&
+                   a->gemm[j].c_arg == b->gemm[j].c_arg && a->gemm[j].bias_arg == b->gemm[j].bias_arg;
+        if (!same) rc = lrc_err_set(err, "launch %d of the table read back differs", i);
+    }
+    if (!rc) lrc_cuda_table_free(&back);
+    for (int i = 0; i < t->n_launches && !rc; i++) {
+        if (!t->launches[i].n_gemm) continue;
+        cJSON *ls = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(meta, "cuda"), "launches");
+        cJSON *g = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ls, i), "gemm"), 0);
+        cJSON_SetNumberValue(cJSON_GetObjectItemCaseSensitive(g, "a_arg"), c->plan.launches[i].n_args);
+        lrc_err why;
+        if (!lrc_package_cuda_read(meta, &c->plan, "package.json", &back, &why)) {
+            lrc_cuda_table_free(&back);
+            rc = lrc_err_set(err, "a GEMM argument past launch %d's was read", i);
+        } else if (!strstr(why.msg, "is damaged")) rc = lrc_err_set(err, "a damaged GEMM refused with '%s'", why.msg);
+        break;
+    }
+    cJSON_Delete(meta);
+    return rc;
+}
 
 static void run_fixture(const char *path, const char *arch)
 {
@@ -52,14 +94,8 @@ static void run_fixture(const char *path, const char *arch)
         g = NULL;
         compiled = true;
     }
-    if (!rc) {
-        cJSON *meta = cJSON_CreateObject();
-        cJSON_AddItemToObject(meta, "cuda", lrc_compiled_cuda_meta(&c));
-        char *text = cJSON_PrintUnformatted(meta);
-        cJSON_Delete(meta);
-        rc = lrc_cuda_exec_new(&c.plan, text, c.cubin, &x, &err);
-        free(text);
-    }
+    if (!rc) rc = table_round_trip(&c, &err);
+    if (!rc) rc = lrc_cuda_exec_new(&c.plan, &c.cuda.table, c.cubin, &x, &err);
     if (!rc) rc = lrc_cuda_exec_run(x, &in, &outs, &err);
     const lrc_tensor *got = rc ? NULL : lrc_tensor_set_find(&outs, "out");
     if (!rc && (!got || !lrc_shape_eq(&got->shape, &want->shape))) rc = lrc_err_set(&err, "no output 'out' of the fixture's shape");

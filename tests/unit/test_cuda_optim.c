@@ -104,12 +104,7 @@ static void setup_open(setup *s, const char *model, const char *arch, bool f32)
     lrc_tensor *tok = lrc_tensor_new("tokens", LRC_I32, &bt, &err), *lab = lrc_tensor_new("labels", LRC_I32, &bt, &err);
     TRY(!tok || !lab || lrc_tensor_set_add(&s->in, tok, &err) || lrc_tensor_set_add(&s->in, lab, &err));
     TRY(lrc_compile_graph_cuda(g, NULL, arch, f32, &s->c, &err)); /* takes g */
-    cJSON *meta = cJSON_CreateObject();
-    cJSON_AddItemToObject(meta, "cuda", lrc_compiled_cuda_meta(&s->c));
-    char *text = cJSON_PrintUnformatted(meta);
-    cJSON_Delete(meta);
-    TRY(lrc_cuda_exec_new(&s->c.plan, text, s->c.cubin, &s->x, &err));
-    free(text);
+    TRY(lrc_cuda_exec_new(&s->c.plan, &s->c.cuda.table, s->c.cubin, &s->x, &err));
     TRY(lrc_cuda_exec_bind_params(s->x, &s->params, &err));
 }
 
@@ -278,13 +273,8 @@ static void check_fixture(const char *dir, const char *name, const char *arch, b
     optim_case_load(&c, dir, name);
     lrc_compiled comp;
     TRY(lrc_compile_graph_cuda(fixture_graph(&c), NULL, arch, f32, &comp, &err)); /* takes the graph */
-    cJSON *meta = cJSON_CreateObject();
-    cJSON_AddItemToObject(meta, "cuda", lrc_compiled_cuda_meta(&comp));
-    char *text = cJSON_PrintUnformatted(meta);
-    cJSON_Delete(meta);
     lrc_cuda_exec *x;
-    TRY(lrc_cuda_exec_new(&comp.plan, text, comp.cubin, &x, &err));
-    free(text);
+    TRY(lrc_cuda_exec_new(&comp.plan, &comp.cuda.table, comp.cubin, &x, &err));
     lrc_tensor_set params, in, outs;
     lrc_tensor_set_init(&params), lrc_tensor_set_init(&in), lrc_tensor_set_init(&outs);
     lrc_tensor *p[OPTIM_N_PARAMS], *m[OPTIM_N_PARAMS], *v[OPTIM_N_PARAMS], *gin[OPTIM_N_PARAMS];
