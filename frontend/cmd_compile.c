@@ -211,8 +211,12 @@ int cli_compile_package(const cli_args *a)
     lrc_tensor_set_clear(&wfile); /* params holds its own f32 copies: a 1b's 5 GB less */
     if (a->ctx == 0 && !a->one_shape) cli_shapes_plan(&m, g, a->batch, a->seq, a->min_seq, &sh);
     /* the shorter shapes first, each folding a copy of the weights as they are; then the main one folds them in place */
-    if (compile_shapes(a, &m, &sh, a->weights ? &params : NULL, vocab, &w, &reads, &n_reads, &err) ||
-        compile_into(a, g, a->weights ? &params : NULL, &w, &c, &err) || check_shape_params(&m, reads, n_reads, &c.plan, &err)) {
+    if (compile_shapes(a, &m, &sh, a->weights ? &params : NULL, vocab, &w, &reads, &n_reads, &err)) {
+        lrc_graph_free(g); /* not yet taken over by a compile */
+        cli_user_error(&err);
+        goto done;
+    }
+    if (compile_into(a, g, a->weights ? &params : NULL, &w, &c, &err) || check_shape_params(&m, reads, n_reads, &c.plan, &err)) {
         cli_user_error(&err);
         goto done;
     }

@@ -333,12 +333,12 @@ static double max_diff(const float *a, const float *b, int64_t n)
  * damaged package; weights bound anew reach every shape. */
 static void test_shapes(void)
 {
-    static int32_t ids[2 * 8];
+    static int32_t ids[3 * 8]; /* the largest run below: [3, 8], refused */
     static float got[2 * 8 * 256], want[2 * 8 * 256];
     const struct { const char *pkg, *exact; int64_t B, T; } runs[] = {
         {"pkg", "pkg_13", 1, 3}, {"pkg_mins", "pkg_13", 1, 3}, {"pkg", "pkg_25", 2, 5}, {"pkg_mins", "pkg_25", 2, 5}, {"pkg", "pkg_mins", 1, 7}};
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
-        for (int i = 0; i < 16; i++) ids[i] = (i * 53 + 7) % 256;
+        for (int i = 0; i < 3 * 8; i++) ids[i] = (i * 53 + 7) % 256;
         int64_t n = logits_of(runs[r].pkg, NULL, ids, runs[r].B, runs[r].T, got, 2 * 8 * 256);
         int64_t m = logits_of(runs[r].exact, NULL, ids, runs[r].B, runs[r].T, want, 2 * 8 * 256);
         double d = n > 0 && n == m ? max_diff(got, want, n) : INFINITY;
