@@ -518,19 +518,23 @@ static lrc_status run_shorter(lrc_session *s, int64_t rb, int64_t rt)
     lrc_status st = i >= 0 ? open_shape(s, i) : LRC_STATUS_OK;
     if (st) return st;
     const lrc_plan *p = i < 0 ? &s->pkg.plan : &s->pkg.shapes[i].plan;
-    lrc_tensor_set_clear(&s->pin);
+    if (i != s->run_shape) { /* another plan's buffers; the same plan's are filled again in place */
+        lrc_tensor_set_clear(&s->pin);
+        lrc_tensor_set_clear(&s->pout);
+    }
     for (int b = 0; b < p->n_bufs; b++) {
         const lrc_plan_buf *pb = &p->bufs[b];
         const lrc_tensor *t = pb->kind == LRC_BUF_INPUT ? lrc_tensor_set_find(&s->in, pb->name) : NULL;
         if (!t) continue;
-        lrc_tensor *pad = lrc_tensor_new(pb->name, pb->dtype, &pb->shape, &s->err);
-        if (!pad || lrc_tensor_set_add(&s->pin, pad, &s->err)) return fail(s, LRC_STATUS_INVALID);
+        lrc_tensor *pad = lrc_tensor_set_find(&s->pin, pb->name);
+        if (pad) memset(pad->data, 0, pad->nbytes); /* the last run's rows and positions are padding now */
+        else if (!(pad = lrc_tensor_new(pb->name, pb->dtype, &pb->shape, &s->err)) || lrc_tensor_set_add(&s->pin, pad, &s->err))
+            return fail(s, LRC_STATUS_INVALID);
         for (int c = 0; c < p->n_checks; c++)
             if (p->checks[c].buf == b && pb->dtype == LRC_I32)
                 for (int64_t e = 0; e < lrc_shape_numel(&pb->shape); e++) ((int32_t *)pad->data)[e] = (int32_t)p->checks[c].lo;
         copy_box(t, pad);
     }
-    if (i != s->run_shape) lrc_tensor_set_clear(&s->pout); /* another plan's outputs */
     s->run_shape = i;
     if ((st = run_shape(s, i))) return st;
     /* cut into the outputs of the last run when they have these shapes: a serving loop's steady state */
