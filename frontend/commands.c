@@ -145,7 +145,8 @@ int cmd_inspect(int argc, char **argv)
     } else {
         bool all = !a.params && !a.flops && !a.ir && !a.after && !a.kernels;
         if (all) {
-            printf("model %s%s%s\n", m.path, a.m.preset ? " preset " : "", a.m.preset ? a.m.preset : "");
+            if (m.hf_dir) printf("model %s (Hugging Face config.json onto %s)\n", m.hf_dir, m.path);
+            else printf("model %s%s%s\n", m.path, a.m.preset ? " preset " : "", a.m.preset ? a.m.preset : "");
             lrc_model_print_config(&m, stdout);
         }
         if (a.flops || all) print_flops(&m, g, a.batch, a.seq);

@@ -44,9 +44,18 @@ typedef struct lrc_model {
     int mod_ref;  /* registry refs: the module table, the config table */
     int cfg_ref;
     lrc_task task;
+    char *hf_dir;   /* a Hugging Face directory's path, else NULL */
+    int hf_ref;     /* registry refs: lrc.hf and the directory's config.json */
+    int hf_cfg_ref;
 } lrc_model;
 
-/* Loads MODEL (a path, or the name of an embedded model such as "llama"),
+/* A directory holding config.json: a Hugging Face model (frontend/hf.c). */
+bool lrc_hf_is_dir(const char *path);
+/* Pushes DIR/config.json as a Lua table (objects and arrays as tables, an
+ * array's marked __array = true; a null member is left out). */
+int lrc_hf_push_config(struct lua_State *L, const char *dir, lrc_err *err);
+
+/* Loads MODEL (a path, a Hugging Face directory, or the name of an embedded model such as "llama"),
  * applies the preset (may be NULL) and then each "KEY=VALUE" in sets.
  * Unknown keys, values of the wrong type and unknown presets are errors. */
 int lrc_model_load(lrc_model *m, const char *model, const char *preset, char *const *sets, int n_sets,
@@ -59,6 +68,18 @@ int lrc_model_build(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, lrc_err *e
  * or [B] for an image model; -100 ignored), the mean cross-entropy as output "loss", then one gradient
  * output per parameter: the pass pipeline run to its autodiff step. */
 int lrc_model_build_training(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, lrc_err *err);
+/* The graph of a Hugging Face export (lrc export --hf): the model built at
+ * [1, 1] for its parameters, then its to_hf(cfg), whose tensors (named as
+ * the Hugging Face checkpoint's) become the outputs of *gp (pruned to
+ * them); *config_ref is a registry ref to the config.json table it gave. */
+int lrc_model_build_export(lrc_model *m, lrc_graph **gp, int *config_ref, lrc_err *err);
+/* Writes the Lua table at idx as JSON (keys sorted; a table with
+ * __array = true or a non-empty sequence is an array) to path, atomically. */
+int lrc_hf_write_json(struct lua_State *L, int idx, const char *path, lrc_err *err);
+/* A tokenizer.json for byte tokens: ids 0..255 are the bytes (as GPT-2's
+ * byte-level BPE writes them, with no merges), ids 256..vocab-1 unused. */
+int lrc_hf_write_byte_tokenizer(const char *path, int64_t vocab, lrc_err *err);
+
 /* Checks the tensors of an input file (path) against the model's inputs
  * want[0..n) and adds what the model's config gives (m may be NULL): a
  * looped model's "iterations" (its config T for every row; in a training

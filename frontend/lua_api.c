@@ -157,6 +157,18 @@ static int l_param(lua_State *L)
     return 1;
 }
 
+/* lrc.get_param(name): the parameter an earlier lrc.param made (a model's
+ * to_hf reads the parameters its build made). */
+static int l_get_param(lua_State *L)
+{
+    lrc_graph *g = graph_of(L);
+    const char *name = luaL_checkstring(L, 1);
+    int id = lrc_graph_find(g, LRC_OP_PARAM, name);
+    if (id < 0) raise_at(L, "no parameter '%s' in this model", name);
+    lrc_lua_push_tensor(L, id);
+    return 1;
+}
+
 /* lrc.input(name, shape [, dtype]) */
 static int l_input(lua_State *L)
 {
@@ -343,7 +355,7 @@ static int l_fail(lua_State *L)
 static int open_lrc(lua_State *L)
 {
     lua_newtable(L);
-    static const luaL_Reg fns[] = {{"param", l_param}, {"input", l_input}, {"fail", l_fail}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"param", l_param}, {"get_param", l_get_param}, {"input", l_input}, {"fail", l_fail}, {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);
     for (int op = 0; op < LRC_OP_COUNT; op++) {
         if (lrc_op_table[op].fusion == LRC_FUSE_SOURCE) continue;

@@ -49,7 +49,11 @@ int cli_model_option(cli_model_opts *o, int opt, const char *arg)
     return 0;
 }
 
-void cli_model_opts_free(cli_model_opts *o) { free(o->sets); }
+void cli_model_opts_free(cli_model_opts *o)
+{
+    free(o->sets);
+    free(o->hf_weights);
+}
 
 int cli_parse_int(const char *s, int64_t min, int64_t *out)
 {
@@ -267,6 +271,8 @@ int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *
         case OPT_INPUT: a->input = optarg; break;
         case OPT_TARGET: a->target = optarg; break;
         case OPT_PROMPT: a->prompt = optarg; break;
+        case OPT_PROMPT_IDS: a->prompt_ids = optarg; break;
+        case OPT_HF: a->out = optarg; break;
         case 'o': a->out = optarg; break;
         case OPT_DATA: a->data = optarg; break;
         case OPT_ARCH: a->arch = optarg; break;
@@ -283,8 +289,11 @@ int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *
         }
     }
     if (need_model) {
-        if (optind >= argc) return cli_usage_error(cmd, "missing MODEL (a .lua file or a built-in model name)");
+        if (optind >= argc) return cli_usage_error(cmd, "missing MODEL (a .lua file, a Hugging Face directory or a built-in model name)");
         a->m.model = argv[optind++];
+        /* a Hugging Face directory brings its weights: model.safetensors or
+         * the index of its shards, named in errors */
+        if (!a->weights && lrc_hf_is_dir(a->m.model)) a->weights = a->m.hf_weights = lrc_safetensors_dir_file(a->m.model);
     }
     if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
     return -1;
@@ -333,6 +342,7 @@ static const struct {
     {"diagnose", "MODEL", "a looped model's state per iteration and its recurrence's Jacobian", cmd_diagnose},
     {"backward", "MODEL", "loss and parameter gradients of a batch (reverse mode)", cmd_backward},
     {"compile", "MODEL", "compile ahead of time into a package (kernels, plan, weights)", cmd_compile},
+    {"export", "RUN|W", "write a model's weights as a Hugging Face directory (--hf)", cmd_export},
     {"forward", "MODEL", "run the model (or a package) on tokens or images from a safetensors file", cmd_forward},
     {"generate", "MODEL", "continue a prompt, byte by byte, with a KV cache", cmd_generate},
     {"profile", "MODEL", "per-kernel times against this machine's ceilings, and a trace", cmd_profile},

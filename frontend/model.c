@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* A model description that runs longer than this is stuck in a loop. */
@@ -129,7 +130,36 @@ static int push_value_like(lua_State *L, const char *key, const char *text, lrc_
     return LRC_OK;
 }
 
-static int apply_config(lrc_model *m, const char *preset, char *const *sets, int n_sets, lrc_err *err)
+/* cfg[key] = over[key] for each key of the table at over (a Hugging Face
+ * config's mapping), each of a default's type (an integer is a number where
+ * the default is one). */
+static int apply_overrides(lrc_model *m, int over, int defaults, int cfg, lrc_err *err)
+{
+    lua_State *L = m->L;
+    lua_pushnil(L);
+    while (lua_next(L, over)) {
+        if (lua_type(L, -2) != LUA_TSTRING)
+            return lrc_err_set(err, "%s: from_hf returned a key that is not a string", m->path);
+        const char *key = lua_tostring(L, -2);
+        int dt = lua_getfield(L, defaults, key), vt = lua_type(L, -2);
+        bool ok = dt == vt && (dt != LUA_TNUMBER || !lua_isinteger(L, -1) || lua_isinteger(L, -2));
+        if (dt == LUA_TNUMBER && vt == LUA_TNUMBER && !lua_isinteger(L, -1)) {
+            lua_pushnumber(L, lua_tonumber(L, -2));
+            lua_replace(L, -3);
+            ok = true;
+        }
+        if (!ok)
+            return lrc_err_set(err, "%s: from_hf sets '%s' to a %s, but the config key is %s", m->path, key,
+                               luaL_typename(L, -2), dt == LUA_TNIL ? "not one of its keys" : luaL_typename(L, -1));
+        lua_pop(L, 1);
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_settable(L, cfg);
+    }
+    return LRC_OK;
+}
+
+static int apply_config(lrc_model *m, const char *preset, int over, char *const *sets, int n_sets, lrc_err *err)
 {
     lua_State *L = m->L;
     char keys[2048];
@@ -148,6 +178,7 @@ static int apply_config(lrc_model *m, const char *preset, char *const *sets, int
         lua_insert(L, -2);
         lua_settable(L, cfg);
     }
+    if (over && apply_overrides(m, over, defaults, cfg, err)) return LRC_EUSER;
     if (preset) {
         lua_getfield(L, mod, "presets");
         if (!lua_istable(L, -1) || lua_getfield(L, -1, preset) != LUA_TTABLE) {
@@ -188,11 +219,68 @@ static int apply_config(lrc_model *m, const char *preset, char *const *sets, int
     return LRC_OK;
 }
 
+/* For a Hugging Face directory: lrc.hf's family for its config.json, whose
+ * built-in model is then loaded; pushes the config table (below the chunk
+ * the caller loads) and returns the model's name, or NULL with err set. */
+static const lrc_embedded *hf_family(lrc_model *m, const char *dir, lrc_err *err)
+{
+    lua_State *L = m->L;
+    char where[4200];
+    snprintf(where, sizeof where, "%s/config.json", dir);
+    lua_getglobal(L, "require");
+    lua_pushstring(L, "lrc.hf");
+    if (pcall_err(L, 1, 1, err)) return NULL;
+    lua_pushvalue(L, -1);
+    m->hf_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_getfield(L, -1, "family");
+    if (lrc_hf_push_config(L, dir, err)) return NULL;
+    lua_pushvalue(L, -1);
+    m->hf_cfg_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_pushstring(L, where);
+    if (pcall_err(L, 2, 1, err)) return NULL;
+    const lrc_embedded *e = find_embedded_model(lua_tostring(L, -1));
+    if (!e) {
+        lrc_err_set(err, "%s: lrc.hf names model '%s', which is not built in", where, lua_tostring(L, -1));
+        return NULL;
+    }
+    lua_pop(L, 2);
+    return e;
+}
+
+/* The config keys M.from_hf gives for the directory's config.json, pushed. */
+static int hf_map(lrc_model *m, lrc_err *err)
+{
+    lua_State *L = m->L;
+    int mod = lua_gettop(L);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, m->hf_ref);
+    lua_getfield(L, -1, "map");
+    lua_remove(L, -2);
+    lua_pushvalue(L, mod);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, m->hf_cfg_ref);
+    lua_pushfstring(L, "%s/config.json", m->hf_dir);
+    if (pcall_err(L, 3, 1, err)) return LRC_EUSER;
+    if (!lua_istable(L, -1))
+        return lrc_err_set(err, "%s: from_hf.%s returned %s, not a table of config keys", m->path, "?", luaL_typename(L, -1));
+    return LRC_OK;
+}
+
+static int load_chunk(lrc_model *m, const char *model, const lrc_embedded *e)
+{
+    if (!e) {
+        m->path = lrc_strdup(model);
+        return luaL_loadfilex(m->L, model, "t");
+    }
+    m->path = lrc_strdup(e->name);
+    char chunk[300];
+    snprintf(chunk, sizeof chunk, "@%s", e->name);
+    return luaL_loadbufferx(m->L, e->source, e->len, chunk, "t");
+}
+
 int lrc_model_load(lrc_model *m, const char *model, const char *preset, char *const *sets, int n_sets,
                    lrc_err *err)
 {
     memset(m, 0, sizeof *m);
-    m->mod_ref = m->cfg_ref = LUA_NOREF;
+    m->mod_ref = m->cfg_ref = m->hf_ref = m->hf_cfg_ref = LUA_NOREF;
     lua_State *L = luaL_newstate();
     if (!L) return lrc_err_set(err, "cannot create a Lua state (out of memory)");
     m->L = L;
@@ -200,21 +288,26 @@ int lrc_model_load(lrc_model *m, const char *model, const char *preset, char *co
     lrc_lua_open(L);
     lua_sethook(L, count_hook, LUA_MASKCOUNT, 1000000);
 
-    int rc;
     const lrc_embedded *e = NULL;
-    if (access(model, F_OK) == 0) {
-        m->path = lrc_strdup(model);
-        rc = luaL_loadfilex(L, model, "t");
-    } else if ((e = find_embedded_model(model)) != NULL) {
-        m->path = lrc_strdup(e->name);
-        char chunk[300];
-        snprintf(chunk, sizeof chunk, "@%s", e->name);
-        rc = luaL_loadbufferx(L, e->source, e->len, chunk, "t");
-    } else {
+    struct stat st;
+    bool exists = stat(model, &st) == 0;
+    if (lrc_hf_is_dir(model)) {
+        if (preset)
+            return lrc_err_set(err, "%s: --preset does not apply to a Hugging Face directory (its config.json sets the model)",
+                               model);
+        m->hf_dir = lrc_strdup(model);
+        if (!(e = hf_family(m, model, err))) return LRC_EUSER;
+    } else if (exists && !S_ISDIR(st.st_mode)) {
+        e = NULL; /* a model file */
+    } else if ((e = find_embedded_model(model)) == NULL) {
         char list[512];
         list_embedded_models(list, sizeof list);
+        if (exists)
+            return lrc_err_set(err, "%s: a directory without config.json, so not a Hugging Face model directory "
+                                    "(built-in models: %s)", model, list);
         return lrc_err_set(err, "%s: no such file (built-in models: %s)", model, list);
     }
+    int rc = load_chunk(m, model, e);
     if (rc) { /* syntax errors are one line; some load errors lack the file name */
         const char *msg = lua_tostring(L, -1);
         if (strstr(msg, m->path)) return lrc_err_set(err, "%s", msg);
@@ -234,8 +327,15 @@ int lrc_model_load(lrc_model *m, const char *model, const char *preset, char *co
         return lrc_err_set(err, "%s: task must be \"language-model\" or \"image-classification\", got %s", m->path,
                            luaL_tolstring(L, -1, NULL));
     lua_pop(L, 1);
-    if (apply_config(m, preset, sets, n_sets, err)) return LRC_EUSER;
+    int over = 0;
+    if (m->hf_dir) {
+        if (hf_map(m, err)) return LRC_EUSER;
+        lua_insert(L, -2); /* the module stays on top */
+        over = lua_gettop(L) - 1;
+    }
+    if (apply_config(m, preset, over, sets, n_sets, err)) return LRC_EUSER;
     m->mod_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    if (over) lua_pop(L, 1);
     return LRC_OK;
 }
 
@@ -243,7 +343,23 @@ void lrc_model_free(lrc_model *m)
 {
     if (m->L) lua_close(m->L);
     free(m->path);
+    free(m->hf_dir);
     memset(m, 0, sizeof *m);
+}
+
+/* A copy of the config, so that a model cannot change it for later builds. */
+static void push_config_copy(lrc_model *m)
+{
+    lua_State *L = m->L;
+    lua_newtable(L);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, m->cfg_ref);
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_settable(L, -5);
+    }
+    lua_pop(L, 1);
 }
 
 static int build(lrc_model *m, int64_t B, int64_t T, bool training, lrc_graph *g, lrc_err *err)
@@ -266,16 +382,7 @@ static int build(lrc_model *m, int64_t B, int64_t T, bool training, lrc_graph *g
     lua_rawgeti(L, LUA_REGISTRYINDEX, m->mod_ref);
     lua_getfield(L, -1, "build");
     lua_remove(L, -2);
-    /* build gets a copy of the config, so a model cannot change it for later builds */
-    lua_newtable(L);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, m->cfg_ref);
-    lua_pushnil(L);
-    while (lua_next(L, -2)) {
-        lua_pushvalue(L, -2);
-        lua_insert(L, -2);
-        lua_settable(L, -5);
-    }
-    lua_pop(L, 1);
+    push_config_copy(m);
     lrc_lua_push_tensor(L, tokens);
     /* what the graph is for: a model may build differently for training
      * (Parcae unrolls the iterations that take gradients) */
@@ -297,6 +404,66 @@ static int build(lrc_model *m, int64_t B, int64_t T, bool training, lrc_graph *g
 int lrc_model_build(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, lrc_err *err)
 {
     return build(m, B, T, false, g, err);
+}
+
+/* The tensors table that to_hf returned (at idx) as outputs of g, by name. */
+static int export_outputs(lrc_model *m, int idx, lrc_graph *g, lrc_err *err)
+{
+    lua_State *L = m->L;
+    const char *names[4096];
+    int n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING) return lrc_err_set(err, "%s: to_hf's tensors must be named by strings", m->path);
+        if (n == 4096) return lrc_err_set(err, "%s: to_hf returned over 4096 tensors", m->path);
+        names[n++] = lua_tostring(L, -1);
+    }
+    for (int i = 1; i < n; i++) /* sorted: the file's order does not depend on the table's */
+        for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+            const char *t = names[j];
+            names[j] = names[j - 1];
+            names[j - 1] = t;
+        }
+    lrc_graph_clear_outputs(g);
+    for (int i = 0; i < n; i++) {
+        lua_getfield(L, idx, names[i]);
+        int id = lrc_lua_tensor_id(L, -1);
+        lua_pop(L, 1);
+        if (id < 0) return lrc_err_set(err, "%s: to_hf's '%s' is not a tensor", m->path, names[i]);
+        if (lrc_graph_add_output(g, names[i], id, err)) return LRC_EUSER;
+    }
+    return n ? LRC_OK : lrc_err_set(err, "%s: to_hf returned no tensors", m->path);
+}
+
+int lrc_model_build_export(lrc_model *m, lrc_graph **gp, int *config_ref, lrc_err *err)
+{
+    lua_State *L = m->L;
+    *config_ref = LUA_NOREF;
+    int rc = build(m, 1, 1, false, *gp, err);
+    if (rc) return rc;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, m->mod_ref);
+    if (lua_getfield(L, -1, "to_hf") != LUA_TFUNCTION) {
+        lua_pop(L, 2);
+        return lrc_err_set(err, "%s has no to_hf function, so lrc cannot write it as a Hugging Face model", m->path);
+    }
+    lua_remove(L, -2);
+    push_config_copy(m);
+    lrc_lua_set_graph(L, *gp);
+    rc = pcall_err(L, 1, 2, err);
+    lrc_lua_set_graph(L, NULL);
+    if (rc) return rc;
+    if (!lua_istable(L, -2) || !lua_istable(L, -1))
+        rc = lrc_err_set(err, "%s: to_hf must return the config.json table and a table of tensors", m->path);
+    if (!rc) rc = export_outputs(m, lua_gettop(L), *gp, err);
+    lua_pop(L, 1);
+    if (rc) {
+        lua_pop(L, 1);
+        return rc;
+    }
+    *config_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    rc = lrc_graph_verify(*gp, err);
+    return rc ? rc : lrc_pass_dce(gp, NULL, err);
 }
 
 int lrc_model_build_training(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, lrc_err *err)

@@ -164,6 +164,12 @@ int lrc_graph_add_output(lrc_graph *g, const char *name, int node, lrc_err *err)
     return LRC_OK;
 }
 
+void lrc_graph_clear_outputs(lrc_graph *g)
+{
+    for (int i = 0; i < g->n_outputs; i++) free(g->output_names[i]);
+    g->n_outputs = 0;
+}
+
 /* A loop's body (the nodes between loop_state and loop_next that read the
  * state) runs again at every iteration: after the loop only its final state
  * is defined, so nothing outside may read the state or a body value. */

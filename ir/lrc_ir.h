@@ -325,6 +325,8 @@ int lrc_graph_add_param(lrc_graph *g, const char *name, const lrc_shape *s, lrc_
                         const char *group, const char *loc, lrc_err *err);
 int lrc_graph_add_state(lrc_graph *g, const char *name, const lrc_shape *s, const char *loc, lrc_err *err);
 int lrc_graph_add_output(lrc_graph *g, const char *name, int node, lrc_err *err);
+/* Drops every output (their nodes stay until a dce pass). */
+void lrc_graph_clear_outputs(lrc_graph *g);
 /* Node id of the source (INPUT, PARAM or STATE) op called name, or -1. */
 int lrc_graph_find(const lrc_graph *g, lrc_op op, const char *name);
 
@@ -350,6 +352,9 @@ void *lrc_xrealloc(void *p, size_t n);
 /* Everything left in f (a file or a pipe), with a 0 byte after it;
  * *len excludes it. Returns the buffer, or NULL on a read error. */
 char *lrc_read_all(FILE *f, size_t *len);
+/* Writes len bytes to path.tmp, then renames it over path: a reader never
+ * sees a partial file, and a failure leaves none. */
+int lrc_write_atomic(const char *path, const void *data, size_t len, lrc_err *err);
 /* Tensor storage: 64-byte aligned, large sizes on huge pages; not zeroed;
  * NULL when out of memory; release with free(). */
 void *lrc_alloc_data(size_t n);

@@ -1,6 +1,8 @@
 /* util.c — errors, dtypes, shapes and allocation helpers of the IR layer. */
 #include "lrc_ir.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -118,6 +120,23 @@ void *lrc_xrealloc(void *p, size_t n)
         exit(1);
     }
     return q;
+}
+
+int lrc_write_atomic(const char *path, const void *data, size_t len, lrc_err *err)
+{
+    char *tmp = lrc_xmalloc(strlen(path) + 5);
+    sprintf(tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    int rc = LRC_OK;
+    if (!f || fwrite(data, 1, len, f) != len || fclose(f)) {
+        rc = lrc_err_set(err, "%s: cannot write: %s", path, strerror(errno));
+        if (f) remove(tmp);
+    } else if (rename(tmp, path)) {
+        rc = lrc_err_set(err, "%s: cannot write: %s", path, strerror(errno));
+        remove(tmp);
+    }
+    free(tmp);
+    return rc;
 }
 
 char *lrc_read_all(FILE *f, size_t *len)

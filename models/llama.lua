@@ -15,6 +15,16 @@ M.defaults = {
   layerrope_alpha_rot = 0.0, layerrope_beta_rot = -0.5,
   layerrope_base = 100.0,
   deepnet_depth_alpha = false,
+  -- the Hugging Face llama, mistral and qwen2 variants (docs/huggingface.md)
+  n_kv_heads = 0,          -- grouped key-value heads; 0: n_heads
+  head_dim = 0,            -- 0: d_model / n_heads
+  tie_embeddings = false,  -- lm_head is the embedding matrix
+  qkv_bias = false,        -- biases on q_proj, k_proj, v_proj
+  o_bias = false,
+  mlp_bias = false,
+  sliding_window = 0,      -- each position attends to the last W; 0: all
+  fused_proj = false,      -- one qkv_proj and one gate_up_proj (Phi-3)
+  plain_layernorm = false, -- LayerNorm without parameters instead of RMSNorm (OLMo; norm = pre)
 }
 
 M.presets = {
@@ -48,7 +58,12 @@ local function validate(cfg)
     error(string.format("norm must be one of pre, post, peri, lns, deepnet, layerrope, layerrope_peri; got '%s'",
       cfg.norm))
   end
-  if cfg.d_model % cfg.n_heads ~= 0 then
+  for _, k in ipairs({ "n_kv_heads", "head_dim", "sliding_window" }) do
+    if math.type(cfg[k]) ~= "integer" or cfg[k] < 0 then
+      error(string.format("%s must be a non-negative integer (0: the default), got %s", k, tostring(cfg[k])))
+    end
+  end
+  if cfg.head_dim == 0 and cfg.d_model % cfg.n_heads ~= 0 then
     error(string.format("n_heads (%d) must divide d_model (%d)", cfg.n_heads, cfg.d_model))
   end
   if cfg.norm:match("^layerrope") and cfg.d_model % 2 ~= 0 then
@@ -62,7 +77,13 @@ end
 function M.build(cfg, tokens)
   validate(cfg)
   local d, L, norm = cfg.d_model, cfg.n_layers, cfg.norm
-  local function N(x) return lrc.rmsnorm(x, { eps = cfg.eps }) end
+  if cfg.plain_layernorm and norm ~= "pre" then
+    error(string.format("plain_layernorm has no gains to place, so norm must be pre, got '%s'", norm))
+  end
+  local function N(x)
+    if cfg.plain_layernorm then return lrc.layernorm(x, { eps = cfg.eps }) end
+    return lrc.rmsnorm(x, { eps = cfg.eps })
+  end
 
   -- DeepNet: residual up-weighting and down-scaled xavier init of v, o, gate, up, down.
   local deepnet = norm == "deepnet"
@@ -87,7 +108,9 @@ function M.build(cfg, tokens)
 
   -- One residual half-step h -> h' around block F (attention or MLP).
   local function half_step(h, F, kind, l, prefix)
-    if norm == "pre" then
+    if norm == "pre" and cfg.plain_layernorm then
+      return h + F(N(h))
+    elseif norm == "pre" then
       return h + F(N(h) * gain(prefix, read_name[kind]))
     elseif norm == "lns" then
       return h + F(N(h) * gain(prefix, read_name[kind]) * (1 / math.sqrt(l + 1)))
@@ -108,16 +131,194 @@ function M.build(cfg, tokens)
   local h = embed(tokens)
   for l = 0, L - 1 do
     local prefix = "model.layers." .. l
-    local attn = nn.attention(prefix .. ".self_attn", d, cfg.n_heads,
-      { rope_base = cfg.rope_base, init_qk = init_qk, init_vo = init_small })
-    local mlp = nn.swiglu(prefix .. ".mlp", d, cfg.d_ff, { init_in = init_small, init_out = init_small })
+    local attn = nn.attention(prefix .. ".self_attn", d, cfg.n_heads, {
+      rope_base = cfg.rope_base, init_qk = init_qk, init_vo = init_small,
+      n_kv_heads = cfg.n_kv_heads > 0 and cfg.n_kv_heads or nil, head_dim = cfg.head_dim > 0 and cfg.head_dim or nil,
+      bias = cfg.qkv_bias, o_bias = cfg.o_bias, window = cfg.sliding_window, fused = cfg.fused_proj,
+    })
+    local mlp = nn.swiglu(prefix .. ".mlp", d, cfg.d_ff,
+      { init_in = init_small, init_out = init_small, bias = cfg.mlp_bias, fused = cfg.fused_proj })
     h = half_step(h, attn, "attn", l, prefix)
     h = half_step(h, mlp, "mlp", l, prefix)
   end
-  local final = nn.rmsnorm("model.norm", d, cfg.eps)
-  local lm_head = nn.linear("lm_head", d, cfg.vocab, { group = "head" })
-  local logits = lm_head(final(h)) -- not a tail call: keeps this line in error locations
+  local final = cfg.plain_layernorm and N or nn.rmsnorm("model.norm", d, cfg.eps)
+  local logits
+  if cfg.tie_embeddings then
+    logits = lrc.matmul(final(h), embed.weight)
+  else
+    local lm_head = nn.linear("lm_head", d, cfg.vocab, { group = "head" })
+    logits = lm_head(final(h)) -- not a tail call: keeps this line in error locations
+  end
   return logits
+end
+
+-- Hugging Face configs (lrc.hf): config.json's keys onto this model's.
+-- Absent keys take the transformers 4.44 class defaults.
+local function hf_common(r, defaults)
+  defaults = defaults or {}
+  local cfg = {
+    d_model = r:positive_int("hidden_size"),
+    n_layers = r:positive_int("num_hidden_layers"),
+    n_heads = r:positive_int("num_attention_heads"),
+    d_ff = r:positive_int("intermediate_size"),
+    vocab = r:positive_int("vocab_size"),
+    eps = defaults.fixed_eps or r:number("rms_norm_eps", defaults.eps),
+    rope_base = r:number("rope_theta", 10000.0),
+    tie_embeddings = r:bool("tie_word_embeddings", false),
+    norm = "pre",
+  }
+  cfg.n_kv_heads = r:positive_int("num_key_value_heads", cfg.n_heads)
+  if cfg.n_heads % cfg.n_kv_heads ~= 0 then
+    r:fail("num_key_value_heads", "must divide num_attention_heads = %d", cfg.n_heads)
+  end
+  if r:has("head_dim") then cfg.head_dim = r:positive_int("head_dim") end
+  r:one_of("hidden_act", { "silu" }, "silu")
+  r:only("attention_dropout", 0)
+  local rs = r:object("rope_scaling")
+  if rs then
+    r:fail("rope_scaling", "lrc implements no rope scaling yet (remove the key for unscaled RoPE)")
+  end
+  return cfg
+end
+
+M.from_hf = {}
+
+function M.from_hf.llama(r)
+  local cfg = hf_common(r, { eps = 1e-6 })
+  r:only("pretraining_tp", 1)
+  local bias = r:bool("attention_bias", false)
+  cfg.qkv_bias, cfg.o_bias = bias, bias
+  cfg.mlp_bias = r:bool("mlp_bias", false)
+  return cfg
+end
+
+function M.from_hf.mistral(r)
+  local cfg = hf_common(r, { eps = 1e-6 })
+  local w = r:get("sliding_window")
+  if w ~= nil then cfg.sliding_window = r:positive_int("sliding_window") end
+  return cfg
+end
+
+function M.from_hf.phi3(r)
+  local cfg = hf_common(r, { eps = 1e-5 })
+  cfg.fused_proj = true
+  r:only("resid_pdrop", 0)
+  r:only("embd_pdrop", 0)
+  r:get("original_max_position_embeddings") -- read only with rope_scaling
+  -- transformers 4.44 applies Phi-3's sliding_window only with flash
+  -- attention; its eager and sdpa attention (the reference here) attend to
+  -- every earlier position, and so does lrc
+  r:get("sliding_window")
+  return cfg
+end
+
+function M.from_hf.olmo(r)
+  -- OLMo's norm is F.layer_norm(x, eps = 1e-5) with no weight or bias
+  local cfg = hf_common(r, { fixed_eps = 1e-5 })
+  cfg.plain_layernorm = true
+  local bias = r:bool("attention_bias", false)
+  cfg.qkv_bias, cfg.o_bias = bias, bias
+  if r:has("clip_qkv") then r:fail("clip_qkv", "lrc does not implement clipping q, k and v") end
+  return cfg
+end
+
+function M.from_hf.qwen2(r)
+  local cfg = hf_common(r, { eps = 1e-6 })
+  cfg.qkv_bias = true
+  if r:bool("use_sliding_window", false) then
+    r:fail("use_sliding_window", "lrc does not implement qwen2's sliding window on the top layers")
+  end
+  r:get("sliding_window") -- read only with use_sliding_window
+  r:get("max_window_layers")
+  return cfg
+end
+
+
+-- Export (lrc export --hf): this model as a transformers checkpoint. The
+-- tensors are IR over the parameters that build made (lrc.get_param), so
+-- per-layer gains fold in as lrc computes them: LNS's 1/sqrt(l + 1) and
+-- LayerRoPE's read gains become the norm weights, its write gains scale
+-- the rows of o_proj and down_proj (h + F(x) * g = h + (diag(g) W) y).
+local function hf_gain(cfg, site, l)
+  local P, p = lrc.get_param, "model.layerrope." .. site
+  return lrc.depth_gain(P(p .. "_gamma"), P(p .. "_alpha"), P(p .. "_beta"), P(p .. "_alpha_rot"),
+    P(p .. "_beta_rot"), { layer = l, base = cfg.layerrope_base })
+end
+
+local function hf_llama_config(cfg, dh)
+  local kv = cfg.n_kv_heads > 0 and cfg.n_kv_heads or cfg.n_heads
+  local c = {
+    architectures = { "LlamaForCausalLM" }, model_type = "llama", torch_dtype = "float32",
+    hidden_size = cfg.d_model, intermediate_size = cfg.d_ff, num_hidden_layers = cfg.n_layers,
+    num_attention_heads = cfg.n_heads, num_key_value_heads = kv, vocab_size = cfg.vocab,
+    rms_norm_eps = cfg.eps, rope_theta = cfg.rope_base, tie_word_embeddings = cfg.tie_embeddings,
+    attention_bias = cfg.qkv_bias, mlp_bias = cfg.mlp_bias, hidden_act = "silu",
+    max_position_embeddings = 2048,
+  }
+  if cfg.sliding_window > 0 then
+    c.architectures, c.model_type = { "MistralForCausalLM" }, "mistral"
+    c.sliding_window, c.head_dim, c.attention_bias, c.mlp_bias = cfg.sliding_window, dh, nil, nil
+  end
+  return c
+end
+
+function M.to_hf(cfg)
+  local P, d = lrc.get_param, cfg.d_model
+  local norm = cfg.norm
+  if norm == "post" or norm == "deepnet" then
+    error(string.format("norm = %s normalizes after the residual add, which no Hugging Face family computes", norm))
+  end
+  if norm == "peri" or norm == "layerrope_peri" then
+    error(string.format("norm = %s exports as gemma2, which lrc does not write yet", norm))
+  end
+  if cfg.plain_layernorm or cfg.fused_proj then
+    error("lrc exports the llama layout only (not plain_layernorm or fused_proj)")
+  end
+  if cfg.qkv_bias ~= cfg.o_bias then
+    error("llama's attention_bias puts biases on q, k, v and o alike; qkv_bias without o_bias has no llama form")
+  end
+  if cfg.sliding_window > 0 and (cfg.qkv_bias or cfg.mlp_bias) then
+    error("mistral (sliding_window) has no biases")
+  end
+  local dh = cfg.head_dim > 0 and cfg.head_dim or d // cfg.n_heads
+  if cfg.sliding_window == 0 and dh * cfg.n_heads ~= d then
+    error(string.format("head_dim %d with %d heads is not d_model %d: transformers 4.44's llama ignores head_dim",
+      dh, cfg.n_heads, d))
+  end
+  local t = {}
+  local function copy(name) t[name] = P(name) end
+  local function rows(name, g) -- diag(g) W, or g * b for a bias
+    local w = P(name)
+    t[name] = w.ndim == 2 and w * lrc.reshape(g, { d, 1 }) or w * g
+  end
+  copy("model.embed_tokens.weight")
+  copy("model.norm.weight")
+  if not cfg.tie_embeddings then copy("lm_head.weight") end
+  local sites = { input_layernorm = { "in_attn", "self_attn.o_proj", "out_attn" },
+    post_attention_layernorm = { "in_mlp", "mlp.down_proj", "out_mlp" } }
+  for l = 0, cfg.n_layers - 1 do
+    local p = "model.layers." .. l .. "."
+    for _, m in ipairs({ "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+      "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj" }) do
+      copy(p .. m .. ".weight")
+      if (m:match("^self_attn") and cfg.qkv_bias) or (m:match("^mlp") and cfg.mlp_bias) then copy(p .. m .. ".bias") end
+    end
+    for nname, s in pairs(sites) do
+      local w = p .. nname .. ".weight"
+      if norm == "pre" then
+        copy(w)
+      elseif norm == "lns" then
+        t[w] = P(w) * (1 / math.sqrt(l + 1))
+      else -- layerrope
+        t[w] = hf_gain(cfg, s[1], l)
+        local g = hf_gain(cfg, s[3], l)
+        rows(p .. s[2] .. ".weight", g)
+        local b = p .. s[2] .. ".bias"
+        if t[b] then rows(b, g) end
+      end
+    end
+  end
+  return hf_llama_config(cfg, dh), t
 end
 
 return M

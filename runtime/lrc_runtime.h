@@ -17,6 +17,18 @@ typedef struct lrc_pool lrc_pool; /* the thread pool, below */
  * size that does not match the shape) is reported with the file name and the
  * byte offset or tensor name. */
 int lrc_safetensors_load(const char *path, lrc_tensor_set *out, lrc_err *err);
+/* A Hugging Face directory's weights: DIR/model.safetensors, or the shards
+ * of DIR/model.safetensors.index.json in one set (runtime/safetensors_dir.c).
+ * lrc_safetensors_load of a directory is this. */
+int lrc_safetensors_load_dir(const char *dir, lrc_tensor_set *out, lrc_err *err);
+/* The shards a model.safetensors.index.json lists (beside it), in one set;
+ * lrc_safetensors_load of a path ending .safetensors.index.json is this. */
+int lrc_safetensors_load_index(const char *index, lrc_tensor_set *out, lrc_err *err);
+bool lrc_safetensors_is_index(const char *path);
+/* The file a directory's weights load from: DIR/model.safetensors, else
+ * DIR/model.safetensors.index.json, else DIR itself (whose load then says
+ * what is missing). Newly allocated. */
+char *lrc_safetensors_dir_file(const char *dir);
 /* Same, from memory (the fuzz and unit tests use it). `what` names the source. */
 int lrc_safetensors_parse(const uint8_t *buf, size_t len, const char *what, lrc_tensor_set *out,
                           lrc_err *err);

@@ -115,18 +115,9 @@ int lrc_package_write_plan(const char *dir, const lrc_plan *p, const char *kerne
     }
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
-    char path[4096], tmp[4200];
+    char path[4096];
     snprintf(path, sizeof path, "%s/" PKG_JSON, dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    int rc = LRC_OK;
-    if (!f || fputs(text, f) == EOF || fclose(f)) {
-        rc = lrc_err_set(err, "%s: cannot write: %s", path, strerror(errno));
-        if (f) remove(tmp);
-    } else if (rename(tmp, path)) {
-        rc = lrc_err_set(err, "%s: cannot write: %s", path, strerror(errno));
-        remove(tmp);
-    }
+    int rc = lrc_write_atomic(path, text, strlen(text), err);
     cJSON_free(text);
     return rc;
 }

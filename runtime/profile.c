@@ -112,14 +112,7 @@ int lrc_trace_write(const char *path, const lrc_plan *plan, const lrc_trace_even
     cJSON_AddStringToObject(root, "displayTimeUnit", "ms");
     char *text = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    int rc = LRC_OK;
-    if (!f || fputs(text, f) == EOF || fclose(f) || rename(tmp, path)) {
-        rc = lrc_err_set(err, "%s: cannot write the trace: %s", path, strerror(errno));
-        remove(tmp);
-    }
+    int rc = lrc_write_atomic(path, text, strlen(text), err);
     cJSON_free(text);
     return rc;
 }

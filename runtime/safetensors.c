@@ -174,6 +174,9 @@ done:
 int lrc_safetensors_load(const char *path, lrc_tensor_set *out, lrc_err *err)
 {
     lrc_tensor_set_init(out);
+    struct stat dst;
+    if (stat(path, &dst) == 0 && S_ISDIR(dst.st_mode)) return lrc_safetensors_load_dir(path, out, err);
+    if (lrc_safetensors_is_index(path)) return lrc_safetensors_load_index(path, out, err);
     FILE *f = fopen(path, "rb");
     if (!f) return lrc_err_set(err, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;

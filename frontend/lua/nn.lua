@@ -20,14 +20,20 @@ end
 
 nn.positive_int = positive_int
 
--- y = x W^T, W [d_out, d_in]; init N(0, 0.02) unless opt.init says otherwise.
+-- y = x W^T (+ b), W [d_out, d_in]; init N(0, 0.02) unless opt.init says
+-- otherwise. opt.bias adds a bias NAME.bias [d_out] (zeros at init).
 function nn.linear(name, d_in, d_out, opt)
   opt = opt or {}
   positive_int(d_in, name .. " input size")
   positive_int(d_out, name .. " output size")
   local w = lrc.param(name .. ".weight", { d_out, d_in }, opt.init or { "normal", std = 0.02 },
     opt.group or "linear")
-  return module({ weight = w }, function(self, x) return lrc.matmul(x, self.weight) end)
+  local b = opt.bias and lrc.param(name .. ".bias", { d_out }, "zeros", opt.group or "linear") or nil
+  return module({ weight = w, bias = b }, function(self, x)
+    local y = lrc.matmul(x, self.weight)
+    if self.bias then y = y + self.bias end
+    return y
+  end)
 end
 
 function nn.embedding(name, vocab, d, opt)
@@ -51,47 +57,87 @@ function nn.rmsnorm(name, d, eps, opt)
 end
 
 -- Causal multi-head self-attention with sequence RoPE on q and k.
--- opt: rope_base, init_qk, init_vo (init rules), group.
+-- opt: n_kv_heads (grouped key-value heads, default n_heads), head_dim
+-- (default d / n_heads), bias (q, k and v), o_bias, window (sliding-window
+-- attention, 0 = none), softcap (attention logit soft-capping, 0 = none),
+-- scale (default 1 / sqrt(head_dim)), fused (one qkv_proj), rope_base,
+-- init_qk, init_vo, group.
 function nn.attention(prefix, d, n_heads, opt)
   opt = opt or {}
   positive_int(n_heads, "n_heads")
-  if d % n_heads ~= 0 then
+  local kv = opt.n_kv_heads or n_heads
+  positive_int(kv, "n_kv_heads")
+  if n_heads % kv ~= 0 then
+    lrc.fail("n_kv_heads (%d) must divide n_heads (%d): each key-value head serves a group of query heads", kv, n_heads)
+  end
+  if not opt.head_dim and d % n_heads ~= 0 then
     lrc.fail("n_heads (%d) must divide d_model (%d)", n_heads, d)
   end
-  local dh = d // n_heads
+  local dh = opt.head_dim or d // n_heads
+  positive_int(dh, "head_dim")
   if dh % 2 ~= 0 then
-    lrc.fail("RoPE rotates pairs, so the head dimension d_model/n_heads = %d must be even", dh)
+    lrc.fail("RoPE rotates pairs, so the head dimension must be even, got %d", dh)
   end
   local group = opt.group or "attention"
+  local function lin(name, d_in, d_out, init, bias)
+    return nn.linear(prefix .. "." .. name, d_in, d_out, { init = init, group = group, bias = bias })
+  end
   local m = {
-    q = nn.linear(prefix .. ".q_proj", d, d, { init = opt.init_qk, group = group }),
-    k = nn.linear(prefix .. ".k_proj", d, d, { init = opt.init_qk, group = group }),
-    v = nn.linear(prefix .. ".v_proj", d, d, { init = opt.init_vo, group = group }),
-    o = nn.linear(prefix .. ".o_proj", d, d, { init = opt.init_vo, group = group }),
-    n_heads = n_heads, head_dim = dh, rope_base = opt.rope_base or 10000.0,
+    n_heads = n_heads, n_kv_heads = kv, head_dim = dh, rope_base = opt.rope_base or 10000.0,
+    attrs = { causal = true, scale = opt.scale or 1 / math.sqrt(dh) },
   }
+  if opt.fused then -- one qkv_proj whose rows are q's, then k's, then v's (Phi-3)
+    m.qkv = lin("qkv_proj", d, (n_heads + 2 * kv) * dh, opt.init_qk, opt.bias)
+  else
+    m.q = lin("q_proj", d, n_heads * dh, opt.init_qk, opt.bias)
+    m.k = lin("k_proj", d, kv * dh, opt.init_qk, opt.bias)
+    m.v = lin("v_proj", d, kv * dh, opt.init_vo, opt.bias)
+  end
+  m.o = lin("o_proj", n_heads * dh, d, opt.init_vo, opt.o_bias)
+  -- q, k and v of x [B, T, d]: [B, T, heads * head_dim] each
+  function m:project(x)
+    if not self.qkv then return self.q(x), self.k(x), self.v(x) end
+    local y = self.qkv(x)
+    local qw, kw = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
+    local function part(start, size) return lrc.slice(y, { axis = y.ndim - 1, start = start, size = size }) end
+    return part(0, qw), part(qw, kw), part(qw + kw, kw)
+  end
+  if opt.window and opt.window > 0 then m.attrs.window = opt.window end
+  if opt.softcap and opt.softcap > 0 then m.attrs.softcap = opt.softcap end
   return module(m, function(self, x)
     local s = x.shape
     local B, T = s[1], s[2]
-    local function heads(t) return lrc.reshape(t, { B, T, self.n_heads, self.head_dim }) end
-    local q = lrc.rope(heads(self.q(x)), { base = self.rope_base })
-    local k = lrc.rope(heads(self.k(x)), { base = self.rope_base })
-    local y = lrc.attention(q, k, heads(self.v(x)), { causal = true, scale = 1 / math.sqrt(self.head_dim) })
-    return self.o(lrc.reshape(y, { B, T, d }))
+    local function heads(t, h) return lrc.reshape(t, { B, T, h, self.head_dim }) end
+    local q, k, v = self:project(x)
+    q = lrc.rope(heads(q, self.n_heads), { base = self.rope_base })
+    k = lrc.rope(heads(k, self.n_kv_heads), { base = self.rope_base })
+    local y = lrc.attention(q, k, heads(v, self.n_kv_heads), self.attrs)
+    return self.o(lrc.reshape(y, { B, T, self.n_heads * self.head_dim }))
   end)
 end
 
--- SwiGLU MLP: down(silu(gate(x)) * up(x)). opt: init_in (gate, up), init_out (down), group.
+-- SwiGLU MLP: down(silu(gate(x)) * up(x)). opt: init_in (gate, up), init_out (down),
+-- bias (on all three), act (a function of the gate, default lrc.silu),
+-- fused (one gate_up_proj), group.
 function nn.swiglu(prefix, d, d_ff, opt)
   opt = opt or {}
   local group = opt.group or "mlp"
-  local m = {
-    gate = nn.linear(prefix .. ".gate_proj", d, d_ff, { init = opt.init_in, group = group }),
-    up = nn.linear(prefix .. ".up_proj", d, d_ff, { init = opt.init_in, group = group }),
-    down = nn.linear(prefix .. ".down_proj", d_ff, d, { init = opt.init_out, group = group }),
-  }
+  local function lin(name, d_in, d_out, init)
+    return nn.linear(prefix .. "." .. name, d_in, d_out, { init = init, group = group, bias = opt.bias })
+  end
+  local m = { act = opt.act or lrc.silu }
+  if opt.fused then -- one gate_up_proj: the gate's rows, then up's (Phi-3)
+    m.gate_up = lin("gate_up_proj", d, 2 * d_ff, opt.init_in)
+  else
+    m.gate = lin("gate_proj", d, d_ff, opt.init_in)
+    m.up = lin("up_proj", d, d_ff, opt.init_in)
+  end
+  m.down = lin("down_proj", d_ff, d, opt.init_out)
   return module(m, function(self, x)
-    return self.down(lrc.silu(self.gate(x)) * self.up(x))
+    if not self.gate_up then return self.down(self.act(self.gate(x)) * self.up(x)) end
+    local y = self.gate_up(x)
+    local function half(i) return lrc.slice(y, { axis = y.ndim - 1, start = i * d_ff, size = d_ff }) end
+    return self.down(self.act(half(0)) * half(1))
   end)
 end
 

@@ -1,0 +1,265 @@
+/* hf.c — a Hugging Face model directory (config.json beside model.safetensors
+ * or its shards) as a model: reading config.json into a Lua table for
+ * lrc.hf (frontend/lua/hf.lua), which maps it onto a built-in model and its
+ * config keys. */
+#include "lrc_frontend.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Real configs are a few kilobytes; a larger one is not a config. */
+#define MAX_CONFIG (4u << 20)
+#define MAX_DEPTH 32
+
+bool lrc_hf_is_dir(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) || !S_ISDIR(st.st_mode)) return false;
+    char cfg[4096];
+    if (snprintf(cfg, sizeof cfg, "%s/config.json", path) >= (int)sizeof cfg) return false;
+    return stat(cfg, &st) == 0;
+}
+
+/* Offset of the first byte that does not start or continue valid UTF-8
+ * (no overlongs, surrogates or code points past U+10FFFF), or -1. */
+static long utf8_invalid_at(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i];
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        if (!len || i + len > n) return (long)i;
+        unsigned cp = len == 1 ? c : c & (0x7Fu >> len);
+        for (size_t k = 1; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) return (long)i;
+            cp = cp << 6 | (s[i + k] & 0x3F);
+        }
+        static const unsigned min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < min_cp[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return (long)i;
+        i += len;
+    }
+    return -1;
+}
+
+/* Whether the text ends inside a string, object or array: a file cut short. */
+static bool json_ends_open(const char *s, size_t n)
+{
+    int depth = 0;
+    bool in_str = false;
+    for (size_t i = 0; i < n; i++) {
+        if (in_str) {
+            if (s[i] == '\\') i++;
+            else if (s[i] == '"') in_str = false;
+        } else if (s[i] == '"') in_str = true;
+        else if (s[i] == '{' || s[i] == '[') depth++;
+        else if (s[i] == '}' || s[i] == ']') depth--;
+    }
+    return in_str || depth > 0;
+}
+
+static int push_json(lua_State *L, const cJSON *v, int depth)
+{
+    if (depth > MAX_DEPTH) return -1;
+    luaL_checkstack(L, 4, "config.json");
+    if (cJSON_IsObject(v) || cJSON_IsArray(v)) {
+        lua_newtable(L);
+        lua_Integer i = 1;
+        for (const cJSON *c = v->child; c; c = c->next) {
+            if (cJSON_IsNull(c) && !cJSON_IsArray(v)) continue; /* "rope_scaling": null is no rope_scaling */
+            if (push_json(L, c, depth + 1)) return -1;
+            if (cJSON_IsArray(v)) lua_rawseti(L, -2, i++);
+            else lua_setfield(L, -2, c->string);
+        }
+        /* lrc.hf tells an array from an object by this mark */
+        lua_pushboolean(L, cJSON_IsArray(v));
+        lua_setfield(L, -2, "__array");
+    } else if (cJSON_IsString(v)) {
+        lua_pushstring(L, v->valuestring);
+    } else if (cJSON_IsBool(v)) {
+        lua_pushboolean(L, cJSON_IsTrue(v));
+    } else if (cJSON_IsNumber(v)) {
+        double d = v->valuedouble;
+        /* cJSON keeps no text, so 10000.0 reads as an integer: lrc.hf and the
+         * config types make integers numbers where a number is wanted */
+        if (d >= -9007199254740992.0 && d <= 9007199254740992.0 && d == (double)(lua_Integer)d)
+            lua_pushinteger(L, (lua_Integer)d);
+        else
+            lua_pushnumber(L, d);
+    } else {
+        lua_pushlightuserdata(L, NULL); /* a null in an array */
+    }
+    return 0;
+}
+
+int lrc_hf_push_config(lua_State *L, const char *dir, lrc_err *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) return lrc_err_set(err, "%s: cannot open: %s", path, strerror(errno));
+    size_t len = 0;
+    char *buf = lrc_read_all(f, &len);
+    int saved = errno;
+    fclose(f);
+    if (!buf) return lrc_err_set(err, "%s: read error: %s", path, strerror(saved));
+    int rc = LRC_OK;
+    long bad = utf8_invalid_at((const unsigned char *)buf, len);
+    cJSON *root = NULL;
+    if (len > MAX_CONFIG) rc = lrc_err_set(err, "%s: %zu bytes, over the %u-byte limit for a config", path, len, MAX_CONFIG);
+    else if (bad >= 0 || memchr(buf, 0, len))
+        rc = lrc_err_set(err, "%s: not UTF-8 text (byte offset %ld)", path, bad >= 0 ? bad : (long)((char *)memchr(buf, 0, len) - buf));
+    else if (!(root = cJSON_ParseWithLength(buf, len))) {
+        const char *at = cJSON_GetErrorPtr();
+        size_t off = at && at >= buf && at <= buf + len ? (size_t)(at - buf) : 0;
+        rc = lrc_err_set(err, "%s: invalid JSON near byte offset %zu%s", path, off,
+                         json_ends_open(buf, len) ? " (the file ends inside an object: truncated?)" : "");
+    } else if (!cJSON_IsObject(root))
+        rc = lrc_err_set(err, "%s: the top level is not a JSON object", path);
+    else if (push_json(L, root, 0))
+        rc = lrc_err_set(err, "%s: nested deeper than %d levels", path, MAX_DEPTH);
+    cJSON_Delete(root);
+    free(buf);
+    return rc;
+}
+
+/* ---- writing (lrc export --hf) ---------------------------------------- */
+
+static int key_cmp(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+static bool is_array(lua_State *L, int idx)
+{
+    lua_getfield(L, idx, "__array");
+    bool marked = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return marked || lua_rawlen(L, idx) > 0;
+}
+
+static cJSON *to_json(lua_State *L, int idx, int depth, const char *key, lrc_err *err)
+{
+    idx = lua_absindex(L, idx);
+    if (depth > MAX_DEPTH) {
+        lrc_err_set(err, "'%s': nested deeper than %d levels", key, MAX_DEPTH);
+        return NULL;
+    }
+    switch (lua_type(L, idx)) {
+    case LUA_TBOOLEAN: return cJSON_CreateBool(lua_toboolean(L, idx));
+    case LUA_TSTRING: return cJSON_CreateString(lua_tostring(L, idx));
+    case LUA_TNUMBER: return cJSON_CreateNumber(lua_tonumber(L, idx));
+    case LUA_TLIGHTUSERDATA: return cJSON_CreateNull();
+    case LUA_TTABLE: break;
+    default: lrc_err_set(err, "'%s': a %s has no JSON form", key, luaL_typename(L, idx)); return NULL;
+    }
+    cJSON *out;
+    if (is_array(L, idx)) {
+        out = cJSON_CreateArray();
+        for (lua_Integer i = 1; i <= (lua_Integer)lua_rawlen(L, idx); i++) {
+            lua_rawgeti(L, idx, i);
+            cJSON *v = to_json(L, -1, depth + 1, key, err);
+            lua_pop(L, 1);
+            if (!v) return cJSON_Delete(out), NULL;
+            cJSON_AddItemToArray(out, v);
+        }
+        return out;
+    }
+    const char *keys[1024];
+    int n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING || n == 1024) {
+            lua_pop(L, 1);
+            lrc_err_set(err, "'%s': object keys must be strings (at most 1024)", key);
+            return NULL;
+        }
+        keys[n++] = lua_tostring(L, -1);
+    }
+    qsort(keys, (size_t)n, sizeof *keys, key_cmp);
+    out = cJSON_CreateObject();
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(keys[i], "__array")) continue;
+        lua_getfield(L, idx, keys[i]);
+        cJSON *v = to_json(L, -1, depth + 1, keys[i], err);
+        lua_pop(L, 1);
+        if (!v) return cJSON_Delete(out), NULL;
+        cJSON_AddItemToObject(out, keys[i], v);
+    }
+    return out;
+}
+
+int lrc_hf_write_json(lua_State *L, int idx, const char *path, lrc_err *err)
+{
+    cJSON *root = to_json(L, idx, 0, "config", err);
+    if (!root) return lrc_err_prefix(err, "%s", path);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    size_t n = strlen(text);
+    char *withnl = lrc_xmalloc(n + 2);
+    memcpy(withnl, text, n);
+    withnl[n] = '\n';
+    cJSON_free(text);
+    int rc = lrc_write_atomic(path, withnl, n + 1, err);
+    free(withnl);
+    return rc;
+}
+
+/* GPT-2's byte-level alphabet: the printable bytes stand for themselves,
+ * the rest for U+0100 onwards in byte order. */
+static unsigned byte_char(unsigned b)
+{
+    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174) return b;
+    unsigned k = 0;
+    for (unsigned c = 0; c < b; c++)
+        if (!((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || c >= 174)) k++;
+    return 256 + k;
+}
+
+int lrc_hf_write_byte_tokenizer(const char *path, int64_t vocab, lrc_err *err)
+{
+    cJSON *root = cJSON_CreateObject(), *model = cJSON_CreateObject(), *v = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "version", "1.0");
+    cJSON_AddNullToObject(root, "truncation");
+    cJSON_AddNullToObject(root, "padding");
+    cJSON_AddArrayToObject(root, "added_tokens");
+    cJSON_AddNullToObject(root, "normalizer");
+    cJSON *pre = cJSON_AddObjectToObject(root, "pre_tokenizer");
+    cJSON_AddStringToObject(pre, "type", "ByteLevel");
+    cJSON_AddBoolToObject(pre, "add_prefix_space", 0);
+    cJSON_AddBoolToObject(pre, "trim_offsets", 1);
+    cJSON_AddBoolToObject(pre, "use_regex", 0); /* one token per byte, as lrc's byte models were trained */
+    cJSON_AddNullToObject(root, "post_processor");
+    cJSON *dec = cJSON_AddObjectToObject(root, "decoder");
+    cJSON_AddStringToObject(dec, "type", "ByteLevel");
+    cJSON_AddBoolToObject(dec, "add_prefix_space", 0);
+    cJSON_AddBoolToObject(dec, "trim_offsets", 1);
+    cJSON_AddBoolToObject(dec, "use_regex", 0);
+    cJSON_AddStringToObject(model, "type", "BPE");
+    cJSON_AddNullToObject(model, "dropout");
+    cJSON_AddNullToObject(model, "unk_token");
+    cJSON_AddNullToObject(model, "continuing_subword_prefix");
+    cJSON_AddNullToObject(model, "end_of_word_suffix");
+    cJSON_AddBoolToObject(model, "fuse_unk", 0);
+    cJSON_AddBoolToObject(model, "byte_fallback", 0);
+    for (int64_t id = 0; id < vocab; id++) {
+        char tok[32];
+        if (id < 256) {
+            unsigned c = byte_char((unsigned)id); /* as UTF-8 */
+            if (c < 0x80) snprintf(tok, sizeof tok, "%c", (char)c);
+            else snprintf(tok, sizeof tok, "%c%c", (char)(0xC0 | c >> 6), (char)(0x80 | (c & 0x3F)));
+        } else {
+            snprintf(tok, sizeof tok, "<unused%lld>", (long long)(id - 256));
+        }
+        cJSON_AddNumberToObject(v, tok, (double)id);
+    }
+    cJSON_AddItemToObject(model, "vocab", v);
+    cJSON_AddArrayToObject(model, "merges");
+    cJSON_AddItemToObject(root, "model", model);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    int rc = lrc_write_atomic(path, text, strlen(text), err);
+    cJSON_free(text);
+    return rc;
+}

@@ -1,0 +1,161 @@
+-- lrc.hf — a Hugging Face config.json as a model's config.
+--
+-- lrc reads a model directory's config.json into a table (frontend/hf.c),
+-- hf.family picks the built-in model for its model_type, and hf.map calls
+-- that model's from_hf[model_type](r) with a reader r over the config. The
+-- reader is strict: every key of config.json must be read by the family or
+-- be one of the keys that do not change what the model computes; a key or
+-- a value lrc does not implement ends in one line naming it.
+local hf = {}
+
+-- model_type -> the built-in model (models/NAME.lua) that implements it
+hf.families = {
+  llama = "llama", mistral = "llama", qwen2 = "llama", phi3 = "llama", olmo = "llama",
+}
+
+-- Keys that say nothing about the function the model computes.
+local metadata = {
+  architectures = true, model_type = true, torch_dtype = true, transformers_version = true,
+  _name_or_path = true, bos_token_id = true, eos_token_id = true, pad_token_id = true,
+  use_cache = true, initializer_range = true, max_position_embeddings = true,
+  tokenizer_class = true, __array = true,
+}
+
+local function show(v)
+  if type(v) == "string" then return string.format("%q", v) end
+  if type(v) == "table" then
+    local keys = {}
+    for k in pairs(v) do if k ~= "__array" then keys[#keys + 1] = tostring(k) end end
+    table.sort(keys)
+    return "{" .. table.concat(keys, ", ") .. "}"
+  end
+  return tostring(v)
+end
+
+local function sorted_keys(t)
+  local ks = {}
+  for k in pairs(t) do ks[#ks + 1] = k end
+  table.sort(ks)
+  return ks
+end
+
+local Reader = {}
+Reader.__index = Reader
+
+-- A reader over table c; where names the file ("DIR/config.json") and
+-- path the keys above c ("rope_scaling.").
+local function reader(c, where, family, path)
+  return setmetatable({ c = c, used = {}, where = where, family = family, path = path or "" }, Reader)
+end
+
+function Reader:fail(key, fmt, ...)
+  error(string.format("%s: %s%s = %s: " .. fmt, self.where, self.path, key, show(self.c[key]), ...), 0)
+end
+
+-- The value of key, marked read; nil when absent.
+function Reader:get(key)
+  self.used[key] = true
+  return self.c[key]
+end
+
+function Reader:has(key) return self.c[key] ~= nil end
+
+local function missing(self, key, what)
+  error(string.format("%s: %s%s is missing (%s, needed for model_type %s)", self.where, self.path, key, what,
+    self.family), 0)
+end
+
+function Reader:int(key, default)
+  local v = self:get(key)
+  if v == nil then
+    if default == nil then missing(self, key, "an integer") end
+    return default
+  end
+  if math.type(v) ~= "integer" then self:fail(key, "expected an integer") end
+  return v
+end
+
+function Reader:positive_int(key, default)
+  local v = self:int(key, default)
+  if v <= 0 then self:fail(key, "expected a positive integer") end
+  return v
+end
+
+function Reader:number(key, default)
+  local v = self:get(key)
+  if v == nil then
+    if default == nil then missing(self, key, "a number") end
+    return default
+  end
+  if type(v) ~= "number" then self:fail(key, "expected a number") end
+  return v + 0.0
+end
+
+function Reader:bool(key, default)
+  local v = self:get(key)
+  if v == nil then return default end
+  if type(v) ~= "boolean" then self:fail(key, "expected true or false") end
+  return v
+end
+
+-- A string among allowed (a list); absent gives default.
+function Reader:one_of(key, allowed, default)
+  local v = self:get(key)
+  if v == nil then return default end
+  for _, a in ipairs(allowed) do if v == a then return v end end
+  self:fail(key, "lrc implements %s for model_type %s", table.concat(allowed, ", "), self.family)
+end
+
+-- The key may be absent or equal to one of the values lrc computes the same.
+function Reader:only(key, ...)
+  local v = self:get(key)
+  if v == nil then return end
+  for _, a in ipairs({ ... }) do if v == a then return end end
+  local shown = {}
+  for _, a in ipairs({ ... }) do shown[#shown + 1] = show(a) end
+  self:fail(key, "lrc implements only %s for model_type %s", table.concat(shown, " or "), self.family)
+end
+
+-- A sub-reader over an object value, or nil when absent.
+function Reader:object(key)
+  local v = self:get(key)
+  if v == nil then return nil end
+  if type(v) ~= "table" or v.__array then self:fail(key, "expected an object") end
+  return reader(v, self.where, self.family, self.path .. key .. ".")
+end
+
+-- Every key not read is an error, unless it is metadata at the top level.
+function Reader:finish()
+  for _, k in ipairs(sorted_keys(self.c)) do
+    if not self.used[k] and not (self.path == "" and metadata[k]) then
+      self:fail(k, "not a key lrc implements for model_type %s", self.family)
+    end
+  end
+end
+
+-- The built-in model for config c (read from where).
+function hf.family(c, where)
+  local t = c.model_type
+  if t == nil then
+    error(string.format("%s: model_type is missing (a Hugging Face config names its family)", where), 0)
+  end
+  if type(t) ~= "string" or not hf.families[t] then
+    error(string.format("%s: model_type = %s is not supported (lrc runs %s)", where, show(t),
+      table.concat(sorted_keys(hf.families), ", ")), 0)
+  end
+  return hf.families[t]
+end
+
+-- The config keys of model M for config c: M.from_hf[model_type](reader).
+function hf.map(M, c, where)
+  local fn = M.from_hf and M.from_hf[c.model_type]
+  if not fn then
+    error(string.format("%s: the model for model_type %s has no from_hf.%s", where, c.model_type, c.model_type), 0)
+  end
+  local r = reader(c, where, c.model_type)
+  local cfg = fn(r)
+  r:finish()
+  return cfg
+end
+
+return hf

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# hf_errors.sh — bad Hugging Face model directories: a config.json that lrc
+# cannot honour (an unknown model_type, key or value, a wrong type), damaged
+# weights (a shard the index names but that is missing, a tensor missing or
+# of the wrong shape) and a config.json that is not UTF-8 or is cut short.
+# Each ends in one line naming the file and the key or tensor, exit 1, and
+# no output file (the rule and the checks of errors.sh, error_harness.sh).
+#
+#   tests/cli/hf_errors.sh PATH_TO_LRC
+set -u
+export LC_ALL=C
+if [ $# -ne 1 ] || [ ! -x "$1" ]; then
+  echo "usage: $0 PATH_TO_LRC" >&2
+  exit 2
+fi
+LRC=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+HF=$ROOT/tests/fixtures/hf
+PY=${PYTHON:-python3}
+VERBOSE=${LRC_TESTS_VERBOSE:-0}
+# shellcheck source=error_harness.sh
+. "$ROOT/tests/cli/error_harness.sh"
+
+# cfg DIR PYTHON: a copy of llama_mha as DIR, its config.json edited by the
+# Python statements (c is the config dict)
+cfg() {
+  rm -rf "$1"
+  cp -r "${SRC:-$HF/llama_mha}" "$1"
+  "$PY" - "$1/config.json" "$2" <<'PYEOF' || { echo "hf_errors.sh: editing $1 failed" >&2; exit 2; }
+import json, sys
+p, code = sys.argv[1], sys.argv[2]
+c = json.load(open(p))
+exec(code)
+json.dump(c, open(p, "w"), indent=2)
+PYEOF
+}
+fwd() { echo forward "$1" --input "$HF/llama_mha/input.safetensors" -o out.safetensors; }
+
+# ---- config.json values lrc does not implement: one line naming the key ----
+cfg bert 'c["model_type"] = "bert"'
+t "unknown model_type" 1 'bert/config.json' 'model_type = "bert" is not supported' 'llama' -- $(fwd bert)
+cfg notype 'del c["model_type"]'
+t "no model_type" 1 'notype/config.json' 'model_type is missing' -- inspect notype
+cfg yarn 'c["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0}'
+t "rope_scaling of type yarn" 1 'yarn/config.json' 'rope_scaling = ' -- $(fwd yarn)
+cfg gelu 'c["hidden_act"] = "gelu"'
+t "an activation lrc lacks" 1 'hidden_act = "gelu"' 'silu' -- $(fwd gelu)
+cfg softcap 'c["attn_logit_softcapping"] = 50.0'
+t "soft-capping on llama" 1 'attn_logit_softcapping = 50' 'not a key lrc implements for model_type llama' -- $(fwd softcap)
+cfg extra 'c["foo_bar"] = 3'
+t "an unknown key" 1 'foo_bar = 3' -- inspect extra
+cfg tp 'c["pretraining_tp"] = 2'
+t "pretraining_tp 2" 1 'pretraining_tp = 2' 'only 1' -- $(fwd tp)
+cfg dropout 'c["attention_dropout"] = 0.1'
+t "attention dropout" 1 'attention_dropout = 0.1' -- $(fwd dropout)
+cfg strheads 'c["num_attention_heads"] = "four"'
+t "a string for an integer" 1 'num_attention_heads = "four"' 'expected an integer' -- $(fwd strheads)
+cfg kv3 'c["num_key_value_heads"] = 3'
+t "kv heads that do not divide the heads" 1 'num_key_value_heads = 3' 'divide num_attention_heads = 4' -- $(fwd kv3)
+cfg nohidden 'del c["hidden_size"]'
+t "hidden_size missing" 1 'hidden_size is missing' -- $(fwd nohidden)
+cfg quant 'c["quantization_config"] = {"quant_method": "gptq", "bits": 4}'
+t "a quantized checkpoint" 1 'quantization_config = ' -- $(fwd quant)
+cfg tie 'c["tie_word_embeddings"] = "yes"'
+t "a string for a boolean" 1 'tie_word_embeddings = "yes"' 'true or false' -- $(fwd tie)
+SRC=$HF/qwen2_tied cfg qwsw 'c["use_sliding_window"] = True'
+t "qwen2's top-layer sliding window" 1 'use_sliding_window = true' -- $(fwd qwsw)
+cp -r "$HF/llama_mha" plain
+t "--preset with a directory" 1 'plain: --preset does not apply' -- inspect plain --preset tiny
+
+# ---- config.json that is not JSON text ----
+cp -r "$HF/llama_mha" latin1 && printf '{"model_type": "llama", "name": "caf\xe9"}' >latin1/config.json
+t "config.json not UTF-8" 1 'latin1/config.json: not UTF-8 text \(byte offset 36\)' -- $(fwd latin1)
+cp -r "$HF/llama_mha" cut && head -c 200 "$HF/llama_mha/config.json" >cut/config.json
+t "config.json cut short" 1 'cut/config.json: invalid JSON' 'truncated' -- $(fwd cut)
+
+# ---- damaged weights: the file and the tensor named ----
+cp -r "$HF/llama_gqa_bias" noshard && rm noshard/model-00003-of-00007.safetensors
+t "a shard the index names is missing" 1 'noshard/model.safetensors.index.json names shard model-00003-of-00007.safetensors' \
+  'cannot open' -- inspect noshard
+cp -r "$HF/llama_gqa_bias" badindex
+"$PY" -c 'import json,sys; p=sys.argv[1]; j=json.load(open(p)); j["weight_map"]["model.norm.weight"]="model-00001-of-00007.safetensors"; json.dump(j,open(p,"w"))' badindex/model.safetensors.index.json
+t "the index puts a tensor in the wrong shard" 1 'index.json: tensor .model.norm.weight. is in model-0000[0-9]-of-00007.safetensors, but the index puts it in another shard' -- inspect badindex
+cp -r "$HF/llama_mha" drop && "$PY" "$ROOT/tests/tools/st.py" drop "$HF/llama_mha/model.safetensors" drop/model.safetensors model.layers.1.mlp.up_proj.weight
+t "a tensor missing" 1 'drop/model.safetensors: missing tensor .model.layers.1.mlp.up_proj.weight.' -- $(fwd drop)
+cp -r "$HF/llama_mha" shape && "$PY" "$ROOT/tests/tools/st.py" set "$HF/llama_mha/model.safetensors" shape/model.safetensors model.layers.0.self_attn.k_proj.weight F32 '[24,48]'
+t "a tensor of the wrong shape" 1 'shape/model.safetensors: tensor .model.layers.0.self_attn.k_proj.weight. is F32 \[24,48\]' '\[48,48\]' -- $(fwd shape)
+mkdir noweights && cp "$HF/llama_mha/config.json" noweights/
+t "no weights in the directory" 1 'noweights: a directory with neither model.safetensors nor model.safetensors.index.json' -- $(fwd noweights)
+
+# ---- a directory is a model only if it holds config.json ----
+mkdir llama
+ok "a folder named llama does not hide the built-in llama" inspect llama --preset tiny
+mkdir empty
+t "a directory without config.json" 1 'empty: a directory without config.json' -- inspect empty
+ok "control: the directory runs" $(fwd plain)
+rm -f out.safetensors
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

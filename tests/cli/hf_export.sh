@@ -1,0 +1,48 @@
+#!/bin/bash
+# hf_export.sh LRC ST_COMPARE — lrc export --hf round trips: a llama model's
+# weights (pre, lns and layerrope placements; grouped key-value heads, tied
+# embeddings and biases; a sliding window as mistral) exported as a Hugging
+# Face directory, which lrc then runs as a MODEL: its logits within 1e-5 of
+# the original's. (bench/hf_export.py loads the same directories in
+# transformers and llama.cpp, which CI does not have.)
+set -eu
+lrc=$1 compare=$2
+t=$(mktemp -d)
+trap 'rm -rf "$t"' EXIT
+cd "$t"
+python3 - <<'PY'
+import json, struct
+ids = [(7 * i + 3) % 256 for i in range(2 * 9)]
+h = json.dumps({"tokens": {"dtype": "I32", "shape": [2, 9], "data_offsets": [0, 4 * len(ids)]}}).encode()
+h += b" " * (-len(h) % 8)
+open("in.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + struct.pack("<%di" % len(ids), *ids))
+PY
+check() { # NAME SETS...: init, perturb nothing, export, run both, compare
+  local name=$1
+  shift
+  local sets=()
+  for s in "$@"; do sets+=(--set "$s"); done
+  "$lrc" init llama --preset tiny "${sets[@]}" --seed 3 -o "$name.safetensors" >/dev/null
+  "$lrc" export "$name.safetensors" llama --preset tiny "${sets[@]}" --hf "$name.hf" >/dev/null
+  "$lrc" forward llama --preset tiny "${sets[@]}" --weights "$name.safetensors" --input in.safetensors -o "$name.a.safetensors"
+  "$lrc" forward "$name.hf" --input in.safetensors -o "$name.b.safetensors"
+  echo -n "$name: "
+  "$compare" "$name.b.safetensors" "$name.a.safetensors" logits 1e-5
+}
+check pre
+check lns norm=lns
+check layerrope norm=layerrope layerrope_alpha=0.3 layerrope_beta=-0.2 layerrope_alpha_rot=0.5
+check layerrope_gqa_tied norm=layerrope n_kv_heads=1 tie_embeddings=true qkv_bias=true o_bias=true mlp_bias=true
+check mistral sliding_window=4 n_kv_heads=1
+grep -q '"model_type":[[:space:]]*"mistral"' mistral.hf/config.json || { echo "FAIL: a sliding window should export as mistral"; exit 1; }
+grep -q '"sliding_window":[[:space:]]*4' mistral.hf/config.json || { echo "FAIL: mistral's sliding_window is not 4"; exit 1; }
+python3 - <<'PY'
+import json
+t = json.load(open("layerrope.hf/tokenizer.json"))
+v = t["model"]["vocab"]
+assert len(v) == 256 and sorted(v.values()) == list(range(256)), "the byte vocabulary must hold ids 0..255 once"
+assert v["A"] == 65 and v["\u0120"] == 32, "bytes map as GPT-2's byte-level alphabet"
+c = json.load(open("layerrope_gqa_tied.hf/config.json"))
+assert c["num_key_value_heads"] == 1 and c["tie_word_embeddings"] is True and c["attention_bias"] is True, c
+print("tokenizer.json: 256 byte tokens; config.json: GQA, tied, biased as set")
+PY
