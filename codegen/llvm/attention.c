@@ -182,6 +182,46 @@ static LLVMValueRef splat_i64(em_t *e, LLVMValueRef x, int w)
     return LLVMBuildShuffleVector(e->b, v, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(e->i32, (unsigned)w)), "");
 }
 
+/* The keys of one key-value head (kv0: its row 0), rotated when kk says so,
+ * into a new block stored transposed, Kt[d * Tp + j], the padding keys
+ * j >= T zeros (so that their unused scores stay finite). */
+static LLVMValueRef transposed_keys(kgen *k, const qk_src *kk, LLVMValueRef kv0, int64_t T, int64_t Hkv, int64_t D, int64_t Tp)
+{
+    em_t *e = k->e;
+    em_loop lj;
+    LLVMValueRef zero2[2] = {em_i64(e, 0), em_i64(e, 0)};
+    LLVMValueRef Kt = em_malloc(e, em_i64(e, D * Tp * 4));
+    LLVMValueRef krow = em_alloca(e, LLVMArrayType(e->f32, (unsigned)D), "krow");
+    LLVMValueRef kp = LLVMBuildGEP2(e->b, LLVMArrayType(e->f32, (unsigned)D), krow, zero2, 2, "");
+    LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, T));
+    load_row(k, kk, em_iadd(e, kv0, em_imul(e, j, em_i64(e, Hkv * D))), j, D, 1.0, kp, em_i64(e, 0));
+    for (int64_t d = 0; d < D; d++) em_store(e, Kt, em_iadd(e, j, em_i64(e, d * Tp)), em_load(e, kp, em_i64(e, d), 1), 1);
+    em_for_end(e, &lj, em_i64(e, 1));
+    for (int64_t d = 0; d < D; d++)
+        for (int64_t jj = T; jj < Tp; jj++) em_store(e, Kt, em_i64(e, d * Tp + jj), em_f32(e, 0), 1);
+    return Kt;
+}
+
+/* O[ooff..+D) = the accumulators over their row sum, where `in` (a row
+ * inside the sequence) holds. */
+static void store_row(kgen *k, LLVMValueRef O, LLVMValueRef ooff, LLVMValueRef in, int64_t D, LLVMValueRef *acc, LLVMValueRef *accs,
+                      LLVMValueRef sumv, LLVMValueRef sums)
+{
+    em_t *e = k->e;
+    int vec = k->p->tiling.vec;
+    int64_t nch = D / vec, tail = D % vec;
+    LLVMTypeRef vt = em_vty(e, vec);
+    em_if store;
+    em_if_begin(e, &store, in);
+    LLVMValueRef inv = LLVMBuildFDiv(e->b, em_f32(e, 1.0),
+                                     em_add(e, em_hsum(e, LLVMBuildLoad2(e->b, vt, sumv, ""), vec), LLVMBuildLoad2(e->b, e->f32, sums, "")), "");
+    for (int64_t c = 0; c < nch; c++)
+        em_store(e, O, em_iadd(e, ooff, em_i64(e, c * vec)), em_mul(e, LLVMBuildLoad2(e->b, vt, acc[c], ""), em_splat(e, inv, vec)), vec);
+    for (int64_t c = 0; c < tail; c++)
+        em_store(e, O, em_iadd(e, ooff, em_i64(e, nch * vec + c)), em_mul(e, LLVMBuildLoad2(e->b, e->f32, accs[c], ""), inv), 1);
+    em_if_end(e, &store);
+}
+
 /* Keys jv (a vector) a row sees: before nk, and from first on (NULL: no window). */
 static LLVMValueRef seen_keys(em_t *e, LLVMValueRef jv, LLVMValueRef nk, LLVMValueRef first, int vec)
 {
@@ -234,23 +274,14 @@ void kg_attention(kgen *k)
     LLVMValueRef qp = LLVMBuildGEP2(e->b, LLVMArrayType(e->f32, (unsigned)(QB * D)), qarr, zero2, 2, "");
     LLVMPositionBuilderAtEnd(e->b, here);
 
-    em_loop litem, lj, lt, lk, lp, lv;
+    em_loop litem, lt, lk, lp, lv;
     LLVMValueRef item = em_for_begin(e, &litem, e->begin, e->end);
     LLVMValueRef b = LLVMBuildSDiv(e->b, item, em_i64(e, H), ""), h = LLVMBuildSRem(e->b, item, em_i64(e, H), "");
     LLVMValueRef head0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T * H)), h), em_i64(e, D));
     LLVMValueRef kv0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T * Hkv)), LLVMBuildSDiv(e->b, h, em_i64(e, G), "")), em_i64(e, D));
     #define ROW(tv) em_iadd(e, head0, em_imul(e, (tv), em_i64(e, H * D)))
     #define KROW(tv) em_iadd(e, kv0, em_imul(e, (tv), em_i64(e, Hkv * D)))
-    /* keys rotated once per item, stored transposed: Kt[d * Tp + j] */
-    LLVMValueRef Kt = em_malloc(e, em_i64(e, D * Tp * 4)), S = em_malloc(e, em_i64(e, QB * Tp * 4));
-    LLVMValueRef krow = em_alloca(e, LLVMArrayType(e->f32, (unsigned)D), "krow");
-    LLVMValueRef kp = LLVMBuildGEP2(e->b, LLVMArrayType(e->f32, (unsigned)D), krow, zero2, 2, "");
-    LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, T));
-    load_row(k, &kk, KROW(j), j, D, 1.0, kp, em_i64(e, 0));
-    for (int64_t d = 0; d < D; d++) em_store(e, Kt, em_iadd(e, j, em_i64(e, d * Tp)), em_load(e, kp, em_i64(e, d), 1), 1);
-    em_for_end(e, &lj, em_i64(e, 1));
-    for (int64_t d = 0; d < D; d++) /* padding keys: zeros, so their unused scores stay finite */
-        for (int64_t jj = T; jj < Tp; jj++) em_store(e, Kt, em_i64(e, d * Tp + jj), em_f32(e, 0), 1);
+    LLVMValueRef Kt = transposed_keys(k, &kk, kv0, T, Hkv, D, Tp), S = em_malloc(e, em_i64(e, QB * Tp * 4)), j;
 
     LLVMValueRef t0 = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
     /* rows past T repeat the last row: computed, never stored */
@@ -331,18 +362,7 @@ void kg_attention(kgen *k)
     }
     for (int r = 0; r < QB; r++) {
         LLVMValueRef tr = em_iadd(e, t0, em_i64(e, r));
-        em_if store;
-        em_if_begin(e, &store, LLVMBuildICmp(e->b, LLVMIntSLT, tr, em_i64(e, T), ""));
-        LLVMValueRef inv = LLVMBuildFDiv(e->b, em_f32(e, 1.0),
-                                         em_add(e, em_hsum(e, LLVMBuildLoad2(e->b, vt, sumv[r], ""), vec),
-                                                LLVMBuildLoad2(e->b, e->f32, sums[r], "")), "");
-        LLVMValueRef ooff = ROW(tr);
-        for (int64_t c = 0; c < nch; c++)
-            em_store(e, O, em_iadd(e, ooff, em_i64(e, c * vec)),
-                     em_mul(e, LLVMBuildLoad2(e->b, vt, acc[r][c], ""), em_splat(e, inv, vec)), vec);
-        for (int64_t c = 0; c < tail; c++)
-            em_store(e, O, em_iadd(e, ooff, em_i64(e, nch * vec + c)), em_mul(e, LLVMBuildLoad2(e->b, e->f32, accs[r][c], ""), inv), 1);
-        em_if_end(e, &store);
+        store_row(k, O, ROW(tr), LLVMBuildICmp(e->b, LLVMIntSLT, tr, em_i64(e, T), ""), D, acc[r], accs[r], sumv[r], sums[r]);
     }
     em_for_end(e, &lt, em_i64(e, QB));
     em_free(e, Kt);

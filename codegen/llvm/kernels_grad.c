@@ -342,6 +342,57 @@ static LLVMValueRef row_first(em_t *e, LLVMValueRef t, int64_t W)
     return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, lo, em_i64(e, 0), ""), lo, em_i64(e, 0), "");
 }
 
+/* Where the rows of one (batch, query head) and of its key-value head are. */
+typedef struct {
+    int64_t T, H, Hkv, D, W, G;
+    bool causal;
+    LLVMValueRef head0, kv0; /* offsets of row 0 of the query head and of the key-value head */
+} attn_rows;
+
+/* The rows of one gradient for one query head (kg_attention_grad): dq's rows
+ * from row t of M (dS), dk's and dv's from column t of M (dS or P), summed
+ * into the key-value head's rows when G heads share them. */
+static void grad_rows(kgen *k, const attn_rows *a, int which, LLVMValueRef O, LLVMValueRef M, LLVMValueRef R, double f,
+                      LLVMValueRef *acc, LLVMValueRef *tacc)
+{
+    em_t *e = k->e;
+    int64_t T = a->T, H = a->H, Hkv = a->Hkv, D = a->D, W = a->W, G = a->G;
+    bool causal = a->causal;
+    LLVMValueRef head0 = a->head0, kv0 = a->kv0, t, j;
+    em_loop lt, lo;
+    #define ROW(tv) em_iadd(e, head0, em_imul(e, (tv), em_i64(e, H * D)))
+    #define KROW(tv) em_iadd(e, kv0, em_imul(e, (tv), em_i64(e, Hkv * D)))
+    t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
+    int vec = k->vec;
+    for (int64_t c = 0; c < D / vec; c++) LLVMBuildStore(e->b, em_fw(e, 0, vec), acc[c]);
+    for (int64_t c = 0; c < D % vec; c++) LLVMBuildStore(e->b, em_f32(e, 0), tacc[c]);
+    /* dq_t takes row t of dS (first(t) <= j < keys(t)); dk_t and dv_t
+     * column t (causal: j >= t; a window: j < t + W) */
+    LLVMValueRef jlo = which != 0 && causal ? t : which == 0 ? row_first(e, t, W) : em_i64(e, 0);
+    LLVMValueRef jhi = which == 0 && causal ? em_iadd(e, t, em_i64(e, 1)) : which == 0 ? em_i64(e, T) : column_end(e, t, T, W);
+    j = em_for_begin(e, &lo, jlo, jhi);
+    LLVMValueRef coef = em_load(e, M, which == 0 ? em_iadd(e, em_imul(e, t, em_i64(e, T)), j) : em_iadd(e, em_imul(e, j, em_i64(e, T)), t), 1);
+    LLVMValueRef cv = em_splat(e, coef, vec), roff = which == 0 ? KROW(j) : ROW(j);
+    for (int64_t c = 0; c < D / vec; c++)
+        LLVMBuildStore(e->b, em_fma(e, cv, em_load(e, R, em_iadd(e, roff, em_i64(e, c * vec)), vec), LLVMBuildLoad2(e->b, em_vty(e, vec), acc[c], "")), acc[c]);
+    for (int64_t c = 0; c < D % vec; c++)
+        LLVMBuildStore(e->b, em_fma(e, coef, em_load(e, R, em_iadd(e, roff, em_i64(e, D / vec * vec + c)), 1), LLVMBuildLoad2(e->b, e->f32, tacc[c], "")), tacc[c]);
+    em_for_end(e, &lo, em_i64(e, 1));
+    LLVMValueRef ooff = which == 0 ? ROW(t) : KROW(t);
+    bool sum_heads = which != 0 && G > 1;
+    for (int64_t c = 0; c < D / vec; c++) {
+        LLVMValueRef r = em_mul(e, LLVMBuildLoad2(e->b, em_vty(e, vec), acc[c], ""), em_fw(e, f, vec)), at = em_iadd(e, ooff, em_i64(e, c * vec));
+        em_store(e, O, at, sum_heads ? em_add(e, em_load(e, O, at, vec), r) : r, vec);
+    }
+    for (int64_t c = 0; c < D % vec; c++) {
+        LLVMValueRef r = em_mul(e, LLVMBuildLoad2(e->b, e->f32, tacc[c], ""), em_f32(e, f)), at = em_iadd(e, ooff, em_i64(e, D / vec * vec + c));
+        em_store(e, O, at, sum_heads ? em_add(e, em_load(e, O, at, 1), r) : r, 1);
+    }
+    em_for_end(e, &lt, em_i64(e, 1));
+    #undef ROW
+    #undef KROW
+}
+
 /* One (batch, key-value head) a work item, its G query heads in turn: the
  * probabilities P (and, for dq and dk, dS = P o (dP - rowsum(dP o P)) with
  * dP = dy v^T, times the soft-cap's 1 - tanh^2) recomputed into scratch,
@@ -369,7 +420,7 @@ void kg_attention_grad(kgen *k)
     for (int64_t c = 0; c < n_acc && c < 256; c++) acc[c] = em_alloca(e, em_vty(e, k->vec), "acc");
     LLVMValueRef tacc[64];
     for (int64_t c = 0; c < D % k->vec; c++) tacc[c] = em_alloca(e, e->f32, "tacc");
-    em_loop li, lt, lj, lo, lg;
+    em_loop li, lt, lj, lg;
     LLVMValueRef item = em_for_begin(e, &li, e->begin, e->end);
     LLVMValueRef b = LLVMBuildSDiv(e->b, item, em_i64(e, Hkv), ""), hk = LLVMBuildSRem(e->b, item, em_i64(e, Hkv), "");
     LLVMValueRef kv0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T * Hkv)), hk), em_i64(e, D));
@@ -432,39 +483,11 @@ void kg_attention_grad(kgen *k)
     }
     em_for_end(e, &lt, em_i64(e, 1));
     /* output row t: dq_t = scale sum_j dS[t,j] k_j, dk_t = scale sum_j dS[j,t] q_j, dv_t = sum_j P[j,t] dy_j */
-    for (int which = 0; which < 3; which++) {
-        if (!out_of[which]) continue;
-        LLVMValueRef O = out_of[which];
-        LLVMValueRef M = which == 2 ? P : S, R = which == 0 ? K : which == 1 ? Q : DY;
-        double f = which == 2 ? 1.0 : scale;
-        t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
-        int vec = k->vec;
-        for (int64_t c = 0; c < D / vec; c++) LLVMBuildStore(e->b, em_fw(e, 0, vec), acc[c]);
-        for (int64_t c = 0; c < D % vec; c++) LLVMBuildStore(e->b, em_f32(e, 0), tacc[c]);
-        /* dq_t takes row t of dS (first(t) <= j < keys(t)); dk_t and dv_t
-         * column t (causal: j >= t; a window: j < t + W) */
-        LLVMValueRef jlo = which != 0 && causal ? t : which == 0 ? row_first(e, t, W) : em_i64(e, 0);
-        LLVMValueRef jhi = which == 0 && causal ? em_iadd(e, t, em_i64(e, 1)) : which == 0 ? em_i64(e, T) : column_end(e, t, T, W);
-        j = em_for_begin(e, &lo, jlo, jhi);
-        LLVMValueRef coef = em_load(e, M, which == 0 ? em_iadd(e, em_imul(e, t, em_i64(e, T)), j) : em_iadd(e, em_imul(e, j, em_i64(e, T)), t), 1);
-        LLVMValueRef cv = em_splat(e, coef, vec), roff = which == 0 ? KROW(j) : ROW(j);
-        for (int64_t c = 0; c < D / vec; c++)
-            LLVMBuildStore(e->b, em_fma(e, cv, em_load(e, R, em_iadd(e, roff, em_i64(e, c * vec)), vec), LLVMBuildLoad2(e->b, em_vty(e, vec), acc[c], "")), acc[c]);
-        for (int64_t c = 0; c < D % vec; c++)
-            LLVMBuildStore(e->b, em_fma(e, coef, em_load(e, R, em_iadd(e, roff, em_i64(e, D / vec * vec + c)), 1), LLVMBuildLoad2(e->b, e->f32, tacc[c], "")), tacc[c]);
-        em_for_end(e, &lo, em_i64(e, 1));
-        LLVMValueRef ooff = which == 0 ? ROW(t) : KROW(t);
-        bool sum_heads = which != 0 && G > 1;
-        for (int64_t c = 0; c < D / vec; c++) {
-            LLVMValueRef r = em_mul(e, LLVMBuildLoad2(e->b, em_vty(e, vec), acc[c], ""), em_fw(e, f, vec)), at = em_iadd(e, ooff, em_i64(e, c * vec));
-            em_store(e, O, at, sum_heads ? em_add(e, em_load(e, O, at, vec), r) : r, vec);
-        }
-        for (int64_t c = 0; c < D % vec; c++) {
-            LLVMValueRef r = em_mul(e, LLVMBuildLoad2(e->b, e->f32, tacc[c], ""), em_f32(e, f)), at = em_iadd(e, ooff, em_i64(e, D / vec * vec + c));
-            em_store(e, O, at, sum_heads ? em_add(e, em_load(e, O, at, 1), r) : r, 1);
-        }
-        em_for_end(e, &lt, em_i64(e, 1));
-    }
+    attn_rows geo = {T, H, Hkv, D, W, G, causal, head0, kv0};
+    for (int which = 0; which < 3; which++)
+        if (out_of[which])
+            grad_rows(k, &geo, which, out_of[which], which == 2 ? P : S, which == 0 ? K : which == 1 ? Q : DY, which == 2 ? 1.0 : scale,
+                      acc, tacc);
     em_for_end(e, &lg, em_i64(e, 1));
     em_free(e, P);
     em_free(e, S);
