@@ -157,12 +157,15 @@ static int attn(lrc_graph *g, int q, int k, int v, int64_t causal, int64_t windo
 }
 
 static int b_attention_ext(lrc_graph *g, const int64_t *d)
-{ /* k and v with d[4] heads (GQA), RoPE fused; a sliding window of 5 (of 3 with the soft-cap), non-causal GQA */
+{ /* k and v with d[4] heads (GQA), RoPE fused; sliding windows of 5 and 2 (of 3 and 5 with the soft-cap), non-causal GQA */
     int64_t B = d[0], T = d[1], H = d[2], D = d[3], sh[4] = {B, T, H, D}, kvs[4] = {B, T, d[4], D};
     int q = input(g, "q", 4, sh, LRC_F32), k = input(g, "k", 4, kvs, LRC_F32), v = input(g, "v", 4, kvs, LRC_F32);
     int rq = op(g, LRC_OP_ROPE, q, 0, 0, 500.0, 0), rk = op(g, LRC_OP_ROPE, k, 0, 0, 500.0, 0);
     return out(g, "gqa_win_cap", attn(g, rq, rk, v, 1, 3, 2.0 / sqrt((double)D), 1.5)) ||
            out(g, "gqa_win", attn(g, q, k, v, 1, 5, 1.0 / sqrt((double)D), 0)) ||
+           /* kernels that differ in the window or the soft-cap alone must not share code (the signature) */
+           out(g, "gqa_win2", attn(g, q, k, v, 1, 2, 1.0 / sqrt((double)D), 0)) ||
+           out(g, "gqa_win5_cap", attn(g, q, k, v, 1, 5, 1.0 / sqrt((double)D), 1.5)) ||
            out(g, "gqa_full", attn(g, q, k, v, 0, 0, 0.3, 0));
 }
 
