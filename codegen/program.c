@@ -65,7 +65,7 @@ typedef enum { GROUP, ONE, ROWS, HEADS, COLUMNS, SUMMED_COLUMNS } item_rule;
 #define ITEMS_softmax_grad ROWS
 #define ITEMS_layernorm_grad ROWS
 #define ITEMS_cross_entropy_grad ROWS
-#define ITEMS_attention_grad HEADS /* (batch, head) pairs */
+#define ITEMS_attention_grad HEADS /* (batch, key-value head) pairs */
 #define ITEMS_sum_to SUMMED_COLUMNS /* blocks of LRC_SUM_COLS columns where the sum is to a vector */
 #define ITEMS_embedding_grad COLUMNS /* blocks of LRC_SUM_COLS columns */
 #define ITEMS_add ONE /* alone: a broadcast */
@@ -97,7 +97,9 @@ static int64_t opaque_items(const lrc_graph *g, const lrc_node *a)
 {
     switch (items_of[a->op]) {
     case ROWS: return rows_of(&a->shape);
-    case HEADS: return a->shape.dim[0] * a->shape.dim[2];
+    /* (batch, key-value head) pairs: an item owns the rows of dk and dv it
+     * sums over the query heads that share them (GQA) */
+    case HEADS: return a->shape.dim[0] * g->nodes[a->in[1]].shape.dim[2];
     case COLUMNS: return cdiv(last_dim(&a->shape), LRC_SUM_COLS);
     case SUMMED_COLUMNS: return lrc_sum_to_columns(g, a) ? cdiv(lrc_sum_to_columns(g, a), LRC_SUM_COLS) : 1;
     default: return 1;
@@ -290,7 +292,9 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
         case LRC_GROUP_GEMM:
             k->n_items = cdiv(rows_of(&a->shape), t.mc) * cdiv(last_dim(&a->shape), t.nc);
             break;
-        case LRC_GROUP_ATTENTION: k->n_items = a->shape.dim[0] * a->shape.dim[2]; break;
+        case LRC_GROUP_ATTENTION: /* (batch, head); decoding: (batch, key-value head), the cache rows it writes */
+            k->n_items = a->shape.dim[0] * (a->op == LRC_OP_KV_ATTENTION ? g->nodes[a->in[1]].shape.dim[2] : a->shape.dim[2]);
+            break;
         case LRC_GROUP_OPAQUE: k->n_items = opaque_items(g, a); break;
         default: k->n_items = rows_of(&a->shape); break;
         }

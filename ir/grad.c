@@ -92,7 +92,7 @@ int lrc_grad_attention(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
     NODE;
     for (int k = 0; k < 3; k++) {
         lrc_node p = {.op = LRC_OP_ATTENTION_GRAD, .n_in = 4, .in = {n.in[0], n.in[1], n.in[2], dy},
-                      .iattr = {n.iattr[0], k}, .fattr = {n.fattr[0]}};
+                      .iattr = {n.iattr[0], k, n.iattr[1]}, .fattr = {n.fattr[0], n.fattr[1]}};
         if ((dx[k] = lrc_graph_add(g, &p, err)) < 0) return LRC_EUSER;
     }
     return LRC_OK;
@@ -128,7 +128,7 @@ int lrc_grad_depth_gain(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
     NODE;
     for (int k = 0; k < 5; k++) {
         lrc_node p = {.op = LRC_OP_DEPTH_GAIN_GRAD, .n_in = 6, .in = {n.in[0], n.in[1], n.in[2], n.in[3], n.in[4], dy},
-                      .iattr = {n.iattr[0], k}, .fattr = {n.fattr[0]}};
+                      .iattr = {n.iattr[0], k, n.iattr[1]}, .fattr = {n.fattr[0], n.fattr[1]}};
         if ((dx[k] = lrc_graph_add(g, &p, err)) < 0) return LRC_EUSER;
     }
     return LRC_OK;

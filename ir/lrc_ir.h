@@ -128,16 +128,17 @@ lrc_tensor *lrc_tensor_set_find(const lrc_tensor_set *s, const char *name);
     X(SCALE, scale)                /* x * s, s a constant attribute */                                      \
     X(SILU, silu)                  /* x * sigmoid(x) */                                                     \
     X(ROPE, rope)                  /* sequence RoPE, rotate-half, x[B,T,H,Dh] */                            \
-    X(ATTENTION, attention)        /* softmax(q k^T * scale [+ causal mask]) v, [B,T,H,Dh] */               \
+    X(ATTENTION, attention)        /* softmax(q k^T * scale [soft-capped] [+ causal/window mask]) v,        \
+                                      q [B,T,H,Dh], k and v [B,T,Hkv,Dh] (Hkv dividing H: GQA) */            \
     X(SOFTMAX, softmax)            /* over the last axis */                                                 \
     X(RESHAPE, reshape)            /* same elements, new shape */                                           \
     X(TRANSPOSE, transpose)        /* permute axes */                                                       \
     X(DEPTH_GAIN, depth_gain)      /* LayerRoPE: gamma[d], alpha, beta, alpha_rot, beta_rot -> [d] */       \
     X(CROSS_ENTROPY, cross_entropy) /* logits[..., V], labels[...] i32 (-100 ignored) -> [] mean */         \
     X(STATE, state)                /* a named buffer kept across runs (a KV cache), zeros at first */       \
-    X(KV_ATTENTION, kv_attention)  /* q, k, v [B,T,H,Dh], caches [B,Tmax,H,Dh], pos i32 [1]: RoPE at        \
-                                      positions pos.., k and v written into the caches, causal               \
-                                      attention over cache positions [0, pos + t] */                         \
+    X(KV_ATTENTION, kv_attention)  /* q [B,T,H,Dh], k, v [B,T,Hkv,Dh], caches [B,Tmax,Hkv,Dh], pos i32 [1]: \
+                                      RoPE at positions pos.., k and v written into the caches, causal       \
+                                      attention over cache positions [0, pos + t] (or its last `window`) */  \
     X(LAYERNORM, layernorm)        /* (x - mean) / sqrt(var + eps) over the last axis (no gain, no bias) */ \
     X(GELU, gelu)                  /* x * Phi(x), the exact (erf) GELU */                                   \
     X(SLICE, slice)                /* along `axis`: out[i] = x[i + start] where that is inside x, else 0;   \
@@ -161,7 +162,7 @@ lrc_tensor *lrc_tensor_set_find(const lrc_tensor_set *s, const char *name);
     X(RMSNORM_GRAD, rmsnorm_grad)  /* x, dy -> dx of x / sqrt(mean(x^2) + eps) */                           \
     X(SILU_GRAD, silu_grad)        /* x, dy -> dy * d silu / dx */                                          \
     X(ROPE_GRAD, rope_grad)        /* dy -> dy rotated back (the transpose of RoPE) */                      \
-    X(ATTENTION_GRAD, attention_grad) /* q, k, v, dy -> dq, dk or dv (`which` 0, 1, 2) */                   \
+    X(ATTENTION_GRAD, attention_grad) /* q, k, v, dy -> dq, dk or dv (`which` 0, 1, 2), each its input's shape */ \
     X(SOFTMAX_GRAD, softmax_grad)  /* y, dy -> y * (dy - sum(dy * y)) */                                    \
     X(DEPTH_GAIN_GRAD, depth_gain_grad) /* gamma, alpha, beta, alpha_rot, beta_rot, dy -> the gradient of   \
                                       input `which` (0: gamma [d]; 1..4: a scalar) */                        \

@@ -4,6 +4,7 @@
 #include "lrc_ir.h"
 #include "ref_ops.h"
 
+#include <math.h>
 #include <string.h>
 
 #define IN(k) (&g->nodes[n->in[k]])
@@ -133,17 +134,45 @@ static int infer_rope(const lrc_graph *g, lrc_node *n, lrc_err *err)
     return LRC_OK;
 }
 
-static int infer_attention(const lrc_graph *g, lrc_node *n, lrc_err *err)
+/* k and v of an attention: [B,T,Hkv,Dh] for q [B,T,H,Dh], Hkv dividing H
+ * (grouped-query attention: query head h reads key-value head h / (H / Hkv),
+ * transformers' repeat_kv), k and v alike. */
+static int want_kv_heads(const lrc_graph *g, const lrc_node *n, lrc_err *err)
 {
     char b1[96], b2[96];
+    const lrc_shape *q = &IN(0)->shape, *k = &IN(1)->shape;
+    const char *op = lrc_op_table[n->op].name;
+    if (!lrc_shape_eq(k, &IN(2)->shape))
+        return lrc_err_set(err, "%s: k %s and v %s must have the same shape [B,T,Hkv,Dh]", op, lrc_shape_str(k, b1, sizeof b1),
+                           lrc_shape_str(&IN(2)->shape, b2, sizeof b2));
+    if (k->dim[0] != q->dim[0] || k->dim[1] != q->dim[1] || k->dim[3] != q->dim[3])
+        return lrc_err_set(err, "%s: q %s and k %s must agree in B, T and Dh ([B,T,H,Dh] and [B,T,Hkv,Dh])", op,
+                           lrc_shape_str(q, b1, sizeof b1), lrc_shape_str(k, b2, sizeof b2));
+    if (q->dim[2] % k->dim[2])
+        return lrc_err_set(err, "%s: k and v have %lld heads, which do not divide q's %lld heads", op, (long long)k->dim[2],
+                           (long long)q->dim[2]);
+    return LRC_OK;
+}
+
+/* The sliding window (an integer attribute at iattr[w_at]) and the logit
+ * soft-cap (fattr[c_at]): 0 is none; a window needs the causal mask. */
+static int want_window_softcap(const lrc_node *n, int w_at, int c_at, bool causal, lrc_err *err)
+{
+    const char *op = lrc_op_table[n->op].name;
+    if (n->iattr[w_at] < 0) return lrc_err_set(err, "%s: window must be >= 0 (0: none), got %lld", op, (long long)n->iattr[w_at]);
+    if (n->iattr[w_at] > 0 && !causal) return lrc_err_set(err, "%s: a sliding window needs causal attention", op);
+    if (!(n->fattr[c_at] >= 0) || isinf(n->fattr[c_at]))
+        return lrc_err_set(err, "%s: softcap must be a finite number >= 0 (0: none), got %g", op, n->fattr[c_at]);
+    return LRC_OK;
+}
+
+static int infer_attention(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
     for (int k = 0; k < 3; k++)
         if (want_float(g, n, k, err) || want_rank(g, n, k, 4, err)) return LRC_EUSER;
-    for (int k = 1; k < 3; k++)
-        if (!lrc_shape_eq(&IN(0)->shape, &IN(k)->shape))
-            return lrc_err_set(err, "attention: q %s and %s %s must have the same shape [B,T,H,Dh]",
-                               lrc_shape_str(&IN(0)->shape, b1, sizeof b1), k == 1 ? "k" : "v",
-                               lrc_shape_str(&IN(k)->shape, b2, sizeof b2));
+    if (want_kv_heads(g, n, err)) return LRC_EUSER;
     if (!(n->fattr[0] > 0)) return lrc_err_set(err, "attention: scale must be positive, got %g", n->fattr[0]);
+    if (want_window_softcap(n, 1, 1, n->iattr[0] != 0, err)) return LRC_EUSER;
     n->dtype = IN(0)->dtype;
     n->shape = IN(0)->shape;
     return LRC_OK;
@@ -235,22 +264,21 @@ static int infer_kv_attention(const lrc_graph *g, lrc_node *n, lrc_err *err)
     char b1[96], b2[96];
     for (int k = 0; k < 5; k++)
         if (want_float(g, n, k, err) || want_rank(g, n, k, 4, err)) return LRC_EUSER;
-    const lrc_shape *q = &IN(0)->shape, *kc = &IN(3)->shape;
-    for (int k = 1; k < 3; k++)
-        if (!lrc_shape_eq(q, &IN(k)->shape))
-            return lrc_err_set(err, "kv_attention: q %s and %s %s must have the same shape", lrc_shape_str(q, b1, sizeof b1),
-                               k == 1 ? "k" : "v", lrc_shape_str(&IN(k)->shape, b2, sizeof b2));
-    for (int k = 3; k < 5; k++)
-        if (IN(k)->op != LRC_OP_STATE)
-            return lrc_err_set(err, "kv_attention: input %d must be a state buffer (the cache)", k + 1);
-    if (!lrc_shape_eq(kc, &IN(4)->shape) || kc->dim[0] != q->dim[0] || kc->dim[2] != q->dim[2] || kc->dim[3] != q->dim[3] ||
-        kc->dim[1] < q->dim[1])
-        return lrc_err_set(err, "kv_attention: caches %s do not hold [B, Tmax, H, Dh] for q %s",
-                           lrc_shape_str(kc, b1, sizeof b1), lrc_shape_str(q, b2, sizeof b2));
+    const lrc_shape *q = &IN(0)->shape, *kc = &IN(3)->shape, *k = &IN(1)->shape;
+    if (want_kv_heads(g, n, err)) return LRC_EUSER;
+    for (int i = 3; i < 5; i++)
+        if (IN(i)->op != LRC_OP_STATE)
+            return lrc_err_set(err, "kv_attention: input %d must be a state buffer (the cache)", i + 1);
+    /* the caches hold the key-value heads only: [B, Tmax, Hkv, Dh] */
+    if (!lrc_shape_eq(kc, &IN(4)->shape) || kc->dim[0] != k->dim[0] || kc->dim[2] != k->dim[2] || kc->dim[3] != k->dim[3] ||
+        kc->dim[1] < k->dim[1])
+        return lrc_err_set(err, "kv_attention: caches %s do not hold [B, Tmax, Hkv, Dh] for k %s",
+                           lrc_shape_str(kc, b1, sizeof b1), lrc_shape_str(k, b2, sizeof b2));
     if (IN(5)->dtype != LRC_I32 || lrc_shape_numel(&IN(5)->shape) != 1)
         return lrc_err_set(err, "kv_attention: pos must be one i32");
     if (q->dim[3] % 2) return lrc_err_set(err, "kv_attention: the head dimension must be even for RoPE");
     if (!(n->fattr[0] > 0) || !(n->fattr[1] > 0)) return lrc_err_set(err, "kv_attention: scale and base must be positive");
+    if (want_window_softcap(n, 0, 2, true, err)) return LRC_EUSER;
     n->dtype = IN(0)->dtype;
     n->shape = *q;
     return LRC_OK;
@@ -355,10 +383,19 @@ static int infer_same_as_first(const lrc_graph *g, lrc_node *n, lrc_err *err)
     return LRC_OK;
 }
 
+/* q, k, v, dy -> the gradient of q (which 0, q's shape), k or v (1, 2:
+ * [B,T,Hkv,Dh], the sum over the query heads of each key-value head). */
 static int infer_attention_grad(const lrc_graph *g, lrc_node *n, lrc_err *err)
 {
     if (n->iattr[1] < 0 || n->iattr[1] > 2) return lrc_err_set(err, "attention_grad: which must be 0, 1 or 2");
-    return infer_same_as_first(g, n, err);
+    for (int k = 0; k < 4; k++)
+        if (want_float(g, n, k, err) || want_rank(g, n, k, 4, err)) return LRC_EUSER;
+    if (want_kv_heads(g, n, err)) return LRC_EUSER;
+    if (!lrc_shape_eq(&IN(0)->shape, &IN(3)->shape)) return lrc_err_set(err, "attention_grad: dy must have q's shape");
+    if (want_window_softcap(n, 2, 1, n->iattr[0] != 0, err)) return LRC_EUSER;
+    n->dtype = IN(0)->dtype;
+    n->shape = IN(n->iattr[1] ? 1 : 0)->shape;
+    return LRC_OK;
 }
 
 static int infer_depth_gain_grad(const lrc_graph *g, lrc_node *n, lrc_err *err)
@@ -404,21 +441,32 @@ static double flops_rmsnorm(const lrc_graph *g, const lrc_node *n)
     return 3 * numel_of(n); /* square-accumulate, then one multiply per element */
 }
 
+/* (query, key) pairs a query row sees, summed over T rows: all T, causal
+ * t + 1, and with a sliding window of W at most W. */
+static double attention_pairs(double T, bool causal, double W)
+{
+    if (!causal) return T * T;
+    if (W <= 0 || W >= T) return T * (T + 1) / 2;
+    return W * (W + 1) / 2 + (T - W) * W;
+}
+
 static double flops_attention(const lrc_graph *g, const lrc_node *n)
 {
-    (void)g;
-    double B = (double)n->shape.dim[0], T = (double)n->shape.dim[1];
-    double H = (double)n->shape.dim[2], D = (double)n->shape.dim[3];
+    /* counted with q's heads (a gradient's node may have k's) */
+    const lrc_shape *q = &IN(0)->shape;
+    double B = (double)q->dim[0], T = (double)q->dim[1], H = (double)q->dim[2], D = (double)q->dim[3];
+    int w_at = n->op == LRC_OP_ATTENTION_GRAD ? 2 : 1;
     /* q.k and p.v, 2 FLOPs each per multiply-add; causal attends to t+1 keys */
-    double pairs = n->iattr[0] ? T * (T + 1) / 2 : T * T;
+    double pairs = attention_pairs(T, n->iattr[0] != 0, (double)n->iattr[w_at]);
     return B * H * pairs * (4 * D + 5);
 }
 
 static double flops_kv_attention(const lrc_graph *g, const lrc_node *n)
 {
-    /* against the whole cache at worst: the position is only known at run time */
+    /* against the whole cache (or the window) at worst: the position is only known at run time */
     double B = (double)n->shape.dim[0], T = (double)n->shape.dim[1], H = (double)n->shape.dim[2];
     double D = (double)n->shape.dim[3], Tmax = (double)IN(3)->shape.dim[1];
+    if (n->iattr[0] > 0 && (double)n->iattr[0] < Tmax) Tmax = (double)n->iattr[0];
     return B * H * T * Tmax * (4 * D + 5) + 6 * B * T * H * D;
 }
 
@@ -466,7 +514,7 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2 };
 #define ROW_silu OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_4, 2, REFS(silu), lrc_grad_silu, ALL, LOCAL, KEEPS_ZERO)
 #define ROW_rope OP(1, OPAQUE, NONE, ATTRS("base"), NULL, infer_rope, flops_4, 1, REFS(rope), lrc_grad_rope, ALL, LOCAL, 0)
 #define ROW_attention                                                                                                    \
-    OP(3, ATTENTION, ATTRS("causal"), ATTRS("scale"), NULL, infer_attention, flops_attention, 2.5, REFS(attention),   \
+    OP(3, ATTENTION, ATTRS("causal", "window"), ATTRS("scale", "softcap"), NULL, infer_attention, flops_attention, 2.5, REFS(attention),   \
        lrc_grad_attention, ALL, ATTENTION, 0)
 #define ROW_softmax OP(1, ROW, NONE, NONE, NULL, infer_same, flops_5, 1, REFS(softmax), lrc_grad_softmax, ALL, LOCAL, 0)
 #define ROW_reshape OP(1, VIEW, NONE, NONE, "shape", infer_reshape, flops_zero, 0, REFS(reshape), lrc_grad_reshape, NONE, RESHAPE, 0)
@@ -479,7 +527,7 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2 };
        lrc_grad_cross_entropy, ALL, MIXED, 0)
 #define ROW_state OP(0, SOURCE, NONE, NONE, NULL, infer_source, flops_zero, 0, NO_REF, NO_GRAD, NONE, SOURCE, 0)
 #define ROW_kv_attention                                                                                                 \
-    OP(6, ATTENTION, NONE, ATTRS("scale", "base"), NULL, infer_kv_attention, flops_kv_attention, 0, REFS(kv_attention), \
+    OP(6, ATTENTION, ATTRS("window"), ATTRS("scale", "base", "softcap"), NULL, infer_kv_attention, flops_kv_attention, 0, REFS(kv_attention), \
        NO_GRAD, ALL, MIXED, 0)
 #define ROW_layernorm OP(1, ROW, NONE, ATTRS("eps"), NULL, infer_layernorm, flops_5, 2, REFS(layernorm), lrc_grad_layernorm, ALL, LOCAL, 0)
 #define ROW_gelu OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 2, REFS(gelu), lrc_grad_gelu, ALL, LOCAL, KEEPS_ZERO)
@@ -502,7 +550,7 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2 };
 #define ROW_silu_grad OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_5, 0, REFS(silu_grad), NO_GRAD, ALL, MIXED, 0)
 #define ROW_rope_grad OP(1, OPAQUE, NONE, ATTRS("base"), NULL, infer_rope, flops_4, 0, REFS(rope_grad), NO_GRAD, ALL, MIXED, 0)
 #define ROW_attention_grad                                                                                               \
-    OP(4, OPAQUE, ATTRS("causal", "which"), ATTRS("scale"), NULL, infer_attention_grad, flops_attention_grad, 0,      \
+    OP(4, OPAQUE, ATTRS("causal", "which", "window"), ATTRS("scale", "softcap"), NULL, infer_attention_grad, flops_attention_grad, 0,      \
        REFS(attention_grad), NO_GRAD, ALL, MIXED, SHARES_KERNEL)
 #define ROW_softmax_grad OP(2, OPAQUE, NONE, NONE, NULL, infer_same_as_first, flops_4, 0, REFS(softmax_grad), NO_GRAD, ALL, MIXED, 0)
 #define ROW_depth_gain_grad                                                                                              \

@@ -97,55 +97,74 @@ int REF(rope_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, void 
     return REF(rotate)(n, F(0), out, -1);
 }
 
-/* Recomputes each (batch, head)'s probabilities; dS = P o (dP - rowsum(dP o P)). */
+/* Recomputes each (batch, query head)'s probabilities;
+ * dS = P o (dP - rowsum(dP o P)), times the soft-cap's tanh' = 1 - (u/cap)^2
+ * where u = cap tanh(s/cap) is the capped score. dk and dv of a key-value
+ * head sum over the query heads that read it (GQA). */
 int REF(attention_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
-    (void)g;
-    int64_t B = n->shape.dim[0], T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3];
+    const lrc_shape *qs = SHAPE(0);
+    int64_t B = qs->dim[0], T = qs->dim[1], H = qs->dim[2], D = qs->dim[3], Hkv = SHAPE(1)->dim[2], G = H / Hkv;
     int which = (int)n->iattr[1];
-    double scale = n->fattr[0];
+    int64_t window = n->iattr[2];
+    double scale = n->fattr[0], cap = n->fattr[1];
     double *P = lrc_xmalloc((size_t)(T * T) * sizeof(double)), *dS = lrc_xmalloc((size_t)(T * T) * sizeof(double));
+    double *dcap = cap > 0 ? lrc_xmalloc((size_t)(T * T) * sizeof(double)) : NULL;
+    if (which && G > 1) memset(out, 0, (size_t)lrc_shape_numel(&n->shape) * sizeof(real));
 #define AT(k, b, t, h) (F(k) + (((b) * T + (t)) * H + (h)) * D)
+#define KV(k, b, t, h) (F(k) + (((b) * T + (t)) * Hkv + (h) / G) * D)
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++) {
             for (int64_t t = 0; t < T; t++) {
-                int64_t keys = n->iattr[0] ? t + 1 : T;
+                int64_t keys = n->iattr[0] ? t + 1 : T, first = attn_first_key(t, window);
                 double mx = -INFINITY, sum = 0, rowdot = 0;
                 for (int64_t j = 0; j < T; j++) {
                     double s = -INFINITY;
-                    if (j < keys) {
+                    if (j >= first && j < keys) {
                         s = 0;
-                        for (int64_t i = 0; i < D; i++) s += (double)AT(0, b, t, h)[i] * AT(1, b, j, h)[i];
+                        for (int64_t i = 0; i < D; i++) s += (double)AT(0, b, t, h)[i] * KV(1, b, j, h)[i];
                         s *= scale;
+                        if (cap > 0) {
+                            double th = tanh(s / cap);
+                            s = cap * th;
+                            dcap[t * T + j] = 1 - th * th;
+                        }
                     }
                     P[t * T + j] = s;
                     if (s > mx) mx = s;
                 }
-                for (int64_t j = 0; j < T; j++) sum += (P[t * T + j] = j < keys ? exp(P[t * T + j] - mx) : 0);
+                for (int64_t j = 0; j < T; j++) sum += (P[t * T + j] = j >= first && j < keys ? exp(P[t * T + j] - mx) : 0);
                 for (int64_t j = 0; j < T; j++) {
                     P[t * T + j] /= sum;
                     double dp = 0; /* dP[t][j] = dy_t . v_j */
-                    for (int64_t i = 0; i < D; i++) dp += (double)AT(3, b, t, h)[i] * AT(2, b, j, h)[i];
+                    for (int64_t i = 0; i < D; i++) dp += (double)AT(3, b, t, h)[i] * KV(2, b, j, h)[i];
                     dS[t * T + j] = dp;
                     rowdot += dp * P[t * T + j];
                 }
-                for (int64_t j = 0; j < T; j++) dS[t * T + j] = P[t * T + j] * (dS[t * T + j] - rowdot);
+                for (int64_t j = 0; j < T; j++) {
+                    dS[t * T + j] = P[t * T + j] * (dS[t * T + j] - rowdot);
+                    if (cap > 0 && P[t * T + j] != 0) dS[t * T + j] *= dcap[t * T + j];
+                }
             }
             for (int64_t t = 0; t < T; t++)
                 for (int64_t i = 0; i < D; i++) {
                     double acc = 0;
                     for (int64_t j = 0; j < T; j++) {
-                        if (which == 0) acc += dS[t * T + j] * AT(1, b, j, h)[i] * scale; /* dq_t = sum_j dS[t,j] k_j */
+                        if (which == 0) acc += dS[t * T + j] * KV(1, b, j, h)[i] * scale; /* dq_t = sum_j dS[t,j] k_j */
                         else if (which == 1) acc += dS[j * T + t] * AT(0, b, j, h)[i] * scale; /* dk_t = sum_j dS[j,t] q_j */
                         else acc += P[j * T + t] * AT(3, b, j, h)[i]; /* dv_t = sum_j P[j,t] dy_j */
                     }
-                    ((real *)out)[((b * T + t) * H + h) * D + i] = (real)acc;
+                    int64_t at = which ? ((b * T + t) * Hkv + h / G) * D + i : ((b * T + t) * H + h) * D + i;
+                    if (which && G > 1) ((real *)out)[at] += (real)acc;
+                    else ((real *)out)[at] = (real)acc;
                 }
         }
 #undef AT
+#undef KV
     free(P);
     free(dS);
+    free(dcap);
     return LRC_OK;
 }
 

@@ -156,29 +156,31 @@ int REF(rope)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out,
     return REF(rotate)(n, F(0), out, 1);
 }
 
+/* k and v have Hkv heads (Hkv dividing H): query head h reads head h / (H / Hkv). */
 int REF(attention)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
-    (void)g;
     int64_t B = n->shape.dim[0], T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3];
+    int64_t Hkv = SHAPE(1)->dim[2], G = H / Hkv, window = n->iattr[1];
+    double cap = n->fattr[1];
     double *p = lrc_xmalloc((size_t)T * sizeof(double)), *acc = lrc_xmalloc((size_t)D * sizeof(double));
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t t = 0; t < T; t++) {
                 const real *q = F(0) + ((b * T + t) * H + h) * D;
-                int64_t keys = n->iattr[0] ? t + 1 : T;
+                int64_t keys = n->iattr[0] ? t + 1 : T, first = attn_first_key(t, window);
                 double mx = -INFINITY, sum = 0;
-                for (int64_t j = 0; j < keys; j++) {
-                    const real *k = F(1) + ((b * T + j) * H + h) * D;
+                for (int64_t j = first; j < keys; j++) {
+                    const real *k = F(1) + ((b * T + j) * Hkv + h / G) * D;
                     double s = 0;
                     for (int64_t i = 0; i < D; i++) s += (double)q[i] * k[i];
-                    p[j] = s * n->fattr[0];
+                    p[j] = attn_softcap(s * n->fattr[0], cap);
                     if (p[j] > mx) mx = p[j];
                 }
-                for (int64_t j = 0; j < keys; j++) sum += (p[j] = exp(p[j] - mx));
+                for (int64_t j = first; j < keys; j++) sum += (p[j] = exp(p[j] - mx));
                 for (int64_t i = 0; i < D; i++) acc[i] = 0;
-                for (int64_t j = 0; j < keys; j++) {
-                    const real *v = F(2) + ((b * T + j) * H + h) * D;
+                for (int64_t j = first; j < keys; j++) {
+                    const real *v = F(2) + ((b * T + j) * Hkv + h / G) * D;
                     for (int64_t i = 0; i < D; i++) acc[i] += p[j] * v[i];
                 }
                 real *o = (real *)out + ((b * T + t) * H + h) * D;
@@ -280,12 +282,14 @@ int REF(cross_entropy)(const lrc_graph *g, const lrc_node *n, void *const *in, v
 
 /* Decoding with a KV cache. The caches (inputs 3 and 4) are state buffers
  * that this op updates in place: rotated k and v of the new positions go
- * into rows pos.., then each new query attends to rows [0, pos + t]. */
+ * into rows pos.. (Hkv heads), then each new query (H heads, head h reading
+ * key-value head h / (H / Hkv)) attends to rows [0, pos + t], or to the
+ * last `window` of them (absolute positions). */
 int REF(kv_attention)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     int64_t B = n->shape.dim[0], T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3], half = D / 2;
-    int64_t Tmax = SHAPE(3)->dim[1], pos = I(5)[0];
-    double scale = n->fattr[0], base = n->fattr[1];
+    int64_t Tmax = SHAPE(3)->dim[1], pos = I(5)[0], Hkv = SHAPE(1)->dim[2], G = H / Hkv;
+    double scale = n->fattr[0], base = n->fattr[1], cap = n->fattr[2];
     if (pos < 0 || pos + T > Tmax)
         return lrc_err_set(err, "kv_attention: positions %lld..%lld do not fit the cache of %lld", (long long)pos,
                            (long long)(pos + T - 1), (long long)Tmax);
@@ -294,9 +298,9 @@ int REF(kv_attention)(const lrc_graph *g, const lrc_node *n, void *const *in, vo
     double *qr = lrc_xmalloc((size_t)D * sizeof(double));
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++)
-            for (int64_t h = 0; h < H; h++) {
-                const real *k = F(1) + ((b * T + t) * H + h) * D, *v = F(2) + ((b * T + t) * H + h) * D;
-                real *kd = kc + ((b * Tmax + pos + t) * H + h) * D, *vd = vc + ((b * Tmax + pos + t) * H + h) * D;
+            for (int64_t h = 0; h < Hkv; h++) {
+                const real *k = F(1) + ((b * T + t) * Hkv + h) * D, *v = F(2) + ((b * T + t) * Hkv + h) * D;
+                real *kd = kc + ((b * Tmax + pos + t) * Hkv + h) * D, *vd = vc + ((b * Tmax + pos + t) * Hkv + h) * D;
                 for (int64_t i = 0; i < half; i++) {
                     double ang = (double)(pos + t) * pow(base, -2.0 * (double)i / (double)D), c = cos(ang), s = sin(ang);
                     kd[i] = (real)(k[i] * c - k[i + half] * s);
@@ -313,19 +317,19 @@ int REF(kv_attention)(const lrc_graph *g, const lrc_node *n, void *const *in, vo
                     qr[i] = (double)(real)(q[i] * c - q[i + half] * s);
                     qr[i + half] = (double)(real)(q[i + half] * c + q[i] * s);
                 }
-                int64_t keys = pos + t + 1;
+                int64_t keys = pos + t + 1, first = attn_first_key(pos + t, n->iattr[0]);
                 double mx = -INFINITY, sum = 0;
-                for (int64_t j = 0; j < keys; j++) {
-                    const real *k = kc + ((b * Tmax + j) * H + h) * D;
+                for (int64_t j = first; j < keys; j++) {
+                    const real *k = kc + ((b * Tmax + j) * Hkv + h / G) * D;
                     double sc = 0;
                     for (int64_t i = 0; i < D; i++) sc += qr[i] * k[i];
-                    p[j] = sc * scale;
+                    p[j] = attn_softcap(sc * scale, cap);
                     if (p[j] > mx) mx = p[j];
                 }
-                for (int64_t j = 0; j < keys; j++) sum += (p[j] = exp(p[j] - mx));
+                for (int64_t j = first; j < keys; j++) sum += (p[j] = exp(p[j] - mx));
                 for (int64_t i = 0; i < D; i++) acc[i] = 0;
-                for (int64_t j = 0; j < keys; j++) {
-                    const real *v = vc + ((b * Tmax + j) * H + h) * D;
+                for (int64_t j = first; j < keys; j++) {
+                    const real *v = vc + ((b * Tmax + j) * Hkv + h / G) * D;
                     for (int64_t i = 0; i < D; i++) acc[i] += p[j] * v[i];
                 }
                 real *o = (real *)out + ((b * T + t) * H + h) * D;

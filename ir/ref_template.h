@@ -24,6 +24,15 @@ typedef float real;
 
 static inline int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
 
+/* The first key query position t sees under a sliding window of `window`
+ * keys (0: none): transformers 4.44's Mistral and Gemma2 masks (sdpa and
+ * eager) hide key j when j <= t - window, so query t attends to
+ * t - window < j <= t, `window` keys counting itself. */
+static inline int64_t attn_first_key(int64_t t, int64_t window) { return window > 0 && t >= window ? t - window + 1 : 0; }
+
+/* Gemma2's logit soft-capping, cap tanh(s / cap), before mask and softmax (0: none). */
+static inline double attn_softcap(double s, double cap) { return cap > 0 ? cap * tanh(s / cap) : s; }
+
 /* The mean of a row of d values and 1 / sqrt(variance + eps), the variance
  * taken about the mean (layernorm and its gradient). */
 static inline double row_mean_inv_std(const real *x, int64_t d, double eps, double *mean)

@@ -61,6 +61,10 @@ void cu_render_attention(cu_gen *c)
     int64_t B = a->shape.dim[0], T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3];
     int q = cu_attention_source(c, a->in[0], &rq), k = cu_attention_source(c, a->in[1], &rk);
     bool causal = a->iattr[0] != 0;
+    /* GQA: query head h reads key-value head h / G; a window of W keys
+     * (attn_first_key, ir/ref_template.h); the soft-cap before the mask */
+    int64_t Hkv = c->g->nodes[a->in[1]].shape.dim[2], G = H / Hkv, W = a->iattr[1];
+    double cap = a->fattr[1];
     int BK = D > 128 ? 8 : D > 64 ? 16 : 32; /* two tiles of BK x D floats fit in 48 KB */
     char va[16], o[16];
     cu_arg(c, a->in[2], va, sizeof va);
@@ -78,19 +82,23 @@ void cu_render_attention(cu_gen *c)
     cu_printf(c->t, "        for (int i = 0; i < %lld; i++) acc[i] = 0.f;\n    }\n", (long long)D);
     if (causal) cu_printf(c->t, "    const long last = min(%lldL, (long)blockIdx.y * %d + %d);\n", (long long)(T - 1), BQ, BQ - 1);
     else cu_printf(c->t, "    const long last = %lldL;\n", (long long)(T - 1));
-    cu_printf(c->t, "    for (long j0 = 0; j0 <= last; j0 += %d) {\n", BK);
+    if (W > 0) cu_printf(c->t, "    const long j00 = max(0L, (long)blockIdx.y * %d - %lld);\n", BQ, (long long)(W - 1));
+    cu_printf(c->t, "    for (long j0 = %s; j0 <= last; j0 += %d) {\n", W > 0 ? "j00" : "0", BK);
     cu_printf(c->t, "        for (int idx = threadIdx.x; idx < %lld; idx += %d) {\n", (long long)(BK * D), BQ);
     cu_printf(c->t, "            const int jj = idx / %lld, i = idx %% %lld;\n            const long j = j0 + jj;\n", (long long)D,
               (long long)D);
     cu_printf(c->t, "            float kv = 0.f, vv = 0.f;\n            if (j < %lld) {\n", (long long)T);
-    cu_printf(c->t, "                const long off = ((b * %lld + j) * %lld + h) * %lld;\n", (long long)T, (long long)H, (long long)D);
+    cu_printf(c->t, "                const long off = ((b * %lld + j) * %lld + h / %lld) * %lld;\n", (long long)T, (long long)Hkv,
+              (long long)G, (long long)D);
     cu_attention_element(c, "                ", "kv", k, rk, D, "off", "j", 1.0);
     cu_printf(c->t, "                vv = ld(%s, off + i);\n            }\n            Ks[jj][i] = kv;\n            Vs[jj][i] = vv;\n        }\n",
               va);
     cu_printf(c->t, "        __syncthreads();\n        if (active)\n            for (int jj = 0; jj < %d; jj++) {\n", BK);
     cu_printf(c->t, "                const long j = j0 + jj;\n                if (j >= %lld%s) break;\n", (long long)T, causal ? " || j > t" : "");
+    if (W > 0) cu_printf(c->t, "                if (j <= t - %lldL) continue;\n", (long long)W);
     cu_printf(c->t, "                float s = 0.f;\n#pragma unroll\n                for (int i = 0; i < %lld; i++) s = fmaf(q[i], Ks[jj][i], s);\n",
               (long long)D);
+    if (cap > 0) cu_printf(c->t, "                s = %.9ef * tanhf(s / %.9ef);\n", cap, cap);
     cu_printf(c->t, "                const float mn = fmaxf(m, s), corr = __expf(m - mn), p = __expf(s - mn);\n");
     cu_printf(c->t, "                l = l * corr + p;\n#pragma unroll\n                for (int i = 0; i < %lld; i++) acc[i] = fmaf(p, Vs[jj][i], acc[i] * corr);\n",
               (long long)D);
@@ -103,11 +111,14 @@ void cu_render_attention(cu_gen *c)
     c->launch->grid[1] = (unsigned)((T + BQ - 1) / BQ);
 }
 
+/* A block per (batch, key-value head): the new positions' rotated keys and
+ * values into its slice of the caches, then its G query heads' new rows. */
 void cu_render_kv_attention(cu_gen *c)
 {
     const lrc_node *a = &c->g->nodes[c->gr->anchor];
     int64_t B = a->shape.dim[0], T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3], half = D / 2;
-    int64_t Tmax = c->g->nodes[a->in[3]].shape.dim[1];
+    int64_t Tmax = c->g->nodes[a->in[3]].shape.dim[1], Hkv = c->g->nodes[a->in[1]].shape.dim[2], G = H / Hkv, W = a->iattr[0];
+    double cap = a->fattr[2];
     char q[16], k[16], v[16], kc[16], vc[16], pos[16], o[16], tab[64];
     cu_arg(c, a->in[0], q, sizeof q);
     cu_arg(c, a->in[1], k, sizeof k);
@@ -118,21 +129,22 @@ void cu_render_kv_attention(cu_gen *c)
     cu_arg(c, c->gr->anchor, o, sizeof o);
     cu_rope_table(c, D, a->fattr[1], tab, sizeof tab);
     cu_kernel_begin(c, 128);
-    cu_printf(c->t, "    const long b = blockIdx.x / %lld, h = blockIdx.x %% %lld, pos = %s[0];\n", (long long)H, (long long)H, pos);
+    cu_printf(c->t, "    const long b = blockIdx.x / %lld, hk = blockIdx.x %% %lld, pos = %s[0];\n", (long long)Hkv, (long long)Hkv, pos);
     cu_printf(c->t, "    if (pos < 0 || pos + %lld > %lld) return; /* checked by the runtime before launch */\n", (long long)T,
               (long long)Tmax);
     /* the new positions' rotated keys and values into the caches */
     cu_printf(c->t, "    for (long idx = threadIdx.x; idx < %lld; idx += blockDim.x) {\n", (long long)(T * D));
-    cu_printf(c->t, "        const long t = idx / %lld, i = idx %% %lld, src = ((b * %lld + t) * %lld + h) * %lld;\n", (long long)D,
-              (long long)D, (long long)T, (long long)H, (long long)D);
-    cu_printf(c->t, "        const long dst = ((b * %lld + pos + t) * %lld + h) * %lld;\n", (long long)Tmax, (long long)H, (long long)D);
+    cu_printf(c->t, "        const long t = idx / %lld, i = idx %% %lld, src = ((b * %lld + t) * %lld + hk) * %lld;\n", (long long)D,
+              (long long)D, (long long)T, (long long)Hkv, (long long)D);
+    cu_printf(c->t, "        const long dst = ((b * %lld + pos + t) * %lld + hk) * %lld;\n", (long long)Tmax, (long long)Hkv, (long long)D);
     cu_printf(c->t, "        float s, co;\n        sincosf((float)(pos + t) * %s[i %% %lld], &s, &co);\n", tab, (long long)half);
     cu_printf(c->t, "        st(%s, dst + i, i < %lld ? ld(%s, src + i) * co - ld(%s, src + i + %lld) * s\n", kc, (long long)half, k, k,
               (long long)half);
     cu_printf(c->t, "                                 : ld(%s, src + i) * co + ld(%s, src + i - %lld) * s);\n", k, k, (long long)half);
     cu_printf(c->t, "        st(%s, dst + i, ld(%s, src + i));\n    }\n    __syncthreads();\n", vc, v);
-    cu_printf(c->t, "    for (long t = threadIdx.x; t < %lld; t += blockDim.x) {\n        float qr[%lld], acc[%lld], m = -INFINITY, l = 0.f;\n",
-              (long long)T, (long long)D, (long long)D);
+    cu_printf(c->t, "    for (long x = threadIdx.x; x < %lld; x += blockDim.x) {\n        float qr[%lld], acc[%lld], m = -INFINITY, l = 0.f;\n",
+              (long long)(G * T), (long long)D, (long long)D);
+    cu_printf(c->t, "        const long t = x %% %lld, h = hk * %lld + x / %lld;\n", (long long)T, (long long)G, (long long)T);
     cu_printf(c->t, "        const long off = ((b * %lld + t) * %lld + h) * %lld;\n", (long long)T, (long long)H, (long long)D);
     cu_printf(c->t, "        for (int i = 0; i < %lld; i++) {\n            float s, co;\n            sincosf((float)(pos + t) * %s[i], &s, &co);\n",
               (long long)half, tab);
@@ -140,26 +152,67 @@ void cu_render_kv_attention(cu_gen *c)
     cu_printf(c->t, "            qr[i] = (x1 * co - x2 * s) * %.9ef;\n            qr[i + %lld] = (x2 * co + x1 * s) * %.9ef;\n        }\n",
               a->fattr[0], (long long)half, a->fattr[0]);
     cu_printf(c->t, "        for (int i = 0; i < %lld; i++) acc[i] = 0.f;\n", (long long)D);
-    cu_printf(c->t, "        for (long j = 0; j <= pos + t; j++) {\n            const long kv = ((b * %lld + j) * %lld + h) * %lld;\n",
-              (long long)Tmax, (long long)H, (long long)D);
+    /* a window of W keys at absolute positions: from pos + t - W + 1 on */
+    if (W > 0) cu_printf(c->t, "        for (long j = max(0L, pos + t - %lld); j <= pos + t; j++) {\n", (long long)(W - 1));
+    else cu_printf(c->t, "        for (long j = 0; j <= pos + t; j++) {\n");
+    cu_printf(c->t, "            const long kv = ((b * %lld + j) * %lld + hk) * %lld;\n", (long long)Tmax, (long long)Hkv, (long long)D);
     cu_printf(c->t, "            float s = 0.f;\n            for (int i = 0; i < %lld; i++) s = fmaf(qr[i], ld(%s, kv + i), s);\n",
               (long long)D, kc);
+    if (cap > 0) cu_printf(c->t, "            s = %.9ef * tanhf(s / %.9ef);\n", cap, cap);
     cu_printf(c->t, "            const float mn = fmaxf(m, s), corr = __expf(m - mn), p = __expf(s - mn);\n            l = l * corr + p;\n");
     cu_printf(c->t, "            for (int i = 0; i < %lld; i++) acc[i] = fmaf(p, ld(%s, kv + i), acc[i] * corr);\n            m = mn;\n        }\n",
               (long long)D, vc);
     cu_printf(c->t, "        for (int i = 0; i < %lld; i++) st(%s, off + i, acc[i] / l);\n    }\n}\n\n", (long long)D, o);
     c->launch->block = 128;
-    c->launch->grid[0] = (unsigned)(B * H);
+    c->launch->grid[0] = (unsigned)(B * Hkv);
 }
 
-/* A block per (batch, head): first each query row's max, sum and
- * rowsum(dP o P) into scratch, then the rows of the requested gradient:
- * dq_t = scale sum_j dS[t,j] k_j, dk_j = scale sum_t dS[t,j] q_t,
- * dv_j = sum_t P[t,j] dy_t, with dS = P o (dP - rowsum(dP o P)). */
+/* The rows of one gradient (cu_render_attention_grad): dq's G T rows, or
+ * dk's / dv's T rows of the key-value head, each the sum over the G heads. */
+static void grad_rows(cu_gen *c, const lrc_node *n, int which, int out, const char *q, const char *k, const char *v, const char *dy,
+                      const char *first, const char *colend, int64_t G, int64_t T, int64_t D, bool causal, double cap)
+{
+    char o[16];
+    cu_arg(c, out, o, sizeof o);
+    cu_printf(c->t, "    for (long x = threadIdx.x; x < %lld; x += blockDim.x) {\n        float acc[%lld];\n", (long long)(which ? T : G * T),
+              (long long)D);
+    cu_printf(c->t, "        for (int i = 0; i < %lld; i++) acc[i] = 0.f;\n", (long long)D);
+    if (which == 0)
+        cu_printf(c->t, "        const long t = x %% %lld, h = hk * %lld + x / %lld;\n        for (long j = %s; j < %s; j++) {\n", (long long)T,
+                  (long long)G, (long long)T, first, causal ? "t + 1" : colend);
+    else
+        cu_printf(c->t, "        const long j = x;\n        for (long h = hk * %lld; h < hk * %lld + %lld; h++)\n"
+                        "        for (long t = %s; t < %s; t++) {\n",
+                  (long long)G, (long long)G, (long long)G, causal ? "j" : "0", colend);
+    cu_printf(c->t, "            const long at = (h - hk * %lld) * %lld + t;\n", (long long)G, (long long)T);
+    cu_printf(c->t, "            float s, dp;\n            DOT(%s, ROW(t), %s, KROW(j), s);\n", q, k);
+    cu_printf(c->t, "            const float p = __expf(SC(s * %.9ef) - mx[at]) / sum[at];\n", n->fattr[0]);
+    if (which == 2) {
+        cu_printf(c->t, "            for (int i = 0; i < %lld; i++) acc[i] = fmaf(p, ld(%s, ROW(t) + i), acc[i]);\n", (long long)D, dy);
+    } else {
+        cu_printf(c->t, "            DOT(%s, ROW(t), %s, KROW(j), dp);\n            float ds = p * (dp - rd[at]);\n", dy, v);
+        if (cap > 0) /* the soft-cap's derivative: 1 - tanh^2 at the score */
+            cu_printf(c->t, "            { const float th = tanhf(s * %.9ef / %.9ef); ds *= 1.f - th * th; }\n", n->fattr[0], cap);
+        cu_printf(c->t, "            for (int i = 0; i < %lld; i++) acc[i] = fmaf(ds, ld(%s, %s + i), acc[i]);\n", (long long)D,
+                  which == 0 ? k : q, which == 0 ? "KROW(j)" : "ROW(t)");
+    }
+    cu_printf(c->t, "        }\n        for (int i = 0; i < %lld; i++) st(%s, %s + i, acc[i] * %.9ef);\n    }\n", (long long)D, o,
+              which == 0 ? "ROW(t)" : "KROW(j)", which == 2 ? 1.0 : n->fattr[0]);
+}
+
+/* A block per (batch, key-value head) and its G query heads: first each
+ * query row's max, sum and rowsum(dP o P) into scratch, then the rows of
+ * the requested gradient: dq_t = scale sum_j dS[t,j] k_j,
+ * dk_j = scale sum_t dS[t,j] q_t, dv_j = sum_t P[t,j] dy_t (both summed
+ * over the G heads), dS = P o (dP - rowsum(dP o P)) o CAPD (the soft-cap's
+ * 1 - tanh^2; SC(x) is the capped score). */
 bool cu_render_attention_grad(cu_gen *c, const lrc_node *n)
 {
-    int64_t B = n->shape.dim[0], T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3];
+    const lrc_shape *qs = &c->g->nodes[n->in[0]].shape;
+    int64_t B = qs->dim[0], T = qs->dim[1], H = qs->dim[2], D = qs->dim[3], Hkv = c->g->nodes[n->in[1]].shape.dim[2], G = H / Hkv;
+    int64_t W = n->iattr[2];
     bool causal = n->iattr[0] != 0;
+    double cap = n->fattr[1];
     /* the group holds the gradient of q, k and/or v (fuse rule 6) */
     int out_of[3] = {-1, -1, -1};
     for (int j = 0; j < c->gr->n_nodes; j++) {
@@ -168,55 +221,48 @@ bool cu_render_attention_grad(cu_gen *c, const lrc_node *n)
         out_of[m->iattr[1]] = c->gr->nodes[j];
     }
     bool need_rd = out_of[0] >= 0 || out_of[1] >= 0;
-    char q[16], k[16], v[16], dy[16], all[32];
+    char q[16], k[16], v[16], dy[16], all[32], first[64], colend[64];
     cu_arg(c, n->in[0], q, sizeof q);
     cu_arg(c, n->in[1], k, sizeof k);
     cu_arg(c, n->in[2], v, sizeof v);
     cu_arg(c, n->in[3], dy, sizeof dy);
     snprintf(all, sizeof all, "%lldL", (long long)T);
+    /* keys row t sees start at FIRST(t); query rows that see key j end before COLEND(j) */
+    snprintf(first, sizeof first, "0");
+    snprintf(colend, sizeof colend, "%lldL", (long long)T);
+    if (W > 0) {
+        snprintf(first, sizeof first, "max(0L, t - %lldL)", (long long)(W - 1));
+        snprintf(colend, sizeof colend, "min(%lldL, j + %lldL)", (long long)T, (long long)W);
+    }
     c->launch->scratch_bytes = B * H * 3 * T * 4;
     cu_kernel_begin(c, 256);
-    cu_printf(c->t, "    const long b = blockIdx.x / %lld, h = blockIdx.x %% %lld;\n", (long long)H, (long long)H);
-    cu_printf(c->t, "    float *mx = scratch + (long)blockIdx.x * %lld, *sum = mx + %lld, *rd = sum + %lld;\n", (long long)(3 * T),
-              (long long)T, (long long)T);
+    cu_printf(c->t, "    const long b = blockIdx.x / %lld, hk = blockIdx.x %% %lld;\n", (long long)Hkv, (long long)Hkv);
+    cu_printf(c->t, "    float *mx = scratch + (long)blockIdx.x * %lld, *sum = mx + %lld, *rd = sum + %lld;\n", (long long)(3 * G * T),
+              (long long)(G * T), (long long)(G * T));
     cu_printf(c->t, "#define ROW(t) (((b * %lld + (t)) * %lld + h) * %lld)\n", (long long)T, (long long)H, (long long)D);
+    cu_printf(c->t, "#define KROW(t) (((b * %lld + (t)) * %lld + hk) * %lld)\n", (long long)T, (long long)Hkv, (long long)D);
     cu_printf(c->t, "#define DOT(A, r1, B2, r2, out) { out = 0.f; for (int i = 0; i < %lld; i++) out = fmaf(ld(A, r1 + i), ld(B2, r2 + i), out); }\n",
               (long long)D);
+    if (cap > 0) cu_printf(c->t, "#define SC(x) (%.9ef * tanhf((x) / %.9ef))\n", cap, cap);
+    else cu_printf(c->t, "#define SC(x) (x)\n");
     /* each query row's max, sum and (for dq, dk) rowsum(dP o P) */
-    cu_printf(c->t, "    for (long t = threadIdx.x; t < %lld; t += blockDim.x) {\n        const long keys = %s;\n", (long long)T,
+    cu_printf(c->t, "    for (long x = threadIdx.x; x < %lld; x += blockDim.x) {\n", (long long)(G * T));
+    cu_printf(c->t, "        const long t = x %% %lld, h = hk * %lld + x / %lld, keys = %s;\n", (long long)T, (long long)G, (long long)T,
               causal ? "t + 1" : all);
     cu_printf(c->t, "        float m = -INFINITY, l = 0.f, r = 0.f, s;\n");
-    cu_printf(c->t, "        for (long j = 0; j < keys; j++) { DOT(%s, ROW(t), %s, ROW(j), s); m = fmaxf(m, s * %.9ef); }\n", q, k, n->fattr[0]);
-    cu_printf(c->t, "        for (long j = 0; j < keys; j++) { DOT(%s, ROW(t), %s, ROW(j), s); l += __expf(s * %.9ef - m); }\n", q, k, n->fattr[0]);
+    cu_printf(c->t, "        for (long j = %s; j < keys; j++) { DOT(%s, ROW(t), %s, KROW(j), s); m = fmaxf(m, SC(s * %.9ef)); }\n", first, q, k,
+              n->fattr[0]);
+    cu_printf(c->t, "        for (long j = %s; j < keys; j++) { DOT(%s, ROW(t), %s, KROW(j), s); l += __expf(SC(s * %.9ef) - m); }\n", first, q,
+              k, n->fattr[0]);
     if (need_rd)
-        cu_printf(c->t, "        for (long j = 0; j < keys; j++) {\n            float dp;\n            DOT(%s, ROW(t), %s, ROW(j), s);\n"
-                        "            DOT(%s, ROW(t), %s, ROW(j), dp);\n            r += __expf(s * %.9ef - m) / l * dp;\n        }\n",
-                  q, k, dy, v, n->fattr[0]);
-    cu_printf(c->t, "        mx[t] = m;\n        sum[t] = l;\n        rd[t] = r;\n    }\n    __syncthreads();\n");
-    /* then the rows of each gradient: dq_t = scale sum_j dS[t,j] k_j,
-     * dk_j = scale sum_t dS[t,j] q_t, dv_j = sum_t P[t,j] dy_t */
-    for (int which = 0; which < 3; which++) {
-        if (out_of[which] < 0) continue;
-        char o[16];
-        cu_arg(c, out_of[which], o, sizeof o);
-        cu_printf(c->t, "    for (long x = threadIdx.x; x < %lld; x += blockDim.x) {\n        float acc[%lld];\n", (long long)T, (long long)D);
-        cu_printf(c->t, "        for (int i = 0; i < %lld; i++) acc[i] = 0.f;\n", (long long)D);
-        if (which == 0) cu_printf(c->t, "        const long t = x;\n        for (long j = 0; j < %s; j++) {\n", causal ? "t + 1" : all);
-        else cu_printf(c->t, "        const long j = x;\n        for (long t = %s; t < %lld; t++) {\n", causal ? "j" : "0", (long long)T);
-        cu_printf(c->t, "            float s, dp;\n            DOT(%s, ROW(t), %s, ROW(j), s);\n", q, k);
-        cu_printf(c->t, "            const float p = __expf(s * %.9ef - mx[t]) / sum[t];\n", n->fattr[0]);
-        if (which == 2) {
-            cu_printf(c->t, "            for (int i = 0; i < %lld; i++) acc[i] = fmaf(p, ld(%s, ROW(t) + i), acc[i]);\n", (long long)D, dy);
-        } else {
-            cu_printf(c->t, "            DOT(%s, ROW(t), %s, ROW(j), dp);\n            const float ds = p * (dp - rd[t]);\n", dy, v);
-            cu_printf(c->t, "            for (int i = 0; i < %lld; i++) acc[i] = fmaf(ds, ld(%s, ROW(%s) + i), acc[i]);\n", (long long)D,
-                      which == 0 ? k : q, which == 0 ? "j" : "t");
-        }
-        cu_printf(c->t, "        }\n        for (int i = 0; i < %lld; i++) st(%s, ROW(x) + i, acc[i] * %.9ef);\n    }\n", (long long)D, o,
-                  which == 2 ? 1.0 : n->fattr[0]);
-    }
-    cu_printf(c->t, "#undef ROW\n#undef DOT\n}\n\n");
+        cu_printf(c->t, "        for (long j = %s; j < keys; j++) {\n            float dp;\n            DOT(%s, ROW(t), %s, KROW(j), s);\n"
+                        "            DOT(%s, ROW(t), %s, KROW(j), dp);\n            r += __expf(SC(s * %.9ef) - m) / l * dp;\n        }\n",
+                  first, q, k, dy, v, n->fattr[0]);
+    cu_printf(c->t, "        mx[x] = m;\n        sum[x] = l;\n        rd[x] = r;\n    }\n    __syncthreads();\n");
+    for (int which = 0; which < 3; which++)
+        if (out_of[which] >= 0) grad_rows(c, n, which, out_of[which], q, k, v, dy, first, colend, G, T, D, causal, cap);
+    cu_printf(c->t, "#undef ROW\n#undef KROW\n#undef DOT\n#undef SC\n}\n\n");
     c->launch->block = 256;
-    c->launch->grid[0] = (unsigned)(B * H);
+    c->launch->grid[0] = (unsigned)(B * Hkv);
     return true;
 }

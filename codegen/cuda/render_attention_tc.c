@@ -26,6 +26,10 @@ bool cu_render_attention_tc(cu_gen *c)
     if (lrc_env_is("LRC_CUDA_TC_ATTENTION", "0") || D % 16 || D > 128 || cu_storage(c, q) != LRC_CUDA_BF16 ||
         cu_storage(c, k) != LRC_CUDA_BF16 || cu_storage(c, v) != LRC_CUDA_BF16 || cu_storage(c, c->gr->anchor) != LRC_CUDA_BF16)
         return false;
+    /* grouped key-value heads, a sliding window and the soft-cap are the f32
+     * kernel's (render_attention.c) for now: this one reads k and v with q's
+     * heads and masks only the causal triangle */
+    if (c->g->nodes[a->in[1]].shape.dim[2] != H || a->iattr[1] || a->fattr[1]) return false;
     const bool causal = a->iattr[0] != 0;
     const long long TT = (long long)T, HH = (long long)H, DD = (long long)D;
     char va[16], o[16];

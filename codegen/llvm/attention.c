@@ -89,6 +89,7 @@ static void load_row(kgen *k, const qk_src *s, LLVMValueRef off, LLVMValueRef t,
 typedef struct {
     LLVMValueRef S, qp, acc[256], sumv, sums, maxs;
     int64_t nchunks, tail;
+    double cap; /* the logits' soft-cap, 0: none */
 } attend_ctx;
 
 static void attend_init(kgen *k, attend_ctx *c, int64_t D)
@@ -129,6 +130,7 @@ static void attend(kgen *k, attend_ctx *c, int64_t D, LLVMValueRef K, LLVMValueR
     for (int64_t i = c->nchunks * vec; i < D; i++)
         ds = em_fma(e, em_load(e, qp, em_i64(e, i), 1), em_load(e, K, em_iadd(e, koff, em_i64(e, i)), 1), ds);
     LLVMValueRef sc = em_add(e, em_hsum(e, dv, vec), ds);
+    if (c->cap > 0) sc = em_mul(e, em_tanh(e, LLVMBuildFDiv(e->b, sc, em_f32(e, c->cap), ""), 1), em_f32(e, c->cap));
     em_store(e, S, j, sc, 1);
     LLVMBuildStore(e->b, em_intr2(e, "maxnum", sc, LLVMBuildLoad2(e->b, e->f32, c->maxs, "")), c->maxs);
     em_for_end(e, &ls, em_i64(e, 1));
@@ -180,6 +182,54 @@ static LLVMValueRef splat_i64(em_t *e, LLVMValueRef x, int w)
     return LLVMBuildShuffleVector(e->b, v, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(e->i32, (unsigned)w)), "");
 }
 
+/* The keys of one key-value head (kv0: its row 0), rotated when kk says so,
+ * into a new block stored transposed, Kt[d * Tp + j], the padding keys
+ * j >= T zeros (so that their unused scores stay finite). */
+static LLVMValueRef transposed_keys(kgen *k, const qk_src *kk, LLVMValueRef kv0, int64_t T, int64_t Hkv, int64_t D, int64_t Tp)
+{
+    em_t *e = k->e;
+    em_loop lj;
+    LLVMValueRef zero2[2] = {em_i64(e, 0), em_i64(e, 0)};
+    LLVMValueRef Kt = em_malloc(e, em_i64(e, D * Tp * 4));
+    LLVMValueRef krow = em_alloca(e, LLVMArrayType(e->f32, (unsigned)D), "krow");
+    LLVMValueRef kp = LLVMBuildGEP2(e->b, LLVMArrayType(e->f32, (unsigned)D), krow, zero2, 2, "");
+    LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, T));
+    load_row(k, kk, em_iadd(e, kv0, em_imul(e, j, em_i64(e, Hkv * D))), j, D, 1.0, kp, em_i64(e, 0));
+    for (int64_t d = 0; d < D; d++) em_store(e, Kt, em_iadd(e, j, em_i64(e, d * Tp)), em_load(e, kp, em_i64(e, d), 1), 1);
+    em_for_end(e, &lj, em_i64(e, 1));
+    for (int64_t d = 0; d < D; d++)
+        for (int64_t jj = T; jj < Tp; jj++) em_store(e, Kt, em_i64(e, d * Tp + jj), em_f32(e, 0), 1);
+    return Kt;
+}
+
+/* O[ooff..+D) = the accumulators over their row sum, where `in` (a row
+ * inside the sequence) holds. */
+static void store_row(kgen *k, LLVMValueRef O, LLVMValueRef ooff, LLVMValueRef in, int64_t D, LLVMValueRef *acc, LLVMValueRef *accs,
+                      LLVMValueRef sumv, LLVMValueRef sums)
+{
+    em_t *e = k->e;
+    int vec = k->p->tiling.vec;
+    int64_t nch = D / vec, tail = D % vec;
+    LLVMTypeRef vt = em_vty(e, vec);
+    em_if store;
+    em_if_begin(e, &store, in);
+    LLVMValueRef inv = LLVMBuildFDiv(e->b, em_f32(e, 1.0),
+                                     em_add(e, em_hsum(e, LLVMBuildLoad2(e->b, vt, sumv, ""), vec), LLVMBuildLoad2(e->b, e->f32, sums, "")), "");
+    for (int64_t c = 0; c < nch; c++)
+        em_store(e, O, em_iadd(e, ooff, em_i64(e, c * vec)), em_mul(e, LLVMBuildLoad2(e->b, vt, acc[c], ""), em_splat(e, inv, vec)), vec);
+    for (int64_t c = 0; c < tail; c++)
+        em_store(e, O, em_iadd(e, ooff, em_i64(e, nch * vec + c)), em_mul(e, LLVMBuildLoad2(e->b, e->f32, accs[c], ""), inv), 1);
+    em_if_end(e, &store);
+}
+
+/* Keys jv (a vector) a row sees: before nk, and from first on (NULL: no window). */
+static LLVMValueRef seen_keys(em_t *e, LLVMValueRef jv, LLVMValueRef nk, LLVMValueRef first, int vec)
+{
+    LLVMValueRef seen = LLVMBuildICmp(e->b, LLVMIntSLT, jv, splat_i64(e, nk, vec), "");
+    if (first) seen = LLVMBuildAnd(e->b, seen, LLVMBuildICmp(e->b, LLVMIntSGE, jv, splat_i64(e, first, vec), ""), "");
+    return seen;
+}
+
 /* Causal (or full) attention of a block of QB query rows at once: every
  * key row and value row loaded from cache feeds QB dot products or QB
  * accumulators, instead of one (loads, not FMAs, bound the one-row form).
@@ -201,6 +251,10 @@ void kg_attention(kgen *k)
      * keys are not a power of two apart (they would share a few L1 sets) */
     int64_t nch = D / vec, tail = D % vec, Tp = (T + vec - 1) / vec * vec + vec;
     bool causal = a->iattr[0] != 0;
+    /* GQA: query head h reads key-value head h / G; a sliding window of W
+     * keys hides keys before row t - W + 1 (attn_first_key, ir/ref_template.h) */
+    int64_t Hkv = k->g->nodes[a->in[1]].shape.dim[2], G = H / Hkv, W = a->iattr[1];
+    double cap = a->fattr[1];
     qk_src q = source_of(k, a->in[0], T, D), kk = source_of(k, a->in[1], T, D);
     LLVMValueRef V = kg_ptr(k, a->in[2]), O = kg_ptr(k, k->gr->anchor);
     LLVMTypeRef vt = em_vty(e, vec);
@@ -220,44 +274,45 @@ void kg_attention(kgen *k)
     LLVMValueRef qp = LLVMBuildGEP2(e->b, LLVMArrayType(e->f32, (unsigned)(QB * D)), qarr, zero2, 2, "");
     LLVMPositionBuilderAtEnd(e->b, here);
 
-    em_loop litem, lj, lt, lk, lp, lv;
+    em_loop litem, lt, lk, lp, lv;
     LLVMValueRef item = em_for_begin(e, &litem, e->begin, e->end);
     LLVMValueRef b = LLVMBuildSDiv(e->b, item, em_i64(e, H), ""), h = LLVMBuildSRem(e->b, item, em_i64(e, H), "");
     LLVMValueRef head0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T * H)), h), em_i64(e, D));
+    LLVMValueRef kv0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T * Hkv)), LLVMBuildSDiv(e->b, h, em_i64(e, G), "")), em_i64(e, D));
     #define ROW(tv) em_iadd(e, head0, em_imul(e, (tv), em_i64(e, H * D)))
-    /* keys rotated once per item, stored transposed: Kt[d * Tp + j] */
-    LLVMValueRef Kt = em_malloc(e, em_i64(e, D * Tp * 4)), S = em_malloc(e, em_i64(e, QB * Tp * 4));
-    LLVMValueRef krow = em_alloca(e, LLVMArrayType(e->f32, (unsigned)D), "krow");
-    LLVMValueRef kp = LLVMBuildGEP2(e->b, LLVMArrayType(e->f32, (unsigned)D), krow, zero2, 2, "");
-    LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, T));
-    load_row(k, &kk, ROW(j), j, D, 1.0, kp, em_i64(e, 0));
-    for (int64_t d = 0; d < D; d++) em_store(e, Kt, em_iadd(e, j, em_i64(e, d * Tp)), em_load(e, kp, em_i64(e, d), 1), 1);
-    em_for_end(e, &lj, em_i64(e, 1));
-    for (int64_t d = 0; d < D; d++) /* padding keys: zeros, so their unused scores stay finite */
-        for (int64_t jj = T; jj < Tp; jj++) em_store(e, Kt, em_i64(e, d * Tp + jj), em_f32(e, 0), 1);
+    #define KROW(tv) em_iadd(e, kv0, em_imul(e, (tv), em_i64(e, Hkv * D)))
+    LLVMValueRef Kt = transposed_keys(k, &kk, kv0, T, Hkv, D, Tp), S = em_malloc(e, em_i64(e, QB * Tp * 4)), j;
 
     LLVMValueRef t0 = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
     /* rows past T repeat the last row: computed, never stored */
-    LLVMValueRef trow[8], nk[8];
+    LLVMValueRef trow[8], nk[8], first[8];
     for (int r = 0; r < QB; r++) {
         LLVMValueRef tr = em_iadd(e, t0, em_i64(e, r));
         LLVMValueRef in = LLVMBuildICmp(e->b, LLVMIntSLT, tr, em_i64(e, T), "");
         trow[r] = LLVMBuildSelect(e->b, in, tr, em_i64(e, T - 1), "");
         nk[r] = causal ? em_iadd(e, trow[r], em_i64(e, 1)) : em_i64(e, T);
+        LLVMValueRef lo = em_iadd(e, trow[r], em_i64(e, 1 - W));
+        first[r] = W > 0 ? LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, lo, em_i64(e, 0), ""), lo, em_i64(e, 0), "") : NULL;
         load_row(k, &q, ROW(trow[r]), trow[r], D, a->fattr[0], qp, em_i64(e, r * D));
         LLVMBuildStore(e->b, em_f32(e, -INFINITY), maxs[r]);
     }
     LLVMValueRef nkb = causal ? nk[QB - 1] : em_i64(e, T); /* keys any row of the block sees */
+    /* from the first key of the block's first row, down to a whole vector */
+    LLVMValueRef js = W > 0 ? em_imul(e, LLVMBuildSDiv(e->b, first[0], em_i64(e, vec), ""), em_i64(e, vec)) : em_i64(e, 0);
     /* scores, a vector of keys at a time for every row of the block: one
      * transposed key load feeds QB FMAs, no horizontal sums */
-    j = em_for_begin(e, &lk, em_i64(e, 0), nkb);
+    j = em_for_begin(e, &lk, js, nkb);
     LLVMValueRef sv[8];
     for (int r = 0; r < QB; r++) sv[r] = em_fw(e, 0, vec);
     for (int64_t d = 0; d < D; d++) {
         LLVMValueRef kd = em_load(e, Kt, em_iadd(e, j, em_i64(e, d * Tp)), vec);
         for (int r = 0; r < QB; r++) sv[r] = em_fma(e, em_splat(e, em_load(e, qp, em_i64(e, r * D + d), 1), vec), kd, sv[r]);
     }
-    for (int r = 0; r < QB; r++) em_store(e, S, em_iadd(e, j, em_i64(e, r * Tp)), sv[r], vec);
+    for (int r = 0; r < QB; r++) {
+        if (cap > 0) /* Gemma2's soft-cap, cap tanh(s / cap), before the mask */
+            sv[r] = em_mul(e, em_tanh(e, LLVMBuildFDiv(e->b, sv[r], em_fw(e, cap, vec), ""), vec), em_fw(e, cap, vec));
+        em_store(e, S, em_iadd(e, j, em_i64(e, r * Tp)), sv[r], vec);
+    }
     em_for_end(e, &lk, em_i64(e, vec));
     LLVMValueRef idxv[16];
     for (int i = 0; i < vec; i++) idxv[i] = LLVMConstInt(e->i64, (unsigned long long)i, 0);
@@ -265,9 +320,9 @@ void kg_attention(kgen *k)
     for (int r = 0; r < QB; r++) {
         LLVMValueRef mv = em_alloca(e, vt, "maxv");
         LLVMBuildStore(e->b, em_fw(e, -INFINITY, vec), mv);
-        j = em_for_begin(e, &lk, em_i64(e, 0), nk[r]);
+        j = em_for_begin(e, &lk, js, nk[r]);
         LLVMValueRef jv = LLVMBuildAdd(e->b, splat_i64(e, j, vec), LLVMConstVector(idxv, (unsigned)vec), "");
-        LLVMValueRef seen = LLVMBuildICmp(e->b, LLVMIntSLT, jv, splat_i64(e, nk[r], vec), "");
+        LLVMValueRef seen = seen_keys(e, jv, nk[r], first[r], vec);
         LLVMValueRef x = LLVMBuildSelect(e->b, seen, em_load(e, S, em_iadd(e, j, em_i64(e, r * Tp)), vec), em_fw(e, -INFINITY, vec), "");
         LLVMBuildStore(e->b, em_intr2(e, "maxnum", x, LLVMBuildLoad2(e->b, vt, mv, "")), mv);
         em_for_end(e, &lk, em_i64(e, vec));
@@ -279,10 +334,10 @@ void kg_attention(kgen *k)
         LLVMValueRef mx = LLVMBuildLoad2(e->b, e->f32, maxs[r], ""), base = em_i64(e, r * Tp);
         LLVMBuildStore(e->b, em_fw(e, 0, vec), sumv[r]);
         LLVMBuildStore(e->b, em_f32(e, 0), sums[r]);
-        j = em_for_begin(e, &lp, em_i64(e, 0), nkb);
+        j = em_for_begin(e, &lp, js, nkb);
         LLVMValueRef pv = em_exp(e, LLVMBuildFSub(e->b, em_load(e, S, em_iadd(e, base, j), vec), em_splat(e, mx, vec), ""), vec);
         LLVMValueRef jv = LLVMBuildAdd(e->b, splat_i64(e, j, vec), LLVMConstVector(idxv, (unsigned)vec), "");
-        pv = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, jv, splat_i64(e, nk[r], vec), ""), pv, em_fw(e, 0, vec), "");
+        pv = LLVMBuildSelect(e->b, seen_keys(e, jv, nk[r], first[r], vec), pv, em_fw(e, 0, vec), "");
         em_store(e, S, em_iadd(e, base, j), pv, vec);
         LLVMBuildStore(e->b, em_add(e, pv, LLVMBuildLoad2(e->b, vt, sumv[r], "")), sumv[r]);
         em_for_end(e, &lp, em_i64(e, vec));
@@ -292,8 +347,8 @@ void kg_attention(kgen *k)
     /* out = P V: each value row loaded once for the block */
     LLVMValueRef kv[64], ks[64];
     for (int r0 = 0; r0 < QB; r0 += RG) {
-        j = em_for_begin(e, &lv, em_i64(e, 0), nkb);
-        LLVMValueRef voff = ROW(j);
+        j = em_for_begin(e, &lv, js, nkb);
+        LLVMValueRef voff = KROW(j);
         for (int64_t c = 0; c < nch; c++) kv[c] = em_load(e, V, em_iadd(e, voff, em_i64(e, c * vec)), vec);
         for (int64_t c = 0; c < tail; c++) ks[c] = em_load(e, V, em_iadd(e, voff, em_i64(e, nch * vec + c)), 1);
         for (int r = r0; r < r0 + RG; r++) {
@@ -307,35 +362,26 @@ void kg_attention(kgen *k)
     }
     for (int r = 0; r < QB; r++) {
         LLVMValueRef tr = em_iadd(e, t0, em_i64(e, r));
-        em_if store;
-        em_if_begin(e, &store, LLVMBuildICmp(e->b, LLVMIntSLT, tr, em_i64(e, T), ""));
-        LLVMValueRef inv = LLVMBuildFDiv(e->b, em_f32(e, 1.0),
-                                         em_add(e, em_hsum(e, LLVMBuildLoad2(e->b, vt, sumv[r], ""), vec),
-                                                LLVMBuildLoad2(e->b, e->f32, sums[r], "")), "");
-        LLVMValueRef ooff = ROW(tr);
-        for (int64_t c = 0; c < nch; c++)
-            em_store(e, O, em_iadd(e, ooff, em_i64(e, c * vec)),
-                     em_mul(e, LLVMBuildLoad2(e->b, vt, acc[r][c], ""), em_splat(e, inv, vec)), vec);
-        for (int64_t c = 0; c < tail; c++)
-            em_store(e, O, em_iadd(e, ooff, em_i64(e, nch * vec + c)), em_mul(e, LLVMBuildLoad2(e->b, e->f32, accs[r][c], ""), inv), 1);
-        em_if_end(e, &store);
+        store_row(k, O, ROW(tr), LLVMBuildICmp(e->b, LLVMIntSLT, tr, em_i64(e, T), ""), D, acc[r], accs[r], sumv[r], sums[r]);
     }
     em_for_end(e, &lt, em_i64(e, QB));
     em_free(e, Kt);
     em_free(e, S);
     em_for_end(e, &litem, em_i64(e, 1));
     #undef ROW
+    #undef KROW
 }
 
 /* One decoding step: the new rows' rotated k and their v go into the caches
- * at positions pos.. (each work item owns its (batch, head) slice of them),
- * then each new query attends to cache rows [0, pos + t]. */
+ * at positions pos.. (each work item owns its (batch, key-value head) slice
+ * of them), then each new query of the item's G query heads attends to
+ * cache rows [0, pos + t], or the last `window` of them. */
 void kg_kv_attention(kgen *k)
 {
     em_t *e = k->e;
     const lrc_node *a = &k->g->nodes[k->gr->anchor];
     int64_t T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3];
-    int64_t Tmax = k->g->nodes[a->in[3]].shape.dim[1];
+    int64_t Tmax = k->g->nodes[a->in[3]].shape.dim[1], Hkv = k->g->nodes[a->in[1]].shape.dim[2], G = H / Hkv, W = a->iattr[0];
     double base = a->fattr[1];
     qk_src q = {kg_ptr(k, a->in[0]), kg_rope_table(e, Tmax, D, base, false), kg_rope_table(e, Tmax, D, base, true)};
     qk_src kk = {kg_ptr(k, a->in[1]), q.cos, q.sin}, vv = {kg_ptr(k, a->in[2]), NULL, NULL};
@@ -344,26 +390,40 @@ void kg_kv_attention(kgen *k)
     LLVMValueRef pos = LLVMBuildSExt(e->b, em_load_i32(e, POS, em_i64(e, 0)), e->i64, "pos");
     attend_ctx c;
     attend_init(k, &c, D);
-    em_loop litem, lt;
+    c.cap = a->fattr[2];
+    em_loop litem, lt, lg;
     LLVMValueRef item = em_for_begin(e, &litem, e->begin, e->end);
-    LLVMValueRef b = LLVMBuildSDiv(e->b, item, em_i64(e, H), ""), h = LLVMBuildSRem(e->b, item, em_i64(e, H), "");
-    LLVMValueRef head0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T * H)), h), em_i64(e, D));
-    LLVMValueRef cache0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, Tmax * H)), h), em_i64(e, D));
-    #define ROW(tv) em_iadd(e, head0, em_imul(e, (tv), em_i64(e, H * D)))
-    #define CROW(tv) em_iadd(e, cache0, em_imul(e, (tv), em_i64(e, H * D)))
+    LLVMValueRef b = LLVMBuildSDiv(e->b, item, em_i64(e, Hkv), ""), hk = LLVMBuildSRem(e->b, item, em_i64(e, Hkv), "");
+    LLVMValueRef kvrow0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T * Hkv)), hk), em_i64(e, D));
+    LLVMValueRef cache0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, Tmax * Hkv)), hk), em_i64(e, D));
+    #define KVROW(tv) em_iadd(e, kvrow0, em_imul(e, (tv), em_i64(e, Hkv * D)))
+    #define CROW(tv) em_iadd(e, cache0, em_imul(e, (tv), em_i64(e, Hkv * D)))
     LLVMValueRef t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
     LLVMValueRef at = em_iadd(e, pos, t);
-    load_row(k, &kk, ROW(t), at, D, 1.0, KC, CROW(at));
-    load_row(k, &vv, ROW(t), at, D, 1.0, VC, CROW(at));
+    load_row(k, &kk, KVROW(t), at, D, 1.0, KC, CROW(at));
+    load_row(k, &vv, KVROW(t), at, D, 1.0, VC, CROW(at));
     em_for_end(e, &lt, em_i64(e, 1));
     c.S = em_malloc(e, em_i64(e, Tmax * 4));
+    LLVMValueRef gi = em_for_begin(e, &lg, em_i64(e, 0), em_i64(e, G));
+    LLVMValueRef h = em_iadd(e, em_imul(e, hk, em_i64(e, G)), gi);
+    LLVMValueRef head0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T * H)), h), em_i64(e, D));
+    #define ROW(tv) em_iadd(e, head0, em_imul(e, (tv), em_i64(e, H * D)))
     t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
     at = em_iadd(e, pos, t);
     load_row(k, &q, ROW(t), at, D, a->fattr[0], c.qp, em_i64(e, 0));
-    attend(k, &c, D, KC, cache0, H * D, VC, cache0, H * D, em_iadd(e, at, em_i64(e, 1)), O, ROW(t));
+    /* the window's first key (attn_first_key): the cache rows from there on */
+    LLVMValueRef first = em_i64(e, 0);
+    if (W > 0) {
+        LLVMValueRef lo = em_iadd(e, at, em_i64(e, 1 - W));
+        first = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, lo, em_i64(e, 0), ""), lo, em_i64(e, 0), "");
+    }
+    LLVMValueRef from = em_iadd(e, cache0, em_imul(e, first, em_i64(e, Hkv * D)));
+    attend(k, &c, D, KC, from, Hkv * D, VC, from, Hkv * D, LLVMBuildSub(e->b, em_iadd(e, at, em_i64(e, 1)), first, ""), O, ROW(t));
     em_for_end(e, &lt, em_i64(e, 1));
+    em_for_end(e, &lg, em_i64(e, 1));
     em_free(e, c.S);
     em_for_end(e, &litem, em_i64(e, 1));
     #undef ROW
+    #undef KVROW
     #undef CROW
 }

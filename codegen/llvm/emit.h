@@ -52,6 +52,8 @@ LLVMValueRef em_intr2(em_t *e, const char *name, LLVMValueRef x, LLVMValueRef y)
 /* exp(x) to about 2 ulp (Cephes' expf), vectorisable; saturates outside
  * [-87.3, 88.7] instead of returning 0 or inf. */
 LLVMValueRef em_exp(em_t *e, LLVMValueRef x, int w);
+/* tanh(x) from em_exp, to about 2.5e-7 absolute (the soft-cap of attention logits). */
+LLVMValueRef em_tanh(em_t *e, LLVMValueRef x, int w);
 /* erf(x) to 3.4e-7 absolute, vectorisable (a rational approximation). */
 LLVMValueRef em_erf(em_t *e, LLVMValueRef x, int w);
 /* Horizontal sum / max of a vector (a fixed pairwise order). */

@@ -26,7 +26,7 @@ int lrc_pass_kv_cache(lrc_graph **gp, int64_t max_len, lrc_err *err)
                 if (n->loc) lrc_err_prefix(err, "%s", n->loc);
                 break;
             }
-            lrc_shape cs = n->shape;
+            lrc_shape cs = k->shape; /* the key-value heads only (GQA's cache is H / Hkv times smaller) */
             cs.dim[1] = max_len;
             char kn[64], vn[64];
             snprintf(kn, sizeof kn, "cache.%d.k", layer);
@@ -34,7 +34,7 @@ int lrc_pass_kv_cache(lrc_graph **gp, int64_t max_len, lrc_err *err)
             int kc = lrc_graph_add_state(ng, kn, &cs, n->loc, err), vc = kc < 0 ? -1 : lrc_graph_add_state(ng, vn, &cs, n->loc, err);
             lrc_node kv = {.op = LRC_OP_KV_ATTENTION, .n_in = 6,
                            .in = {map[q->in[0]], map[k->in[0]], map[n->in[2]], kc, vc, pos},
-                           .fattr = {n->fattr[0], q->fattr[0]}, .loc = n->loc};
+                           .iattr = {n->iattr[1]}, .fattr = {n->fattr[0], q->fattr[0], n->fattr[1]}, .loc = n->loc};
             map[id] = vc < 0 ? -1 : lrc_graph_add(ng, &kv, err);
         } else {
             map[id] = lrc_graph_add(ng, &p, err);

@@ -289,7 +289,8 @@ static void rule6_share_gradients(fuse *fu)
             const lrc_node *m = &g->nodes[j];
             if (m->op != n->op || s->group_of[j] == s->group_of[id] || pg[s->group_of[j]].size != 1) continue;
             /* attributes: all but `which` (iattr[1] of both ops) */
-            bool same = m->iattr[0] == n->iattr[0] && m->fattr[0] == n->fattr[0] && m->n_in == n->n_in;
+            bool same = m->n_in == n->n_in && !memcmp(m->fattr, n->fattr, sizeof m->fattr);
+            for (int a = 0; a < LRC_MAX_IATTR; a++) same = same && (a == 1 || m->iattr[a] == n->iattr[a]);
             for (int k = 0; k < n->n_in; k++) same = same && s->buffer_of[m->in[k]] == s->buffer_of[n->in[k]];
             if (!same) continue;
             pg[s->group_of[j]].dead = true;

@@ -225,6 +225,37 @@ return M
 EOF
 t "unknown attribute to an op" 1 'attr\.lua:6: ' 'rmsnorm' "'epsilon'" -- init attr.lua -o out.safetensors
 
+# attention's attrs by name: window and softcap are known, a misspelt one is not; k and v
+# with 4 heads for q's 6 do not group (GQA needs Hkv dividing H)
+model gqa_attr.lua <<'EOF'
+local lrc = require "lrc"
+local nn = require "lrc.nn"
+local M = { defaults = { d_model = 48, vocab = 16 }, presets = {} }
+function M.build(cfg, tokens)
+  local x = nn.embedding("embed", cfg.vocab, cfg.d_model)(tokens)
+  local q = lrc.reshape(x, { -1, 1, 6, 8 })
+  local kv = lrc.reshape(nn.linear("kv", cfg.d_model, 16)(x), { -1, 1, 2, 8 })
+  local y = lrc.attention(q, kv, kv, { causal = true, scale = 0.35, window = 4, softcap = 50, sliding = 4 })
+  return nn.linear("head", cfg.d_model, cfg.vocab)(lrc.reshape(y, { -1, 1, 48 }))
+end
+return M
+EOF
+t "unknown attribute to attention" 1 'gqa_attr\.lua:8: ' 'attention' "unknown attribute 'sliding'" -- init gqa_attr.lua -o out.safetensors
+model gqa_heads.lua <<'EOF'
+local lrc = require "lrc"
+local nn = require "lrc.nn"
+local M = { defaults = { d_model = 48, vocab = 16 }, presets = {} }
+function M.build(cfg, tokens)
+  local x = nn.embedding("embed", cfg.vocab, cfg.d_model)(tokens)
+  local q = lrc.reshape(x, { -1, 1, 6, 8 })
+  local kv = lrc.reshape(nn.linear("kv", cfg.d_model, 32)(x), { -1, 1, 4, 8 })
+  local y = lrc.attention(q, kv, kv, { causal = true, scale = 0.35, window = 4, softcap = 50 })
+  return nn.linear("head", cfg.d_model, cfg.vocab)(lrc.reshape(y, { -1, 1, 48 }))
+end
+return M
+EOF
+t "GQA: key-value heads that do not divide the query heads" 1 'gqa_heads\.lua:8: ' "k and v have 4 heads, which do not divide q's 6 heads" -- init gqa_heads.lua -o out.safetensors
+
 model twice.lua <<'EOF'
 local lrc = require "lrc"
 local nn = require "lrc.nn"

@@ -107,11 +107,14 @@ def layout(save, gen, randn):
         save("sum_to_%d" % k, "sum_to", [x], out, {"shape": lst(to)})
 
 
-def kv_attention(q, k, v, pos, t_max, scale, base):
+def kv_attention(q, k, v, pos, t_max, scale, base, window=0, softcap=0.0):
     """Decoding with a cache that holds zeros before pos (a compiled target's caches start
     at zero): RoPE at positions pos.., k and v written into rows pos.., query t attends to
-    cache rows [0, pos + t] (the zero rows before pos included)."""
+    cache rows [0, pos + t] (the zero rows before pos included), or with a window only to
+    rows j > pos + t - window (absolute positions); k, v and the caches may have fewer heads
+    than q (GQA), and the scores a soft-cap."""
     B, T, H, D = q.shape
+    Hkv = k.shape[2]
     half = D // 2
     i = torch.arange(half, dtype=torch.float64)
     ang = (pos + torch.arange(T, dtype=torch.float64))[:, None] * float(base) ** (-2.0 * i / D)
@@ -120,13 +123,61 @@ def kv_attention(q, k, v, pos, t_max, scale, base):
     def rot(x):
         return torch.cat([x[..., :half] * cos - x[..., half:] * sin, x[..., half:] * cos + x[..., :half] * sin], -1)
 
-    kc = torch.zeros(B, t_max, H, D, dtype=torch.float64)
-    vc = torch.zeros(B, t_max, H, D, dtype=torch.float64)
+    kc = torch.zeros(B, t_max, Hkv, D, dtype=torch.float64)
+    vc = torch.zeros(B, t_max, Hkv, D, dtype=torch.float64)
     kc[:, pos:pos + T], vc[:, pos:pos + T] = rot(k), v
+    kc, vc = kc.repeat_interleave(H // Hkv, dim=2), vc.repeat_interleave(H // Hkv, dim=2)
     s = torch.einsum("bthd,bshd->bhts", rot(q), kc) * scale
-    allowed = torch.arange(t_max)[None, :] <= pos + torch.arange(T)[:, None]
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    at = pos + torch.arange(T)[:, None]
+    allowed = torch.arange(t_max)[None, :] <= at
+    if window:
+        allowed &= torch.arange(t_max)[None, :] > at - window
     p = torch.softmax(s.masked_fill(~allowed, float("-inf")), dim=-1)
     return torch.einsum("bhts,bshd->bthd", p, vc)
+
+
+def attention_ext(q, k, v, scale, causal, window=0, softcap=0.0):
+    """attention_core with k, v of Hkv heads dividing q's H (repeat_interleave on the head axis:
+    transformers' repeat_kv), a sliding window (transformers 4.44 Mistral/Gemma2: key j is hidden
+    from query t when j <= t - window) and gemma2's soft-cap softcap * tanh(s / softcap) before
+    the mask."""
+    T, G = q.shape[1], q.shape[2] // k.shape[2]
+    k, v = k.repeat_interleave(G, dim=2), v.repeat_interleave(G, dim=2)
+    s = torch.einsum("bthd,bshd->bhts", q, k) * scale
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    t = torch.arange(T)
+    hide = torch.zeros(T, T, dtype=torch.bool)
+    if causal:
+        hide |= t[None, :] > t[:, None]
+    if window:
+        hide |= t[None, :] <= t[:, None] - window
+    p = torch.softmax(s.masked_fill(hide, float("-inf")), dim=-1)
+    return torch.einsum("bhts,bshd->bthd", p, v)
+
+
+# (B, T, H, Hkv, Dh, causal, window, softcap, q's scale): GQA, MQA, a window, the soft-cap, all three
+ATTENTION_FEATURES = [(1, 7, 6, 2, 8, 1, 0, 0.0, 1.0), (2, 7, 3, 1, 8, 0, 0, 0.0, 1.0), (2, 7, 2, 2, 8, 1, 3, 0.0, 1.0),
+                      (1, 7, 2, 2, 8, 1, 0, 5.0, 3.0), (2, 7, 6, 2, 8, 1, 3, 5.0, 3.0)]
+
+
+def attention_features(save, gen, randn):
+    for c, (B, T, H, Hkv, D, causal, window, cap, qs) in enumerate(ATTENTION_FEATURES):
+        scale = 1.0 / math.sqrt(D)
+        attrs = {"causal": str(causal), "scale": repr(scale), "window": str(window), "softcap": repr(cap)}
+        name = "attention_%d" % (4 + c)
+        g = gen("ops/" + name)
+        q, kk, v = randn(g, B, T, H, D, scale=qs), randn(g, B, T, Hkv, D), randn(g, B, T, Hkv, D)
+        save(name, "attention", [q, kk, v], attention_ext(f64(q), f64(kk), f64(v), scale, causal, window, cap), attrs)
+        for which in range(3):
+            name = "attention_grad_%d" % (6 + 3 * c + which)
+            g = gen("ops/" + name)
+            q, kk, v = randn(g, B, T, H, D, scale=qs), randn(g, B, T, Hkv, D), randn(g, B, T, Hkv, D)
+            dy = randn(g, B, T, H, D)
+            out = vjp(lambda a, b, cc: attention_ext(a, b, cc, scale, causal, window, cap), [q, kk, v], which, dy)
+            save(name, "attention_grad", [q, kk, v, dy], out, dict(attrs, which=str(which)))
 
 
 def attention(save, gen, randn):
@@ -146,6 +197,17 @@ def attention(save, gen, randn):
         out = kv_attention(f64(q), f64(kk), f64(v), pos, t_max, scale, base)
         save("kv_attention_%d" % k, "kv_attention", [q, kk, v, cache, cache.clone(), torch.tensor([pos], dtype=torch.int32)],
              out, {"scale": repr(scale), "base": repr(base)})
+
+    # GQA (6 heads over 2, and MQA's 1) with a window of absolute positions and the soft-cap
+    for k, (B, T, H, Hkv, D, t_max, pos, window, cap) in enumerate([(2, 2, 6, 2, 8, 8, 4, 3, 5.0), (1, 3, 4, 1, 8, 9, 5, 2, 0.0)]):
+        name = "kv_attention_%d" % (k + 2)
+        g = gen("ops/" + name)
+        q, kk, v = randn(g, B, T, H, D, scale=3.0), randn(g, B, T, Hkv, D), randn(g, B, T, Hkv, D)
+        cache = torch.zeros(B, t_max, Hkv, D)
+        scale = 1.0 / math.sqrt(D)
+        out = kv_attention(f64(q), f64(kk), f64(v), pos, t_max, scale, base, window, cap)
+        save(name, "kv_attention", [q, kk, v, cache, cache.clone(), torch.tensor([pos], dtype=torch.int32)],
+             out, {"scale": repr(scale), "base": repr(base), "window": str(window), "softcap": repr(cap)})
 
 
 def matmul_grads(save, gen, randn):
@@ -231,6 +293,7 @@ def make_more(save, gen, randn):
     elementwise(save, gen, randn)
     layout(save, gen, randn)
     attention(save, gen, randn)
+    attention_features(save, gen, randn)
     matmul_grads(save, gen, randn)
     unary_grads(save, gen, randn)
     composite_grads(save, gen, randn)

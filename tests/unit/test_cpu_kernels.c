@@ -146,6 +146,29 @@ static int b_attention(lrc_graph *g, const int64_t *d)
     return out(g, "causal", a) || out(g, "full", b) || out(g, "rope", op(g, LRC_OP_ROPE, q, 0, 0, 100.0, 0));
 }
 
+/* One attention node with every attribute (causal, window; scale, softcap). */
+static int attn(lrc_graph *g, int q, int k, int v, int64_t causal, int64_t window, double scale, double cap)
+{
+    lrc_err err;
+    lrc_node n = {.op = LRC_OP_ATTENTION, .n_in = 3, .in = {q, k, v}, .iattr = {causal, window}, .fattr = {scale, cap}};
+    int id = lrc_graph_add(g, &n, &err);
+    if (id < 0) printf("  build: %s\n", err.msg);
+    return id;
+}
+
+static int b_attention_ext(lrc_graph *g, const int64_t *d)
+{ /* k and v with d[4] heads (GQA), RoPE fused; sliding windows of 5 and 2 (of 3 and 5 with the soft-cap), non-causal GQA */
+    int64_t B = d[0], T = d[1], H = d[2], D = d[3], sh[4] = {B, T, H, D}, kvs[4] = {B, T, d[4], D};
+    int q = input(g, "q", 4, sh, LRC_F32), k = input(g, "k", 4, kvs, LRC_F32), v = input(g, "v", 4, kvs, LRC_F32);
+    int rq = op(g, LRC_OP_ROPE, q, 0, 0, 500.0, 0), rk = op(g, LRC_OP_ROPE, k, 0, 0, 500.0, 0);
+    return out(g, "gqa_win_cap", attn(g, rq, rk, v, 1, 3, 2.0 / sqrt((double)D), 1.5)) ||
+           out(g, "gqa_win", attn(g, q, k, v, 1, 5, 1.0 / sqrt((double)D), 0)) ||
+           /* kernels that differ in the window or the soft-cap alone must not share code (the signature) */
+           out(g, "gqa_win2", attn(g, q, k, v, 1, 2, 1.0 / sqrt((double)D), 0)) ||
+           out(g, "gqa_win5_cap", attn(g, q, k, v, 1, 5, 1.0 / sqrt((double)D), 1.5)) ||
+           out(g, "gqa_full", attn(g, q, k, v, 0, 0, 0.3, 0));
+}
+
 static int b_misc(lrc_graph *g, const int64_t *d)
 { /* embedding, transpose, LayerRoPE depth_gain, cross-entropy */
     int64_t ids[2] = {d[0], d[1]}, tab[2] = {d[2], d[3]}, gd[1] = {d[3]}, sc[1] = {1};
@@ -198,6 +221,23 @@ static int b_gemm_grads(lrc_graph *g, const int64_t *d)
     int xf = input(g, "xflat", 2, flat, LRC_F32), xv = reshape(g, op(g, LRC_OP_SCALE, xf, 0, 0, 1.5, 0), 3, xs);
     return out(g, "dx", op(g, LRC_OP_ADD, op(g, LRC_OP_MATMUL_NN, dy, w, 0, 0, 0), r, 0, 0, 0)) ||
            out(g, "dw", op(g, LRC_OP_MATMUL_TN, dy, x, 0, 0, 0)) || out(g, "dw_view", op(g, LRC_OP_MATMUL_TN, dy, xv, 0, 0, 0));
+}
+
+static int b_attention_grad_ext(lrc_graph *g, const int64_t *d)
+{ /* dq, dk, dv (one kernel, fuse rule 6) with k and v of d[4] heads, a window of 3 and the soft-cap; full GQA */
+    lrc_err err;
+    int64_t sh[4] = {d[0], d[1], d[2], d[3]}, kvs[4] = {d[0], d[1], d[4], d[3]};
+    int q = input(g, "q", 4, sh, LRC_F32), k = input(g, "k", 4, kvs, LRC_F32), v = input(g, "v", 4, kvs, LRC_F32);
+    int dy = input(g, "dy", 4, sh, LRC_F32), rc = 0;
+    for (int causal = 0; causal < 2 && !rc; causal++)
+        for (int w = 0; w < 3 && !rc; w++) {
+            char name[32];
+            snprintf(name, sizeof name, "d%c_%s", "qkv"[w], causal ? "window_cap" : "full");
+            lrc_node n = {.op = LRC_OP_ATTENTION_GRAD, .n_in = 4, .in = {q, k, v, dy}, .iattr = {causal, w, causal ? 3 : 0},
+                          .fattr = {0.9, causal ? 1.5 : 0}};
+            rc = out(g, name, lrc_graph_add(g, &n, &err));
+        }
+    return rc;
 }
 
 static int b_attention_grad(lrc_graph *g, const int64_t *d)
@@ -372,6 +412,9 @@ int main(void)
         {"attention", b_attention, {2, 7, 3, 6, 0}},
         {"attention", b_attention, {1, 19, 2, 18, 0}},
         {"attention", b_attention, {1, 33, 1, 34, 0}},
+        {"attention_ext", b_attention_ext, {2, 7, 6, 8, 2}},
+        {"attention_ext", b_attention_ext, {1, 33, 4, 18, 1}},
+        {"attention_ext", b_attention_ext, {1, 19, 3, 6, 3}},
         {"misc", b_misc, {2, 3, 11, 6, 9}},
         {"misc", b_misc, {1, 13, 5, 10, 31}},
         {"gemm_grads", b_gemm_grads, {1, 1, 1, 1, 0}},
@@ -381,6 +424,9 @@ int main(void)
         {"attention_grad", b_attention_grad, {1, 1, 1, 2, 0}},
         {"attention_grad", b_attention_grad, {2, 7, 3, 6, 0}},
         {"attention_grad", b_attention_grad, {1, 19, 2, 18, 0}},
+        {"attention_grad_ext", b_attention_grad_ext, {2, 7, 6, 8, 2}},
+        {"attention_grad_ext", b_attention_grad_ext, {1, 19, 4, 6, 1}},
+        {"attention_grad_ext", b_attention_grad_ext, {1, 9, 2, 8, 2}},
         {"vision", b_vision, {1, 1, 1, 0, 0}},
         {"vision", b_vision, {2, 5, 23, 0, 0}},
         {"vision", b_vision, {3, 50, 64, 0, 0}},

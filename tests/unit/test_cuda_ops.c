@@ -123,6 +123,81 @@ static void run_fixture(const char *path, const char *arch)
     lrc_tensor_set_clear(&f);
 }
 
+/* ---- GQA attention with a window and the soft-cap, in kernels of more than one op ---- */
+
+static lrc_tensor *random_input(lrc_graph *g, const char *name, lrc_shape s, uint32_t seed, int *id)
+{
+    lrc_err err;
+    *id = lrc_graph_add_input(g, name, LRC_F32, &s, NULL, &err);
+    lrc_tensor *t = lrc_tensor_new(name, LRC_F32, &s, &err);
+    for (int64_t i = 0; i < lrc_shape_numel(&s); i++) {
+        seed = seed * 1664525u + 1013904223u;
+        ((float *)t->data)[i] = (float)((double)(seed >> 8) / (double)(1u << 24) * 4.0 - 2.0);
+    }
+    return t;
+}
+
+/* RoPE fused into GQA attention (6 query heads over 2) with a window of 3
+ * and the soft-cap, and dq, dk, dv in one kernel (fuse rule 6), on cuda
+ * against the reference backend, each output within 1e-5. */
+static void run_attention_graph(const char *arch)
+{
+    const int64_t B = 2, T = 37, H = 6, Hkv = 2, D = 8;
+    lrc_err err;
+    lrc_graph *g = lrc_graph_new();
+    lrc_tensor_set in, want, outs, params;
+    lrc_tensor_set_init(&in);
+    lrc_tensor_set_init(&want);
+    lrc_tensor_set_init(&outs);
+    lrc_tensor_set_init(&params);
+    int q, k, v, dy;
+    lrc_tensor_set_add(&in, random_input(g, "q", (lrc_shape){4, {B, T, H, D}}, 1, &q), &err);
+    lrc_tensor_set_add(&in, random_input(g, "k", (lrc_shape){4, {B, T, Hkv, D}}, 2, &k), &err);
+    lrc_tensor_set_add(&in, random_input(g, "v", (lrc_shape){4, {B, T, Hkv, D}}, 3, &v), &err);
+    lrc_tensor_set_add(&in, random_input(g, "dy", (lrc_shape){4, {B, T, H, D}}, 4, &dy), &err);
+    lrc_node rq = {.op = LRC_OP_ROPE, .n_in = 1, .in = {q}, .fattr = {500}}, rk = {.op = LRC_OP_ROPE, .n_in = 1, .in = {k}, .fattr = {500}};
+    lrc_node a = {.op = LRC_OP_ATTENTION, .n_in = 3, .in = {lrc_graph_add(g, &rq, &err), lrc_graph_add(g, &rk, &err), v},
+                  .iattr = {1, 3}, .fattr = {0.7, 1.5}};
+    int rc = lrc_graph_add_output(g, "y", lrc_graph_add(g, &a, &err), &err) < 0;
+    for (int w = 0; w < 3 && !rc; w++) {
+        lrc_node d = {.op = LRC_OP_ATTENTION_GRAD, .n_in = 4, .in = {q, k, v, dy}, .iattr = {1, w, 3}, .fattr = {0.7, 1.5}};
+        rc = lrc_graph_add_output(g, w == 0 ? "dq" : w == 1 ? "dk" : "dv", lrc_graph_add(g, &d, &err), &err) < 0;
+    }
+    lrc_backend *ref = lrc_backend_ref_new();
+    if (!rc) rc = lrc_exec_run(ref, g, &in, &params, &want, &err);
+    lrc_backend_close(ref);
+    lrc_compiled c;
+    memset(&c, 0, sizeof c);
+    lrc_cuda_exec *x = NULL;
+    if (!rc) {
+        rc = lrc_compile_graph_cuda(g, NULL, arch, true, &c, &err); /* takes g */
+        g = NULL;
+    }
+    if (!rc) rc = lrc_cuda_exec_new(&c.plan, &c.cuda.table, c.cubin, &x, &err);
+    if (!rc) rc = lrc_cuda_exec_run(x, &in, &outs, &err);
+    double worst = 0;
+    for (int i = 0; !rc && i < want.n; i++) {
+        const lrc_tensor *got = lrc_tensor_set_find(&outs, want.items[i]->name);
+        if (!got || !lrc_shape_eq(&got->shape, &want.items[i]->shape)) rc = lrc_err_set(&err, "no output '%s'", want.items[i]->name);
+        double rel = rc ? 0 : op_fixture_rel_error(got->data, want.items[i]->data, lrc_shape_numel(&got->shape));
+        if (!rc && !(rel <= worst)) worst = rel;
+    }
+    if (rc || !(worst <= 1e-5)) {
+        printf("FAIL attention graph (GQA 6/2, window 3, softcap 1.5, RoPE, dq dk dv) %s worst relative error %.3e\n", rc ? err.msg : "", worst);
+        failed++;
+    } else {
+        printf("ok   attention graph (GQA 6/2, window 3, softcap 1.5, RoPE, dq dk dv) worst relative error %.3e\n", worst);
+        passed++;
+    }
+    lrc_cuda_exec_free(x);
+    if (c.g) lrc_compiled_free(&c);
+    lrc_graph_free(g);
+    lrc_tensor_set_clear(&in);
+    lrc_tensor_set_clear(&want);
+    lrc_tensor_set_clear(&outs);
+    lrc_tensor_set_clear(&params);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -132,6 +207,7 @@ int main(int argc, char **argv)
     char arch[16];
     cuda_test_device(arch, sizeof arch);
     for (int i = 1; i < argc; i++) run_fixture(argv[i], arch);
+    run_attention_graph(arch);
     failed += op_fixture_walk("cuda", lrc_cuda_supports_op); /* every op the renderer's table has was tested */
     if (excepted) printf("%d listed exceptions on cuda (see above)\n", excepted);
     printf("%d passed, %d failed\n", passed, failed);

@@ -10,6 +10,7 @@
  * Usage: test_grad_fd MODEL.lua FIXTURE_DIR... */
 #include "check.h"
 #include "frontend/lrc_frontend.h"
+#include "ir/passes/lrc_passes.h"
 #include "runtime/lrc_runtime.h"
 
 #include <math.h>
@@ -77,6 +78,58 @@ static void compare_torch(const lrc_graph *g, const lrc_run64 *r, const char *pa
     lrc_tensor_set_clear(&want_g);
 }
 
+/* Every parameter's gradient (outputs 1.. of g, copied in grad) against
+ * central differences of the loss: along a random +-1 direction, and at its
+ * two largest entries. Returns the parameters checked; *case_worst the worst. */
+static int check_params(lrc_run64 *r, const lrc_graph *g, double **grad, int n_out, double floor_norm, const char *label,
+                        double *case_worst)
+{
+    int checked = 0;
+    lrc_rng rng;
+    lrc_rng_seed(&rng, 20261130);
+    for (int o = 1; o < n_out; o++) {
+        int pid = -1;
+        for (int id = 0; id < g->n_nodes && pid < 0; id++)
+            if (g->nodes[id].op == LRC_OP_PARAM && !strcmp(g->nodes[id].name, g->output_names[o])) pid = id;
+        CHECK(pid >= 0, "%s: gradient '%s' names no parameter", label, g->output_names[o]);
+        if (pid < 0) continue;
+        int64_t count = lrc_shape_numel(&g->nodes[pid].shape);
+        double *v = calloc((size_t)count, sizeof *v), norm = 0, dot = 0;
+        for (int64_t i = 0; i < count; i++) {
+            v[i] = lrc_rng_uniform(&rng) < 0.5 ? -1 : 1;
+            norm += grad[o][i] * grad[o][i];
+            dot += grad[o][i] * v[i];
+        }
+        norm = sqrt(norm);
+        double fd = central_diff(r, r->param[pid], v, count);
+        double rel = fabs(fd - dot) / (norm > floor_norm ? norm : floor_norm);
+        CHECK(rel <= TOL, "%s: %s along a random direction: finite difference %.10g, gradient %.10g (relative %.2e)",
+              label, g->output_names[o], fd, dot, rel);
+        if (rel > *case_worst) *case_worst = rel;
+        /* the two largest entries, one at a time */
+        int64_t top[2] = {-1, -1};
+        for (int64_t i = 0; i < count; i++) {
+            if (top[0] < 0 || fabs(grad[o][i]) > fabs(grad[o][top[0]])) top[1] = top[0], top[0] = i;
+            else if (top[1] < 0 || fabs(grad[o][i]) > fabs(grad[o][top[1]])) top[1] = i;
+        }
+        memset(v, 0, (size_t)count * sizeof *v);
+        for (int pick = 0; pick < 2 && top[pick] >= 0; pick++) {
+            int64_t at = top[pick];
+            v[at] = 1;
+            fd = central_diff(r, r->param[pid], v, count);
+            v[at] = 0;
+            double want = grad[o][at];
+            rel = fabs(fd - want) / (fabs(want) > floor_norm ? fabs(want) : floor_norm);
+            CHECK(rel <= TOL, "%s: %s[%lld]: finite difference %.10g, gradient %.10g (relative %.2e)", label,
+                  g->output_names[o], (long long)at, fd, want, rel);
+            if (rel > *case_worst) *case_worst = rel;
+        }
+        checked++;
+        free(v);
+    }
+    return checked;
+}
+
 /* torch: instead of finite differences, the f64 gradients of the fixture's
  * own config against PyTorch's (grads.safetensors, f64 rounded to f32) */
 static void run_case(const char *model, const char *dir, bool torch, double *worst)
@@ -128,7 +181,7 @@ static void run_case(const char *model, const char *dir, bool torch, double *wor
     lrc_run64 r;
     lrc_run64_init(&r, g, &in, &params);
     CHECK(!lrc_run64_exec(&r, 0, g->n_nodes, &err), "%s: %s", label, err.msg);
-    int n_out = g->n_outputs, checked = 0;
+    int n_out = g->n_outputs;
     if (torch) {
         snprintf(path, sizeof path, "%s/grads.safetensors", dir);
         compare_torch(g, &r, path, label, worst);
@@ -151,48 +204,7 @@ static void run_case(const char *model, const char *dir, bool torch, double *wor
         if (sqrt(nn) > floor_norm) floor_norm = sqrt(nn);
     }
     floor_norm *= 1e-6;
-    lrc_rng rng;
-    lrc_rng_seed(&rng, 20261130);
-    for (int o = 1; o < n_out; o++) {
-        int pid = -1;
-        for (int id = 0; id < g->n_nodes && pid < 0; id++)
-            if (g->nodes[id].op == LRC_OP_PARAM && !strcmp(g->nodes[id].name, g->output_names[o])) pid = id;
-        CHECK(pid >= 0, "%s: gradient '%s' names no parameter", label, g->output_names[o]);
-        if (pid < 0) continue;
-        int64_t count = lrc_shape_numel(&g->nodes[pid].shape);
-        double *v = calloc((size_t)count, sizeof *v), norm = 0, dot = 0;
-        for (int64_t i = 0; i < count; i++) {
-            v[i] = lrc_rng_uniform(&rng) < 0.5 ? -1 : 1;
-            norm += grad[o][i] * grad[o][i];
-            dot += grad[o][i] * v[i];
-        }
-        norm = sqrt(norm);
-        double fd = central_diff(&r, r.param[pid], v, count);
-        double rel = fabs(fd - dot) / (norm > floor_norm ? norm : floor_norm);
-        CHECK(rel <= TOL, "%s: %s along a random direction: finite difference %.10g, gradient %.10g (relative %.2e)",
-              label, g->output_names[o], fd, dot, rel);
-        if (rel > case_worst) case_worst = rel;
-        /* the two largest entries, one at a time */
-        int64_t top[2] = {-1, -1};
-        for (int64_t i = 0; i < count; i++) {
-            if (top[0] < 0 || fabs(grad[o][i]) > fabs(grad[o][top[0]])) top[1] = top[0], top[0] = i;
-            else if (top[1] < 0 || fabs(grad[o][i]) > fabs(grad[o][top[1]])) top[1] = i;
-        }
-        memset(v, 0, (size_t)count * sizeof *v);
-        for (int pick = 0; pick < 2 && top[pick] >= 0; pick++) {
-            int64_t at = top[pick];
-            v[at] = 1;
-            fd = central_diff(&r, r.param[pid], v, count);
-            v[at] = 0;
-            double want = grad[o][at];
-            rel = fabs(fd - want) / (fabs(want) > floor_norm ? fabs(want) : floor_norm);
-            CHECK(rel <= TOL, "%s: %s[%lld]: finite difference %.10g, gradient %.10g (relative %.2e)", label,
-                  g->output_names[o], (long long)at, fd, want, rel);
-            if (rel > case_worst) case_worst = rel;
-        }
-        checked++;
-        free(v);
-    }
+    int checked = check_params(&r, g, grad, n_out, floor_norm, label, &case_worst);
     if (!torch) printf("%s: %d parameters, worst relative error against finite differences %.2e\n", label, checked, case_worst);
     if (case_worst > *worst) *worst = case_worst;
     for (int o = 1; o < n_out; o++) free(grad[o]);
@@ -206,6 +218,62 @@ out:
     lrc_model_free(&m);
 }
 
+/* Attention with GQA (6 query heads over 2), a window of 3 and the
+ * soft-cap: q, k and v as parameters, the loss a cross-entropy of the
+ * output's rows, every gradient rule against finite differences. */
+static void run_attention_case(int64_t window, double cap, double *worst)
+{
+    const int64_t B = 2, T = 7, H = 6, Hkv = 2, D = 4;
+    char label[64];
+    snprintf(label, sizeof label, "attention GQA 6/2 window %lld softcap %g", (long long)window, cap);
+    lrc_err err;
+    lrc_graph *g = lrc_graph_new();
+    lrc_shape qs = {4, {B, T, H, D}}, ks = {4, {B, T, Hkv, D}}, ls = {1, {B * T}};
+    lrc_init init = {LRC_INIT_NORMAL, 1.5};
+    int q = lrc_graph_add_param(g, "q", &qs, init, "attention", NULL, &err);
+    int k = lrc_graph_add_param(g, "k", &ks, init, "attention", NULL, &err);
+    int v = lrc_graph_add_param(g, "v", &ks, init, "attention", NULL, &err);
+    int labels = lrc_graph_add_input(g, "labels", LRC_I32, &ls, NULL, &err);
+    lrc_node a = {.op = LRC_OP_ATTENTION, .n_in = 3, .in = {q, k, v}, .iattr = {1, window}, .fattr = {0.5, cap}};
+    lrc_node r2 = {.op = LRC_OP_RESHAPE, .n_in = 1, .n_iattr = 2, .iattr = {B * T, H * D}};
+    lrc_node ce = {.op = LRC_OP_CROSS_ENTROPY, .n_in = 2, .in = {-1, labels}};
+    int rc = q < 0 || k < 0 || v < 0 || labels < 0 || (r2.in[0] = lrc_graph_add(g, &a, &err)) < 0 ||
+             (ce.in[0] = lrc_graph_add(g, &r2, &err)) < 0;
+    int loss = rc ? -1 : lrc_graph_add(g, &ce, &err);
+    if (!rc) rc = loss < 0 || lrc_pass_autodiff(g, loss, &err);
+    lrc_tensor_set in, params;
+    lrc_tensor_set_init(&in);
+    lrc_tensor_set_init(&params);
+    if (!rc) rc = lrc_params_init(g, 7, NULL, &params, &err);
+    lrc_tensor *l = rc ? NULL : lrc_tensor_new("labels", LRC_I32, &ls, &err);
+    for (int64_t i = 0; l && i < B * T; i++) ((int32_t *)l->data)[i] = (int32_t)((i * 7) % (H * D));
+    if (!rc) rc = lrc_tensor_set_add(&in, l, &err);
+    CHECK(!rc, "%s: %s", label, err.msg);
+    if (!rc) {
+        lrc_run64 r;
+        lrc_run64_init(&r, g, &in, &params);
+        CHECK(!lrc_run64_exec(&r, 0, g->n_nodes, &err), "%s: %s", label, err.msg);
+        int n_out = g->n_outputs;
+        double **grad = calloc((size_t)n_out, sizeof *grad), floor_norm = 0, case_worst = 0;
+        for (int o = 1; o < n_out; o++) {
+            int64_t count = lrc_shape_numel(&g->nodes[g->outputs[o]].shape);
+            grad[o] = malloc((size_t)count * sizeof(double));
+            memcpy(grad[o], r.buf[g->outputs[o]], (size_t)count * sizeof(double));
+            for (int64_t i = 0; i < count; i++) floor_norm = fmax(floor_norm, fabs(grad[o][i]));
+        }
+        int checked = check_params(&r, g, grad, n_out, 1e-6 * floor_norm, label, &case_worst);
+        CHECK(checked == 3, "%s: %d of q, k, v checked", label, checked);
+        printf("%s: %d parameters, worst relative error against finite differences %.2e\n", label, checked, case_worst);
+        if (case_worst > *worst) *worst = case_worst;
+        for (int o = 1; o < n_out; o++) free(grad[o]);
+        free(grad);
+        lrc_run64_free(&r);
+    }
+    lrc_tensor_set_clear(&in);
+    lrc_tensor_set_clear(&params);
+    lrc_graph_free(g);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -214,6 +282,8 @@ int main(int argc, char **argv)
     }
     double worst = 0;
     for (int i = 2; i < argc; i++) run_case(argv[1], argv[i], false, &worst);
+    run_attention_case(0, 0, &worst);
+    run_attention_case(3, 2.0, &worst);
     printf("worst relative error against finite differences over all cases: %.2e (tolerance %.0e)\n", worst, TOL);
     double torch_worst = 0;
     for (int i = 2; i < argc; i++) run_case(argv[1], argv[i], true, &torch_worst);

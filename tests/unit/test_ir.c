@@ -220,11 +220,67 @@ static void test_axes(void)
     lrc_graph_free(g);
 }
 
+/* Grouped key-value heads, the window and the soft-cap: shapes, gradient
+ * shapes, FLOPs, and one-line errors for what does not fit. */
+static void test_attention_heads(void)
+{
+    lrc_err err;
+    lrc_graph *g = lrc_graph_new();
+    int q = input(g, "q", S(4, 2, 7, 6, 8)), k = input(g, "k", S(4, 2, 7, 2, 8)), k1 = input(g, "k1", S(4, 2, 7, 1, 8));
+    int k4 = input(g, "k4", S(4, 2, 7, 4, 8)), kd = input(g, "kd", S(4, 2, 7, 2, 6)), kt = input(g, "kt", S(4, 2, 5, 2, 8));
+    lrc_node a = {.op = LRC_OP_ATTENTION, .n_in = 3, .in = {q, k, k}, .iattr = {1, 3}, .fattr = {0.5, 5.0}};
+    int y = lrc_graph_add(g, &a, &err);
+    CHECK(y >= 0 && lrc_shape_eq(&g->nodes[y].shape, &g->nodes[q].shape), "GQA 6 over 2: %s", y < 0 ? err.msg : "");
+    /* 2 x 6 heads x (3*4/2 + 4*3 pairs for T = 7, W = 3) x (4 Dh + 5) */
+    CHECK(y >= 0 && lrc_op_table[LRC_OP_ATTENTION].flops(g, &g->nodes[y]) == 2.0 * 6 * 18 * 37, "flops with a window");
+    a.in[1] = a.in[2] = k1;
+    CHECK(lrc_graph_add(g, &a, &err) >= 0, "MQA: %s", err.msg);
+    a.in[1] = a.in[2] = k4;
+    CHECK(lrc_graph_add(g, &a, &err) < 0 && strstr(err.msg, "attention: k and v have 4 heads, which do not divide q's 6 heads"),
+          "4 heads for 6: '%s'", err.msg);
+    a.in[1] = a.in[2] = kd;
+    CHECK(lrc_graph_add(g, &a, &err) < 0 && strstr(err.msg, "must agree in B, T and Dh"), "Dh differs: '%s'", err.msg);
+    a.in[1] = a.in[2] = kt;
+    CHECK(lrc_graph_add(g, &a, &err) < 0 && strstr(err.msg, "must agree in B, T and Dh"), "T differs: '%s'", err.msg);
+    a.in[1] = k, a.in[2] = k1;
+    CHECK(lrc_graph_add(g, &a, &err) < 0 && strstr(err.msg, "k [2,7,2,8] and v [2,7,1,8] must have the same shape"), "k, v: '%s'", err.msg);
+    a.in[2] = k, a.iattr[0] = 0;
+    CHECK(lrc_graph_add(g, &a, &err) < 0 && strstr(err.msg, "a sliding window needs causal attention"), "window: '%s'", err.msg);
+    a.iattr[0] = 1, a.iattr[1] = -1;
+    CHECK(lrc_graph_add(g, &a, &err) < 0 && strstr(err.msg, "window must be >= 0"), "negative window: '%s'", err.msg);
+    a.iattr[1] = 0, a.fattr[1] = -2;
+    CHECK(lrc_graph_add(g, &a, &err) < 0 && strstr(err.msg, "softcap must be a finite number >= 0"), "softcap: '%s'", err.msg);
+    /* the gradient of k and v has k's heads */
+    for (int which = 0; which < 3; which++) {
+        lrc_node d = {.op = LRC_OP_ATTENTION_GRAD, .n_in = 4, .in = {q, k, k, q}, .iattr = {1, which, 3}, .fattr = {0.5, 5.0}};
+        int id = lrc_graph_add(g, &d, &err);
+        CHECK(id >= 0 && lrc_shape_eq(&g->nodes[id].shape, &g->nodes[which ? k : q].shape), "attention_grad %d shape: %s", which,
+              id < 0 ? err.msg : "");
+        d.in[1] = d.in[2] = k4;
+        CHECK(lrc_graph_add(g, &d, &err) < 0 && strstr(err.msg, "attention_grad: k and v have 4 heads, which do not divide q's 6 heads"),
+              "attention_grad 4 heads for 6: '%s'", err.msg);
+    }
+    /* kv_attention: caches of the key-value heads */
+    lrc_shape one = S(1, 1), c2 = S(4, 2, 16, 2, 8), c6 = S(4, 2, 16, 6, 8);
+    int pos = lrc_graph_add_input(g, "pos", LRC_I32, &one, NULL, &err);
+    int kc = lrc_graph_add_state(g, "kc", &c2, NULL, &err), vc = lrc_graph_add_state(g, "vc", &c2, NULL, &err);
+    int kc6 = lrc_graph_add_state(g, "kc6", &c6, NULL, &err), vc6 = lrc_graph_add_state(g, "vc6", &c6, NULL, &err);
+    lrc_node kv = {.op = LRC_OP_KV_ATTENTION, .n_in = 6, .in = {q, k, k, kc, vc, pos}, .iattr = {3}, .fattr = {0.5, 1e4, 5.0}};
+    CHECK(lrc_graph_add(g, &kv, &err) >= 0, "kv_attention GQA: %s", err.msg);
+    kv.in[3] = kc6, kv.in[4] = vc6;
+    CHECK(lrc_graph_add(g, &kv, &err) < 0 && strstr(err.msg, "do not hold [B, Tmax, Hkv, Dh]"), "kv caches of q's heads: '%s'", err.msg);
+    kv.in[1] = kv.in[2] = k4;
+    CHECK(lrc_graph_add(g, &kv, &err) < 0 && strstr(err.msg, "kv_attention: k and v have 4 heads, which do not divide q's 6 heads"),
+          "kv_attention 4 heads for 6: '%s'", err.msg);
+    lrc_graph_free(g);
+}
+
 int main(void)
 {
     test_table();
     test_axes();
     test_shapes();
+    test_attention_heads();
     test_verify_and_print();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
