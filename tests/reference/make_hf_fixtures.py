@@ -48,6 +48,9 @@ CASES = OrderedDict([
     ("qwen2_tied", ("Qwen2Config", dict(hidden_size=48, intermediate_size=64, num_attention_heads=6,
                                         num_key_value_heads=3, num_hidden_layers=2, vocab_size=59,
                                         tie_word_embeddings=True, rope_theta=1000000.0), {})),
+    ("mistral_window", ("MistralConfig", dict(hidden_size=40, intermediate_size=56, num_attention_heads=4,
+                                              num_key_value_heads=2, head_dim=16, num_hidden_layers=2,
+                                              vocab_size=61, sliding_window=3), {})),
     ("phi3_fused", ("Phi3Config", dict(hidden_size=48, intermediate_size=60, num_attention_heads=6,
                                         num_key_value_heads=3, num_hidden_layers=2, vocab_size=67,
                                         pad_token_id=0, bos_token_id=1, eos_token_id=2), {})),
@@ -91,9 +94,11 @@ def make_case(out, name, cls_name, kwargs, opts, seed):
     save = dict(safe_serialization=True)
     if "max_shard_size" in opts:
         save["max_shard_size"] = opts["max_shard_size"]
-    if opts.get("bf16"):
-        model.to(torch.bfloat16).save_pretrained(d, **save)
-        model.to(torch.float32)
+    if opts.get("bf16"):  # the weights alone: model.to(bfloat16) would round RoPE's inv_freq buffer too
+        model.config.torch_dtype = torch.bfloat16
+        sd = OrderedDict((k, v.to(torch.bfloat16)) for k, v in model.state_dict().items()
+                         if not (config.tie_word_embeddings and k == "lm_head.weight"))  # as save_pretrained drops it
+        model.save_pretrained(d, state_dict=sd, **save)
     else:
         model.save_pretrained(d, **save)
 
