@@ -183,9 +183,13 @@ LLVMValueRef em_exp(em_t *e, LLVMValueRef x, int w)
     LLVMValueRef r2 = em_mul(e, r, r);
     LLVMValueRef y = em_add(e, em_fma(e, p, r2, r), em_fw(e, 1.0, w));
     /* 2^n from the exponent bits; n is in [-126, 128], so split off one factor
-     * of two to keep the biased exponent in range at the top end */
+     * of two to keep the biased exponent in range: 2^(n-1) 2 for n > 0 (the
+     * top end), 2^(n+1) / 2 otherwise (2^(n-1) would be 2^-127, no normal
+     * f32, and gave 0 for x in [-87.34, -86.98]). Both are exact scalings. */
+    LLVMValueRef low = LLVMBuildFCmp(e->b, LLVMRealOLE, n, em_fw(e, 0.0, w), "");
     LLVMTypeRef it = w == 1 ? e->i32 : LLVMVectorType(e->i32, (unsigned)w);
-    LLVMValueRef ni = LLVMBuildFPToSI(e->b, em_add(e, n, em_fw(e, -1.0, w)), it, "");
+    LLVMValueRef split = LLVMBuildSelect(e->b, low, em_fw(e, 1.0, w), em_fw(e, -1.0, w), "");
+    LLVMValueRef ni = LLVMBuildFPToSI(e->b, em_add(e, n, split), it, "");
     LLVMValueRef b127 = LLVMConstInt(e->i32, 127, 0), s23 = LLVMConstInt(e->i32, 23, 0);
     LLVMValueRef k127 = b127, k23 = s23;
     if (w > 1) {
@@ -196,7 +200,7 @@ LLVMValueRef em_exp(em_t *e, LLVMValueRef x, int w)
     }
     LLVMValueRef bits = LLVMBuildShl(e->b, LLVMBuildAdd(e->b, ni, k127, ""), k23, "");
     LLVMValueRef pow2 = LLVMBuildBitCast(e->b, bits, em_vty(e, w), "");
-    return em_mul(e, em_mul(e, y, pow2), em_fw(e, 2.0, w));
+    return em_mul(e, em_mul(e, y, pow2), LLVMBuildSelect(e->b, low, em_fw(e, 0.5, w), em_fw(e, 2.0, w), ""));
 }
 
 LLVMValueRef em_erf(em_t *e, LLVMValueRef x, int w)

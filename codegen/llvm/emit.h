@@ -50,7 +50,8 @@ LLVMValueRef em_fma(em_t *e, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c);
 LLVMValueRef em_intr1(em_t *e, const char *name, LLVMValueRef x);
 LLVMValueRef em_intr2(em_t *e, const char *name, LLVMValueRef x, LLVMValueRef y);
 /* exp(x) to about 2 ulp (Cephes' expf), vectorisable; saturates outside
- * [-87.3, 88.7] instead of returning 0 or inf. */
+ * [-87.34, 88.72] (at FLT_MIN and near FLT_MAX) instead of returning 0 or
+ * inf. */
 LLVMValueRef em_exp(em_t *e, LLVMValueRef x, int w);
 /* erf(x) to 3.4e-7 absolute, vectorisable (a rational approximation). */
 LLVMValueRef em_erf(em_t *e, LLVMValueRef x, int w);
