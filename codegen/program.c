@@ -79,6 +79,12 @@ typedef enum { GROUP, ONE, ROWS, HEADS, COLUMNS, SUMMED_COLUMNS } item_rule;
 #define ITEMS_relu_grad ONE
 #define ITEMS_exp ONE
 #define ITEMS_softplus ONE
+#define ITEMS_tanh ONE
+#define ITEMS_tanh_grad ONE
+#define ITEMS_sigmoid ONE
+#define ITEMS_sigmoid_grad ONE
+#define ITEMS_gelu_tanh ONE
+#define ITEMS_gelu_tanh_grad ONE
 #define ITEMS_transpose ONE
 #define ITEMS_slice ONE
 #define ITEMS_depth_gain ONE

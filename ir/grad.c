@@ -201,3 +201,23 @@ int lrc_grad_softplus(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
     dx[0] = sg < 0 ? -1 : add_op(g, LRC_OP_MUL, dy, sg, err);
     return dx[0] < 0 ? LRC_EUSER : LRC_OK;
 }
+
+/* d tanh = (1 - y^2) dx and d sigmoid = y (1 - y) dx, from the output y */
+int lrc_grad_tanh(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    dx[0] = add_op(g, LRC_OP_TANH_GRAD, id, dy, err);
+    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
+}
+
+int lrc_grad_sigmoid(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    dx[0] = add_op(g, LRC_OP_SIGMOID_GRAD, id, dy, err);
+    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
+}
+
+int lrc_grad_gelu_tanh(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    NODE;
+    dx[0] = add_op(g, LRC_OP_GELU_TANH_GRAD, n.in[0], dy, err);
+    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
+}

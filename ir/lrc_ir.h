@@ -146,6 +146,10 @@ lrc_tensor *lrc_tensor_set_find(const lrc_tensor_set *s, const char *name);
     X(RELU, relu)                  /* max(x, 0) */                                                          \
     X(EXP, exp)                    /* e^x */                                                                \
     X(SOFTPLUS, softplus)          /* log(1 + e^x) */                                                       \
+    X(TANH, tanh)                  /* tanh(x) */                                                            \
+    X(SIGMOID, sigmoid)            /* 1 / (1 + e^-x), without overflow at either end */                     \
+    X(GELU_TANH, gelu_tanh)        /* x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2, torch's              \
+                                      gelu(approximate="tanh"), HF's gelu_pytorch_tanh / gelu_new */       \
     X(LOOP_STATE, loop_state)      /* a loop region's carried state (rule 5 of docs/architecture.md):     \
                                       init -> the state h_t the body reads; its kernels run once per        \
                                       iteration */                                                           \
@@ -169,7 +173,10 @@ lrc_tensor *lrc_tensor_set_find(const lrc_tensor_set *s, const char *name);
     X(CROSS_ENTROPY_GRAD, cross_entropy_grad) /* logits, labels -> d(mean loss) / d logits */               \
     X(LAYERNORM_GRAD, layernorm_grad) /* x, dy -> dx of (x - mean) / sqrt(var + eps) */                     \
     X(GELU_GRAD, gelu_grad)        /* x, dy -> dy * d gelu / dx */                                          \
-    X(RELU_GRAD, relu_grad)        /* x, dy -> dy where x > 0, else 0 */
+    X(RELU_GRAD, relu_grad)        /* x, dy -> dy where x > 0, else 0 */                                    \
+    X(TANH_GRAD, tanh_grad)        /* y = tanh(x), dy -> dy (1 - y^2) (from the output, as torch) */        \
+    X(SIGMOID_GRAD, sigmoid_grad)  /* y = sigmoid(x), dy -> dy y (1 - y) (from the output, as torch) */     \
+    X(GELU_TANH_GRAD, gelu_tanh_grad) /* x, dy -> dy * d gelu_tanh / dx */
 
 typedef enum lrc_op {
 #define LRC_OP_ENUM(E, op) LRC_OP_##E,

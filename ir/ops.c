@@ -538,6 +538,10 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2 };
 #define ROW_exp OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 1, REFS(exp), lrc_grad_exp, ALL, LOCAL, 0)
 /* opaque: in double with libm, for the few values (gates of a parameter vector) it sees */
 #define ROW_softplus OP(1, OPAQUE, NONE, NONE, NULL, infer_same, flops_8, 3, REFS(softplus), lrc_grad_softplus, ALL, LOCAL, 0)
+#define ROW_tanh OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 1, REFS(tanh), lrc_grad_tanh, ALL, LOCAL, KEEPS_ZERO)
+/* sigmoid(0) = 1/2: a zero padding does not stay zero through it */
+#define ROW_sigmoid OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_4, 1, REFS(sigmoid), lrc_grad_sigmoid, ALL, LOCAL, 0)
+#define ROW_gelu_tanh OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 2, REFS(gelu_tanh), lrc_grad_gelu_tanh, ALL, LOCAL, KEEPS_ZERO)
 #define ROW_loop_state OP(1, OPAQUE, NONE, NONE, NULL, infer_same, flops_zero, 0, REFS(loop_state), lrc_grad_stop, ALL, LOCAL, 0)
 #define ROW_loop_next OP(3, OPAQUE, NONE, NONE, NULL, infer_loop_next, flops_zero, 0, NO_REF, lrc_grad_stop, ALL, LOOP, 0)
 #define ROW_matmul_nn OP(2, GEMM, NONE, NONE, NULL, infer_matmul_nn, flops_matmul_nn, 0, REFS(matmul_nn), NO_GRAD, ALL, MIXED, 0)
@@ -563,6 +567,10 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2 };
     OP(2, OPAQUE, NONE, ATTRS("eps"), NULL, infer_same_as_first, flops_8, 0, REFS(layernorm_grad), NO_GRAD, ALL, MIXED, 0)
 #define ROW_gelu_grad OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_8, 0, REFS(gelu_grad), NO_GRAD, ALL, MIXED, 0)
 #define ROW_relu_grad OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_1, 0, REFS(relu_grad), NO_GRAD, ALL, MIXED, 0)
+#define ROW_tanh_grad OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_4, 0, REFS(tanh_grad), NO_GRAD, ALL, MIXED, 0)
+#define ROW_sigmoid_grad OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_4, 0, REFS(sigmoid_grad), NO_GRAD, ALL, MIXED, 0)
+#define ROW_gelu_tanh_grad                                                                                               \
+    OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_8, 0, REFS(gelu_tanh_grad), NO_GRAD, ALL, MIXED, 0)
 
 /* The op table: LRC_OPS over the rows, each named by its op. */
 const lrc_op_info lrc_op_table[LRC_OP_COUNT] = {

@@ -419,3 +419,30 @@ int REF(softplus)(const lrc_graph *g, const lrc_node *n, void *const *in, void *
     }
     return LRC_OK;
 }
+
+int REF(tanh)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)g, (void)err;
+    for (int64_t i = 0; i < lrc_shape_numel(&n->shape); i++) ((real *)out)[i] = (real)tanh((double)F(0)[i]);
+    return LRC_OK;
+}
+
+int REF(sigmoid)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)g, (void)err;
+    for (int64_t i = 0; i < lrc_shape_numel(&n->shape); i++) ((real *)out)[i] = (real)ref_sigmoid((double)F(0)[i]);
+    return LRC_OK;
+}
+
+/* x (1 + tanh u) / 2 written as x sigmoid(2u), the same function: 1 + tanh u
+ * cancels for negative x (all of it once tanh u rounds to -1), sigmoid does
+ * not */
+int REF(gelu_tanh)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)g, (void)err;
+    for (int64_t i = 0; i < lrc_shape_numel(&n->shape); i++) {
+        double x = F(0)[i];
+        ((real *)out)[i] = (real)(x * ref_sigmoid(2.0 * ref_gelu_tanh_u(x, NULL)));
+    }
+    return LRC_OK;
+}

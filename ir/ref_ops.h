@@ -41,7 +41,13 @@
     X(softplus) \
     X(relu_grad) \
     X(layernorm_grad) \
-    X(gelu_grad)
+    X(gelu_grad) \
+    X(tanh) \
+    X(sigmoid) \
+    X(gelu_tanh) \
+    X(tanh_grad) \
+    X(sigmoid_grad) \
+    X(gelu_tanh_grad)
 #define LRC_REF_DECLARE(name) int lrc_ref_##name(LRC_REF_ARGS); int lrc_ref64_##name(LRC_REF_ARGS);
 LRC_REF_KERNELS(LRC_REF_DECLARE)
 
@@ -66,6 +72,9 @@ int lrc_grad_slice(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_relu(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_exp(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_softplus(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
+int lrc_grad_tanh(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
+int lrc_grad_sigmoid(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
+int lrc_grad_gelu_tanh(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_stop(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 
 int lrc_ref_rotate(const lrc_node *n, const float *x, float *out, int sign);

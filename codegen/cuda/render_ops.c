@@ -347,6 +347,12 @@ EXPR_FN(expr_gelu_grad) { (void)n; snprintf(buf, len, "gelu_grad(%s, %s)", x0, x
 EXPR_FN(expr_relu) { (void)n, (void)x1; snprintf(buf, len, "fmaxf(%s, 0.f)", x0); }
 EXPR_FN(expr_relu_grad) { (void)n; snprintf(buf, len, "(%s > 0.f ? %s : 0.f)", x0, x1); }
 EXPR_FN(expr_exp) { (void)n, (void)x1; snprintf(buf, len, "expf(%s)", x0); }
+EXPR_FN(expr_tanh) { (void)n, (void)x1; snprintf(buf, len, "tanhf(%s)", x0); }
+EXPR_FN(expr_tanh_grad) { (void)n; snprintf(buf, len, "tanh_grad(%s, %s)", x0, x1); }
+EXPR_FN(expr_sigmoid) { (void)n, (void)x1; snprintf(buf, len, "sigmoid(%s)", x0); }
+EXPR_FN(expr_sigmoid_grad) { (void)n; snprintf(buf, len, "sigmoid_grad(%s, %s)", x0, x1); }
+EXPR_FN(expr_gelu_tanh) { (void)n, (void)x1; snprintf(buf, len, "gelu_tanh(%s)", x0); }
+EXPR_FN(expr_gelu_tanh_grad) { (void)n; snprintf(buf, len, "gelu_tanh_grad(%s, %s)", x0, x1); }
 EXPR_FN(expr_softplus) /* in double, as the reference (a parameter vector's few values) */
 {
     (void)n, (void)x1;
@@ -413,6 +419,12 @@ typedef struct cu_op {
 #define CU_relu_grad ELEMENTWISE(expr_relu_grad)
 #define CU_exp ELEMENTWISE(expr_exp)
 #define CU_softplus ELEMENTWISE(expr_softplus)
+#define CU_tanh ELEMENTWISE(expr_tanh)
+#define CU_tanh_grad ELEMENTWISE(expr_tanh_grad)
+#define CU_sigmoid ELEMENTWISE(expr_sigmoid)
+#define CU_sigmoid_grad ELEMENTWISE(expr_sigmoid_grad)
+#define CU_gelu_tanh ELEMENTWISE(expr_gelu_tanh)
+#define CU_gelu_tanh_grad ELEMENTWISE(expr_gelu_tanh_grad)
 #define CU_embedding KERNEL(k_embedding)
 #define CU_matmul KERNEL(k_gemm)
 #define CU_matmul_nn KERNEL(k_gemm)

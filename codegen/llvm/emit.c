@@ -191,9 +191,13 @@ LLVMValueRef em_exp(em_t *e, LLVMValueRef x, int w)
     LLVMValueRef r2 = em_mul(e, r, r);
     LLVMValueRef y = em_add(e, em_fma(e, p, r2, r), em_fw(e, 1.0, w));
     /* 2^n from the exponent bits; n is in [-126, 128], so split off one factor
-     * of two to keep the biased exponent in range at the top end */
+     * of two to keep the biased exponent in range: 2^(n-1) 2 for n > 0 (the
+     * top end), 2^(n+1) / 2 otherwise (2^(n-1) would be 2^-127, no normal
+     * f32, and gave 0 for x in [-87.34, -86.98]). Both are exact scalings. */
+    LLVMValueRef low = LLVMBuildFCmp(e->b, LLVMRealOLE, n, em_fw(e, 0.0, w), "");
     LLVMTypeRef it = w == 1 ? e->i32 : LLVMVectorType(e->i32, (unsigned)w);
-    LLVMValueRef ni = LLVMBuildFPToSI(e->b, em_add(e, n, em_fw(e, -1.0, w)), it, "");
+    LLVMValueRef split = LLVMBuildSelect(e->b, low, em_fw(e, 1.0, w), em_fw(e, -1.0, w), "");
+    LLVMValueRef ni = LLVMBuildFPToSI(e->b, em_add(e, n, split), it, "");
     LLVMValueRef b127 = LLVMConstInt(e->i32, 127, 0), s23 = LLVMConstInt(e->i32, 23, 0);
     LLVMValueRef k127 = b127, k23 = s23;
     if (w > 1) {
@@ -204,7 +208,7 @@ LLVMValueRef em_exp(em_t *e, LLVMValueRef x, int w)
     }
     LLVMValueRef bits = LLVMBuildShl(e->b, LLVMBuildAdd(e->b, ni, k127, ""), k23, "");
     LLVMValueRef pow2 = LLVMBuildBitCast(e->b, bits, em_vty(e, w), "");
-    return em_mul(e, em_mul(e, y, pow2), em_fw(e, 2.0, w));
+    return em_mul(e, em_mul(e, y, pow2), LLVMBuildSelect(e->b, low, em_fw(e, 0.5, w), em_fw(e, 2.0, w), ""));
 }
 
 LLVMValueRef em_erf(em_t *e, LLVMValueRef x, int w)
@@ -220,6 +224,48 @@ LLVMValueRef em_erf(em_t *e, LLVMValueRef x, int w)
     for (int i = 1; i < 7; i++) p = em_fma(e, p, x2, em_fw(e, a[i], w));
     for (int i = 1; i < 5; i++) q = em_fma(e, q, x2, em_fw(e, b[i], w));
     return LLVMBuildFDiv(e->b, em_mul(e, x, p), q, "");
+}
+
+/* NaN in, NaN out: em_exp's clamps (minnum, maxnum) would turn it into a number */
+static LLVMValueRef keep_nan(em_t *e, LLVMValueRef x, LLVMValueRef v)
+{
+    return LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealUNO, x, x, ""), x, v, "");
+}
+
+void em_sigmoid_pair(em_t *e, LLVMValueRef x, int w, LLVMValueRef *s, LLVMValueRef *s_neg)
+{
+    /* from t = e^-|x| in (0, 1], never an overflow: r = 1 / (1 + t) is
+     * sigmoid(|x|) and t r = sigmoid(-|x|), whose small values keep their
+     * relative precision (1 - r would cancel) */
+    LLVMValueRef t = em_exp(e, LLVMBuildFNeg(e->b, em_intr1(e, "fabs", x), ""), w);
+    LLVMValueRef r = LLVMBuildFDiv(e->b, em_fw(e, 1.0, w), em_add(e, em_fw(e, 1.0, w), t), "");
+    LLVMValueRef tr = em_mul(e, t, r);
+    LLVMValueRef pos = LLVMBuildFCmp(e->b, LLVMRealOGE, x, em_fw(e, 0.0, w), "");
+    *s = keep_nan(e, x, LLVMBuildSelect(e->b, pos, r, tr, ""));
+    if (s_neg) *s_neg = keep_nan(e, x, LLVMBuildSelect(e->b, pos, tr, r, ""));
+}
+
+LLVMValueRef em_sigmoid(em_t *e, LLVMValueRef x, int w)
+{
+    LLVMValueRef s;
+    em_sigmoid_pair(e, x, w, &s, NULL);
+    return s;
+}
+
+LLVMValueRef em_tanh(em_t *e, LLVMValueRef x, int w)
+{
+    /* |x| < 0.625: Cephes' tanhf polynomial, x + x^3 P(x^2); elsewhere
+     * (1 - t) / (1 + t) with t = e^-2|x| in (0, 0.29), no overflow and no
+     * cancellation, its sign copied from x. The compare is unordered so that
+     * NaN takes the polynomial and stays NaN. */
+    static const double c[] = {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2, 1.33314422036E-1, -3.33332819422E-1};
+    LLVMValueRef ax = em_intr1(e, "fabs", x), z = em_mul(e, x, x), p = em_fw(e, c[0], w);
+    for (int i = 1; i < 5; i++) p = em_fma(e, p, z, em_fw(e, c[i], w));
+    LLVMValueRef small = em_fma(e, em_mul(e, p, z), x, x);
+    LLVMValueRef t = em_exp(e, em_mul(e, ax, em_fw(e, -2.0, w)), w);
+    LLVMValueRef big = LLVMBuildFDiv(e->b, LLVMBuildFSub(e->b, em_fw(e, 1.0, w), t, ""), em_add(e, em_fw(e, 1.0, w), t), "");
+    big = em_intr2(e, "copysign", big, x);
+    return LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealULT, ax, em_fw(e, 0.625, w), ""), small, big, "");
 }
 
 static LLVMValueRef reduce(em_t *e, LLVMValueRef v, int w, int is_max)

@@ -46,6 +46,15 @@ static LLVMValueRef normal_cdf(em_t *e, LLVMValueRef x, int w)
     return em_mul(e, em_fw(e, 0.5, w), em_add(e, em_fw(e, 1.0, w), erf));
 }
 
+/* gelu_tanh's 2u = 2 sqrt(2/pi) x (1 + 0.044715 x^2), torch's kBeta and kKappa */
+#define GELU_BETA 0.79788456080286535588
+#define GELU_KAPPA 0.044715
+static LLVMValueRef gelu_tanh_2u(em_t *e, LLVMValueRef x, int w)
+{
+    LLVMValueRef inner = em_fma(e, em_mul(e, x, x), em_fw(e, GELU_KAPPA, w), em_fw(e, 1.0, w));
+    return em_mul(e, em_mul(e, x, em_fw(e, 2.0 * GELU_BETA, w)), inner);
+}
+
 /* ---- the elementwise ops' values ----------------------------------------- */
 
 /* Each gets its operand a (input 0, already evaluated) and loads the rest
@@ -83,6 +92,32 @@ VALUE_FN(value_gelu_grad) /* dy (Phi(x) + x phi(x)) */
     LLVMValueRef cdf = normal_cdf(e, a, w);
     LLVMValueRef pdf = em_mul(e, em_exp(e, em_mul(e, em_mul(e, a, a), em_fw(e, -0.5, w)), w), em_fw(e, 0.39894228040143267794, w));
     return em_mul(e, B, em_fma(e, a, pdf, cdf));
+}
+VALUE_FN(value_tanh) { (void)n, (void)row, (void)col, (void)D; return em_tanh(k->e, a, w); }
+VALUE_FN(value_sigmoid) { (void)n, (void)row, (void)col, (void)D; return em_sigmoid(k->e, a, w); }
+VALUE_FN(value_tanh_grad) /* dy (1 - y^2), y the forward output */
+{
+    em_t *e = k->e;
+    return em_mul(e, B, em_fma(e, LLVMBuildFNeg(e->b, a, ""), a, em_fw(e, 1.0, w)));
+}
+VALUE_FN(value_sigmoid_grad) /* dy y (1 - y), y the forward output */
+{
+    em_t *e = k->e;
+    return em_mul(e, em_mul(e, B, a), LLVMBuildFSub(e->b, em_fw(e, 1.0, w), a, ""));
+}
+VALUE_FN(value_gelu_tanh) /* x (1 + tanh u) / 2 = x sigmoid(2u), without 1 + tanh u's cancellation */
+{
+    (void)n, (void)row, (void)col, (void)D;
+    return em_mul(k->e, a, em_sigmoid(k->e, gelu_tanh_2u(k->e, a, w), w));
+}
+VALUE_FN(value_gelu_tanh_grad) /* dy s (1 + 2 x (1 - s) u'), s = sigmoid(2u), 1 - s = sigmoid(-2u) */
+{
+    em_t *e = k->e;
+    LLVMValueRef s, sn, x2 = em_mul(e, a, a);
+    em_sigmoid_pair(e, gelu_tanh_2u(e, a, w), w, &s, &sn);
+    LLVMValueRef du = em_fma(e, x2, em_fw(e, 3.0 * GELU_KAPPA * GELU_BETA, w), em_fw(e, GELU_BETA, w));
+    LLVMValueRef twox_sn = em_mul(e, em_mul(e, a, em_fw(e, 2.0, w)), sn);
+    return em_mul(e, em_mul(e, B, s), em_fma(e, twox_sn, du, em_fw(e, 1.0, w)));
 }
 #undef B
 #undef VALUE_FN
@@ -501,6 +536,12 @@ static void kg_rope_grad_kernel(kgen *k, const lrc_node *n) { kg_rope(k, n, -1.0
 #define KG_relu_grad VALUE(value_relu_grad)
 #define KG_exp VALUE(value_exp)
 #define KG_softplus KERNEL(kg_softplus)
+#define KG_tanh VALUE(value_tanh)
+#define KG_tanh_grad VALUE(value_tanh_grad)
+#define KG_sigmoid VALUE(value_sigmoid)
+#define KG_sigmoid_grad VALUE(value_sigmoid_grad)
+#define KG_gelu_tanh VALUE(value_gelu_tanh)
+#define KG_gelu_tanh_grad VALUE(value_gelu_tanh_grad)
 #define KG_rope KERNEL(kg_rope_kernel)
 #define KG_rope_grad KERNEL(kg_rope_grad_kernel)
 #define KG_attention KERNEL(kg_attention_kernel)

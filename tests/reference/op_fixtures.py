@@ -58,6 +58,29 @@ def elementwise(save, gen, randn):
     x = randn(g, 5, 9, scale=3.0)
     save("gelu_0", "gelu", [x], F.gelu(f64(x)))  # the exact (erf) GELU, torch's default
 
+    # tanh, sigmoid: saturation (+-30, and sigmoid's e^-|x| far below f32's
+    # normal range at -100), values near 0, the cpu tanh's 0.625 switch
+    special = [0.0, -0.0, 1e-4, -1e-4, 1e-30, 30.0, -30.0, 9.0, -9.0, 0.6249, 0.6251, -0.625, 100.0, -100.0]
+    for op, fn in (("tanh", torch.tanh), ("sigmoid", torch.sigmoid)):
+        g = gen("ops/%s_0" % op)
+        x = randn(g, 4, 9, scale=3.0)
+        x.view(-1)[:len(special)] = torch.tensor(special)
+        save("%s_0" % op, op, [x], fn(f64(x)))
+
+    # gelu_tanh (GPT-2's and Gemma's): torch's gelu(approximate="tanh"); the
+    # negative tail (outputs near 0, where 1 + tanh u cancels) and values near
+    # 0 in a fixture of their own, with no large positive x (gelu_tanh(x) ~ x)
+    # to swamp the relative norm
+    gelu_tanh = lambda t: F.gelu(t, approximate="tanh")  # noqa: E731
+    g = gen("ops/gelu_tanh_0")
+    x = randn(g, 5, 9, scale=3.0)
+    save("gelu_tanh_0", "gelu_tanh", [x], gelu_tanh(f64(x)))
+    g = gen("ops/gelu_tanh_1")
+    x = randn(g, 3, 7)
+    tail = [0.0, -0.0, 1e-4, -1e-4, 1e-30, 0.6249, -0.625, -2.0, -3.0, -4.0, -5.0, -7.0, -10.0, -30.0, -100.0]
+    x.view(-1)[:len(tail)] = torch.tensor(tail)
+    save("gelu_tanh_1", "gelu_tanh", [x], gelu_tanh(f64(x)))
+
     g = gen("ops/relu_0")
     x = randn(g, 4, 7)
     x[0, :3] = 0.0  # relu and relu_grad at exactly 0
@@ -234,12 +257,20 @@ def unary_grads(save, gen, randn):
              ("softmax_grad", None, (3, 11), 3.0, {}),
              ("layernorm_grad", lambda x: F.layer_norm(x, (8,), eps=1e-5), (2, 3, 8), 1.0, {"eps": repr(1e-5)}),
              ("gelu_grad", F.gelu, (5, 6), 3.0, {}),
-             ("relu_grad", torch.relu, (4, 7), 1.0, {})]
+             ("relu_grad", torch.relu, (4, 7), 1.0, {}),
+             ("gelu_tanh_grad", lambda x: F.gelu(x, approximate="tanh"), (5, 6), 3.0, {}),
+             ("tanh_grad", torch.tanh, (4, 9), 3.0, {}),
+             ("sigmoid_grad", torch.sigmoid, (4, 9), 3.0, {})]
     for op, fn, shape, scale, attrs in cases:
         g = gen("ops/%s_0" % op)
         x, dy = randn(g, *shape, scale=scale), randn(g, *shape)
         if op == "relu_grad":
             x[0, :3] = 0.0  # torch's (and lrc's) rule: no gradient at 0
+        if op in ("gelu_tanh_grad", "tanh_grad", "sigmoid_grad"):  # saturation, and near 0
+            x.view(-1)[:6] = torch.tensor([0.0, 1e-4, -1e-4, 30.0, -30.0, -6.0])
+        if op in ("tanh_grad", "sigmoid_grad"):  # from the forward output y, as torch's tanh_backward
+            save("%s_0" % op, op, [fn(f64(x)).to(torch.float32), dy], vjp(fn, [x], 0, dy), attrs)
+            continue
         if op == "softmax_grad":  # the op takes the softmax's output y, not its input
             y = ref.softmax(f64(x))
             save("softmax_grad_0", op, [y.to(torch.float32), dy], vjp(ref.softmax, [x], 0, dy), attrs)

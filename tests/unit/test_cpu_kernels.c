@@ -6,6 +6,7 @@
 #include "check.h"
 #include "frontend/compile.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,7 +122,14 @@ static int b_vision(lrc_graph *g, const int64_t *d)
            out(g, "relu2", op(g, LRC_OP_MUL, op(g, LRC_OP_RELU, x, 0, 0, 0, 0), op(g, LRC_OP_RELU, x, 0, 0, 0, 0), 0, 0, 0)) ||
            out(g, "relu_grad", op(g, LRC_OP_RELU_GRAD, x, dy, 0, 0, 0)) ||
            out(g, "exp", op(g, LRC_OP_EXP, op(g, LRC_OP_SCALE, x, 0, 0, 3.0, 0), 0, 0, 0, 0)) ||
-           out(g, "softplus", op(g, LRC_OP_SOFTPLUS, op(g, LRC_OP_SCALE, x, 0, 0, 20.0, 0), 0, 0, 0, 0));
+           out(g, "softplus", op(g, LRC_OP_SOFTPLUS, op(g, LRC_OP_SCALE, x, 0, 0, 20.0, 0), 0, 0, 0, 0)) ||
+           /* tanh, sigmoid into saturation, gelu_tanh, and their gradients (tanh's and sigmoid's from the output) */
+           out(g, "tanh", op(g, LRC_OP_TANH, op(g, LRC_OP_SCALE, x, 0, 0, 6.0, 0), 0, 0, 0, 0)) ||
+           out(g, "sigmoid", op(g, LRC_OP_SIGMOID, op(g, LRC_OP_SCALE, x, 0, 0, 12.0, 0), 0, 0, 0, 0)) ||
+           out(g, "gelu_tanh", op(g, LRC_OP_GELU_TANH, op(g, LRC_OP_SCALE, x, 0, 0, 4.0, 0), 0, 0, 0, 0)) ||
+           out(g, "tanh_grad", op(g, LRC_OP_TANH_GRAD, op(g, LRC_OP_TANH, op(g, LRC_OP_SCALE, x, 0, 0, 3.0, 0), 0, 0, 0, 0), dy, 0, 0, 0)) ||
+           out(g, "sigmoid_grad", op(g, LRC_OP_SIGMOID_GRAD, op(g, LRC_OP_SIGMOID, op(g, LRC_OP_SCALE, x, 0, 0, 6.0, 0), 0, 0, 0, 0), dy, 0, 0, 0)) ||
+           out(g, "gelu_tanh_grad", op(g, LRC_OP_GELU_TANH_GRAD, op(g, LRC_OP_SCALE, x, 0, 0, 4.0, 0), dy, 0, 0, 0));
 }
 
 static int b_gemm(lrc_graph *g, const int64_t *d)
@@ -387,9 +395,126 @@ static void unsupported_is_an_error(void)
     lrc_compiled_free(&c);
 }
 
+/* ---- the cpu tanh and sigmoid against libm (emit.h states these bounds) -- */
+
+/* The error |got - want| in units of the f32 spacing at want where want is
+ * a normal f32, and absolute where it is subnormal or 0 (em_exp saturates
+ * at e^-87.34 = FLT_MIN, so sigmoid's values below it are not resolved). */
+static void accuracy_of(const char *what, const float *x, const float *got, int64_t n, double (*f)(double), double max_ulps)
+{
+    double worst = 0, worst_tiny = 0, at = 0;
+    int64_t nan_wrong = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double want = f((double)x[i]), d = fabs((double)got[i] - want);
+        if (isnan(want) != isnan(got[i])) nan_wrong++;
+        if (isnan(want)) continue;
+        float wf = fabsf((float)want);
+        if (wf < FLT_MIN) {
+            if (!(d <= worst_tiny)) worst_tiny = d;
+            continue;
+        }
+        double ulps = d / (double)(nextafterf(wf, INFINITY) - wf);
+        if (!(ulps <= worst)) worst = ulps, at = x[i];
+    }
+    printf("     %s vs libm: at most %.2f ulp (at x = %.9g), %.3g where |%s| < FLT_MIN, over %lld values\n", what, worst, at,
+           worst_tiny, what, (long long)n);
+    CHECK(worst <= max_ulps && worst_tiny <= FLT_MIN && !nan_wrong, "%s: %.2f ulp (bound %.1f), %.3g below FLT_MIN, %lld NaN wrong",
+          what, worst, max_ulps, worst_tiny, (long long)nan_wrong);
+}
+
+static double sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+/* every 512th f32 of each binade in +-[2^-24, 128), and the ends: 0, -0,
+ * subnormals, the tails to 1e30, +-inf, NaN; through a vector width and its
+ * scalar tail */
+static void tanh_sigmoid_accuracy(void)
+{
+    enum { PER = 1 << 14, BINADES = 31 };
+    static const float ends[] = {0.0f, -0.0f, 1e-45f, -1e-45f, 1e-40f, -1e-40f, 0.625f, -0.625f, 88.0f, -88.0f, 100.0f,
+                                 -100.0f, 1e30f, -1e30f, INFINITY, -INFINITY, NAN};
+    int64_t n = 2 * BINADES * PER + (int64_t)(sizeof ends / sizeof ends[0]), k = 0;
+    lrc_err err;
+    lrc_graph *g = lrc_graph_new();
+    int x = input(g, "x", 1, &n, LRC_F32);
+    out(g, "tanh", op(g, LRC_OP_TANH, x, 0, 0, 0, 0));
+    out(g, "sigmoid", op(g, LRC_OP_SIGMOID, x, 0, 0, 0, 0));
+    lrc_tensor_set in, params, got;
+    lrc_tensor_set_init(&in), lrc_tensor_set_init(&params), lrc_tensor_set_init(&got);
+    lrc_shape s = S(1, &n);
+    lrc_tensor *xt = lrc_tensor_new("x", LRC_F32, &s, &err), *th = lrc_tensor_new("tanh", LRC_F32, &s, &err),
+               *sg = lrc_tensor_new("sigmoid", LRC_F32, &s, &err);
+    float *xs = xt->data;
+    for (int b = 0; b < BINADES; b++)
+        for (int i = 0; i < PER; i++) {
+            float v = ldexpf(1.0f + (float)i / PER, b - 24);
+            xs[k++] = v, xs[k++] = -v;
+        }
+    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) xs[k++] = ends[i];
+    lrc_tensor_set_add(&in, xt, &err), lrc_tensor_set_add(&got, th, &err), lrc_tensor_set_add(&got, sg, &err);
+    lrc_compiled c;
+    lrc_pool *pool = lrc_pool_new(2, &err);
+    lrc_exec *ex = NULL;
+    int rc = lrc_compile_graph(g, NULL, &c, &err);
+    if (!rc) rc = lrc_exec_new(&c.plan, pool, &ex, &err);
+    if (!rc) rc = lrc_exec_bind_params(ex, &params, &err);
+    if (!rc) rc = lrc_exec_run_plan(ex, &in, &got, &err);
+    CHECK(!rc, "tanh/sigmoid sweep: %s", rc ? err.msg : "");
+    if (!rc) {
+        accuracy_of("tanh", xs, th->data, n, tanh, 2.0);
+        accuracy_of("sigmoid", xs, sg->data, n, sigmoid_d, 3.0);
+    }
+    lrc_exec_free(ex);
+    lrc_pool_free(pool);
+    lrc_compiled_free(&c);
+    lrc_tensor_set_clear(&in), lrc_tensor_set_clear(&got), lrc_tensor_set_clear(&params);
+}
+
+/* Kernels that differ only in their op get code of their own: the kernel
+ * signature (codegen/program.c) names each op, and equal structures share
+ * one function (the control: tanh of two inputs of one shape). */
+static void ops_distinguish_kernels(void)
+{
+    static const lrc_op ops[] = {LRC_OP_TANH, LRC_OP_SIGMOID, LRC_OP_GELU_TANH, LRC_OP_GELU, LRC_OP_SILU, LRC_OP_TANH};
+    enum { N_OPS = sizeof ops / sizeof ops[0] };
+    lrc_err err;
+    lrc_graph *g = lrc_graph_new();
+    int64_t sh[2] = {3, 37};
+    for (int i = 0; i < N_OPS; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "x%d", i);
+        int x = input(g, name, 2, sh, LRC_F32);
+        snprintf(name, sizeof name, "y%d", i);
+        out(g, name, op(g, ops[i], x, 0, 0, 0, 0));
+    }
+    lrc_compiled c;
+    int rc = lrc_compile_graph(g, NULL, &c, &err), impl[N_OPS];
+    CHECK(!rc, "distinct kernels: %s", rc ? err.msg : "");
+    for (int i = 0; i < N_OPS; i++) impl[i] = -1;
+    for (int k = 0; !rc && k < c.prog.n_kernels; k++) {
+        const lrc_kernel_desc *d = &c.prog.kernels[k];
+        if (d->group < 0) continue;
+        const lrc_node *a = &c.g->nodes[c.sched.groups[d->group].anchor];
+        const char *src = c.g->nodes[a->in[0]].name;
+        for (int i = 0; i < N_OPS; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "x%d", i);
+            if (a->op == ops[i] && src && !strcmp(src, name)) impl[i] = d->impl;
+        }
+    }
+    for (int i = 0; !rc && i < N_OPS - 1; i++)
+        for (int j = i + 1; j < N_OPS - 1; j++)
+            CHECK(impl[i] >= 0 && impl[i] != impl[j], "%s and %s share kernel code (%d, %d)", lrc_op_name(ops[i]),
+                  lrc_op_name(ops[j]), impl[i], impl[j]);
+    CHECK(rc || (impl[0] >= 0 && impl[0] == impl[N_OPS - 1]), "two tanh kernels of one shape do not share code (%d, %d)",
+          impl[0], impl[N_OPS - 1]);
+    lrc_compiled_free(&c);
+}
+
 int main(void)
 {
     unsupported_is_an_error();
+    tanh_sigmoid_accuracy();
+    ops_distinguish_kernels();
     static const struct {
         const char *name;
         build_fn fn;
