@@ -16,6 +16,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* A to_hf's constants are parameters named lrc.const.NAME with a const
+ * init (the IR has no constant op): filled here, as no file holds them. */
+static int add_constants(const lrc_graph *g, lrc_tensor_set *w, lrc_err *err)
+{
+    for (int id = 0; id < g->n_nodes; id++) {
+        const lrc_node *n = &g->nodes[id];
+        if (n->op != LRC_OP_PARAM || strncmp(n->name, "lrc.const.", 10)) continue;
+        if (n->init.kind != LRC_INIT_CONST)
+            return lrc_err_set(err, "to_hf's constant '%s' needs a {\"const\", value=} init", n->name);
+        lrc_tensor *t = lrc_tensor_new(n->name, LRC_F32, &n->shape, err);
+        if (!t) return LRC_EUSER;
+        for (int64_t i = 0; i < lrc_shape_numel(&n->shape); i++) ((float *)t->data)[i] = (float)n->init.value;
+        if (lrc_tensor_set_add(w, t, err)) return LRC_EUSER;
+    }
+    return LRC_OK;
+}
+
 /* Every output of g, evaluated on params, as f32 tensors named as the outputs. */
 static int evaluate(const lrc_graph *g, const lrc_tensor_set *params, lrc_tensor_set *out, lrc_err *err)
 {
@@ -101,6 +118,7 @@ static int export_hf(const cli_args *a, const char *weights, const char *out, lr
     int rc = lrc_model_load(&m, a->m.model, a->m.preset, a->m.sets, a->m.n_sets, err);
     if (!rc) rc = lrc_model_build_export(&m, &g, &config_ref, err);
     if (!rc) rc = lrc_safetensors_load(weights, &wfile, err);
+    if (!rc) rc = add_constants(g, &wfile, err);
     if (!rc) rc = lrc_params_bind(g, &wfile, weights, &params, err);
     if (!rc) rc = evaluate(g, &params, &tensors, err);
     /* from_pretrained reads a safetensors file only with this mark */

@@ -69,7 +69,6 @@ static int push_json(lua_State *L, const cJSON *v, int depth)
         lua_newtable(L);
         lua_Integer i = 1;
         for (const cJSON *c = v->child; c; c = c->next) {
-            if (cJSON_IsNull(c) && !cJSON_IsArray(v)) continue; /* "rope_scaling": null is no rope_scaling */
             if (push_json(L, c, depth + 1)) return -1;
             if (cJSON_IsArray(v)) lua_rawseti(L, -2, i++);
             else lua_setfield(L, -2, c->string);
@@ -90,7 +89,7 @@ static int push_json(lua_State *L, const cJSON *v, int depth)
         else
             lua_pushnumber(L, d);
     } else {
-        lua_pushlightuserdata(L, NULL); /* a null in an array */
+        lua_pushlightuserdata(L, NULL); /* null: lrc.null; lrc.hf's readers take it as absent */
     }
     return 0;
 }

@@ -52,7 +52,7 @@ typedef struct lrc_model {
 /* A directory holding config.json: a Hugging Face model (frontend/hf.c). */
 bool lrc_hf_is_dir(const char *path);
 /* Pushes DIR/config.json as a Lua table (objects and arrays as tables, an
- * array's marked __array = true; a null member is left out). */
+ * array's marked __array = true; null as lrc.null, a light userdata). */
 int lrc_hf_push_config(struct lua_State *L, const char *dir, lrc_err *err);
 
 /* Loads MODEL (a path, a Hugging Face directory, or the name of an embedded model such as "llama"),

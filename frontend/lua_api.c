@@ -363,6 +363,9 @@ static int open_lrc(lua_State *L)
         lua_pushcclosure(L, l_op, 1);
         lua_setfield(L, -2, lrc_op_table[op].name);
     }
+    /* JSON's null, as lrc.hf reads config.json and a to_hf writes it */
+    lua_pushlightuserdata(L, NULL);
+    lua_setfield(L, -2, "null");
     return 1;
 }
 

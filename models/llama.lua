@@ -262,15 +262,60 @@ local function hf_llama_config(cfg, dh)
   return c
 end
 
+-- Peri-Norm (peri, layerrope_peri) is Gemma 2's layer: h + N(F(N(h) w_in)) w_out.
+-- Gemma 2 multiplies by (1 + w), scales the embeddings by sqrt(d) and
+-- soft-caps and windows its attention; the export undoes the first two in
+-- the weights (w - 1, the embeddings over sqrt(d) and lm_head apart) and
+-- turns the others off (no caps; a window longer than any sequence).
+local function hf_gemma2(cfg)
+  local P, d = lrc.get_param, cfg.d_model
+  if cfg.qkv_bias or cfg.o_bias or cfg.mlp_bias or cfg.plain_layernorm or cfg.fused_proj or cfg.sliding_window > 0 then
+    error("Peri-Norm exports as gemma2, which has no biases, fused projections, plain LayerNorm or sliding window here")
+  end
+  local dh = cfg.head_dim > 0 and cfg.head_dim or d // cfg.n_heads
+  local one = lrc.param("lrc.const.one", {}, { "const", value = 1.0 })
+  local t = {}
+  local E = P("model.embed_tokens.weight")
+  t["model.embed_tokens.weight"] = E * (1 / math.sqrt(d))
+  t["lm_head.weight"] = cfg.tie_embeddings and E or P("lm_head.weight")
+  t["model.norm.weight"] = P("model.norm.weight") - one
+  -- lrc's names (llama's layout) for each of gemma2's four norms
+  local names = {
+    input_layernorm = { "input_layernorm", "in_attn" },
+    post_attention_layernorm = { "post_block_norm_attn", "out_attn" },
+    pre_feedforward_layernorm = { "post_attention_layernorm", "in_mlp" },
+    post_feedforward_layernorm = { "post_block_norm_mlp", "out_mlp" },
+  }
+  for l = 0, cfg.n_layers - 1 do
+    local p = "model.layers." .. l .. "."
+    for _, m in ipairs({ "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+      "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj" }) do
+      t[p .. m .. ".weight"] = P(p .. m .. ".weight")
+    end
+    for hf_name, lrc_name in pairs(names) do
+      local w = cfg.norm == "peri" and P(p .. lrc_name[1] .. ".weight") or hf_gain(cfg, lrc_name[2], l)
+      t[p .. hf_name .. ".weight"] = w - one
+    end
+  end
+  local c = {
+    architectures = { "Gemma2ForCausalLM" }, model_type = "gemma2", torch_dtype = "float32",
+    hidden_size = d, intermediate_size = cfg.d_ff, num_hidden_layers = cfg.n_layers,
+    num_attention_heads = cfg.n_heads, num_key_value_heads = cfg.n_kv_heads > 0 and cfg.n_kv_heads or cfg.n_heads,
+    head_dim = dh, vocab_size = cfg.vocab, rms_norm_eps = cfg.eps, rope_theta = cfg.rope_base,
+    tie_word_embeddings = false, attention_bias = false, hidden_activation = "silu", hidden_act = "silu",
+    query_pre_attn_scalar = dh, attn_logit_softcapping = lrc.null, final_logit_softcapping = lrc.null,
+    sliding_window = 1 << 20, max_position_embeddings = 2048, cache_implementation = "hybrid",
+  }
+  return c, t
+end
+
 function M.to_hf(cfg)
   local P, d = lrc.get_param, cfg.d_model
   local norm = cfg.norm
   if norm == "post" or norm == "deepnet" then
     error(string.format("norm = %s normalizes after the residual add, which no Hugging Face family computes", norm))
   end
-  if norm == "peri" or norm == "layerrope_peri" then
-    error(string.format("norm = %s exports as gemma2, which lrc does not write yet", norm))
-  end
+  if norm == "peri" or norm == "layerrope_peri" then return hf_gemma2(cfg) end
   if cfg.plain_layernorm or cfg.fused_proj then
     error("lrc exports the llama layout only (not plain_layernorm or fused_proj)")
   end

@@ -168,14 +168,6 @@ LLVMValueRef em_intr2(em_t *e, const char *name, LLVMValueRef x, LLVMValueRef y)
     return call_intrinsic(e, full, ops, 2);
 }
 
-LLVMValueRef em_tanh(em_t *e, LLVMValueRef x, int w)
-{
-    /* tanh|x| = (1 - e^-2|x|) / (1 + e^-2|x|): no overflow at any x, the sign put back after */
-    LLVMValueRef t = em_exp(e, em_mul(e, em_intr1(e, "fabs", x), em_fw(e, -2.0, w)), w);
-    LLVMValueRef r = LLVMBuildFDiv(e->b, LLVMBuildFSub(e->b, em_fw(e, 1.0, w), t, ""), em_add(e, em_fw(e, 1.0, w), t), "");
-    return em_intr2(e, "copysign", r, x);
-}
-
 LLVMValueRef em_exp(em_t *e, LLVMValueRef x, int w)
 {
     /* exp(x) = 2^n * exp(r), n = round(x / ln 2), r = x - n ln 2 in two parts */

@@ -53,8 +53,6 @@ LLVMValueRef em_intr2(em_t *e, const char *name, LLVMValueRef x, LLVMValueRef y)
  * [-87.34, 88.72] (at FLT_MIN and near FLT_MAX) instead of returning 0 or
  * inf. */
 LLVMValueRef em_exp(em_t *e, LLVMValueRef x, int w);
-/* tanh(x) from em_exp, to about 2.5e-7 absolute (the soft-cap of attention logits). */
-LLVMValueRef em_tanh(em_t *e, LLVMValueRef x, int w);
 /* erf(x) to 3.4e-7 absolute, vectorisable (a rational approximation). */
 LLVMValueRef em_erf(em_t *e, LLVMValueRef x, int w);
 /* tanh(x) and sigmoid(x) = 1 / (1 + e^-x) over the whole f32 line without

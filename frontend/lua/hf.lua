@@ -11,6 +11,7 @@ local hf = {}
 -- model_type -> the built-in model (models/NAME.lua) that implements it
 hf.families = {
   llama = "llama", mistral = "llama", qwen2 = "llama", phi3 = "llama", olmo = "llama",
+  gemma = "gemma", gemma2 = "gemma",
 }
 
 -- Keys that say nothing about the function the model computes.
@@ -21,7 +22,10 @@ local metadata = {
   tokenizer_class = true, __array = true,
 }
 
+local function is_null(v) return type(v) == "userdata" end
+
 local function show(v)
+  if is_null(v) then return "null" end
   if type(v) == "string" then return string.format("%q", v) end
   if type(v) == "table" then
     local keys = {}
@@ -52,13 +56,20 @@ function Reader:fail(key, fmt, ...)
   error(string.format("%s: %s%s = %s: " .. fmt, self.where, self.path, key, show(self.c[key]), ...), 0)
 end
 
--- The value of key, marked read; nil when absent.
+-- The value of key, marked read; nil when absent or null (which
+-- save_pretrained writes for an unset option: "rope_scaling": null).
 function Reader:get(key)
   self.used[key] = true
-  return self.c[key]
+  local v = self.c[key]
+  if is_null(v) then return nil end
+  return v
 end
 
-function Reader:has(key) return self.c[key] ~= nil end
+function Reader:has(key) return self.c[key] ~= nil and not is_null(self.c[key]) end
+
+-- Whether config.json sets key to null (a family whose class default is
+-- not None reads this: gemma2's "final_logit_softcapping": null is off).
+function Reader:is_null(key) return is_null(self.c[key]) end
 
 local function missing(self, key, what)
   error(string.format("%s: %s%s is missing (%s, needed for model_type %s)", self.where, self.path, key, what,
@@ -124,10 +135,11 @@ function Reader:object(key)
   return reader(v, self.where, self.family, self.path .. key .. ".")
 end
 
--- Every key not read is an error, unless it is metadata at the top level.
+-- Every key not read is an error, unless it is null (unset) or metadata
+-- at the top level.
 function Reader:finish()
   for _, k in ipairs(sorted_keys(self.c)) do
-    if not self.used[k] and not (self.path == "" and metadata[k]) then
+    if not self.used[k] and not is_null(self.c[k]) and not (self.path == "" and metadata[k]) then
       self:fail(k, "not a key lrc implements for model_type %s", self.family)
     end
   end
@@ -136,6 +148,7 @@ end
 -- The built-in model for config c (read from where).
 function hf.family(c, where)
   local t = c.model_type
+  if is_null(t) then t = nil end
   if t == nil then
     error(string.format("%s: model_type is missing (a Hugging Face config names its family)", where), 0)
   end

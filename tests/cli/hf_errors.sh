@@ -88,6 +88,14 @@ t "a tensor of the wrong shape" 1 'shape/model.safetensors: tensor .model.layers
 mkdir noweights && cp "$HF/llama_mha/config.json" noweights/
 t "no weights in the directory" 1 'noweights: a directory with neither model.safetensors nor model.safetensors.index.json' -- $(fwd noweights)
 
+# ---- lrc export --hf ----
+"$LRC" init llama --preset tiny --set norm=post -o post.safetensors >/dev/null
+t "export of a placement no family computes" 1 'norm = post normalizes after the residual add' -- export post.safetensors llama --preset tiny --set norm=post --hf post.hf
+mkdir taken
+t "export into an existing directory" 2 '--hf taken: already exists' -- export post.safetensors llama --preset tiny --set norm=post --hf taken
+t "export without --hf" 2 'needs --hf OUT_DIR' -- export post.safetensors llama --preset tiny
+t "export of weights that do not fit" 1 'post.safetensors' -- export post.safetensors llama --preset small --hf small.hf
+
 # ---- a directory is a model only if it holds config.json ----
 mkdir llama
 ok "a folder named llama does not hide the built-in llama" inspect llama --preset tiny

@@ -2,7 +2,7 @@
 # hf_export.sh LRC ST_COMPARE — lrc export --hf round trips: a llama model's
 # weights (pre, lns and layerrope placements; grouped key-value heads, tied
 # embeddings and biases; a sliding window as mistral) exported as a Hugging
-# Face directory, which lrc then runs as a MODEL: its logits within 1e-5 of
+# Face directory (Peri-Norm as gemma2), which lrc then runs as a MODEL: its logits within 1e-5 of
 # the original's. (bench/hf_export.py loads the same directories in
 # transformers and llama.cpp, which CI does not have.)
 set -eu
@@ -34,6 +34,9 @@ check lns norm=lns
 check layerrope norm=layerrope layerrope_alpha=0.3 layerrope_beta=-0.2 layerrope_alpha_rot=0.5
 check layerrope_gqa_tied norm=layerrope n_kv_heads=1 tie_embeddings=true qkv_bias=true o_bias=true mlp_bias=true
 check mistral sliding_window=4 n_kv_heads=1
+check peri norm=peri n_kv_heads=1
+check layerrope_peri norm=layerrope_peri tie_embeddings=true layerrope_beta=-0.3
+grep -q '"model_type":[[:space:]]*"gemma2"' layerrope_peri.hf/config.json || { echo "FAIL: Peri-Norm should export as gemma2"; exit 1; }
 grep -q '"model_type":[[:space:]]*"mistral"' mistral.hf/config.json || { echo "FAIL: a sliding window should export as mistral"; exit 1; }
 grep -q '"sliding_window":[[:space:]]*4' mistral.hf/config.json || { echo "FAIL: mistral's sliding_window is not 4"; exit 1; }
 python3 - <<'PY'

@@ -34,6 +34,13 @@ import safetensors_io as st  # noqa: E402
 
 B, T, NEW = 2, 7, 32
 
+# transformers 4.44's HybridCache (gemma2's generate) marks its buffers for
+# torch 2's compiler, which Debian's torch 1.13 lacks: a no-op mark is the
+# same computation
+if not hasattr(torch, "_dynamo"):
+    import types
+    torch._dynamo = types.SimpleNamespace(mark_static_address=lambda t: None)
+
 # name -> (config class, keyword arguments, save options)
 CASES = OrderedDict([
     ("llama_mha", ("LlamaConfig", dict(hidden_size=48, intermediate_size=72, num_attention_heads=4,
@@ -57,6 +64,13 @@ CASES = OrderedDict([
     ("olmo_plain", ("OlmoConfig", dict(hidden_size=40, intermediate_size=56, num_attention_heads=4,
                                        num_hidden_layers=2, vocab_size=53, pad_token_id=0,
                                        eos_token_id=1, attention_bias=True), {})),
+    ("gemma_geglu", ("GemmaConfig", dict(hidden_size=48, intermediate_size=64, num_attention_heads=4,
+                                          num_key_value_heads=2, head_dim=16, num_hidden_layers=2,
+                                          vocab_size=61), {})),
+    ("gemma2_capped", ("Gemma2Config", dict(hidden_size=40, intermediate_size=56, num_attention_heads=4,
+                                            num_key_value_heads=2, head_dim=12, num_hidden_layers=3,
+                                            vocab_size=67, sliding_window=3, query_pre_attn_scalar=10,
+                                            attn_logit_softcapping=0.3, final_logit_softcapping=0.2), {})),
 ])
 
 

@@ -38,7 +38,7 @@ int main(int argc, char **argv)
      * against 1e-3 of the largest norm. */
     double largest = 0;
     int floored = 0, floored_scalars = 0;
-    for (int i = 0; i < b.n && all; i++) {
+    for (int i = 0; i < b.n; i++) { /* over all of REF, whichever NAME is compared */
         if (b.items[i]->dtype != LRC_F32) continue;
         const float *q = b.items[i]->data;
         double den = 0;
