@@ -277,7 +277,9 @@ static int infer_kv_attention(const lrc_graph *g, lrc_node *n, lrc_err *err)
     if (IN(5)->dtype != LRC_I32 || lrc_shape_numel(&IN(5)->shape) != 1)
         return lrc_err_set(err, "kv_attention: pos must be one i32");
     if (q->dim[3] % 2) return lrc_err_set(err, "kv_attention: the head dimension must be even for RoPE");
-    if (!(n->fattr[0] > 0) || !(n->fattr[1] > 0)) return lrc_err_set(err, "kv_attention: scale and base must be positive");
+    /* base 0: no RoPE (a model with learned positions, GPT-2's) */
+    if (!(n->fattr[0] > 0) || !(n->fattr[1] >= 0))
+        return lrc_err_set(err, "kv_attention: scale must be positive and base positive or 0 (no RoPE)");
     if (want_window_softcap(n, 0, 2, true, err)) return LRC_EUSER;
     n->dtype = IN(0)->dtype;
     n->shape = *q;
@@ -532,7 +534,7 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2 };
 #define ROW_layernorm OP(1, ROW, NONE, ATTRS("eps"), NULL, infer_layernorm, flops_5, 2, REFS(layernorm), lrc_grad_layernorm, ALL, LOCAL, 0)
 #define ROW_gelu OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 2, REFS(gelu), lrc_grad_gelu, ALL, LOCAL, KEEPS_ZERO)
 #define ROW_slice                                                                                                        \
-    OP(1, OPAQUE, ATTRS("axis", "start", "size"), NONE, NULL, infer_slice, flops_zero, 0, REFS(slice), lrc_grad_slice, \
+    OP(1, OPAQUE, ATTRS("axis", "start", "size", "positions"), NONE, NULL, infer_slice, flops_zero, 0, REFS(slice), lrc_grad_slice, \
        ALL, SLICE, 0)
 #define ROW_relu OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_1, 1, REFS(relu), lrc_grad_relu, ALL, LOCAL, KEEPS_ZERO)
 #define ROW_exp OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 1, REFS(exp), lrc_grad_exp, ALL, LOCAL, 0)

@@ -302,7 +302,7 @@ int REF(kv_attention)(const lrc_graph *g, const lrc_node *n, void *const *in, vo
                 const real *k = F(1) + ((b * T + t) * Hkv + h) * D, *v = F(2) + ((b * T + t) * Hkv + h) * D;
                 real *kd = kc + ((b * Tmax + pos + t) * Hkv + h) * D, *vd = vc + ((b * Tmax + pos + t) * Hkv + h) * D;
                 for (int64_t i = 0; i < half; i++) {
-                    double ang = (double)(pos + t) * pow(base, -2.0 * (double)i / (double)D), c = cos(ang), s = sin(ang);
+                    double ang = base > 0 ? (double)(pos + t) * pow(base, -2.0 * (double)i / (double)D) : 0, c = cos(ang), s = sin(ang);
                     kd[i] = (real)(k[i] * c - k[i + half] * s);
                     kd[i + half] = (real)(k[i + half] * c + k[i] * s);
                 }
@@ -313,7 +313,7 @@ int REF(kv_attention)(const lrc_graph *g, const lrc_node *n, void *const *in, vo
             for (int64_t h = 0; h < H; h++) {
                 const real *q = F(0) + ((b * T + t) * H + h) * D;
                 for (int64_t i = 0; i < half; i++) {
-                    double ang = (double)(pos + t) * pow(base, -2.0 * (double)i / (double)D), c = cos(ang), s = sin(ang);
+                    double ang = base > 0 ? (double)(pos + t) * pow(base, -2.0 * (double)i / (double)D) : 0, c = cos(ang), s = sin(ang);
                     qr[i] = (double)(real)(q[i] * c - q[i + half] * s);
                     qr[i + half] = (double)(real)(q[i + half] * c + q[i] * s);
                 }

@@ -23,7 +23,7 @@ const char *cu_rope_table(cu_gen *c, int64_t D, double base, char *buf, size_t n
     snprintf(probe, sizeof probe, "float %s[", buf);
     if (c->tables->s && strstr(c->tables->s, probe)) return buf;
     cu_printf(c->tables, "__device__ const float %s[%lld] = {", buf, (long long)(D / 2));
-    for (int64_t i = 0; i < D / 2; i++) cu_printf(c->tables, "%s%.9ef", i ? ", " : "", pow(base, -2.0 * (double)i / (double)D));
+    for (int64_t i = 0; i < D / 2; i++) cu_printf(c->tables, "%s%.9ef", i ? ", " : "", base > 0 ? pow(base, -2.0 * (double)i / (double)D) : 0.0); /* 0: no RoPE */
     cu_printf(c->tables, "};\n");
     return buf;
 }

@@ -23,7 +23,7 @@ LLVMValueRef kg_rope_table(em_t *e, int64_t T, int64_t D, double base, bool sine
         LLVMValueRef *vals = malloc((size_t)n * sizeof *vals);
         for (int64_t t = 0; t < T; t++)
             for (int64_t i = 0; i < half; i++) {
-                double ang = (double)t * pow(base, -2.0 * (double)i / (double)D);
+                double ang = base > 0 ? (double)t * pow(base, -2.0 * (double)i / (double)D) : 0; /* 0: no RoPE */
                 vals[t * half + i] = LLVMConstReal(e->f32, (float)(sine ? sin(ang) : cos(ang)));
             }
         gv = LLVMAddGlobal(e->mod, at, name);

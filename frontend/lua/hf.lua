@@ -11,7 +11,7 @@ local hf = {}
 -- model_type -> the built-in model (models/NAME.lua) that implements it
 hf.families = {
   llama = "llama", mistral = "llama", qwen2 = "llama", phi3 = "llama", olmo = "llama",
-  gemma = "gemma", gemma2 = "gemma",
+  gemma = "gemma", gemma2 = "gemma", gpt2 = "gpt2",
 }
 
 -- Keys that say nothing about the function the model computes.

@@ -2,7 +2,9 @@
  * graph built for the new tokens only: every causal attention whose q and k
  * carry sequence RoPE (the LLaMA family's, and any model's built from
  * lrc.nn.attention) becomes kv_attention over two state buffers, the layer's
- * K and V caches, at the position given by a new input "pos". */
+ * K and V caches, at the position given by a new input "pos"; so does one
+ * with no RoPE at all (kv_attention's base 0), whose model reads learned
+ * positions through slice{positions}, which becomes that table's row pos. */
 #include "lrc_passes.h"
 
 #include <stdlib.h>
@@ -21,8 +23,10 @@ int lrc_pass_kv_cache(lrc_graph **gp, int64_t max_len, lrc_err *err)
         for (int k = 0; k < n->n_in; k++) p.in[k] = map[n->in[k]];
         if (n->op == LRC_OP_ATTENTION) {
             const lrc_node *q = &g->nodes[n->in[0]], *k = &g->nodes[n->in[1]];
-            if (!n->iattr[0] || q->op != LRC_OP_ROPE || k->op != LRC_OP_ROPE || q->fattr[0] != k->fattr[0]) {
-                rc = lrc_err_set(err, "decoding with a KV cache needs causal attention with the same RoPE on q and k");
+            /* RoPE on both (kv_attention rotates them), or on neither (base 0) */
+            bool roped = q->op == LRC_OP_ROPE && k->op == LRC_OP_ROPE;
+            if (!n->iattr[0] || (!roped && (q->op == LRC_OP_ROPE || k->op == LRC_OP_ROPE)) || (roped && q->fattr[0] != k->fattr[0])) {
+                rc = lrc_err_set(err, "decoding with a KV cache needs causal attention with the same RoPE on q and k, or none");
                 if (n->loc) lrc_err_prefix(err, "%s", n->loc);
                 break;
             }
@@ -33,9 +37,20 @@ int lrc_pass_kv_cache(lrc_graph **gp, int64_t max_len, lrc_err *err)
             snprintf(vn, sizeof vn, "cache.%d.v", layer++);
             int kc = lrc_graph_add_state(ng, kn, &cs, n->loc, err), vc = kc < 0 ? -1 : lrc_graph_add_state(ng, vn, &cs, n->loc, err);
             lrc_node kv = {.op = LRC_OP_KV_ATTENTION, .n_in = 6,
-                           .in = {map[q->in[0]], map[k->in[0]], map[n->in[2]], kc, vc, pos},
-                           .iattr = {n->iattr[1]}, .fattr = {n->fattr[0], q->fattr[0], n->fattr[1]}, .loc = n->loc};
+                           .in = {roped ? map[q->in[0]] : map[n->in[0]], roped ? map[k->in[0]] : map[n->in[1]], map[n->in[2]], kc, vc, pos},
+                           .iattr = {n->iattr[1]}, .fattr = {n->fattr[0], roped ? q->fattr[0] : 0, n->fattr[1]}, .loc = n->loc};
             map[id] = vc < 0 ? -1 : lrc_graph_add(ng, &kv, err);
+        } else if (n->op == LRC_OP_SLICE && n->iattr[3]) {
+            /* learned positions (lrc.slice{positions=true}: rows start.. of a
+             * table): the new token's row is the table's row pos */
+            if (n->iattr[0] != 0 || n->iattr[1] != 0 || n->iattr[2] != 1 || g->nodes[n->in[0]].shape.ndim != 2) {
+                rc = lrc_err_set(err, "decoding with a KV cache reads learned positions one token a step: slice{positions} "
+                                      "must take rows 0.. of a [positions, d] table");
+                if (n->loc) lrc_err_prefix(err, "%s", n->loc);
+                break;
+            }
+            lrc_node e = {.op = LRC_OP_EMBEDDING, .n_in = 2, .in = {pos, map[n->in[0]]}, .loc = n->loc};
+            map[id] = lrc_graph_add(ng, &e, err);
         } else {
             map[id] = lrc_graph_add(ng, &p, err);
         }

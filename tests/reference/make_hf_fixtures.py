@@ -71,13 +71,15 @@ CASES = OrderedDict([
                                             num_key_value_heads=2, head_dim=12, num_hidden_layers=3,
                                             vocab_size=67, sliding_window=3, query_pre_attn_scalar=10,
                                             attn_logit_softcapping=0.3, final_logit_softcapping=0.2), {})),
+    ("gpt2_conv1d", ("GPT2Config", dict(n_embd=48, n_layer=2, n_head=4, n_positions=48, vocab_size=61,
+                                         n_inner=80, layer_norm_epsilon=1e-5), {})),
 ])
 
 
 def perturb(model, gen):
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if "norm" in name or name.endswith(".bias"):
+            if "norm" in name or ".ln_" in name or name.endswith(".bias"):
                 p.add_(0.2 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
 
 
