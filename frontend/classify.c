@@ -202,6 +202,11 @@ int cmd_eval(int argc, char **argv)
     cli_args a;
     int rc = cli_parse_args("eval", argc, argv, opts, help, true, &a);
     if (rc >= 0) goto out;
+    if (lrc_hf_is_dir(a.m.model)) {
+        rc = cli_usage_error("eval", "%s: a Hugging Face directory's text is not bytes, which lrc eval reads (docs/huggingface.md)",
+                             a.m.model);
+        goto out;
+    }
     if (!a.weights) {
         rc = cli_usage_error("eval", "needs --weights");
         goto out;

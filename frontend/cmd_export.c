@@ -85,9 +85,11 @@ static int write_dir(lrc_model *m, int config_ref, const lrc_tensor_set *w, cons
         rc = lrc_err_set(err, "the model's vocabulary has %lld ids: a byte tokenizer needs 256", (long long)vocab);
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     if (!rc) rc = lrc_hf_write_byte_tokenizer(path, vocab, err);
-    /* the fast tokenizer as it is: a family's own class would add its
-     * special tokens, which a byte vocabulary does not have */
-    static const char tcfg[] = "{\n  \"tokenizer_class\": \"PreTrainedTokenizerFast\",\n  \"clean_up_tokenization_spaces\": false\n}\n";
+    /* the fast tokenizer as it is, with no BOS, EOS or leading space added:
+     * a family's own class would add special tokens a byte vocabulary lacks */
+    static const char tcfg[] = "{\n  \"tokenizer_class\": \"PreTrainedTokenizerFast\",\n  \"add_bos_token\": false,\n"
+                               "  \"add_eos_token\": false,\n  \"add_prefix_space\": false,\n"
+                               "  \"clean_up_tokenization_spaces\": false\n}\n";
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
     if (!rc) rc = lrc_write_atomic(path, tcfg, sizeof tcfg - 1, err);
     return rc;
@@ -173,6 +175,15 @@ int cmd_export(int argc, char **argv)
         rc = cli_usage_error("export", src ? "needs --hf OUT_DIR" : "needs RUN_DIR or WEIGHTS");
         goto out;
     }
+    if (run && !model_given && (a.m.preset || a.m.n_sets)) {
+        rc = cli_usage_error("export", "%s: a run's run.json sets its model, preset and keys; give MODEL to override them",
+                             src);
+        goto out;
+    }
+    char out_dir[4096]; /* "out/" names out: the temporary directory goes beside it */
+    snprintf(out_dir, sizeof out_dir, "%s", a.out);
+    for (size_t n = strlen(out_dir); n > 1 && out_dir[n - 1] == '/'; n--) out_dir[n - 1] = 0;
+    a.out = out_dir;
     if (stat(a.out, &st) == 0) {
         rc = cli_usage_error("export", "--hf %s: already exists (lrc export writes a new directory)", a.out);
         goto out;

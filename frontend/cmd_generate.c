@@ -23,7 +23,13 @@ static int sample(const float *logits, int64_t n, double temperature, int64_t to
     int *ids = lrc_xmalloc((size_t)k * sizeof(int));
     bool *taken = calloc((size_t)n, 1);
     double *p = lrc_xmalloc((size_t)k * sizeof(double)), sum = 0;
-    for (int64_t j = 0; j < k; j++) {
+    /* every id: in id order, the largest first (the softmax's reference);
+     * the selection below is O(k n), for a top-k over a large vocabulary */
+    for (int64_t j = 0; j == 0 && k == n; j++) {
+        for (int64_t i = 0; i < n; i++) ids[i] = (int)i;
+        ids[0] = (int)best, ids[best] = 0;
+    }
+    for (int64_t j = 0; j < k && k < n; j++) {
         int64_t m = -1;
         for (int64_t i = 0; i < n; i++)
             if (!taken[i] && (m < 0 || logits[i] > logits[m])) m = i;

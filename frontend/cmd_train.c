@@ -515,6 +515,11 @@ int cmd_train(int argc, char **argv)
                    : cli_parse_args("train", argc, argv, opts, help, !resuming, &a);
     if (extra) return rc;
     if (rc >= 0) goto out;
+    if (!resuming && lrc_hf_is_dir(a.m.model)) { /* its vocabulary is not bytes, and its weights would be ignored */
+        rc = cli_usage_error("train", "%s: a Hugging Face directory cannot be fine-tuned yet (lrc train reads text as bytes "
+                                      "and starts from a seed; docs/huggingface.md)", a.m.model);
+        goto out;
+    }
     if (a.batch == 0) a.batch = 16;
     if (a.accum == 0) a.accum = 1;
     cJSON *keep = NULL;

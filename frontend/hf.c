@@ -98,13 +98,9 @@ int lrc_hf_push_config(lua_State *L, const char *dir, lrc_err *err)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "rb");
-    if (!f) return lrc_err_set(err, "%s: cannot open: %s", path, strerror(errno));
     size_t len = 0;
-    char *buf = lrc_read_all(f, &len);
-    int saved = errno;
-    fclose(f);
-    if (!buf) return lrc_err_set(err, "%s: read error: %s", path, strerror(saved));
+    char *buf = lrc_read_file(path, &len, err);
+    if (!buf) return LRC_EUSER;
     int rc = LRC_OK;
     long bad = utf8_invalid_at((const unsigned char *)buf, len);
     cJSON *root = NULL;
@@ -205,52 +201,50 @@ int lrc_hf_write_json(lua_State *L, int idx, const char *path, lrc_err *err)
     return rc;
 }
 
-/* GPT-2's byte-level alphabet: the printable bytes stand for themselves,
- * the rest for U+0100 onwards in byte order. */
-static unsigned byte_char(unsigned b)
-{
-    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174) return b;
-    unsigned k = 0;
-    for (unsigned c = 0; c < b; c++)
-        if (!((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || c >= 174)) k++;
-    return 256 + k;
-}
-
+/* Llama 2's shape of tokenizer.json (BPE with byte fallback and no merges,
+ * spaces normalized to U+2581): llama.cpp's own convert_hf_to_gguf.py takes
+ * it by its Llama path, where a byte-level BPE is refused for a
+ * pre-tokenizer it does not know. Every byte is one token, its value: ids
+ * 0..255 are "<0xNN>", except 32, which is "\u2581" (what a space becomes). */
 int lrc_hf_write_byte_tokenizer(const char *path, int64_t vocab, lrc_err *err)
 {
+    static const char space[] = "\xe2\x96\x81"; /* U+2581 */
     cJSON *root = cJSON_CreateObject(), *model = cJSON_CreateObject(), *v = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "version", "1.0");
     cJSON_AddNullToObject(root, "truncation");
     cJSON_AddNullToObject(root, "padding");
     cJSON_AddArrayToObject(root, "added_tokens");
-    cJSON_AddNullToObject(root, "normalizer");
-    cJSON *pre = cJSON_AddObjectToObject(root, "pre_tokenizer");
-    cJSON_AddStringToObject(pre, "type", "ByteLevel");
-    cJSON_AddBoolToObject(pre, "add_prefix_space", 0);
-    cJSON_AddBoolToObject(pre, "trim_offsets", 1);
-    cJSON_AddBoolToObject(pre, "use_regex", 0); /* one token per byte, as lrc's byte models were trained */
+    cJSON *norm = cJSON_AddObjectToObject(root, "normalizer");
+    cJSON_AddStringToObject(norm, "type", "Replace");
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(norm, "pattern"), "String", " ");
+    cJSON_AddStringToObject(norm, "content", space);
+    cJSON_AddNullToObject(root, "pre_tokenizer");
     cJSON_AddNullToObject(root, "post_processor");
-    cJSON *dec = cJSON_AddObjectToObject(root, "decoder");
-    cJSON_AddStringToObject(dec, "type", "ByteLevel");
-    cJSON_AddBoolToObject(dec, "add_prefix_space", 0);
-    cJSON_AddBoolToObject(dec, "trim_offsets", 1);
-    cJSON_AddBoolToObject(dec, "use_regex", 0);
+    cJSON *dec = cJSON_AddObjectToObject(root, "decoder"), *steps = cJSON_AddArrayToObject(dec, "decoders");
+    cJSON_AddStringToObject(dec, "type", "Sequence");
+    cJSON *rep = cJSON_CreateObject();
+    cJSON_AddStringToObject(rep, "type", "Replace");
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(rep, "pattern"), "String", space);
+    cJSON_AddStringToObject(rep, "content", " ");
+    cJSON_AddItemToArray(steps, rep);
+    static const char *const tail[] = {"ByteFallback", "Fuse"};
+    for (int i = 0; i < 2; i++) {
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddStringToObject(d, "type", tail[i]);
+        cJSON_AddItemToArray(steps, d);
+    }
     cJSON_AddStringToObject(model, "type", "BPE");
     cJSON_AddNullToObject(model, "dropout");
     cJSON_AddNullToObject(model, "unk_token");
     cJSON_AddNullToObject(model, "continuing_subword_prefix");
     cJSON_AddNullToObject(model, "end_of_word_suffix");
     cJSON_AddBoolToObject(model, "fuse_unk", 0);
-    cJSON_AddBoolToObject(model, "byte_fallback", 0);
+    cJSON_AddBoolToObject(model, "byte_fallback", 1);
     for (int64_t id = 0; id < vocab; id++) {
         char tok[32];
-        if (id < 256) {
-            unsigned c = byte_char((unsigned)id); /* as UTF-8 */
-            if (c < 0x80) snprintf(tok, sizeof tok, "%c", (char)c);
-            else snprintf(tok, sizeof tok, "%c%c", (char)(0xC0 | c >> 6), (char)(0x80 | (c & 0x3F)));
-        } else {
-            snprintf(tok, sizeof tok, "<unused%lld>", (long long)(id - 256));
-        }
+        if (id == 32) snprintf(tok, sizeof tok, "%s", space);
+        else if (id < 256) snprintf(tok, sizeof tok, "<0x%02X>", (unsigned)id);
+        else snprintf(tok, sizeof tok, "<unused%lld>", (long long)(id - 256));
         cJSON_AddNumberToObject(v, tok, (double)id);
     }
     cJSON_AddItemToObject(model, "vocab", v);

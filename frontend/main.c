@@ -293,7 +293,11 @@ int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *
         a->m.model = argv[optind++];
         /* a Hugging Face directory brings its weights: model.safetensors or
          * the index of its shards, named in errors */
-        if (!a->weights && lrc_hf_is_dir(a->m.model)) a->weights = a->m.hf_weights = lrc_safetensors_dir_file(a->m.model);
+        static const char *const uses[] = {"forward", "backward", "generate", "compile", "profile", "diagnose"};
+        bool runs = false;
+        for (size_t i = 0; i < sizeof uses / sizeof uses[0]; i++) runs |= !strcmp(cmd, uses[i]);
+        if (!a->weights && runs && lrc_hf_is_dir(a->m.model))
+            a->weights = a->m.hf_weights = lrc_safetensors_dir_file(a->m.model);
     }
     if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
     return -1;

@@ -410,13 +410,17 @@ int lrc_model_build(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, lrc_err *e
 static int export_outputs(lrc_model *m, int idx, lrc_graph *g, lrc_err *err)
 {
     lua_State *L = m->L;
-    const char *names[4096];
-    int n = 0;
+    int n = 0, cap = 64;
+    const char **names = lrc_xmalloc((size_t)cap * sizeof *names);
     lua_pushnil(L);
     while (lua_next(L, idx)) {
         lua_pop(L, 1);
-        if (lua_type(L, -1) != LUA_TSTRING) return lrc_err_set(err, "%s: to_hf's tensors must be named by strings", m->path);
-        if (n == 4096) return lrc_err_set(err, "%s: to_hf returned over 4096 tensors", m->path);
+        if (lua_type(L, -1) != LUA_TSTRING) {
+            lua_pop(L, 1);
+            free(names);
+            return lrc_err_set(err, "%s: to_hf's tensors must be named by strings", m->path);
+        }
+        if (n == cap) names = lrc_xrealloc(names, (size_t)(cap *= 2) * sizeof *names);
         names[n++] = lua_tostring(L, -1);
     }
     for (int i = 1; i < n; i++) /* sorted: the file's order does not depend on the table's */
@@ -426,14 +430,16 @@ static int export_outputs(lrc_model *m, int idx, lrc_graph *g, lrc_err *err)
             names[j - 1] = t;
         }
     lrc_graph_clear_outputs(g);
-    for (int i = 0; i < n; i++) {
+    int rc = n ? LRC_OK : lrc_err_set(err, "%s: to_hf returned no tensors", m->path);
+    for (int i = 0; i < n && !rc; i++) {
         lua_getfield(L, idx, names[i]);
         int id = lrc_lua_tensor_id(L, -1);
         lua_pop(L, 1);
-        if (id < 0) return lrc_err_set(err, "%s: to_hf's '%s' is not a tensor", m->path, names[i]);
-        if (lrc_graph_add_output(g, names[i], id, err)) return LRC_EUSER;
+        if (id < 0) rc = lrc_err_set(err, "%s: to_hf's '%s' is not a tensor", m->path, names[i]);
+        else rc = lrc_graph_add_output(g, names[i], id, err);
     }
-    return n ? LRC_OK : lrc_err_set(err, "%s: to_hf returned no tensors", m->path);
+    free(names);
+    return rc;
 }
 
 int lrc_model_build_export(lrc_model *m, lrc_graph **gp, int *config_ref, lrc_err *err)

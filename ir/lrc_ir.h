@@ -360,6 +360,8 @@ void *lrc_xrealloc(void *p, size_t n);
 /* Everything left in f (a file or a pipe), with a 0 byte after it;
  * *len excludes it. Returns the buffer, or NULL on a read error. */
 char *lrc_read_all(FILE *f, size_t *len);
+/* The whole file (0-terminated, *len bytes), or NULL with err set naming it. */
+char *lrc_read_file(const char *path, size_t *len, lrc_err *err);
 /* Writes len bytes to path.tmp, then renames it over path: a reader never
  * sees a partial file, and a failure leaves none. */
 int lrc_write_atomic(const char *path, const void *data, size_t len, lrc_err *err);

@@ -122,6 +122,20 @@ void *lrc_xrealloc(void *p, size_t n)
     return q;
 }
 
+char *lrc_read_file(const char *path, size_t *len, lrc_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        lrc_err_set(err, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *buf = lrc_read_all(f, len);
+    int saved = errno;
+    fclose(f);
+    if (!buf) lrc_err_set(err, "%s: read error: %s", path, strerror(saved));
+    return buf;
+}
+
 int lrc_write_atomic(const char *path, const void *data, size_t len, lrc_err *err)
 {
     char *tmp = lrc_xmalloc(strlen(path) + 5);

@@ -106,7 +106,7 @@ local function hf_common(r, variant)
     tie_embeddings = r:bool("tie_word_embeddings", true),
     attention_bias = r:bool("attention_bias", false),
   }
-  cfg.n_kv_heads = r:positive_int("num_key_value_heads", variant == "gemma" and 16 or 8)
+  cfg.n_kv_heads = r:positive_int("num_key_value_heads", 16) -- both classes' default
   if cfg.n_heads % cfg.n_kv_heads ~= 0 then
     r:fail("num_key_value_heads", "must divide num_attention_heads = %d", cfg.n_heads)
   end

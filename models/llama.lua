@@ -167,7 +167,7 @@ local function hf_common(r, defaults)
     tie_embeddings = r:bool("tie_word_embeddings", false),
     norm = "pre",
   }
-  cfg.n_kv_heads = r:positive_int("num_key_value_heads", cfg.n_heads)
+  cfg.n_kv_heads = r:positive_int("num_key_value_heads", defaults.kv_heads or cfg.n_heads)
   if cfg.n_heads % cfg.n_kv_heads ~= 0 then
     r:fail("num_key_value_heads", "must divide num_attention_heads = %d", cfg.n_heads)
   end
@@ -193,9 +193,13 @@ function M.from_hf.llama(r)
 end
 
 function M.from_hf.mistral(r)
-  local cfg = hf_common(r, { eps = 1e-6 })
-  local w = r:get("sliding_window")
-  if w ~= nil then cfg.sliding_window = r:positive_int("sliding_window") end
+  local cfg = hf_common(r, { eps = 1e-6, kv_heads = 8 })
+  -- null turns the window off; absent is the class default, 4096
+  if r:is_null("sliding_window") then
+    r:get("sliding_window")
+  else
+    cfg.sliding_window = r:positive_int("sliding_window", 4096)
+  end
   return cfg
 end
 
@@ -223,7 +227,7 @@ function M.from_hf.olmo(r)
 end
 
 function M.from_hf.qwen2(r)
-  local cfg = hf_common(r, { eps = 1e-6 })
+  local cfg = hf_common(r, { eps = 1e-6, kv_heads = 32 })
   cfg.qkv_bias = true
   if r:bool("use_sliding_window", false) then
     r:fail("use_sliding_window", "lrc does not implement qwen2's sliding window on the top layers")

@@ -15,13 +15,9 @@
 
 static int read_index(const char *path, cJSON **out, lrc_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return lrc_err_set(err, "%s: cannot open: %s", path, strerror(errno));
     size_t len = 0;
-    char *buf = lrc_read_all(f, &len);
-    int saved = errno;
-    fclose(f);
-    if (!buf) return lrc_err_set(err, "%s: read error: %s", path, strerror(saved));
+    char *buf = lrc_read_file(path, &len, err);
+    if (!buf) return LRC_EUSER;
     *out = len > MAX_INDEX ? NULL : cJSON_ParseWithLength(buf, len);
     int rc = LRC_OK;
     if (len > MAX_INDEX) rc = lrc_err_set(err, "%s: %zu bytes, over the %u-byte limit", path, len, MAX_INDEX);
@@ -42,6 +38,10 @@ static int take_shard(const char *dir, const char *index, const char *shard, con
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, shard);
     lrc_tensor_set s;
+    struct stat st;
+    /* a plain file: an index or a directory here would load the index again, forever */
+    if (lrc_safetensors_is_index(shard) || (stat(path, &st) == 0 && !S_ISREG(st.st_mode)))
+        return lrc_err_set(err, "%s: shard '%s' is not a safetensors file", index, shard);
     if (lrc_safetensors_load(path, &s, err)) {
         lrc_err_prefix(err, "%s names shard %s", index, shard);
         return LRC_EUSER;
@@ -52,8 +52,11 @@ static int take_shard(const char *dir, const char *index, const char *shard, con
         if (!cJSON_IsString(want) || strcmp(want->valuestring, shard))
             rc = lrc_err_set(err, "%s: tensor '%s' is in %s, but the index %s", index, s.items[i]->name, shard,
                              cJSON_IsString(want) ? "puts it in another shard" : "does not list it");
-        else if (!(rc = lrc_tensor_set_add(out, s.items[i], err)))
-            s.items[i] = NULL;
+        else {
+            lrc_tensor *t = s.items[i];
+            s.items[i] = NULL; /* out owns it now, or freed it on failure */
+            rc = lrc_tensor_set_add(out, t, err);
+        }
     }
     lrc_tensor_set_clear(&s);
     return rc;

@@ -13,6 +13,11 @@
 int lrc_pass_kv_cache(lrc_graph **gp, int64_t max_len, lrc_err *err)
 {
     lrc_graph *g = *gp, *ng = lrc_graph_new();
+    /* attention without RoPE decodes as kv_attention with base 0 only in a
+     * model with no RoPE at all: a RoPE that reaches q or k other than
+     * directly would stay in the one-token graph, rotating to position 0 */
+    bool any_rope = false;
+    for (int id = 0; id < g->n_nodes; id++) any_rope |= g->nodes[id].op == LRC_OP_ROPE;
     int *map = lrc_xmalloc((size_t)g->n_nodes * sizeof(int));
     lrc_shape one = {1, {1}};
     int pos = lrc_graph_add_input(ng, "pos", LRC_I32, &one, NULL, err), rc = pos < 0 ? LRC_EUSER : LRC_OK;
@@ -25,7 +30,7 @@ int lrc_pass_kv_cache(lrc_graph **gp, int64_t max_len, lrc_err *err)
             const lrc_node *q = &g->nodes[n->in[0]], *k = &g->nodes[n->in[1]];
             /* RoPE on both (kv_attention rotates them), or on neither (base 0) */
             bool roped = q->op == LRC_OP_ROPE && k->op == LRC_OP_ROPE;
-            if (!n->iattr[0] || (!roped && (q->op == LRC_OP_ROPE || k->op == LRC_OP_ROPE)) || (roped && q->fattr[0] != k->fattr[0])) {
+            if (!n->iattr[0] || (!roped && any_rope) || (roped && q->fattr[0] != k->fattr[0])) {
                 rc = lrc_err_set(err, "decoding with a KV cache needs causal attention with the same RoPE on q and k, or none");
                 if (n->loc) lrc_err_prefix(err, "%s", n->loc);
                 break;

@@ -44,7 +44,7 @@ import json
 t = json.load(open("layerrope.hf/tokenizer.json"))
 v = t["model"]["vocab"]
 assert len(v) == 256 and sorted(v.values()) == list(range(256)), "the byte vocabulary must hold ids 0..255 once"
-assert v["A"] == 65 and v["\u0120"] == 32, "bytes map as GPT-2's byte-level alphabet"
+assert v["<0x41>"] == 65 and v["\u2581"] == 32 and t["model"]["byte_fallback"], "bytes as Llama 2's byte fallback"
 c = json.load(open("layerrope_gqa_tied.hf/config.json"))
 assert c["num_key_value_heads"] == 1 and c["tie_word_embeddings"] is True and c["attention_bias"] is True, c
 print("tokenizer.json: 256 byte tokens; config.json: GQA, tied, biased as set")
