@@ -54,7 +54,7 @@ sys.path.insert(0, os.path.join(common.REPO, "tests", "tools"))
 import st  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PROMPT = "Hello, llama.cpp!\nThe quick brown fox jumps over 13 lazy dogs \u2014 caf\u00e9 \u2713"
+PROMPT = " Hello,  llama.cpp!\n\tThe quick brown fox jumps over 13 lazy dogs \u2014 caf\u00e9 \u2713 "
 
 
 def byte_fallback_tokenizer():
@@ -187,9 +187,19 @@ def main():
     a.converter = os.path.abspath(a.converter)
     src = os.path.dirname(a.converter)
     sets = ["--preset", a.preset, "--set", "norm=%s" % a.norm, "--set", "vocab=256"]
+    cache = {}
+    try:
+        with open(os.path.join(a.llamacpp_build, "CMakeCache.txt")) as f:
+            for l in f:
+                m = re.match(r"(CMAKE_BUILD_TYPE|GGML_NATIVE|CMAKE_CXX_FLAGS|LLAMA_CURL|GGML_OPENMP|GGML_BLAS):[A-Z]+=(.*)", l)
+                if m:
+                    cache[m.group(1)] = m.group(2)
+    except OSError:
+        pass
     common.print_header("lrc export --hf in llama.cpp: pp%d / tg%d, f32 (and llama.cpp q8_0)" % (a.pp, a.tg), a.threads,
                         extra=[("model", "llama preset %s, norm=%s, vocab=256 (bytes), seed 0" % (a.preset, a.norm)),
-                               ("lrc", a.lrc), ("llama.cpp", "%s (build %s)" % (src, a.llamacpp_build))])
+                               ("lrc", a.lrc), ("llama.cpp", "%s (build %s)" % (src, a.llamacpp_build)),
+                               ("llama.cpp cmake", " ".join("%s=%s" % kv for kv in sorted(cache.items())) or "?")])
     tmp = a.keep or tempfile.mkdtemp(prefix="lrc-llamacpp-")
     if a.keep:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -254,9 +264,9 @@ def main():
         ref = st.arrays(out)["logits"][2]
         V = 256
         print("prompt: %r (%d bytes)" % (PROMPT, len(want)))
-        for t in ("f32", "q8_0"):
-            lf = os.path.join(tmp, "llamacpp_%s.f32" % t)
-            p, _ = run([dumper, gg[t], PROMPT, lf, str(a.threads)])
+        for t, kv in (("f32", "f16"), ("f32", "f32"), ("q8_0", "f16")):
+            lf = os.path.join(tmp, "llamacpp_%s_%s.f32" % (t, kv))
+            p, _ = run([dumper, gg[t], PROMPT, lf, str(a.threads), kv])
             must(p, "hf_llamacpp_logits %s" % t)
             ids = [int(x) for x in re.search(r"ids:(.*)", p.stdout).group(1).split()]
             same = ids == want
@@ -269,8 +279,8 @@ def main():
             top = max(abs(y) for y in ref)
             am = sum(1 for i in range(len(ids)) if max(range(V), key=lambda j: got[i * V + j]) ==
                      max(range(V), key=lambda j: ref[i * V + j]))
-            print("logits llama.cpp %-5s vs lrc (ref target, LayerRoPE unfolded): max |diff| = %.3g "
-                  "(max |logit| %.3g), argmax agrees at %d/%d positions" % (t, diff, top, am, len(ids)))
+            print("logits llama.cpp %-5s (KV cache %s) vs lrc (ref target, LayerRoPE unfolded): max |diff| = %.3g "
+                  "(max |logit| %.3g), argmax agrees at %d/%d positions" % (t, kv, diff, top, am, len(ids)))
 
         # ---- speed -----------------------------------------------------------------------
         pkg, dec = os.path.join(tmp, "pkg%d" % a.pp), os.path.join(tmp, "dec%d" % (a.tg + 1))
