@@ -22,7 +22,10 @@
    against the llama.cpp build) tokenizes a prompt with the GGUF's own tokenizer and writes
    the logits of every position; lrc computes the same ids with `lrc forward` of the
    un-exported model (LayerRoPE as trained, --target ref). It prints whether llama.cpp's
-   ids are the prompt's bytes and the largest |difference| of the logits (f32 and q8_0).
+   ids are the prompt's bytes and the largest |difference| of the logits: f32 with
+   llama.cpp's defaults (f16 KV cache, flash attention auto, which on the CPU is on and
+   costs ~1e-4 here), f32 with an f32 KV cache, f32 with f32 KV and no flash attention
+   (the like-for-like f32 comparison), and q8_0 with the defaults.
 4. Speed, interleaved in rounds (llama.cpp f32, lrc, llama.cpp q8_0, ...), same threads:
      llama.cpp: llama-bench -m GGUF -p PP -n TG -t THREADS -r REPEAT -o json
                 (pp: one batch of PP tokens; tg: TG tokens decoded one at a time);
@@ -198,7 +201,7 @@ def main():
         pass
     common.print_header("lrc export --hf in llama.cpp: pp%d / tg%d, f32 (and llama.cpp q8_0)" % (a.pp, a.tg), a.threads,
                         extra=[("model", "llama preset %s, norm=%s, vocab=256 (bytes), seed 0" % (a.preset, a.norm)),
-                               ("lrc", a.lrc), ("llama.cpp", "%s (build %s)" % (src, a.llamacpp_build)),
+                               ("load avg", "%s (start)" % common.loadavg()), ("lrc", a.lrc), ("llama.cpp", "%s (build %s)" % (src, a.llamacpp_build)),
                                ("llama.cpp cmake", " ".join("%s=%s" % kv for kv in sorted(cache.items())) or "?")])
     tmp = a.keep or tempfile.mkdtemp(prefix="lrc-llamacpp-")
     if a.keep:
@@ -264,14 +267,15 @@ def main():
         ref = st.arrays(out)["logits"][2]
         V = 256
         print("prompt: %r (%d bytes)" % (PROMPT, len(want)))
-        for t, kv in (("f32", "f16"), ("f32", "f32"), ("q8_0", "f16")):
-            lf = os.path.join(tmp, "llamacpp_%s_%s.f32" % (t, kv))
-            p, _ = run([dumper, gg[t], PROMPT, lf, str(a.threads), kv])
+        for t, kv, fa in (("f32", "f16", "auto"), ("f32", "f32", "auto"), ("f32", "f32", "off"), ("q8_0", "f16", "auto")):
+            lf = os.path.join(tmp, "llamacpp_%s_%s_%s.f32" % (t, kv, fa))
+            p, _ = run([dumper, gg[t], PROMPT, lf, str(a.threads), kv, fa])
             must(p, "hf_llamacpp_logits %s" % t)
             ids = [int(x) for x in re.search(r"ids:(.*)", p.stdout).group(1).split()]
             same = ids == want
-            print("llama.cpp %-5s tokenizer: %d ids, %s" % (t, len(ids), "the prompt's bytes" if same else
-                                                          "NOT the bytes: %s" % ids[:20]))
+            if not same or t == "q8_0" or kv == "f16":
+                print("llama.cpp %-5s tokenizer: %d ids, %s" % (t, len(ids), "the prompt's bytes" if same else
+                                                              "NOT the bytes: %s" % ids[:20]))
             if not same:
                 continue
             got = read_f32(lf, len(ids), V)
@@ -279,8 +283,9 @@ def main():
             top = max(abs(y) for y in ref)
             am = sum(1 for i in range(len(ids)) if max(range(V), key=lambda j: got[i * V + j]) ==
                      max(range(V), key=lambda j: ref[i * V + j]))
-            print("logits llama.cpp %-5s (KV cache %s) vs lrc (ref target, LayerRoPE unfolded): max |diff| = %.3g "
-                  "(max |logit| %.3g), argmax agrees at %d/%d positions" % (t, kv, diff, top, am, len(ids)))
+            print("logits llama.cpp %-5s (KV cache %s, flash attention %-4s) vs lrc (ref target, LayerRoPE unfolded): "
+                  "max |diff| = %.3g (max |logit| %.3g), argmax agrees at %d/%d positions" % (
+                      t, kv, fa, diff, top, am, len(ids)))
 
         # ---- speed -----------------------------------------------------------------------
         pkg, dec = os.path.join(tmp, "pkg%d" % a.pp), os.path.join(tmp, "dec%d" % (a.tg + 1))

@@ -1,12 +1,13 @@
 // llama.cpp's logits for a text, at every position (bench/hf_llamacpp.py's comparison).
 //
-//   hf_llamacpp_logits MODEL.gguf TEXT OUT.f32 [THREADS] [KV]
+//   hf_llamacpp_logits MODEL.gguf TEXT OUT.f32 [THREADS] [KV] [FA]
 //
 // Tokenizes TEXT with the GGUF's own tokenizer (llama_tokenize, add_special = true, so a
 // BOS shows up if the GGUF asks for one), prints the ids on stdout ("ids: 72 101 ..."),
 // runs them through llama_decode as one batch with logits for every position, and writes
 // OUT.f32: n_tokens x n_vocab little-endian float32, row-major. KV: f16 (llama.cpp's default
-// KV cache type) or f32 (K and V cached in f32, for a comparison of f32 weights). Only
+// KV cache type) or f32 (K and V cached in f32, for a comparison of f32 weights); FA: auto
+// (llama.cpp's default: flash attention where it can, on the CPU too) or off. Only
 // llama.h's public API.
 // Build: g++ -O2 -std=c++17 -I SRC/include -I SRC/ggml/include hf_llamacpp_logits.cpp
 //            -L BUILD/bin -lllama -lggml -lggml-base -Wl,-rpath,BUILD/bin
@@ -19,12 +20,13 @@
 
 int main(int argc, char ** argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: %s MODEL.gguf TEXT OUT.f32 [THREADS] [f16|f32]\n", argv[0]);
+        fprintf(stderr, "usage: %s MODEL.gguf TEXT OUT.f32 [THREADS] [f16|f32] [auto|off]\n", argv[0]);
         return 2;
     }
     const char * text = argv[2];
     int threads = argc > 4 ? atoi(argv[4]) : 2;
     bool kv_f32 = argc > 5 && strcmp(argv[5], "f32") == 0;
+    bool fa_off = argc > 6 && strcmp(argv[6], "off") == 0;
     llama_backend_init();
     llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
@@ -51,6 +53,7 @@ int main(int argc, char ** argv) {
         cp.type_k = GGML_TYPE_F32;
         cp.type_v = GGML_TYPE_F32;
     }
+    if (fa_off) cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) { fprintf(stderr, "cannot create a context\n"); return 1; }
     llama_batch batch = llama_batch_init(n, 0, 1);
