@@ -4,7 +4,7 @@
     /usr/bin/python3 bench/hf_llamacpp.py --llamacpp-build DIR --converter .../convert_hf_to_gguf.py
         [--lrc build/lrc] [--hf-python /work/hfenv/bin/python] [--preset 60m] [--norm layerrope]
         [--pp 128] [--tg 64] [--threads 2] [--rounds 3] [--repeat 3] [--keep DIR]
-        [--tokenizer auto|exported|byte-fallback]
+        [--tokenizer auto|exported|byte-fallback] [--omp-wait-policy passive|env]
 
 1. `lrc init llama --preset P --set norm=N --set vocab=256 --seed 0 -o W` (a byte-level
    model) and `lrc export W llama ... --hf EXP`.
@@ -33,7 +33,8 @@
                 (prints the median ms of one [1, PP] forward);
      lrc tg:    lrc generate DEC --prompt-ids ID -n TG --temperature 0, DEC = lrc compile
                 --target cpu --ctx 1+TG (prints tokens/s on stderr).
-   Each figure is the median over rounds of the per-round medians; it prints the ratios
+   llama.cpp runs with OMP_WAIT_POLICY=PASSIVE (--omp-wait-policy env: as the caller has
+   it; see llamacpp_env). Each figure is the median over rounds of the per-round medians; it prints the ratios
    lrc / llama.cpp for pp and tg at f32. lrc has no q8_0 weights: llama.cpp's q8_0
    figures are printed alone.
 Exit status: 0 measured, 1 something failed (printed as RESULT).
@@ -128,9 +129,24 @@ def write_tokens(path, ids):
              struct.pack("<%di" % T, *ids))
 
 
+def llamacpp_env(a):
+    """llama.cpp's environment: the caller's, with OMP_WAIT_POLICY=PASSIVE unless --omp-wait-policy env.
+
+    Why: llama.cpp's CPU backend runs on OpenMP here, whose workers spin at every barrier
+    (libgomp's default). On a 2-core machine shared with other processes, a descheduled
+    spinning worker stalls the graph: measured (60m f32, 2 threads, load average 4-6) pp128
+    from 1217 down to 133 tokens/s and tg64 from 99 down to 2 between back-to-back runs;
+    with PASSIVE, 1073-1085 and 47-56. The same choice as common.set_omp_wait_policy for
+    torch. lrc runs with the caller's environment (it has no OpenMP)."""
+    env = dict(common.ORIGINAL_ENV)
+    if a.omp_wait_policy == "passive":
+        env["OMP_WAIT_POLICY"] = "PASSIVE"
+    return env
+
+
 def llama_bench(a, gguf):
     p, _ = run([os.path.join(a.llamacpp_build, "bin", "llama-bench"), "-m", gguf, "-p", str(a.pp), "-n", str(a.tg),
-                "-t", str(a.threads), "-r", str(a.repeat), "-o", "json"])
+                "-t", str(a.threads), "-r", str(a.repeat), "-o", "json"], env=llamacpp_env(a))
     must(p, "llama-bench %s" % os.path.basename(gguf))
     res, info = {}, {}
     for row in json.loads(p.stdout):
@@ -183,6 +199,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure per round (default 3)")
     ap.add_argument("--tokenizer", default="auto", choices=("auto", "exported", "byte-fallback"))
+    ap.add_argument("--omp-wait-policy", default="passive", choices=("passive", "env"),
+                    help="llama.cpp side only: OMP_WAIT_POLICY=PASSIVE (default; see llamacpp_env) or env "
+                         "(leave it as the environment has it: libgomp spins)")
     ap.add_argument("--keep", help="work in this directory (kept) instead of a temporary one")
     a = ap.parse_args()
     a.lrc = os.path.abspath(a.lrc)
@@ -202,6 +221,7 @@ def main():
     common.print_header("lrc export --hf in llama.cpp: pp%d / tg%d, f32 (and llama.cpp q8_0)" % (a.pp, a.tg), a.threads,
                         extra=[("model", "llama preset %s, norm=%s, vocab=256 (bytes), seed 0" % (a.preset, a.norm)),
                                ("load avg", "%s (start)" % common.loadavg()), ("lrc", a.lrc), ("llama.cpp", "%s (build %s)" % (src, a.llamacpp_build)),
+                               ("llama.cpp OMP", "OMP_WAIT_POLICY=%s" % llamacpp_env(a).get("OMP_WAIT_POLICY", "(unset)")),
                                ("llama.cpp cmake", " ".join("%s=%s" % kv for kv in sorted(cache.items())) or "?")])
     tmp = a.keep or tempfile.mkdtemp(prefix="lrc-llamacpp-")
     if a.keep:
@@ -269,7 +289,7 @@ def main():
         print("prompt: %r (%d bytes)" % (PROMPT, len(want)))
         for t, kv, fa in (("f32", "f16", "auto"), ("f32", "f32", "auto"), ("f32", "f32", "off"), ("q8_0", "f16", "auto")):
             lf = os.path.join(tmp, "llamacpp_%s_%s_%s.f32" % (t, kv, fa))
-            p, _ = run([dumper, gg[t], PROMPT, lf, str(a.threads), kv, fa])
+            p, _ = run([dumper, gg[t], PROMPT, lf, str(a.threads), kv, fa], env=llamacpp_env(a))
             must(p, "hf_llamacpp_logits %s" % t)
             ids = [int(x) for x in re.search(r"ids:(.*)", p.stdout).group(1).split()]
             same = ids == want
