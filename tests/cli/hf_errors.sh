@@ -34,7 +34,11 @@ exec(code)
 json.dump(c, open(p, "w"), indent=2)
 PYEOF
 }
-fwd() { echo forward "$1" --input "$HF/llama_mha/input.safetensors" -o out.safetensors; }
+fwd() { # the directory's own input where it has one
+  local in=$HF/llama_mha/input.safetensors
+  [ -f "$1/input.safetensors" ] && in=$1/input.safetensors
+  echo forward "$1" --input "$in" -o out.safetensors
+}
 
 # ---- config.json values lrc does not implement: one line naming the key ----
 cfg bert 'c["model_type"] = "bert"'
@@ -77,10 +81,10 @@ t "config.json cut short" 1 'cut/config.json: invalid JSON' 'truncated' -- $(fwd
 # ---- damaged weights: the file and the tensor named ----
 cp -r "$HF/llama_gqa_bias" noshard && rm noshard/model-00003-of-00007.safetensors
 t "a shard the index names is missing" 1 'noshard/model.safetensors.index.json names shard model-00003-of-00007.safetensors' \
-  'cannot open' -- inspect noshard
+  'cannot open' -- $(fwd noshard)
 cp -r "$HF/llama_gqa_bias" badindex
 "$PY" -c 'import json,sys; p=sys.argv[1]; j=json.load(open(p)); j["weight_map"]["model.norm.weight"]="model-00001-of-00007.safetensors"; json.dump(j,open(p,"w"))' badindex/model.safetensors.index.json
-t "the index puts a tensor in the wrong shard" 1 'index.json: tensor .model.norm.weight. is in model-0000[0-9]-of-00007.safetensors, but the index puts it in another shard' -- inspect badindex
+t "the index puts a tensor in the wrong shard" 1 'index.json: tensor .model.norm.weight. is in model-0000[0-9]-of-00007.safetensors, but the index puts it in another shard' -- $(fwd badindex)
 cp -r "$HF/llama_mha" drop && "$PY" "$ROOT/tests/tools/st.py" drop "$HF/llama_mha/model.safetensors" drop/model.safetensors model.layers.1.mlp.up_proj.weight
 t "a tensor missing" 1 'drop/model.safetensors: missing tensor .model.layers.1.mlp.up_proj.weight.' -- $(fwd drop)
 cp -r "$HF/llama_mha" shape && "$PY" "$ROOT/tests/tools/st.py" set "$HF/llama_mha/model.safetensors" shape/model.safetensors model.layers.0.self_attn.k_proj.weight F32 '[24,48]'
@@ -88,12 +92,20 @@ t "a tensor of the wrong shape" 1 'shape/model.safetensors: tensor .model.layers
 mkdir noweights && cp "$HF/llama_mha/config.json" noweights/
 t "no weights in the directory" 1 'noweights: a directory with neither model.safetensors nor model.safetensors.index.json' -- $(fwd noweights)
 
+cp -r "$HF/llama_gqa_bias" selfidx
+"$PY" -c 'import json,sys; p=sys.argv[1]; j=json.load(open(p)); j["weight_map"]["lm_head.weight"]="model.safetensors.index.json"; json.dump(j,open(p,"w"))' selfidx/model.safetensors.index.json
+t "an index that names itself as a shard" 1 "shard 'model.safetensors.index.json' is not a safetensors file" -- $(fwd selfidx)
+t "fine-tuning a directory (not yet)" 2 'plain: a Hugging Face directory cannot be fine-tuned yet' -- train plain --steps 1 --lr 1e-3 -o run
+t "eval of a directory" 2 'plain: a Hugging Face directory' -- eval plain --weights plain/model.safetensors
+
 # ---- lrc export --hf ----
 "$LRC" init llama --preset tiny --set norm=post -o post.safetensors >/dev/null
 t "export of a placement no family computes" 1 'norm = post normalizes after the residual add' -- export post.safetensors llama --preset tiny --set norm=post --hf post.hf
 mkdir taken
 t "export into an existing directory" 2 '--hf taken: already exists' -- export post.safetensors llama --preset tiny --set norm=post --hf taken
 t "export without --hf" 2 'needs --hf OUT_DIR' -- export post.safetensors llama --preset tiny
+mkdir fakerun && echo '{"model": "llama", "sets": []}' >fakerun/run.json
+t "export of a run with --set" 2 'run.json sets its model' -- export fakerun --set norm=lns --hf fr.hf
 t "export of weights that do not fit" 1 'post.safetensors' -- export post.safetensors llama --preset small --hf small.hf
 
 # ---- a directory is a model only if it holds config.json ----

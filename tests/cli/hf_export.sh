@@ -23,7 +23,7 @@ check() { # NAME SETS...: init, perturb nothing, export, run both, compare
   local sets=()
   for s in "$@"; do sets+=(--set "$s"); done
   "$lrc" init llama --preset tiny "${sets[@]}" --seed 3 -o "$name.safetensors" >/dev/null
-  "$lrc" export "$name.safetensors" llama --preset tiny "${sets[@]}" --hf "$name.hf" >/dev/null
+  "$lrc" export "$name.safetensors" llama --preset tiny "${sets[@]}" --hf "$name.hf/" >/dev/null # a trailing slash names it too
   "$lrc" forward llama --preset tiny "${sets[@]}" --weights "$name.safetensors" --input in.safetensors -o "$name.a.safetensors"
   "$lrc" forward "$name.hf" --input in.safetensors -o "$name.b.safetensors"
   echo -n "$name: "
@@ -39,6 +39,9 @@ check layerrope_peri norm=layerrope_peri tie_embeddings=true layerrope_beta=-0.3
 grep -q '"model_type":[[:space:]]*"gemma2"' layerrope_peri.hf/config.json || { echo "FAIL: Peri-Norm should export as gemma2"; exit 1; }
 grep -q '"model_type":[[:space:]]*"mistral"' mistral.hf/config.json || { echo "FAIL: a sliding window should export as mistral"; exit 1; }
 grep -q '"sliding_window":[[:space:]]*4' mistral.hf/config.json || { echo "FAIL: mistral's sliding_window is not 4"; exit 1; }
+# an absent key takes transformers' class default: mistral's window is 4096
+cp -r mistral.hf nowin && python3 -c 'import json; c=json.load(open("nowin/config.json")); del c["sliding_window"]; json.dump(c, open("nowin/config.json","w"))'
+"$lrc" inspect nowin | grep -Eq 'sliding_window +4096' || { echo "FAIL: mistral without sliding_window should take 4096"; exit 1; }
 python3 - <<'PY'
 import json
 t = json.load(open("layerrope.hf/tokenizer.json"))
