@@ -18,23 +18,23 @@ static int sample(const float *logits, int64_t n, double temperature, int64_t to
     for (int64_t i = 1; i < n; i++)
         if (logits[i] > logits[best]) best = i;
     if (temperature <= 0) return (int)best;
-    /* the top-k ids (all of them when k is 0), by a partial selection sort */
+    /* the top-k ids (all of them when k is 0) */
     int64_t k = top_k > 0 && top_k < n ? top_k : n;
     int *ids = lrc_xmalloc((size_t)k * sizeof(int));
-    bool *taken = calloc((size_t)n, 1);
     double *p = lrc_xmalloc((size_t)k * sizeof(double)), sum = 0;
-    /* every id: in id order, the largest first (the softmax's reference);
-     * the selection below is O(k n), for a top-k over a large vocabulary */
-    for (int64_t j = 0; j == 0 && k == n; j++) {
+    if (k == n) { /* every id: in id order, the largest first (the softmax's reference) */
         for (int64_t i = 0; i < n; i++) ids[i] = (int)i;
         ids[0] = (int)best, ids[best] = 0;
-    }
-    for (int64_t j = 0; j < k && k < n; j++) {
-        int64_t m = -1;
-        for (int64_t i = 0; i < n; i++)
-            if (!taken[i] && (m < 0 || logits[i] > logits[m])) m = i;
-        taken[m] = true;
-        ids[j] = (int)m;
+    } else { /* a partial selection sort, O(k n): k is small */
+        bool *taken = calloc((size_t)n, 1);
+        for (int64_t j = 0; j < k; j++) {
+            int64_t m = -1;
+            for (int64_t i = 0; i < n; i++)
+                if (!taken[i] && (m < 0 || logits[i] > logits[m])) m = i;
+            taken[m] = true;
+            ids[j] = (int)m;
+        }
+        free(taken);
     }
     double mx = logits[ids[0]];
     for (int64_t j = 0; j < k; j++) sum += (p[j] = exp(((double)logits[ids[j]] - mx) / temperature));
@@ -48,7 +48,6 @@ static int sample(const float *logits, int64_t n, double temperature, int64_t to
         u -= p[j];
     }
     free(ids);
-    free(taken);
     free(p);
     return pick;
 }
