@@ -12,6 +12,7 @@ cmake_minimum_required(VERSION 3.13)
 project(tracer NONE)
 enable_testing()
 add_test(NAME tracer_crash COMMAND sh -c "echo '$msg'; exit 1")
+add_test(NAME hint_kept COMMAND sh -c "echo 'FAIL: vit training on cuda: ==1==HINT: LeakSanitizer does not work under ptrace (strace, gdb, etc)'; exit 1")
 add_test(NAME real_failure COMMAND sh -c "echo 'FAIL something'; exit 1")
 add_test(NAME passes_with_message COMMAND sh -c "echo '$msg'; exit 0")
 CM
@@ -19,6 +20,8 @@ cmake -S "$dir/src" -B "$dir/b" >/dev/null || exit 1
 run() { ctest --test-dir "$dir/b" "$@" >/dev/null 2>&1; "$here/tools/tracer_crash_only.sh" "$dir/b" >"$dir/out.txt"; }
 run -R '^tracer_crash$'
 check "the tracer's crash alone: a second run" "[ $? = 0 ]"
+run -R '^(tracer_crash|hint_kept)$'
+check "the tracer's last HINT line, all a test kept of an inner run: a second run" "[ $? = 0 ]"
 run -R '^(tracer_crash|real_failure)$'
 check "a real failure beside a tracer crash: no second run" "[ $? = 1 ] && grep -q 'real_failure failed' '$dir/out.txt'"
 run -R '^(real_failure|passes_with_message)$'
