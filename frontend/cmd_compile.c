@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void cli_package_remove(const char *dir) { lrc_package_remove(dir); }
 
@@ -198,7 +199,14 @@ int cli_compile_package(const cli_args *a)
     cli_shapes sh = {.n = 0};
     int rc = EXIT_USER;
     lrc_pass_ctx decode = {.kv_cache_len = a->ctx};
-    if (lrc_model_load(&m, a->m.model, a->m.preset, a->m.sets, a->m.n_sets, &err) ||
+    lrc_tokenizer *tok = NULL;
+    char *tok_json = NULL, hf_tok[4200];
+    size_t tok_len = 0;
+    const char *tpath = a->tokenizer;
+    struct stat tst;
+    snprintf(hf_tok, sizeof hf_tok, "%s/tokenizer.json", a->m.model);
+    if (!tpath && lrc_hf_is_dir(a->m.model) && stat(hf_tok, &tst) == 0) tpath = hf_tok;
+    if ((tpath && cli_tokenizer_open(tpath, &tok, &tok_json, &tok_len, &err)) || lrc_model_load(&m, a->m.model, a->m.preset, a->m.sets, a->m.n_sets, &err) ||
         lrc_model_config_int(&m, m.task == LRC_TASK_IMAGE ? "n_classes" : "vocab", &vocab, &err) ||
         lrc_model_build(&m, a->ctx > 0 ? 1 : a->batch, a->ctx > 0 ? 1 : a->seq, g, &err) ||
         lrc_passes_run(&g, &decode, "kv_cache", &err) || /* the pipeline's first step; compiling runs the rest */
@@ -232,6 +240,14 @@ int cli_compile_package(const cli_args *a)
                 rc = lrc_tensor_set_add(&keep, t, &err);
             }
         if (!rc) rc = lrc_package_write_weights(&w, &keep, &err);
+    }
+    if (!rc && tok_json) {
+        rc = vocab < lrc_tokenizer_n_vocab(tok)
+                 ? lrc_err_set(&err, "the tokenizer has %lld tokens, more than the model's vocabulary of %lld",
+                               (long long)lrc_tokenizer_n_vocab(tok), (long long)vocab)
+                 : lrc_package_write_tokenizer(&w, tok_json, tok_len, &err);
+    }
+    if (a->weights) {
         for (int i = 0; i < keep.n; i++) kept_bytes += (int64_t)keep.items[i]->nbytes;
         kept = keep.n;
         keep.n = 0; /* borrowed: cleared without freeing the tensors */
@@ -264,6 +280,8 @@ done:
     for (int i = 0; i < n_reads; i++) free(reads[i].name);
     free(reads);
     lrc_model_free(&m);
+    lrc_tokenizer_free(tok);
+    free(tok_json);
     return rc;
 }
 
@@ -278,10 +296,12 @@ int cmd_compile(int argc, char **argv)
                                          {"min-seq", required_argument, 0, OPT_MIN_SEQ},
                                          {"arch", required_argument, 0, OPT_ARCH},
                                          {"precision", required_argument, 0, OPT_PRECISION},
+                                         {"tokenizer", required_argument, 0, OPT_TOKENIZER},
                                          {0, 0, 0, 0}};
     static const char *help =
         "usage: lrc compile MODEL [--preset P] [--set KEY=VALUE]... --target cpu|cuda [--arch sm_XX] [--weights W]\n"
-        "                   [--precision bf16|f32] [--batch B] [--seq T [--min-seq M] | --ctx C] -o PKG\n"
+        "                   [--precision bf16|f32] [--batch B] [--seq T [--min-seq M] | --ctx C]\n"
+        "                   [--tokenizer T] -o PKG\n"
         "\n"
         "Compiles the model ahead of time for tokens [B, T] into the package directory\n"
         "PKG: kernels.so (native code for this CPU), package.json (the plan) and, with\n"
@@ -307,6 +327,9 @@ int cmd_compile(int argc, char **argv)
         "  --min-seq M       the shortest of those sequences (default 16; T: none)\n"
         "  --ctx C           compile a decoder for lrc generate instead: one token a\n"
         "                    step with KV caches of C positions\n"
+        "  --tokenizer T     a tokenizer.json (or a directory with one; a Hugging Face\n"
+        "                    MODEL's own by default) that the package carries, for\n"
+        "                    lrc generate and lrc.h's lrc_session_tokenize\n"
         "  -o PKG            the package directory to write (replaced if it is a package)\n";
     cli_args a;
     int rc = cli_parse_args("compile", argc, argv, opts, help, true, &a);

@@ -67,7 +67,7 @@ static int evaluate(const lrc_graph *g, const lrc_tensor_set *params, lrc_tensor
 
 /* config.json, model.safetensors, tokenizer.json and tokenizer_config.json
  * into dir (new, empty). */
-static int write_dir(lrc_model *m, int config_ref, const lrc_tensor_set *w, const char *dir, lrc_err *err)
+static int write_dir(lrc_model *m, int config_ref, const lrc_tensor_set *w, const char *dir, const char *tok, lrc_err *err)
 {
     char path[4400];
     lua_State *L = m->L;
@@ -81,10 +81,21 @@ static int write_dir(lrc_model *m, int config_ref, const lrc_tensor_set *w, cons
     lua_pop(L, 1);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (!rc) rc = lrc_safetensors_save(path, w, err);
-    if (!rc && vocab < 256)
-        rc = lrc_err_set(err, "the model's vocabulary has %lld ids: a byte tokenizer needs 256", (long long)vocab);
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-    if (!rc) rc = lrc_hf_write_byte_tokenizer(path, vocab, err);
+    if (!rc && tok) { /* the model's own tokenizer (a run of train --tokenizer keeps a copy) */
+        lrc_tokenizer *t;
+        char *json;
+        size_t len;
+        rc = cli_tokenizer_open(tok, &t, &json, &len, err);
+        if (!rc && vocab < lrc_tokenizer_n_vocab(t))
+            rc = lrc_err_set(err, "the tokenizer has %lld tokens, more than the model's vocabulary of %lld",
+                             (long long)lrc_tokenizer_n_vocab(t), (long long)vocab);
+        if (!rc) rc = lrc_write_atomic(path, json, len, err);
+        if (json) lrc_tokenizer_free(t), free(json);
+    } else if (!rc) {
+        rc = vocab < 256 ? lrc_err_set(err, "the model's vocabulary has %lld ids: a byte tokenizer needs 256", (long long)vocab)
+                         : lrc_hf_write_byte_tokenizer(path, vocab, err);
+    }
     /* the fast tokenizer as it is, with no BOS, EOS or leading space added:
      * a family's own class would add special tokens a byte vocabulary lacks */
     static const char tcfg[] = "{\n  \"tokenizer_class\": \"PreTrainedTokenizerFast\",\n  \"add_bos_token\": false,\n"
@@ -129,7 +140,7 @@ static int export_hf(const cli_args *a, const char *weights, const char *out, lr
     snprintf(tmp, sizeof tmp, "%s.tmp-%ld", out, (long)getpid());
     if (!rc && mkdir(tmp, 0777)) rc = lrc_err_set(err, "%s: cannot create: %s", tmp, strerror(errno));
     else if (!rc) {
-        rc = write_dir(&m, config_ref, &tensors, tmp, err);
+        rc = write_dir(&m, config_ref, &tensors, tmp, a->tokenizer, err);
         if (!rc && rename(tmp, out)) rc = lrc_err_set(err, "%s: cannot create: %s", out, strerror(errno));
         if (rc) remove_dir(tmp);
     }
@@ -144,12 +155,16 @@ static int export_hf(const cli_args *a, const char *weights, const char *out, lr
 
 int cmd_export(int argc, char **argv)
 {
-    static const struct option opts[] = {MODEL_OPTS, {"hf", required_argument, 0, OPT_HF}, {0, 0, 0, 0}};
+    static const struct option opts[] = {MODEL_OPTS,
+                                         {"hf", required_argument, 0, OPT_HF},
+                                         {"tokenizer", required_argument, 0, OPT_TOKENIZER},
+                                         {0, 0, 0, 0}};
     static const char *help =
-        "usage: lrc export RUN_DIR|WEIGHTS [MODEL] [--preset P] [--set KEY=VALUE]... --hf OUT_DIR\n"
+        "usage: lrc export RUN_DIR|WEIGHTS [MODEL] [--preset P] [--set KEY=VALUE]... [--tokenizer T] --hf OUT_DIR\n"
         "\n"
         "Writes a model's weights as a Hugging Face directory (config.json,\n"
-        "model.safetensors, a byte-level tokenizer.json) that transformers'\n"
+        "model.safetensors, a tokenizer.json: T, the run's own (lrc train\n"
+        "--tokenizer), or else one whose tokens are the bytes) that transformers'\n"
         "AutoModelForCausalLM.from_pretrained loads unchanged: a run directory of\n"
         "lrc train (its run.json names the model), or a weights file with MODEL.\n"
         "LayerRoPE and LNS gains fold into a standard llama checkpoint; a placement\n"
@@ -195,6 +210,10 @@ int cmd_export(int argc, char **argv)
     cli_args r = a; /* a run's model, preset and sets, unless MODEL is given */
     r.m.sets = NULL;
     rc = run && !model_given ? cli_run_load(src, &r, &keep, &err) : LRC_OK;
+    char run_tok[4300];
+    snprintf(run_tok, sizeof run_tok, "%s/tokenizer.json", src);
+    if (run && model_given && !a.tokenizer && stat(run_tok, &st) == 0) a.tokenizer = run_tok; /* the run's own */
+    if (a.tokenizer) r.tokenizer = a.tokenizer;
     if (!rc) rc = export_hf(run && !model_given ? &r : &a, weights, a.out, &err);
     if (r.m.sets != a.m.sets) free(r.m.sets);
     cJSON_Delete(keep);

@@ -8,7 +8,68 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+
+/* Text through a tokenizer.json: the prompt's ids, and the continuation
+ * printed as it comes, as the decoders give the text of all ids so far
+ * (a trailing U+FFFD waits: the next token may complete its bytes). */
+typedef struct {
+    lrc_tokenizer *tok;
+    lrc_ids ids;       /* the prompt's, then the new ones */
+    size_t printed;    /* bytes of the decoded text out, the prompt's first */
+} gen_text;
+
+static int gen_text_open(const cli_args *a, gen_text *g, lrc_err *err)
+{
+    char path[4200];
+    struct stat st;
+    const char *t = a->tokenizer;
+    if (!t && lrc_package_is(a->m.model)) snprintf(path, sizeof path, "%s/tokenizer.json", a->m.model), t = path;
+    else if (!t && lrc_hf_is_dir(a->m.model)) snprintf(path, sizeof path, "%s/tokenizer.json", a->m.model), t = path;
+    if (!t || (!a->tokenizer && stat(t, &st) != 0)) return LRC_OK; /* bytes */
+    return lrc_tokenizer_load(t, &g->tok, err);
+}
+
+static int64_t gen_text_prompt(gen_text *g, const char *prompt, int32_t **ids, lrc_err *err)
+{
+    if (lrc_tokenizer_encode(g->tok, prompt, strlen(prompt), true, &g->ids, err)) return lrc_err_prefix(err, "--prompt"), -1;
+    char *text;
+    size_t len;
+    if (lrc_tokenizer_decode(g->tok, g->ids.ids, g->ids.n, false, &text, &len, err)) return -1;
+    g->printed = len;
+    free(text);
+    fputs(prompt, stdout);
+    *ids = lrc_xmalloc((size_t)(g->ids.n + 1) * sizeof **ids);
+    memcpy(*ids, g->ids.ids, (size_t)g->ids.n * sizeof **ids);
+    return g->ids.n;
+}
+
+static int gen_text_put(gen_text *g, int id, bool last, lrc_err *err)
+{
+    if (id >= 0) {
+        if (g->ids.n == g->ids.cap) {
+            g->ids.cap = g->ids.cap * 2 + 16;
+            g->ids.ids = realloc(g->ids.ids, (size_t)g->ids.cap * sizeof *g->ids.ids);
+            if (!g->ids.ids) return lrc_err_set(err, "out of memory");
+        }
+        g->ids.ids[g->ids.n++] = id;
+    }
+    char *text;
+    size_t len;
+    if (lrc_tokenizer_decode(g->tok, g->ids.ids, g->ids.n, false, &text, &len, err)) return LRC_EUSER;
+    size_t end = len;
+    while (!last && end >= g->printed + 3 && !memcmp(text + end - 3, "\xEF\xBF\xBD", 3)) end -= 3;
+    if (end > g->printed) fwrite(text + g->printed, 1, end - g->printed, stdout), g->printed = end;
+    free(text);
+    return LRC_OK;
+}
+
+static void gen_text_close(gen_text *g)
+{
+    lrc_tokenizer_free(g->tok);
+    lrc_ids_free(&g->ids);
+}
 
 /* Picks among ids [0, n): the byte tokenizer's 0..255 (larger ids have no
  * text, so they are never sampled), or every id with --prompt-ids. */
@@ -127,19 +188,24 @@ int cmd_generate(int argc, char **argv)
                                          {"threads", required_argument, 0, OPT_THREADS},
                                          {"ctx", required_argument, 0, OPT_CTX},
                                          {"target", required_argument, 0, OPT_TARGET},
+                                         {"tokenizer", required_argument, 0, OPT_TOKENIZER},
                                          {0, 0, 0, 0}};
     static const char *help =
         "usage: lrc generate MODEL|PKG [--preset P] [--set KEY=VALUE]... [--weights W] --prompt TEXT|--prompt-ids IDS\n"
         "                    [-n N | --tokens N] [--temperature T] [--top-k K] [--seed S] [--ctx C]\n"
-        "                    [--threads N] [--target cpu]\n"
+        "                    [--threads N] [--target cpu] [--tokenizer T]\n"
         "\n"
-        "Continues TEXT by N bytes (default 100; one token per byte, the model's vocab\n"
-        "must be >= 256), decoding with a KV cache on the cpu target (or on GPU 0 for\n"
+        "Continues TEXT by N tokens (default 100; one token per byte, the model's vocab\n"
+        "must be >= 256, unless a tokenizer.json is given or the Hugging Face\n"
+        "directory or package holds one), decoding with a KV cache on the cpu target (or on GPU 0 for\n"
         "a package compiled with --target cuda --ctx C), and prints the text as it\n"
         "comes, then tokens/s on stderr.\n"
         "\n" MODEL_HELP
         "  --weights FILE    parameters (not needed for a package that holds them)\n"
-        "  --prompt TEXT     the text to continue, one token per byte\n"
+        "  --prompt TEXT     the text to continue, one token per byte or as the\n"
+        "                    tokenizer encodes it (with its BOS)\n"
+        "  --tokenizer T     a tokenizer.json, or a directory with one (a run of\n"
+        "                    lrc train --tokenizer keeps a copy)\n"
         "  --prompt-ids IDS  token ids to continue (\"3 17 5\" or \"3,17,5\"): prints the\n"
         "                    new ids, one line, and picks among the whole vocabulary\n"
         "  -n N, --tokens N  bytes to generate (default 100)\n"
@@ -162,13 +228,18 @@ int cmd_generate(int argc, char **argv)
     bool pkg = lrc_package_is(a.m.model), by_id = a.prompt_ids != NULL;
     lrc_err err;
     int32_t *prompt = NULL;
+    gen_text gt = {0};
     int64_t P = by_id ? parse_ids(a.prompt_ids, &prompt, &err) : (int64_t)strlen(a.prompt);
+    if (!by_id && (rc = gen_text_open(&a, &gt, &err)) == LRC_OK && gt.tok) P = gen_text_prompt(&gt, a.prompt, &prompt, &err);
+    if (rc > 0) P = -1;
+    rc = LRC_OK;
+    bool text_tok = gt.tok != NULL;
     int64_t N = a.new_tokens >= 0 ? a.new_tokens : 100;
     cli_engine e;
     memset(&e, 0, sizeof e);
     lrc_session *s = NULL; /* a package: through the embedding API */
     int64_t ctx = a.ctx > 0 ? a.ctx : P + N, vocab = 0;
-    const char *unit = by_id ? "tokens" : "bytes";
+    const char *unit = by_id || text_tok ? "tokens" : "bytes";
     rc = P < 0 ? LRC_EUSER : LRC_OK;
     if (!rc && P < 1) rc = lrc_err_set(&err, "%s: give at least one token to start from", by_id ? "--prompt-ids" : "--prompt");
     if (!rc && pkg) rc = open_decoder_package(&a, &s, &ctx, &vocab, &err);
@@ -179,10 +250,13 @@ int cmd_generate(int argc, char **argv)
                          (long long)P, unit, (long long)N, (long long)(P + N), (long long)ctx);
     if (!rc && pkg) rc = cli_session_weights(&a, s, &err);
     if (!rc && !pkg && !(rc = cli_engine_open_decoder(&a, 1, ctx, &e, &err))) vocab = e.vocab;
-    if (!rc && !by_id && vocab && vocab < 256)
+    if (!rc && text_tok && vocab < lrc_tokenizer_n_vocab(gt.tok))
+        rc = lrc_err_set(&err, "the tokenizer has %lld tokens, more than the model's vocabulary of %lld",
+                         (long long)lrc_tokenizer_n_vocab(gt.tok), (long long)vocab);
+    if (!rc && !by_id && !text_tok && vocab && vocab < 256)
         rc = lrc_err_set(&err, "byte tokens need a vocabulary of at least 256, the model has %lld (give --prompt-ids)",
                          (long long)vocab);
-    for (int64_t i = 0; !rc && by_id && i < P; i++)
+    for (int64_t i = 0; !rc && (by_id || text_tok) && i < P; i++)
         if (prompt[i] >= vocab)
             rc = lrc_err_set(&err, "--prompt-ids: id %d (token %lld) is outside the vocabulary of %lld", prompt[i], (long long)i,
                              (long long)vocab);
@@ -195,22 +269,25 @@ int cmd_generate(int argc, char **argv)
     double t0 = lrc_now_s(), t_prompt = t0;
     int64_t made = 0;
     int next = 0;
-    if (!rc && !by_id) fputs(a.prompt, stdout);
+    if (!rc && !by_id && !text_tok) fputs(a.prompt, stdout); /* gen_text_prompt printed it */
     /* position i holds the prompt's token i, then the tokens made so far; the
      * logits at the last prompt position and after give the new ones */
     for (int64_t i = 0; !rc && N > 0 && i < P + N - 1; i++) {
         const float *logits;
         int64_t V;
-        int tok = i >= P ? next : by_id ? prompt[i] : (unsigned char)a.prompt[i];
+        int tok = i >= P ? next : by_id || text_tok ? prompt[i] : (unsigned char)a.prompt[i];
         if ((rc = decoder_step(&d, tok, i, &logits, &V, &err))) break;
         if (i < P - 1) continue;
         if (i == P - 1) t_prompt = lrc_now_s();
-        next = sample(logits, by_id || V < 256 ? V : 256, a.temperature, a.top_k, &rng);
+        int64_t pick = text_tok ? lrc_tokenizer_n_vocab(gt.tok) : by_id || V < 256 ? V : 256;
+        next = sample(logits, pick < V ? pick : V, a.temperature, a.top_k, &rng);
         if (by_id) printf("%s%d", made ? " " : "", next);
+        else if (text_tok) rc = gen_text_put(&gt, next, false, &err);
         else putchar(next);
         fflush(stdout);
         made++;
     }
+    if (!rc && text_tok) rc = gen_text_put(&gt, -1, true, &err);
     if (!rc) {
         double t1 = lrc_now_s();
         putchar('\n');
@@ -219,6 +296,7 @@ int cmd_generate(int argc, char **argv)
                 1e3 * (t_prompt - t0), (long long)ctx);
     }
     free(prompt);
+    gen_text_close(&gt);
     cli_engine_close(&e);
     lrc_session_close(s);
     lrc_tensor_set_clear(&d.in);

@@ -25,6 +25,8 @@ typedef struct {
     double lr, warmup, clip, weight_decay;
     bool decay_all;
     const char *data, *resume;
+    const lrc_tokenizer *tok; /* NULL: one token per byte */
+    const char *tok_json;     /* its text, which the token cache's key covers */
     lrc_augment aug; /* image models */
     const lrc_target *target; /* one that trains */
 } train_args;
@@ -94,21 +96,6 @@ static void on_sigint(int sig)
     interrupted = 1;
 }
 
-/* The text: --data FILE, or the King James Bible from Debian's bible-kjv. */
-int cli_text_load(const char *path, int64_t seq, lrc_text *t, lrc_err *err)
-{
-    if (path) return lrc_text_load(t, path, seq, err);
-    FILE *p = popen("bible -f Gen1:1-Rev22:21 2>/dev/null", "r");
-    size_t len = 0;
-    uint8_t *buf = p ? (uint8_t *)lrc_read_all(p, &len) : NULL;
-    int status = p ? pclose(p) : -1;
-    int rc = status != 0 || !buf || len == 0
-                 ? lrc_err_set(err, "no --data given and the King James Bible is not installed (apt-get install bible-kjv)")
-                 : lrc_text_from_bytes(t, buf, (int64_t)len, seq, "bible-kjv", err);
-    free(buf);
-    return rc;
-}
-
 static int append_metrics(const char *dir, cJSON *obj, lrc_err *err)
 {
     char path[4200];
@@ -138,6 +125,7 @@ typedef struct {
     lrc_tensor *tok, *lab; /* in tr.in */
     lrc_trainer tr;
     double t0, tstep;
+    double val_per_byte; /* the last evaluation's */
     double *prof_ns; /* LRC_PROFILE: a developer's look at the step's kernels */
     int64_t *prof_calls;
 } train_run_ctx;
@@ -155,8 +143,18 @@ static int train_open_data(train_run_ctx *r, const cli_args *a, lrc_graph *g, lr
         r->td.have_im = !rc;
     } else if (!rc) {
         rc = lrc_model_config_int(&r->m, "vocab", &vocab, err);
-        if (!rc && vocab < 256) rc = lrc_err_set(err, "byte-level text needs a vocabulary of at least 256, the model has %lld", (long long)vocab);
-        if (!rc) rc = cli_text_load(r->ta->data, r->T, &r->text, err);
+        int64_t need = r->ta->tok ? lrc_tokenizer_n_vocab(r->ta->tok) : 256;
+        if (!rc && vocab < need)
+            rc = r->ta->tok ? lrc_err_set(err, "the tokenizer has %lld tokens, the model's vocabulary %lld (--set vocab=%lld)",
+                                          (long long)need, (long long)vocab, (long long)need)
+                            : lrc_err_set(err, "byte-level text needs a vocabulary of at least 256, the model has %lld", (long long)vocab);
+        /* the token cache goes beside the run, for every run on the same text */
+        char parent[4200];
+        snprintf(parent, sizeof parent, "%s", r->dir);
+        char *slash = strrchr(parent, '/');
+        if (slash && slash[1]) *slash = 0;
+        else snprintf(parent, sizeof parent, ".");
+        if (!rc) rc = cli_text_load(r->ta->data, r->ta->tok, r->ta->tok_json, parent, r->T, &r->text, err);
     }
     return rc ? rc : lrc_model_build_training(&r->m, r->B, r->T, g, err);
 }
@@ -227,14 +225,18 @@ static int train_validate(train_run_ctx *r, cJSON *o, double *vl, double *vacc, 
     lrc_rng_seed(&vr, (uint64_t)r->ta->seed + 0x5eed);
     /* the step's outputs are spent (AdamW read the gradients): the
      * evaluation writes into them rather than allocating its own */
+    double nats = 0, bytes = 0, n = (double)(r->B * r->T);
     for (int e = 0; e < 4 && !rc; e++) {
         float l = 0;
         lrc_text_batch(&r->text, true, r->B, r->T, &vr, r->tok->data, r->lab->data);
         loop_inputs_draw(&r->loop, &vr, true); /* at the config's T */
         rc = lrc_trainer_loss(&r->tr, &l, err);
-        if (!rc) *vl += l / 4.0;
+        if (!rc) *vl += l / 4.0, nats += l * n, bytes += cli_text_label_bytes(r->ta->tok, r->lab->data, r->B * r->T);
     }
     cJSON_AddNumberToObject(o, "val_loss", *vl);
+    /* per byte of text: runs on different vocabularies compare */
+    r->val_per_byte = bytes > 0 ? nats / bytes : 0;
+    cJSON_AddNumberToObject(o, "val_loss_per_byte", r->val_per_byte);
     return rc;
 }
 
@@ -264,6 +266,7 @@ static int on_after_step(void *ctx, const lrc_train_step *s, lrc_err *err)
     printf("\rstep %lld/%lld  loss %.4f  lr %.2e  %.0f %s/s  %.0f s left", (long long)step + 1, (long long)r->ta->steps, s->loss, s->lr,
            tps, r->images ? "img" : "tok", left);
     if (s->eval && r->images) printf("  val %.4f  acc %.4f\n", vl, vacc);
+    else if (s->eval && r->ta->tok) printf("  val %.4f (%.4f a byte)\n", vl, r->val_per_byte);
     else if (s->eval) printf("  val %.4f\n", vl);
     r->line_open = !s->eval;
     fflush(stdout);
@@ -374,6 +377,10 @@ static int save_run(const char *dir, const cli_args *a, lrc_err *err)
     cJSON_AddStringToObject(o, "target", a->target);
     cJSON_AddBoolToObject(o, "flip", a->flip);
     if (a->data) cJSON_AddStringToObject(o, "data", a->data);
+    if (a->tokenizer) { /* the run's own copy, beside run.json */
+        cJSON_AddStringToObject(o, "tokenizer", "tokenizer.json");
+        cJSON_AddStringToObject(o, "tokenizer_from", a->tokenizer);
+    }
     char *text = cJSON_Print(o), path[4200];
     cJSON_Delete(o);
     snprintf(path, sizeof path, "%s/run.json", dir);
@@ -400,6 +407,14 @@ int cli_run_load(const char *dir, cli_args *a, cJSON **keep, lrc_err *err)
     const cJSON *preset = cJSON_GetObjectItemCaseSensitive(o, "preset"), *data = cJSON_GetObjectItemCaseSensitive(o, "data");
     a->m.preset = cJSON_IsString(preset) ? preset->valuestring : NULL;
     a->data = cJSON_IsString(data) ? data->valuestring : NULL;
+    cJSON *tok = cJSON_GetObjectItemCaseSensitive(o, "tokenizer");
+    a->tokenizer = NULL;
+    if (cJSON_IsString(tok)) { /* the run directory's copy; the JSON keeps the path */
+        char tp[4300];
+        snprintf(tp, sizeof tp, "%s/%s", dir, tok->valuestring);
+        if (!cJSON_SetValuestring(tok, tp)) return lrc_err_set(err, "out of memory");
+        a->tokenizer = tok->valuestring;
+    }
     a->m.n_sets = 0;
     for (const cJSON *s = sets->child; s; s = s->next)
         if (cJSON_IsString(s)) {
@@ -455,6 +470,22 @@ static const char *resume_extra(int argc, char **argv)
     return NULL;
 }
 
+/* A new run with a tokenizer: vocab is its size unless --set gives one, and
+ * RUN_DIR keeps a copy of it. */
+static int tokenizer_to_run(cli_args *a, const lrc_tokenizer *tok, const char *json, size_t len, char *vocab_set,
+                            size_t n, lrc_err *err)
+{
+    bool given = false;
+    for (int i = 0; i < a->m.n_sets; i++) given = given || !strncmp(a->m.sets[i], "vocab=", 6);
+    if (!given) {
+        snprintf(vocab_set, n, "vocab=%lld", (long long)lrc_tokenizer_n_vocab(tok));
+        cli_model_option(&a->m, OPT_SET, vocab_set);
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tokenizer.json", a->out);
+    return lrc_write_atomic(path, json, len, err);
+}
+
 int cmd_train(int argc, char **argv)
 {
     static const struct option opts[] = {MODEL_OPTS,
@@ -476,19 +507,24 @@ int cmd_train(int argc, char **argv)
                                          {"target", required_argument, 0, OPT_TARGET},
                                          {"crop-pad", required_argument, 0, OPT_CROP_PAD},
                                          {"flip", no_argument, 0, OPT_FLIP},
+                                         {"tokenizer", required_argument, 0, OPT_TOKENIZER},
                                          {0, 0, 0, 0}};
     static const char *help =
         "usage: lrc train MODEL [--preset P] [--set KEY=VALUE]... --steps N --lr X [--batch B] [--seq T]\n"
         "                 [--warmup F] [--eval-every K] [--seed S] [--threads N] [--stop-after K]\n"
         "                 [--clip G] [--accum K] [--weight-decay W [--decay-all]] [--data FILE|DIR]\n"
-        "                 [--crop-pad P] [--flip] [--target cpu|cuda] -o RUN_DIR\n"
+        "                 [--tokenizer T] [--crop-pad P] [--flip] [--target cpu|cuda] -o RUN_DIR\n"
         "       lrc train --resume RUN_DIR [--stop-after K] [--threads N]\n"
         "\n"
         "Trains on text, one token per byte (the King James Bible from Debian's\n"
-        "bible-kjv unless --data), with AdamW (0.9, 0.999, 1e-8), linear warm-up over\n"
+        "bible-kjv unless --data), or the tokens of a Hugging Face tokenizer.json\n"
+        "with --tokenizer T (the file, or a directory holding it: the text is encoded\n"
+        "once, kept in tokens-HASH.bin beside RUN_DIR, and the run keeps a copy of\n"
+        "T; vocab is set to its size unless --set gives it), with AdamW (0.9, 0.999, 1e-8), linear warm-up over\n"
         "F of the steps (default 0.1) then cosine decay to 0.1x the peak rate X.\n"
         "RUN_DIR gets run.json, metrics.jsonl (train and validation loss, rate,\n"
-        "gradient norm, tokens/s) and checkpoint.safetensors (parameters, optimizer\n"
+        "gradient norm, tokens/s; with --tokenizer also the validation loss per\n"
+        "byte of text) and checkpoint.safetensors (parameters, optimizer\n"
         "state, step, random state), written atomically at each evaluation.\n"
         "--stop-after K ends after step K of N; --resume continues bit for bit.\n"
         "--clip G scales the gradients down to a global norm of G (default: off).\n"
@@ -539,39 +575,49 @@ int cmd_train(int argc, char **argv)
         goto out;
     }
     int64_t stop_after = a.stop_after, threads = a.threads;
+    lrc_tokenizer *tok = NULL;
+    char *tok_json = NULL, vocab_set[64];
+    size_t tok_len = 0;
+    bool made_dir = false;
     rc = LRC_OK;
     if (a.resume) {
         rc = cli_run_load(a.resume, &a, &keep, &err);
         a.stop_after = stop_after;
         a.threads = threads;
+        if (!rc && a.tokenizer) rc = cli_tokenizer_open(a.tokenizer, &tok, &tok_json, &tok_len, &err);
     } else {
         struct stat st;
         if (a.threads == 0 || a.threads < -1) rc = lrc_err_set(&err, "--threads %lld: the thread count must be at least 1", (long long)a.threads);
         else if (a.steps < 1) rc = lrc_err_set(&err, "--steps %lld: train for at least one step", (long long)a.steps);
+        else if (a.tokenizer && cli_tokenizer_open(a.tokenizer, &tok, &tok_json, &tok_len, &err)) rc = LRC_EUSER;
         else if (stat(a.out, &st) == 0) rc = lrc_err_set(&err, "%s exists: continue it with --resume %s, or choose another -o", a.out, a.out);
         else if (mkdir(a.out, 0755)) rc = lrc_err_set(&err, "%s: cannot create: %s", a.out, strerror(errno));
+        else made_dir = true;
+        if (!rc && tok) rc = tokenizer_to_run(&a, tok, tok_json, tok_len, vocab_set, sizeof vocab_set, &err);
         if (!rc && a.eval_every == 0) a.eval_every = a.steps / 10 > 0 ? a.steps / 10 : 1;
         if (!rc) rc = save_run(a.out, &a, &err);
     }
     if (!rc && (a.threads == 0 || a.threads < -1)) rc = lrc_err_set(&err, "--threads %lld: the thread count must be at least 1", (long long)a.threads);
-    bool created = !a.resume && !rc;
+    bool created = !a.resume && (!rc || made_dir);
     if (!rc) {
         train_args ta = {a.steps, a.batch, a.seq, a.seed, a.eval_every, a.stop_after, a.accum, a.lr, a.warmup, a.clip, a.weight_decay, a.decay_all, a.data, a.resume,
-                         {a.crop_pad < 0 ? 0 : (int)a.crop_pad, a.flip}, lrc_target_compiled(lrc_target_find(a.target))};
+                         tok, tok_json, {a.crop_pad < 0 ? 0 : (int)a.crop_pad, a.flip}, lrc_target_compiled(lrc_target_find(a.target))};
         rc = train_run(&a, &ta, dir, &err);
     }
     char ck[4200];
     snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", a.out ? a.out : "");
     struct stat cst;
     if (rc && created && stat(ck, &cst) != 0) { /* a new run that never got going leaves nothing behind */
-        static const char *files[] = {"run.json", "metrics.jsonl"};
-        for (int i = 0; i < 2; i++) {
+        static const char *files[] = {"run.json", "metrics.jsonl", "tokenizer.json"};
+        for (int i = 0; i < 3; i++) {
             snprintf(ck, sizeof ck, "%s/%s", a.out, files[i]);
             remove(ck);
         }
         rmdir(a.out);
     }
     rc = rc == LRC_EINTERRUPTED ? 130 : rc ? cli_user_error(&err) : 0; /* 130: ended by SIGINT, as shells say */
+    lrc_tokenizer_free(tok);
+    free(tok_json);
     cJSON_Delete(keep);
 out:
     cli_model_opts_free(&a.m);

@@ -275,6 +275,7 @@ int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *
         case OPT_HF: a->out = optarg; break;
         case 'o': a->out = optarg; break;
         case OPT_DATA: a->data = optarg; break;
+        case OPT_TOKENIZER: a->tokenizer = optarg; break;
         case OPT_ARCH: a->arch = optarg; break;
         case OPT_PRECISION:
             if (strcmp(optarg, "bf16") && strcmp(optarg, "f32"))
@@ -293,7 +294,7 @@ int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *
         a->m.model = argv[optind++];
         /* a Hugging Face directory brings its weights: model.safetensors or
          * the index of its shards, named in errors */
-        static const char *const uses[] = {"forward", "backward", "generate", "compile", "profile", "diagnose"};
+        static const char *const uses[] = {"forward", "backward", "generate", "compile", "profile", "diagnose", "eval"};
         bool runs = false;
         for (size_t i = 0; i < sizeof uses / sizeof uses[0]; i++) runs |= !strcmp(cmd, uses[i]);
         if (!a->weights && runs && lrc_hf_is_dir(a->m.model))
@@ -349,6 +350,7 @@ static const struct {
     {"export", "RUN|W", "write a model's weights as a Hugging Face directory (--hf)", cmd_export},
     {"forward", "MODEL", "run the model (or a package) on tokens or images from a safetensors file", cmd_forward},
     {"generate", "MODEL", "continue a prompt, byte by byte, with a KV cache", cmd_generate},
+    {"tokenize", "TOKENIZER", "text to token ids (or --decode) with a Hugging Face tokenizer.json", cmd_tokenize},
     {"profile", "MODEL", "per-kernel times against this machine's ceilings, and a trace", cmd_profile},
     {"demo", "", "build, initialise and run the default LayerRoPE LLaMA", cmd_demo},
     {"gemm-bench", "", "time one generated GEMM (for bench/cpu_gemm.py)", cmd_gemm_bench},

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 _Static_assert(LRC_ARRAY_MAX_DIMS >= LRC_MAX_DIMS, "lrc_array holds every shape of the IR");
 
@@ -41,6 +42,9 @@ struct lrc_session {
     lrc_tensor_set pin, pout; /* the last shorter run's padded inputs and uncut outputs */
     int run_shape;          /* the shape that ran them */
     bool shorter;           /* the last run was a shorter one: s->out holds cut copies */
+    lrc_tokenizer *tok;     /* the package's tokenizer.json, loaded on first use */
+    lrc_ids tok_ids;        /* the last encode's */
+    char *tok_text;         /* the last decode's */
 };
 
 static const lrc_dtype elem_dtype[] = {LRC_F32, LRC_BF16, LRC_F16, LRC_I32};
@@ -220,6 +224,9 @@ void lrc_session_close(lrc_session *s)
     lrc_tensor_set_clear(&s->in);
     lrc_tensor_set_clear(&s->out);
     lrc_tensor_set_clear(&s->step_in);
+    lrc_tokenizer_free(s->tok);
+    lrc_ids_free(&s->tok_ids);
+    free(s->tok_text);
     free(s->dir);
     free(s);
 }
@@ -734,5 +741,49 @@ lrc_status lrc_session_time(lrc_session *s, int64_t repeat, double *median_ms)
     }
     *median_ms = lrc_median(ms, repeat);
     free(ms);
+    return LRC_STATUS_OK;
+}
+
+/* The package's tokenizer.json, once. */
+static lrc_status session_tokenizer(lrc_session *s)
+{
+    if (s->tok) return LRC_STATUS_OK;
+    char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/tokenizer.json", s->dir);
+    if (stat(path, &st) != 0) {
+        snprintf(s->err.msg, sizeof s->err.msg, "%.900s: the package has no tokenizer (compile it with --tokenizer)", s->dir);
+        return LRC_STATUS_INVALID;
+    }
+    return lrc_tokenizer_load(path, &s->tok, &s->err) ? LRC_STATUS_PACKAGE : LRC_STATUS_OK;
+}
+
+lrc_status lrc_session_tokenize(lrc_session *s, const char *text, size_t len, int add_special, const int32_t **ids,
+                                int64_t *n)
+{
+    if (!usable(s) || !ids || !n || (!text && len)) return LRC_STATUS_INVALID;
+    lrc_status st = session_tokenizer(s);
+    if (st) return st;
+    s->tok_ids.n = 0;
+    if (lrc_tokenizer_encode(s->tok, text ? text : "", len, add_special != 0, &s->tok_ids, &s->err)) return LRC_STATUS_INVALID;
+    *ids = s->tok_ids.ids, *n = s->tok_ids.n;
+    return LRC_STATUS_OK;
+}
+
+lrc_status lrc_session_detokenize(lrc_session *s, const int32_t *ids, int64_t n, const char **text, size_t *len)
+{
+    if (!usable(s) || !text || !len || n < 0 || (!ids && n)) return LRC_STATUS_INVALID;
+    lrc_status st = session_tokenizer(s);
+    if (st) return st;
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= lrc_tokenizer_n_vocab(s->tok)) {
+            snprintf(s->err.msg, sizeof s->err.msg, "id %d (at %lld) is outside the tokenizer's vocabulary of %lld", ids[i],
+                     (long long)i, (long long)lrc_tokenizer_n_vocab(s->tok));
+            return LRC_STATUS_INVALID;
+        }
+    free(s->tok_text);
+    s->tok_text = NULL;
+    if (lrc_tokenizer_decode(s->tok, ids, n, false, &s->tok_text, len, &s->err)) return LRC_STATUS_INVALID;
+    *text = s->tok_text;
     return LRC_STATUS_OK;
 }

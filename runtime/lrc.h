@@ -181,6 +181,15 @@ LRC_API lrc_status lrc_session_reset(lrc_session *s);
  * is 1 to 1000000; a run that fails is an error, with no median. */
 LRC_API lrc_status lrc_session_time(lrc_session *s, int64_t repeat, double *median_ms);
 
+/* A package compiled with a tokenizer (lrc compile --tokenizer) holds its
+ * tokenizer.json: text (UTF-8) to ids, with the post-processor's tokens (a
+ * BOS) when add_special, as Hugging Face tokenizers' encode gives them; and
+ * ids to text, as its decode does. *ids and *text are valid until the next
+ * call of the same function. Without a tokenizer, LRC_STATUS_INVALID. */
+LRC_API lrc_status lrc_session_tokenize(lrc_session *s, const char *text, size_t len, int add_special, const int32_t **ids,
+                                        int64_t *n);
+LRC_API lrc_status lrc_session_detokenize(lrc_session *s, const int32_t *ids, int64_t n, const char **text, size_t *len);
+
 #ifdef __cplusplus
 }
 #endif

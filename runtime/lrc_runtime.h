@@ -385,6 +385,9 @@ void lrc_package_kernels_path(const lrc_package_writer *w, bool object, char *ou
 int lrc_package_write_cuda(lrc_package_writer *w, const char *source, const void *cubin, size_t cubin_size, const char *ptx,
                            lrc_err *err);
 int lrc_package_write_weights(lrc_package_writer *w, const lrc_tensor_set *weights, lrc_err *err);
+/* The model's tokenizer.json, which the package then carries (lrc.h's
+ * lrc_session_tokenize). */
+int lrc_package_write_tokenizer(lrc_package_writer *w, const char *json, size_t len, lrc_err *err);
 int lrc_package_finish(lrc_package_writer *w, const lrc_plan *p, const char *meta_json, lrc_err *err);
 void lrc_package_abort(lrc_package_writer *w);
 /* Removes a package directory: every file a package may hold, then dir. */
@@ -393,21 +396,55 @@ void lrc_package_remove(const char *dir);
  * ("avx2,fma,avx512f"), naming the first one missing. */
 int lrc_cpu_check_features(const char *list, lrc_err *err);
 
+/* ---- tokenizers (runtime/tokenizer_load.c, runtime/tokenizer.c) ---------- */
+
+/* A Hugging Face tokenizer.json: a BPE model (byte-level, or SentencePiece
+ * style with byte fallback), its normalizers, pre-tokenizers, added tokens,
+ * post-processor and decoders, with the results of the `tokenizers` library.
+ * A feature lrc lacks is refused when it loads, naming its JSON path. */
+typedef struct lrc_tokenizer lrc_tokenizer;
+/* path: a tokenizer.json, or a directory holding one. */
+int lrc_tokenizer_load(const char *path, lrc_tokenizer **out, lrc_err *err);
+/* what names the text in messages. */
+int lrc_tokenizer_parse(const char *json, size_t len, const char *what, lrc_tokenizer **out, lrc_err *err);
+void lrc_tokenizer_free(lrc_tokenizer *t);
+int64_t lrc_tokenizer_n_vocab(const lrc_tokenizer *t);
+/* ids that grow: encode appends. */
+typedef struct lrc_ids {
+    int32_t *ids;
+    int64_t n, cap;
+} lrc_ids;
+void lrc_ids_free(lrc_ids *v);
+/* add_special: the post-processor's tokens (a BOS), as tokenizers' encode
+ * adds by default. Invalid UTF-8 is refused with its byte offset (the
+ * library takes only Unicode strings). */
+int lrc_tokenizer_encode(const lrc_tokenizer *t, const char *text, size_t len, bool add_special, lrc_ids *out,
+                         lrc_err *err);
+/* The decoders' text for ids (tokenizers' decode): malloc'd, NUL-terminated
+ * as well. An id outside the vocabulary is skipped, as the library skips it. */
+int lrc_tokenizer_decode(const lrc_tokenizer *t, const int32_t *ids, int64_t n, bool skip_special, char **text,
+                         size_t *len, lrc_err *err);
+/* How many bytes of text a token stands for (byte-level: its bytes; a
+ * SentencePiece piece: ▁ counted as one space; <0xXX>: one), for losses
+ * per byte that compare across vocabularies. */
+int64_t lrc_tokenizer_token_bytes(const lrc_tokenizer *t, int32_t id);
+
 /* ---- training (runtime/train.c) ------------------------------------------ */
 
-/* Byte-level text: token id = byte value. Blocks of 64 KiB, every 20th
- * one validation (for short texts, the last block). */
+/* Text as token ids (byte-level: id = byte value). Blocks of 64 Ki tokens,
+ * every 20th one validation (for short texts, the last block). */
 typedef struct lrc_text {
-    uint8_t *bytes;
+    int32_t *tok;
     int64_t n, n_train; /* n_train: training windows */
     int64_t block, n_blocks;
     int64_t *cum[2]; /* per split: windows starting in blocks before i */
 } lrc_text;
 int lrc_text_load(lrc_text *t, const char *path, int64_t seq, lrc_err *err);
 int lrc_text_from_bytes(lrc_text *t, const uint8_t *bytes, int64_t n, int64_t seq, const char *what, lrc_err *err);
+int lrc_text_from_ids(lrc_text *t, const int32_t *ids, int64_t n, int64_t seq, const char *what, lrc_err *err);
 void lrc_text_free(lrc_text *t);
-/* B windows of T bytes at seeded positions of one split; labels are the
- * next bytes. */
+/* B windows of T tokens at seeded positions of one split; labels are the
+ * next tokens. */
 void lrc_text_batch(const lrc_text *t, bool validation, int64_t B, int64_t T, lrc_rng *rng, int32_t *tokens,
                     int32_t *labels);
 

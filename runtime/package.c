@@ -26,7 +26,7 @@ static const char *kind_names[] = {"none", "input", "param", "output", "arena", 
 #define PKG_PTX "kernels.ptx"
 /* a shorter shape's plan and kernels: a package of its own, without weights */
 #define PKG_SHAPE_PREFIX "shape-"
-static const char *const pkg_files[] = {PKG_OBJECT, PKG_SO, PKG_CU, PKG_CUBIN, PKG_PTX, PKG_JSON, PKG_JSON ".tmp", PKG_WEIGHTS};
+static const char *const pkg_files[] = {PKG_OBJECT, PKG_SO, PKG_CU, PKG_CUBIN, PKG_PTX, PKG_JSON, PKG_JSON ".tmp", PKG_WEIGHTS, "tokenizer.json"};
 #define N_KINDS (int)(sizeof kind_names / sizeof kind_names[0])
 
 static cJSON *shape_json(const lrc_shape *s)
@@ -608,6 +608,11 @@ int lrc_package_write_weights(lrc_package_writer *w, const lrc_tensor_set *weigh
     char path[4400];
     snprintf(path, sizeof path, "%s/" PKG_WEIGHTS, w->tmp);
     return lrc_safetensors_save(path, weights, err);
+}
+
+int lrc_package_write_tokenizer(lrc_package_writer *w, const char *json, size_t len, lrc_err *err)
+{
+    return write_file(w->tmp, "tokenizer.json", json, len, err);
 }
 
 int lrc_package_finish(lrc_package_writer *w, const lrc_plan *p, const char *meta_json, lrc_err *err)

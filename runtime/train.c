@@ -1,4 +1,4 @@
-/* train.c — what training needs besides gradients: byte-level text data with
+/* train.c — what training needs besides gradients: text as token ids with
  * a deterministic train/validation split and seeded batches, AdamW over all
  * parameters, the learning-rate schedule and gradient clipping. Plain C on
  * the runtime's thread pool; deterministic for a fixed thread count. */
@@ -9,22 +9,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Validation is every 20th block of 64 KiB (or of four sequences, when
+/* Validation is every 20th block of 64 Ki tokens (or of four sequences, when
  * longer): spread through the text, so it follows the training data's
  * distribution instead of being its last book; no window ever crosses
  * from one split into the other. */
-int lrc_text_from_bytes(lrc_text *t, const uint8_t *bytes, int64_t n, int64_t seq, const char *what, lrc_err *err)
+static int text_from_ids(lrc_text *t, const int32_t *ids, int64_t n, int64_t seq, const char *what, const char *unit,
+                         lrc_err *err)
 {
     memset(t, 0, sizeof *t);
     int64_t need = 2 * (seq + 1), bs = (int64_t)1 << 16;
     if (bs < 4 * (seq + 1)) bs = 4 * (seq + 1);
     if (n < need * 2)
-        return lrc_err_set(err, "%s: %lld bytes of text, too little for sequences of %lld (at least %lld)", what,
-                           (long long)n, (long long)seq, (long long)(need * 2));
+        return lrc_err_set(err, "%s: %lld %s of text, too few for sequences of %lld (at least %lld)", what,
+                           (long long)n, unit, (long long)seq, (long long)(need * 2));
     int64_t nb = (n + bs - 1) / bs;
     if (nb < 2) bs = n / 2, nb = 2; /* a short text: its second half is validation */
-    t->bytes = lrc_xmalloc((size_t)n);
-    memcpy(t->bytes, bytes, (size_t)n);
+    t->tok = lrc_xmalloc((size_t)n * sizeof *t->tok);
+    memcpy(t->tok, ids, (size_t)n * sizeof *t->tok);
     t->n = n;
     t->block = bs;
     t->n_blocks = nb;
@@ -39,12 +40,26 @@ int lrc_text_from_bytes(lrc_text *t, const uint8_t *bytes, int64_t n, int64_t se
         }
         if (total == 0) {
             lrc_text_free(t);
-            return lrc_err_set(err, "%s: %lld bytes of text leave no %s window of %lld bytes", what, (long long)n,
+            return lrc_err_set(err, "%s: %lld %s of text leave no %s window of %lld", what, (long long)n, unit,
                                split ? "validation" : "training", (long long)(seq + 1));
         }
     }
     t->n_train = t->cum[0][nb];
     return LRC_OK;
+}
+
+int lrc_text_from_ids(lrc_text *t, const int32_t *ids, int64_t n, int64_t seq, const char *what, lrc_err *err)
+{
+    return text_from_ids(t, ids, n, seq, what, "tokens", err);
+}
+
+int lrc_text_from_bytes(lrc_text *t, const uint8_t *bytes, int64_t n, int64_t seq, const char *what, lrc_err *err)
+{
+    int32_t *ids = lrc_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *ids);
+    for (int64_t i = 0; i < n; i++) ids[i] = bytes[i];
+    int rc = text_from_ids(t, ids, n, seq, what, "bytes", err);
+    free(ids);
+    return rc;
 }
 
 int lrc_text_load(lrc_text *t, const char *path, int64_t seq, lrc_err *err)
@@ -61,7 +76,7 @@ int lrc_text_load(lrc_text *t, const char *path, int64_t seq, lrc_err *err)
 
 void lrc_text_free(lrc_text *t)
 {
-    free(t->bytes);
+    free(t->tok);
     free(t->cum[0]);
     free(t->cum[1]);
     memset(t, 0, sizeof *t);
@@ -81,8 +96,8 @@ void lrc_text_batch(const lrc_text *t, bool validation, int64_t B, int64_t T, lr
         }
         int64_t start = lo * t->block + (r - cum[lo]);
         for (int64_t i = 0; i < T; i++) {
-            tokens[b * T + i] = t->bytes[start + i];
-            labels[b * T + i] = t->bytes[start + i + 1];
+            tokens[b * T + i] = t->tok[start + i];
+            labels[b * T + i] = t->tok[start + i + 1];
         }
     }
 }

@@ -21,7 +21,8 @@ snapshot() { # every path under the scratch directory, with the checksum of file
 # t NAME STATUS PATTERN... -- ARGS...
 #   Runs lrc ARGS; STATUS is the expected exit status (a regex, e.g. 1 or 2);
 #   every PATTERN must match the stderr line. MEM_KB=N t ... caps lrc's
-#   address space (ulimit -v) for cases that would otherwise eat the machine.
+#   address space (ulimit -v) for cases that would otherwise eat the machine;
+#   STDIN=FILE t ... gives lrc that file on stdin (else /dev/null).
 t() {
   local name=$1 want=$2
   shift 2
@@ -32,7 +33,7 @@ t() {
   before=$(snapshot)
   ( # the subshell's own stderr takes bash's "Aborted"/"Segmentation fault" notices
     [ -n "${MEM_KB:-}" ] && ulimit -v "$MEM_KB"
-    timeout 20 "$LRC" "$@" >"$CAP/stdout" 2>"$CAP/stderr" </dev/null
+    timeout 20 "$LRC" "$@" >"$CAP/stdout" 2>"$CAP/stderr" <"${STDIN:-/dev/null}"
   ) 2>/dev/null
   local rc=$? why=()
   local secs=$((SECONDS - start))

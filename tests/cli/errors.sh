@@ -683,7 +683,7 @@ t "loop: a package whose back edge copies the tokens" 1 'pkg_loop_bad' 'damaged 
 
 # ---- usage (exit status 2) --------------------------------------------------------------------------
 
-t "unknown command: lists every command" 2 "'frobnicate'" 'inspect, init, train, eval, plot, diagnose, backward, compile, export, forward, generate, profile, demo, gemm-bench, devices' -- frobnicate llama
+t "unknown command: lists every command" 2 "'frobnicate'" 'inspect, init, train, eval, plot, diagnose, backward, compile, export, forward, generate, tokenize, profile, demo, gemm-bench, devices' -- frobnicate llama
 t "unknown option" 2 '--bogus' -- inspect llama --bogus
 t "unknown short option" 2 '-x' -- init llama -x -o out.safetensors
 t "missing MODEL" 2 'MODEL' -- inspect

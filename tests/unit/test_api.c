@@ -418,6 +418,36 @@ static void test_shapes(void)
     bad_package("pkg_mins_cut", LRC_STATUS_PACKAGE, "pkg_mins_cut/shape-1x4/kernels.so: 1000 bytes with hash", true);
 }
 
+/* A package compiled with --tokenizer (tests/tokenizer/small.json): text to
+ * ids and back through lrc.h; one without a tokenizer says so. */
+static void test_tokenizer(void)
+{
+    lrc_session *s;
+    char msg[1200];
+    CHECK(open_pkg("pkg_tok", &s, msg, sizeof msg) == LRC_STATUS_OK, "pkg_tok opens: %s", msg);
+    const int32_t *ids = NULL;
+    int64_t n = 0;
+    static const int32_t want[] = {0, 4, 1, 3, 4, 3};
+    CHECK(lrc_session_tokenize(s, "a b ab", 6, 1, &ids, &n) == LRC_STATUS_OK && n == 6 && !memcmp(ids, want, sizeof want),
+          "tokenize 'a b ab': %lld ids (%s)", (long long)n, lrc_session_error(s));
+    CHECK(lrc_session_tokenize(s, "a b ab", 6, 0, &ids, &n) == LRC_STATUS_OK && n == 5 && ids[0] == 4, "without the BOS");
+    const char *text = NULL;
+    size_t len = 0;
+    CHECK(lrc_session_detokenize(s, want, 6, &text, &len) == LRC_STATUS_OK && len == 10 && !memcmp(text, "<s> a b ab", 10),
+          "detokenize: '%.*s'", (int)len, text ? text : "");
+    CHECK(lrc_session_tokenize(s, "a\xff", 2, 1, &ids, &n) == LRC_STATUS_INVALID &&
+              strstr(lrc_session_error(s), "invalid UTF-8 at byte 1"),
+          "invalid UTF-8: '%s'", lrc_session_error(s));
+    static const int32_t bad[] = {0, 9};
+    CHECK(lrc_session_detokenize(s, bad, 2, &text, &len) == LRC_STATUS_INVALID && strstr(lrc_session_error(s), "id 9 (at 1)"),
+          "an id outside the vocabulary: '%s'", lrc_session_error(s));
+    lrc_session_close(s);
+    CHECK(open_pkg("pkg", &s, msg, sizeof msg) == LRC_STATUS_OK, "pkg opens: %s", msg);
+    CHECK(lrc_session_tokenize(s, "a", 1, 1, &ids, &n) == LRC_STATUS_INVALID && strstr(lrc_session_error(s), "has no tokenizer"),
+          "no tokenizer: '%s'", lrc_session_error(s));
+    lrc_session_close(s);
+}
+
 static void test_misuse(void)
 {
     lrc_session *s = NULL;
@@ -481,8 +511,8 @@ static int write_file(const char *name, const char *text)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: test_api LRC MODEL.lua\n");
+    if (argc != 4) {
+        fprintf(stderr, "usage: test_api LRC MODEL.lua TOKENIZER.json\n");
         return 2;
     }
     lrc_bin = argv[1];
@@ -510,7 +540,8 @@ int main(int argc, char **argv)
              write_file("bi.lua", bidirectional) ||
              sh("%s init bi.lua -o bi_w.st >/dev/null", lrc_bin) ||
              sh("%s compile bi.lua --batch 2 --seq 8 --min-seq 2 --target cpu --weights bi_w.st -o pkg_bi >/dev/null", lrc_bin) ||
-             sh("%s compile bi.lua --batch 1 --seq 8 --target cpu --weights bi_w.st -o pkg_bi18 >/dev/null", lrc_bin);
+             sh("%s compile bi.lua --batch 1 --seq 8 --target cpu --weights bi_w.st -o pkg_bi18 >/dev/null", lrc_bin) ||
+             sh("%s compile %s %s --target cpu --weights w.st --tokenizer %s -o pkg_tok >/dev/null", lrc_bin, model, tiny, argv[3]);
     CHECK(rc == 0, "the packages were made");
     write_tokens("in.st", 2, 7, -1);
     if (rc == 0) {
@@ -519,9 +550,10 @@ int main(int argc, char **argv)
         test_weights();
         test_decoder();
         test_shapes();
+        test_tokenizer();
         test_misuse();
     }
-    sh("rm -rf pkg pkg_now pkg_dec pkg_cu pkg_cut pkg_v99 pkg_badso pkg_noso pkg_badw pkg_13 pkg_25 pkg_now13 pkg_mins pkg_mins_cut pkg_bi pkg_bi18 keep *.st bi.lua");
+    sh("rm -rf pkg pkg_now pkg_dec pkg_cu pkg_cut pkg_v99 pkg_badso pkg_noso pkg_badw pkg_13 pkg_25 pkg_now13 pkg_mins pkg_mins_cut pkg_bi pkg_bi18 pkg_tok keep *.st bi.lua");
     rmdir(dir);
     return check_summary();
 }

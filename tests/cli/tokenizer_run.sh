@@ -1,0 +1,39 @@
+#!/bin/bash
+# tokenizer_run.sh LRC — text through a tokenizer.json in every command that
+# reads or writes it: a short lrc train --tokenizer (the token cache beside
+# the run, the run's copy, vocab set from the tokenizer, val_loss_per_byte),
+# --resume bit for bit, eval's loss equal to the run's, generate's text,
+# compile's package carrying the tokenizer, and export writing it.
+lrc=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+here=$(cd "$(dirname "$0")" && pwd)
+tok=$here/../fixtures/tokenizers/bytelevel_4k/tokenizer.json
+source "$here/../tools/check.sh"
+cd "$dir" || exit 1
+mkdir runs
+bible -f Gen1:1-Rev22:21 2>/dev/null | head -3000 >data.txt
+args=(llama --preset tiny --set norm=layerrope --steps 4 --lr 3e-3 --seq 32 --batch 4 --eval-every 2 --data data.txt)
+"$lrc" train "${args[@]}" --tokenizer "$tok" -o runs/a >a.log 2>&1
+check "train --tokenizer runs" "[ -f runs/a/model.safetensors ]"
+check "the text is encoded once into a cache beside the run" "ls runs/tokens-*.bin >/dev/null 2>&1 && grep -q '^tokenized data.txt' a.log"
+check "the run keeps the tokenizer" "cmp -s runs/a/tokenizer.json '$tok'"
+check "vocab is the tokenizer's size" "grep -q '\"vocab=4000\"' runs/a/run.json"
+check "metrics have the loss per byte" "grep -q val_loss_per_byte runs/a/metrics.jsonl"
+vpb=$(tail -1 runs/a/metrics.jsonl | python3 -c 'import json,sys; m=json.loads(sys.stdin.read()); print(m["val_loss"], m["val_loss_per_byte"])')
+check "the loss per byte is below the loss per token (tokens of several bytes)" "python3 -c 'import sys; t, b = map(float, \"$vpb\".split()); sys.exit(not 0 < b < t)'"
+"$lrc" train "${args[@]}" --tokenizer "$tok" --stop-after 2 -o runs/b >b.log 2>&1
+"$lrc" train --resume runs/b >b2.log 2>&1
+check "a second run reads the cache" "! grep -q '^tokenized' b.log"
+check "--resume ends where the run in one go ends" "cmp -s runs/a/model.safetensors runs/b/model.safetensors"
+m=(llama --preset tiny --set norm=layerrope --set vocab=4000 --weights runs/a/model.safetensors)
+"$lrc" eval "${m[@]}" --tokenizer runs/a --data data.txt --seq 32 --batch 4 --steps 4 >eval.log 2>&1
+want=$(tail -1 runs/a/metrics.jsonl | python3 -c 'import json,sys; print("%.4f" % json.loads(sys.stdin.read())["val_loss"])')
+check "eval's loss is the run's last validation loss" "grep -q 'validation loss $want nats/token' eval.log"
+"$lrc" generate "${m[@]}" --tokenizer runs/a --prompt "And God said, " -n 12 --temperature 0 >gen.txt 2>gen.err
+check "generate prints the prompt and a decoded continuation" "grep -q '^And God said, ..' gen.txt && python3 -c 'open(\"gen.txt\", encoding=\"utf-8\").read()'"
+"$lrc" compile "${m[@]}" --tokenizer runs/a --target cpu --ctx 32 -o pkg >compile.log 2>&1
+check "compile puts the tokenizer into the package" "cmp -s pkg/tokenizer.json '$tok'"
+"$lrc" generate pkg --prompt "And God said, " -n 12 --temperature 0 >gen_pkg.txt 2>/dev/null
+check "the package generates the same text with its own tokenizer" "cmp -s gen.txt gen_pkg.txt"
+"$lrc" export runs/a --hf hf >export.log 2>&1
+check "export writes the run's tokenizer" "cmp -s hf/tokenizer.json '$tok'"
+summary
