@@ -111,8 +111,10 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The whole input encoded `repeat` times: the median rate on stderr. */
-static int time_encode(const lrc_tokenizer *t, const char *in, size_t n, bool special, int64_t repeat, lrc_err *err)
+/* The input encoded `repeat` times (as one text, or each line on its own):
+ * the median rate on stderr. */
+static int time_encode(const lrc_tokenizer *t, const char *in, size_t n, bool special, bool lines, int64_t repeat,
+                       lrc_err *err)
 {
     double *s = lrc_xmalloc((size_t)repeat * sizeof *s);
     lrc_ids ids = {0};
@@ -120,7 +122,13 @@ static int time_encode(const lrc_tokenizer *t, const char *in, size_t n, bool sp
     for (int64_t i = 0; i < repeat && !rc; i++) {
         ids.n = 0;
         double t0 = lrc_now_s();
-        rc = lrc_tokenizer_encode(t, in, n, special, &ids, err);
+        for (size_t a = 0; lines && a < n && !rc;) { /* the ids of all lines, one after another */
+            const char *nl = memchr(in + a, '\n', n - a);
+            size_t e = nl ? (size_t)(nl - in) : n;
+            rc = lrc_tokenizer_encode(t, in + a, e - a, special, &ids, err);
+            a = e + 1;
+        }
+        if (!lines) rc = lrc_tokenizer_encode(t, in, n, special, &ids, err);
         s[i] = lrc_now_s() - t0;
     }
     if (!rc) {
@@ -155,7 +163,8 @@ int cmd_tokenize(int argc, char **argv)
         "  --no-special  encoding: without the post-processor's tokens (a BOS), which\n"
         "                the library's encode adds by default; decoding: special\n"
         "                tokens left out (skip_special_tokens)\n"
-        "  --repeat N    encoding: N more times, then the median MB/s on stderr\n"
+        "  --repeat N    encoding: N more times (with --lines, line by line), then\n"
+        "                the median MB/s on stderr\n"
         "                (bench/tokenize.py)\n";
     bool decode = false, lines = false, special = true;
     int64_t repeat = 0;
@@ -184,7 +193,7 @@ int cmd_tokenize(int argc, char **argv)
     FILE *out = open_memstream(&buf, &blen);
     int rc = !in || !out ? lrc_err_set(&err, "stdin: out of memory") : run(t, in, n, decode, lines, special, out, &err);
     if (out) fclose(out);
-    if (!rc && repeat) rc = time_encode(t, in, n, special, repeat, &err);
+    if (!rc && repeat) rc = time_encode(t, in, n, special, lines, repeat, &err);
     if (!rc) fwrite(buf, 1, blen, stdout);
     free(buf);
     free(in);

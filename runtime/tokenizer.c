@@ -435,6 +435,7 @@ static int encode_plain(const lrc_tokenizer *t, scratch *s, const char *text, si
 static int added_at(const lrc_tokenizer *t, const char *text, size_t n, size_t pos, bool normalized)
 {
     int best = -1;
+    if (!t->added_first[normalized][(uint8_t)text[pos]]) return -1;
     for (int k = 0; k < t->n_added; k++) {
         const tok_added *a = &t->added[k];
         if (a->normalized != normalized || a->len > n - pos || a->content[0] != text[pos]) continue;

@@ -84,6 +84,7 @@ struct lrc_tokenizer {
 
     tok_added *added;
     int n_added;
+    bool added_first[2][256]; /* [normalized]: some added token starts with this byte */
     int32_t *post_prefix, *post_suffix; /* TemplateProcessing's single: ids around $A */
     int n_post_prefix, n_post_suffix;
 
