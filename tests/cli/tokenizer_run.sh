@@ -36,4 +36,11 @@ check "compile puts the tokenizer into the package" "cmp -s pkg/tokenizer.json '
 check "the package generates the same text with its own tokenizer" "cmp -s gen.txt gen_pkg.txt"
 "$lrc" export runs/a --hf hf >export.log 2>&1
 check "export writes the run's tokenizer" "cmp -s hf/tokenizer.json '$tok'"
+# a Hugging Face directory with a tokenizer.json uses it without --tokenizer
+cp -r "$here/../fixtures/hf/llama_mha" hfdir && cp "$here/../tokenizer/small.json" hfdir/tokenizer.json
+"$lrc" generate hfdir --prompt "a b ab" -n 6 --temperature 0 >hfgen.txt 2>hfgen.err
+check "generate on a directory encodes the prompt with its tokenizer" "grep -q 'prompt: 6 tokens' hfgen.err && grep -q '^a b ab' hfgen.txt"
+printf 'a b ab ba %.0s' $(seq 300) >ab.txt
+"$lrc" eval hfdir --data ab.txt --seq 16 --batch 2 --steps 2 >hfeval.txt 2>&1
+check "eval on a directory reports nats per token and per byte" "grep -q 'nats/token, [0-9.]* nats/byte' hfeval.txt"
 summary
