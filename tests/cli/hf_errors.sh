@@ -95,8 +95,8 @@ t "no weights in the directory" 1 'noweights: a directory with neither model.saf
 cp -r "$HF/llama_gqa_bias" selfidx
 "$PY" -c 'import json,sys; p=sys.argv[1]; j=json.load(open(p)); j["weight_map"]["lm_head.weight"]="model.safetensors.index.json"; json.dump(j,open(p,"w"))' selfidx/model.safetensors.index.json
 t "an index that names itself as a shard" 1 "shard 'model.safetensors.index.json' is not a safetensors file" -- $(fwd selfidx)
-t "fine-tuning a directory (not yet)" 2 'plain: a Hugging Face directory cannot be fine-tuned yet' -- train plain --steps 1 --lr 1e-3 -o run
-t "eval of a directory" 2 'plain: a Hugging Face directory' -- eval plain --weights plain/model.safetensors
+t "fine-tuning a directory without a tokenizer.json" 2 'plain has no tokenizer.json, and its text is not bytes: give --tokenizer' -- train plain --steps 1 --lr 1e-3 -o run
+t "eval of a directory without a tokenizer.json" 2 'plain has no tokenizer.json' -- eval plain
 
 # ---- lrc export --hf ----
 "$LRC" init llama --preset tiny --set norm=post -o post.safetensors >/dev/null

@@ -1,10 +1,13 @@
 #!/bin/bash
-# tokenizer_run.sh LRC — text through a tokenizer.json in every command that
+# tokenizer_run.sh LRC ST_COMPARE — text through a tokenizer.json in every command that
 # reads or writes it: a short lrc train --tokenizer (the token cache beside
 # the run, the run's copy, vocab set from the tokenizer, val_loss_per_byte),
 # --resume bit for bit, eval's loss equal to the run's, generate's text,
-# compile's package carrying the tokenizer, and export writing it.
+# compile's package carrying the tokenizer, export writing it, and a
+# Hugging Face directory's own tokenizer.json in generate, eval and train
+# (fine-tuning its weights, also with norm=layerrope).
 lrc=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+stc=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
 here=$(cd "$(dirname "$0")" && pwd)
 tok=$here/../fixtures/tokenizers/bytelevel_4k/tokenizer.json
 source "$here/../tools/check.sh"
@@ -43,4 +46,14 @@ check "generate on a directory encodes the prompt with its tokenizer" "grep -q '
 printf 'a b ab ba %.0s' $(seq 300) >ab.txt
 "$lrc" eval hfdir --data ab.txt --seq 16 --batch 2 --steps 2 >hfeval.txt 2>&1
 check "eval on a directory reports nats per token and per byte" "grep -q 'nats/token, [0-9.]* nats/byte' hfeval.txt"
+# fine-tuning the directory: its weights, then steps on its tokenizer's ids
+"$lrc" train hfdir --steps 1 --lr 1e-12 --seq 16 --batch 2 --eval-every 1 --data ab.txt -o runs/ft >ft.log 2>&1
+check "fine-tuning starts from the directory's weights" "grep -q 'fine-tuning from hfdir/model.safetensors: 21 tensors\$' ft.log &&
+  '$stc' runs/ft/model.safetensors hfdir/model.safetensors model.layers.1.mlp.down_proj.weight 1e-6 >/dev/null"
+want=$(tail -1 runs/ft/metrics.jsonl | python3 -c 'import json,sys; print("%.4f" % json.loads(sys.stdin.read())["val_loss"])')
+"$lrc" eval hfdir --data ab.txt --seq 16 --batch 2 --steps 4 >hfeval4.txt 2>&1
+check "its first validation loss is the directory's own (eval)" "grep -q 'validation loss $want nats/token' hfeval4.txt"
+"$lrc" train hfdir --set norm=layerrope --steps 2 --lr 1e-3 --seq 16 --batch 2 --data ab.txt -o runs/ft_lr >ftlr.log 2>&1
+check "fine-tuning with norm=layerrope: LayerRoPE's gains from the seed, the per-layer norms left out" \
+  "grep -q '17 tensors, 20 initialised from the seed (model.layerrope.*), 4 of the checkpoint left out (model.layers.0.input_layernorm.weight' ftlr.log && [ -f runs/ft_lr/model.safetensors ]"
 summary
