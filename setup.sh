@@ -8,12 +8,12 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-# Build: compiler, CMake, Lua 5.4, cJSON, PCRE2 (tokenizers' split regexes), LLVM (14; 15 to 19 also work).
+# Build: compiler, CMake, Lua 5.4, cJSON, PCRE2 and libunistring (tokenizers' split regexes and Unicode normalizers), LLVM (14; 15 to 19 also work).
 # Tests: PyTorch for the parity tests and OpenBLAS so that torch is not 30x slow.
 # Training: the King James Bible, lrc train's default text, and gnuplot for the loss curves.
 # Images: zlib for the gzipped IDX files, and Fashion-MNIST (runtime/images.c).
 # Embedding: pkgconf, so programs find the installed liblrc (pkg-config --libs lrc; tests/cli/embed.sh).
-packages=(build-essential cmake liblua5.4-dev libcjson-dev libpcre2-dev python3-torch libopenblas0-pthread bible-kjv gnuplot-nox
+packages=(build-essential cmake liblua5.4-dev libcjson-dev libpcre2-dev libunistring-dev python3-torch libopenblas0-pthread bible-kjv gnuplot-nox
           zlib1g-dev dataset-fashion-mnist pkgconf)
 if ! command -v llvm-config-19 llvm-config-18 llvm-config-17 llvm-config-16 llvm-config-15 \
      llvm-config-14 llvm-config >/dev/null 2>&1; then

@@ -11,6 +11,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <uninorm.h>
 
 /* ---- UTF-8 ----------------------------------------------------------------- */
 
@@ -153,11 +154,30 @@ static piece rewrite(scratch *s, piece p, const char *prefix, const char *from, 
     return r;
 }
 
+/* Unicode normalization (libunistring): the text's first char, where the
+ * piece starts with it, is the first char of the result. */
+static piece unicode_form(scratch *s, piece p, int form)
+{
+    static const uninorm_t forms[4] = {UNINORM_NFC, UNINORM_NFD, UNINORM_NFKC, UNINORM_NFKD};
+    size_t len = 0;
+    uint8_t *r = u8_normalize(forms[form], (const uint8_t *)s->a + p.off, p.len, NULL, &len);
+    if (!r || !arena(s, len + 1)) return free(r), s->oom = true, p;
+    memcpy(s->a + s->n, r, len);
+    free(r);
+    int l = 0;
+    if (p.zero && len) lrc_tok_utf8_next(s->a + s->n, len, &l);
+    piece q = {(uint32_t)s->n, (uint32_t)len, (uint32_t)l};
+    s->n += len;
+    return q;
+}
+
 static piece normalize(const lrc_tokenizer *t, scratch *s, piece p)
 {
     for (int i = 0; i < t->n_norm && !s->oom; i++) {
         const tok_norm *n = &t->norm[i];
-        if (n->kind == NORM_PREPEND) {
+        if (n->kind == NORM_UNICODE) {
+            if (p.len) p = unicode_form(s, p, n->form);
+        } else if (n->kind == NORM_PREPEND) {
             if (p.len) p = rewrite(s, p, n->a, NULL, NULL);
         } else
             p = rewrite(s, p, NULL, n->a, n->b);

@@ -28,10 +28,11 @@ typedef struct tok_mergemap {
     uint32_t cap, n;
 } tok_mergemap;
 
-typedef enum { NORM_PREPEND, NORM_REPLACE } tok_norm_kind;
+typedef enum { NORM_PREPEND, NORM_REPLACE, NORM_UNICODE } tok_norm_kind;
 typedef struct {
     tok_norm_kind kind;
     char *a, *b; /* PREPEND: a; REPLACE: a → b */
+    int form;    /* UNICODE: 0 NFC, 1 NFD, 2 NFKC, 3 NFKD (libunistring's) */
 } tok_norm;
 
 /* tokenizers' SplitDelimiterBehavior */

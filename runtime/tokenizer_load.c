@@ -183,10 +183,16 @@ static int load_normalizer(ctx *c, lrc_tokenizer *t, const cJSON *o, const char 
             return free(n->a), 1;
         n->kind = NORM_REPLACE;
         n->b = dup(a);
+    } else if (!strcmp(type, "NFC") || !strcmp(type, "NFD") || !strcmp(type, "NFKC") || !strcmp(type, "NFKD")) {
+        if (only(c, o, path, (const char *[]){"type", NULL})) return 1;
+        n->kind = NORM_UNICODE;
+        n->form = (type[2] == 'K' ? 2 : 0) + (type[strlen(type) - 1] == 'D');
     } else {
         char p[300], m[300];
         snprintf(p, sizeof p, "%s.type", path);
-        snprintf(m, sizeof m, "the normalizer \"%.100s\" is not implemented (lrc has Sequence, Prepend, Replace)", type);
+        snprintf(m, sizeof m,
+                 "the normalizer \"%.100s\" is not implemented (lrc has Sequence, Prepend, Replace, NFC, NFD, NFKC, NFKD)",
+                 type);
         return fail(c, p, m);
     }
     t->n_norm++;

@@ -50,8 +50,8 @@ tok merge3.json 'j["model"]["merges"].append("a b a")'
 t "a merge of three tokens" 1 'model.merges\[2\]: must be two tokens' -- tokenize merge3.json
 tok regex.json 'j["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": "(a|b"}, "behavior": "Isolated", "invert": False}'
 t "a regex PCRE2 rejects" 1 'pre_tokenizer.pattern.Regex: PCRE2 rejects the regex at offset 4' -- tokenize regex.json
-tok nfkc.json 'j["normalizer"]["normalizers"].append({"type": "NFKC"})'
-t "a normalizer lrc lacks" 1 'normalizer.normalizers\[2\].type: the normalizer "NFKC" is not implemented' -- tokenize nfkc.json
+tok lower.json 'j["normalizer"]["normalizers"].append({"type": "Lowercase"})'
+t "a normalizer lrc lacks" 1 'normalizer.normalizers\[2\].type: the normalizer "Lowercase" is not implemented' -- tokenize lower.json
 tok ws.json 'j["pre_tokenizer"] = {"type": "Whitespace"}'
 t "a pre-tokenizer lrc lacks" 1 'pre_tokenizer.type: the pre-tokenizer "Whitespace" is not implemented' -- tokenize ws.json
 tok dec.json 'j["decoder"] = {"type": "WordPiece", "prefix": "##", "cleanup": True}'

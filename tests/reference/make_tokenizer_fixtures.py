@@ -51,6 +51,36 @@ def bytelevel_gpt2(vocab):
     return tok
 
 
+QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
+         r"|\s+(?!\S)|\s+")
+
+
+def bytelevel_qwen2(vocab):
+    """Qwen2's form: NFC, its split regex (one digit a piece), ByteLevel."""
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    tr = trainers.BpeTrainer(vocab_size=vocab, show_progress=False, special_tokens=["<|endoftext|>", "<|im_start|>"],
+                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(kjv_lines, tr)
+    return tok
+
+
+def sentencepiece_nfkc(vocab):
+    """tokenizers' own SentencePieceBPETokenizer form: NFKC, then Metaspace."""
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always", split=True)
+    tr = trainers.BpeTrainer(vocab_size=vocab, show_progress=False, special_tokens=["<unk>"])
+    tok.train_from_iterator(kjv_lines, tr)
+    return tok
+
+
 def bytelevel_llama3(vocab):
     tok = Tokenizer(models.BPE(ignore_merges=True))
     tok.pre_tokenizer = pre_tokenizers.Sequence([
@@ -137,3 +167,5 @@ write("bytelevel_4k", bytelevel_gpt2(4000), False)
 write("bytelevel_16k", bytelevel_llama3(16000), True)
 write("sp_1k", sentencepiece_bpe(1000, True), True)
 write("sp_16k", sentencepiece_bpe(16000, False), True)
+write("bytelevel_nfc_1k", bytelevel_qwen2(1000), True)
+write("sp_nfkc_1k", sentencepiece_nfkc(1000), False)
