@@ -152,23 +152,29 @@ static int get_prepend(ctx *c, const cJSON *o, const char *path, tok_prepend *ou
 
 #define GROW(arr, n) (arr = realloc(arr, (size_t)((n) + 1) * sizeof *(arr)))
 
+/* A "Sequence" of one stage: each item of o[key] through load, its path
+ * PATH.key[i]. */
+typedef int (*stage_loader)(ctx *c, lrc_tokenizer *t, const cJSON *o, const char *path);
+static int load_sequence(ctx *c, lrc_tokenizer *t, const cJSON *o, const char *path, const char *key, stage_loader load)
+{
+    if (only(c, o, path, (const char *[]){"type", key, NULL})) return 1;
+    const cJSON *l = cJSON_GetObjectItemCaseSensitive(o, key);
+    char p[300];
+    if (!cJSON_IsArray(l)) return snprintf(p, sizeof p, "%s must be an array", key), fail(c, path, p);
+    int i = 0;
+    for (const cJSON *e = l->child; e; e = e->next, i++) {
+        snprintf(p, sizeof p, "%s.%s[%d]", path, key, i);
+        if (load(c, t, e, p)) return 1;
+    }
+    return 0;
+}
+
 static int load_normalizer(ctx *c, lrc_tokenizer *t, const cJSON *o, const char *path)
 {
     if (!o || cJSON_IsNull(o)) return 0;
     const char *type = type_of(c, o, path);
     if (!type) return 1;
-    if (!strcmp(type, "Sequence")) {
-        if (only(c, o, path, (const char *[]){"type", "normalizers", NULL})) return 1;
-        const cJSON *l = cJSON_GetObjectItemCaseSensitive(o, "normalizers");
-        if (!cJSON_IsArray(l)) return fail(c, path, "normalizers must be an array");
-        int i = 0;
-        for (const cJSON *e = l->child; e; e = e->next, i++) {
-            char p[300];
-            snprintf(p, sizeof p, "%s.normalizers[%d]", path, i);
-            if (load_normalizer(c, t, e, p)) return 1;
-        }
-        return 0;
-    }
+    if (!strcmp(type, "Sequence")) return load_sequence(c, t, o, path, "normalizers", load_normalizer);
     if (!GROW(t->norm, t->n_norm)) return fail(c, path, "out of memory");
     tok_norm *n = &t->norm[t->n_norm];
     memset(n, 0, sizeof *n);
@@ -263,18 +269,7 @@ static int load_pre(ctx *c, lrc_tokenizer *t, const cJSON *o, const char *path)
     if (!o || cJSON_IsNull(o)) return 0;
     const char *type = type_of(c, o, path);
     if (!type) return 1;
-    if (!strcmp(type, "Sequence")) {
-        if (only(c, o, path, (const char *[]){"type", "pretokenizers", NULL})) return 1;
-        const cJSON *l = cJSON_GetObjectItemCaseSensitive(o, "pretokenizers");
-        if (!cJSON_IsArray(l)) return fail(c, path, "pretokenizers must be an array");
-        int i = 0;
-        for (const cJSON *e = l->child; e; e = e->next, i++) {
-            char p[300];
-            snprintf(p, sizeof p, "%s.pretokenizers[%d]", path, i);
-            if (load_pre(c, t, e, p)) return 1;
-        }
-        return 0;
-    }
+    if (!strcmp(type, "Sequence")) return load_sequence(c, t, o, path, "pretokenizers", load_pre);
     /* ByteLevel maps bytes to chars that a later step would see: only last */
     if (t->bytelevel) return fail(c, path, "a pre-tokenizer after ByteLevel is not implemented");
     if (!GROW(t->pre, t->n_pre)) return fail(c, path, "out of memory");
@@ -289,18 +284,7 @@ static int load_decoder(ctx *c, lrc_tokenizer *t, const cJSON *o, const char *pa
     const char *type = type_of(c, o, path), *a, *b;
     if (!type) return 1;
     t->has_decoder = true;
-    if (!strcmp(type, "Sequence")) {
-        if (only(c, o, path, (const char *[]){"type", "decoders", NULL})) return 1;
-        const cJSON *l = cJSON_GetObjectItemCaseSensitive(o, "decoders");
-        if (!cJSON_IsArray(l)) return fail(c, path, "decoders must be an array");
-        int i = 0;
-        for (const cJSON *e = l->child; e; e = e->next, i++) {
-            char p[300];
-            snprintf(p, sizeof p, "%s.decoders[%d]", path, i);
-            if (load_decoder(c, t, e, p)) return 1;
-        }
-        return 0;
-    }
+    if (!strcmp(type, "Sequence")) return load_sequence(c, t, o, path, "decoders", load_decoder);
     if (!GROW(t->dec, t->n_dec)) return fail(c, path, "out of memory");
     tok_dec *d = &t->dec[t->n_dec];
     memset(d, 0, sizeof *d);
@@ -389,18 +373,7 @@ static int load_post(ctx *c, lrc_tokenizer *t, const cJSON *o, const char *path)
     if (!o || cJSON_IsNull(o)) return 0;
     const char *type = type_of(c, o, path);
     if (!type) return 1;
-    if (!strcmp(type, "Sequence")) {
-        if (only(c, o, path, (const char *[]){"type", "processors", NULL})) return 1;
-        const cJSON *l = cJSON_GetObjectItemCaseSensitive(o, "processors");
-        if (!cJSON_IsArray(l)) return fail(c, path, "processors must be an array");
-        int i = 0;
-        for (const cJSON *e = l->child; e; e = e->next, i++) {
-            char p[300];
-            snprintf(p, sizeof p, "%s.processors[%d]", path, i);
-            if (load_post(c, t, e, p)) return 1;
-        }
-        return 0;
-    }
+    if (!strcmp(type, "Sequence")) return load_sequence(c, t, o, path, "processors", load_post);
     if (!strcmp(type, "ByteLevel")) /* offsets only: ids unchanged */
         return only(c, o, path, (const char *[]){"type", "add_prefix_space", "trim_offsets", "use_regex", NULL});
     if (!strcmp(type, "TemplateProcessing")) {

@@ -125,19 +125,6 @@ static void mutate(uint8_t *buf, size_t *n, size_t cap)
     }
 }
 
-static uint8_t *read_all(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)len + 1);
-    *n = fread(b, 1, (size_t)len, f);
-    fclose(f);
-    return b;
-}
-
 int main(int argc, char **argv)
 {
     if (argc < 4) return fprintf(stderr, "usage: fuzz_tokenizer ITERATIONS TOKENIZER.json... -- TEXT...\n"), 2;
@@ -152,8 +139,8 @@ int main(int argc, char **argv)
             text = true;
             continue;
         }
-        if (!(seeds[ns] = read_all(argv[i], &seed_n[ns]))) return fprintf(stderr, "fuzz: cannot read %s\n", argv[i]), 2;
         lrc_err err;
+        if (!(seeds[ns] = (uint8_t *)lrc_read_file(argv[i], &seed_n[ns], &err))) return fprintf(stderr, "fuzz: %s\n", err.msg), 2;
         if (!text && n_seed_tok < 8 && lrc_tokenizer_parse((char *)seeds[ns], seed_n[ns], argv[i], &seed_tok[n_seed_tok], &err))
             return fprintf(stderr, "fuzz: a seed does not load: %s\n", err.msg), 2;
         if (!text) n_seed_tok++;
