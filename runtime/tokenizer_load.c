@@ -10,6 +10,9 @@
 #include <sys/stat.h>
 
 #define MAX_JSON (1u << 30)
+/* Ids index tables of the largest id + 1 entries: real vocabularies stay
+ * far below (Gemma's: 256 000). */
+#define MAX_ID (1 << 24)
 
 /* ---- JSON checks ------------------------------------------------------------- */
 
@@ -396,7 +399,7 @@ static int load_vocab(ctx *c, lrc_tokenizer *t, const cJSON *v)
         char p[300];
         snprintf(p, sizeof p, "model.vocab[\"%.200s\"]", e->string);
         double d = cJSON_IsNumber(e) ? e->valuedouble : -1;
-        if (!(d >= 0 && d < 2147483647.0) || d != (int32_t)d) return fail(c, p, "must be an id (an integer from 0)");
+        if (!(d >= 0 && d < MAX_ID) || d != (int32_t)d) return fail(c, p, "must be an id (an integer from 0, below 2^24)");
         if (lrc_tok_strmap_get(&t->vocab, e->string, (uint32_t)strlen(e->string)) >= 0) return fail(c, p, "is listed twice");
         if (lrc_tok_strmap_put(&t->vocab, e->string, (uint32_t)strlen(e->string), (int32_t)d)) return fail(c, p, "out of memory");
         if ((int64_t)d + 1 > t->n_vocab) t->n_vocab = (int64_t)d + 1;
@@ -512,7 +515,7 @@ static int load_added(ctx *c, lrc_tokenizer *t, const cJSON *a)
         int64_t id;
         bool single_word;
         if (only(c, e, p, (const char *[]){"id", "content", "single_word", "lstrip", "rstrip", "normalized", "special", NULL}) ||
-            get_int(c, e, p, "id", 0, 2147483646, &id) || get_str(c, e, p, "content", &content) ||
+            get_int(c, e, p, "id", 0, MAX_ID - 1, &id) || get_str(c, e, p, "content", &content) ||
             get_bool(c, e, p, "single_word", false, &single_word) || get_bool(c, e, p, "lstrip", false, &k->lstrip) ||
             get_bool(c, e, p, "rstrip", false, &k->rstrip) || get_bool(c, e, p, "special", false, &k->special) ||
             get_bool(c, e, p, "normalized", !k->special, &k->normalized))

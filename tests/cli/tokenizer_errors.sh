@@ -66,6 +66,8 @@ tok trunc.json 'j["truncation"] = {"max_length": 8}'
 t "truncation" 1 'truncation: is not implemented' -- tokenize trunc.json
 tok vocab.json 'j["model"]["vocab"]["c"] = -3'
 t "a negative id" 1 'model.vocab\["c"\]: must be an id' -- tokenize vocab.json
+tok big.json 'j["model"]["vocab"]["c"] = 2**31 - 2'
+t "an id past 2^24" 1 'model.vocab\["c"\]: must be an id .an integer from 0, below 2\^24.' -- tokenize big.json
 tok sw.json 'j["added_tokens"][0]["single_word"] = True'
 t "a single-word added token" 1 'added_tokens\[0\].single_word: true is not implemented' -- tokenize sw.json
 
