@@ -56,4 +56,11 @@ check "its first validation loss is the directory's own (eval)" "grep -q 'valida
 "$lrc" train hfdir --set norm=layerrope --steps 2 --lr 1e-3 --seq 16 --batch 2 --data ab.txt -o runs/ft_lr >ftlr.log 2>&1
 check "fine-tuning with norm=layerrope: LayerRoPE's gains from the seed, the per-layer norms left out" \
   "grep -q '17 tensors, 20 initialised from the seed (model.layerrope.*), 4 of the checkpoint left out (model.layers.0.input_layernorm.weight' ftlr.log && [ -f runs/ft_lr/model.safetensors ]"
+# ... and back: the LayerRoPE fine-tune folds into a standard llama directory with its tokenizer
+"$lrc" export runs/ft_lr --hf hf_lr >exlr.log 2>&1
+in=$here/../fixtures/hf/llama_mha/input.safetensors
+"$lrc" forward hf_lr --input "$in" -o exported.st >/dev/null 2>&1
+"$lrc" forward hfdir --set norm=layerrope --weights runs/ft_lr/model.safetensors --input "$in" -o tuned.st >/dev/null 2>&1
+check "the LayerRoPE fine-tune exports with the directory's tokenizer, the same logits" \
+  "cmp -s hf_lr/tokenizer.json hfdir/tokenizer.json && '$stc' exported.st tuned.st logits 1e-5 >/dev/null"
 summary
