@@ -105,12 +105,6 @@ static int run(const lrc_tokenizer *t, const char *in, size_t n, bool decode, bo
     return rc;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* The input encoded `repeat` times (as one text, or each line on its own):
  * the median rate on stderr. */
 static int time_encode(const lrc_tokenizer *t, const char *in, size_t n, bool special, bool lines, int64_t repeat,
@@ -132,8 +126,7 @@ static int time_encode(const lrc_tokenizer *t, const char *in, size_t n, bool sp
         s[i] = lrc_now_s() - t0;
     }
     if (!rc) {
-        qsort(s, (size_t)repeat, sizeof *s, cmp_double);
-        double med = s[repeat / 2];
+        double med = lrc_median(s, repeat);
         fprintf(stderr, "encode: %zu bytes into %lld tokens, median %.4f s of %lld: %.2f MB/s\n", n, (long long)ids.n, med,
                 (long long)repeat, (double)n / med / 1e6);
     }
