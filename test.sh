@@ -24,6 +24,9 @@ for variant in "build -DLRC_SANITIZE=OFF" "build-asan -DLRC_SANITIZE=ON"; do
     # crash gets no second run.
     tests/tools/tracer_crash_only.sh "$1" || exit 1
     echo "== LeakSanitizer's tracer crashed (not a leak report) in each failed test: those once more"
-    ctest --test-dir "$1" --output-on-failure --rerun-failed
+    # with the same -E: ctest numbers the tests of a filtered run among
+    # themselves, and --rerun-failed takes those numbers (without it, the
+    # tests after cuda_compile_presets' place ran in the failed ones' stead)
+    ctest --test-dir "$1" --output-on-failure --rerun-failed "${skip[@]}"
   fi
 done

@@ -26,4 +26,20 @@ run -R '^(tracer_crash|real_failure)$'
 check "a real failure beside a tracer crash: no second run" "[ $? = 1 ] && grep -q 'real_failure failed' '$dir/out.txt'"
 run -R '^(real_failure|passes_with_message)$'
 check "the message in another test's output: no second run" "[ $? = 1 ] && grep -q 'real_failure failed' '$dir/out.txt'"
+# test.sh's second run: ctest numbers a filtered run's tests among themselves,
+# so --rerun-failed must get the run's -E again, or it runs other tests
+cat >"$dir/src/CMakeLists.txt" <<CM
+cmake_minimum_required(VERSION 3.13)
+project(rerun NONE)
+enable_testing()
+add_test(NAME excluded COMMAND true)
+add_test(NAME neighbour COMMAND true)
+add_test(NAME fails COMMAND false)
+CM
+cmake -S "$dir/src" -B "$dir/r" >/dev/null || exit 1
+ctest --test-dir "$dir/r" -E excluded >/dev/null 2>&1
+ctest --test-dir "$dir/r" --rerun-failed -E excluded >"$dir/rerun.txt" 2>&1
+check "a filtered run's failure reruns with the same filter: the failed test" "grep -q 'Test #2: fails' '$dir/rerun.txt'"
+rerun_line='--rerun-failed "${skip[@]}"'
+check "test.sh reruns with the run's filter" 'grep -qF -- "$rerun_line" "$here/../test.sh"'
 summary
