@@ -82,7 +82,8 @@ int lrc_grad_rmsnorm(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
 int lrc_grad_rope(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
 {
     NODE;
-    lrc_node p = {.op = LRC_OP_ROPE_GRAD, .n_in = 1, .in = {dy}, .fattr = {n.fattr[0]}};
+    lrc_node p = {.op = LRC_OP_ROPE_GRAD, .n_in = 1, .in = {dy}};
+    memcpy(p.fattr, n.fattr, sizeof p.fattr); /* base and scaling */
     dx[0] = lrc_graph_add(g, &p, err);
     return dx[0] < 0 ? LRC_EUSER : LRC_OK;
 }

@@ -15,7 +15,7 @@
 #define LRC_MAX_DIMS 6
 #define LRC_MAX_INPUTS 6
 #define LRC_MAX_IATTR 8
-#define LRC_MAX_FATTR 4
+#define LRC_MAX_FATTR 8
 #define LRC_MAX_NODES (1 << 21)             /* far above any real model (depth-L512: ~15k) */
 #define LRC_MAX_ELEMENTS ((int64_t)1 << 40) /* per tensor */
 
@@ -307,6 +307,24 @@ const char *lrc_op_name(lrc_op op);
 int lrc_op_parse(const char *name, lrc_op *out);
 /* Bytes an unfused kernel for n reads and writes (inputs + output). */
 double lrc_node_bytes(const lrc_graph *g, const lrc_node *n);
+
+/* ---- sequence RoPE (ir/rope.c) ----------------------------------------- */
+
+/* The frequencies of rope, rope_grad and kv_attention: pair i of a head of D
+ * turns by base^(-2i/D) a position, then scaled as transformers scales it.
+ * factor 0 or 1: no scaling; orig_ctx 0: linear (every frequency divided by
+ * factor); else Llama 3's (rope_type "llama3"). base 0: no RoPE. */
+typedef struct lrc_rope {
+    double base, factor, low_freq, high_freq, orig_ctx;
+} lrc_rope;
+
+lrc_rope lrc_rope_of(const lrc_node *n);
+bool lrc_rope_scaled(const lrc_rope *r);
+double lrc_rope_inv_freq(const lrc_rope *r, int64_t i, int64_t D);
+/* The op's one-line error where the scaling attributes mean nothing. */
+int lrc_rope_check(const lrc_rope *r, const char *op, lrc_err *err);
+/* A name for the rope's angle tables, distinct for every distinct rope. */
+void lrc_rope_name(const lrc_rope *r, char *buf, size_t n);
 
 /* ---- the graph --------------------------------------------------------- */
 

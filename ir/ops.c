@@ -131,7 +131,8 @@ static int infer_rope(const lrc_graph *g, lrc_node *n, lrc_err *err)
         return lrc_err_set(err, "rope: the head dimension must be even, got %lld",
                            (long long)n->shape.dim[3]);
     if (!(n->fattr[0] > 0)) return lrc_err_set(err, "rope: base must be positive, got %g", n->fattr[0]);
-    return LRC_OK;
+    lrc_rope r = lrc_rope_of(n);
+    return lrc_rope_check(&r, lrc_op_table[n->op].name, err);
 }
 
 /* k and v of an attention: [B,T,Hkv,Dh] for q [B,T,H,Dh], Hkv dividing H
@@ -280,7 +281,8 @@ static int infer_kv_attention(const lrc_graph *g, lrc_node *n, lrc_err *err)
     /* base 0: no RoPE (a model with learned positions, GPT-2's) */
     if (!(n->fattr[0] > 0) || !(n->fattr[1] >= 0))
         return lrc_err_set(err, "kv_attention: scale must be positive and base positive or 0 (no RoPE)");
-    if (want_window_softcap(n, 0, 2, true, err)) return LRC_EUSER;
+    lrc_rope r = lrc_rope_of(n);
+    if (want_window_softcap(n, 0, 2, true, err) || lrc_rope_check(&r, "kv_attention", err)) return LRC_EUSER;
     n->dtype = IN(0)->dtype;
     n->shape = *q;
     return LRC_OK;
@@ -514,7 +516,8 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2 };
 #define ROW_mul OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_broadcast, flops_1, 2, REFS(binary), lrc_grad_mul, ALL, LOCAL, KEEPS_ZERO)
 #define ROW_scale OP(1, ELEMENTWISE, NONE, ATTRS("s"), NULL, infer_same, flops_1, 1, REFS(scale), lrc_grad_scale, ALL, LOCAL, KEEPS_ZERO)
 #define ROW_silu OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_4, 2, REFS(silu), lrc_grad_silu, ALL, LOCAL, KEEPS_ZERO)
-#define ROW_rope OP(1, OPAQUE, NONE, ATTRS("base"), NULL, infer_rope, flops_4, 1, REFS(rope), lrc_grad_rope, ALL, LOCAL, 0)
+#define ROPE_ATTRS "factor", "low_freq", "high_freq", "orig_ctx" /* the scaling (lrc_rope) */
+#define ROW_rope OP(1, OPAQUE, NONE, ATTRS("base", ROPE_ATTRS), NULL, infer_rope, flops_4, 1, REFS(rope), lrc_grad_rope, ALL, LOCAL, 0)
 #define ROW_attention                                                                                                    \
     OP(3, ATTENTION, ATTRS("causal", "window"), ATTRS("scale", "softcap"), NULL, infer_attention, flops_attention, 2.5, REFS(attention),   \
        lrc_grad_attention, ALL, ATTENTION, 0)
@@ -529,7 +532,7 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2 };
        lrc_grad_cross_entropy, ALL, MIXED, 0)
 #define ROW_state OP(0, SOURCE, NONE, NONE, NULL, infer_source, flops_zero, 0, NO_REF, NO_GRAD, NONE, SOURCE, 0)
 #define ROW_kv_attention                                                                                                 \
-    OP(6, ATTENTION, ATTRS("window"), ATTRS("scale", "base", "softcap"), NULL, infer_kv_attention, flops_kv_attention, 0, REFS(kv_attention), \
+    OP(6, ATTENTION, ATTRS("window"), ATTRS("scale", "base", "softcap", ROPE_ATTRS), NULL, infer_kv_attention, flops_kv_attention, 0, REFS(kv_attention), \
        NO_GRAD, ALL, MIXED, 0)
 #define ROW_layernorm OP(1, ROW, NONE, ATTRS("eps"), NULL, infer_layernorm, flops_5, 2, REFS(layernorm), lrc_grad_layernorm, ALL, LOCAL, 0)
 #define ROW_gelu OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 2, REFS(gelu), lrc_grad_gelu, ALL, LOCAL, KEEPS_ZERO)
@@ -554,7 +557,7 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2 };
 #define ROW_rmsnorm_grad                                                                                                 \
     OP(2, OPAQUE, NONE, ATTRS("eps"), NULL, infer_same_as_first, flops_5, 0, REFS(rmsnorm_grad), NO_GRAD, ALL, MIXED, 0)
 #define ROW_silu_grad OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_5, 0, REFS(silu_grad), NO_GRAD, ALL, MIXED, 0)
-#define ROW_rope_grad OP(1, OPAQUE, NONE, ATTRS("base"), NULL, infer_rope, flops_4, 0, REFS(rope_grad), NO_GRAD, ALL, MIXED, 0)
+#define ROW_rope_grad OP(1, OPAQUE, NONE, ATTRS("base", ROPE_ATTRS), NULL, infer_rope, flops_4, 0, REFS(rope_grad), NO_GRAD, ALL, MIXED, 0)
 #define ROW_attention_grad                                                                                               \
     OP(4, OPAQUE, ATTRS("causal", "which", "window"), ATTRS("scale", "softcap"), NULL, infer_attention_grad, flops_attention_grad, 0,      \
        REFS(attention_grad), NO_GRAD, ALL, MIXED, SHARES_KERNEL)

@@ -134,13 +134,14 @@ int REF(silu)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out,
 int REF(rotate)(const lrc_node *n, const real *x, real *out, int sign)
 {
     int64_t B = n->shape.dim[0], T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3], half = D / 2;
+    lrc_rope rope = lrc_rope_of(n);
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++)
             for (int64_t h = 0; h < H; h++) {
                 const real *xr = x + ((b * T + t) * H + h) * D;
                 real *o = out + ((b * T + t) * H + h) * D;
                 for (int64_t i = 0; i < half; i++) {
-                    double ang = (double)t * pow(n->fattr[0], -2.0 * (double)i / (double)D);
+                    double ang = (double)t * lrc_rope_inv_freq(&rope, i, D);
                     double c = cos(ang), s = sign * sin(ang), x1 = xr[i], x2 = xr[i + half];
                     o[i] = (real)(x1 * c - x2 * s);
                     o[i + half] = (real)(x2 * c + x1 * s);
@@ -289,7 +290,8 @@ int REF(kv_attention)(const lrc_graph *g, const lrc_node *n, void *const *in, vo
 {
     int64_t B = n->shape.dim[0], T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3], half = D / 2;
     int64_t Tmax = SHAPE(3)->dim[1], pos = I(5)[0], Hkv = SHAPE(1)->dim[2], G = H / Hkv;
-    double scale = n->fattr[0], base = n->fattr[1], cap = n->fattr[2];
+    double scale = n->fattr[0], cap = n->fattr[2];
+    lrc_rope rope = lrc_rope_of(n);
     if (pos < 0 || pos + T > Tmax)
         return lrc_err_set(err, "kv_attention: positions %lld..%lld do not fit the cache of %lld", (long long)pos,
                            (long long)(pos + T - 1), (long long)Tmax);
@@ -302,7 +304,7 @@ int REF(kv_attention)(const lrc_graph *g, const lrc_node *n, void *const *in, vo
                 const real *k = F(1) + ((b * T + t) * Hkv + h) * D, *v = F(2) + ((b * T + t) * Hkv + h) * D;
                 real *kd = kc + ((b * Tmax + pos + t) * Hkv + h) * D, *vd = vc + ((b * Tmax + pos + t) * Hkv + h) * D;
                 for (int64_t i = 0; i < half; i++) {
-                    double ang = base > 0 ? (double)(pos + t) * pow(base, -2.0 * (double)i / (double)D) : 0, c = cos(ang), s = sin(ang);
+                    double ang = (double)(pos + t) * lrc_rope_inv_freq(&rope, i, D), c = cos(ang), s = sin(ang);
                     kd[i] = (real)(k[i] * c - k[i + half] * s);
                     kd[i + half] = (real)(k[i + half] * c + k[i] * s);
                 }
@@ -313,7 +315,7 @@ int REF(kv_attention)(const lrc_graph *g, const lrc_node *n, void *const *in, vo
             for (int64_t h = 0; h < H; h++) {
                 const real *q = F(0) + ((b * T + t) * H + h) * D;
                 for (int64_t i = 0; i < half; i++) {
-                    double ang = base > 0 ? (double)(pos + t) * pow(base, -2.0 * (double)i / (double)D) : 0, c = cos(ang), s = sin(ang);
+                    double ang = (double)(pos + t) * lrc_rope_inv_freq(&rope, i, D), c = cos(ang), s = sin(ang);
                     qr[i] = (double)(real)(q[i] * c - q[i + half] * s);
                     qr[i + half] = (double)(real)(q[i + half] * c + q[i] * s);
                 }

@@ -25,6 +25,10 @@ M.defaults = {
   sliding_window = 0,      -- each position attends to the last W; 0: all
   fused_proj = false,      -- one qkv_proj and one gate_up_proj (Phi-3)
   plain_layernorm = false, -- LayerNorm without parameters instead of RMSNorm (OLMo; norm = pre)
+  -- RoPE scaling (lrc.rope): rope_factor 1 is none; with rope_orig_ctx 0 it
+  -- is linear (positions / factor), else Llama 3's between rope_low_freq
+  -- and rope_high_freq
+  rope_factor = 1.0, rope_low_freq = 0.0, rope_high_freq = 0.0, rope_orig_ctx = 0.0,
 }
 
 M.presets = {
@@ -135,6 +139,8 @@ function M.build(cfg, tokens)
       rope_base = cfg.rope_base, init_qk = init_qk, init_vo = init_small,
       n_kv_heads = cfg.n_kv_heads > 0 and cfg.n_kv_heads or nil, head_dim = cfg.head_dim > 0 and cfg.head_dim or nil,
       bias = cfg.qkv_bias, o_bias = cfg.o_bias, window = cfg.sliding_window, fused = cfg.fused_proj,
+      rope_scaling = { factor = cfg.rope_factor, low_freq = cfg.rope_low_freq, high_freq = cfg.rope_high_freq,
+        orig_ctx = cfg.rope_orig_ctx },
     })
     local mlp = nn.swiglu(prefix .. ".mlp", d, cfg.d_ff,
       { init_in = init_small, init_out = init_small, bias = cfg.mlp_bias, fused = cfg.fused_proj })
@@ -154,6 +160,28 @@ end
 
 -- Hugging Face configs (lrc.hf): config.json's keys onto this model's.
 -- Absent keys take the transformers 4.44 class defaults.
+
+-- rope_scaling as LlamaRotaryEmbedding reads it: its type is rope_type or,
+-- in older configs, type (transformers 4.44 writes both)
+local function hf_rope_scaling(rs, cfg)
+  local kind = rs:one_of("rope_type", { "linear", "llama3" })
+  local legacy = rs:one_of("type", { "linear", "llama3" })
+  if kind and legacy and kind ~= legacy then rs:fail("type", "differs from rope_type %q", kind) end
+  kind = kind or legacy
+  if not kind then rs:fail("rope_type", "missing: lrc implements linear and llama3") end
+  cfg.rope_factor = rs:number("factor")
+  if not (cfg.rope_factor >= 1) then rs:fail("factor", "expected a number of at least 1") end
+  if kind == "llama3" then
+    cfg.rope_low_freq = rs:number("low_freq_factor")
+    cfg.rope_high_freq = rs:number("high_freq_factor")
+    cfg.rope_orig_ctx = rs:positive_int("original_max_position_embeddings") + 0.0
+    if not (cfg.rope_low_freq > 0 and cfg.rope_high_freq > cfg.rope_low_freq) then
+      rs:fail("high_freq_factor", "expected 0 < low_freq_factor < high_freq_factor")
+    end
+  end
+  rs:finish()
+end
+
 local function hf_common(r, defaults)
   defaults = defaults or {}
   local cfg = {
@@ -175,8 +203,10 @@ local function hf_common(r, defaults)
   r:one_of("hidden_act", { "silu" }, "silu")
   r:only("attention_dropout", 0)
   local rs = r:object("rope_scaling")
-  if rs then
-    r:fail("rope_scaling", "lrc implements no rope scaling yet (remove the key for unscaled RoPE)")
+  if rs and not defaults.rope_scaling then
+    r:fail("rope_scaling", "lrc implements rope scaling for model_type llama only (remove the key for unscaled RoPE)")
+  elseif rs then
+    hf_rope_scaling(rs, cfg)
   end
   return cfg
 end
@@ -184,7 +214,7 @@ end
 M.from_hf = {}
 
 function M.from_hf.llama(r)
-  local cfg = hf_common(r, { eps = 1e-6 })
+  local cfg = hf_common(r, { eps = 1e-6, rope_scaling = true })
   r:only("pretraining_tp", 1)
   local bias = r:bool("attention_bias", false)
   cfg.qkv_bias, cfg.o_bias = bias, bias
@@ -259,7 +289,22 @@ local function hf_llama_config(cfg, dh)
     attention_bias = cfg.qkv_bias, mlp_bias = cfg.mlp_bias, hidden_act = "silu",
     max_position_embeddings = 2048,
   }
+  if cfg.rope_factor ~= 1 then
+    c.rope_scaling = { rope_type = "linear", factor = cfg.rope_factor }
+    if cfg.rope_orig_ctx > 0 then
+      c.rope_scaling.rope_type = "llama3"
+      c.rope_scaling.low_freq_factor, c.rope_scaling.high_freq_factor = cfg.rope_low_freq, cfg.rope_high_freq
+      c.rope_scaling.original_max_position_embeddings = math.tointeger(cfg.rope_orig_ctx)
+      if not c.rope_scaling.original_max_position_embeddings then
+        error(string.format("rope_orig_ctx = %s: a llama checkpoint's original_max_position_embeddings is an integer",
+          tostring(cfg.rope_orig_ctx)), 0)
+      end
+    end
+  end
   if cfg.sliding_window > 0 then
+    if c.rope_scaling then
+      error("sliding_window with rope_factor: mistral, the family with windows, has no RoPE scaling", 0)
+    end
     c.architectures, c.model_type = { "MistralForCausalLM" }, "mistral"
     c.sliding_window, c.head_dim, c.attention_bias, c.mlp_bias = cfg.sliding_window, dh, nil, nil
   end
@@ -273,8 +318,10 @@ end
 -- turns the others off (no caps; a window longer than any sequence).
 local function hf_gemma2(cfg)
   local P, d = lrc.get_param, cfg.d_model
-  if cfg.qkv_bias or cfg.o_bias or cfg.mlp_bias or cfg.plain_layernorm or cfg.fused_proj or cfg.sliding_window > 0 then
-    error("Peri-Norm exports as gemma2, which has no biases, fused projections, plain LayerNorm or sliding window here")
+  if cfg.qkv_bias or cfg.o_bias or cfg.mlp_bias or cfg.plain_layernorm or cfg.fused_proj or cfg.sliding_window > 0 or
+    cfg.rope_factor ~= 1 then
+    error("Peri-Norm exports as gemma2, which has no biases, fused projections, plain LayerNorm, sliding window " ..
+      "or RoPE scaling here")
   end
   local dh = cfg.head_dim > 0 and cfg.head_dim or d // cfg.n_heads
   local one = lrc.param("lrc.const.one", {}, { "const", value = 1.0 })

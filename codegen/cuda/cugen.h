@@ -92,8 +92,8 @@ bool cu_render_attention_tc(cu_gen *c);
 void cu_render_kv_attention(cu_gen *c);
 bool cu_render_attention_grad(cu_gen *c, const lrc_node *n);
 
-/* RoPE's inverse frequencies base^(-2i/D), i < D/2, as a __device__ table
+/* RoPE's inverse frequencies lrc_rope_inv_freq(rope, i, D), i < D/2, as a __device__ table
  * named by the returned string (emitted once per source). */
-const char *cu_rope_table(cu_gen *c, int64_t D, double base, char *buf, size_t n);
+const char *cu_rope_table(cu_gen *c, int64_t D, const lrc_rope *rope, char *buf, size_t n);
 
 #endif

@@ -21,13 +21,14 @@ int cu_attention_source(const cu_gen *c, int id, const lrc_node **rope)
 static void emit_row(cu_gen *c, const char *dst, int src, const lrc_node *rope, int64_t D, const char *off, const char *pos,
                      double scale)
 {
-    char a[16], tab[64];
+    char a[16], tab[192];
     cu_arg(c, src, a, sizeof a);
     if (!rope) {
         cu_printf(c->t, "        for (int i = 0; i < %lld; i++) %s[i] = ld(%s, %s + i) * %.9ef;\n", (long long)D, dst, a, off, scale);
         return;
     }
-    cu_rope_table(c, D, rope->fattr[0], tab, sizeof tab);
+    lrc_rope r = lrc_rope_of(rope);
+    cu_rope_table(c, D, &r, tab, sizeof tab);
     cu_printf(c->t, "        for (int i = 0; i < %lld; i++) {\n", (long long)(D / 2));
     cu_printf(c->t, "            float s, co;\n            sincosf((float)(%s) * %s[i], &s, &co);\n", pos, tab);
     cu_printf(c->t, "            const float x1 = ld(%s, %s + i), x2 = ld(%s, %s + i + %lld);\n", a, off, a, off, (long long)(D / 2));
@@ -38,7 +39,7 @@ static void emit_row(cu_gen *c, const char *dst, int src, const lrc_node *rope, 
 void cu_attention_element(cu_gen *c, const char *indent, const char *dst, int src, const lrc_node *rope, int64_t D, const char *off,
                           const char *pos, double scale)
 {
-    char a[16], tab[64], times[32] = "";
+    char a[16], tab[192], times[32] = "";
     cu_arg(c, src, a, sizeof a);
     if (scale != 1.0) snprintf(times, sizeof times, " * %.9ef", scale);
     if (!rope) {
@@ -46,7 +47,8 @@ void cu_attention_element(cu_gen *c, const char *indent, const char *dst, int sr
         return;
     }
     const long long half = (long long)(D / 2);
-    cu_rope_table(c, D, rope->fattr[0], tab, sizeof tab);
+    lrc_rope r = lrc_rope_of(rope);
+    cu_rope_table(c, D, &r, tab, sizeof tab);
     cu_printf(c->t, "%s{\n%s    float s, co;\n%s    sincosf((float)(%s) * %s[i %% %lld], &s, &co);\n", indent, indent, indent, pos, tab,
               half);
     cu_printf(c->t, "%s    %s = (i < %lld ? ld(%s, %s + i) * co - ld(%s, %s + i + %lld) * s\n", indent, dst, half, a, off, a, off, half);
@@ -119,7 +121,7 @@ void cu_render_kv_attention(cu_gen *c)
     int64_t B = a->shape.dim[0], T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3], half = D / 2;
     int64_t Tmax = c->g->nodes[a->in[3]].shape.dim[1], Hkv = c->g->nodes[a->in[1]].shape.dim[2], G = H / Hkv, W = a->iattr[0];
     double cap = a->fattr[2];
-    char q[16], k[16], v[16], kc[16], vc[16], pos[16], o[16], tab[64];
+    char q[16], k[16], v[16], kc[16], vc[16], pos[16], o[16], tab[192];
     cu_arg(c, a->in[0], q, sizeof q);
     cu_arg(c, a->in[1], k, sizeof k);
     cu_arg(c, a->in[2], v, sizeof v);
@@ -127,7 +129,8 @@ void cu_render_kv_attention(cu_gen *c)
     cu_arg(c, a->in[4], vc, sizeof vc);
     cu_arg(c, a->in[5], pos, sizeof pos);
     cu_arg(c, c->gr->anchor, o, sizeof o);
-    cu_rope_table(c, D, a->fattr[1], tab, sizeof tab);
+    lrc_rope rope = lrc_rope_of(a);
+    cu_rope_table(c, D, &rope, tab, sizeof tab);
     cu_kernel_begin(c, 128);
     cu_printf(c->t, "    const long b = blockIdx.x / %lld, hk = blockIdx.x %% %lld, pos = %s[0];\n", (long long)Hkv, (long long)Hkv, pos);
     cu_printf(c->t, "    if (pos < 0 || pos + %lld > %lld) return; /* checked by the runtime before launch */\n", (long long)T,

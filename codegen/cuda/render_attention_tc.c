@@ -64,7 +64,7 @@ bool cu_render_attention_tc(cu_gen *c)
      * 16-bit words (a copy, no rounding), K is rotated in f32 and rounded
      * once: 96 registers at D = 64, where V through floats beside K took
      * 122 (ptxas, sm_90). */
-    char ka[16], tab[64];
+    char ka[16], tab[192];
     const long long half = DD / 2;
     cu_arg(c, k, ka, sizeof ka);
     cu_printf(c->t, "        for (int idx = threadIdx.x; idx < %lld; idx += %d) {\n", (long long)BK * half / 8, 4 * 32);
@@ -79,7 +79,8 @@ bool cu_render_attention_tc(cu_gen *c)
     cu_printf(c->t, "            float x1[8], x2[8];\n#pragma unroll\n            for (int e = 0; e < 8; e++) x1[e] = x2[e] = 0.f;\n");
     cu_printf(c->t, "            if (j < %lldL) {\n                ldv(%s + off, x1, 8), ldv(%s + off + %lld, x2, 8);\n", TT, ka, ka, half);
     if (rk) {
-        cu_rope_table(c, D, rk->fattr[0], tab, sizeof tab);
+        lrc_rope rope = lrc_rope_of(rk);
+        cu_rope_table(c, D, &rope, tab, sizeof tab);
         cu_printf(c->t, "#pragma unroll\n                for (int e = 0; e < 8; e++) {\n");
         cu_printf(c->t, "                    float s, co;\n                    rope_sincos((float)j * %s[i0 + e], &s, &co);\n", tab);
         cu_printf(c->t, "                    const float k1 = x1[e];\n                    x1[e] = k1 * co - x2[e] * s, x2[e] = x2[e] * co + k1 * s;\n");

@@ -16,14 +16,16 @@ static unsigned blocks_for(int64_t n, int block) { return (unsigned)((n + block 
 #define OUT(buf) cu_arg(c, c->gr->anchor, buf, sizeof buf)
 #define IN(k, buf) cu_arg(c, n->in[k], buf, sizeof buf)
 
-const char *cu_rope_table(cu_gen *c, int64_t D, double base, char *buf, size_t n)
+const char *cu_rope_table(cu_gen *c, int64_t D, const lrc_rope *rope, char *buf, size_t n)
 {
-    snprintf(buf, n, "rope_inv_%lld_%lld", (long long)D, (long long)llround(base * 1000));
-    char probe[96];
+    char key[128];
+    lrc_rope_name(rope, key, sizeof key);
+    snprintf(buf, n, "rope_inv_%lld_%s", (long long)D, key);
+    char probe[192];
     snprintf(probe, sizeof probe, "float %s[", buf);
     if (c->tables->s && strstr(c->tables->s, probe)) return buf;
     cu_printf(c->tables, "__device__ const float %s[%lld] = {", buf, (long long)(D / 2));
-    for (int64_t i = 0; i < D / 2; i++) cu_printf(c->tables, "%s%.9ef", i ? ", " : "", base > 0 ? pow(base, -2.0 * (double)i / (double)D) : 0.0); /* 0: no RoPE */
+    for (int64_t i = 0; i < D / 2; i++) cu_printf(c->tables, "%s%.9ef", i ? ", " : "", lrc_rope_inv_freq(rope, i, D)); /* 0: no RoPE */
     cu_printf(c->tables, "};\n");
     return buf;
 }
@@ -55,10 +57,11 @@ static void op_embedding(cu_gen *c, const lrc_node *n)
 /* x [B, T, H, D] rotated by +angle (rope) or -angle (its gradient) */
 static void op_rope(cu_gen *c, const lrc_node *n, bool grad)
 {
-    char o[16], x[16], tab[64];
+    char o[16], x[16], tab[192];
     int64_t T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3], half = D / 2;
     int64_t count = lrc_shape_numel(&n->shape) / 2;
-    cu_rope_table(c, D, n->fattr[0], tab, sizeof tab);
+    lrc_rope rope = lrc_rope_of(n);
+    cu_rope_table(c, D, &rope, tab, sizeof tab);
     cu_kernel_begin(c, BLOCK);
     cu_printf(c->t, "    const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= %lldL) return;\n", (long long)count);
     cu_printf(c->t, "    const long r = i / %lld, j = i %% %lld, t = (r / %lld) %% %lld;\n", (long long)half, (long long)half,

@@ -12,10 +12,11 @@
 #include <stdlib.h>
 
 /* (kgen.h) */
-LLVMValueRef kg_rope_table(em_t *e, int64_t T, int64_t D, double base, bool sine)
+LLVMValueRef kg_rope_table(em_t *e, int64_t T, int64_t D, const lrc_rope *rope, bool sine)
 {
-    char name[96];
-    snprintf(name, sizeof name, "rope_%s_%lld_%lld_%.17g", sine ? "sin" : "cos", (long long)T, (long long)D, base);
+    char name[160], key[128];
+    lrc_rope_name(rope, key, sizeof key);
+    snprintf(name, sizeof name, "rope_%s_%lld_%lld_%s", sine ? "sin" : "cos", (long long)T, (long long)D, key);
     LLVMValueRef gv = LLVMGetNamedGlobal(e->mod, name);
     int64_t half = D / 2, n = T * half;
     LLVMTypeRef at = LLVMArrayType(e->f32, (unsigned)n);
@@ -23,10 +24,10 @@ LLVMValueRef kg_rope_table(em_t *e, int64_t T, int64_t D, double base, bool sine
         LLVMValueRef *vals = malloc((size_t)n * sizeof *vals);
         for (int64_t t = 0; t < T; t++)
             for (int64_t i = 0; i < half; i++) {
-                double ang = base > 0 ? (double)t * pow(base, -2.0 * (double)i / (double)D) : 0; /* 0: no RoPE */
+                double ang = (double)t * lrc_rope_inv_freq(rope, i, D); /* 0 without RoPE */
                 vals[t * half + i] = LLVMConstReal(e->f32, (float)(sine ? sin(ang) : cos(ang)));
             }
-        gv = LLVMAddGlobal(e->mod, at, name);
+    gv = LLVMAddGlobal(e->mod, at, name);
         LLVMSetInitializer(gv, LLVMConstArray(e->f32, vals, (unsigned)n));
         LLVMSetGlobalConstant(gv, 1);
         LLVMSetLinkage(gv, LLVMPrivateLinkage);
@@ -48,8 +49,9 @@ static qk_src source_of(kgen *k, int id, int64_t T, int64_t D)
     qk_src s = {0};
     if (k->member[id] && n->op == LRC_OP_ROPE) {
         s.src = kg_ptr(k, n->in[0]);
-        s.cos = kg_rope_table(k->e, T, D, n->fattr[0], false);
-        s.sin = kg_rope_table(k->e, T, D, n->fattr[0], true);
+        lrc_rope rope = lrc_rope_of(n);
+        s.cos = kg_rope_table(k->e, T, D, &rope, false);
+        s.sin = kg_rope_table(k->e, T, D, &rope, true);
     } else {
         s.src = kg_ptr(k, id);
     }
@@ -382,8 +384,8 @@ void kg_kv_attention(kgen *k)
     const lrc_node *a = &k->g->nodes[k->gr->anchor];
     int64_t T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3];
     int64_t Tmax = k->g->nodes[a->in[3]].shape.dim[1], Hkv = k->g->nodes[a->in[1]].shape.dim[2], G = H / Hkv, W = a->iattr[0];
-    double base = a->fattr[1];
-    qk_src q = {kg_ptr(k, a->in[0]), kg_rope_table(e, Tmax, D, base, false), kg_rope_table(e, Tmax, D, base, true)};
+    lrc_rope rope = lrc_rope_of(a);
+    qk_src q = {kg_ptr(k, a->in[0]), kg_rope_table(e, Tmax, D, &rope, false), kg_rope_table(e, Tmax, D, &rope, true)};
     qk_src kk = {kg_ptr(k, a->in[1]), q.cos, q.sin}, vv = {kg_ptr(k, a->in[2]), NULL, NULL};
     LLVMValueRef KC = kg_ptr(k, a->in[3]), VC = kg_ptr(k, a->in[4]), O = kg_ptr(k, k->gr->anchor);
     LLVMValueRef POS = LLVMBuildBitCast(e->b, kg_ptr(k, a->in[5]), e->i32p, "");

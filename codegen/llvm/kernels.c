@@ -317,7 +317,8 @@ static void kg_rope(kgen *k, const lrc_node *n, double sign)
     em_t *e = k->e;
     int64_t T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3], half = D / 2;
     LLVMValueRef x = kg_ptr(k, n->in[0]), o = kg_ptr(k, k->gr->anchor);
-    LLVMValueRef cs = kg_rope_table(e, T, D, n->fattr[0], false), sn = kg_rope_table(e, T, D, n->fattr[0], true);
+    lrc_rope rope = lrc_rope_of(n);
+    LLVMValueRef cs = kg_rope_table(e, T, D, &rope, false), sn = kg_rope_table(e, T, D, &rope, true);
     em_loop rows;
     LLVMValueRef r = em_for_begin(e, &rows, e->begin, e->end);
     LLVMValueRef t = LLVMBuildSRem(e->b, LLVMBuildSDiv(e->b, r, em_i64(e, H), ""), em_i64(e, T), "");

@@ -36,8 +36,8 @@ void kg_gemm_pack(kgen *k);
 void kg_gemm(kgen *k);
 void kg_attention(kgen *k);
 void kg_kv_attention(kgen *k);
-/* cos or sin table [T][D/2] of RoPE angles t * base^(-2i/D), a constant global. */
-LLVMValueRef kg_rope_table(em_t *e, int64_t T, int64_t D, double base, bool sine);
+/* cos or sin table [T][D/2] of RoPE angles t * lrc_rope_inv_freq(rope, i, D), a constant global. */
+LLVMValueRef kg_rope_table(em_t *e, int64_t T, int64_t D, const lrc_rope *rope, bool sine);
 /* Gradient ops rendered as opaque kernels (kernels_grad.c); kernels.c's
  * per-op table names them. */
 void kg_attention_grad(kgen *k);

@@ -139,7 +139,8 @@ end
 -- at the top level.
 function Reader:finish()
   for _, k in ipairs(sorted_keys(self.c)) do
-    if not self.used[k] and not is_null(self.c[k]) and not (self.path == "" and metadata[k]) then
+    -- __array: frontend/hf.c's mark of an array or object, in every table
+    if not self.used[k] and not is_null(self.c[k]) and k ~= "__array" and not (self.path == "" and metadata[k]) then
       self:fail(k, "not a key lrc implements for model_type %s", self.family)
     end
   end

@@ -61,7 +61,8 @@ end
 -- (default d / n_heads), bias (q, k and v), o_bias, window (sliding-window
 -- attention, 0 = none), softcap (attention logit soft-capping, 0 = none),
 -- scale (default 1 / sqrt(head_dim)), fused (one qkv_proj), rope_base,
--- init_qk, init_vo, group.
+-- rope_scaling (lrc.rope's factor, low_freq, high_freq, orig_ctx: linear or
+-- Llama 3 scaling, docs/lua-api.md), init_qk, init_vo, group.
 function nn.attention(prefix, d, n_heads, opt)
   opt = opt or {}
   positive_int(n_heads, "n_heads")
@@ -86,6 +87,8 @@ function nn.attention(prefix, d, n_heads, opt)
     n_heads = n_heads, n_kv_heads = kv, head_dim = dh, rope_base = opt.rope_base or 10000.0,
     attrs = { causal = true, scale = opt.scale or 1 / math.sqrt(dh) },
   }
+  m.rope = { base = m.rope_base }
+  for key, value in pairs(opt.rope_scaling or {}) do m.rope[key] = value end
   if opt.fused then -- one qkv_proj whose rows are q's, then k's, then v's (Phi-3)
     m.qkv = lin("qkv_proj", d, (n_heads + 2 * kv) * dh, opt.init_qk, opt.bias)
   else
@@ -109,8 +112,8 @@ function nn.attention(prefix, d, n_heads, opt)
     local B, T = s[1], s[2]
     local function heads(t, h) return lrc.reshape(t, { B, T, h, self.head_dim }) end
     local q, k, v = self:project(x)
-    q = lrc.rope(heads(q, self.n_heads), { base = self.rope_base })
-    k = lrc.rope(heads(k, self.n_kv_heads), { base = self.rope_base })
+    q = lrc.rope(heads(q, self.n_heads), self.rope)
+    k = lrc.rope(heads(k, self.n_kv_heads), self.rope)
     local y = lrc.attention(q, k, heads(v, self.n_kv_heads), self.attrs)
     return self.o(lrc.reshape(y, { B, T, self.n_heads * self.head_dim }))
   end)

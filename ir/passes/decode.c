@@ -30,7 +30,7 @@ int lrc_pass_kv_cache(lrc_graph **gp, int64_t max_len, lrc_err *err)
             const lrc_node *q = &g->nodes[n->in[0]], *k = &g->nodes[n->in[1]];
             /* RoPE on both (kv_attention rotates them), or on neither (base 0) */
             bool roped = q->op == LRC_OP_ROPE && k->op == LRC_OP_ROPE;
-            if (!n->iattr[0] || (!roped && any_rope) || (roped && q->fattr[0] != k->fattr[0])) {
+            if (!n->iattr[0] || (!roped && any_rope) || (roped && memcmp(q->fattr, k->fattr, sizeof q->fattr))) {
                 rc = lrc_err_set(err, "decoding with a KV cache needs causal attention with the same RoPE on q and k, or none");
                 if (n->loc) lrc_err_prefix(err, "%s", n->loc);
                 break;
@@ -44,6 +44,7 @@ int lrc_pass_kv_cache(lrc_graph **gp, int64_t max_len, lrc_err *err)
             lrc_node kv = {.op = LRC_OP_KV_ATTENTION, .n_in = 6,
                            .in = {roped ? map[q->in[0]] : map[n->in[0]], roped ? map[k->in[0]] : map[n->in[1]], map[n->in[2]], kc, vc, pos},
                            .iattr = {n->iattr[1]}, .fattr = {n->fattr[0], roped ? q->fattr[0] : 0, n->fattr[1]}, .loc = n->loc};
+            if (roped) memcpy(&kv.fattr[3], &q->fattr[1], 4 * sizeof(double)); /* the RoPE scaling (lrc_rope_of) */
             map[id] = vc < 0 ? -1 : lrc_graph_add(ng, &kv, err);
         } else if (n->op == LRC_OP_SLICE && n->iattr[3]) {
             /* learned positions (lrc.slice{positions=true}: rows start.. of a

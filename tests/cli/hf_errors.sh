@@ -46,7 +46,17 @@ t "unknown model_type" 1 'bert/config.json' 'model_type = "bert" is not supporte
 cfg notype 'del c["model_type"]'
 t "no model_type" 1 'notype/config.json' 'model_type is missing' -- inspect notype
 cfg yarn 'c["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0}'
-t "rope_scaling of type yarn" 1 'yarn/config.json' 'rope_scaling = ' -- $(fwd yarn)
+t "rope_scaling of type yarn" 1 'yarn/config.json: rope_scaling.rope_type = "yarn"' 'linear, llama3' -- $(fwd yarn)
+cfg l3half 'c["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "original_max_position_embeddings": 64}'
+t "llama3 rope_scaling without high_freq_factor" 1 'rope_scaling.high_freq_factor is missing' -- $(fwd l3half)
+cfg l3inv 'c["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0, "high_freq_factor": 1.0, "original_max_position_embeddings": 64}'
+t "llama3 rope_scaling with its frequencies swapped" 1 'rope_scaling.high_freq_factor = 1:' '0 < low_freq_factor < high_freq_factor' -- $(fwd l3inv)
+cfg ropeextra 'c["rope_scaling"] = {"rope_type": "linear", "factor": 2.0, "beta_fast": 32}'
+t "a rope_scaling key lrc does not read" 1 'rope_scaling.beta_fast = 32' -- $(fwd ropeextra)
+cfg ropetype 'c["rope_scaling"] = {"rope_type": "linear", "type": "dynamic", "factor": 2.0}'
+t "rope_scaling whose type and rope_type differ" 1 'rope_scaling.type = "dynamic"' -- $(fwd ropetype)
+SRC=$HF/mistral_window cfg mistralrope 'c["rope_scaling"] = {"rope_type": "linear", "factor": 2.0}'
+t "rope_scaling on mistral" 1 'mistralrope/config.json: rope_scaling = ' 'model_type llama only' -- $(fwd mistralrope)
 cfg gelu 'c["hidden_act"] = "gelu"'
 t "an activation lrc lacks" 1 'hidden_act = "gelu"' 'silu' -- $(fwd gelu)
 cfg softcap 'c["attn_logit_softcapping"] = 50.0'

@@ -1,7 +1,7 @@
 #!/bin/bash
 # hf_export.sh LRC ST_COMPARE — lrc export --hf round trips: a llama model's
 # weights (pre, lns and layerrope placements; grouped key-value heads, tied
-# embeddings and biases; a sliding window as mistral) exported as a Hugging
+# embeddings and biases; RoPE scaling (llama3, linear); a sliding window as mistral) exported as a Hugging
 # Face directory (Peri-Norm as gemma2), which lrc then runs as a MODEL: its logits within 1e-5 of
 # the original's. (bench/hf_export.py loads the same directories in
 # transformers and llama.cpp, which CI does not have.)
@@ -34,6 +34,8 @@ check lns norm=lns
 check layerrope norm=layerrope layerrope_alpha=0.3 layerrope_beta=-0.2 layerrope_alpha_rot=0.5
 check layerrope_gqa_tied norm=layerrope n_kv_heads=1 tie_embeddings=true qkv_bias=true o_bias=true mlp_bias=true
 check mistral sliding_window=4 n_kv_heads=1
+check layerrope_llama3_rope norm=layerrope rope_factor=8 rope_low_freq=1 rope_high_freq=4 rope_orig_ctx=8
+check linear_rope rope_factor=2.5
 check peri norm=peri n_kv_heads=1
 check layerrope_peri norm=layerrope_peri tie_embeddings=true layerrope_beta=-0.3
 grep -q '"model_type":[[:space:]]*"gemma2"' layerrope_peri.hf/config.json || { echo "FAIL: Peri-Norm should export as gemma2"; exit 1; }
@@ -50,5 +52,10 @@ assert len(v) == 256 and sorted(v.values()) == list(range(256)), "the byte vocab
 assert v["<0x41>"] == 65 and v["\u2581"] == 32 and t["model"]["byte_fallback"], "bytes as Llama 2's byte fallback"
 c = json.load(open("layerrope_gqa_tied.hf/config.json"))
 assert c["num_key_value_heads"] == 1 and c["tie_word_embeddings"] is True and c["attention_bias"] is True, c
-print("tokenizer.json: 256 byte tokens; config.json: GQA, tied, biased as set")
+for name, want in (("layerrope_llama3_rope", {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                             "high_freq_factor": 4.0, "original_max_position_embeddings": 8}),
+                   ("linear_rope", {"rope_type": "linear", "factor": 2.5})):
+    got = json.load(open(name + ".hf/config.json"))["rope_scaling"]
+    assert got == want, (name, got)
+print("tokenizer.json: 256 byte tokens; config.json: GQA, tied, biased, RoPE scaled as set")
 PY

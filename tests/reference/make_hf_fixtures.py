@@ -15,7 +15,7 @@ loader that skipped them would be caught. Needs transformers 4.44.2 over
 Debian's torch 1.13 (a venv made with --system-site-packages; see
 tests/reference/README.md). CI does not run this: the fixtures are committed.
 
-    /work/hfenv/bin/python tests/reference/make_hf_fixtures.py [--out DIR]
+    /work/hfenv/bin/python tests/reference/make_hf_fixtures.py [--out DIR] [--only CASE,CASE]
 """
 
 import json
@@ -73,6 +73,17 @@ CASES = OrderedDict([
                                             attn_logit_softcapping=0.3, final_logit_softcapping=0.2), {})),
     ("gpt2_conv1d", ("GPT2Config", dict(n_embd=48, n_layer=2, n_head=4, n_positions=48, vocab_size=61,
                                          n_inner=80, layer_norm_epsilon=1e-5), {})),
+    # head_dim 12 over an original context of 64: the six RoPE wavelengths (6 to 13 500 positions)
+    # fall in llama3's three regimes (kept, smoothed, divided by the factor)
+    ("llama_rope_llama3", ("LlamaConfig", dict(hidden_size=48, intermediate_size=64, num_attention_heads=4,
+                                               num_key_value_heads=2, num_hidden_layers=2, vocab_size=59,
+                                               max_position_embeddings=512,
+                                               rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                                                                 high_freq_factor=4.0,
+                                                                 original_max_position_embeddings=64)), {})),
+    ("llama_rope_linear", ("LlamaConfig", dict(hidden_size=40, intermediate_size=56, num_attention_heads=4,
+                                               num_hidden_layers=2, vocab_size=53, rope_theta=500.0,
+                                               rope_scaling=dict(type="linear", factor=4.0)), {})),
 ])
 
 
@@ -152,8 +163,10 @@ def main():
         out = os.path.join(sys.argv[sys.argv.index("--out") + 1], "hf")
     assert transformers.__version__ == "4.44.2", transformers.__version__
     torch.set_num_threads(1)
+    only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None
     for i, (name, (cls, kw, opts)) in enumerate(CASES.items()):
-        make_case(out, name, cls, kw, opts, 1000 + i)
+        if only is None or name in only:  # each case's seed is its place in CASES either way
+            make_case(out, name, cls, kw, opts, 1000 + i)
 
 
 if __name__ == "__main__":
