@@ -158,7 +158,7 @@ int cmd_tokenize(int argc, char **argv)
         "                tokens left out (skip_special_tokens)\n"
         "  --repeat N    encoding: N more times (with --lines, line by line), then\n"
         "                the median MB/s on stderr\n"
-        "                (bench/tokenize.py)\n";
+        "                (bench/tokenizer_speed.py)\n";
     bool decode = false, lines = false, special = true;
     int64_t repeat = 0;
     opterr = 0;

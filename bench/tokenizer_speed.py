@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tokenize.py — encoding throughput of lrc's tokenizer.json (runtime/tokenizer.c)
+"""tokenizer_speed.py — encoding throughput of lrc's tokenizer.json (runtime/tokenizer.c)
 against Hugging Face `tokenizers` (its Rust core, one thread) on the same
 machine, in one run: the King James Bible as one text, for a byte-level BPE
 (the Llama 3 / Qwen2 form) and a SentencePiece-style BPE with byte fallback.
@@ -8,7 +8,7 @@ the whole text as one string (encode), and each verse on its own (the
 library's encode_batch on one thread; lrc tokenize --lines); the ids are
 checked equal before any time counts.
 
-  /work/hfenv/bin/python bench/tokenize.py [--lrc build/lrc] [--repeat 5]
+  /work/hfenv/bin/python bench/tokenizer_speed.py [--lrc build/lrc] [--repeat 5]
       [--tokenizers tests/fixtures/tokenizers/bytelevel_16k,tests/fixtures/tokenizers/sp_16k]
 
 Prints MB/s for each side (median of --repeat) and the ratio lrc / tokenizers."""
