@@ -4,6 +4,7 @@
  * config keys. */
 #include "lrc_frontend.h"
 
+#include <math.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <lauxlib.h>
@@ -133,6 +134,18 @@ static bool is_array(lua_State *L, int idx)
     return marked || lua_rawlen(L, idx) > 0;
 }
 
+/* A Lua float stays a float in the text: cJSON writes 8.0 as 8, which
+ * Python reads as an int, and transformers wants floats where it checks
+ * (rope_scaling's factor: "must be a float >= 1, got 8"). */
+static cJSON *number_to_json(lua_State *L, int idx)
+{
+    double v = lua_tonumber(L, idx);
+    if (lua_isinteger(L, idx) || !isfinite(v) || v != floor(v) || fabs(v) >= 1e15) return cJSON_CreateNumber(v);
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.1f", v);
+    return cJSON_CreateRaw(buf);
+}
+
 static cJSON *to_json(lua_State *L, int idx, int depth, const char *key, lrc_err *err)
 {
     idx = lua_absindex(L, idx);
@@ -143,7 +156,7 @@ static cJSON *to_json(lua_State *L, int idx, int depth, const char *key, lrc_err
     switch (lua_type(L, idx)) {
     case LUA_TBOOLEAN: return cJSON_CreateBool(lua_toboolean(L, idx));
     case LUA_TSTRING: return cJSON_CreateString(lua_tostring(L, idx));
-    case LUA_TNUMBER: return cJSON_CreateNumber(lua_tonumber(L, idx));
+    case LUA_TNUMBER: return number_to_json(L, idx);
     case LUA_TLIGHTUSERDATA: return cJSON_CreateNull();
     case LUA_TTABLE: break;
     default: lrc_err_set(err, "'%s': a %s has no JSON form", key, luaL_typename(L, idx)); return NULL;

@@ -57,5 +57,7 @@ for name, want in (("layerrope_llama3_rope", {"rope_type": "llama3", "factor": 8
                    ("linear_rope", {"rope_type": "linear", "factor": 2.5})):
     got = json.load(open(name + ".hf/config.json"))["rope_scaling"]
     assert got == want, (name, got)
+    # floats as floats: transformers checks that the factor is a float
+    assert all(isinstance(got[k], float) for k in want if k.endswith("factor")), (name, got)
 print("tokenizer.json: 256 byte tokens; config.json: GQA, tied, biased, RoPE scaled as set")
 PY

@@ -6,7 +6,8 @@ lrc gives, within 1e-5 relative (max |difference| / max |lrc logit|).
 
     /work/hfenv/bin/python tests/reference/hf_export_check.py LRC [--steps N]
 
-Cases: layerrope (exports as llama) and layerrope_peri (as gemma2), at the
+Cases: layerrope (exports as llama), layerrope with Llama 3's RoPE scaling
+(llama's rope_scaling), layerrope_peri (as gemma2), lns and peri, at the
 tiny preset on the default text. Needs transformers (the venv of
 tests/reference/README.md), so CI runs tests/cli/hf_export.sh instead, which
 checks the same directories through lrc's own loader. Exit status 1 when a
@@ -33,9 +34,11 @@ def run(cmd):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
 
 
-def case(lrc, tmp, norm, steps):
-    rund, out = os.path.join(tmp, norm + ".run"), os.path.join(tmp, norm + ".hf")
+def case(lrc, tmp, name, norm, extra, steps):
+    rund, out = os.path.join(tmp, name + ".run"), os.path.join(tmp, name + ".hf")
     sets = ["--set", "norm=" + norm]
+    for kv in extra:
+        sets += ["--set", kv]
     run([lrc, "train", "llama", "--preset", "tiny", *sets, "--steps", str(steps), "--lr", "3e-3",
          "--batch", "4", "--seq", "64", "--eval-every", str(steps), "-o", rund])
     run([lrc, "export", rund, "--hf", out])
@@ -44,7 +47,7 @@ def case(lrc, tmp, norm, steps):
     ids = tok(text)["input_ids"]
     assert ids == list(text.encode()), "the byte tokenizer must give the bytes"
     tokens = torch.tensor([ids], dtype=torch.int32)
-    inp, lg = os.path.join(tmp, norm + ".in.safetensors"), os.path.join(tmp, norm + ".lg.safetensors")
+    inp, lg = os.path.join(tmp, name + ".in.safetensors"), os.path.join(tmp, name + ".lg.safetensors")
     st.save(inp, OrderedDict(tokens=tokens))
     run([lrc, "forward", "llama", "--preset", "tiny", *sets, "--weights", os.path.join(rund, "model.safetensors"),
          "--input", inp, "-o", lg])
@@ -55,8 +58,8 @@ def case(lrc, tmp, norm, steps):
         got = model(input_ids=tokens.long()).logits.to(torch.float64)
     rel = ((got - want).abs().max() / want.abs().max()).item()
     ok = rel <= TOL
-    print("  %-15s -> %-7s %s steps: transformers vs lrc logits, max |diff| / max |logit| = %.3e (tolerance %.0e) %s"
-          % (norm, model.config.model_type, steps, rel, TOL, "ok" if ok else "FAIL"))
+    print("  %-18s -> %-7s %s steps: transformers vs lrc logits, max |diff| / max |logit| = %.3e (tolerance %.0e) %s"
+          % (name, model.config.model_type, steps, rel, TOL, "ok" if ok else "FAIL"))
     return ok
 
 
@@ -65,7 +68,12 @@ def main():
     steps = int(sys.argv[sys.argv.index("--steps") + 1]) if "--steps" in sys.argv else 50
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
-        results = [case(lrc, tmp, norm, steps) for norm in ("layerrope", "layerrope_peri", "lns", "peri")]
+        # head_dim 16 over an original context of 32: RoPE's wavelengths fall in
+        # all three of llama3's regimes
+        llama3 = ["rope_factor=8", "rope_low_freq=1", "rope_high_freq=4", "rope_orig_ctx=32"]
+        cases = [("layerrope", "layerrope", []), ("layerrope_llama3", "layerrope", llama3),
+                 ("layerrope_peri", "layerrope_peri", []), ("lns", "lns", []), ("peri", "peri", [])]
+        results = [case(lrc, tmp, name, norm, extra, steps) for name, norm, extra in cases]
     sys.exit(0 if all(results) else 1)
 
 
