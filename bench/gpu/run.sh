@@ -9,7 +9,7 @@
 #      PyTorch fixture at f32 storage (tests/cuemu/case.sh, as CI runs
 #      it on the emulator) with LRC_CUDA_CHECK's guard region after every
 #      buffer, checked after every launch: logits within 1e-5, gradients
-#      within 1e-4;
+#      within 2e-4 (1e-3 Parcae);
 #      every norm placement at preset small (B=2, T=64): the cuda package's
 #      logits against the reference backend within 2e-2 relative, and two
 #      runs bit-identical;
@@ -105,10 +105,10 @@ step "every op fixture as a one-op graph on the GPU, guard regions after every b
 step "AdamW on the GPU against the host's on the same gradients (test_cuda_optim: norm, step, --accum, bf16 masters, nan)"
 "$OPTIM" $MODEL || failed=1
 
-step "every PyTorch fixture (LLaMA placements, ViT, Parcae) at f32 storage: logits 1e-5, gradients 1e-4 (3e-4 Parcae)"
+step "every PyTorch fixture (LLaMA placements, ViT, Parcae) at f32 storage: logits 1e-5, gradients 2e-4 (1e-3 Parcae; tests/CMakeLists.txt measures them)"
 # the same script CI runs on the emulator (tests/cuemu/case.sh), here on the GPU
 for model in llama vit parcae; do
-  gt=1e-4; [ $model = parcae ] && gt=3e-4
+  gt=2e-4; [ $model = parcae ] && gt=1e-3
   for dir in tests/fixtures/$model/*/; do
     res=$(LRC_CUDA_CHECK=1 tests/cuemu/case.sh "$LRC" models/$model.lua "${dir%/}" "$COMPARE" f32 1e-5 $gt 2>&1) ||
       { echo "FAIL $model $(basename "$dir"): $(echo "$res" | tail -2 | tr '\n' ' ')"; failed=1; continue; }

@@ -99,10 +99,66 @@ static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
-#define __expf expf /* glibc declares its own __expf: a macro, not a second one */
-#define __logf logf
-#define __sincosf sincosf /* glibc declares its own too */
-static inline float rsqrtf(float x) { return 1.f / sqrtf(x); }
+/* The SFU's approximations, to the bounds the CUDA C++ Programming Guide
+ * gives (its tables of single-precision functions and intrinsics): __expf
+ * within 2 + floor(|1.173 x|) ulp, __sincosf within 2^-21.41 absolute on
+ * [-pi, pi] ("larger otherwise": taken as growing with |x| / pi), __logf
+ * within 2^-21.41 absolute on [0.5, 2] and 3 ulp elsewhere, rsqrtf within
+ * 2 ulp; the .ftz instructions behind them read and write subnormals as
+ * zero. Each exact result moves by an amount inside its bound that a hash of
+ * the input picks, so the f32 tolerances are measured with errors of the
+ * hardware's size rather than against exact functions. (Macros: glibc
+ * declares its own __expf, __logf and __sincosf.) */
+static inline unsigned cuemu_mix(float x, unsigned salt)
+{
+    unsigned u = __float_as_uint(x) ^ salt;
+    u ^= u >> 16, u *= 0x7feb352du, u ^= u >> 15, u *= 0x846ca68bu, u ^= u >> 16;
+    return u;
+}
+static inline float cuemu_ftz(float x) { return fabsf(x) < 1.17549435e-38f ? copysignf(0.f, x) : x; }
+/* y (positive, finite) rounded, then moved by k ulp, k in [1 - n, n - 1]:
+ * within n ulp of y, the rounding's half included */
+static inline float cuemu_ulps(double y, float x, unsigned n)
+{
+    float f = (float)y;
+    if (!(f > 0) || isinf(f)) return f;
+    long v = (long)__float_as_uint(f) + (long)(cuemu_mix(x, 0) % (2 * n - 1)) - (long)(n - 1);
+    return __uint_as_float((unsigned)(v < 1 ? 1 : v > 0x7f7fffffL ? 0x7f7fffffL : v));
+}
+/* y moved by at most e, then rounded (half an ulp more: callers leave room) */
+static inline float cuemu_within(double y, float x, unsigned salt, double e)
+{
+    return (float)(y + e * ((double)(cuemu_mix(x, salt) % 2001u) / 1000.0 - 1.0));
+}
+static inline float cuemu_expf(float x)
+{
+    x = cuemu_ftz(x);
+    return cuemu_ftz(cuemu_ulps(exp((double)x), x, 2u + (unsigned)floorf(fabsf(1.173f * x))));
+}
+static inline float cuemu_logf(float x)
+{
+    x = cuemu_ftz(x);
+    if (!(x > 0) || isinf(x)) return logf(x);
+    if (x >= 0.5f && x <= 2.f) return cuemu_within(log((double)x), x, 1u, 2.9e-7); /* + 6e-8 rounding < 2^-21.41 */
+    double y = log((double)x);
+    return y > 0 ? cuemu_ulps(y, x, 3u) : -cuemu_ulps(-y, x, 3u);
+}
+static inline void cuemu_sincosf(float x, float *s, float *c)
+{
+    x = cuemu_ftz(x);
+    const double e = 2.9e-7 * fmax(1.0, fabs((double)x) / 3.14159265358979); /* + 6e-8 rounding < 2^-21.41 */
+    *s = cuemu_ftz(cuemu_within(sin((double)x), x, 2u, e));
+    *c = cuemu_ftz(cuemu_within(cos((double)x), x, 3u, e));
+}
+#define __expf cuemu_expf
+#define __logf cuemu_logf
+#define __sincosf cuemu_sincosf
+static inline float rsqrtf(float x)
+{
+    x = cuemu_ftz(x);
+    if (!(x > 0) || isinf(x)) return 1.f / sqrtf(x);
+    return cuemu_ulps(1.0 / sqrt((double)x), x, 2u);
+}
 template <class A, class B> static inline auto min(A a, B b) -> decltype(a + b) { return a < b ? a : b; }
 template <class A, class B> static inline auto max(A a, B b) -> decltype(a + b) { return a > b ? a : b; }
 

@@ -21,11 +21,15 @@
  *   g and g + 8 of A's first 8 columns) give that swapped product, not the
  *   right one; an asm statement the emulator has no model of fails the
  *   module's load, naming the instruction.
+ * - __expf, __sincosf, rsqrtf and __logf err within the Programming
+ *   Guide's bounds, as the hardware's approximations may, and flush
+ *   subnormals to zero.
  * Linked to the emulator itself: it compiles its kernels with NVRTC
  * (through cuemu's pass-through), as lrc does. */
 #include "cuemu.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -238,6 +242,70 @@ static unsigned short bf16_of(float v)
 
 /* mma on A, B, C of small integers (every sum exact in f32), against the
  * host's A B + C, then with the rows exchanged */
+/* the SFU's approximations, x = in[i], y = x * 0.031 (within [-pi, pi]) */
+static const char *sfu_source = "extern \"C\" __global__ void sfu(float *out, const float *in)\n"
+                                "{\n"
+                                "    const int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                                "    const float x = in[i], y = x * 0.031f, z = fabsf(x) * 0.05f + 0.01f;\n"
+                                "    float s, c;\n"
+                                "    __sincosf(y, &s, &c);\n"
+                                "    out[5 * i] = __expf(x), out[5 * i + 1] = s, out[5 * i + 2] = c;\n"
+                                "    out[5 * i + 3] = rsqrtf(z), out[5 * i + 4] = __logf(z);\n"
+                                "}\n";
+
+/* |got - want| in units of the float ulp at want */
+static double ulps(float got, double want)
+{
+    const float w = (float)want;
+    const double ulp = (double)nextafterf(fabsf(w), INFINITY) - fabs((double)w);
+    return fabs((double)got - want) / ulp;
+}
+
+/* The emulator's __expf, __sincosf, rsqrtf and __logf err as the hardware's
+ * may, within the Programming Guide's bounds, and flush subnormals: each
+ * differs from the exact function somewhere, none outside its bound, and
+ * __expf(-100) (3.7e-44, a subnormal) is 0. */
+static void check_sfu(void)
+{
+    enum { M = 512 };
+    void *m, *fn;
+    static float x[M], out[5 * M];
+    for (int i = 0; i < M; i++) x[i] = -100.f + 0.2f * (float)i;
+    devptr din, dout;
+    if (load(sfu_source, "sm_90", &m) || cuModuleGetFunction(&fn, m, "sfu") || cuMemAlloc_v2(&din, sizeof x) ||
+        cuMemAlloc_v2(&dout, sizeof out) || cuMemcpyHtoD_v2(din, x, sizeof x))
+        exit(1);
+    void *args[2] = {&dout, &din};
+    if (cuLaunchKernel(fn, M / 64, 1, 1, 64, 1, 1, 0, NULL, args, NULL) || cuMemcpyDtoH_v2(out, dout, sizeof out)) exit(1);
+    int inexact[4] = {0}, outside[4] = {0};
+    double worst[4] = {0};
+    for (int i = 0; i < M; i++) {
+        const float y = x[i] * 0.031f, z = fabsf(x[i]) * 0.05f + 0.01f;
+        const double e = exp((double)x[i]), bound = 2 + floor(fabs(1.173 * x[i]));
+        const double err[4] = {e < 1.17549435e-38 ? (out[5 * i] == 0.f ? 0 : INFINITY) : ulps(out[5 * i], e) / bound,
+                               fmax(fabs(out[5 * i + 1] - sin((double)y)), fabs(out[5 * i + 2] - cos((double)y))) / 3.58e-7,
+                               ulps(out[5 * i + 3], 1.0 / sqrt((double)z)) / 2.0,
+                               z >= 0.5f && z <= 2.f ? fabs(out[5 * i + 4] - log((double)z)) / 3.58e-7 : ulps(out[5 * i + 4], log((double)z)) / 3.0};
+        const float exact[4] = {expf(x[i]), sinf(y), 1.f / sqrtf(z), logf(z)};
+        const float got[4] = {out[5 * i], out[5 * i + 1], out[5 * i + 3], out[5 * i + 4]};
+        for (int f = 0; f < 4; f++) {
+            inexact[f] += got[f] != exact[f];
+            outside[f] += !(err[f] <= 1.0);
+            worst[f] = fmax(worst[f], err[f]);
+        }
+    }
+    char what[256];
+    static const char *const names[4] = {"__expf (2 + |1.173 x| ulp)", "__sincosf (2^-21.41 on [-pi, pi])", "rsqrtf (2 ulp)",
+                                          "__logf (2^-21.41 on [0.5, 2], else 3 ulp)"};
+    for (int f = 0; f < 4; f++) {
+        snprintf(what, sizeof what, "%s: %d of %d inputs differ from the exact function, %d outside the bound (worst %.2f of it)", names[f],
+                 inexact[f], M, outside[f], worst[f]);
+        check(inexact[f] > M / 4 && !outside[f], what);
+    }
+    check(out[0] == 0.f, "__expf(-100), 3.7e-44: flushed to 0 as ex2.approx.ftz does");
+    cuMemFree_v2(din), cuMemFree_v2(dout), cuModuleUnload(m);
+}
+
 static void check_mma(void)
 {
     void *m, *fn;
@@ -434,6 +502,7 @@ int main(void)
     check(arch_of(NULL) == 860, "a module whose compile names no architecture: LRC_CUEMU_SM's (86: 860)");
     unsetenv("LRC_CUEMU_SM");
     check_mma();
+    check_sfu();
     check_other_asm();
     return failed;
 }
