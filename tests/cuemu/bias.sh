@@ -6,8 +6,8 @@
 # and with cuBLASLt switched off (LRC_CUBLASLT=0), or on the emulator where
 # cuBLASLt has no algorithm, refuses the matmul at run time, or has no room
 # for its workspace, the launch's kernel adds the bias to the product in
-# scratch instead: the same logits within the rounding of a different order
-# of additions.
+# scratch instead: the same logits within what cuBLAS promises across
+# algorithms (below).
 set -u
 lrc=$1 model=$2 dir=$3 compare=$4
 source "$(dirname "$0")/common.sh"
@@ -15,8 +15,13 @@ sets=()
 while IFS= read -r line; do sets+=(--set "$line"); done <"$dir/config.txt"
 B=$(python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); print(json.loads(b[8:8+struct.unpack("<Q",b[:8])[0]])["images"]["shape"][0])' \
   "$dir/input.safetensors")
+# The two paths run different GEMM algorithms. cuBLAS promises no bits
+# across algorithms (CUBLAS_COMPUTE_32F fixes the precision, f32, not the
+# order of the sums: tiles, split-K), so the fallback is held to what each
+# path is held to against PyTorch at f32 (1e-5), not to the emulator's
+# 2.9e-7; at bf16 the kernel path rounds the product to bf16 once more (5e-3).
 for p in f32 bf16; do
-  tol=1e-5 same=1e-6
+  tol=1e-5 same=1e-5
   [ $p = bf16 ] && tol=2e-2 same=5e-3
   "$lrc" compile "$model" "${sets[@]}" --target cuda --arch sm_90 --precision $p --weights "$dir/weights.safetensors" --batch "$B" \
     -o "$out/pkg" >/dev/null && "$lrc" forward "$out/pkg" --input "$dir/input.safetensors" -o "$out/lt.st" >/dev/null ||
