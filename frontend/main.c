@@ -344,6 +344,7 @@ static const struct {
     {"train", "MODEL", "train on text (next byte) or images (vit), with checkpoints and --resume", cmd_train},
     {"eval", "MODEL", "test accuracy of an image model; validation loss of a language model", cmd_eval},
     {"plot", "RUN...", "loss (and accuracy) curves of training runs in one PNG", cmd_plot},
+    {"sweep", "MODEL", "a grid of training runs (rates, seeds, config keys): eta*, L*, S per arm", cmd_sweep},
     {"diagnose", "MODEL", "a looped model's state per iteration and its recurrence's Jacobian", cmd_diagnose},
     {"backward", "MODEL", "loss and parameter gradients of a batch (reverse mode)", cmd_backward},
     {"compile", "MODEL", "compile ahead of time into a package (kernels, plan, weights)", cmd_compile},

@@ -683,7 +683,7 @@ t "loop: a package whose back edge copies the tokens" 1 'pkg_loop_bad' 'damaged 
 
 # ---- usage (exit status 2) --------------------------------------------------------------------------
 
-t "unknown command: lists every command" 2 "'frobnicate'" 'inspect, init, train, eval, plot, diagnose, backward, compile, export, forward, generate, tokenize, profile, demo, gemm-bench, devices' -- frobnicate llama
+t "unknown command: lists every command" 2 "'frobnicate'" 'inspect, init, train, eval, plot, sweep, diagnose, backward, compile, export, forward, generate, tokenize, profile, demo, gemm-bench, devices' -- frobnicate llama
 t "unknown option" 2 '--bogus' -- inspect llama --bogus
 t "unknown short option" 2 '-x' -- init llama -x -o out.safetensors
 t "missing MODEL" 2 'MODEL' -- inspect
@@ -702,6 +702,14 @@ t "--seq out of range" 2 '--seq' -- inspect llama --preset tiny --seq 9999999999
 t "--batch x" 2 '--batch x' -- inspect llama --preset tiny --batch x
 t "unknown --target" '1|2' "'?gpu'?" -- "${FWD[@]}" --weights "$W" --input "$IN" -o out.safetensors --target gpu
 t "demo with a 1-byte prompt" 2 '--prompt' -- demo --prompt a
+
+# ---- lrc sweep: the grid checked before any run starts (no directory made) ----
+t "sweep: an empty grid" 1 'sweep: --grid lr=: an empty value' -- sweep llama --preset tiny --grid lr= --steps 2 -o sw
+t "sweep: an unknown key" 1 "sweep: --grid foo=1: --set foo=1: unknown config key 'foo'" -- sweep llama --preset tiny --grid foo=1,2 --steps 2 --lr 1e-3 -o sw
+t "sweep: a rate <= 0" 1 "sweep: --grid lr: '-1e-3' is not a rate > 0" -- sweep llama --preset tiny --grid lr=1e-3,-1e-3 --steps 2 -o sw
+t "sweep: a value of the wrong type" 1 'sweep: --grid n_layers=two: --set n_layers=two: expected an integer' -- sweep llama --preset tiny --grid n_layers=2,two --steps 2 --lr 1e-3 -o sw
+t "sweep: --table of a directory that is not a sweep" 1 'sweep: tablex is not a sweep \(no sweep.jsonl\)' -- sweep --table tablex
+t "sweep: --lr beside --grid lr" 2 '--lr and --grid lr both' -- sweep llama --preset tiny --grid lr=1e-3 --lr 1e-3 --steps 2 -o sw
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
