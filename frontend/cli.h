@@ -68,6 +68,7 @@ enum {
     OPT_PRECISION,
     OPT_MIN_SEQ,
     OPT_TOKENIZER,
+    OPT_VAL_TOKENS,
 };
 
 /* Handles --preset/--set; returns 1 when the option was one of them. */
@@ -118,6 +119,7 @@ typedef struct cli_args {
     bool decay_all, flip;
     int64_t crop_pad; /* image training: random crop padding, -1 = the default */
     int64_t steps, eval_every, stop_after, accum;
+    int64_t val_tokens; /* train: validation on this many tokens of fixed windows; 0: four seeded batches */
     const char *data, *resume;
     const char *weights, *input, *out, *target, *prompt, *arch;
     const char *prompt_ids; /* generate: the prompt as token ids */

@@ -249,6 +249,7 @@ static pid_t start_point(const sweep_args *a, const char **vals, const char *dir
         snprintf(cmd, sizeof cmd, "%s/run.json", dir);
         if (access(cmd, F_OK) == 0) {
             snprintf(cmd, sizeof cmd, "%s/metrics.jsonl", dir), unlink(cmd);
+            snprintf(cmd, sizeof cmd, "%s/tokenizer.json", dir), unlink(cmd);
             snprintf(cmd, sizeof cmd, "%s/run.json", dir), unlink(cmd);
             rmdir(dir);
         }

@@ -21,7 +21,7 @@
 enum { LRC_EINTERRUPTED = 2 }; /* not an error: stopped by Ctrl-C, checkpoint written */
 
 typedef struct {
-    int64_t steps, batch, seq, seed, eval_every, stop_after, accum;
+    int64_t steps, batch, seq, seed, eval_every, stop_after, accum, val_tokens;
     double lr, warmup, clip, weight_decay;
     bool decay_all;
     const char *data, *resume;
@@ -272,13 +272,17 @@ static int train_validate(train_run_ctx *r, cJSON *o, double *vl, double *vacc, 
     lrc_rng_seed(&vr, (uint64_t)r->ta->seed + 0x5eed);
     /* the step's outputs are spent (AdamW read the gradients): the
      * evaluation writes into them rather than allocating its own */
+    /* --val-tokens: that many tokens of fixed windows, the same for every
+     * seed (a sweep's arms compare on one set); else four seeded batches */
     double nats = 0, bytes = 0, n = (double)(r->B * r->T);
-    for (int e = 0; e < 4 && !rc; e++) {
+    int64_t batches = r->ta->val_tokens ? (r->ta->val_tokens + r->B * r->T - 1) / (r->B * r->T) : 4;
+    for (int64_t e = 0; e < batches && !rc; e++) {
         float l = 0;
-        lrc_text_batch(&r->text, true, r->B, r->T, &vr, r->tok->data, r->lab->data);
+        if (r->ta->val_tokens) lrc_text_val_windows(&r->text, e * r->B, r->B, r->T, r->tok->data, r->lab->data);
+        else lrc_text_batch(&r->text, true, r->B, r->T, &vr, r->tok->data, r->lab->data);
         loop_inputs_draw(&r->loop, &vr, true); /* at the config's T */
         rc = lrc_trainer_loss(&r->tr, &l, err);
-        if (!rc) *vl += l / 4.0, nats += l * n, bytes += cli_text_label_bytes(r->ta->tok, r->lab->data, r->B * r->T);
+        if (!rc) *vl += l / (double)batches, nats += l * n, bytes += cli_text_label_bytes(r->ta->tok, r->lab->data, r->B * r->T);
     }
     cJSON_AddNumberToObject(o, "val_loss", *vl);
     /* per byte of text: runs on different vocabularies compare */
@@ -416,6 +420,7 @@ static int save_run(const char *dir, const cli_args *a, lrc_err *err)
     cJSON_AddNumberToObject(o, "seq", (double)a->seq);
     cJSON_AddNumberToObject(o, "warmup", a->warmup);
     cJSON_AddNumberToObject(o, "eval_every", (double)a->eval_every);
+    if (a->val_tokens) cJSON_AddNumberToObject(o, "val_tokens", (double)a->val_tokens);
     cJSON_AddNumberToObject(o, "seed", (double)a->seed);
     cJSON_AddNumberToObject(o, "clip", a->clip);
     cJSON_AddNumberToObject(o, "accum", (double)a->accum);
@@ -481,8 +486,11 @@ int cli_run_load(const char *dir, cli_args *a, cJSON **keep, lrc_err *err)
     }
     a->steps = (int64_t)v[0], a->lr = v[1], a->batch = (int64_t)v[2], a->seq = (int64_t)v[3];
     a->warmup = v[4], a->eval_every = (int64_t)v[5], a->seed = (int64_t)v[6];
-    const cJSON *clip = cJSON_GetObjectItemCaseSensitive(o, "clip");
+    const cJSON *clip = cJSON_GetObjectItemCaseSensitive(o, "clip"), *vt = cJSON_GetObjectItemCaseSensitive(o, "val_tokens");
     a->clip = cJSON_IsNumber(clip) ? clip->valuedouble : 0;
+    if (vt && (!cJSON_IsNumber(vt) || !(vt->valuedouble >= 1 && vt->valuedouble <= 1e12)))
+        return lrc_err_set(err, "%s: damaged (val_tokens)", path);
+    a->val_tokens = vt ? (int64_t)vt->valuedouble : 0;
     const cJSON *accum = cJSON_GetObjectItemCaseSensitive(o, "accum");
     a->accum = cJSON_IsNumber(accum) && accum->valuedouble >= 1 ? (int64_t)accum->valuedouble : 1;
     const cJSON *wd = cJSON_GetObjectItemCaseSensitive(o, "weight_decay");
@@ -543,6 +551,7 @@ int cmd_train(int argc, char **argv)
                                          {"seq", required_argument, 0, OPT_SEQ},
                                          {"warmup", required_argument, 0, OPT_WARMUP},
                                          {"eval-every", required_argument, 0, OPT_EVAL_EVERY},
+                                         {"val-tokens", required_argument, 0, OPT_VAL_TOKENS},
                                          {"seed", required_argument, 0, OPT_SEED},
                                          {"threads", required_argument, 0, OPT_THREADS},
                                          {"stop-after", required_argument, 0, OPT_STOP_AFTER},
@@ -559,7 +568,7 @@ int cmd_train(int argc, char **argv)
                                          {0, 0, 0, 0}};
     static const char *help =
         "usage: lrc train MODEL [--preset P] [--set KEY=VALUE]... --steps N --lr X [--batch B] [--seq T]\n"
-        "                 [--warmup F] [--eval-every K] [--seed S] [--threads N] [--stop-after K]\n"
+        "                 [--warmup F] [--eval-every K] [--val-tokens N] [--seed S] [--threads N] [--stop-after K]\n"
         "                 [--clip G] [--accum K] [--weight-decay W [--decay-all]] [--data FILE|DIR]\n"
         "                 [--tokenizer T] [--crop-pad P] [--flip] [--target cpu|cuda] -o RUN_DIR\n"
         "       lrc train --resume RUN_DIR [--stop-after K] [--threads N]\n"
@@ -578,6 +587,9 @@ int cmd_train(int argc, char **argv)
         "byte of text) and checkpoint.safetensors (parameters, optimizer\n"
         "state, step, random state), written atomically at each evaluation.\n"
         "--stop-after K ends after step K of N; --resume continues bit for bit.\n"
+        "--val-tokens N validates on N tokens (bytes, without --tokenizer) of fixed\n"
+        "windows of the held-out text, the same whatever the seed (default: four\n"
+        "batches the seed draws).\n"
         "--clip G scales the gradients down to a global norm of G (default: off).\n"
         "--accum K averages the gradients of K batches of B per step (default 1).\n"
         "--weight-decay W: AdamW's decoupled decay (default 0), on weight matrices\n"
@@ -661,7 +673,7 @@ int cmd_train(int argc, char **argv)
     if (!rc) {
         bool lenient = false;
         for (int i = 0; i < a.m.n_sets; i++) lenient = lenient || !strncmp(a.m.sets[i], "norm=", 5);
-        train_args ta = {a.steps, a.batch, a.seq, a.seed, a.eval_every, a.stop_after, a.accum, a.lr, a.warmup, a.clip, a.weight_decay, a.decay_all, a.data, a.resume,
+        train_args ta = {a.steps, a.batch, a.seq, a.seed, a.eval_every, a.stop_after, a.accum, a.val_tokens, a.lr, a.warmup, a.clip, a.weight_decay, a.decay_all, a.data, a.resume,
                          tok, tok_json, hf ? hf_weights : NULL, lenient, {a.crop_pad < 0 ? 0 : (int)a.crop_pad, a.flip}, lrc_target_compiled(lrc_target_find(a.target))};
         rc = train_run(&a, &ta, dir, &err);
     }

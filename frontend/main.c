@@ -189,6 +189,9 @@ static bool parse_int_option(const char *cmd, int c, const char *arg, cli_args *
     case OPT_EVAL_EVERY:
         if (cli_parse_int(arg, 1, &a->eval_every)) *rc = cli_usage_error(cmd, "--eval-every %s: expected an integer >= 1", arg);
         return true;
+    case OPT_VAL_TOKENS:
+        if (cli_parse_int(arg, 1, &a->val_tokens)) *rc = cli_usage_error(cmd, "--val-tokens %s: expected an integer >= 1", arg);
+        return true;
     case OPT_STOP_AFTER:
         if (cli_parse_int(arg, 1, &a->stop_after)) *rc = cli_usage_error(cmd, "--stop-after %s: expected an integer >= 1", arg);
         return true;

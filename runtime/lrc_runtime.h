@@ -447,6 +447,10 @@ void lrc_text_free(lrc_text *t);
  * next tokens. */
 void lrc_text_batch(const lrc_text *t, bool validation, int64_t B, int64_t T, lrc_rng *rng, int32_t *tokens,
                     int32_t *labels);
+/* B windows of T tokens of the validation split, the same for any seed:
+ * windows first, first + 1, ... of those that start T apart (wrapping
+ * round the split). */
+void lrc_text_val_windows(const lrc_text *t, int64_t first, int64_t B, int64_t T, int32_t *tokens, int32_t *labels);
 
 /* ---- f64 evaluation (runtime/executor.c) ------------------------------- */
 

@@ -82,24 +82,35 @@ void lrc_text_free(lrc_text *t)
     memset(t, 0, sizeof *t);
 }
 
+/* Window r of a split (r < cum[n_blocks]) into row b: tokens and the next ones */
+static void text_window(const lrc_text *t, bool validation, int64_t r, int64_t b, int64_t T, int32_t *tokens, int32_t *labels)
+{
+    const int64_t *cum = t->cum[validation];
+    int64_t lo = 0, hi = t->n_blocks;
+    while (hi - lo > 1) { /* the block i with cum[i] <= r < cum[i + 1] */
+        int64_t mid = (lo + hi) / 2;
+        if (cum[mid] <= r) lo = mid;
+        else hi = mid;
+    }
+    int64_t start = lo * t->block + (r - cum[lo]);
+    for (int64_t i = 0; i < T; i++) {
+        tokens[b * T + i] = t->tok[start + i];
+        labels[b * T + i] = t->tok[start + i + 1];
+    }
+}
+
 void lrc_text_batch(const lrc_text *t, bool validation, int64_t B, int64_t T, lrc_rng *rng, int32_t *tokens,
                     int32_t *labels)
 {
-    const int64_t *cum = t->cum[validation];
-    for (int64_t b = 0; b < B; b++) {
-        /* a window start, uniform over all of the split's windows */
-        int64_t r = (int64_t)(lrc_rng_next(rng) % (uint64_t)cum[t->n_blocks]), lo = 0, hi = t->n_blocks;
-        while (hi - lo > 1) { /* the block i with cum[i] <= r < cum[i + 1] */
-            int64_t mid = (lo + hi) / 2;
-            if (cum[mid] <= r) lo = mid;
-            else hi = mid;
-        }
-        int64_t start = lo * t->block + (r - cum[lo]);
-        for (int64_t i = 0; i < T; i++) {
-            tokens[b * T + i] = t->tok[start + i];
-            labels[b * T + i] = t->tok[start + i + 1];
-        }
-    }
+    /* window starts uniform over all of the split's windows */
+    for (int64_t b = 0; b < B; b++)
+        text_window(t, validation, (int64_t)(lrc_rng_next(rng) % (uint64_t)t->cum[validation][t->n_blocks]), b, T, tokens, labels);
+}
+
+void lrc_text_val_windows(const lrc_text *t, int64_t first, int64_t B, int64_t T, int32_t *tokens, int32_t *labels)
+{
+    int64_t n = t->cum[1][t->n_blocks];
+    for (int64_t b = 0; b < B; b++) text_window(t, true, (first + b) * T % n, b, T, tokens, labels);
 }
 
 double lrc_lr_at(const lrc_schedule_cfg *s, int64_t step)
