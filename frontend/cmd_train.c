@@ -121,6 +121,7 @@ typedef struct {
     train_data td;
     loop_inputs loop;
     bool images, line_open; /* line_open: the progress line awaits its newline */
+    bool has_layerrope;     /* LayerRoPE's scalars go into metrics.jsonl (until an evaluation finds none) */
     int64_t B, T, step0;
     lrc_pool *pool;
     lrc_target_plan plan; /* the training graph on the target */
@@ -293,6 +294,23 @@ static int train_validate(train_run_ctx *r, cJSON *o, double *vl, double *vacc, 
 
 /* After AdamW: the validation at an evaluation step, a line of
  * metrics.jsonl, and the progress line. */
+/* LayerRoPE's scalars (every one-element parameter under a "layerrope."
+ * prefix: each site's alpha, beta, alpha_rot, beta_rot) at an evaluation, so
+ * that the slopes' course during training can be plotted. False when the
+ * model has none. */
+static bool add_layerrope_scalars(const lrc_tensor_set *params, cJSON *o)
+{
+    cJSON *lr = NULL;
+    for (int i = 0; i < params->n; i++) {
+        const lrc_tensor *t = params->items[i];
+        const char *at = strstr(t->name, "layerrope.");
+        if (!at || lrc_shape_numel(&t->shape) != 1 || t->dtype != LRC_F32) continue;
+        if (!lr) lr = cJSON_AddObjectToObject(o, "layerrope");
+        cJSON_AddNumberToObject(lr, at + strlen("layerrope."), (double)((const float *)t->data)[0]);
+    }
+    return lr != NULL;
+}
+
 static int on_after_step(void *ctx, const lrc_train_step *s, lrc_err *err)
 {
     train_run_ctx *r = ctx;
@@ -311,6 +329,9 @@ static int on_after_step(void *ctx, const lrc_train_step *s, lrc_err *err)
     cJSON_AddNumberToObject(o, r->images ? "images_per_s" : "tokens_per_s", tps);
     double vl = 0, vacc = 0;
     rc = s->eval ? train_validate(r, o, &vl, &vacc, err) : LRC_OK;
+    /* (the device's parameters reach the host for that where they live there) */
+    if (!rc && s->eval && r->has_layerrope && !r->td.have_val) rc = lrc_trainer_to_host(&r->tr, err);
+    if (!rc && s->eval) r->has_layerrope = add_layerrope_scalars(&r->tr.st.params, o);
     if (!rc) rc = append_metrics(r->dir, o, err);
     else cJSON_Delete(o);
     double left = (now - r->t0) / (double)(step + 1 - r->step0) * (double)(stop - step - 1);
@@ -381,7 +402,7 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
 {
     train_run_ctx r;
     memset(&r, 0, sizeof r);
-    r.ta = ta, r.dir = dir, r.B = ta->batch, r.T = ta->seq;
+    r.ta = ta, r.dir = dir, r.B = ta->batch, r.T = ta->seq, r.has_layerrope = true;
     snprintf(r.ckpath, sizeof r.ckpath, "%s/checkpoint.safetensors", dir);
     lrc_trainer_init(&r.tr);
     lrc_trainer *tr = &r.tr;
@@ -584,7 +605,8 @@ int cmd_train(int argc, char **argv)
         "then cosine decay to 0.1x the peak rate X.\n"
         "RUN_DIR gets run.json, metrics.jsonl (train and validation loss, rate,\n"
         "gradient norm, tokens/s; with --tokenizer also the validation loss per\n"
-        "byte of text) and checkpoint.safetensors (parameters, optimizer\n"
+        "byte of text; at each evaluation LayerRoPE's scalars, \"layerrope\") and\n"
+        "checkpoint.safetensors (parameters, optimizer\n"
         "state, step, random state), written atomically at each evaluation.\n"
         "--stop-after K ends after step K of N; --resume continues bit for bit.\n"
         "--val-tokens N validates on N tokens (bytes, without --tokenizer) of fixed\n"

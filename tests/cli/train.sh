@@ -2,7 +2,8 @@
 # train.sh LRC MODEL ST_COMPARE — lrc train end to end on a small text: the validation
 # loss falls, and a run stopped with --stop-after then continued with
 # --resume ends with a checkpoint byte-identical to the uninterrupted run's
-# (weights, optimizer state, step, random state); AdamW's first step
+# (weights, optimizer state, step, random state); LayerRoPE's scalars in
+# metrics.jsonl at each evaluation; AdamW's first step
 # against its closed form (decay, clipping), --accum and its resume, and a
 # ViT that learns Fashion-MNIST, its test accuracy counted independently.
 set -u
@@ -150,6 +151,17 @@ check "the last good checkpoint is kept" "[ -s '$dir/nan/checkpoint.safetensors'
 # (measured: validation accuracy 0.49 at a fixed seed; chance is 0.10) make
 # it learn, and lrc eval's test accuracy is the fraction of the test images
 # whose logits (lrc forward on images normalized in Python) argmax to the label
+# LayerRoPE's scalars in metrics.jsonl at each evaluation: the last line's
+# are the final weights' (a Pre-Norm run has none)
+run "layerrope run" "$lrc" train "$model" "${args[@]}" --set norm=layerrope -o "$dir/lr"
+check "layerrope: each evaluation logs the 16 scalars, the last equal to model.safetensors'" \
+  "/usr/bin/python3 -c \"import sys, json; sys.path.insert(0, '$(dirname "$0")/../tools'); import st
+lines = [json.loads(l) for l in open('$dir/lr/metrics.jsonl') if 'val_loss' in l]
+a = st.arrays('$dir/lr/model.safetensors')
+last = lines[-1]['layerrope']
+sys.exit(not (all(len(l.get('layerrope', {})) == 16 for l in lines) and len(lines) == 4 and
+    all(abs(v - a['model.layerrope.' + k][2][0]) <= 1e-7 * max(1, abs(v)) for k, v in last.items())))\""
+check "pre-norm: no layerrope scalars in metrics.jsonl" "! grep -q layerrope '$dir/full/metrics.jsonl'"
 vit=$(dirname "$model")/vit.lua fm=/usr/share/datasets/fashion-mnist
 VM=(--preset tiny --set image_size=28 --set patch=7)
 V=(train "$vit" "${VM[@]}" --steps 100 --lr 1e-2 --batch 32 --eval-every 50 --threads 2)
