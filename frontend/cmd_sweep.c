@@ -255,18 +255,18 @@ static pid_t start_point(const sweep_args *a, const char **vals, const char *dir
         }
     }
     char **argv = lrc_xcalloc((size_t)(a->n_train + 4 * a->n_axes + 12), sizeof *argv);
+    char sets[8192], *at = sets; /* the --set KEY=VALUE strings of the grid's config keys */
     int n = 0;
     argv[n++] = "lrc", argv[n++] = "train";
     if (resume) {
         argv[n++] = "--resume", argv[n++] = (char *)dir;
     } else {
         for (int i = 0; i < a->n_train; i++) argv[n++] = a->train[i];
-        char *sets = lrc_xcalloc(1, 8192), *at = sets;
         for (int k = 0; k < a->n_axes; k++) {
             if (!strcmp(a->axes[k].key, "lr") || !strcmp(a->axes[k].key, "seed")) {
                 argv[n++] = !strcmp(a->axes[k].key, "lr") ? "--lr" : "--seed", argv[n++] = (char *)vals[k];
             } else {
-                int w = snprintf(at, 8192 - (size_t)(at - sets), "%s=%s", a->axes[k].key, vals[k]);
+                int w = snprintf(at, sizeof sets - (size_t)(at - sets), "%s=%s", a->axes[k].key, vals[k]);
                 argv[n++] = "--set", argv[n++] = at, at += w + 1;
             }
         }
@@ -282,7 +282,7 @@ static pid_t start_point(const sweep_args *a, const char **vals, const char *dir
         fprintf(stderr, "lrc sweep: cannot run lrc train: %s\n", strerror(errno));
         _exit(127);
     }
-    free(argv); /* the sets' strings leak into the child alone */
+    free(argv);
     return pid;
 }
 
@@ -374,6 +374,7 @@ static int finish_point(const sweep_args *a, const char **vals, const char *dir,
         else rc = lrc_err_set(err, "%s: no validation loss in metrics.jsonl (give --eval-every a divisor of --steps)", mp);
         cJSON_Delete(o);
     }
+    if (rc) free(p->run), free(p->arm), free(p->x);
     return rc;
 }
 
