@@ -146,13 +146,12 @@ static int check_grid(const sweep_args *a, lrc_err *err)
             char set[1024];
             snprintf(set, sizeof set, "%s=%s", a->axes[k].key, a->axes[k].vals[j]);
             sets[n_sets] = set;
-            lrc_model m;
+            lrc_model m = {0};
             if (lrc_model_load(&m, model, preset, sets, n_sets + 1, err)) {
                 lrc_err_prefix(err, "sweep: --grid %s", set);
                 rc = LRC_EUSER;
-            } else {
-                lrc_model_free(&m);
             }
+            lrc_model_free(&m); /* what a failed load made too */
         }
     }
     free(sets);
@@ -316,11 +315,11 @@ static int run_l0(const char *dir, double *l0, lrc_err *err)
     cli_args ra;
     cJSON *keep = NULL;
     memset(&ra, 0, sizeof ra);
-    lrc_model m;
+    lrc_model m = {0};
     int rc = cli_run_load(dir, &ra, &keep, err) ? LRC_EUSER : cli_model_load("sweep", &ra.m, &m, err);
     free(ra.m.sets);
     cJSON_Delete(keep);
-    if (rc) return rc;
+    if (rc) return lrc_model_free(&m), rc;
     int64_t v = 0;
     lrc_err e2 = {0};
     if (lrc_model_config_int(&m, "vocab", &v, &e2) && lrc_model_config_int(&m, "n_classes", &v, &e2)) v = 0;
