@@ -265,8 +265,9 @@ static pid_t start_point(const sweep_args *a, const char **vals, const char *dir
             if (!strcmp(a->axes[k].key, "lr") || !strcmp(a->axes[k].key, "seed")) {
                 argv[n++] = !strcmp(a->axes[k].key, "lr") ? "--lr" : "--seed", argv[n++] = (char *)vals[k];
             } else {
-                int w = snprintf(at, sizeof sets - (size_t)(at - sets), "%s=%s", a->axes[k].key, vals[k]);
-                argv[n++] = "--set", argv[n++] = at, at += w + 1;
+                size_t room = sizeof sets - (size_t)(at - sets);
+                int w = snprintf(at, room, "%s=%s", a->axes[k].key, vals[k]);
+                argv[n++] = "--set", argv[n++] = at, at += w < 0 ? 0 : (size_t)w < room ? (size_t)w + 1 : room - 1; /* cut short: train names it */
             }
         }
         argv[n++] = "-o", argv[n++] = (char *)dir;
