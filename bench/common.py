@@ -70,6 +70,9 @@ def model_run_parser(doc):
     ap.add_argument("--omp-wait-policy", default="passive", choices=("passive", "env"),
                     help="torch side only: passive (default; see set_omp_wait_policy) or env "
                          "(leave OMP_WAIT_POLICY as the environment has it)")
+    ap.add_argument("--blas-core", default="auto", choices=("auto", "env"),
+                    help="torch side only: auto (default; an AVX-512 core where the CPU has AVX-512, see "
+                         "choose_blas_core) or env (OpenBLAS as the environment sets it)")
     ap.add_argument("--strict", action="store_true", help="exit 4 when a target is missed")
     return ap
 
@@ -147,7 +150,8 @@ def cpu_flags():
 
 
 def openblas_env():
-    """OPENBLAS_* and other thread-count variables of the environment (reported, never changed)."""
+    """OPENBLAS_* and other thread-count variables of this process's environment (reported; only
+    choose_blas_core changes them, for the torch side, and says so in the header)."""
     keys = sorted(k for k in os.environ if k.startswith("OPENBLAS_"))
     keys += [k for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "GOTO_NUM_THREADS") if k in os.environ]
     return {k: os.environ[k] for k in keys}
@@ -248,6 +252,52 @@ def set_torch_threads(n, blas=None):
         g.restype = ctypes.c_int
         return g()
     return None
+
+
+# OpenBLAS cores without AVX-512 kernels (openblas_get_corename, lower case)
+_PRE_AVX512_CORES = ("prescott", "core2", "penryn", "dunnington", "nehalem", "atom", "sandybridge", "haswell", "zen",
+                     "barcelona", "bulldozer", "piledriver", "steamroller", "excavator")
+
+
+def _openblas_core_in(env):
+    """The core Debian's pthreads OpenBLAS picks under env, asked of a child process
+    (loading it here would fix this process's core before it can be chosen)."""
+    code = ("import sys; sys.path.insert(0, %r); import common; "
+            "print(common.load_openblas_pthread()[1].get('corename', ''))" % os.path.dirname(__file__))
+    out = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return out.stdout.strip()
+
+
+def choose_blas_core(mode):
+    """--blas-core auto (before torch is imported): on a CPU with AVX-512, make the torch
+    side's OpenBLAS run an AVX-512 core, as DEVELOPERS.md asks of a reference. Where the
+    environment pins an older core (OPENBLAS_CORETYPE=Haswell, with OPENBLAS_L2_SIZE) both
+    are unset; where OpenBLAS 0.3.21 takes the CPU for an older one by itself (Prescott on
+    some new Intel CPUs), OPENBLAS_CORETYPE=Cooperlake (SkylakeX without avx512_bf16) is
+    set. Either way for this benchmark's process alone, which is run again with it; lrc
+    keeps ORIGINAL_ENV. Returns the header's line on what was done, or None. env: as is."""
+    if "LRC_BENCH_BLAS_CHOSEN" in os.environ:  # the run again
+        return os.environ["LRC_BENCH_BLAS_CHOSEN"]
+    flags = cpu_flags()
+    if mode == "env" or "avx512f" not in flags:
+        return None
+    env = dict(os.environ)
+    pinned = env.get("OPENBLAS_CORETYPE", "")
+    if pinned.lower() in _PRE_AVX512_CORES:
+        env.pop("OPENBLAS_CORETYPE", None)
+        env.pop("OPENBLAS_L2_SIZE", None)
+    core = _openblas_core_in(env)
+    if core.lower() in _PRE_AVX512_CORES:
+        env["OPENBLAS_CORETYPE"] = "Cooperlake" if "avx512_bf16" in flags else "SkylakeX"
+        core = _openblas_core_in(env)
+    if env == dict(os.environ):
+        return None
+    why = "torch's OpenBLAS on core %s (%s%s; --blas-core env keeps the environment's)" % (
+        core, "OPENBLAS_CORETYPE=%s pinned in the environment, unset" % pinned if pinned.lower() in _PRE_AVX512_CORES
+        else "detected as an older core", "; OPENBLAS_CORETYPE=%s" % env["OPENBLAS_CORETYPE"] if "OPENBLAS_CORETYPE" in env else "")
+    env["LRC_BENCH_BLAS_CHOSEN"] = why
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
 
 
 def load_openblas_pthread():

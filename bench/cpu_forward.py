@@ -63,6 +63,7 @@ def fmt_ms(s):
 
 def main():
     a = parse_args()
+    chosen = common.choose_blas_core(a.blas_core)  # before torch is imported; may run this script again
     common.set_omp_wait_policy(a.omp_wait_policy)  # before torch is imported
     common.import_torch()
     import safetensors_io
@@ -85,6 +86,7 @@ def main():
         ("schedule", "%d rounds x %d timed runs per side, torch warm-up %d; torch impl: %s" % (
             a.rounds, a.repeat, a.warmup, ", ".join(impls))),
         ("lrc", lrc),
+        ("BLAS core", chosen or "as the environment has it (--blas-core %s)" % a.blas_core),
         ("load avg", common.loadavg() + " (start)"),
     ])
 

@@ -129,6 +129,7 @@ def lrc_steps(lrc, a, norm, run):
 
 def main():
     a = parse_args()
+    chosen = common.choose_blas_core(a.blas_core)  # before torch is imported; may run this script again
     common.set_omp_wait_policy(a.omp_wait_policy)
     common.import_torch()
     blas = common.torch_blas()
@@ -143,7 +144,7 @@ def main():
             a.preset, ",".join(a.norms), c["d"], c["L"], c["H"], c["d_ff"], c["patch"], (c["image_size"] // c["patch"]) ** 2 + 1)),
         ("shape", "batch %d images of %dx%d" % (a.batch, c["image_size"], c["image_size"])),
         ("schedule", "%d rounds; torch %d timed steps per norm, lrc train --steps %d (step 1 dropped)" % (a.rounds, a.repeat, a.steps)),
-        ("lrc", lrc), ("load avg", common.loadavg() + " (start)")])
+        ("lrc", lrc), ("BLAS core", chosen or "as the environment has it (--blas-core %s)" % a.blas_core), ("load avg", common.loadavg() + " (start)")])
     work = tempfile.mkdtemp(prefix="lrc-vit-bench-")
     lrc_error = None
     try:
