@@ -319,6 +319,8 @@ typedef struct lrc_rope {
 } lrc_rope;
 
 lrc_rope lrc_rope_of(const lrc_node *n);
+/* Writes r into n's attributes (n->op set first): what lrc_rope_of reads. */
+void lrc_rope_set(lrc_node *n, const lrc_rope *r);
 bool lrc_rope_scaled(const lrc_rope *r);
 double lrc_rope_inv_freq(const lrc_rope *r, int64_t i, int64_t D);
 /* The op's one-line error where the scaling attributes mean nothing. */

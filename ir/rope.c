@@ -6,14 +6,29 @@
 
 #include "lrc_ir.h"
 
+/* Where n's float attributes hold its rope: rope and rope_grad, base then
+ * the scaling; kv_attention, scale, base, softcap, then the scaling */
+static void rope_slots(const lrc_node *n, int *base, int *scaling)
+{
+    bool kv = n->op == LRC_OP_KV_ATTENTION;
+    *base = kv ? 1 : 0, *scaling = kv ? 3 : 1;
+}
+
 lrc_rope lrc_rope_of(const lrc_node *n)
 {
-    /* rope and rope_grad: base, then the scaling; kv_attention: scale,
-     * base, softcap, then the scaling */
+    int b, s;
+    rope_slots(n, &b, &s);
     const double *f = n->fattr;
-    int at = n->op == LRC_OP_KV_ATTENTION ? 3 : 1;
-    lrc_rope r = {f[n->op == LRC_OP_KV_ATTENTION ? 1 : 0], f[at], f[at + 1], f[at + 2], f[at + 3]};
+    lrc_rope r = {f[b], f[s], f[s + 1], f[s + 2], f[s + 3]};
     return r;
+}
+
+void lrc_rope_set(lrc_node *n, const lrc_rope *r)
+{
+    int b, s;
+    rope_slots(n, &b, &s);
+    n->fattr[b] = r->base, n->fattr[s] = r->factor, n->fattr[s + 1] = r->low_freq;
+    n->fattr[s + 2] = r->high_freq, n->fattr[s + 3] = r->orig_ctx;
 }
 
 bool lrc_rope_scaled(const lrc_rope *r) { return r->factor != 0 && r->factor != 1; }

@@ -27,7 +27,7 @@ LLVMValueRef kg_rope_table(em_t *e, int64_t T, int64_t D, const lrc_rope *rope, 
                 double ang = (double)t * lrc_rope_inv_freq(rope, i, D); /* 0 without RoPE */
                 vals[t * half + i] = LLVMConstReal(e->f32, (float)(sine ? sin(ang) : cos(ang)));
             }
-    gv = LLVMAddGlobal(e->mod, at, name);
+        gv = LLVMAddGlobal(e->mod, at, name);
         LLVMSetInitializer(gv, LLVMConstArray(e->f32, vals, (unsigned)n));
         LLVMSetGlobalConstant(gv, 1);
         LLVMSetLinkage(gv, LLVMPrivateLinkage);

@@ -43,8 +43,11 @@ int lrc_pass_kv_cache(lrc_graph **gp, int64_t max_len, lrc_err *err)
             int kc = lrc_graph_add_state(ng, kn, &cs, n->loc, err), vc = kc < 0 ? -1 : lrc_graph_add_state(ng, vn, &cs, n->loc, err);
             lrc_node kv = {.op = LRC_OP_KV_ATTENTION, .n_in = 6,
                            .in = {roped ? map[q->in[0]] : map[n->in[0]], roped ? map[k->in[0]] : map[n->in[1]], map[n->in[2]], kc, vc, pos},
-                           .iattr = {n->iattr[1]}, .fattr = {n->fattr[0], roped ? q->fattr[0] : 0, n->fattr[1]}, .loc = n->loc};
-            if (roped) memcpy(&kv.fattr[3], &q->fattr[1], 4 * sizeof(double)); /* the RoPE scaling (lrc_rope_of) */
+                           .iattr = {n->iattr[1]}, .fattr = {n->fattr[0], 0, n->fattr[1]}, .loc = n->loc};
+            if (roped) { /* q's rope, scaling included; base 0 (no RoPE) otherwise */
+                lrc_rope r = lrc_rope_of(q);
+                lrc_rope_set(&kv, &r);
+            }
             map[id] = vc < 0 ? -1 : lrc_graph_add(ng, &kv, err);
         } else if (n->op == LRC_OP_SLICE && n->iattr[3]) {
             /* learned positions (lrc.slice{positions=true}: rows start.. of a
