@@ -141,6 +141,15 @@ int cmd_backward(int argc, char **argv)
     if (!rc && a.repeat > 0 && t->time && !(rc = t->time(&p, a.repeat, &ms, &err)))
         printf("backward: median %.3f ms over %lld runs (forward, loss and gradients on %s, sm_%d; device time)\n", ms,
                (long long)a.repeat, p.device_name, p.device_sm);
+    if (!rc && a.repeat > 0 && t->time && t->profile && getenv("LRC_PROFILE")) { /* a developer's look at the step's kernels */
+        double *ns = lrc_xcalloc((size_t)p.plan->n_launches + 1, sizeof(double));
+        int64_t *calls = lrc_xcalloc((size_t)p.plan->n_launches + 1, sizeof(int64_t));
+        t->profile(&p, ns, calls); /* events around every launch: timed apart from the median above */
+        if (!(rc = t->time(&p, a.repeat, &ms, &err))) cli_print_quick_profile(p.plan, ns, calls);
+        t->profile(&p, NULL, NULL);
+        free(ns);
+        free(calls);
+    }
     if (!rc) rc = lrc_safetensors_save(a.out, &outs, &err);
     const lrc_tensor *loss = rc ? NULL : lrc_tensor_set_find(&outs, "loss");
     if (loss) printf("loss %.6f, gradients of %d parameters written to %s\n", ((float *)loss->data)[0], outs.n - 1, a.out);

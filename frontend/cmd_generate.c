@@ -276,9 +276,9 @@ int cmd_generate(int argc, char **argv)
         const float *logits;
         int64_t V;
         int tok = i >= P ? next : by_id || text_tok ? prompt[i] : (unsigned char)a.prompt[i];
+        if (i == P - 1) t_prompt = lrc_now_s(); /* N steps timed: the prompt's last token in, the first new one out, ... */
         if ((rc = decoder_step(&d, tok, i, &logits, &V, &err))) break;
         if (i < P - 1) continue;
-        if (i == P - 1) t_prompt = lrc_now_s();
         int64_t pick = text_tok ? lrc_tokenizer_n_vocab(gt.tok) : by_id || V < 256 ? V : 256;
         next = sample(logits, pick < V ? pick : V, a.temperature, a.top_k, &rng);
         if (by_id) printf("%s%d", made ? " " : "", next);

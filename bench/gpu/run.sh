@@ -31,13 +31,17 @@
 # PyTorch side. Exit status 1 when a check fails.
 #
 # bench/gpu/run.sh [parity] [train] [speed]: only those sections (2-4,
-# 5, 6), after step 1; none named: all of them, in that order.
+# 5, 6), in the order named, after step 1; none named: all of them, in that
+# order. Speed also decodes 128 tokens of 1b (lrc generate of a decoder
+# package against PyTorch with a static KV cache, eager and as a CUDA graph)
+# and profiles 130m's training step (LRC_PROFILE=1 lrc backward).
 set -u
 sections=" ${*:-parity train speed} "
 for s in $sections; do
   case $s in parity | train | speed) ;; *) echo "run.sh: unknown section '$s' (parity, train or speed)" >&2; exit 2 ;; esac
 done
-want() { [[ $sections == *" $1 "* ]]; }
+# KEEP=DIR: the profiles, the trace and the training metrics copied there too
+keep() { [ -n "${KEEP:-}" ] && [ -f "$1" ] && cp "$1" "$KEEP/$2"; return 0; }
 cd "$(dirname "$0")/../.."
 [ -f gpu-carry.tar.xz ] && [ ! -x gpu-carry/lrc ] && tar -xJf gpu-carry.tar.xz
 LRC=${LRC:-gpu-carry/lrc}
@@ -75,7 +79,7 @@ open(sys.argv[3], "wb").write(struct.pack("<Q", len(h)) + h + struct.pack("<%di"
 PY
 }
 
-if want parity; then
+parity() {
 step "logits of every placement against ref (small, B=2, T=64)"
 tokens 2 64 "$out/in.st"
 for norm in pre post peri lns deepnet layerrope layerrope_peri; do
@@ -152,9 +156,9 @@ for norm in pre layerrope; do
   printf '%-16s bf16 ' "$norm"
   "$COMPARE" "$out/ggpu.st" "$out/gref.st" '*' 5e-2 1e-2 || failed=1
 done
-fi
+}
 
-if want train; then
+train() {
 step "lrc train --target cuda: 30 steps of small against the same run on the cpu"
 printf 'In the beginning God created the heaven and the earth. %.0s' $(seq 1 400) >"$out/text.txt"
 for t in cuda cpu; do
@@ -177,9 +181,10 @@ PY
 else
   echo "FAIL train: a run left no metrics.jsonl"; failed=1
 fi
-fi
+keep "$out/train_cuda/metrics.jsonl" train_cuda_metrics.jsonl
+}
 
-if want speed; then
+speed() {
 step "forward speed at B=8, T=256: lrc cuda package, torch eager, torch.compile"
 tokens 8 256 "$out/in8.st"
 table=""
@@ -191,9 +196,9 @@ for preset in 130m 1b; do
   echo "$lrc_out"
   lrc_ms=$(echo "$lrc_out" | sed -n 's/^forward: median \([0-9.]*\) ms.*/\1/p')
   torch_out=$("$PY" bench/gpu/torch_forward.py --preset $preset --batch 8 --seq 256 --weights "$out/w_$preset.st" \
-    --repeat 20 --logits "$out/t.st")
+    --input "$out/in8.st" --repeat 20 --logits "$out/t.st")
   echo "$torch_out"
-  "$COMPARE" "$out/o.st" "$out/t.st" logits 5e-2 || echo "note: lrc and torch logits differ by more than 5e-2 at $preset"
+  "$COMPARE" "$out/o.st" "$out/t.st" logits 5e-2 || { echo "FAIL $preset: lrc's logits are not torch's (bf16 both, 5e-2)"; failed=1; }
   eager=$(echo "$torch_out" | sed -n 's/^torch-eager: median \([0-9.]*\) ms.*/\1/p')
   comp=$(echo "$torch_out" | sed -n 's/^torch-compile: median \([0-9.]*\) ms.*/\1/p')
   [ -n "$lrc_ms" ] && [ -n "$eager" ] && [ -n "$comp" ] || { echo "FAIL $preset: a side printed no time"; failed=1; }
@@ -204,11 +209,40 @@ done
 step "lrc profile of the 1b package (CUDA events; ceilings measured on this GPU)"
 "$LRC" profile "$out/pkg_1b" --input "$out/in8.st" --repeat 10 -o "$out/trace_1b.json" >"$out/profile_1b.txt" || failed=1
 head -80 "$out/profile_1b.txt"
+keep "$out/profile_1b.txt" profile_1b.txt
+keep "$out/trace_1b.json" trace_1b.json
+
+step "decode of 1b: greedy, batch 1, a 16-token prompt, 128 new tokens, a KV cache of 256 positions"
+ids=$(awk 'BEGIN { for (j = 0; j < 16; j++) printf "%s%d", (j ? " " : ""), (7 * j + 3) % 32000 }')
+if "$LRC" compile $MODEL --preset 1b --target cuda --arch $arch --weights "$out/w_1b.st" --ctx 256 -o "$out/dec_1b" >/dev/null &&
+  "$LRC" generate "$out/dec_1b" --prompt-ids "$ids" -n 128 --temperature 0 >"$out/dec_ids.txt" 2>"$out/dec.err"; then
+  cat "$out/dec.err"
+  lrc_tps=$(sed -n 's/.* \([0-9.]*\) tokens\/s.*/\1/p' "$out/dec.err" | head -1)
+else
+  echo "FAIL decode: $(tail -1 "$out/dec.err" 2>/dev/null)"; failed=1
+fi
+torch_out=$("$PY" bench/gpu/torch_forward.py --preset 1b --weights "$out/w_1b.st" --decode 128 --prompt-len 16 --ctx 256)
+echo "$torch_out" | grep -v '^torch-decode-ids'
+"$PY" - "$out/dec_ids.txt" <<PY
+import sys
+a = open(sys.argv[1]).read().split()
+b = """$(echo "$torch_out" | sed -n 's/^torch-decode-ids: //p')""".split()
+same = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+print("decode ids: lrc and torch agree on the first %d of %d greedy tokens (bf16 both; a random model's top logits"
+      " are near ties, so bf16 rounding alone can part them early)" % (same, len(a)))
+PY
+tg=$(echo "$torch_out" | sed -n 's/^torch-decode-graph: \([0-9.]*\) tokens.*/\1/p')
+te=$(echo "$torch_out" | sed -n 's/^torch-decode-eager: \([0-9.]*\) tokens.*/\1/p')
+table+=$(awk -v l="${lrc_tps:-0}" -v e="${te:-0}" -v g="${tg:-0}" 'BEGIN {
+  printf "1b decode: lrc %7.1f tokens/s   eager %7.1f (%.2fx)   graph %7.1f (%.2fx)\n", l, e, (e > 0 ? l / e : 0), g, (g > 0 ? l / g : 0) }')$'\n'
 
 step "training step without the optimizer (forward, loss, backward), 130m, B=8, T=256"
-lrc_out=$("$LRC" backward $MODEL --preset 130m --weights "$out/w_130m.st" --input "$out/in8.st" -o "$out/g130.st" --target cuda \
-  --repeat 10)
+lrc_out=$(LRC_PROFILE=1 "$LRC" backward $MODEL --preset 130m --weights "$out/w_130m.st" --input "$out/in8.st" -o "$out/g130.st" \
+  --target cuda --repeat 10 2>"$out/profile_step_130m.txt")
 echo "$lrc_out"
+echo "the step's launches, the slowest first (LRC_PROFILE: events around each, run apart from the median above):"
+head -25 "$out/profile_step_130m.txt"
+keep "$out/profile_step_130m.txt" profile_step_130m.txt
 lrc_ms=$(echo "$lrc_out" | sed -n 's/^backward: median \([0-9.]*\) ms.*/\1/p')
 torch_out=$("$PY" bench/gpu/torch_forward.py --preset 130m --batch 8 --seq 256 --weights "$out/w_130m.st" --repeat 10 --backward)
 echo "$torch_out"
@@ -220,6 +254,8 @@ table+=$(awk -v l="${lrc_ms:-0}" -v e="${eager:-0}" -v c="${comp:-0}" 'BEGIN {
 
 step "summary (ratios: torch time / lrc time, above 1 means lrc is faster)"
 printf '%s' "$table"
-fi
+}
+
+for s in $sections; do $s; done
 echo "total $((SECONDS - start)) s; $( [ $failed = 0 ] && echo 'all checks passed' || echo 'SOME CHECKS FAILED')"
 exit $failed

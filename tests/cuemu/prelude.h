@@ -159,6 +159,14 @@ static inline float rsqrtf(float x)
     if (!(x > 0) || isinf(x)) return 1.f / sqrtf(x);
     return cuemu_ulps(1.0 / sqrt((double)x), x, 2u);
 }
+/* The round-to-nearest intrinsics NVRTC never fuses into an FMA (its default
+ * --fmad=true may contract a plain a * b + c, rounding once; the host compile
+ * here does not contract, so the emulator cannot show where it would). Out
+ * of line, so that no host compiler fuses them either once inlined. */
+__attribute__((noinline)) static float __fmul_rn(float a, float b) { return a * b; }
+__attribute__((noinline)) static float __fadd_rn(float a, float b) { return a + b; }
+__attribute__((noinline)) static float __fdiv_rn(float a, float b) { return a / b; }
+__attribute__((noinline)) static float __fsqrt_rn(float a) { return sqrtf(a); }
 template <class A, class B> static inline auto min(A a, B b) -> decltype(a + b) { return a < b ? a : b; }
 template <class A, class B> static inline auto max(A a, B b) -> decltype(a + b) { return a > b ? a : b; }
 
