@@ -3,7 +3,8 @@
  * RoPE when the group holds the RoPE of k) pass through shared memory and
  * each thread keeps its query row, running max, sum and output accumulator
  * in registers, so the T x T scores never exist in memory. Decoding with a
- * KV cache and the gradient are block-per-(batch, head) kernels. */
+ * KV cache is a block-per-(batch, head) kernel; the gradient is
+ * render_attention_grad.c's. */
 #include "cugen.h"
 
 #include <string.h>
@@ -145,127 +146,44 @@ void cu_render_kv_attention(cu_gen *c)
               (long long)half);
     cu_printf(c->t, "                                 : ld(%s, src + i) * co + ld(%s, src + i - %lld) * s);\n", k, k, (long long)half);
     cu_printf(c->t, "        st(%s, dst + i, ld(%s, src + i));\n    }\n    __syncthreads();\n", vc, v);
-    cu_printf(c->t, "    for (long x = threadIdx.x; x < %lld; x += blockDim.x) {\n        float qr[%lld], acc[%lld], m = -INFINITY, l = 0.f;\n",
-              (long long)(G * T), (long long)D, (long long)D);
+    /* then each new query row in turn, its positions split among the warps
+     * (split-K: warp w takes positions w, w + 4, ...) and its D elements
+     * among a warp's lanes, so a cache row is one coalesced read; the
+     * warps' maxima, sums and partial outputs meet in shared memory */
+    const int nd = (int)((D + 31) / 32);
+    cu_printf(c->t, "    __shared__ float wm[4], wl[4], wacc[4][%lld];\n", (long long)D);
+    cu_printf(c->t, "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n");
+    cu_printf(c->t, "    for (long x = 0; x < %lld; x++) {\n        float qr[%d], acc[%d], m = -INFINITY, l = 0.f;\n", (long long)(G * T), nd, nd);
     cu_printf(c->t, "        const long t = x %% %lld, h = hk * %lld + x / %lld;\n", (long long)T, (long long)G, (long long)T);
     cu_printf(c->t, "        const long off = ((b * %lld + t) * %lld + h) * %lld;\n", (long long)T, (long long)H, (long long)D);
-    cu_printf(c->t, "        for (int i = 0; i < %lld; i++) {\n            float s, co;\n            sincosf((float)(pos + t) * %s[i], &s, &co);\n",
-              (long long)half, tab);
-    cu_printf(c->t, "            const float x1 = ld(%s, off + i), x2 = ld(%s, off + i + %lld);\n", q, q, (long long)half);
-    cu_printf(c->t, "            qr[i] = (x1 * co - x2 * s) * %.9ef;\n            qr[i + %lld] = (x2 * co + x1 * s) * %.9ef;\n        }\n",
-              a->fattr[0], (long long)half, a->fattr[0]);
-    cu_printf(c->t, "        for (int i = 0; i < %lld; i++) acc[i] = 0.f;\n", (long long)D);
+    cu_printf(c->t, "#pragma unroll\n        for (int k = 0; k < %d; k++) {\n            const int i = lane + 32 * k;\n", nd);
+    cu_printf(c->t, "            qr[k] = 0.f;\n            acc[k] = 0.f;\n            if (i >= %lld) continue;\n", (long long)D);
+    cu_printf(c->t, "            float s, co;\n            sincosf((float)(pos + t) * %s[i %% %lld], &s, &co);\n", tab, (long long)half);
+    cu_printf(c->t, "            qr[k] = (i < %lld ? ld(%s, off + i) * co - ld(%s, off + i + %lld) * s\n", (long long)half, q, q, (long long)half);
+    cu_printf(c->t, "                           : ld(%s, off + i) * co + ld(%s, off + i - %lld) * s) * %.9ef;\n        }\n", q, q, (long long)half,
+              a->fattr[0]);
     /* a window of W keys at absolute positions: from pos + t - W + 1 on */
-    if (W > 0) cu_printf(c->t, "        for (long j = max(0L, pos + t - %lld); j <= pos + t; j++) {\n", (long long)(W - 1));
-    else cu_printf(c->t, "        for (long j = 0; j <= pos + t; j++) {\n");
-    cu_printf(c->t, "            const long kv = ((b * %lld + j) * %lld + hk) * %lld;\n", (long long)Tmax, (long long)Hkv, (long long)D);
-    cu_printf(c->t, "            float s = 0.f;\n            for (int i = 0; i < %lld; i++) s = fmaf(qr[i], ld(%s, kv + i), s);\n",
-              (long long)D, kc);
+    char first[64] = "0";
+    if (W > 0) snprintf(first, sizeof first, "max(0L, pos + t - %lldL)", (long long)(W - 1));
+    cu_printf(c->t, "        for (long j = %s + warp; j <= pos + t; j += 4) {\n", first);
+    cu_printf(c->t, "            const long kv = ((b * %lld + j) * %lld + hk) * %lld;\n            float s = 0.f;\n", (long long)Tmax,
+              (long long)Hkv, (long long)D);
+    cu_printf(c->t, "#pragma unroll\n            for (int k = 0; k < %d; k++)\n                if (lane + 32 * k < %lld) s = fmaf(qr[k], ld(%s, kv + lane + 32 * k), s);\n",
+              nd, (long long)D, kc);
+    cu_printf(c->t, "            s = warp_sum(s);\n");
     if (cap > 0) cu_printf(c->t, "            s = %.9ef * tanhf(s / %.9ef);\n", cap, cap);
     cu_printf(c->t, "            const float mn = fmaxf(m, s), corr = __expf(m - mn), p = __expf(s - mn);\n            l = l * corr + p;\n");
-    cu_printf(c->t, "            for (int i = 0; i < %lld; i++) acc[i] = fmaf(p, ld(%s, kv + i), acc[i] * corr);\n            m = mn;\n        }\n",
-              (long long)D, vc);
-    cu_printf(c->t, "        for (int i = 0; i < %lld; i++) st(%s, off + i, acc[i] / l);\n    }\n}\n\n", (long long)D, o);
+    cu_printf(c->t, "#pragma unroll\n            for (int k = 0; k < %d; k++)\n", nd);
+    cu_printf(c->t, "                acc[k] = lane + 32 * k < %lld ? fmaf(p, ld(%s, kv + lane + 32 * k), acc[k] * corr) : 0.f;\n", (long long)D, vc);
+    cu_printf(c->t, "            m = mn;\n        }\n");
+    cu_printf(c->t, "        if (lane == 0) wm[warp] = m, wl[warp] = l;\n");
+    cu_printf(c->t, "#pragma unroll\n        for (int k = 0; k < %d; k++)\n            if (lane + 32 * k < %lld) wacc[warp][lane + 32 * k] = acc[k];\n",
+              nd, (long long)D);
+    cu_printf(c->t, "        __syncthreads();\n        for (long i = threadIdx.x; i < %lld; i += blockDim.x) {\n", (long long)D);
+    cu_printf(c->t, "            const float M = fmaxf(fmaxf(wm[0], wm[1]), fmaxf(wm[2], wm[3]));\n            float L = 0.f, o = 0.f;\n");
+    cu_printf(c->t, "            for (int w = 0; w < 4; w++) {\n                const float f = wl[w] > 0.f ? __expf(wm[w] - M) : 0.f;\n");
+    cu_printf(c->t, "                L += wl[w] * f;\n                o += wacc[w][i] * f;\n            }\n");
+    cu_printf(c->t, "            st(%s, off + i, o / L);\n        }\n        __syncthreads();\n    }\n}\n\n", o);
     c->launch->block = 128;
     c->launch->grid[0] = (unsigned)(B * Hkv);
-}
-
-/* The rows of one gradient (cu_render_attention_grad): dq's G T rows, or
- * dk's / dv's T rows of the key-value head, each the sum over the G heads. */
-static void grad_rows(cu_gen *c, const lrc_node *n, int which, int out, const char *q, const char *k, const char *v, const char *dy,
-                      const char *first, const char *colend, int64_t G, int64_t T, int64_t D, bool causal, double cap)
-{
-    char o[16];
-    cu_arg(c, out, o, sizeof o);
-    cu_printf(c->t, "    for (long x = threadIdx.x; x < %lld; x += blockDim.x) {\n        float acc[%lld];\n", (long long)(which ? T : G * T),
-              (long long)D);
-    cu_printf(c->t, "        for (int i = 0; i < %lld; i++) acc[i] = 0.f;\n", (long long)D);
-    if (which == 0)
-        cu_printf(c->t, "        const long t = x %% %lld, h = hk * %lld + x / %lld;\n        for (long j = %s; j < %s; j++) {\n", (long long)T,
-                  (long long)G, (long long)T, first, causal ? "t + 1" : colend);
-    else
-        cu_printf(c->t, "        const long j = x;\n        for (long h = hk * %lld; h < hk * %lld + %lld; h++)\n"
-                        "        for (long t = %s; t < %s; t++) {\n",
-                  (long long)G, (long long)G, (long long)G, causal ? "j" : "0", colend);
-    cu_printf(c->t, "            const long at = (h - hk * %lld) * %lld + t;\n", (long long)G, (long long)T);
-    cu_printf(c->t, "            float s, dp;\n            DOT(%s, ROW(t), %s, KROW(j), s);\n", q, k);
-    cu_printf(c->t, "            const float p = __expf(SC(s * %.9ef) - mx[at]) / sum[at];\n", n->fattr[0]);
-    if (which == 2) {
-        cu_printf(c->t, "            for (int i = 0; i < %lld; i++) acc[i] = fmaf(p, ld(%s, ROW(t) + i), acc[i]);\n", (long long)D, dy);
-    } else {
-        cu_printf(c->t, "            DOT(%s, ROW(t), %s, KROW(j), dp);\n            float ds = p * (dp - rd[at]);\n", dy, v);
-        if (cap > 0) /* the soft-cap's derivative: 1 - tanh^2 at the score */
-            cu_printf(c->t, "            { const float th = tanhf(s * %.9ef / %.9ef); ds *= 1.f - th * th; }\n", n->fattr[0], cap);
-        cu_printf(c->t, "            for (int i = 0; i < %lld; i++) acc[i] = fmaf(ds, ld(%s, %s + i), acc[i]);\n", (long long)D,
-                  which == 0 ? k : q, which == 0 ? "KROW(j)" : "ROW(t)");
-    }
-    cu_printf(c->t, "        }\n        for (int i = 0; i < %lld; i++) st(%s, %s + i, acc[i] * %.9ef);\n    }\n", (long long)D, o,
-              which == 0 ? "ROW(t)" : "KROW(j)", which == 2 ? 1.0 : n->fattr[0]);
-}
-
-/* A block per (batch, key-value head) and its G query heads: first each
- * query row's max, sum and rowsum(dP o P) into scratch, then the rows of
- * the requested gradient: dq_t = scale sum_j dS[t,j] k_j,
- * dk_j = scale sum_t dS[t,j] q_t, dv_j = sum_t P[t,j] dy_t (both summed
- * over the G heads), dS = P o (dP - rowsum(dP o P)) o CAPD (the soft-cap's
- * 1 - tanh^2; SC(x) is the capped score). */
-bool cu_render_attention_grad(cu_gen *c, const lrc_node *n)
-{
-    const lrc_shape *qs = &c->g->nodes[n->in[0]].shape;
-    int64_t B = qs->dim[0], T = qs->dim[1], H = qs->dim[2], D = qs->dim[3], Hkv = c->g->nodes[n->in[1]].shape.dim[2], G = H / Hkv;
-    int64_t W = n->iattr[2];
-    bool causal = n->iattr[0] != 0;
-    double cap = n->fattr[1];
-    /* the group holds the gradient of q, k and/or v (fuse rule 6) */
-    int out_of[3] = {-1, -1, -1};
-    for (int j = 0; j < c->gr->n_nodes; j++) {
-        const lrc_node *m = &c->g->nodes[c->gr->nodes[j]];
-        if (m->op != LRC_OP_ATTENTION_GRAD) return false;
-        out_of[m->iattr[1]] = c->gr->nodes[j];
-    }
-    bool need_rd = out_of[0] >= 0 || out_of[1] >= 0;
-    char q[16], k[16], v[16], dy[16], all[32], first[64], colend[64];
-    cu_arg(c, n->in[0], q, sizeof q);
-    cu_arg(c, n->in[1], k, sizeof k);
-    cu_arg(c, n->in[2], v, sizeof v);
-    cu_arg(c, n->in[3], dy, sizeof dy);
-    snprintf(all, sizeof all, "%lldL", (long long)T);
-    /* keys row t sees start at FIRST(t); query rows that see key j end before COLEND(j) */
-    snprintf(first, sizeof first, "0");
-    snprintf(colend, sizeof colend, "%lldL", (long long)T);
-    if (W > 0) {
-        snprintf(first, sizeof first, "max(0L, t - %lldL)", (long long)(W - 1));
-        snprintf(colend, sizeof colend, "min(%lldL, j + %lldL)", (long long)T, (long long)W);
-    }
-    c->launch->scratch_bytes = B * H * 3 * T * 4;
-    cu_kernel_begin(c, 256);
-    cu_printf(c->t, "    const long b = blockIdx.x / %lld, hk = blockIdx.x %% %lld;\n", (long long)Hkv, (long long)Hkv);
-    cu_printf(c->t, "    float *mx = scratch + (long)blockIdx.x * %lld, *sum = mx + %lld, *rd = sum + %lld;\n", (long long)(3 * G * T),
-              (long long)(G * T), (long long)(G * T));
-    cu_printf(c->t, "#define ROW(t) (((b * %lld + (t)) * %lld + h) * %lld)\n", (long long)T, (long long)H, (long long)D);
-    cu_printf(c->t, "#define KROW(t) (((b * %lld + (t)) * %lld + hk) * %lld)\n", (long long)T, (long long)Hkv, (long long)D);
-    cu_printf(c->t, "#define DOT(A, r1, B2, r2, out) { out = 0.f; for (int i = 0; i < %lld; i++) out = fmaf(ld(A, r1 + i), ld(B2, r2 + i), out); }\n",
-              (long long)D);
-    if (cap > 0) cu_printf(c->t, "#define SC(x) (%.9ef * tanhf((x) / %.9ef))\n", cap, cap);
-    else cu_printf(c->t, "#define SC(x) (x)\n");
-    /* each query row's max, sum and (for dq, dk) rowsum(dP o P) */
-    cu_printf(c->t, "    for (long x = threadIdx.x; x < %lld; x += blockDim.x) {\n", (long long)(G * T));
-    cu_printf(c->t, "        const long t = x %% %lld, h = hk * %lld + x / %lld, keys = %s;\n", (long long)T, (long long)G, (long long)T,
-              causal ? "t + 1" : all);
-    cu_printf(c->t, "        float m = -INFINITY, l = 0.f, r = 0.f, s;\n");
-    cu_printf(c->t, "        for (long j = %s; j < keys; j++) { DOT(%s, ROW(t), %s, KROW(j), s); m = fmaxf(m, SC(s * %.9ef)); }\n", first, q, k,
-              n->fattr[0]);
-    cu_printf(c->t, "        for (long j = %s; j < keys; j++) { DOT(%s, ROW(t), %s, KROW(j), s); l += __expf(SC(s * %.9ef) - m); }\n", first, q,
-              k, n->fattr[0]);
-    if (need_rd)
-        cu_printf(c->t, "        for (long j = %s; j < keys; j++) {\n            float dp;\n            DOT(%s, ROW(t), %s, KROW(j), s);\n"
-                        "            DOT(%s, ROW(t), %s, KROW(j), dp);\n            r += __expf(SC(s * %.9ef) - m) / l * dp;\n        }\n",
-                  first, q, k, dy, v, n->fattr[0]);
-    cu_printf(c->t, "        mx[x] = m;\n        sum[x] = l;\n        rd[x] = r;\n    }\n    __syncthreads();\n");
-    for (int which = 0; which < 3; which++)
-        if (out_of[which] >= 0) grad_rows(c, n, which, out_of[which], q, k, v, dy, first, colend, G, T, D, causal, cap);
-    cu_printf(c->t, "#undef ROW\n#undef KROW\n#undef DOT\n#undef SC\n}\n\n");
-    c->launch->block = 256;
-    c->launch->grid[0] = (unsigned)(B * Hkv);
-    return true;
 }

@@ -205,29 +205,42 @@ static void op_depth_gain_grad(cu_gen *c, const lrc_node *n)
     c->launch->block = 1024;
 }
 
-/* the mean over labelled rows of logsumexp(x) - x[y]: one block, a warp per
- * row in turn, the warps' partial sums added in a fixed order */
+/* the mean over labelled rows of logsumexp(x) - x[y]: a warp per row, 8
+ * rows a block, each lane's max and sum online (one pass over the logits);
+ * each block's sum and count into scratch, and the last block to finish
+ * (a counter in the module's memory, zero when it loads, which that block
+ * sets back to zero) adds the blocks' sums in block order, so a run repeats
+ * bit for bit whichever block finishes last. */
+#define CE_ROWS 8
 static void op_cross_entropy(cu_gen *c, const lrc_node *n)
 {
     char o[16], x[16], y[16];
     int64_t V = cu_last_dim(&c->g->nodes[n->in[0]].shape), rows = lrc_shape_numel(&c->g->nodes[n->in[1]].shape);
-    cu_kernel_begin(c, 1024);
-    cu_printf(c->t, "    __shared__ double part[32];\n    __shared__ int cnt[32];\n");
+    int64_t nb = (rows + CE_ROWS - 1) / CE_ROWS;
+    c->launch->scratch_bytes = nb * 16; /* a double sum and a count a block */
+    cu_printf(c->t, "__device__ unsigned %s_done = 0;\n", c->k->name);
+    cu_kernel_begin(c, 32 * CE_ROWS);
+    cu_printf(c->t, "    __shared__ double part[%d];\n    __shared__ int cnt[%d];\n    __shared__ bool last;\n", CE_ROWS, CE_ROWS);
     cu_printf(c->t, "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n    double total = 0;\n    int used = 0;\n");
-    cu_printf(c->t, "    for (long r = warp; r < %lldL; r += 32) {\n        const int y = %s[r];\n        if (y == -100) continue;\n",
-              (long long)rows, IN(1, y));
-    cu_printf(c->t, "        float mx = -INFINITY;\n        for (long i = lane; i < %lldL; i += 32) mx = fmaxf(mx, ld(%s, r * %lldL + i));\n",
-              (long long)V, IN(0, x), (long long)V);
-    cu_printf(c->t, "        mx = warp_max(mx);\n        float s = 0.f;\n");
-    cu_printf(c->t, "        for (long i = lane; i < %lldL; i += 32) s += __expf(ld(%s, r * %lldL + i) - mx);\n", (long long)V, x,
-              (long long)V);
-    cu_printf(c->t, "        s = warp_sum(s);\n        total += (double)mx + log((double)s) - (double)ld(%s, r * %lldL + y);\n        used++;\n    }\n",
-              x, (long long)V);
+    cu_printf(c->t, "    const long r = (long)blockIdx.x * %d + warp;\n", CE_ROWS);
+    cu_printf(c->t, "    const int y = r < %lldL ? %s[r] : -100;\n    if (y != -100) {\n", (long long)rows, IN(1, y));
+    cu_printf(c->t, "        float mx = -INFINITY, s = 0.f;\n        for (long i = lane; i < %lldL; i += 32) {\n", (long long)V);
+    cu_printf(c->t, "            const float v = ld(%s, r * %lldL + i);\n", IN(0, x), (long long)V);
+    cu_printf(c->t, "            if (v > mx) s = s * __expf(mx - v) + 1.f, mx = v;\n            else s += __expf(v - mx);\n        }\n");
+    cu_printf(c->t, "        const float m = warp_max(mx);\n        s = warp_sum(mx == -INFINITY ? 0.f : s * __expf(mx - m));\n");
+    cu_printf(c->t, "        total = (double)m + log((double)s) - (double)ld(%s, r * %lldL + y);\n        used = 1;\n    }\n", x, (long long)V);
     cu_printf(c->t, "    if (lane == 0) part[warp] = total, cnt[warp] = used;\n    __syncthreads();\n");
-    cu_printf(c->t, "    if (threadIdx.x == 0) {\n        double t = 0;\n        long u = 0;\n");
-    cu_printf(c->t, "        for (int w = 0; w < 32; w++) t += part[w], u += cnt[w];\n        st(%s, 0, u ? (float)(t / (double)u) : NAN);\n    }\n}\n\n",
-              OUT(o));
-    c->launch->block = 1024;
+    cu_printf(c->t, "    double *sums = (double *)scratch;\n    int *counts = (int *)(sums + %lld);\n", (long long)nb);
+    cu_printf(c->t, "    if (threadIdx.x == 0) {\n        double t = 0;\n        int u = 0;\n");
+    cu_printf(c->t, "        for (int w = 0; w < %d; w++) t += part[w], u += cnt[w];\n        sums[blockIdx.x] = t;\n        counts[blockIdx.x] = u;\n",
+              CE_ROWS);
+    cu_printf(c->t, "        __threadfence();\n        last = atomicAdd(&%s_done, 1u) == %lldu;\n    }\n    __syncthreads();\n", c->k->name,
+              (long long)(nb - 1));
+    cu_printf(c->t, "    if (last && threadIdx.x == 0) {\n        const volatile double *vs = sums;\n        const volatile int *vc = counts;\n");
+    cu_printf(c->t, "        double t = 0;\n        long u = 0;\n        for (long b = 0; b < %lldL; b++) t += vs[b], u += vc[b];\n", (long long)nb);
+    cu_printf(c->t, "        st(%s, 0, u ? (float)(t / (double)u) : NAN);\n        %s_done = 0;\n    }\n}\n\n", OUT(o), c->k->name);
+    c->launch->block = 32 * CE_ROWS;
+    c->launch->grid[0] = (unsigned)nb;
 }
 
 /* (softmax(x) - onehot(y)) / labelled rows, a block per row */
@@ -283,16 +296,37 @@ static void op_sum_to(cu_gen *c, const lrc_node *n)
     elementwise_launch(c, count);
 }
 
-/* dW[v] = sum of dy rows whose id is v, in row order: a block per vocabulary row */
+/* dW[v] = sum of dy rows whose id is v, in row order: a block per
+ * vocabulary row. The block reads the ids BLOCK at a time and keeps the
+ * rows that hold v, in order (a scan of the hits across its warps), then
+ * adds those rows only: the ids once a block instead of once a column, and
+ * a row of dy read only by the blocks of its id. */
 static void op_embedding_grad(cu_gen *c, const lrc_node *n)
 {
     char o[16], ids[16], dy[16];
     int64_t V = n->shape.dim[0], D = n->shape.dim[1], rows = lrc_shape_numel(&c->g->nodes[n->in[0]].shape);
+    const int nc = (int)((D + BLOCK - 1) / BLOCK);
     cu_kernel_begin(c, BLOCK);
-    cu_printf(c->t, "    const long v = blockIdx.x;\n    for (long col = threadIdx.x; col < %lldL; col += blockDim.x) {\n", (long long)D);
-    cu_printf(c->t, "        float acc = 0.f;\n        for (long r = 0; r < %lldL; r++)\n            if (%s[r] == v) acc += ld(%s, r * %lldL + col);\n",
-              (long long)rows, IN(0, ids), IN(1, dy), (long long)D);
-    cu_printf(c->t, "        st(%s, v * %lldL + col, acc);\n    }\n}\n\n", OUT(o), (long long)D);
+    cu_printf(c->t, "    __shared__ int hits[%d], warp_hits[%d];\n", BLOCK, BLOCK / 32);
+    cu_printf(c->t, "    const long v = blockIdx.x;\n    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n");
+    cu_printf(c->t, "    float acc[%d];\n#pragma unroll\n    for (int k = 0; k < %d; k++) acc[k] = 0.f;\n", nc, nc);
+    cu_printf(c->t, "    for (long r0 = 0; r0 < %lldL; r0 += %d) {\n", (long long)rows, BLOCK);
+    cu_printf(c->t, "        const long r = r0 + threadIdx.x;\n        const int hit = r < %lldL && %s[r] == v;\n", (long long)rows, IN(0, ids));
+    /* an inclusive scan of the hits across the warp, then the warps' totals */
+    cu_printf(c->t, "        int at = hit;\n        for (int o = 1; o < 32; o <<= 1) {\n");
+    cu_printf(c->t, "            const int y = __shfl_sync(0xffffffffu, at, lane >= o ? lane - o : lane);\n");
+    cu_printf(c->t, "            if (lane >= o) at += y;\n        }\n");
+    cu_printf(c->t, "        if (lane == 31) warp_hits[warp] = at;\n        __syncthreads();\n");
+    cu_printf(c->t, "        int before = 0, total = 0;\n        for (int w = 0; w < %d; w++) before += w < warp ? warp_hits[w] : 0, total += warp_hits[w];\n",
+              BLOCK / 32);
+    cu_printf(c->t, "        if (hit) hits[before + at - 1] = (int)(r - r0);\n        __syncthreads();\n");
+    cu_printf(c->t, "        for (int h = 0; h < total; h++) {\n            const long row = (r0 + hits[h]) * %lldL;\n#pragma unroll\n",
+              (long long)D);
+    cu_printf(c->t, "            for (int k = 0; k < %d; k++) {\n                const long col = threadIdx.x + k * %d;\n", nc, BLOCK);
+    cu_printf(c->t, "                if (col < %lldL) acc[k] += ld(%s, row + col);\n            }\n        }\n        __syncthreads();\n    }\n",
+              (long long)D, IN(1, dy));
+    cu_printf(c->t, "#pragma unroll\n    for (int k = 0; k < %d; k++) {\n        const long col = threadIdx.x + k * %d;\n", nc, BLOCK);
+    cu_printf(c->t, "        if (col < %lldL) st(%s, v * %lldL + col, acc[k]);\n    }\n}\n\n", (long long)D, OUT(o), (long long)D);
     c->launch->block = BLOCK;
     c->launch->grid[0] = (unsigned)V;
 }

@@ -159,6 +159,11 @@ static inline float rsqrtf(float x)
     if (!(x > 0) || isinf(x)) return 1.f / sqrtf(x);
     return cuemu_ulps(1.0 / sqrt((double)x), x, 2u);
 }
+/* Blocks run one after another and a block's threads are fibers that
+ * switch only at barriers and shuffles: an atomic is a plain read and write,
+ * and every write is seen by the blocks after it. */
+static inline unsigned atomicAdd(unsigned *p, unsigned v) { const unsigned old = *p; *p = old + v; return old; }
+static inline void __threadfence() {}
 /* The round-to-nearest intrinsics NVRTC never fuses into an FMA (its default
  * --fmad=true may contract a plain a * b + c, rounding once; the host compile
  * here does not contract, so the emulator cannot show where it would). Out

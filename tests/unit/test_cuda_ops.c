@@ -137,12 +137,150 @@ static lrc_tensor *random_input(lrc_graph *g, const char *name, lrc_shape s, uin
     return t;
 }
 
-/* RoPE fused into GQA attention (6 query heads over 2) with a window of 3
- * and the soft-cap, and dq, dk, dv in one kernel (fuse rule 6), on cuda
- * against the reference backend, each output within 1e-5. */
-static void run_attention_graph(const char *arch)
+static lrc_tensor *ids_input(lrc_graph *g, const char *name, lrc_shape s, int32_t mod, int32_t every, int *id)
 {
-    const int64_t B = 2, T = 37, H = 6, Hkv = 2, D = 8;
+    lrc_err err;
+    *id = lrc_graph_add_input(g, name, LRC_I32, &s, NULL, &err);
+    lrc_tensor *t = lrc_tensor_new(name, LRC_I32, &s, &err);
+    for (int64_t i = 0; i < lrc_shape_numel(&s); i++) /* every `every`-th id -100 (an ignored label) when every > 0 */
+        ((int32_t *)t->data)[i] = every > 0 && i % every == every - 1 ? -100 : (int32_t)((i * 7919 + 13) % mod);
+    return t;
+}
+
+/* Runs graph g (taken) on cuda and on the reference backend (which takes
+ * the states, zeroed as the cuda plan holds them, in ref_in): the worst
+ * relative error of its outputs, or -1 with the error printed. */
+static double cuda_against_ref(lrc_graph *g, const lrc_tensor_set *in, const lrc_tensor_set *ref_in, const char *arch)
+{
+    lrc_err err;
+    lrc_tensor_set want, outs, params;
+    lrc_tensor_set_init(&want);
+    lrc_tensor_set_init(&outs);
+    lrc_tensor_set_init(&params);
+    lrc_backend *ref = lrc_backend_ref_new();
+    int rc = lrc_exec_run(ref, g, ref_in ? ref_in : in, &params, &want, &err);
+    lrc_backend_close(ref);
+    lrc_compiled c;
+    memset(&c, 0, sizeof c);
+    lrc_cuda_exec *x = NULL;
+    if (!rc) {
+        rc = lrc_compile_graph_cuda(g, NULL, arch, true, &c, &err); /* takes g */
+        g = NULL;
+    }
+    if (!rc) rc = lrc_cuda_exec_new(&c.plan, &c.cuda.table, c.cubin, &x, &err);
+    if (!rc) rc = lrc_cuda_exec_run(x, in, &outs, &err);
+    double worst = 0;
+    for (int i = 0; !rc && i < want.n; i++) {
+        const lrc_tensor *got = lrc_tensor_set_find(&outs, want.items[i]->name);
+        if (!got || !lrc_shape_eq(&got->shape, &want.items[i]->shape)) rc = lrc_err_set(&err, "no output '%s'", want.items[i]->name);
+        double rel = rc ? 0 : op_fixture_rel_error(got->data, want.items[i]->data, lrc_shape_numel(&got->shape));
+        if (!rc && !(rel <= worst)) worst = rel;
+    }
+    if (rc) printf("  %s\n", err.msg);
+    lrc_cuda_exec_free(x);
+    if (c.g) lrc_compiled_free(&c);
+    lrc_graph_free(g);
+    lrc_tensor_set_clear(&want);
+    lrc_tensor_set_clear(&outs);
+    lrc_tensor_set_clear(&params);
+    return rc ? -1 : worst;
+}
+
+/* The loss over more rows than one block takes (the last block's sum of
+ * the blocks' sums, ignored labels among them), and the embedding gradient
+ * over more ids than one pass of a block reads, each id many times, rows
+ * wider than a block: within 1e-5 of the reference backend. */
+static void run_loss_embedding_graph(const char *arch)
+{
+    const int64_t B = 2, T = 77, V = 300, N = 300, VOC = 50, D = 300;
+    lrc_err err;
+    lrc_graph *g = lrc_graph_new();
+    lrc_tensor_set in;
+    lrc_tensor_set_init(&in);
+    int x, y, ids, dy;
+    lrc_tensor_set_add(&in, random_input(g, "logits", (lrc_shape){3, {B, T, V}}, 5, &x), &err);
+    lrc_tensor_set_add(&in, ids_input(g, "labels", (lrc_shape){2, {B, T}}, (int32_t)V, 9, &y), &err);
+    lrc_tensor_set_add(&in, ids_input(g, "ids", (lrc_shape){2, {B, N}}, (int32_t)VOC, 0, &ids), &err);
+    lrc_tensor_set_add(&in, random_input(g, "dy", (lrc_shape){3, {B, N, D}}, 6, &dy), &err);
+    lrc_node ce = {.op = LRC_OP_CROSS_ENTROPY, .n_in = 2, .in = {x, y}};
+    lrc_node eg = {.op = LRC_OP_EMBEDDING_GRAD, .n_in = 2, .in = {ids, dy}, .iattr = {VOC}};
+    int rc = lrc_graph_add_output(g, "loss", lrc_graph_add(g, &ce, &err), &err) < 0 ||
+             lrc_graph_add_output(g, "dW", lrc_graph_add(g, &eg, &err), &err) < 0;
+    double worst = rc ? -1 : cuda_against_ref(g, &in, NULL, arch);
+    if (rc) lrc_graph_free(g);
+    if (!(worst >= 0 && worst <= 1e-5)) {
+        printf("FAIL loss graph (154 rows of 300 logits, 1 in 9 ignored) and embedding_grad (600 ids of 50, rows of 300) worst relative error %.3e\n", worst);
+        failed++;
+    } else {
+        printf("ok   loss graph (154 rows of 300 logits, 1 in 9 ignored) and embedding_grad (600 ids of 50, rows of 300) worst relative error %.3e\n", worst);
+        passed++;
+    }
+    lrc_tensor_set_clear(&in);
+}
+
+/* Decoding attention over a KV cache at head widths of one, two and three
+ * warps' lanes (the last part full), over more cached positions than the
+ * four warps split evenly (zero, as a fresh plan holds its caches), with
+ * GQA, a window and the soft-cap: within 1e-5 of the reference backend. */
+static void run_kv_attention_graph(const char *arch, int64_t D, int window, double cap)
+{
+    const int64_t B = 2, T = 2, H = 4, Hkv = 2, Tmax = 103;
+    lrc_err err;
+    lrc_graph *g = lrc_graph_new();
+    lrc_tensor_set in, ref_in;
+    lrc_tensor_set_init(&in);
+    lrc_tensor_set_init(&ref_in);
+    int q, k, v, pos;
+    lrc_tensor_set_add(&in, random_input(g, "q", (lrc_shape){4, {B, T, H, D}}, 7, &q), &err);
+    lrc_tensor_set_add(&in, random_input(g, "k", (lrc_shape){4, {B, T, Hkv, D}}, 8, &k), &err);
+    lrc_tensor_set_add(&in, random_input(g, "v", (lrc_shape){4, {B, T, Hkv, D}}, 9, &v), &err);
+    lrc_tensor *p = ids_input(g, "pos", (lrc_shape){1, {1}}, 1, 0, &pos);
+    ((int32_t *)p->data)[0] = 97; /* positions 97 and 98 new, 0 to 96 cached */
+    lrc_tensor_set_add(&in, p, &err);
+    const lrc_shape cs = {4, {B, Tmax, Hkv, D}};
+    int kc = lrc_graph_add_state(g, "kc", &cs, NULL, &err), vc = lrc_graph_add_state(g, "vc", &cs, NULL, &err);
+    for (int i = 0; i < in.n; i++) {
+        lrc_tensor *t = lrc_tensor_new(in.items[i]->name, in.items[i]->dtype, &in.items[i]->shape, &err);
+        memcpy(t->data, in.items[i]->data, in.items[i]->nbytes);
+        lrc_tensor_set_add(&ref_in, t, &err);
+    }
+    lrc_tensor_set_add(&ref_in, lrc_tensor_new("kc", LRC_F32, &cs, &err), &err);
+    lrc_tensor_set_add(&ref_in, lrc_tensor_new("vc", LRC_F32, &cs, &err), &err);
+    lrc_node a = {.op = LRC_OP_KV_ATTENTION, .n_in = 6, .in = {q, k, v, kc, vc, pos}, .iattr = {window}, .fattr = {0.3, 500, cap}};
+    int rc = kc < 0 || vc < 0 || lrc_graph_add_output(g, "y", lrc_graph_add(g, &a, &err), &err) < 0;
+    double worst = rc ? -1 : cuda_against_ref(g, &in, &ref_in, arch);
+    if (rc) lrc_graph_free(g);
+    char what[128];
+    snprintf(what, sizeof what, "kv_attention graph (GQA 4/2, D %lld, 99 positions, window %d, softcap %g)", (long long)D, window, cap);
+    if (!(worst >= 0 && worst <= 1e-5)) {
+        printf("FAIL %s worst relative error %.3e\n", what, worst);
+        failed++;
+    } else {
+        printf("ok   %s worst relative error %.3e\n", what, worst);
+        passed++;
+    }
+    lrc_tensor_set_clear(&in);
+    lrc_tensor_set_clear(&ref_in);
+}
+
+/* RoPE fused into GQA attention (6 query heads over 2) with a window and
+ * the soft-cap, and dq, dk, dv in one kernel (fuse rule 6), on cuda against
+ * the reference backend, each output within 1e-5. The gradient's kernel
+ * (render_attention_grad.c) works in tiles of 32, 16, 8 ... rows by the head
+ * dimension: lengths over one tile and not a multiple of it, windows
+ * across tiles, and a tile's elements not a multiple of the block. */
+typedef struct {
+    int64_t T, D;
+    int causal, window;
+    double cap;
+} attn_case;
+
+static void run_attention_graph(const char *arch, attn_case ac)
+{
+    const int64_t B = 2, T = ac.T, H = 6, Hkv = 2, D = ac.D;
+    char what[128];
+    snprintf(what, sizeof what, "attention graph (GQA 6/2, T %lld, D %lld, %s, window %d, softcap %g, RoPE, dq dk dv)", (long long)T,
+             (long long)D, ac.causal ? "causal" : "full", ac.window, ac.cap);
     lrc_err err;
     lrc_graph *g = lrc_graph_new();
     lrc_tensor_set in, want, outs, params;
@@ -157,10 +295,10 @@ static void run_attention_graph(const char *arch)
     lrc_tensor_set_add(&in, random_input(g, "dy", (lrc_shape){4, {B, T, H, D}}, 4, &dy), &err);
     lrc_node rq = {.op = LRC_OP_ROPE, .n_in = 1, .in = {q}, .fattr = {500}}, rk = {.op = LRC_OP_ROPE, .n_in = 1, .in = {k}, .fattr = {500}};
     lrc_node a = {.op = LRC_OP_ATTENTION, .n_in = 3, .in = {lrc_graph_add(g, &rq, &err), lrc_graph_add(g, &rk, &err), v},
-                  .iattr = {1, 3}, .fattr = {0.7, 1.5}};
+                  .iattr = {ac.causal, ac.window}, .fattr = {0.7, ac.cap}};
     int rc = lrc_graph_add_output(g, "y", lrc_graph_add(g, &a, &err), &err) < 0;
     for (int w = 0; w < 3 && !rc; w++) {
-        lrc_node d = {.op = LRC_OP_ATTENTION_GRAD, .n_in = 4, .in = {q, k, v, dy}, .iattr = {1, w, 3}, .fattr = {0.7, 1.5}};
+        lrc_node d = {.op = LRC_OP_ATTENTION_GRAD, .n_in = 4, .in = {q, k, v, dy}, .iattr = {ac.causal, w, ac.window}, .fattr = {0.7, ac.cap}};
         rc = lrc_graph_add_output(g, w == 0 ? "dq" : w == 1 ? "dk" : "dv", lrc_graph_add(g, &d, &err), &err) < 0;
     }
     lrc_backend *ref = lrc_backend_ref_new();
@@ -183,10 +321,10 @@ static void run_attention_graph(const char *arch)
         if (!rc && !(rel <= worst)) worst = rel;
     }
     if (rc || !(worst <= 1e-5)) {
-        printf("FAIL attention graph (GQA 6/2, window 3, softcap 1.5, RoPE, dq dk dv) %s worst relative error %.3e\n", rc ? err.msg : "", worst);
+        printf("FAIL %s %s worst relative error %.3e\n", what, rc ? err.msg : "", worst);
         failed++;
     } else {
-        printf("ok   attention graph (GQA 6/2, window 3, softcap 1.5, RoPE, dq dk dv) worst relative error %.3e\n", worst);
+        printf("ok   %s worst relative error %.3e\n", what, worst);
         passed++;
     }
     lrc_cuda_exec_free(x);
@@ -207,7 +345,12 @@ int main(int argc, char **argv)
     char arch[16];
     cuda_test_device(arch, sizeof arch);
     for (int i = 1; i < argc; i++) run_fixture(argv[i], arch);
-    run_attention_graph(arch);
+    const attn_case cases[] = {{37, 8, 1, 3, 1.5}, {77, 16, 1, 0, 0}, {50, 96, 0, 0, 0}, {45, 40, 1, 19, 1.5}, {20, 200, 1, 0, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_attention_graph(arch, cases[i]);
+    run_loss_embedding_graph(arch);
+    run_kv_attention_graph(arch, 32, 0, 0);
+    run_kv_attention_graph(arch, 64, 0, 2.5);
+    run_kv_attention_graph(arch, 80, 37, 0);
     failed += op_fixture_walk("cuda", lrc_cuda_supports_op); /* every op the renderer's table has was tested */
     if (excepted) printf("%d listed exceptions on cuda (see above)\n", excepted);
     printf("%d passed, %d failed\n", passed, failed);
