@@ -183,6 +183,9 @@ int cli_run_load(const char *dir, cli_args *a, struct cJSON **keep, lrc_err *err
  * the tokenizer.json, so that a text is encoded once. */
 int cli_text_load(const char *path, const lrc_tokenizer *tok, const char *tok_json, const char *cache_dir, int64_t seq,
                   lrc_text *t, lrc_err *err);
+/* lrc diagnose of a model without a loop: the residual stream after each
+ * layer and the multipliers around it (frontend/diagnose_residual.c). */
+int cli_diagnose_residual(const cli_args *a, lrc_model *m, lrc_err *err);
 /* --tokenizer T (a tokenizer.json or a directory with one): the tokenizer
  * and the file's text (a run copies it; the token cache's key covers it). */
 int cli_tokenizer_open(const char *path, lrc_tokenizer **tok, char **json, size_t *len, lrc_err *err);

@@ -112,11 +112,17 @@ static int diagnose(const cli_args *a, lrc_err *err)
     int rc = tok ? lrc_tensor_set_add(&in, tok, err) : lrc_err_set(err, "--prompt: give at least one byte");
     for (int64_t i = 0; !rc && i < T; i++) ((int32_t *)tok->data)[i] = (unsigned char)prompt[i];
     if (!rc) rc = lrc_model_load(&m, a->m.model, a->m.preset, a->m.sets, a->m.n_sets, err);
-    if (!rc && m.task != LRC_TASK_LM) rc = lrc_err_set(err, "%s is not a language model: lrc diagnose studies looped language models", m.path);
+    if (!rc && m.task != LRC_TASK_LM) { /* an image model (ViT): its residual stream */
+        rc = cli_diagnose_residual(a, &m, err);
+        goto out;
+    }
     if (!rc) rc = lrc_model_build(&m, 1, T, g, err);
     for (int id = 0; !rc && id < g->n_nodes; id++)
         if (g->nodes[id].op == LRC_OP_LOOP_NEXT) L.next = id;
-    if (!rc && L.next < 0) rc = lrc_err_set(err, "%s has no loop region: lrc diagnose is for looped models (parcae)", m.path);
+    if (!rc && L.next < 0) { /* not looped: the residual stream after each layer */
+        rc = cli_diagnose_residual(a, &m, err);
+        goto out;
+    }
     if (!rc) {
         L.state = g->nodes[L.next].in[0];
         L.body = g->nodes[L.next].in[1];
@@ -226,10 +232,23 @@ int cmd_diagnose(int argc, char **argv)
                                          {"weights", required_argument, 0, OPT_WEIGHTS},
                                          {"prompt", required_argument, 0, OPT_PROMPT},
                                          {"steps", required_argument, 0, OPT_STEPS},
+                                         {"input", required_argument, 0, OPT_INPUT},
+                                         {"data", required_argument, 0, OPT_DATA},
+                                         {"batch", required_argument, 0, OPT_BATCH},
+                                         {"seq", required_argument, 0, OPT_SEQ},
                                          {0, 0, 0, 0}};
     static const char *help =
         "usage: lrc diagnose MODEL [--preset P] [--set KEY=VALUE]... --weights W.safetensors\n"
-        "                    [--prompt TEXT] [--steps N]\n"
+        "                    [--prompt TEXT] [--steps N] [--input IN | --data FILE] [--batch N] [--seq T] [-o OUT.json]\n"
+        "\n"
+        "For a model without a loop (llama and what builds on it, vit), in f64: the\n"
+        "variance of the residual stream after each layer over N sequences (--input's\n"
+        "tokens or images, or\n"
+        "N validation windows of T bytes of --data, the King James Bible by default;\n"
+        "N 8, T 128), position 0 left out as the LayerRoPE paper does, and beside it the\n"
+        "root mean square of the multipliers each block reads and writes the stream\n"
+        "with (the model's lrc.tap names: residual.L, read.attn.L, write.mlp.L, ...);\n"
+        "-o writes them as JSON.\n"
         "\n"
         "For a looped model (parcae) on the prompt's bytes, in f64: per iteration t of\n"
         "the recurrent block (the config's T), the mean norm of the state leaving it and\n"
@@ -241,7 +260,12 @@ int cmd_diagnose(int argc, char **argv)
         "\n" MODEL_HELP
         "  --weights FILE    trained parameters\n"
         "  --prompt TEXT     the input (default \"In the beginning God created\")\n"
-        "  --steps N         fixed-point iterations at most (default 1000)\n";
+        "  --steps N         fixed-point iterations at most (default 1000)\n"
+        "  --input IN        not looped: tokens I32 [N, T] (safetensors)\n"
+        "  --data FILE       not looped: text whose validation windows are the input\n"
+        "  --batch N         not looped: sequences of --data (default 8)\n"
+        "  --seq T           not looped: positions a sequence (default 128)\n"
+        "  -o OUT.json       not looped: the numbers as JSON\n";
     cli_args a;
     int rc = cli_parse_args("diagnose", argc, argv, opts, help, true, &a);
     if (rc >= 0) goto out;

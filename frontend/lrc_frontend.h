@@ -20,6 +20,15 @@ const char *lrc_lua_where(lua_State *L, char *buf, size_t n);
 void lrc_lua_push_tensor(lua_State *L, int id);
 /* Node id of the tensor handle at idx, or -1. */
 int lrc_lua_tensor_id(lua_State *L, int idx);
+/* lrc.tap(name, x) in a model: a tensor a tool reads by name. While taps
+ * are on, each call records x's node; lrc_lua_tap_list returns them in the
+ * order tapped (*taps allocated, the count returned). */
+typedef struct lrc_tap {
+    char name[64];
+    int id;
+} lrc_tap;
+void lrc_lua_taps(lua_State *L, bool on);
+int lrc_lua_tap_list(lua_State *L, lrc_tap **taps);
 
 /* Embedded sources (generated at build time from frontend/lua and models/). */
 typedef struct lrc_embedded {
@@ -64,6 +73,8 @@ void lrc_model_free(lrc_model *m);
 /* Builds the forward graph into g: an INPUT "tokens" [B, T] (or, for an
  * image model, "images" [B, C, S, S], T unused) and an output "logits". */
 int lrc_model_build(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, lrc_err *err);
+/* The same, with the tensors the model tapped (lrc.tap) in *taps, *n of them. */
+int lrc_model_build_tapped(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, lrc_tap **taps, int *n, lrc_err *err);
 /* The training graph: the forward graph, an INPUT "labels" (I32 [B, T],
  * or [B] for an image model; -100 ignored), the mean cross-entropy as output "loss", then one gradient
  * output per parameter: the pass pipeline run to its autodiff step. */

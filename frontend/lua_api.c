@@ -341,6 +341,54 @@ static int m_tostring(lua_State *L)
     return 1;
 }
 
+/* lrc.tap(name, x): x, and while a tool that studies the model builds it
+ * (lrc diagnose), x's node under that name in the registry's TAPS_KEY list. */
+#define TAPS_KEY "lrc.taps"
+static int l_tap(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    ltensor *t = luaL_testudata(L, 2, TENSOR_MT);
+    if (!t) return raise_at(L, "lrc.tap: the second argument must be a tensor, got %s", luaL_typename(L, 2));
+    lua_getfield(L, LUA_REGISTRYINDEX, TAPS_KEY);
+    if (lua_istable(L, -1)) {
+        lua_getfield(L, -1, name);
+        bool twice = !lua_isnil(L, -1);
+        lua_pop(L, 1);
+        if (twice) return raise_at(L, "lrc.tap: '%s' is tapped twice", name);
+        lua_pushinteger(L, t->id);
+        lua_setfield(L, -2, name);
+        lua_pushstring(L, name); /* and in order, so a tool lists them as the model made them */
+        lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+    }
+    lua_pop(L, 1);
+    lua_settop(L, 2);
+    return 1;
+}
+
+void lrc_lua_taps(lua_State *L, bool on)
+{
+    if (on) lua_newtable(L);
+    else lua_pushnil(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, TAPS_KEY);
+}
+
+int lrc_lua_tap_list(lua_State *L, lrc_tap **taps)
+{
+    lua_getfield(L, LUA_REGISTRYINDEX, TAPS_KEY);
+    int n = lua_istable(L, -1) ? (int)lua_rawlen(L, -1) : 0;
+    *taps = lrc_xcalloc((size_t)n + 1, sizeof **taps);
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, -1, i + 1);
+        const char *name = lua_tostring(L, -1);
+        snprintf((*taps)[i].name, sizeof (*taps)[i].name, "%s", name);
+        lua_getfield(L, -2, name);
+        (*taps)[i].id = (int)lua_tointeger(L, -1);
+        lua_pop(L, 2);
+    }
+    lua_pop(L, 1);
+    return n;
+}
+
 /* lrc.fail(fmt, ...): an error at the user's line, for library code. */
 static int l_fail(lua_State *L)
 {
@@ -355,7 +403,7 @@ static int l_fail(lua_State *L)
 static int open_lrc(lua_State *L)
 {
     lua_newtable(L);
-    static const luaL_Reg fns[] = {{"param", l_param}, {"get_param", l_get_param}, {"input", l_input}, {"fail", l_fail}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"param", l_param}, {"get_param", l_get_param}, {"input", l_input}, {"fail", l_fail}, {"tap", l_tap}, {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);
     for (int op = 0; op < LRC_OP_COUNT; op++) {
         if (lrc_op_table[op].fusion == LRC_FUSE_SOURCE) continue;

@@ -406,6 +406,15 @@ int lrc_model_build(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, lrc_err *e
     return build(m, B, T, false, g, err);
 }
 
+int lrc_model_build_tapped(lrc_model *m, int64_t B, int64_t T, lrc_graph *g, lrc_tap **taps, int *n, lrc_err *err)
+{
+    lrc_lua_taps(m->L, true);
+    int rc = build(m, B, T, false, g, err);
+    *n = lrc_lua_tap_list(m->L, taps);
+    lrc_lua_taps(m->L, false);
+    return rc;
+}
+
 /* The tensors table that to_hf returned (at idx) as outputs of g, by name. */
 static int export_outputs(lrc_model *m, int idx, lrc_graph *g, lrc_err *err)
 {

@@ -110,25 +110,30 @@ function M.build(cfg, tokens)
   local post_name = { attn = "post_attention_layernorm", mlp = "post_feedforward_layernorm" }
   local peri_name = { attn = "post_block_norm_attn", mlp = "post_block_norm_mlp" }
 
+  -- The multipliers a block reads its input and writes its output with,
+  -- named for lrc diagnose (lrc.tap: no effect on the graph).
+  local function read_gain(g, kind, l) return lrc.tap("read." .. kind .. "." .. l, g) end
+  local function write_gain(g, kind, l) return lrc.tap("write." .. kind .. "." .. l, g) end
+
   -- One residual half-step h -> h' around block F (attention or MLP).
   local function half_step(h, F, kind, l, prefix)
     if norm == "pre" and cfg.plain_layernorm then
       return h + F(N(h))
     elseif norm == "pre" then
-      return h + F(N(h) * gain(prefix, read_name[kind]))
+      return h + F(N(h) * read_gain(gain(prefix, read_name[kind]), kind, l))
     elseif norm == "lns" then
-      return h + F(N(h) * gain(prefix, read_name[kind]) * (1 / math.sqrt(l + 1)))
+      return h + F(N(h) * read_gain(gain(prefix, read_name[kind]) * (1 / math.sqrt(l + 1)), kind, l))
     elseif norm == "post" then
       return N(h + F(h)) * gain(prefix, post_name[kind])
     elseif norm == "deepnet" then
       return N(h * alpha + F(h)) * gain(prefix, post_name[kind])
     elseif norm == "peri" then
-      local w_in = gain(prefix, read_name[kind])
-      return h + N(F(N(h) * w_in)) * gain(prefix, peri_name[kind])
+      local w_in = read_gain(gain(prefix, read_name[kind]), kind, l)
+      return h + N(F(N(h) * w_in)) * write_gain(gain(prefix, peri_name[kind]), kind, l)
     elseif norm == "layerrope" then
-      return h + F(N(h) * rope["in_" .. kind]:gain(l)) * rope["out_" .. kind]:gain(l)
+      return h + F(N(h) * read_gain(rope["in_" .. kind]:gain(l), kind, l)) * write_gain(rope["out_" .. kind]:gain(l), kind, l)
     else -- layerrope_peri
-      return h + N(F(N(h) * rope["in_" .. kind]:gain(l))) * rope["out_" .. kind]:gain(l)
+      return h + N(F(N(h) * read_gain(rope["in_" .. kind]:gain(l), kind, l))) * write_gain(rope["out_" .. kind]:gain(l), kind, l)
     end
   end
 
@@ -145,7 +150,7 @@ function M.build(cfg, tokens)
     local mlp = nn.swiglu(prefix .. ".mlp", d, cfg.d_ff,
       { init_in = init_small, init_out = init_small, bias = cfg.mlp_bias, fused = cfg.fused_proj })
     h = half_step(h, attn, "attn", l, prefix)
-    h = half_step(h, mlp, "mlp", l, prefix)
+    h = lrc.tap("residual." .. l, half_step(h, mlp, "mlp", l, prefix)) -- the stream after layer l
   end
   local final = cfg.plain_layernorm and N or nn.rmsnorm("model.norm", d, cfg.eps)
   local logits

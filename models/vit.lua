@@ -97,16 +97,18 @@ function M.build(cfg, images)
 
   -- LayerNorm with its own bias; the gain learned per layer (pre) or made
   -- by LayerRoPE for layer l (layerrope)
+  -- (lrc.tap names the multipliers for lrc diagnose: no effect on the graph)
+  local tap_name = { in_attn = "read.attn.", in_mlp = "read.mlp.", out_attn = "write.attn.", out_mlp = "write.mlp." }
   local function norm(x, prefix, site, l)
     local y = lrc.layernorm(x, { eps = cfg.eps })
     if rope then
-      y = y * rope[site]:gain(l)
+      y = y * lrc.tap(tap_name[site] .. l, rope[site]:gain(l))
     else
-      y = y * lrc.param(prefix .. ".weight", { d }, "ones", "norm")
+      y = y * lrc.tap(tap_name[site] .. l, lrc.param(prefix .. ".weight", { d }, "ones", "norm"))
     end
     return y + lrc.param(prefix .. ".bias", { d }, zeros, "norm")
   end
-  local function write(x, site, l) return rope and x * rope[site]:gain(l) or x end
+  local function write(x, site, l) return rope and x * lrc.tap(tap_name[site] .. l, rope[site]:gain(l)) or x end
 
   for l = 0, L - 1 do
     local pre = "vit.encoder.layer." .. l
@@ -119,7 +121,7 @@ function M.build(cfg, images)
     local y = lrc.attention(heads(q(x)), heads(k(x)), heads(v(x)), { causal = false, scale = 1 / math.sqrt(dh) })
     h = h + write(o(lrc.reshape(y, { B, T, d })), "out_attn", l)
     x = norm(h, pre .. ".layernorm_after", "in_mlp", l)
-    h = h + write(down(lrc.gelu(up(x))), "out_mlp", l)
+    h = lrc.tap("residual." .. l, h + write(down(lrc.gelu(up(x))), "out_mlp", l)) -- the stream after layer l
   end
 
   -- the final LayerNorm (an ordinary affine one) on the class token, then the classifier

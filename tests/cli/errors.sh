@@ -711,5 +711,29 @@ t "sweep: a value of the wrong type" 1 'sweep: --grid n_layers=two: --set n_laye
 t "sweep: --table of a directory that is not a sweep" 1 'sweep: tablex is not a sweep \(no sweep.jsonl\)' -- sweep --table tablex
 t "sweep: --lr beside --grid lr" 2 '--lr and --grid lr both' -- sweep llama --preset tiny --grid lr=1e-3 --lr 1e-3 --steps 2 -o sw
 
+# ---- lrc diagnose of a model without a loop, and lrc.tap ----------------------
+model tap.lua <<'EOF'
+local lrc = require "lrc"
+local nn = require "lrc.nn"
+local M = { defaults = { d_model = 8, vocab = 16 }, presets = {} }
+function M.build(cfg, tokens)
+  local h = lrc.tap("residual.0", nn.embedding("embed", cfg.vocab, cfg.d_model)(tokens))
+  return nn.linear("head", cfg.d_model, cfg.vocab)(lrc.tap("residual.0", h))
+end
+return M
+EOF
+sed 's/lrc.tap("residual.0", h)/lrc.tap("residual.1", 3)/' tap.lua >tapnum.lua
+"$LRC" init good.lua -o good_w.safetensors >/dev/null
+"$LRC" init tap.lua -o tap_w.safetensors >/dev/null
+st make in16.st '{"tokens": ["I32", [1, 4], [1, 2, 3, 4]]}'
+st make noseq.st '{"ids": ["I32", [1, 4], [1, 2, 3, 4]]}'
+t "diagnose: a model that taps no residual stream" 1 'good\.lua taps no residual stream' 'lrc\.tap\("residual\.L", h\)' -- diagnose good.lua --weights good_w.safetensors --input in16.st
+t "diagnose: --input without tokens" 1 "noseq\.st: expected a tensor 'tokens' of I32 \[B, T\]" -- diagnose good.lua --weights good_w.safetensors --input noseq.st
+t "diagnose: byte windows for a vocabulary under 256" 1 'vocabulary of at least 256' -- diagnose good.lua --weights good_w.safetensors --data "$ROOT/README.md"
+t "diagnose: an image model without --input" 1 'vit\.lua is an image model: give its images with --input' -- diagnose "$VIT" --preset tiny --weights vit_w.safetensors
+t "diagnose: images of another size" 1 "in16\.st: expected a tensor 'images' of F32 \[B, 1, 8, 8\]" -- diagnose "$VIT" --preset tiny --weights vit_w.safetensors --input in16.st
+t "lrc.tap: one name twice" 1 'tap\.lua:[0-9]+: ' "lrc.tap: 'residual.0' is tapped twice" -- diagnose tap.lua --weights tap_w.safetensors --input in16.st
+t "lrc.tap of a number" 1 'tapnum\.lua:[0-9]+: ' 'lrc.tap: the second argument must be a tensor, got number' -- init tapnum.lua -o out.safetensors
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -79,8 +79,9 @@ def gain(p, site, layer, cfg):
                                 p[pre + "beta_rot"], layer, cfg.layerrope_base)
 
 
-def forward(params, images, cfg):
-    """Class logits [B, n_classes] in f64."""
+def forward(params, images, cfg, streams=None):
+    """Class logits [B, n_classes] in f64; streams (a dict), when given, gets the residual stream
+    [B, T, d] after each layer by its index (lrc diagnose's check)."""
     p = {k: v.to(torch.float64) for k, v in params.items()}
     x = images.to(torch.float64)
     B, d, H = x.shape[0], cfg.d_model, cfg.n_heads
@@ -111,6 +112,8 @@ def forward(params, images, cfg):
         h = h + (o * gain(p, "out_attn", l, cfg) if rope else o)
         m = dense(F.gelu(dense(norm(h, "layernorm_after", "in_mlp"), "intermediate.dense")), "output.dense")
         h = h + (m * gain(p, "out_mlp", l, cfg) if rope else m)
+        if streams is not None:
+            streams[l] = h
     c = F.layer_norm(h[:, 0], (d,), p["vit.layernorm.weight"], p["vit.layernorm.bias"], cfg.eps)
     return F.linear(c, p["classifier.weight"], p["classifier.bias"])
 
