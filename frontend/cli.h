@@ -167,6 +167,7 @@ int cmd_train(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_diagnose(int argc, char **argv);
+int cmd_analyze(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);

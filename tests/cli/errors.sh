@@ -683,7 +683,7 @@ t "loop: a package whose back edge copies the tokens" 1 'pkg_loop_bad' 'damaged 
 
 # ---- usage (exit status 2) --------------------------------------------------------------------------
 
-t "unknown command: lists every command" 2 "'frobnicate'" 'inspect, init, train, eval, plot, sweep, diagnose, backward, compile, export, forward, generate, tokenize, profile, demo, gemm-bench, devices' -- frobnicate llama
+t "unknown command: lists every command" 2 "'frobnicate'" 'inspect, init, train, eval, plot, sweep, diagnose, analyze, backward, compile, export, forward, generate, tokenize, profile, demo, gemm-bench, devices' -- frobnicate llama
 t "unknown option" 2 '--bogus' -- inspect llama --bogus
 t "unknown short option" 2 '-x' -- init llama -x -o out.safetensors
 t "missing MODEL" 2 'MODEL' -- inspect
@@ -734,6 +734,17 @@ t "diagnose: an image model without --input" 1 'vit\.lua is an image model: give
 t "diagnose: images of another size" 1 "in16\.st: expected a tensor 'images' of F32 \[B, 1, 8, 8\]" -- diagnose "$VIT" --preset tiny --weights vit_w.safetensors --input in16.st
 t "lrc.tap: one name twice" 1 'tap\.lua:[0-9]+: ' "lrc.tap: 'residual.0' is tapped twice" -- diagnose tap.lua --weights tap_w.safetensors --input in16.st
 t "lrc.tap of a number" 1 'tapnum\.lua:[0-9]+: ' 'lrc.tap: the second argument must be a tensor, got number' -- init tapnum.lua -o out.safetensors
+
+# ---- lrc analyze ----------------------------------------------------------------
+mkdir -p notarun
+st make nonorm.st '{"embed.weight": ["F32", [2, 2], [1, 2, 3, 4]]}'
+"$LRC" init llama --preset tiny --set norm=layerrope -o lr_w.safetensors >/dev/null
+t "analyze: a checkpoint with no norm weights" 1 'nonorm\.st has no norm weights' -- analyze nonorm.st
+t "analyze: a directory that is not a run" 1 'notarun is neither a run \(run\.json\) nor a Hugging Face model' -- analyze notarun
+t "analyze: LayerRoPE weights without a depth" 1 'give --layers N' -- analyze lr_w.safetensors
+t "analyze: --layers 0" 2 '--layers 0' -- analyze lr_w.safetensors --layers 0
+t "analyze: a missing file" 1 'nothere\.st' -- analyze nothere.st
+t "analyze: two checkpoints" 2 'one CHECKPOINT' -- analyze lr_w.safetensors nonorm.st
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
