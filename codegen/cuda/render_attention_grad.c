@@ -48,6 +48,9 @@ static const char BODY[] =
     "#define LOAD(S, src, row, t0) for (int e = tid; e < BT * D_; e += NTHR) { const int r = e / D_, i = e % D_; \\\n"
     "        const long t = (t0) + r; S[r][i] = t < T_ ? ld(src, row(t) + i) : 0.f; }\n"
     "#define QR(t) QROW(h, t)\n"
+    /* a query tile (t0's rows of q and dy) and a key tile (j0's of k and v), each after the block is done with the last */
+    "#define LOAD_QUERY_TILE __syncthreads(); LOAD(Qs, QA, QR, t0) LOAD(Os, DYA, QR, t0)\n"
+    "#define LOAD_KEY_TILE __syncthreads(); LOAD(Ks, KA, KROW, j0) LOAD(Vs, VA, KROW, j0)\n"
     /* the key tiles query tile qi sees, and the query tiles that see key tile kt */
     "#define KT_FIRST(qi) (W_ > 0 ? max(0L, (long)(qi) * BT - W_ + 1) / BT : 0L)\n"
     "#define KT_LAST(qi) (CAUSAL ? (long)(qi) : NT - 1L)\n"
@@ -71,14 +74,10 @@ static const char BODY[] =
     "        for (long qi = 0; qi < NT; qi++) {\n"
     "            const long t0 = qi * BT;\n"
     "            float m = -INFINITY, l = 0.f, a = 0.f;\n"
-    "            __syncthreads();\n"
-    "            LOAD(Qs, QA, QR, t0)\n"
-    "            LOAD(Os, DYA, QR, t0)\n"
+    "            LOAD_QUERY_TILE\n"
     "            for (long kt = KT_FIRST(qi); kt <= KT_LAST(qi); kt++) {\n"
     "                const long j0 = kt * BT;\n"
-    "                __syncthreads();\n"
-    "                LOAD(Ks, KA, KROW, j0)\n"
-    "                LOAD(Vs, VA, KROW, j0)\n"
+    "                LOAD_KEY_TILE\n"
     "                __syncthreads();\n"
     "                SCORES(t0, j0, Ss[r][c] = s; Ps[r][c] = dp;)\n"
     "                __syncthreads();\n"
@@ -107,14 +106,10 @@ static const char BODY[] =
     "            const long t0 = qi * BT;\n"
     "            float acc[NA];\n"
     "            for (int k = 0; k < NA; k++) acc[k] = 0.f;\n"
-    "            __syncthreads();\n"
-    "            LOAD(Qs, QA, QR, t0)\n"
-    "            LOAD(Os, DYA, QR, t0)\n"
+    "            LOAD_QUERY_TILE\n"
     "            for (long kt = KT_FIRST(qi); kt <= KT_LAST(qi); kt++) {\n"
     "                const long j0 = kt * BT;\n"
-    "                __syncthreads();\n"
-    "                LOAD(Ks, KA, KROW, j0)\n"
-    "                LOAD(Vs, VA, KROW, j0)\n"
+    "                LOAD_KEY_TILE\n"
     "                __syncthreads();\n"
     "                SCORES(t0, j0, DS_ENTRY)\n"
     "                __syncthreads();\n"
@@ -150,16 +145,12 @@ static const char BODY[] =
     "        const long j0 = kt * BT;\n"
     "        float acck[NA], accv[NA];\n"
     "        for (int k = 0; k < NA; k++) acck[k] = accv[k] = 0.f;\n"
-    "        __syncthreads();\n"
-    "        LOAD(Ks, KA, KROW, j0)\n"
-    "        LOAD(Vs, VA, KROW, j0)\n"
+    "        LOAD_KEY_TILE\n"
     "        for (int gh = 0; gh < G_; gh++) {\n"
     "            const long h = hk * G_ + gh;\n"
     "            for (long qi = QT_FIRST(kt); qi <= QT_LAST(kt); qi++) {\n"
     "                const long t0 = qi * BT;\n"
-    "                __syncthreads();\n"
-    "                LOAD(Qs, QA, QR, t0)\n"
-    "                LOAD(Os, DYA, QR, t0)\n"
+    "                LOAD_QUERY_TILE\n"
     "                __syncthreads();\n"
     "                SCORES(t0, j0, DS_ENTRY)\n"
     "                __syncthreads();\n"
@@ -205,7 +196,7 @@ static const char BODY[] =
 
 static const char *const NAMES[] = {"BT", "NT", "NS", "NA", "NTHR", "T_", "D_", "H_", "HKV", "G_", "W_", "CAUSAL", "SCALE",
                                     "SC", "CAPD", "HAS_DQ", "HAS_DK", "HAS_DV", "QA", "KA", "VA", "DYA", "DQA", "DKA", "DVA",
-                                    "QROW", "KROW", "VALID", "LOAD", "QR", "KT_FIRST", "KT_LAST", "QT_FIRST", "QT_LAST",
+                                    "QROW", "KROW", "VALID", "LOAD", "QR", "LOAD_QUERY_TILE", "LOAD_KEY_TILE", "KT_FIRST", "KT_LAST", "QT_FIRST", "QT_LAST",
                                     "SCORES", "DS_ENTRY"};
 
 /* the group holds the gradient of q, k and/or v (fuse rule 6) */
