@@ -184,6 +184,10 @@ int cli_run_load(const char *dir, cli_args *a, struct cJSON **keep, lrc_err *err
  * the tokenizer.json, so that a text is encoded once. */
 int cli_text_load(const char *path, const lrc_tokenizer *tok, const char *tok_json, const char *cache_dir, int64_t seq,
                   lrc_text *t, lrc_err *err);
+/* lrc analyze --fit-layerrope (frontend/analyze_fit.c): LayerRoPE's shared
+ * gamma[d] and scalars s = (beta, alpha_rot, beta_rot), alpha 0, least
+ * squares against the per-layer gains g[L][d]; the fit's relative error. */
+double cli_fit_layerrope_site(const double *const *g, int64_t L, int64_t d, double base, double *s, double *gamma);
 /* lrc diagnose of a model without a loop: the residual stream after each
  * layer and the multipliers around it (frontend/diagnose_residual.c). */
 int cli_diagnose_residual(const cli_args *a, lrc_model *m, lrc_err *err);

@@ -303,7 +303,88 @@ static int dir_layers(const char *dir, int64_t *layers, lrc_err *err)
     return LRC_OK;
 }
 
-static int analyze(const char *path, int64_t layers, const char *json_out, lrc_err *err)
+/* a tensor of f32 values x[n] (shape: [n], or a scalar when n is 0) into w */
+static int add_f32(lrc_tensor_set *w, const char *name, const double *x, int64_t n, lrc_err *err)
+{
+    lrc_shape s = {n ? 1 : 0, {n}};
+    lrc_tensor *t = lrc_tensor_new(name, LRC_F32, &s, err);
+    if (!t) return LRC_EUSER;
+    for (int64_t i = 0; i < (n ? n : 1); i++) ((float *)t->data)[i] = (float)x[i];
+    return lrc_tensor_set_add(w, t, err);
+}
+
+/* what --fit-layerrope refuses, before anything is printed */
+static int fit_check(const char *path, const gain_site *sites, int n_sites, lrc_err *err)
+{
+    for (int s = 0; s < n_sites; s++)
+        if (!strcmp(sites[s].name, "post_feedforward_layernorm"))
+            return lrc_err_set(err, "%s: --fit-layerrope: a Post-Norm checkpoint (post_feedforward_layernorm): LayerRoPE's gains "
+                                    "replace the read and write gains of Pre- and Peri-Norm", path);
+    if (!n_sites || sites[0].d % 2) return lrc_err_set(err, "%s: --fit-layerrope: no per-layer gains of an even width to fit", path);
+    return LRC_OK;
+}
+
+/* --fit-layerrope OUT: each read (and Peri's write) site of per-layer gains
+ * fitted; a site the checkpoint lacks is the identity (gamma 1, no scale, a
+ * rotation of e^-30 rad); OUT holds every other tensor and LayerRoPE's. */
+static int fit_layerrope(lrc_tensor_set *w, const gain_site *sites, int n_sites, const char *fit_out, double base, cJSON *out,
+                         lrc_err *err)
+{
+    static const char *const from[4][2] = {{"input_layernorm", "layernorm_before"}, {"post_block_norm_attn", NULL},
+                                           {"post_attention_layernorm", "layernorm_after"}, {"post_block_norm_mlp", NULL}};
+    static const char *const to[4] = {"in_attn", "out_attn", "in_mlp", "out_mlp"};
+    int vit = 0, d = 0, rc = LRC_OK;
+    for (int s = 0; s < n_sites; s++) vit |= !strcmp(sites[s].name, "layernorm_before"), d = (int)sites[s].d;
+    cJSON *fit = cJSON_AddObjectToObject(out, "fit_layerrope");
+    cJSON_AddNumberToObject(fit, "base", base);
+    printf("\nLayerRoPE fitted (base %g; alpha 0, the shared gamma carries the scale):\n%-9s  %-26s  %10s  %9s  %9s  %9s\n", base,
+           "site", "from", "rel. error", "beta", "alpha_rot", "beta_rot");
+    double *gamma = lrc_xmalloc((size_t)d * sizeof(double));
+    for (int k = 0; k < 4 && !rc; k++) {
+        const gain_site *g = NULL;
+        for (int s = 0; s < n_sites; s++)
+            if (!strcmp(sites[s].name, from[k][0]) || (from[k][1] && !strcmp(sites[s].name, from[k][1]))) g = &sites[s];
+        double sc[3] = {0, -30, 0}, alpha = 0, rel = 0;
+        if (g) rel = cli_fit_layerrope_site((const double *const *)g->g, g->layers, g->d, base, sc, gamma);
+        else
+            for (int i = 0; i < d; i++) gamma[i] = 1;
+        printf("%-9s  %-26s  %10.3e  %9.5f  %9.5f  %9.5f\n", to[k], g ? g->name : "(none: the identity)", rel, sc[0], sc[1], sc[2]);
+        cJSON *o = cJSON_AddObjectToObject(fit, to[k]);
+        cJSON_AddNumberToObject(o, "relative_error", rel);
+        cJSON_AddNumberToObject(o, "beta", sc[0]);
+        cJSON_AddNumberToObject(o, "alpha_rot", sc[1]);
+        cJSON_AddNumberToObject(o, "beta_rot", sc[2]);
+        char name[128];
+        const char *prefix = vit ? "vit.layerrope." : "model.layerrope.";
+        snprintf(name, sizeof name, "%s%s_gamma", prefix, to[k]);
+        rc = add_f32(w, name, gamma, d, err);
+        const double *vals[4] = {&alpha, &sc[0], &sc[1], &sc[2]};
+        static const char *const sn[4] = {"alpha", "beta", "alpha_rot", "beta_rot"};
+        for (int i = 0; i < 4 && !rc; i++) {
+            snprintf(name, sizeof name, "%s%s_%s", prefix, to[k], sn[i]);
+            rc = add_f32(w, name, vals[i], 0, err);
+        }
+    }
+    free(gamma);
+    lrc_tensor_set kept; /* every tensor but the per-layer gains fitted */
+    lrc_tensor_set_init(&kept);
+    for (int i = 0; i < w->n && !rc; i++) {
+        int64_t l;
+        char site[64];
+        bool fitted = false;
+        if (per_layer_name(w->items[i]->name, &l, site, sizeof site))
+            for (int k = 0; k < 4; k++) fitted |= !strcmp(site, from[k][0]) || (from[k][1] && !strcmp(site, from[k][1]));
+        if (!fitted) rc = lrc_tensor_set_add(&kept, w->items[i], err);
+    }
+    if (!rc) rc = lrc_safetensors_save(fit_out, &kept, err);
+    if (!rc) printf("wrote %s (%d tensors): run it with --set norm=layerrope%s\n", fit_out, kept.n,
+                    base != 100 ? " and the base as layerrope_base" : "");
+    kept.n = 0; /* the tensors are w's */
+    lrc_tensor_set_clear(&kept);
+    return rc;
+}
+
+static int analyze(const char *path, int64_t layers, const char *json_out, const char *fit_out, double base, lrc_err *err)
 {
     lrc_tensor_set w;
     lrc_tensor_set_init(&w);
@@ -322,10 +403,12 @@ static int analyze(const char *path, int64_t layers, const char *json_out, lrc_e
     if (!rc && rope && layers <= 0)
         rc = lrc_err_set(err, "%s: LayerRoPE's gains depend on a depth the weights do not record: give --layers N (or a run directory)",
                          path);
+    if (!rc && fit_out) rc = fit_check(path, sites, n_sites, err);
     cJSON *out = cJSON_CreateObject();
     if (!rc) printf("%s: %d tensors\n", path, w.n);
     for (int s = 0; s < n_sites && !rc; s++) analyze_site(&sites[s], out);
     if (!rc) rc = analyze_layerrope(&w, path, layers, out, err);
+    if (!rc && fit_out) rc = fit_layerrope(&w, sites, n_sites, fit_out, base, out, err);
     if (!rc && json_out) {
         char *text = cJSON_Print(out);
         FILE *f = fopen(json_out, "w");
@@ -344,9 +427,10 @@ static int analyze(const char *path, int64_t layers, const char *json_out, lrc_e
 
 int cmd_analyze(int argc, char **argv)
 {
-    static const struct option opts[] = {{"layers", required_argument, 0, 'L'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option opts[] = {{"layers", required_argument, 0, 'L'}, {"fit-layerrope", required_argument, 0, 'F'},
+                                         {"layerrope-base", required_argument, 0, 'B'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     static const char *help =
-        "usage: lrc analyze CHECKPOINT [--layers N] [-o OUT.json]\n"
+        "usage: lrc analyze CHECKPOINT [--layers N] [--fit-layerrope OUT.safetensors [--layerrope-base B]] [-o OUT.json]\n"
         "\n"
         "What a checkpoint's normalisation gains say about depth. CHECKPOINT is a\n"
         "safetensors file, a run directory or a Hugging Face model directory. For\n"
@@ -359,8 +443,16 @@ int cmd_analyze(int argc, char **argv)
         "(Figs. 19-21).\n"
         "\n"
         "  --layers N        the depth, for LayerRoPE weights in a bare file\n"
+        "  --fit-layerrope OUT\n"
+        "                    fit LayerRoPE's shared gamma and depth scalars per site to\n"
+        "                    the per-layer gains (least squares over its complex form;\n"
+        "                    alpha 0), print each fit's relative error, and write OUT:\n"
+        "                    the checkpoint with LayerRoPE's tensors for those gains\n"
+        "  --layerrope-base B\n"
+        "                    the rotation's base frequency of the fit (default 100)\n"
         "  -o OUT.json       the numbers as JSON\n";
-    const char *out = NULL;
+    const char *out = NULL, *fit = NULL;
+    double base = 100;
     int64_t layers = 0;
     int c;
     optind = 1;
@@ -368,11 +460,18 @@ int cmd_analyze(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
         if (c == 'h') return cli_help("analyze", opts, "o", help);
         if (c == 'o') out = optarg;
+        else if (c == 'F') fit = optarg;
+        else if (c == 'B') {
+            char *end;
+            base = strtod(optarg, &end);
+            if (end == optarg || *end || !(base > 1) || !isfinite(base))
+                return cli_usage_error("analyze", "--layerrope-base %s: expected a number above 1", optarg);
+        }
         else if (c == 'L') {
             if (cli_parse_int(optarg, 1, &layers) < 0) return cli_usage_error("analyze", "--layers %s: expected a positive integer", optarg);
         } else return cli_usage_error("analyze", "unknown option '%s'", argv[optind - 1]);
     }
     if (optind != argc - 1) return cli_usage_error("analyze", "expected one CHECKPOINT");
     lrc_err err;
-    return analyze(argv[optind], layers, out, &err) ? cli_user_error(&err) : 0;
+    return analyze(argv[optind], layers, out, fit, base, &err) ? cli_user_error(&err) : 0;
 }

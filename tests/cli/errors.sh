@@ -745,6 +745,10 @@ t "analyze: LayerRoPE weights without a depth" 1 'give --layers N' -- analyze lr
 t "analyze: --layers 0" 2 '--layers 0' -- analyze lr_w.safetensors --layers 0
 t "analyze: a missing file" 1 'nothere\.st' -- analyze nothere.st
 t "analyze: two checkpoints" 2 'one CHECKPOINT' -- analyze lr_w.safetensors nonorm.st
+"$LRC" init llama --preset tiny --set norm=post -o post_w.safetensors >/dev/null
+t "analyze: --fit-layerrope of a Post-Norm checkpoint" 1 'a Post-Norm checkpoint' -- analyze post_w.safetensors --fit-layerrope fit.st
+t "analyze: --layerrope-base 1" 2 '--layerrope-base 1: expected a number above 1' -- analyze post_w.safetensors --fit-layerrope fit.st --layerrope-base 1
+t "analyze: --fit-layerrope of LayerRoPE weights" 1 'no per-layer gains of an even width to fit' -- analyze lr_w.safetensors --layers 2 --fit-layerrope fit.st
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

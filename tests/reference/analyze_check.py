@@ -66,6 +66,57 @@ def expected_site(gs):
     return rows, abs(turns.sum()) * 180 / math.pi
 
 
+def check_fit(lrc, tmp):
+    """--fit-layerrope on a Pre-Norm checkpoint whose gains are LayerRoPE's form (known gamma and
+    slopes) plus 0.1% noise: the fit's relative error at the noise's level, the written file's
+    gains (llama_ref.depth_gain of its tensors) within 1% of the per-layer ones, and the file
+    running as a LayerRoPE model (lrc forward --set norm=layerrope)."""
+    import llama_ref
+    w, fit, js = os.path.join(tmp, "pre.st"), os.path.join(tmp, "fit.st"), os.path.join(tmp, "fit.json")
+    subprocess.run([lrc, "init", "llama", "--preset", "small", "--seed", "2", "-o", w], check=True, stdout=subprocess.DEVNULL)
+    params, _ = safetensors_io.load(w)
+    g = torch.Generator().manual_seed(5)
+    truth = {"input_layernorm": (-0.3, -1.2, -0.4), "post_attention_layernorm": (0.4, -0.6, -0.8)}  # beta, alpha_rot, beta_rot
+    for site, (beta, arot, brot) in truth.items():
+        gamma = 1 + 0.2 * torch.randn(128, generator=g, dtype=torch.float64)
+        for l in range(4):
+            gl = llama_ref.depth_gain(gamma, torch.tensor(0.0, dtype=torch.float64), torch.tensor(beta, dtype=torch.float64),
+                                      torch.tensor(arot, dtype=torch.float64), torch.tensor(brot, dtype=torch.float64), l, 100.0)
+            gl = gl * (1 + 1e-3 * torch.randn(128, generator=g, dtype=torch.float64))
+            params["model.layers.%d.%s.weight" % (l, site)] = gl.to(torch.float32)
+    safetensors_io.save(w, params)
+    subprocess.run([lrc, "analyze", w, "--fit-layerrope", fit, "-o", js], check=True, stdout=subprocess.DEVNULL)
+    got = json.load(open(js))["fit_layerrope"]
+    out, _ = safetensors_io.load(fit)
+    failed = 0
+    for site, lr_site in (("input_layernorm", "in_attn"), ("post_attention_layernorm", "in_mlp")):
+        pre = "model.layerrope.%s_" % lr_site
+        worst = 0.0
+        for l in range(4):
+            gl = llama_ref.depth_gain(*(out[pre + k].double() for k in ("gamma", "alpha", "beta", "alpha_rot", "beta_rot")), l, 100.0)
+            want = params["model.layers.%d.%s.weight" % (l, site)].double()
+            worst = max(worst, float((gl - want).norm() / want.norm()))
+        rel = got[lr_site]["relative_error"]
+        ok = rel < 2e-3 and worst < 1e-2
+        print("%s --fit-layerrope %s from %s: relative error %.2e, per-layer gains rebuilt from the file within %.2e "
+              "(beta %.3f, alpha_rot %.3f, beta_rot %.3f; generated from %s)" % ("ok  " if ok else "FAIL", lr_site, site, rel, worst,
+                                                                               got[lr_site]["beta"], got[lr_site]["alpha_rot"],
+                                                                               got[lr_site]["beta_rot"], truth[site]))
+        failed |= not ok
+    for k in out:
+        if ".layers." in k and ("input_layernorm" in k or "post_attention_layernorm" in k):
+            print("FAIL --fit-layerrope: %s left in the file" % k)
+            failed = 1
+    tokens = torch.tensor([[3, 1, 4, 1, 5, 9, 2, 6]], dtype=torch.int32)
+    safetensors_io.save(os.path.join(tmp, "tok.st"), {"tokens": tokens})
+    r = subprocess.run([lrc, "forward", "llama", "--preset", "small", "--set", "norm=layerrope", "--weights", fit,
+                        "--input", os.path.join(tmp, "tok.st"), "-o", os.path.join(tmp, "logits.st")], capture_output=True, text=True)
+    if r.returncode:
+        print("FAIL the fitted file does not run as a LayerRoPE model: %s" % r.stderr.strip())
+        failed = 1
+    return failed
+
+
 def main():
     lrc = sys.argv[1]
     rng = np.random.default_rng(11)
@@ -113,6 +164,8 @@ def main():
         if len(got["layerrope"][site]["layers"]) != L:
             print("FAIL %s: %d layers" % (site, len(got["layerrope"][site]["layers"])))
             failed = 1
+    with tempfile.TemporaryDirectory() as tmp:
+        failed |= check_fit(lrc, tmp)
     print("%s lrc analyze against numpy: worst relative difference %.3e (percentiles, cosines, MDS up to sign, arc, "
           "LayerRoPE multipliers)" % ("FAIL" if failed else "ok  ", worst))
     return failed
