@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define MAX_SITES 16
 
@@ -384,7 +385,8 @@ static int fit_layerrope(lrc_tensor_set *w, const gain_site *sites, int n_sites,
     return rc;
 }
 
-static int analyze(const char *path, int64_t layers, const char *json_out, const char *fit_out, double base, lrc_err *err)
+static int analyze(const char *path, int64_t layers, const char *json_out, const char *fit_out, double base, const char *plot,
+                   lrc_err *err)
 {
     lrc_tensor_set w;
     lrc_tensor_set_init(&w);
@@ -404,11 +406,18 @@ static int analyze(const char *path, int64_t layers, const char *json_out, const
         rc = lrc_err_set(err, "%s: LayerRoPE's gains depend on a depth the weights do not record: give --layers N (or a run directory)",
                          path);
     if (!rc && fit_out) rc = fit_check(path, sites, n_sites, err);
+    if (!rc && plot) { /* --plot's folder */
+        const char *slash = strrchr(plot, '/');
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - plot) : 1, slash ? plot : ".");
+        if (access(*dir ? dir : "/", W_OK)) rc = lrc_err_set(err, "--plot %s: cannot write in %s: %s", plot, dir, strerror(errno));
+    }
     cJSON *out = cJSON_CreateObject();
     if (!rc) printf("%s: %d tensors\n", path, w.n);
     for (int s = 0; s < n_sites && !rc; s++) analyze_site(&sites[s], out);
     if (!rc) rc = analyze_layerrope(&w, path, layers, out, err);
     if (!rc && fit_out) rc = fit_layerrope(&w, sites, n_sites, fit_out, base, out, err);
+    if (!rc && plot) rc = cli_analyze_plot(out, plot, err);
     if (!rc && json_out) {
         char *text = cJSON_Print(out);
         FILE *f = fopen(json_out, "w");
@@ -428,9 +437,11 @@ static int analyze(const char *path, int64_t layers, const char *json_out, const
 int cmd_analyze(int argc, char **argv)
 {
     static const struct option opts[] = {{"layers", required_argument, 0, 'L'}, {"fit-layerrope", required_argument, 0, 'F'},
-                                         {"layerrope-base", required_argument, 0, 'B'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+                                         {"layerrope-base", required_argument, 0, 'B'}, {"plot", required_argument, 0, 'P'},
+                                         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     static const char *help =
-        "usage: lrc analyze CHECKPOINT [--layers N] [--fit-layerrope OUT.safetensors [--layerrope-base B]] [-o OUT.json]\n"
+        "usage: lrc analyze CHECKPOINT [--layers N] [--fit-layerrope OUT.safetensors [--layerrope-base B]] [--plot PREFIX]\n"
+        "                   [-o OUT.json]\n"
         "\n"
         "What a checkpoint's normalisation gains say about depth. CHECKPOINT is a\n"
         "safetensors file, a run directory or a Hugging Face model directory. For\n"
@@ -450,8 +461,10 @@ int cmd_analyze(int argc, char **argv)
         "                    the checkpoint with LayerRoPE's tensors for those gains\n"
         "  --layerrope-base B\n"
         "                    the rotation's base frequency of the fit (default 100)\n"
+        "  --plot PREFIX     PNGs by gnuplot: PREFIX_SITE.png (percentiles and MDS of\n"
+        "                    each site), PREFIX_layerrope.png (e^r against LNS)\n"
         "  -o OUT.json       the numbers as JSON\n";
-    const char *out = NULL, *fit = NULL;
+    const char *out = NULL, *fit = NULL, *plot = NULL;
     double base = 100;
     int64_t layers = 0;
     int c;
@@ -461,6 +474,7 @@ int cmd_analyze(int argc, char **argv)
         if (c == 'h') return cli_help("analyze", opts, "o", help);
         if (c == 'o') out = optarg;
         else if (c == 'F') fit = optarg;
+        else if (c == 'P') plot = optarg;
         else if (c == 'B') {
             char *end;
             base = strtod(optarg, &end);
@@ -473,5 +487,5 @@ int cmd_analyze(int argc, char **argv)
     }
     if (optind != argc - 1) return cli_usage_error("analyze", "expected one CHECKPOINT");
     lrc_err err;
-    return analyze(argv[optind], layers, out, fit, base, &err) ? cli_user_error(&err) : 0;
+    return analyze(argv[optind], layers, out, fit, base, plot, &err) ? cli_user_error(&err) : 0;
 }

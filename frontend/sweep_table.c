@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -228,9 +229,14 @@ static void arm_without(const char *arm, const char *key, char *out, size_t cap)
     }
 }
 
-static int gnuplot(const char *script, const char *png, lrc_err *err)
+int cli_gnuplot(const char *script, const char *png, lrc_err *err)
 {
-    FILE *gp = popen("gnuplot 2>/dev/null", "w");
+    char dir[4200];
+    const char *slash = strrchr(png, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - png) : 1, slash ? png : ".");
+    if (access(*dir ? dir : "/", W_OK)) return lrc_err_set(err, "%s: cannot write: %s", png, strerror(errno));
+    /* gnuplot writes the image to its stdout when it cannot open the file */
+    FILE *gp = popen("gnuplot >/dev/null 2>&1", "w");
     if (!gp) return lrc_err_set(err, "cannot run gnuplot (apt-get install gnuplot-nox)");
     fputs(script, gp);
     if (pclose(gp) != 0 || access(png, F_OK)) return lrc_err_set(err, "gnuplot could not draw %s (apt-get install gnuplot-nox)", png);
@@ -257,7 +263,7 @@ int cli_sweep_plot(const cli_sweep_point *pts, int n, const cli_sweep_arm *arms,
         fprintf(f, "e\n");
     }
     fclose(f);
-    int rc = gnuplot(s, png, err);
+    int rc = cli_gnuplot(s, png, err);
     free(s);
     if (rc || !x_key || !png_x) return free(rates), rc;
     /* the loss at each arm's best rate against the key, a curve per family */
@@ -290,7 +296,7 @@ int cli_sweep_plot(const cli_sweep_point *pts, int n, const cli_sweep_arm *arms,
         fprintf(f, "e\n");
     }
     fclose(f);
-    rc = gnuplot(s, png_x, err);
+    rc = cli_gnuplot(s, png_x, err);
     free(s);
     free(rates);
     return rc;

@@ -126,8 +126,15 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         path, js = os.path.join(tmp, "w.st"), os.path.join(tmp, "a.json")
         safetensors_io.save(path, params)
-        subprocess.run([lrc, "analyze", path, "--layers", str(L), "-o", js], check=True, stdout=subprocess.DEVNULL)
+        prefix = os.path.join(tmp, "fig")
+        subprocess.run([lrc, "analyze", path, "--layers", str(L), "-o", js, "--plot", prefix], check=True,
+                       stdout=subprocess.DEVNULL)
         got = json.load(open(js))
+        for fig in ("input_layernorm", "post_attention_layernorm", "layerrope"):  # --plot: a PNG of each
+            png = "%s_%s.png" % (prefix, fig)
+            if not os.path.exists(png) or open(png, "rb").read(8) != b"\x89PNG\r\n\x1a\n":
+                print("FAIL --plot drew no %s" % png)
+                failed = 1
     worst = 0.0
 
     def close(what, a, b, tol=1e-9):
