@@ -188,6 +188,9 @@ int cli_text_load(const char *path, const lrc_tokenizer *tok, const char *tok_js
  * gamma[d] and scalars s = (beta, alpha_rot, beta_rot), alpha 0, least
  * squares against the per-layer gains g[L][d]; the fit's relative error. */
 double cli_fit_layerrope_site(const double *const *g, int64_t L, int64_t d, double base, double *s, double *gamma);
+/* LRC_OK when the folder path's file would go in is writable, else a
+ * located error (frontend/sweep_table.c) */
+int cli_check_folder(const char *path, lrc_err *err);
 /* gnuplot runs script, which must draw png (frontend/sweep_table.c) */
 int cli_gnuplot(const char *script, const char *png, lrc_err *err);
 /* lrc analyze --plot PREFIX: PNGs of its JSON object (frontend/analyze_plot.c) */

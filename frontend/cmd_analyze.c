@@ -406,12 +406,7 @@ static int analyze(const char *path, int64_t layers, const char *json_out, const
         rc = lrc_err_set(err, "%s: LayerRoPE's gains depend on a depth the weights do not record: give --layers N (or a run directory)",
                          path);
     if (!rc && fit_out) rc = fit_check(path, sites, n_sites, err);
-    if (!rc && plot) { /* --plot's folder */
-        const char *slash = strrchr(plot, '/');
-        char dir[4200];
-        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - plot) : 1, slash ? plot : ".");
-        if (access(*dir ? dir : "/", W_OK)) rc = lrc_err_set(err, "--plot %s: cannot write in %s: %s", plot, dir, strerror(errno));
-    }
+    if (!rc && plot && cli_check_folder(plot, err)) rc = lrc_err_prefix(err, "--plot");
     cJSON *out = cJSON_CreateObject();
     if (!rc) printf("%s: %d tensors\n", path, w.n);
     for (int s = 0; s < n_sites && !rc; s++) analyze_site(&sites[s], out);

@@ -229,12 +229,18 @@ static void arm_without(const char *arm, const char *key, char *out, size_t cap)
     }
 }
 
-int cli_gnuplot(const char *script, const char *png, lrc_err *err)
+int cli_check_folder(const char *path, lrc_err *err)
 {
     char dir[4200];
-    const char *slash = strrchr(png, '/');
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - png) : 1, slash ? png : ".");
-    if (access(*dir ? dir : "/", W_OK)) return lrc_err_set(err, "%s: cannot write: %s", png, strerror(errno));
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    if (access(*dir ? dir : "/", W_OK)) return lrc_err_set(err, "%s: cannot write in %s: %s", path, *dir ? dir : "/", strerror(errno));
+    return LRC_OK;
+}
+
+int cli_gnuplot(const char *script, const char *png, lrc_err *err)
+{
+    if (cli_check_folder(png, err)) return LRC_EUSER;
     /* gnuplot writes the image to its stdout when it cannot open the file */
     FILE *gp = popen("gnuplot >/dev/null 2>&1", "w");
     if (!gp) return lrc_err_set(err, "cannot run gnuplot (apt-get install gnuplot-nox)");

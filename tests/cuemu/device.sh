@@ -8,7 +8,8 @@
 # residual GEMMs where cuBLASLt has no algorithm or no room for its
 # workspace (the same logits), lrc
 # profile of a package and of a model (the table, every launch in the
-# trace), lrc generate of a cuda decoder package against the cpu's.
+# trace), LRC_PROFILE of lrc backward, lrc generate of a cuda decoder
+# package against the cpu's.
 # Training on cuda is train.sh's.
 set -u
 lrc=$1 model=$2 compare=$3
@@ -150,6 +151,22 @@ PY
 done
 after=$(ls -d /tmp/lrc-profile-* 2>/dev/null | wc -l)
 [ "$after" = "$before" ] || { echo "FAIL: lrc profile --target cuda left a temporary package"; failed=1; }
+
+# LRC_PROFILE=1 lrc backward --target cuda --repeat N: after the median, a
+# line per launch of the step on stderr, the largest share first, and the
+# step's gradients the same as without it
+"$lrc" backward "$model" --preset tiny --weights "$out/w.st" --input "$out/in.st" -o "$out/g_plain.st" --target cuda \
+  --repeat 2 >/dev/null 2>&1 &&
+  LRC_PROFILE=1 "$lrc" backward "$model" --preset tiny --weights "$out/w.st" --input "$out/in.st" -o "$out/g_prof.st" \
+    --target cuda --repeat 2 >/dev/null 2>"$out/bprof.txt"
+rc=$?
+grep ' ms .*GFLOP/s' "$out/bprof.txt" | awk '{print $3 + 0}' >"$out/bprof_share.txt"
+if [ $rc = 0 ] && [ "$(wc -l <"$out/bprof_share.txt")" -gt 20 ] && grep -q 'attention_grad' "$out/bprof.txt" &&
+  sort -g -r -s "$out/bprof_share.txt" | cmp -s - "$out/bprof_share.txt" && cmp -s "$out/g_plain.st" "$out/g_prof.st"; then
+  echo "ok: LRC_PROFILE of lrc backward --target cuda: $(wc -l <"$out/bprof_share.txt") launches, the largest share first"
+else
+  echo "FAIL: LRC_PROFILE of lrc backward --target cuda (status $rc)"; head -5 "$out/bprof.txt"; failed=1
+fi
 
 # generate: a decoder package (KV caches, one token a step) on cuda and on
 # the cpu, greedy: the same bytes (f32 storage: the same arithmetic up to
