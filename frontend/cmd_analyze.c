@@ -194,7 +194,7 @@ static double mds(const gain_site *g, double *xy)
     return fabs(arc) * 180 / M_PI;
 }
 
-static void analyze_site(const gain_site *g, cJSON *out)
+static void analyze_site(const gain_site *g, int64_t head, double tol, cJSON *out)
 {
     int64_t L = g->layers, d = g->d;
     double *xy = lrc_xcalloc((size_t)(2 * L) + 1, sizeof(double)), *s = lrc_xmalloc((size_t)d * sizeof(double) + 8);
@@ -224,6 +224,7 @@ static void analyze_site(const gain_site *g, cJSON *out)
         printf("\n");
         cJSON_AddItemToArray(rows, r);
     }
+    cli_analyze_trajectory((const double *const *)g->g, L, d, head, tol, site);
     free(xy), free(s);
 }
 
@@ -271,8 +272,12 @@ static int analyze_layerrope(const lrc_tensor_set *w, const char *path, int64_t 
     return LRC_OK;
 }
 
-/* The layer count a directory records: a run's model config, a Hugging Face config.json's num_hidden_layers */
-static int dir_layers(const char *dir, int64_t *layers, lrc_err *err)
+/* What a directory records of the shape: the layer count and the attention's
+ * head size (a run's model config; a Hugging Face config.json's
+ * num_hidden_layers and head_dim or hidden_size / num_attention_heads); a
+ * head size it does not give stays as it was. *hf: a Hugging Face language
+ * model (its logits can be compared after a fit). */
+static int dir_shape(const char *dir, int64_t *layers, int64_t *head, bool *hf, lrc_err *err)
 {
     char path[4200];
     struct stat st;
@@ -281,9 +286,15 @@ static int dir_layers(const char *dir, int64_t *layers, lrc_err *err)
         cli_args a = {0};
         cJSON *keep = NULL;
         lrc_model m = {0};
+        lrc_err ignored;
+        int64_t d, nh, hd = 0;
         int rc = cli_run_load(dir, &a, &keep, err);
         if (!rc) rc = lrc_model_load(&m, a.m.model, a.m.preset, a.m.sets, a.m.n_sets, err);
-        if (!rc) rc = lrc_model_config_int(&m, "n_layers", layers, err);
+        if (!rc && *layers <= 0) rc = lrc_model_config_int(&m, "n_layers", layers, err);
+        if (!rc && *head <= 0 && (lrc_model_config_int(&m, "head_dim", &hd, &ignored) || hd <= 0) &&
+            !lrc_model_config_int(&m, "d_model", &d, &ignored) && !lrc_model_config_int(&m, "n_heads", &nh, &ignored) && nh > 0)
+            hd = d / nh;
+        if (!rc && *head <= 0) *head = hd;
         if (m.L) lrc_model_free(&m);
         cli_model_opts_free(&a.m);
         cJSON_Delete(keep);
@@ -297,8 +308,15 @@ static int dir_layers(const char *dir, int64_t *layers, lrc_err *err)
     fclose(f);
     text[n] = 0;
     cJSON *cfg = cJSON_Parse(text);
-    const cJSON *nl = cJSON_GetObjectItemCaseSensitive(cfg, "num_hidden_layers");
-    if (cJSON_IsNumber(nl)) *layers = (int64_t)nl->valuedouble;
+    const cJSON *nl = cJSON_GetObjectItemCaseSensitive(cfg, "num_hidden_layers"),
+                *hd = cJSON_GetObjectItemCaseSensitive(cfg, "head_dim"), *hs = cJSON_GetObjectItemCaseSensitive(cfg, "hidden_size"),
+                *nh = cJSON_GetObjectItemCaseSensitive(cfg, "num_attention_heads"),
+                *im = cJSON_GetObjectItemCaseSensitive(cfg, "image_size");
+    if (cJSON_IsNumber(nl) && *layers <= 0) *layers = (int64_t)nl->valuedouble;
+    if (*head <= 0 && cJSON_IsNumber(hd) && hd->valuedouble > 0) *head = (int64_t)hd->valuedouble;
+    else if (*head <= 0 && cJSON_IsNumber(hs) && cJSON_IsNumber(nh) && nh->valuedouble > 0)
+        *head = (int64_t)hs->valuedouble / (int64_t)nh->valuedouble;
+    *hf = !im;
     cJSON_Delete(cfg);
     free(text);
     return LRC_OK;
@@ -385,8 +403,14 @@ static int fit_layerrope(lrc_tensor_set *w, const gain_site *sites, int n_sites,
     return rc;
 }
 
-static int analyze(const char *path, int64_t layers, const char *json_out, const char *fit_out, double base, const char *plot,
-                   lrc_err *err)
+typedef struct {
+    int64_t layers, head;  /* 0: from the directory */
+    double tol;            /* --trajectory-tol */
+    const char *json_out, *fit_out, *plot;
+    double base;
+} analyze_opts;
+
+static int analyze(const char *path, analyze_opts o, lrc_err *err)
 {
     lrc_tensor_set w;
     lrc_tensor_set_init(&w);
@@ -395,24 +419,27 @@ static int analyze(const char *path, int64_t layers, const char *json_out, const
     int n_sites = 0;
     struct stat st;
     int rc = stat(path, &st) ? lrc_err_set(err, "%s: %s", path, strerror(errno)) : LRC_OK;
-    if (!rc && S_ISDIR(st.st_mode) && layers <= 0) rc = dir_layers(path, &layers, err);
+    bool hf = false;
+    if (!rc && S_ISDIR(st.st_mode)) rc = dir_shape(path, &o.layers, &o.head, &hf, err);
     if (!rc) rc = lrc_safetensors_load(path, &w, err);
     if (!rc) rc = collect_sites(&w, path, sites, &n_sites, err);
     /* what can fail, before anything is printed */
     const bool rope = lrc_tensor_set_find(&w, "model.layerrope.in_attn_gamma") || lrc_tensor_set_find(&w, "vit.layerrope.in_attn_gamma");
     if (!rc && !n_sites && !rope)
         rc = lrc_err_set(err, "%s has no norm weights: neither per-layer gains (model.layers.L.*norm*.weight) nor LayerRoPE's", path);
-    if (!rc && rope && layers <= 0)
+    if (!rc && rope && o.layers <= 0)
         rc = lrc_err_set(err, "%s: LayerRoPE's gains depend on a depth the weights do not record: give --layers N (or a run directory)",
                          path);
-    if (!rc && fit_out) rc = fit_check(path, sites, n_sites, err);
-    if (!rc && plot && cli_check_folder(plot, err)) rc = lrc_err_prefix(err, "--plot");
+    if (!rc && o.fit_out) rc = fit_check(path, sites, n_sites, err);
+    if (!rc && o.plot && cli_check_folder(o.plot, err)) rc = lrc_err_prefix(err, "--plot");
     cJSON *out = cJSON_CreateObject();
     if (!rc) printf("%s: %d tensors\n", path, w.n);
-    for (int s = 0; s < n_sites && !rc; s++) analyze_site(&sites[s], out);
-    if (!rc) rc = analyze_layerrope(&w, path, layers, out, err);
-    if (!rc && fit_out) rc = fit_layerrope(&w, sites, n_sites, fit_out, base, out, err);
-    if (!rc && plot) rc = cli_analyze_plot(out, plot, err);
+    for (int s = 0; s < n_sites && !rc; s++) analyze_site(&sites[s], o.head, o.tol, out);
+    if (!rc) rc = analyze_layerrope(&w, path, o.layers, out, err);
+    if (!rc && o.fit_out) rc = fit_layerrope(&w, sites, n_sites, o.fit_out, o.base, out, err);
+    if (!rc && o.fit_out && hf && n_sites) rc = cli_analyze_fit_logits(path, o.fit_out, out, err);
+    if (!rc && o.plot) rc = cli_analyze_plot(out, o.plot, err);
+    const char *json_out = o.json_out;
     if (!rc && json_out) {
         char *text = cJSON_Print(out);
         FILE *f = fopen(json_out, "w");
@@ -433,54 +460,67 @@ int cmd_analyze(int argc, char **argv)
 {
     static const struct option opts[] = {{"layers", required_argument, 0, 'L'}, {"fit-layerrope", required_argument, 0, 'F'},
                                          {"layerrope-base", required_argument, 0, 'B'}, {"plot", required_argument, 0, 'P'},
+                                         {"head-dim", required_argument, 0, 'D'}, {"trajectory-tol", required_argument, 0, 'T'},
                                          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     static const char *help =
-        "usage: lrc analyze CHECKPOINT [--layers N] [--fit-layerrope OUT.safetensors [--layerrope-base B]] [--plot PREFIX]\n"
-        "                   [-o OUT.json]\n"
+        "usage: lrc analyze CHECKPOINT [--layers N] [--head-dim N] [--trajectory-tol T]\n"
+        "                   [--fit-layerrope OUT.safetensors [--layerrope-base B]] [--plot PREFIX] [-o OUT.json]\n"
         "\n"
         "What a checkpoint's normalisation gains say about depth. CHECKPOINT is a\n"
         "safetensors file, a run directory or a Hugging Face model directory. For\n"
         "every site of per-layer norm weights: per layer the mean and the 50th, 90th\n"
         "and 99th percentiles of gamma, its cosine to the layer before and to layer 0,\n"
         "and a 2-D classical MDS of gamma / |gamma| with the arc the layers trace (the\n"
-        "LayerRoPE paper's Fig. 2). For LayerRoPE weights: per site the slopes, and\n"
+        "LayerRoPE paper's Fig. 2); and the fraction of dimensions that follow their\n"
+        "head's shared trajectory (Fig. 3, Appendix C: a multiple of the head's mean\n"
+        "gain across layers within T relative error). For LayerRoPE weights: per\n"
+        "site the slopes, and\n"
         "per layer e^r, the rotation of the highest-frequency pair and\n"
         "|gamma_eff_L| / |gamma_eff_0| beside Layer-Norm Scaling's 1 / sqrt(L + 1)\n"
         "(Figs. 19-21).\n"
         "\n"
         "  --layers N        the depth, for LayerRoPE weights in a bare file\n"
+        "  --head-dim N      the head size that splits gamma (default: the run's or\n"
+        "                    config.json's; a bare file: the whole vector)\n"
+        "  --trajectory-tol T\n"
+        "                    a dimension follows its head's trajectory when a multiple\n"
+        "                    of it leaves at most T of its norm (default 0.1)\n"
         "  --fit-layerrope OUT\n"
         "                    fit LayerRoPE's shared gamma and depth scalars per site to\n"
         "                    the per-layer gains (least squares over its complex form;\n"
         "                    alpha 0), print each fit's relative error, and write OUT:\n"
-        "                    the checkpoint with LayerRoPE's tensors for those gains\n"
+        "                    the checkpoint with LayerRoPE's tensors for those gains;\n"
+        "                    for a Hugging Face model, its logits before and after\n"
         "  --layerrope-base B\n"
         "                    the rotation's base frequency of the fit (default 100)\n"
         "  --plot PREFIX     PNGs by gnuplot: PREFIX_SITE.png (percentiles and MDS of\n"
         "                    each site), PREFIX_layerrope.png (e^r against LNS)\n"
         "  -o OUT.json       the numbers as JSON\n";
-    const char *out = NULL, *fit = NULL, *plot = NULL;
-    double base = 100;
-    int64_t layers = 0;
+    analyze_opts o = {.tol = 0.1, .base = 100};
     int c;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
         if (c == 'h') return cli_help("analyze", opts, "o", help);
-        if (c == 'o') out = optarg;
-        else if (c == 'F') fit = optarg;
-        else if (c == 'P') plot = optarg;
+        char *end = NULL;
+        if (c == 'o') o.json_out = optarg;
+        else if (c == 'F') o.fit_out = optarg;
+        else if (c == 'P') o.plot = optarg;
         else if (c == 'B') {
-            char *end;
-            base = strtod(optarg, &end);
-            if (end == optarg || *end || !(base > 1) || !isfinite(base))
+            o.base = strtod(optarg, &end);
+            if (end == optarg || *end || !(o.base > 1) || !isfinite(o.base))
                 return cli_usage_error("analyze", "--layerrope-base %s: expected a number above 1", optarg);
-        }
-        else if (c == 'L') {
-            if (cli_parse_int(optarg, 1, &layers) < 0) return cli_usage_error("analyze", "--layers %s: expected a positive integer", optarg);
+        } else if (c == 'T') {
+            o.tol = strtod(optarg, &end);
+            if (end == optarg || *end || !(o.tol > 0) || !isfinite(o.tol))
+                return cli_usage_error("analyze", "--trajectory-tol %s: expected a positive number", optarg);
+        } else if (c == 'L') {
+            if (cli_parse_int(optarg, 1, &o.layers) < 0) return cli_usage_error("analyze", "--layers %s: expected a positive integer", optarg);
+        } else if (c == 'D') {
+            if (cli_parse_int(optarg, 1, &o.head) < 0) return cli_usage_error("analyze", "--head-dim %s: expected a positive integer", optarg);
         } else return cli_usage_error("analyze", "unknown option '%s'", argv[optind - 1]);
     }
     if (optind != argc - 1) return cli_usage_error("analyze", "expected one CHECKPOINT");
     lrc_err err;
-    return analyze(argv[optind], layers, out, fit, base, plot, &err) ? cli_user_error(&err) : 0;
+    return analyze(argv[optind], o, &err) ? cli_user_error(&err) : 0;
 }

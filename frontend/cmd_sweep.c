@@ -510,7 +510,7 @@ int cmd_sweep(int argc, char **argv)
     int rc = LRC_OK;
     if (!a.table_only) {
         interrupted = 0;
-        if (mkdir(a.out, 0755) && errno != EEXIST) rc = lrc_err_set(&err, "cannot make %s: %s", a.out, strerror(errno));
+        if ((cli_make_parents(a.out) || mkdir(a.out, 0755)) && errno != EEXIST) rc = lrc_err_set(&err, "cannot make %s: %s", a.out, strerror(errno));
         if (!rc) rc = run_grid(&a, jsonl, &was_interrupted, &err);
     }
     if (!rc && was_interrupted) {

@@ -141,9 +141,8 @@ static int report(const cli_args *a, const lrc_graph *g, const lrc_run64 *r, con
 int cli_diagnose_residual(const cli_args *a, lrc_model *m, lrc_err *err)
 {
     lrc_graph *g = lrc_graph_new();
-    lrc_tensor_set in, wfile, params;
+    lrc_tensor_set in, params;
     lrc_tensor_set_init(&in);
-    lrc_tensor_set_init(&wfile);
     lrc_tensor_set_init(&params);
     lrc_run64 r = {0};
     lrc_tap *taps = NULL;
@@ -157,18 +156,25 @@ int cli_diagnose_residual(const cli_args *a, lrc_model *m, lrc_err *err)
     if (!rc && !layers)
         rc = lrc_err_set(err, "%s taps no residual stream: its build names the stream after layer L with lrc.tap(\"residual.L\", h)",
                          m->path);
-    if (!rc) rc = lrc_safetensors_load(a->weights, &wfile, err);
-    if (!rc) rc = lrc_params_bind(g, &wfile, a->weights, &params, err);
-    if (!rc) {
-        lrc_run64_init(&r, g, &in, &params);
-        rc = lrc_run64_exec(&r, 0, g->n_nodes, err);
-    }
+    if (!rc) rc = cli_run64_weights(g, &in, a->weights, &params, &r, err);
     if (!rc) rc = report(a, g, &r, taps, n, layers, B, T, err);
     if (r.buf) lrc_run64_free(&r);
     free(taps);
     lrc_tensor_set_clear(&in);
-    lrc_tensor_set_clear(&wfile);
     lrc_tensor_set_clear(&params);
     lrc_graph_free(g);
     return rc;
+}
+
+int cli_run64_weights(const lrc_graph *g, const lrc_tensor_set *in, const char *weights, lrc_tensor_set *params, lrc_run64 *r,
+                      lrc_err *err)
+{
+    lrc_tensor_set wfile;
+    lrc_tensor_set_init(&wfile);
+    int rc = lrc_safetensors_load(weights, &wfile, err);
+    if (!rc) rc = lrc_params_bind(g, &wfile, weights, params, err);
+    lrc_tensor_set_clear(&wfile);
+    if (rc) return rc;
+    lrc_run64_init(r, g, in, params);
+    return lrc_run64_exec(r, 0, g->n_nodes, err);
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <getopt.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
@@ -62,6 +63,20 @@ int cli_parse_int(const char *s, int64_t min, int64_t *out)
     long long v = strtoll(s, &end, 10);
     if (!*s || *end || errno == ERANGE || v < min) return -1;
     *out = v;
+    return 0;
+}
+
+/* The folders above path that are missing, as mkdir -p makes them (a run
+ * directory under runs/sweep-3/ needs no mkdir first); -1 with errno set. */
+int cli_make_parents(const char *path)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s", path);
+    for (char *s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {
+        *s = 0;
+        if (mkdir(p, 0755) && errno != EEXIST) return -1;
+        *s = '/';
+    }
     return 0;
 }
 

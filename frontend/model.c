@@ -370,7 +370,7 @@ static int build(lrc_model *m, int64_t B, int64_t T, bool training, lrc_graph *g
     snprintf(where, sizeof where, "%s", m->path);
     int tokens;
     if (m->task == LRC_TASK_IMAGE) {
-        int64_t C, S;
+        int64_t C = 0, S = 0;
         if (lrc_model_config_int(m, "channels", &C, err) || lrc_model_config_int(m, "image_size", &S, err)) return LRC_EUSER;
         lrc_shape is = {4, {B, C, S, S}};
         tokens = lrc_graph_add_input(g, "images", LRC_F32, &is, NULL, err);

@@ -49,6 +49,21 @@ static int load_api(cuda_api *a, lrc_err *err)
     SYM(lib, event_elapsed, "cuEventElapsedTime");
     SYM(lib, event_destroy, "cuEventDestroy_v2");
 #undef SYM
+    /* CUDA graphs are an optimization: without a symbol, launch by launch */
+    a->has_graph = true;
+#define SYM(lib, field, name) \
+    if (a->has_graph && !(*(void **)&a->field = dlsym(a->lib, name))) a->has_graph = false;
+    SYM(lib, stream_create, "cuStreamCreate");
+    SYM(lib, stream_destroy, "cuStreamDestroy_v2");
+    SYM(lib, begin_capture, "cuStreamBeginCapture_v2");
+    SYM(lib, end_capture, "cuStreamEndCapture");
+    SYM(lib, graph_instantiate, "cuGraphInstantiateWithFlags");
+    SYM(lib, graph_launch, "cuGraphLaunch");
+    SYM(lib, graph_exec_destroy, "cuGraphExecDestroy");
+    SYM(lib, graph_destroy, "cuGraphDestroy");
+    SYM(lib, dtod_async, "cuMemcpyDtoDAsync_v2");
+    SYM(blas, blas_set_stream, "cublasSetStream_v2");
+#undef SYM
 #define SYM(field, name) \
     if (!(*(void **)&a->field = dlsym(a->blas, name))) return lrc_err_set(err, "cuda: cuBLAS lacks %s", name);
     SYM(blas_create, "cublasCreate_v2");
@@ -245,11 +260,19 @@ int lrc_cuda_exec_new(const lrc_plan *plan, const lrc_cuda_table *table, const v
         if (plan->launches[i].symbol[0] && (r = a->get_function(&x->fn[i], x->module, plan->launches[i].symbol)))
             rc = lrc_err_set(err, "cuda: kernel '%s' is missing from the cubin (a damaged package?)", plan->launches[i].symbol);
     if (!rc && a->blas_create(&x->blas)) rc = lrc_err_set(err, "cuda: cuBLAS does not start (cublasCreate)");
+    x->graph_off = !a->has_graph || lrc_env_is("LRC_CUDA_GRAPH", "0");
+    for (int i = 0; i < L; i++) x->graph_off |= plan->launches[i].loop_to >= 0; /* a back edge decides on the host */
+    if (!rc && a->has_graph && (a->stream_create(&x->stream, 0) || a->blas_set_stream(x->blas, x->stream))) { /* 0: blocking */
+        if (x->stream) a->stream_destroy(x->stream);
+        x->stream = NULL, x->graph_off = true;
+        a->blas_set_stream(x->blas, NULL);
+    }
     x->lt_gemm = lrc_xcalloc((size_t)L + 1, sizeof *x->lt_gemm);
     /* the arena, the scratch, and a buffer for every tensor that is not in the arena */
     const char *check = getenv("LRC_CUDA_CHECK");
     x->check = check && *check && strcmp(check, "0");
     x->sync_each = lrc_env_is("LRC_CUDA_SYNC", "1");
+    x->graph_off |= x->check || x->sync_each; /* both act between launches */
     size_t pad = x->check ? GUARD : 0;
     if (!rc && plan->arena_bytes && !x->check && (r = a->mem_alloc(&x->arena, (size_t)plan->arena_bytes)))
         rc = lrc_err_set(err, "cuda: out of device memory for the %lld-byte arena (a smaller --batch or --seq needs less)", (long long)plan->arena_bytes);
@@ -298,6 +321,7 @@ bool lrc_cuda_lt_release(lrc_cuda_exec *x)
     x->api.mem_free(x->lt_workspace);
     x->lt_workspace = 0;
     for (int i = 0; i < x->plan->n_launches; i++) x->lt_gemm[i].in_place = true;
+    if (x->graph_exec) x->api.graph_exec_destroy(x->graph_exec), x->graph_exec = NULL; /* it ran cuBLASLt: captured again */
     return true;
 }
 
@@ -320,6 +344,8 @@ void lrc_cuda_exec_free(lrc_cuda_exec *x)
     free(x->lt_gemm);
     if (x->lt) a->lt_destroy(x->lt);
     if (x->lt_workspace) a->mem_free(x->lt_workspace);
+    if (x->graph_exec) a->graph_exec_destroy(x->graph_exec);
+    if (x->stream) a->stream_destroy(x->stream);
     for (int i = 0; i < x->n_events; i++) a->event_destroy(x->events[i]);
     free(x->events);
     free(x->event_launch);
@@ -399,7 +425,7 @@ static int run_gemm(lrc_cuda_exec *x, int li, int j, lrc_err *err)
     if ((rb >= 0 || x->gemm[li][j].bias >= 0) && !g->in_place) { /* D = product (+ residual) (+ bias) */
         r = x->api.lt_matmul(x->lt, g->desc, &one, (void *)x->ptr[bb], g->layout[0], (void *)x->ptr[ab], g->layout[1],
                              rb >= 0 ? &one : &zero, (void *)x->ptr[rb >= 0 ? rb : ob], g->layout[2], (void *)x->ptr[ob], g->layout[2],
-                             g->algo.algo, (void *)x->lt_workspace, LRC_LT_WORKSPACE, NULL);
+                             g->algo.algo, (void *)x->lt_workspace, LRC_LT_WORKSPACE, x->stream);
         /* refused before it ran (an algorithm the heuristic offered for
          * layouts it then rejects): this GEMM goes through cublasGemmEx
          * from now on; an error of the device itself stays an error */
@@ -411,7 +437,8 @@ static int run_gemm(lrc_cuda_exec *x, int li, int j, lrc_err *err)
     const bool to_scratch = l->symbol[0]; /* an epilogue kernel follows: it reads the product (and adds what it adds) */
     if (to_scratch) C = x->scratch + (devptr)(j * M * N) * lrc_cuda_elem_bytes(x->scratch_st[li]), ctype = blas_type(x->scratch_st[li]);
     const bool add_c = rb >= 0 && !to_scratch;
-    r = add_c && x->ptr[rb] != C ? x->api.dtod(C, x->ptr[rb], (size_t)(M * N) * lrc_cuda_elem_bytes(x->storage[rb])) : 0;
+    const size_t bytes = (size_t)(M * N) * lrc_cuda_elem_bytes(add_c ? x->storage[rb] : LRC_CUDA_F32);
+    r = !add_c || x->ptr[rb] == C ? 0 : x->stream ? x->api.dtod_async(C, x->ptr[rb], bytes, x->stream) : x->api.dtod(C, x->ptr[rb], bytes);
     if (!r)
         r = x->api.gemm_ex(x->blas, b.ta, b.tb, (int)N, (int)M, (int)K, &one, (void *)x->ptr[bb], type, b.lda, (void *)x->ptr[ab], type,
                            b.ldb, add_c ? &one : &zero, (void *)C, ctype, (int)N, COMPUTE_32F, GEMM_DEFAULT);
@@ -532,6 +559,36 @@ void lrc_cuda_exec_trace(lrc_cuda_exec *x, lrc_trace_event *events, int64_t cap,
     x->n_trace = n;
 }
 
+enum { CAPTURE_THREAD_LOCAL = 1 }; /* CUstreamCaptureMode: only this thread's calls are captured */
+
+/* The plan's launches: one CUDA graph where the plan can be one (captured
+ * at the first run, replayed after: a launch of the whole plan instead of
+ * one per kernel and GEMM), else launch by launch. A capture that fails (a
+ * library refusing to be captured) leaves the plan launch by launch: the
+ * capture ran nothing, and the launches report their own errors. */
+static int run_plan(lrc_cuda_exec *x, lrc_err *err)
+{
+    /* the first run launch by launch: cuBLAS and cuBLASLt set themselves up
+     * (workspaces, algorithms) where a capture would refuse it */
+    if (x->graph_off || x->times_ns || x->trace || !x->runs++) return launch_all(x, err);
+    if (!x->graph_exec) {
+        void *graph = NULL;
+        lrc_err ignored;
+        int r = x->api.begin_capture(x->stream, CAPTURE_THREAD_LOCAL);
+        int rc = r ? LRC_EUSER : launch_all(x, &ignored);
+        if (!r) r = x->api.end_capture(x->stream, &graph);
+        if (!rc && !r && graph) r = x->api.graph_instantiate(&x->graph_exec, graph, 0);
+        if (graph) x->api.graph_destroy(graph);
+        if (rc || r || !graph) {
+            x->graph_off = true, x->graph_exec = NULL;
+            return launch_all(x, err);
+        }
+    }
+    x->unsynced_first = 0, x->unsynced_last = x->plan->n_launches - 1;
+    int r = x->api.graph_launch(x->graph_exec, x->stream);
+    return !r ? LRC_OK : is_fault(r) ? sync_failed(x, r, err) : lrc_cuda_fail(x, r, "launching the plan's CUDA graph", err);
+}
+
 int lrc_cuda_exec_run(lrc_cuda_exec *x, const lrc_tensor_set *inputs, lrc_tensor_set *outputs, lrc_err *err)
 {
     const lrc_plan *p = x->plan;
@@ -543,7 +600,7 @@ int lrc_cuda_exec_run(lrc_cuda_exec *x, const lrc_tensor_set *inputs, lrc_tensor
         if (!(rc = lrc_plan_find_tensor(b, inputs, &t, err))) rc = lrc_cuda_upload(x, i, t->data, lrc_shape_numel(&t->shape), err);
     }
     x->unsynced_first = -1;
-    if (!rc) rc = launch_all(x, err);
+    if (!rc) rc = run_plan(x, err);
     int r;
     if (!rc && (r = x->api.sync())) rc = sync_failed(x, r, err);
     if (!rc && x->used_events) rc = collect(x, err);
@@ -568,7 +625,7 @@ int lrc_cuda_exec_time(lrc_cuda_exec *x, int64_t repeat, double *median_ms, lrc_
     for (int64_t i = 0; i < repeat && !rc; i++) {
         double t0 = lrc_now_s();
         x->unsynced_first = -1;
-        rc = launch_all(x, err);
+        rc = run_plan(x, err);
         if (!rc && (r = x->api.sync())) rc = sync_failed(x, r, err);
         ms[i] = 1e3 * (lrc_now_s() - t0);
         if (!rc && x->used_events) rc = collect(x, err);
@@ -644,7 +701,7 @@ static int launch_all(lrc_cuda_exec *x, lrc_err *err)
         for (int k = 0; k < l->n_args && na < 64; k++) argv[na] = x->ptr[l->args[k]], params[na] = &argv[na], na++;
         if (x->scratch_of[li]) argv[na] = x->scratch, params[na] = &argv[na], na++;
         int r = x->api.launch(x->fn[li], (unsigned)x->grid[3 * li], (unsigned)x->grid[3 * li + 1], (unsigned)x->grid[3 * li + 2],
-                              (unsigned)x->block[li], 1, 1, 0, NULL, params, NULL);
+                              (unsigned)x->block[li], 1, 1, 0, x->stream, params, NULL);
         /* a fault of an earlier kernel can surface at this launch (the
          * context is lost): then it names the launches since the last synchronize */
         rc = r && is_fault(r) ? sync_failed(x, r, err) : r ? lrc_cuda_fail(x, r, l->label ? l->label : l->symbol, err)

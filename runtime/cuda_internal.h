@@ -32,6 +32,19 @@ typedef struct {
     int (*event_sync)(void *);
     int (*event_elapsed)(float *, void *, void *);
     int (*event_destroy)(void *);
+    /* streams and CUDA graphs: a plan's launches captured once and replayed
+     * as one graph launch (has_graph: every symbol is there) */
+    bool has_graph;
+    int (*stream_create)(void **, unsigned);
+    int (*stream_destroy)(void *);
+    int (*begin_capture)(void *, int);
+    int (*end_capture)(void *, void **);
+    int (*graph_instantiate)(void **, void *, unsigned long long);
+    int (*graph_launch)(void *, void *);
+    int (*graph_exec_destroy)(void *);
+    int (*graph_destroy)(void *);
+    int (*dtod_async)(devptr, devptr, size_t, void *);
+    int (*blas_set_stream)(void *, void *);
     int (*blas_create)(void **);
     int (*blas_destroy)(void *);
     int (*gemm_ex)(void *, int, int, int, int, int, const void *, const void *, int, int, const void *, int, int, const void *,
@@ -113,6 +126,13 @@ struct lrc_cuda_exec {
     bool sync_each; /* LRC_CUDA_SYNC: a synchronize after every launch, so that a fault names its launch */
     int unsynced_first, unsynced_last; /* the launches since the last synchronize (first -1: none) */
     bool *on_device; /* per buffer: an output that lrc_cuda_exec_run leaves on the device (the optimizer reads it) */
+    /* the launches go on `stream` (a blocking one: ordered with the legacy
+     * stream's copies and the optimizer's kernels); a plan without loops
+     * runs as one CUDA graph, captured at its second run (LRC_CUDA_GRAPH=0:
+     * launch by launch) */
+    void *stream, *graph_exec;
+    bool graph_off; /* a capture failed, or the plan cannot be one graph */
+    int64_t runs;   /* of the plan: the first is launch by launch */
 };
 
 /* LRC_CUDA_CHECK=1: each buffer (the arena's too, the scratch, the

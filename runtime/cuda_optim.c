@@ -5,7 +5,9 @@
  * training graph's module (codegen/cuda/render.c's OPTIMIZER) do the work,
  * each over every parameter in one launch; the host reads back only the
  * per-block sums of squares, for the global norm and the non-finite check,
- * and the state itself when a checkpoint is written. */
+ * and the state itself when a checkpoint is written. The kernels' settings
+ * sit on the device, one slot each: those that never change written once,
+ * AdamW's (the step's rate, clipping and bias corrections) once a step. */
 #include "cuda_internal.h"
 
 #include <math.h>
@@ -23,6 +25,10 @@ _Static_assert(sizeof(opt_tensor) == LRC_CUDA_OPT_TENSOR_BYTES && sizeof(opt_hp)
                "the layouts codegen/cuda/prelude.c's optimizer kernels read");
 _Static_assert(offsetof(opt_tensor, n) == 48 && offsetof(opt_hp, n_tensors) == 40, "no padding the device would lay out otherwise");
 #define OPT_CHUNK LRC_CUDA_OPT_CHUNK
+/* the settings' slots in d_hp, HP_STRIDE bytes apart */
+enum { HP_SUMSQ, HP_SUMSQ_ACC, HP_ACC_FIRST, HP_ACC_MID, HP_ACC_LAST, HP_ADAMW, HP_SLOTS };
+#define HP_STRIDE 64
+_Static_assert(sizeof(opt_hp) <= HP_STRIDE, "a slot holds the settings");
 #define OPT_BLOCK LRC_CUDA_OPT_BLOCK
 
 struct lrc_cuda_optim {
@@ -115,9 +121,16 @@ int lrc_cuda_optim_new(lrc_cuda_exec *x, lrc_tensor *const *params, lrc_tensor *
     }
     o->sq = lrc_xcalloc((size_t)o->blocks + 1, sizeof *o->sq);
     if (!rc) rc = opt_alloc(o, (size_t)n * sizeof *o->tab, &o->d_tab, "table", NULL, err);
-    if (!rc) rc = opt_alloc(o, sizeof(opt_hp), &o->d_hp, "settings", NULL, err);
+    if (!rc) rc = opt_alloc(o, HP_SLOTS * HP_STRIDE, &o->d_hp, "settings", NULL, err);
     if (!rc) rc = opt_alloc(o, (size_t)o->blocks * sizeof *o->sq, &o->d_sq, "sums", NULL, err);
     if (!rc && (r = a->htod(o->d_tab, o->tab, (size_t)n * sizeof *o->tab))) rc = lrc_cuda_fail(x, r, "copying the optimizer's table", err);
+    /* the settings that never change: the norms, and --accum's sums (the
+     * last micro-batch's divides by K) */
+    unsigned char slots[HP_SLOTS * HP_STRIDE] = {0};
+    const opt_hp fixed[HP_ADAMW] = {{.n_tensors = n}, {.n_tensors = n, .from_acc = 1}, {.div = 1.f, .n_tensors = n, .first = 1},
+                                    {.div = 1.f, .n_tensors = n}, {.div = (float)o->accum, .n_tensors = n}};
+    for (int k = 0; k < HP_ADAMW; k++) memcpy(slots + k * HP_STRIDE, &fixed[k], sizeof fixed[k]);
+    if (!rc && (r = a->htod(o->d_hp, slots, sizeof slots))) rc = lrc_cuda_fail(x, r, "copying the optimizer's settings", err);
     if (rc) {
         lrc_cuda_optim_free(o);
         return rc;
@@ -139,14 +152,13 @@ void lrc_cuda_optim_free(lrc_cuda_optim *o)
     free(o);
 }
 
-/* One of the kernels over every parameter, with these settings. */
-static int opt_launch(lrc_cuda_optim *o, void *fn, const char *name, const opt_hp *hp, lrc_err *err)
+/* One of the kernels over every parameter, with the settings in slot `slot`. */
+static int opt_launch(lrc_cuda_optim *o, void *fn, const char *name, int slot, lrc_err *err)
 {
     cuda_api *a = &o->x->api;
-    int r = a->htod(o->d_hp, hp, sizeof *hp);
-    if (r) return lrc_cuda_fail(o->x, r, "copying the optimizer's settings", err);
+    int r;
     if (!o->blocks) return LRC_OK;
-    devptr argv[3] = {o->d_tab, o->d_hp, o->d_sq};
+    devptr argv[3] = {o->d_tab, o->d_hp + (devptr)(slot * HP_STRIDE), o->d_sq};
     void *args[3] = {&argv[0], &argv[1], &argv[2]};
     if ((r = a->launch(fn, (unsigned)o->blocks, 1, 1, OPT_BLOCK, 1, 1, 0, NULL, args, NULL))) return lrc_cuda_fail(o->x, r, name, err);
     if (!o->x->check) return LRC_OK;
@@ -165,8 +177,7 @@ static int opt_launch(lrc_cuda_optim *o, void *fn, const char *name, const opt_h
  * sums of squares; *bad = the first tensor with inf or nan, else -1. */
 static int opt_norm(lrc_cuda_optim *o, bool from_acc, double *norm, int *bad, lrc_err *err)
 {
-    opt_hp hp = {.n_tensors = o->n, .from_acc = from_acc};
-    int rc = opt_launch(o, o->f_sumsq, "lrc_opt_sumsq", &hp, err), r;
+    int rc = opt_launch(o, o->f_sumsq, "lrc_opt_sumsq", from_acc ? HP_SUMSQ_ACC : HP_SUMSQ, err), r;
     if (!rc && o->blocks && (r = o->x->api.dtoh(o->sq, o->d_sq, (size_t)o->blocks * sizeof *o->sq)))
         rc = lrc_cuda_fail(o->x, r, "reading the gradients' norm", err);
     double total = 0;
@@ -187,8 +198,7 @@ int lrc_cuda_optim_grads(lrc_cuda_optim *o, int64_t micro, double *norm, int *ba
     int rc = opt_norm(o, false, norm, bad, err);
     if (rc || o->accum == 1 || *bad >= 0) return rc;
     bool last = micro == o->accum - 1;
-    opt_hp hp = {.div = last ? (float)o->accum : 1.f, .n_tensors = o->n, .first = micro == 0};
-    rc = opt_launch(o, o->f_accum, "lrc_opt_accum", &hp, err);
+    rc = opt_launch(o, o->f_accum, "lrc_opt_accum", micro == 0 ? HP_ACC_FIRST : last ? HP_ACC_LAST : HP_ACC_MID, err);
     if (!rc && last) { /* the norm of the average, not of the last micro-batch */
         int ignored;
         rc = opt_norm(o, true, norm, &ignored, err);
@@ -205,7 +215,8 @@ int lrc_cuda_optim_step(lrc_cuda_optim *o, int64_t step, double lr, double grad_
     double bc1 = 1 - pow(c->beta1, (double)(step + 1)), bc2 = 1 - pow(c->beta2, (double)(step + 1));
     opt_hp hp = {(float)c->beta1, (float)(1 - c->beta1), (float)c->beta2, (float)(1 - c->beta2), (float)scale,
                  (float)(1 - lr * c->weight_decay), (float)(-lr / bc1), (float)sqrt(bc2), (float)c->eps, 1.f, o->n, o->accum > 1, 0};
-    return opt_launch(o, o->f_adamw, "lrc_opt_adamw", &hp, err);
+    int r = o->x->api.htod(o->d_hp + HP_ADAMW * HP_STRIDE, &hp, sizeof hp);
+    return r ? lrc_cuda_fail(o->x, r, "copying the optimizer's settings", err) : opt_launch(o, o->f_adamw, "lrc_opt_adamw", HP_ADAMW, err);
 }
 
 int lrc_cuda_optim_download(lrc_cuda_optim *o, lrc_err *err)

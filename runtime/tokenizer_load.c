@@ -137,7 +137,7 @@ static int get_prepend(ctx *c, const cJSON *o, const char *path, tok_prepend *ou
 {
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, "prepend_scheme");
     if (!s) {
-        bool add;
+        bool add = false;
         if (get_bool(c, o, path, "add_prefix_space", true, &add)) return 1;
         return *out = add ? PREPEND_ALWAYS : PREPEND_NEVER, 0;
     }
@@ -181,7 +181,7 @@ static int load_normalizer(ctx *c, lrc_tokenizer *t, const cJSON *o, const char 
     if (!GROW(t->norm, t->n_norm)) return fail(c, path, "out of memory");
     tok_norm *n = &t->norm[t->n_norm];
     memset(n, 0, sizeof *n);
-    const char *a;
+    const char *a = NULL;
     if (!strcmp(type, "Prepend")) {
         if (only(c, o, path, (const char *[]){"type", "prepend", NULL}) || get_str(c, o, path, "prepend", &a)) return 1;
         n->kind = NORM_PREPEND;
@@ -210,7 +210,7 @@ static int load_normalizer(ctx *c, lrc_tokenizer *t, const cJSON *o, const char 
 
 static int split_behavior(ctx *c, const cJSON *o, const char *path, tok_split_behavior *b)
 {
-    const char *v;
+    const char *v = NULL;
     if (get_str(c, o, path, "behavior", &v)) return 1;
     static const char *names[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
     for (int i = 0; i < 5; i++)
@@ -232,7 +232,7 @@ static int load_pre_one(ctx *c, lrc_tokenizer *t, const cJSON *o, const char *pa
                get_bool(c, o, path, "invert", false, &p->invert);
     }
     if (!strcmp(type, "Metaspace")) {
-        const char *r;
+        const char *r = NULL;
         p->kind = PRE_METASPACE;
         if (only(c, o, path,
                  (const char *[]){"type", "replacement", "prepend_scheme", "add_prefix_space", "split", "str_rep", NULL}) ||
@@ -243,7 +243,7 @@ static int load_pre_one(ctx *c, lrc_tokenizer *t, const cJSON *o, const char *pa
         return 0;
     }
     if (!strcmp(type, "ByteLevel")) {
-        bool use_regex, trim;
+        bool use_regex = false, trim = false;
         p->kind = PRE_BYTELEVEL;
         if (only(c, o, path, (const char *[]){"type", "add_prefix_space", "trim_offsets", "use_regex", NULL}) ||
             get_bool(c, o, path, "add_prefix_space", true, &p->add_prefix_space) ||
@@ -284,7 +284,7 @@ static int load_pre(ctx *c, lrc_tokenizer *t, const cJSON *o, const char *path)
 static int load_decoder(ctx *c, lrc_tokenizer *t, const cJSON *o, const char *path)
 {
     if (!o || cJSON_IsNull(o)) return 0;
-    const char *type = type_of(c, o, path), *a, *b;
+    const char *type = type_of(c, o, path), *a = NULL, *b = NULL;
     if (!type) return 1;
     t->has_decoder = true;
     if (!strcmp(type, "Sequence")) return load_sequence(c, t, o, path, "decoders", load_decoder);
@@ -311,7 +311,7 @@ static int load_decoder(ctx *c, lrc_tokenizer *t, const cJSON *o, const char *pa
         d->kind = type[0] == 'B' ? DEC_BYTEFALLBACK : DEC_FUSE;
         if (only(c, o, path, (const char *[]){"type", NULL})) return 1;
     } else if (!strcmp(type, "Strip")) {
-        int64_t s, e;
+        int64_t s = 0, e = 0;
         d->kind = DEC_STRIP;
         if (only(c, o, path, (const char *[]){"type", "content", "start", "stop", NULL}) ||
             get_str(c, o, path, "content", &a) || get_int(c, o, path, "start", 0, 1 << 20, &s) ||
@@ -424,7 +424,7 @@ static int load_merges(ctx *c, lrc_tokenizer *t, const cJSON *v)
     for (const cJSON *e = v->child; e; e = e->next, rank++) {
         char p[64];
         snprintf(p, sizeof p, "model.merges[%d]", rank);
-        const char *a, *b;
+        const char *a = NULL, *b = NULL;
         size_t na, nb;
         if (cJSON_IsString(e)) {
             const char *sp = strchr(e->valuestring, ' ');
@@ -511,9 +511,9 @@ static int load_added(ctx *c, lrc_tokenizer *t, const cJSON *a)
         if (!GROW(t->added, t->n_added)) return fail(c, p, "out of memory");
         tok_added *k = &t->added[t->n_added];
         memset(k, 0, sizeof *k);
-        const char *content;
-        int64_t id;
-        bool single_word;
+        const char *content = NULL;
+        int64_t id = 0;
+        bool single_word = false;
         if (only(c, e, p, (const char *[]){"id", "content", "single_word", "lstrip", "rstrip", "normalized", "special", NULL}) ||
             get_int(c, e, p, "id", 0, MAX_ID - 1, &id) || get_str(c, e, p, "content", &content) ||
             get_bool(c, e, p, "single_word", false, &single_word) || get_bool(c, e, p, "lstrip", false, &k->lstrip) ||

@@ -295,8 +295,10 @@ for dt in bf16 f16; do
 done
 
 # ---- generate, on a briefly trained model (so the argmax is not a near-tie)
-"$lrc" train llama "${tiny[@]}" --steps 12 --lr 1e-2 --warmup 0 --batch 4 --seq 32 --eval-every 12 --data text.txt --threads 2 -o run >/dev/null
-Wt=run/model.safetensors
+# (-o in folders that do not exist yet: made as mkdir -p makes them)
+"$lrc" train llama "${tiny[@]}" --steps 12 --lr 1e-2 --warmup 0 --batch 4 --seq 32 --eval-every 12 --data text.txt --threads 2 -o runs/a/run >/dev/null
+check "train -o runs/a/run makes the folders above the run" "[ -s runs/a/run/model.safetensors ]"
+Wt=runs/a/run/model.safetensors
 prompt="In the beginning God"
 G=(generate llama "${tiny[@]}" --weights "$Wt" --prompt "$prompt" -n 40 --threads 2)
 "$lrc" "${G[@]}" --temperature 0 >greedy1.txt 2>/dev/null

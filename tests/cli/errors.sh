@@ -749,6 +749,8 @@ t "analyze: two checkpoints" 2 'one CHECKPOINT' -- analyze lr_w.safetensors nono
 t "analyze: --fit-layerrope of a Post-Norm checkpoint" 1 'a Post-Norm checkpoint' -- analyze post_w.safetensors --fit-layerrope fit.st
 t "analyze: --layerrope-base 1" 2 '--layerrope-base 1: expected a number above 1' -- analyze post_w.safetensors --fit-layerrope fit.st --layerrope-base 1
 t "analyze: --plot into a missing directory" 1 '--plot: nodir/p: cannot write in nodir: No such file or directory' -- analyze lr_w.safetensors --layers 2 --plot nodir/p
+t "analyze: --trajectory-tol 0" 2 '--trajectory-tol 0: expected a positive number' -- analyze post_w.safetensors --trajectory-tol 0
+t "analyze: --head-dim 0" 2 '--head-dim 0: expected a positive integer' -- analyze post_w.safetensors --head-dim 0
 t "analyze: --fit-layerrope of LayerRoPE weights" 1 'no per-layer gains of an even width to fit' -- analyze lr_w.safetensors --layers 2 --fit-layerrope fit.st
 
 echo "$passed passed, $failed failed"

@@ -146,6 +146,7 @@ static int sticky;
 int cuMemcpyHtoD_v2(devptr dst, const void *src, size_t n)
 {
     if (sticky) return sticky;
+    if (cuemu_capture_refuses()) return cuemu_capture_refuses();
     if (!in_bounds(dst, n)) return INVALID_VALUE;
     memcpy((void *)(uintptr_t)dst, src, n);
     return OK;
@@ -154,6 +155,7 @@ int cuMemcpyHtoD_v2(devptr dst, const void *src, size_t n)
 int cuMemcpyDtoH_v2(void *dst, devptr src, size_t n)
 {
     if (sticky) return sticky;
+    if (cuemu_capture_refuses()) return cuemu_capture_refuses();
     if (!in_bounds(src, n)) return INVALID_VALUE;
     memcpy(dst, (const void *)(uintptr_t)src, n);
     if (getenv("LRC_CUEMU_TRACE") && n >= 8) fprintf(stderr, "dtoh %#llx %zu last %s\n", src, n, ((unsigned char *)dst)[n - 1] == 0x5A ? "5A" : "-");
@@ -163,13 +165,36 @@ int cuMemcpyDtoH_v2(void *dst, devptr src, size_t n)
 int cuMemcpyDtoD_v2(devptr dst, devptr src, size_t n)
 {
     if (sticky) return sticky;
+    if (cuemu_capture_refuses()) return cuemu_capture_refuses();
     if (!in_bounds(dst, n) || !in_bounds(src, n)) return INVALID_VALUE;
     memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
     return OK;
 }
 
+typedef struct {
+    devptr dst, src;
+    size_t n;
+} copy_call;
+
+static int copy_now(void *p)
+{
+    const copy_call *c = p;
+    if (sticky) return sticky;
+    if (!in_bounds(c->dst, c->n) || !in_bounds(c->src, c->n)) return INVALID_VALUE;
+    memmove((void *)(uintptr_t)c->dst, (const void *)(uintptr_t)c->src, c->n);
+    return OK;
+}
+
+int cuMemcpyDtoDAsync_v2(devptr dst, devptr src, size_t n, void *stream)
+{
+    copy_call c = {dst, src, n};
+    int r = cuemu_stream_use(stream, copy_now, &c, sizeof c);
+    return r == CUEMU_CAPTURED ? OK : r ? r : copy_now(&c);
+}
+
 int cuMemsetD8_v2(devptr dst, unsigned char v, size_t n)
 {
+    if (cuemu_capture_refuses()) return cuemu_capture_refuses();
     if (!in_bounds(dst, n)) return INVALID_VALUE;
     memset((void *)(uintptr_t)dst, v, n);
     return OK;
@@ -215,7 +240,7 @@ static int ctx_token;
 int cuDevicePrimaryCtxRetain(void **ctx, int d) { (void)d; *ctx = &ctx_token; return OK; }
 int cuDevicePrimaryCtxRelease_v2(int d) { (void)d; return OK; }
 int cuCtxSetCurrent(void *ctx) { return ctx == &ctx_token ? OK : INVALID_VALUE; }
-int cuCtxSynchronize(void) { return sticky; }
+int cuCtxSynchronize(void) { return cuemu_capture_refuses() ? cuemu_capture_refuses() : sticky; }
 /* NVRTC opens libcuda.so.1 too and asks for the driver's private tables;
  * without them it compiles as it does on a machine with no driver */
 int cuGetExportTable(const void **table, const void *id)
@@ -238,7 +263,12 @@ int cuEventCreate(void **ev, unsigned flags)
     *ev = calloc(1, sizeof(double));
     return *ev ? OK : OUT_OF_MEMORY;
 }
-int cuEventRecord(void *ev, void *stream) { *(double *)ev = now_ms(); return stream ? INVALID_VALUE : OK; }
+int cuEventRecord(void *ev, void *stream)
+{
+    if (cuemu_capture_refuses()) return cuemu_capture_refuses(); /* the executor times launch by launch only */
+    *(double *)ev = now_ms();
+    return stream ? INVALID_VALUE : OK;
+}
 int cuEventSynchronize(void *ev) { return sticky ? sticky : ev ? OK : INVALID_VALUE; }
 int cuEventElapsedTime(float *ms, void *start, void *end)
 {
@@ -675,20 +705,41 @@ static int out_of_resources(const function *f, unsigned threads)
     return why != NULL;
 }
 
+/* a launch's arguments, as a capture records it */
+typedef struct {
+    const function *f;
+    unsigned g[3], b[3];
+    void *args[MAX_ARGS];
+} launch_call;
+
+static int launch_now(void *p);
+
 int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared,
                    void *stream, void **params, void **extra)
 {
     const function *f = fn;
-    const module *m = f->m;
     unsigned threads = bx * by * bz;
     if (sticky) return sticky;
-    if (!threads || threads > 1024 || !gx || !gy || !gz || shared || stream || extra || f->n_args > MAX_ARGS) return INVALID_VALUE;
+    if (!threads || threads > 1024 || !gx || !gy || !gz || shared || extra || f->n_args > MAX_ARGS) return INVALID_VALUE;
     if (gx > 2147483647u || gy > 65535 || gz > 65535) { /* the hardware's grid limits */
         fprintf(stderr, "cuemu: kernel %s launched on a grid of (%u, %u, %u): y and z take at most 65535, x 2^31 - 1\n", f->name, gx,
                 gy, gz);
         return INVALID_VALUE;
     }
     if (f->sized && out_of_resources(f, threads)) return LAUNCH_OUT_OF_RESOURCES;
+    launch_call c = {f, {gx, gy, gz}, {bx, by, bz}, {NULL}};
+    for (int i = 0; i < f->n_args; i++) c.args[i] = *(void **)params[i];
+    int r = cuemu_stream_use(stream, launch_now, &c, sizeof c);
+    return r == CUEMU_CAPTURED ? OK : r ? r : launch_now(&c);
+}
+
+static int launch_now(void *p)
+{
+    const launch_call *c = p;
+    const function *f = c->f;
+    const module *m = f->m;
+    const unsigned gx = c->g[0], gy = c->g[1], gz = c->g[2], bx = c->b[0], by = c->b[1], bz = c->b[2], threads = bx * by * bz;
+    if (sticky) return sticky;
     size_t need = (size_t)threads * STACK;
     if (need > L.stacks_bytes) {
         if (L.stacks) munmap(L.stacks, L.stacks_bytes);
@@ -706,7 +757,7 @@ int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
     L.f = f;
     L.n = (int)threads;
     L.block_dim = (dim3){bx, by, bz};
-    for (int i = 0; i < MAX_ARGS; i++) L.args[i] = i < f->n_args ? *(void **)params[i] : NULL;
+    for (int i = 0; i < MAX_ARGS; i++) L.args[i] = c->args[i];
     *m->block_dim = (dim3){bx, by, bz};
     *m->grid_dim = (dim3){gx, gy, gz};
     *m->barrier = barrier;

@@ -33,4 +33,17 @@ int cuemu_cubin_resources(const void *image, size_t size, const char *name, cuem
 /* nonzero, with a message, when a kernel or GEMM wrote past an allocation */
 int cuemu_check_guards(const char *what);
 
+/* ---- streams and graphs (cuemu_graph.c) ---- */
+/* a recorded call: runs it with its copied arguments; a driver or cuBLAS status */
+typedef int (*cuemu_replay_fn)(void *payload);
+#define CUEMU_CAPTURED (-1)
+/* A call that goes on stream s (NULL: the legacy stream), its arguments in
+ * payload (size bytes): 0 to run it now; CUEMU_CAPTURED when a capture on s
+ * recorded it (replay runs it at each launch of the graph); otherwise the
+ * driver's error (s is no stream; another stream while a capture is on). */
+int cuemu_stream_use(void *s, cuemu_replay_fn replay, const void *payload, size_t size);
+/* for a call that waits for the device: the driver's error while a capture
+ * is on (it invalidates the capture), else 0 */
+int cuemu_capture_refuses(void);
+
 #endif

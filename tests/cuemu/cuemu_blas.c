@@ -12,7 +12,21 @@ enum { STATUS_OK = 0, STATUS_INVALID_VALUE = 7, STATUS_EXECUTION_FAILED = 13, ST
 enum { OP_N = 0, OP_T = 1, R_32F = 0, R_16BF = 14, COMPUTE_32F = 68 };
 
 static int handle_token;
+static void *handle_stream; /* cublasSetStream's: the GEMMs' stream */
 int cublasCreate_v2(void **h) { *h = &handle_token; return STATUS_OK; }
+int cublasSetStream_v2(void *h, void *stream)
+{
+    if (h != &handle_token) return STATUS_INVALID_VALUE;
+    handle_stream = stream;
+    return STATUS_OK;
+}
+
+/* a cuemu_stream_use of a GEMM as cuBLAS's status: recorded, run now (0) or failed */
+static int on_stream(void *stream, cuemu_replay_fn replay, const void *call, size_t size)
+{
+    int r = cuemu_stream_use(stream, replay, call, size);
+    return r == CUEMU_CAPTURED ? 1 : r ? -1 : 0;
+}
 int cublasDestroy_v2(void *h) { return h == &handle_token ? STATUS_OK : STATUS_INVALID_VALUE; }
 
 static float load(const void *p, int type, long i)
@@ -66,6 +80,22 @@ static void trace(const char *what, int ta, int tb, long m, long n, long k, cons
             ba ? "(5A)" : "", B, bb ? "(5A)" : "", C, at, bt, ct);
 }
 
+typedef struct {
+    int ta, tb, m, n, k, at, lda, bt, ldb, ct, ldc;
+    float alpha, beta; /* read at the call, as cuBLAS reads host scalars */
+    const void *A, *B;
+    void *C;
+} gemm_call;
+
+static int gemm_now(void *p)
+{
+    const gemm_call *g = p;
+    trace("gemm", g->ta, g->tb, g->m, g->n, g->k, g->A, g->B, g->C, g->at, g->bt, g->ct);
+    gemm(g->ta, g->tb, g->m, g->n, g->k, g->alpha, g->A, g->at, g->lda, g->B, g->bt, g->ldb, g->beta, g->C, g->ct, g->ldc, g->C, g->ct,
+         g->ldc, NULL);
+    return cuemu_check_guards("a cublasGemmEx") ? STATUS_EXECUTION_FAILED : STATUS_OK;
+}
+
 int cublasGemmEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *A, int at, int lda, const void *B,
                  int bt, int ldb, const void *beta, void *C, int ct, int ldc, int compute, int algo)
 {
@@ -77,9 +107,9 @@ int cublasGemmEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha
         int type = t == 0 ? at : t == 1 ? bt : ct;
         if (type != R_32F && type != R_16BF) return STATUS_INVALID_VALUE;
     }
-    trace("gemm", ta, tb, m, n, k, A, B, C, at, bt, ct);
-    gemm(ta, tb, m, n, k, *(const float *)alpha, A, at, lda, B, bt, ldb, *(const float *)beta, C, ct, ldc, C, ct, ldc, NULL);
-    return cuemu_check_guards("a cublasGemmEx") ? STATUS_EXECUTION_FAILED : STATUS_OK;
+    gemm_call g = {ta, tb, m, n, k, at, lda, bt, ldb, ct, ldc, *(const float *)alpha, *(const float *)beta, A, B, C};
+    int r = on_stream(handle_stream, gemm_now, &g, sizeof g);
+    return r > 0 ? STATUS_OK : r < 0 ? STATUS_EXECUTION_FAILED : gemm_now(&g);
 }
 
 /* ---- cuBLASLt: cublasLtMatmul with its descriptors (the epilogues the
@@ -194,6 +224,24 @@ int cublasLtMatmulAlgoGetHeuristic(void *h, void *desc, void *A, void *B, void *
     return *count ? STATUS_OK : STATUS_NOT_SUPPORTED;
 }
 
+typedef struct {
+    lt_desc d; /* the descriptors as they were at the call */
+    lt_layout a, b, c, dd;
+    long m, n, k;
+    float alpha, beta;
+    const void *A, *B, *C;
+    void *D;
+} lt_call;
+
+static int lt_now(void *p)
+{
+    const lt_call *c = p;
+    trace("ltmatmul", c->d.ta, c->d.tb, c->m, c->n, c->k, c->A, c->B, c->C, c->a.type, c->b.type, c->c.type);
+    gemm(c->d.ta, c->d.tb, c->m, c->n, c->k, c->alpha, c->A, c->a.type, (long)c->a.ld, c->B, c->b.type, (long)c->b.ld, c->beta, c->C,
+         c->c.type, (long)c->c.ld, c->D, c->dd.type, (long)c->dd.ld, c->d.epilogue == LT_EPILOGUE_BIAS ? c->d.bias : NULL);
+    return cuemu_check_guards("a cublasLtMatmul") ? STATUS_EXECUTION_FAILED : STATUS_OK;
+}
+
 int cublasLtMatmul(void *h, void *desc, const void *alpha, const void *A, void *Ad, const void *B, void *Bd, const void *beta,
                    const void *C, void *Cd, void *D, void *Dd, const void *algo, void *ws, size_t ws_bytes, void *stream)
 {
@@ -201,7 +249,7 @@ int cublasLtMatmul(void *h, void *desc, const void *alpha, const void *A, void *
     const lt_desc *d = desc;
     const lt_layout *a = Ad, *b = Bd, *c = Cd, *dd = Dd;
     long n, k, m = lt_dims(d, a, b, c, dd, &n, &k);
-    if (h != &lt_token || stream || m < 0 || a->type != b->type || (d->epilogue == LT_EPILOGUE_BIAS && !d->bias))
+    if (h != &lt_token || m < 0 || a->type != b->type || (d->epilogue == LT_EPILOGUE_BIAS && !d->bias))
         return STATUS_INVALID_VALUE;
     /* LRC_CUEMU_LT_REFUSE=1: every matmul refused before it runs, as cuBLASLt
      * may refuse an algorithm its heuristic offered */
@@ -218,8 +266,7 @@ int cublasLtMatmul(void *h, void *desc, const void *alpha, const void *A, void *
                     "ABCD"[i], ptrs[i], align[i]);
             return STATUS_EXECUTION_FAILED;
         }
-    trace("ltmatmul", d->ta, d->tb, m, n, k, A, B, C, a->type, b->type, c->type);
-    gemm(d->ta, d->tb, m, n, k, *(const float *)alpha, A, a->type, (long)a->ld, B, b->type, (long)b->ld, *(const float *)beta, C,
-         c->type, (long)c->ld, D, dd->type, (long)dd->ld, d->epilogue == LT_EPILOGUE_BIAS ? d->bias : NULL);
-    return cuemu_check_guards("a cublasLtMatmul") ? STATUS_EXECUTION_FAILED : STATUS_OK;
+    lt_call call = {*d, *a, *b, *c, *dd, m, n, k, *(const float *)alpha, *(const float *)beta, A, B, C, D};
+    int r = on_stream(stream, lt_now, &call, sizeof call);
+    return r > 0 ? STATUS_OK : r < 0 ? STATUS_EXECUTION_FAILED : lt_now(&call);
 }

@@ -9,7 +9,7 @@
 # workspace (the same logits), lrc
 # profile of a package and of a model (the table, every launch in the
 # trace), LRC_PROFILE of lrc backward, lrc generate of a cuda decoder
-# package against the cpu's.
+# package against the cpu's, and the plans run as CUDA graphs.
 # Training on cuda is train.sh's.
 set -u
 lrc=$1 model=$2 compare=$3
@@ -219,5 +219,36 @@ sys.exit(0 if worst <= 4e-2 else 1)  # False for a NaN
 PY
     { echo "FAIL: generate $norm at bf16: $(tail -1 "$out/gen.err")"; failed=1; }
 done
+
+# CUDA graphs: without LRC_CUDA_CHECK (whose guard checks go between
+# launches), a plan without loops runs launch by launch once, then is
+# captured and replayed, one graph launch a run: generate's steps of the
+# f32 decoder and the 3 runs of a forward --repeat 3, each
+# the same bytes as launch by launch (LRC_CUDA_GRAPH=0); a capture the
+# driver invalidates leaves the plan launch by launch, the same bytes again
+graph_run() { # NAME ENV...: generate and forward with ENV, the emulator's trace kept
+  env -u LRC_CUDA_CHECK LRC_CUEMU_TRACE=1 "${@:2}" "$lrc" generate "$out/dec_cuda" --prompt "In the beginning" -n 24 --temperature 0 \
+    >"$out/g_$1.txt" 2>"$out/g_$1.err" &&
+    env -u LRC_CUDA_CHECK LRC_CUEMU_TRACE=1 "${@:2}" "$lrc" forward "$out/pkg" --input "$out/in.st" -o "$out/g_$1.st" --repeat 3 \
+      >/dev/null 2>"$out/gf_$1.err"
+}
+if graph_run on && graph_run off LRC_CUDA_GRAPH=0 && graph_run refused LRC_CUEMU_CAPTURE_REFUSE=1; then
+  cap=$(grep -c '^graph: captured [0-9]* calls$' "$out/g_on.err") launches=$(grep -c '^graph launch' "$out/g_on.err")
+  fcap=$(grep -c '^graph: captured' "$out/gf_on.err") flaunch=$(grep -c '^graph launch' "$out/gf_on.err")
+  off=$(cat "$out/g_off.err" "$out/gf_off.err" | grep -c '^graph')
+  inval=$(grep -c '^graph: captured [0-9]* calls, invalidated$' "$out/g_refused.err")
+  refused_launches=$(grep -c '^graph launch' "$out/g_refused.err")
+  if [ "$cap" = 1 ] && [ "$launches" -ge 23 ] && [ "$fcap" = 1 ] && [ "$flaunch" -ge 2 ] && [ "$off" = 0 ] && [ "$inval" = 1 ] &&
+    [ "$refused_launches" = 0 ] && cmp -s "$out/g_on.txt" "$out/g_off.txt" && cmp -s "$out/g_on.txt" "$out/g_refused.txt" &&
+    cmp -s "$out/g_on.txt" "$out/gen_cpu.txt" && cmp -s "$out/g_on.st" "$out/g_off.st" && cmp -s "$out/g_on.st" "$out/g_refused.st"; then
+    echo "ok: CUDA graphs: generate's decoder captured once, $launches graph launches; a forward --repeat 3, $flaunch; the same bytes as launch by launch, and after a refused capture"
+  else
+    echo "FAIL: CUDA graphs (captures $cap, launches $launches; forward $fcap, $flaunch; without: $off; refused: $inval, $refused_launches)"
+    failed=1
+  fi
+else
+  echo "FAIL: CUDA graphs: a run failed: $(tail -1 "$out"/g_*.err "$out"/gf_*.err | tail -3)"
+  failed=1
+fi
 
 exit $failed

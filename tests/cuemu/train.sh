@@ -2,7 +2,7 @@
 # train.sh LRC MODEL — lrc train --target cuda on the host emulator: 20
 # steps of a tiny LLaMA against the same run on the cpu, the same in a byte
 # less device memory than it held (cuBLASLt's workspace given up), stopped
-# after 10 then resumed byte for byte; a ViT's likewise (4 steps, 2 then 2),
+# after 10 then resumed byte for byte, and as CUDA graphs; a ViT's likewise (4 steps, 2 then 2),
 # its validation on the CPU with the weights read back.
 set -u
 lrc=$1 model=$2
@@ -24,6 +24,14 @@ LRC_CUEMU_MEMORY=$(($(cat "$out/peak") - 1)) "$lrc" "${L[@]}" --target cuda -o "
   cmp -s "$out/run_cuda/checkpoint.safetensors" "$out/run_tight/checkpoint.safetensors" &&
   echo "ok: training in a byte less memory than it held ($(cat "$out/peak") bytes): cuBLASLt's workspace given up, the same checkpoint" ||
   { echo "FAIL: training with cuBLASLt's workspace given up: $(tail -1 "$out/train_tight.err")"; failed=1; }
+# without LRC_CUDA_CHECK the training step runs as a CUDA graph (launch by
+# launch once, then captured and replayed), AdamW's kernels after it on the
+# legacy stream: the same checkpoint as launch by launch
+env -u LRC_CUDA_CHECK LRC_CUEMU_TRACE=1 "$lrc" "${L[@]}" --target cuda -o "$out/run_graph" >/dev/null 2>"$out/train_graph.err" &&
+  n=$(grep -c '^graph launch' "$out/train_graph.err") && [ "$n" -ge 19 ] &&
+  cmp -s "$out/run_cuda/checkpoint.safetensors" "$out/run_graph/checkpoint.safetensors" &&
+  echo "ok: cuda training with the step as a CUDA graph ($n graph launches): the same checkpoint as launch by launch" ||
+  { echo "FAIL: cuda training as CUDA graphs: $(grep -v '^launch\|^gemm\|^ltmatmul\|^dtoh' "$out/train_graph.err" | tail -2)"; failed=1; }
 # AdamW on the device: its weights and moments come back for the
 # checkpoint, and go up again with --resume, bit for bit
 "$lrc" "${L[@]}" --target cuda --stop-after 10 -o "$out/run_part" >/dev/null 2>"$out/train_part.err" &&

@@ -36,6 +36,8 @@ def checkpoint(rng):
             ang = 0.25 * l
             g = base * (1 + 0.15 * l) + 0.05 * rng.standard_normal(D)
             g[0], g[1] = g[0] * math.cos(ang) - g[1] * math.sin(ang), g[0] * math.sin(ang) + g[1] * math.cos(ang)
+            g[13] *= 0.01  # a deactivated dimension (Appendix C)
+            g[20] = 1.5 - 0.1 * l  # against its head's trend
             t["model.layers.%d.%s.weight" % (l, site)] = g
     for site in ("in_attn", "out_attn", "in_mlp", "out_mlp"):
         t["model.layerrope.%s_gamma" % site] = 1 + 0.1 * rng.standard_normal(D)
@@ -64,6 +66,59 @@ def expected_site(gs):
             r["cos_prev"] = unit[l] @ unit[l - 1]
         rows.append(r)
     return rows, abs(turns.sum()) * 180 / math.pi
+
+
+def expected_trajectory(gs, head, tol):
+    """Appendix C's split by numpy: per head the mean trajectory m; a dimension is deactivated
+    when |x| < 0.1 |m|, follows when x less its least-squares multiple of m keeps at most tol of |x|"""
+    follow, dead, dev = 0, 0, []
+    for h0 in range(0, gs.shape[1], head):
+        m = gs[:, h0:h0 + head].mean(axis=1)
+        for j in range(h0, h0 + head):
+            x = gs[:, j]
+            if np.linalg.norm(x) < 0.1 * np.linalg.norm(m):
+                dead += 1
+                continue
+            r = np.linalg.norm(x - (x @ m) / (m @ m) * m) / np.linalg.norm(x)
+            if r <= tol:
+                follow += 1
+            else:
+                dev.append((r, j))
+    dev.sort(reverse=True)
+    return {"fraction": follow / gs.shape[1], "follow": follow, "deactivated": dead, "deviating": len(dev)}, dev[:8]
+
+
+def check_hf_logits(lrc, tmp):
+    """--fit-layerrope of a Hugging Face directory: the logits it reports before and after the fit
+    against lrc forward of the directory and of the written file with --set norm=layerrope (f32
+    on the reference backend): every row's top-1 tokens, and the largest difference within 1e-4"""
+    hf = os.path.join(HERE, "..", "fixtures", "hf", "llama_mha")
+    fit, js = os.path.join(tmp, "hf_fit.st"), os.path.join(tmp, "hf_fit.json")
+    subprocess.run([lrc, "analyze", hf, "--fit-layerrope", fit, "-o", js], check=True, stdout=subprocess.DEVNULL)
+    got = json.load(open(js))["fit_logits"]
+    rows = got["positions"]
+    tok = os.path.join(tmp, "hf_tok.st")
+    safetensors_io.save(tok, {"tokens": torch.tensor([[r["token"] for r in rows]], dtype=torch.int32)})
+    logits = []
+    for extra in ([], ["--set", "norm=layerrope", "--weights", fit]):
+        out = os.path.join(tmp, "hf_out.st")
+        subprocess.run([lrc, "forward", hf, *extra, "--input", tok, "-o", out, "--target", "ref"], check=True, stdout=subprocess.DEVNULL)
+        logits.append(safetensors_io.load(out)[0]["logits"][0].double())
+    failed = 0
+    for t, r in enumerate(rows):
+        top = (int(logits[0][t].argmax()), int(logits[1][t].argmax()))
+        diff = float((logits[1][t] - logits[0][t]).abs().max())
+        if top != (r["top1_before"], r["top1_after"]) or abs(diff - r["max_abs_diff"]) > 1e-4:
+            print("FAIL --fit-layerrope logits at position %d: lrc analyze top-1 %d, %d, max |diff| %.6g; lrc forward %d, %d, %.6g"
+                  % (t, r["top1_before"], r["top1_after"], r["max_abs_diff"], *top, diff))
+            failed = 1
+    agree = sum(int(logits[0][t].argmax()) == int(logits[1][t].argmax()) for t in range(len(rows)))
+    if agree != got["top1_agree"]:
+        print("FAIL --fit-layerrope: top-1 agreement %d, lrc forward %d" % (got["top1_agree"], agree))
+        failed = 1
+    print("%s --fit-layerrope of %s: logits before and after (top-1 agree at %d of %d, relative RMS %.3e) as lrc forward's"
+          % ("FAIL" if failed else "ok  ", "llama_mha", got["top1_agree"], len(rows), got["relative_rms"]))
+    return failed
 
 
 def check_fit(lrc, tmp):
@@ -127,7 +182,7 @@ def main():
         path, js = os.path.join(tmp, "w.st"), os.path.join(tmp, "a.json")
         safetensors_io.save(path, params)
         prefix = os.path.join(tmp, "fig")
-        subprocess.run([lrc, "analyze", path, "--layers", str(L), "-o", js, "--plot", prefix], check=True,
+        subprocess.run([lrc, "analyze", path, "--layers", str(L), "--head-dim", "8", "-o", js, "--plot", prefix], check=True,
                        stdout=subprocess.DEVNULL)
         got = json.load(open(js))
         for fig in ("input_layernorm", "post_attention_layernorm", "layerrope"):  # --plot: a PNG of each
@@ -148,6 +203,15 @@ def main():
         gs = np.stack([p64["model.layers.%d.%s.weight" % (l, site)] for l in range(L)])
         rows, arc = expected_site(gs)
         close(site + " arc", got[site]["arc_degrees"], arc)
+        want, dev = expected_trajectory(gs, 8, 0.1)
+        tr = got[site]["trajectory"]
+        for k, v in want.items():
+            close("%s trajectory %s" % (site, k), tr[k], v)
+        if [d["dim"] for d in tr["largest_deviations"]] != [j for _, j in dev] or want["deactivated"] < 1 or want["deviating"] < 2:
+            print("FAIL %s trajectory: deviating dimensions %s, numpy %s" % (site, tr["largest_deviations"], dev))
+            failed = 1
+        for d, (r, _) in zip(tr["largest_deviations"], dev):
+            close("%s trajectory r of dim %d" % (site, d["dim"]), d["r"], r)
         for axis in ("mds_x", "mds_y"):  # up to the axis's sign
             sign = 1 if sum(r[axis] * g[axis] for r, g in zip(rows, got[site]["layers"])) >= 0 else -1
             for r, g in zip(rows, got[site]["layers"]):
@@ -173,8 +237,9 @@ def main():
             failed = 1
     with tempfile.TemporaryDirectory() as tmp:
         failed |= check_fit(lrc, tmp)
+        failed |= check_hf_logits(lrc, tmp)
     print("%s lrc analyze against numpy: worst relative difference %.3e (percentiles, cosines, MDS up to sign, arc, "
-          "LayerRoPE multipliers)" % ("FAIL" if failed else "ok  ", worst))
+          "shared trajectory, LayerRoPE multipliers)" % ("FAIL" if failed else "ok  ", worst))
     return failed
 
 
