@@ -91,6 +91,15 @@ void cu_attention_element(cu_gen *c, const char *indent, const char *dst, int sr
 bool cu_render_attention_tc(cu_gen *c);
 void cu_render_kv_attention(cu_gen *c);
 bool cu_render_attention_grad(cu_gen *c, const lrc_node *n);
+/* the same on the tensor cores (bf16 storage, D a multiple of 16 up to 128,
+ * no window or soft-cap); false, having rendered nothing, otherwise.
+ * out_of: the group's node for dq, dk, dv, or -1 */
+bool cu_render_attention_grad_tc(cu_gen *c, const lrc_node *n, const int out_of[3]);
+/* what both gradient kernels end with: the macros naming their outputs
+ * (HAS_DQ ...) and arguments (QA ... DVA), body, then every macro in names
+ * #undef'd */
+void cu_attention_grad_body(cu_gen *c, const lrc_node *n, const int out_of[3], const char *body, const char *const *names,
+                            size_t n_names);
 
 /* RoPE's inverse frequencies lrc_rope_inv_freq(rope, i, D), i < D/2, as a __device__ table
  * named by the returned string (emitted once per source). */

@@ -199,23 +199,35 @@ static const char *const NAMES[] = {"BT", "NT", "NS", "NA", "NTHR", "T_", "D_", 
                                     "QROW", "KROW", "VALID", "LOAD", "QR", "LOAD_QUERY_TILE", "LOAD_KEY_TILE", "KT_FIRST", "KT_LAST", "QT_FIRST", "QT_LAST",
                                     "SCORES", "DS_ENTRY"};
 
+void cu_attention_grad_body(cu_gen *c, const lrc_node *n, const int out_of[3], const char *body, const char *const *names,
+                            size_t n_names)
+{
+    char arg[7][16] = {"0", "0", "0", "0", "0", "0", "0"};
+    for (int i = 0; i < 4; i++) cu_arg(c, n->in[i], arg[i], sizeof arg[i]);
+    for (int w = 0; w < 3; w++)
+        if (out_of[w] >= 0) cu_arg(c, out_of[w], arg[4 + w], sizeof arg[4 + w]);
+    cu_printf(c->t, "#define HAS_DQ %d\n#define HAS_DK %d\n#define HAS_DV %d\n", out_of[0] >= 0, out_of[1] >= 0, out_of[2] >= 0);
+    cu_printf(c->t, "#define QA %s\n#define KA %s\n#define VA %s\n#define DYA %s\n#define DQA %s\n#define DKA %s\n#define DVA %s\n", arg[0],
+              arg[1], arg[2], arg[3], arg[4], arg[5], arg[6]);
+    cu_printf(c->t, "%s", body);
+    for (size_t i = 0; i < n_names; i++) cu_printf(c->t, "#undef %s\n", names[i]);
+    cu_printf(c->t, "\n");
+}
+
 /* the group holds the gradient of q, k and/or v (fuse rule 6) */
 bool cu_render_attention_grad(cu_gen *c, const lrc_node *n)
 {
     const lrc_shape *qs = &c->g->nodes[n->in[0]].shape;
     int64_t B = qs->dim[0], T = qs->dim[1], H = qs->dim[2], D = qs->dim[3], Hkv = c->g->nodes[n->in[1]].shape.dim[2];
-    int bt = tile_rows(D);
-    if (!bt) return false; /* a head too wide for a tile in shared memory: reported by the caller */
     int out_of[3] = {-1, -1, -1};
     for (int j = 0; j < c->gr->n_nodes; j++) {
         const lrc_node *m = &c->g->nodes[c->gr->nodes[j]];
         if (m->op != LRC_OP_ATTENTION_GRAD) return false;
         out_of[m->iattr[1]] = c->gr->nodes[j];
     }
-    char arg[7][16] = {"0", "0", "0", "0", "0", "0", "0"};
-    for (int i = 0; i < 4; i++) cu_arg(c, n->in[i], arg[i], sizeof arg[i]);
-    for (int w = 0; w < 3; w++)
-        if (out_of[w] >= 0) cu_arg(c, out_of[w], arg[4 + w], sizeof arg[4 + w]);
+    if (cu_render_attention_grad_tc(c, n, out_of)) return true; /* bf16 storage: the tensor cores */
+    int bt = tile_rows(D);
+    if (!bt) return false; /* a head too wide for a tile in shared memory: reported by the caller */
     double cap = n->fattr[1];
     c->launch->scratch_bytes = B * H * 3 * T * 4;
     cu_kernel_begin(c, THREADS);
@@ -228,12 +240,7 @@ bool cu_render_attention_grad(cu_gen *c, const lrc_node *n)
         cu_printf(c->t, "#define SC(x) (%.9ef * tanhf((x) / %.9ef))\n#define CAPD(s) (1.f - ((s) / %.9ef) * ((s) / %.9ef))\n", cap, cap, cap,
                   cap);
     else cu_printf(c->t, "#define SC(x) (x)\n#define CAPD(s) 1.f\n");
-    cu_printf(c->t, "#define HAS_DQ %d\n#define HAS_DK %d\n#define HAS_DV %d\n", out_of[0] >= 0, out_of[1] >= 0, out_of[2] >= 0);
-    cu_printf(c->t, "#define QA %s\n#define KA %s\n#define VA %s\n#define DYA %s\n#define DQA %s\n#define DKA %s\n#define DVA %s\n", arg[0],
-              arg[1], arg[2], arg[3], arg[4], arg[5], arg[6]);
-    cu_printf(c->t, "%s", BODY);
-    for (size_t i = 0; i < sizeof NAMES / sizeof *NAMES; i++) cu_printf(c->t, "#undef %s\n", NAMES[i]);
-    cu_printf(c->t, "\n");
+    cu_attention_grad_body(c, n, out_of, BODY, NAMES, sizeof NAMES / sizeof *NAMES);
     c->launch->block = THREADS;
     c->launch->grid[0] = (unsigned)(B * Hkv);
     return true;

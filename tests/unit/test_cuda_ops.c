@@ -150,7 +150,18 @@ static lrc_tensor *ids_input(lrc_graph *g, const char *name, lrc_shape s, int32_
 /* Runs graph g (taken) on cuda and on the reference backend (which takes
  * the states, zeroed as the cuda plan holds them, in ref_in): the worst
  * relative error of its outputs, or -1 with the error printed. */
+static double cuda_against_ref_at(lrc_graph *g, const lrc_tensor_set *in, const lrc_tensor_set *ref_in, const char *arch, bool f32,
+                                  const char *must_have);
+
 static double cuda_against_ref(lrc_graph *g, const lrc_tensor_set *in, const lrc_tensor_set *ref_in, const char *arch)
+{
+    return cuda_against_ref_at(g, in, ref_in, arch, true, NULL);
+}
+
+/* the same at f32 storage or (f32 false) bf16, the rendered source holding
+ * must_have (when not NULL: the kernel the case is for) */
+static double cuda_against_ref_at(lrc_graph *g, const lrc_tensor_set *in, const lrc_tensor_set *ref_in, const char *arch, bool f32,
+                                  const char *must_have)
 {
     lrc_err err;
     lrc_tensor_set want, outs, params;
@@ -164,9 +175,11 @@ static double cuda_against_ref(lrc_graph *g, const lrc_tensor_set *in, const lrc
     memset(&c, 0, sizeof c);
     lrc_cuda_exec *x = NULL;
     if (!rc) {
-        rc = lrc_compile_graph_cuda(g, NULL, arch, true, &c, &err); /* takes g */
+        rc = lrc_compile_graph_cuda(g, NULL, arch, f32, &c, &err); /* takes g */
         g = NULL;
     }
+    if (!rc && must_have && !strstr(c.cuda.source, must_have))
+        rc = lrc_err_set(&err, "the rendered source has no '%s': not the kernel this case is for", must_have);
     if (!rc) rc = lrc_cuda_exec_new(&c.plan, &c.cuda.table, c.cubin, &x, &err);
     if (!rc) rc = lrc_cuda_exec_run(x, in, &outs, &err);
     double worst = 0;
@@ -304,6 +317,51 @@ static void run_attention_graph(const char *arch, attn_case ac)
     lrc_tensor_set_clear(&in);
 }
 
+/* The gradient of attention on the tensor cores (render_attention_grad_tc.c):
+ * bf16 storage, dq, dk, dv against the reference backend on the same
+ * bf16-rounded inputs (doubled by an add, so that they are bf16
+ * intermediates, as a training graph's are), within 2e-2 (P and dS are rounded to bf16 for their
+ * products; the outputs are stored as bf16): lengths over one tile of 64
+ * and not a multiple of 32, causal and full, G = 1 and 3 query heads a
+ * key-value head, D 16 to 128. */
+static void run_attention_grad_bf16(const char *arch, int64_t T, int64_t D, int causal, int64_t H, int64_t Hkv)
+{
+    const int64_t B = 2;
+    char what[128];
+    snprintf(what, sizeof what, "attention_grad on the tensor cores (bf16; %lld/%lld heads, T %lld, D %lld, %s)", (long long)H,
+             (long long)Hkv, (long long)T, (long long)D, causal ? "causal" : "full");
+    lrc_err err;
+    lrc_graph *g = lrc_graph_new();
+    lrc_tensor_set in;
+    lrc_tensor_set_init(&in);
+    int id[4];
+    const char *names[4] = {"q", "k", "v", "dy"};
+    for (int i = 0; i < 4; i++) {
+        lrc_tensor *t = random_input(g, names[i], (lrc_shape){4, {B, T, i == 1 || i == 2 ? Hkv : H, D}}, 11 + (uint32_t)i, &id[i]);
+        for (int64_t e = 0; e < lrc_shape_numel(&t->shape); e++) { /* to bf16, nearest even: both sides read the same values */
+            uint32_t u;
+            memcpy(&u, (float *)t->data + e, 4);
+            u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+            memcpy((float *)t->data + e, &u, 4);
+        }
+        lrc_tensor_set_add(&in, t, &err);
+        lrc_node twice = {.op = LRC_OP_ADD, .n_in = 2, .in = {id[i], id[i]}}; /* exact: an intermediate, stored bf16 as in training */
+        id[i] = lrc_graph_add(g, &twice, &err);
+    }
+    int rc = 0;
+    for (int w = 0; w < 3 && !rc; w++) {
+        lrc_node d = {.op = LRC_OP_ATTENTION_GRAD, .n_in = 4, .in = {id[0], id[1], id[2], id[3]}, .iattr = {causal, w, 0},
+                      .fattr = {1.0 / sqrt((double)D), 0}};
+        rc = lrc_graph_add_output(g, w == 0 ? "dq" : w == 1 ? "dk" : "dv", lrc_graph_add(g, &d, &err), &err) < 0;
+    }
+    double worst = rc ? -1 : cuda_against_ref_at(g, &in, NULL, arch, false, "mma_bf16_row(dq[n]");
+    if (rc) lrc_graph_free(g);
+    const bool ok = worst >= 0 && worst <= 2e-2;
+    printf("%s %s worst relative error %.3e (2e-2 allowed)\n", ok ? "ok  " : "FAIL", what, worst);
+    ok ? passed++ : failed++;
+    lrc_tensor_set_clear(&in);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -315,6 +373,9 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) run_fixture(argv[i], arch);
     const attn_case cases[] = {{37, 8, 1, 3, 1.5}, {77, 16, 1, 0, 0}, {50, 96, 0, 0, 0}, {45, 40, 1, 19, 1.5}, {20, 200, 1, 0, 0}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_attention_graph(arch, cases[i]);
+    run_attention_grad_bf16(arch, 77, 64, 1, 2, 2);
+    run_attention_grad_bf16(arch, 40, 16, 0, 3, 1);
+    run_attention_grad_bf16(arch, 130, 128, 1, 3, 1);
     run_loss_embedding_graph(arch);
     run_kv_attention_graph(arch, 32, 0, 0);
     run_kv_attention_graph(arch, 64, 0, 2.5);
