@@ -66,6 +66,10 @@ typedef struct {
                      void *, void *, const void *, void *, size_t, void *);
 } cuda_api;
 
+/* cuBLAS's constants as its header has them: cublasOperation_t, cudaDataType_t,
+ * cublasComputeType_t, cublasGemmAlgo_t */
+enum { OP_N = 0, OP_T = 1, R_32F = 0, R_16BF = 14, COMPUTE_32F = 68, GEMM_DEFAULT = -1 };
+
 /* cublasLtMatmulHeuristicResult_t */
 typedef struct {
     uint64_t algo[8];
