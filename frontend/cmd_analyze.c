@@ -439,12 +439,11 @@ static int analyze(const char *path, analyze_opts o, lrc_err *err)
     if (!rc && o.fit_out) rc = fit_layerrope(&w, sites, n_sites, o.fit_out, o.base, out, err);
     if (!rc && o.fit_out && hf && n_sites) rc = cli_analyze_fit_logits(path, o.fit_out, out, err);
     if (!rc && o.plot) rc = cli_analyze_plot(out, o.plot, err);
-    const char *json_out = o.json_out;
-    if (!rc && json_out) {
+    if (!rc && o.json_out) {
         char *text = cJSON_Print(out);
-        FILE *f = fopen(json_out, "w");
-        if (!f || fputs(text, f) < 0 || fclose(f)) rc = lrc_err_set(err, "%s: cannot write: %s", json_out, strerror(errno));
-        else printf("\nwrote %s\n", json_out);
+        FILE *f = fopen(o.json_out, "w");
+        if (!f || fputs(text, f) < 0 || fclose(f)) rc = lrc_err_set(err, "%s: cannot write: %s", o.json_out, strerror(errno));
+        else printf("\nwrote %s\n", o.json_out);
         free(text);
     }
     cJSON_Delete(out);

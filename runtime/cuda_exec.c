@@ -436,8 +436,10 @@ static int run_gemm(lrc_cuda_exec *x, int li, int j, lrc_err *err)
     const bool to_scratch = l->symbol[0]; /* an epilogue kernel follows: it reads the product (and adds what it adds) */
     if (to_scratch) C = x->scratch + (devptr)(j * M * N) * lrc_cuda_elem_bytes(x->scratch_st[li]), ctype = blas_type(x->scratch_st[li]);
     const bool add_c = rb >= 0 && !to_scratch;
-    const size_t bytes = (size_t)(M * N) * lrc_cuda_elem_bytes(add_c ? x->storage[rb] : LRC_CUDA_F32);
-    r = !add_c || x->ptr[rb] == C ? 0 : x->stream ? x->api.dtod_async(C, x->ptr[rb], bytes, x->stream) : x->api.dtod(C, x->ptr[rb], bytes);
+    if (add_c && x->ptr[rb] != C) { /* the residual first, on the launches' stream (a capture records it) */
+        const size_t bytes = (size_t)(M * N) * lrc_cuda_elem_bytes(x->storage[rb]);
+        r = x->stream ? x->api.dtod_async(C, x->ptr[rb], bytes, x->stream) : x->api.dtod(C, x->ptr[rb], bytes);
+    }
     if (!r)
         r = x->api.gemm_ex(x->blas, b.ta, b.tb, (int)N, (int)M, (int)K, &one, (void *)x->ptr[bb], type, b.lda, (void *)x->ptr[ab], type,
                            b.ldb, add_c ? &one : &zero, (void *)C, ctype, (int)N, COMPUTE_32F, GEMM_DEFAULT);
@@ -560,9 +562,10 @@ void lrc_cuda_exec_trace(lrc_cuda_exec *x, lrc_trace_event *events, int64_t cap,
 
 enum { CAPTURE_THREAD_LOCAL = 1 }; /* CUstreamCaptureMode: only this thread's calls are captured */
 
-/* The plan's launches: one CUDA graph where the plan can be one (captured
- * at the first run, replayed after: a launch of the whole plan instead of
- * one per kernel and GEMM), else launch by launch. A capture that fails (a
+/* The plan's launches: one CUDA graph where the plan can be one (launch by
+ * launch at the first run, captured at the second and replayed from then
+ * on: a launch of the whole plan instead of one per kernel and GEMM), else
+ * launch by launch. A capture that fails (a
  * library refusing to be captured) leaves the plan launch by launch: the
  * capture ran nothing, and the launches report their own errors. */
 static int run_plan(lrc_cuda_exec *x, lrc_err *err)
