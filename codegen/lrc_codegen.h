@@ -31,10 +31,15 @@ typedef struct lrc_gemm_tiling {
 #define LRC_PEAK_SYMBOL "lrc_peak_fma"
 #define LRC_PEAK_ITERS 100000
 
-/* A buffer the program uses besides the graph's nodes: packed weights. */
+/* A buffer the program uses besides the graph's nodes: packed weights, or a
+ * kernel's scratch (the cpu cross-entropy's per-row terms). */
+/* Doubles a row of the cpu cross-entropy's scratch holds: the row's max,
+ * its sum of exp(x - max), and 1 when its label counts (else all 0). */
+#define LRC_CE_STATS 3
+
 typedef struct lrc_extra_buf {
-    int of_node;     /* the node it is derived from */
-    int panel;       /* columns per panel: NR, or vec for a two-matmul kernel */
+    int of_node;     /* the node it is derived from, or whose kernel's scratch it is */
+    int panel;       /* columns per panel: NR, or vec for a two-matmul kernel; 0: a kernel's scratch */
     bool transposed; /* the source holds W^T: [inner, columns] (gradient GEMMs) */
     int64_t cols, inner; /* of the operand as the GEMM sees it (a view may reshape its buffer) */
     int64_t bytes;

@@ -44,7 +44,7 @@ int64_t lrc_sum_to_columns(const lrc_graph *g, const lrc_node *n)
  * entry names an undefined ITEMS_<op> and does not compile. Ops that only
  * anchor other kinds of group take their group's split (GROUP); sums into
  * shared rows run as ONE item. */
-typedef enum { GROUP, ONE, ROWS, HEADS, COLUMNS, SUMMED_COLUMNS } item_rule;
+typedef enum { GROUP, ONE, ROWS, INPUT_ROWS, HEADS, COLUMNS, SUMMED_COLUMNS } item_rule;
 
 #define ITEMS_input GROUP /* sources and views: no kernel */
 #define ITEMS_param GROUP
@@ -89,7 +89,7 @@ typedef enum { GROUP, ONE, ROWS, HEADS, COLUMNS, SUMMED_COLUMNS } item_rule;
 #define ITEMS_slice ONE
 #define ITEMS_depth_gain ONE
 #define ITEMS_depth_gain_grad ONE
-#define ITEMS_cross_entropy ONE
+#define ITEMS_cross_entropy INPUT_ROWS /* the logits' rows; on the cpu each row's term goes to scratch, summed in order by the last to finish */
 #define ITEMS_loop_state ONE
 #define ITEMS_loop_next ONE
 
@@ -103,6 +103,7 @@ static int64_t opaque_items(const lrc_graph *g, const lrc_node *a)
 {
     switch (items_of[a->op]) {
     case ROWS: return rows_of(&a->shape);
+    case INPUT_ROWS: return rows_of(&g->nodes[a->in[0]].shape);
     /* (batch, key-value head) pairs: an item owns the rows of dk and dv it
      * sums over the query heads that share them (GQA) */
     case HEADS: return a->shape.dim[0] * g->nodes[a->in[1]].shape.dim[2];
@@ -212,6 +213,29 @@ static char *signature(const lrc_graph *g, const lrc_schedule *s, const lrc_prog
     return sig;
 }
 
+/* A kernel's scratch: an extra buffer of its own (panel 0, so never a
+ * packed weight), its last argument, zero when the plan allocates it. */
+static void add_scratch(lrc_program *p, lrc_kernel_desc *k, const lrc_graph *g, int node, int64_t bytes)
+{
+    p->extra = lrc_xrealloc(p->extra, (size_t)(p->n_extra + 1) * sizeof *p->extra);
+    p->extra[p->n_extra] = (lrc_extra_buf){node, 0, false, 0, 0, bytes};
+    add_arg(k, g->n_nodes + p->n_extra++);
+}
+
+/* The cpu cross-entropy gradient k of node a reads each row's statistics
+ * from the scratch of a loss over the same logits and labels whose kernel
+ * runs before it (kernels run in order), instead of computing them again. */
+static void share_loss_stats(lrc_program *p, lrc_kernel_desc *k, const lrc_graph *g, const lrc_node *a)
+{
+    for (int i = 0; i < p->n_extra; i++) {
+        const lrc_node *loss = &g->nodes[p->extra[i].of_node];
+        if (p->extra[i].panel == 0 && loss->op == LRC_OP_CROSS_ENTROPY && loss->in[0] == a->in[0] && loss->in[1] == a->in[1]) {
+            add_arg(k, g->n_nodes + i);
+            return;
+        }
+    }
+}
+
 int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling t, lrc_program *p, lrc_err *err)
 {
     memset(p, 0, sizeof *p);
@@ -231,7 +255,7 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
                 return n->loc ? lrc_err_prefix(err, "%s", n->loc) : LRC_EUSER;
             }
         }
-        if (gr->kind == LRC_GROUP_ATTENTION && a->shape.dim[3] > 1024) {
+        if ((gr->kind == LRC_GROUP_ATTENTION || (a->op == LRC_OP_ATTENTION_GRAD && t.vec > 0)) && a->shape.dim[3] > 1024) {
             lrc_program_free(p);
             free(kernel_of);
             lrc_err_set(err, "%s: head dimension %lld is over the 1024 the cpu kernels hold in registers",
@@ -301,7 +325,11 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
         case LRC_GROUP_ATTENTION: /* (batch, head); decoding: (batch, key-value head), the cache rows it writes */
             k->n_items = a->shape.dim[0] * (a->op == LRC_OP_KV_ATTENTION ? g->nodes[a->in[1]].shape.dim[2] : a->shape.dim[2]);
             break;
-        case LRC_GROUP_OPAQUE: k->n_items = opaque_items(g, a); break;
+        case LRC_GROUP_OPAQUE:
+            k->n_items = opaque_items(g, a);
+            if (a->op == LRC_OP_CROSS_ENTROPY && t.vec > 0) add_scratch(p, k, g, gr->anchor, 8 * LRC_CE_STATS * k->n_items + 64);
+            if (a->op == LRC_OP_CROSS_ENTROPY_GRAD && t.vec > 0) share_loss_stats(p, k, g, a);
+            break;
         default: k->n_items = rows_of(&a->shape); break;
         }
     }

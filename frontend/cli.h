@@ -69,6 +69,7 @@ enum {
     OPT_MIN_SEQ,
     OPT_TOKENIZER,
     OPT_VAL_TOKENS,
+    OPT_OP,
 };
 
 /* Handles --preset/--set; returns 1 when the option was one of them. */

@@ -1,5 +1,8 @@
-/* cmd_bench.c — lrc gemm-bench: one GEMM Y = X W^T compiled exactly as a
- * model's GEMMs are, timed; bench/cpu_gemm.py runs it beside OpenBLAS. */
+/* cmd_bench.c — lrc gemm-bench: one GEMM compiled exactly as a model's GEMMs
+ * are, timed: the forward's Y = X W^T, or the backward's dX = dY W
+ * (matmul_nn) and dW = dY^T X (matmul_tn, both operands activations, so its
+ * packing runs each time, as in a training step); bench/cpu_gemm.py runs it
+ * beside OpenBLAS. */
 #include "cli.h"
 #include "compile.h"
 
@@ -15,6 +18,12 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Where operand entries X(i, k) and W(j, k) of Y[i, j] = sum_k X(i, k) W(j, k)
+ * lie: at i * xi + k * xk and j * wj + k * wk. */
+typedef struct {
+    int64_t xi, xk, wj, wk;
+} operand_strides;
+
 /* Checks Y against an f64 product: every entry when there are at most
  * 65536, else 4096 spread over the matrix plus the last row and column (where
  * the tile tails are). Each entry within the worst-case bound of recursive
@@ -22,7 +31,7 @@ static int cmp_double(const void *a, const void *b)
  * wrong or unwritten entry does. Returns the largest error as a fraction of
  * its bound (NaN counts as the worst); *checked gets the number of entries. */
 static double check_product(const float *x, const float *w, const float *y, int64_t M, int64_t N, int64_t K,
-                            int64_t *checked)
+                            operand_strides st, int64_t *checked)
 {
     int64_t all = M * N <= 65536, n = all ? M * N : 4096 + M + N;
     double worst = 0, bound_scale = (double)K * FLT_EPSILON / 2;
@@ -34,8 +43,9 @@ static double check_product(const float *x, const float *w, const float *y, int6
         else i = M - 1, j = e - 4096 - M;
         double ref = 0, mag = 0;
         for (int64_t k = 0; k < K; k++) {
-            ref += (double)x[i * K + k] * w[j * K + k];
-            mag += fabs((double)x[i * K + k] * w[j * K + k]);
+            double p = (double)x[i * st.xi + k * st.xk] * w[j * st.wj + k * st.wk];
+            ref += p;
+            mag += fabs(p);
         }
         double frac = fabs((double)y[i * N + j] - ref) / (bound_scale * mag + DBL_MIN);
         if (!isnan(worst) && !(frac <= worst)) worst = frac; /* a NaN is the worst, and stays */
@@ -51,19 +61,30 @@ int cmd_gemm_bench(int argc, char **argv)
                                          {"k", required_argument, 0, OPT_K},
                                          {"threads", required_argument, 0, OPT_THREADS},
                                          {"repeat", required_argument, 0, OPT_REPEAT},
+                                         {"op", required_argument, 0, OPT_OP},
                                          {"help", no_argument, 0, OPT_HELP},
                                          {0, 0, 0, 0}};
-    static const char *help = "usage: lrc gemm-bench --m M --n N --k K [--threads T] [--repeat R]\n"
+    static const char *help = "usage: lrc gemm-bench --m M --n N --k K [--op OP] [--threads T] [--repeat R]\n"
                               "\n"
                               "Compiles Y[M,N] = X[M,K] W[N,K]^T as lrc compiles a model's GEMMs and prints\n"
                               "the median time of R runs (default 10) after a warm-up, then checks the product\n"
                               "against an f64 one (every entry up to 65536, else 4096 and the last row and\n"
-                              "column) within the bound of f32 summation; exit status 1 when it is off.\n";
+                              "column) within the bound of f32 summation; exit status 1 when it is off.\n"
+                              "--op matmul_nn is the backward's Y = X[M,K] W[K,N] (dX = dY W), and matmul_tn\n"
+                              "its Y = A[K,M]^T B[K,N] (dW = dY^T X, both operands inputs, packed each run as\n"
+                              "in a training step); the default is matmul.\n";
     int64_t dims[3] = {0, 0, 0}, threads = -1, repeat = 10;
+    lrc_op op = LRC_OP_MATMUL;
     opterr = 0;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+        if (c == OPT_OP) {
+            op = !strcmp(optarg, "matmul") ? LRC_OP_MATMUL : !strcmp(optarg, "matmul_nn") ? LRC_OP_MATMUL_NN
+               : !strcmp(optarg, "matmul_tn") ? LRC_OP_MATMUL_TN : LRC_OP_COUNT;
+            if (op == LRC_OP_COUNT) return cli_usage_error("gemm-bench", "--op %s: expected matmul, matmul_nn or matmul_tn", optarg);
+            continue;
+        }
         int64_t *dst = c == OPT_M ? &dims[0] : c == OPT_N ? &dims[1] : c == OPT_K ? &dims[2]
                      : c == OPT_THREADS ? &threads : c == OPT_REPEAT ? &repeat : NULL;
         if (c == OPT_HELP) return cli_help("gemm-bench", opts, "", help);
@@ -82,19 +103,23 @@ int cmd_gemm_bench(int argc, char **argv)
     lrc_tensor_set_init(&params);
     lrc_tensor_set_init(&in);
     lrc_tensor_set_init(&out);
-    lrc_shape xs = {2, {M, K}}, ws = {2, {N, K}};
+    /* the operands as each op reads them, and where X(i, k) and W(j, k) lie */
+    bool tn = op == LRC_OP_MATMUL_TN;
+    lrc_shape xs = tn ? (lrc_shape){2, {K, M}} : (lrc_shape){2, {M, K}}, ws = op == LRC_OP_MATMUL ? (lrc_shape){2, {N, K}} : (lrc_shape){2, {K, N}};
+    operand_strides st = op == LRC_OP_MATMUL ? (operand_strides){K, 1, K, 1} : op == LRC_OP_MATMUL_NN ? (operand_strides){K, 1, 1, N} : (operand_strides){1, M, 1, N};
     lrc_init init = {LRC_INIT_NORMAL, 0.02};
     int x = lrc_graph_add_input(g, "x", LRC_F32, &xs, NULL, &err);
-    int w = lrc_graph_add_param(g, "w", &ws, init, NULL, NULL, &err);
-    lrc_node mm = {.op = LRC_OP_MATMUL, .n_in = 2, .in = {x, w}};
+    int w = tn ? lrc_graph_add_input(g, "w", LRC_F32, &ws, NULL, &err) : lrc_graph_add_param(g, "w", &ws, init, NULL, NULL, &err);
+    lrc_node mm = {.op = op, .n_in = 2, .in = {x, w}};
     int y = x < 0 || w < 0 ? -1 : lrc_graph_add(g, &mm, &err);
-    lrc_tensor *xt = lrc_tensor_new("x", LRC_F32, &xs, &err);
-    if (y < 0 || !xt || lrc_graph_add_output(g, "y", y, &err) || lrc_params_init(g, 1, NULL, &params, &err) ||
-        lrc_tensor_set_add(&in, xt, &err)) {
+    lrc_tensor *xt = lrc_tensor_new("x", LRC_F32, &xs, &err), *wt = tn ? lrc_tensor_new("w", LRC_F32, &ws, &err) : NULL;
+    if (y < 0 || !xt || (tn && !wt) || lrc_graph_add_output(g, "y", y, &err) || lrc_params_init(g, 1, NULL, &params, &err) ||
+        lrc_tensor_set_add(&in, xt, &err) || (wt && lrc_tensor_set_add(&in, wt, &err))) {
         lrc_graph_free(g);
         return cli_user_error(&err);
     }
     for (int64_t i = 0; i < M * K; i++) ((float *)xt->data)[i] = (float)((i * 7919 % 1000) - 500) / 500.0f;
+    for (int64_t i = 0; wt && i < N * K; i++) ((float *)wt->data)[i] = (float)((i * 104729 % 1000) - 500) / 25000.0f;
     lrc_compiled comp;
     lrc_pool *pool = NULL;
     lrc_exec *ex = NULL;
@@ -112,12 +137,12 @@ int cmd_gemm_bench(int argc, char **argv)
     if (!rc) {
         qsort(ms, (size_t)repeat, sizeof *ms, cmp_double);
         double med = ms[repeat / 2];
-        printf("gemm %lld %lld %lld: median %.3f ms, %.1f GFLOP/s (%d threads, %d-float vectors)\n", (long long)M,
+        printf("%s %lld %lld %lld: median %.3f ms, %.1f GFLOP/s (%d threads, %d-float vectors)\n", op == LRC_OP_MATMUL ? "gemm" : lrc_op_name(op), (long long)M,
                (long long)N, (long long)K, med, 2.0 * (double)M * (double)N * (double)K / (med * 1e6),
                lrc_pool_threads(pool), comp.prog.tiling.vec);
-        const lrc_tensor *wt = lrc_tensor_set_find(&params, "w"), *yt = lrc_tensor_set_find(&out, "y");
+        const lrc_tensor *wv = tn ? wt : lrc_tensor_set_find(&params, "w"), *yt = lrc_tensor_set_find(&out, "y");
         int64_t checked = 0;
-        double frac = check_product(xt->data, wt->data, yt->data, M, N, K, &checked);
+        double frac = check_product(xt->data, wv->data, yt->data, M, N, K, st, &checked);
         printf("check: %lld entries against an f64 product, largest error %.3g of the f32 summation bound: %s\n",
                (long long)checked, frac, frac <= 1 ? "ok" : "WRONG");
         if (!(frac <= 1)) rc = lrc_err_set(&err, "gemm-bench: the product is wrong (an entry %.3g times the f32 summation bound off)", frac);

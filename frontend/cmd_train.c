@@ -7,6 +7,7 @@
  * the runtime's (runtime/trainer.c, runtime/checkpoint.c). */
 #include "classify.h"
 #include "targets.h"
+#include "../codegen/llvm/lrc_llvm.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -246,6 +247,11 @@ static int train_open_device(train_run_ctx *r, lrc_graph *g, lrc_err *err)
 static void on_batch(void *ctx, int64_t step, int64_t micro, lrc_rng *rng)
 {
     train_run_ctx *r = ctx;
+    if (r->prof_ns && step == r->step0 + 1 && micro == 0) { /* the profile leaves out the first step's first touches */
+        memset(r->prof_ns, 0, ((size_t)r->plan.plan->n_launches + 1) * sizeof *r->prof_ns);
+        memset(r->prof_calls, 0, ((size_t)r->plan.plan->n_launches + 1) * sizeof *r->prof_calls);
+        lrc_pool_count_busy(r->pool, true);
+    }
     if (r->images)
         lrc_images_batch(&r->td.im, (uint64_t)r->ta->seed, step * r->ta->accum + micro, r->B, &r->ta->aug, r->tok->data, r->lab->data);
     else lrc_text_batch(&r->text, false, r->B, r->T, rng, r->tok->data, r->lab->data);
@@ -377,6 +383,24 @@ static void train_close(train_run_ctx *r)
     lrc_model_free(&r->m);
 }
 
+/* The training graph's FLOPs a step (its launches' counts since the profile
+ * restarted), their rate over the whole step, and that as a share of the FMA
+ * peak measured now with the compiled probe, as lrc profile reports it. */
+static void print_step_rate(train_run_ctx *r, double step_s)
+{
+    const lrc_plan *pl = r->plan.plan;
+    double flops = 0;
+    for (int i = 0; i < pl->n_launches; i++) flops += pl->launches[i].flops * (double)r->prof_calls[i];
+    flops /= (double)r->tr.phase_steps;
+    const lrc_gemm_tiling *t = &r->plan.c.prog.tiling;
+    lrc_err err;
+    lrc_kernel_fn probe = r->plan.have_c && r->plan.c.jit ? lrc_llvm_jit_lookup(r->plan.c.jit, LRC_PEAK_SYMBOL, &err) : NULL;
+    double peak = probe ? lrc_measure_peak_gflops(r->pool, probe, (double)LRC_PEAK_ITERS * t->mr * t->nv * t->vec * 2.0) : 0;
+    fprintf(stderr, "%.1f GFLOP a step at %.1f GFLOP/s", flops / 1e9, flops / step_s / 1e9);
+    if (peak > 0) fprintf(stderr, ": %.1f%% of the FMA peak, %.1f GFLOP/s measured now", 100 * flops / step_s / 1e9 / peak, peak);
+    fputc('\n', stderr);
+}
+
 /* The steps, with Ctrl-C caught: the step in flight finishes, and the
  * trainer writes a checkpoint before it stops. */
 static int train_steps(train_run_ctx *r, lrc_err *err)
@@ -394,6 +418,16 @@ static int train_steps(train_run_ctx *r, lrc_err *err)
         printf("\ninterrupted after step %lld; checkpoint written: continue with lrc train --resume %s\n", (long long)r->tr.st.step, r->dir);
     if (r->line_open) putchar('\n'); /* an error or the summary starts a line of its own */
     if (r->prof_ns) cli_print_quick_profile(r->plan.plan, r->prof_ns, r->prof_calls);
+    if (r->prof_ns && r->tr.phase_steps) {
+        double n = (double)r->tr.phase_steps, *ph = r->tr.phase_s;
+        fprintf(stderr, "a step (the mean of %lld after the first): %.3f ms, of which the graph %.3f ms, the gradient check %.3f ms, AdamW %.3f ms\n",
+                (long long)r->tr.phase_steps, 1e3 * (ph[0] + ph[1] + ph[2]) / n, 1e3 * ph[0] / n, 1e3 * ph[1] / n, 1e3 * ph[2] / n);
+        lrc_pool_count_busy(r->pool, false);
+        double busy = lrc_pool_busy_fraction(r->pool);
+        fprintf(stderr, "the %d threads were busy %.1f%% of the pool's runs (idle %.1f%%)\n", lrc_pool_threads(r->pool), 100 * busy,
+                100 * (1 - busy));
+        print_step_rate(r, (ph[0] + ph[1] + ph[2]) / n);
+    }
     sigaction(SIGINT, &old_sa, NULL);
     return !rc && stopped ? LRC_EINTERRUPTED : rc;
 }

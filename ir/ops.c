@@ -405,6 +405,8 @@ static int infer_attention_grad(const lrc_graph *g, lrc_node *n, lrc_err *err)
 static int infer_depth_gain_grad(const lrc_graph *g, lrc_node *n, lrc_err *err)
 {
     if (n->iattr[1] < 0 || n->iattr[1] > 4) return lrc_err_set(err, "depth_gain_grad: which must be 0 to 4");
+    if (IN(0)->shape.ndim != 1 || IN(0)->shape.dim[0] % 2) /* as depth_gain: every kernel writes pairs */
+        return lrc_err_set(err, "depth_gain_grad: the gains must be a vector of even width");
     n->dtype = LRC_F32;
     n->shape = IN(n->iattr[1])->shape;
     return LRC_OK;

@@ -101,6 +101,13 @@ typedef void (*lrc_task_fn)(void *ctx, int64_t begin, int64_t end, int thread);
  * from inside fn, or from two threads at once, is a bug (it aborts with a
  * message rather than deadlocking). Use one pool per calling thread. */
 void lrc_pool_run(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items);
+/* A profile's view of the pool: with counting on (from zero each time it is
+ * turned on), each run's wall time and each thread's time in its chunk are
+ * summed; the busy fraction is the threads' time over n_threads times the
+ * runs' (1 - it is the share a run's threads sat idle, waiting for the
+ * slowest chunk or with no chunk). Between runs only. */
+void lrc_pool_count_busy(lrc_pool *p, bool on);
+double lrc_pool_busy_fraction(const lrc_pool *p);
 
 /* Number of hardware threads this process may run on (sched_getaffinity),
  * at least 1 and at most LRC_POOL_MAX_THREADS, so it is always a valid
@@ -615,6 +622,11 @@ typedef struct lrc_trainer {
     int64_t accum, eval_every, stop; /* micro-batches a step; a checkpoint every eval_every steps; the step to end at */
     const lrc_train_device_ops *ops;
     void *dev;
+    /* host seconds in the graph's runs, the gradient check and the update,
+     * summed over this run's steps after its first (which touches every
+     * buffer first), and how many steps that is: a profile's view of a step */
+    double phase_s[3];
+    int64_t phase_steps;
 } lrc_trainer;
 /* One step's results, for the caller's report. */
 typedef struct lrc_train_step {

@@ -52,8 +52,9 @@ int lrc_exec_new(const lrc_plan *plan, lrc_pool *pool, lrc_exec **out, lrc_err *
         if ((b->kind == LRC_BUF_PERSIST || b->kind == LRC_BUF_STATE) && !(x->ptr[i] = lrc_alloc_data((size_t)b->bytes))) {
             lrc_exec_free(x);
             return lrc_err_set(err, "out of memory for %lld bytes of %s", (long long)b->bytes,
-                               b->kind == LRC_BUF_STATE ? "state (a KV cache)" : "packed weights");
+                               b->kind == LRC_BUF_STATE ? "state (a KV cache)" : "packed weights or a kernel's scratch");
         }
+        if (b->kind == LRC_BUF_PERSIST) memset(x->ptr[i], 0, (size_t)b->bytes); /* a scratch's counter starts at zero */
     }
     *out = x;
     lrc_exec_reset_state(x);

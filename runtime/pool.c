@@ -53,6 +53,10 @@ struct lrc_pool {
 
     int n_threads;
     lrc_worker *workers; /* n_threads - 1 */
+    /* lrc_pool_count_busy: set between runs by the caller, so workers see it
+     * with the task; each thread adds to its own slot of busy_s */
+    bool counting;
+    double wall_s, *busy_s;
     pthread_mutex_t mu;
     pthread_cond_t wake; /* workers sleep here for a new gen */
     pthread_cond_t done; /* the caller sleeps here for pending == 0 */
@@ -87,7 +91,10 @@ static void run_chunk(lrc_pool *p, int t)
 {
     int64_t begin, end;
     chunk(p->n_items, p->n_threads, t, &begin, &end);
-    if (begin < end) p->fn(p->ctx, begin, end, t);
+    if (begin >= end) return;
+    double t0 = p->counting ? lrc_now_s() : 0;
+    p->fn(p->ctx, begin, end, t);
+    if (p->counting) p->busy_s[t] += lrc_now_s() - t0;
 }
 
 /* Returns the first generation after `seen`. */
@@ -166,6 +173,7 @@ static void shut_down(lrc_pool *p, int n)
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->mu);
     free(p->workers);
+    free(p->busy_s);
     free(p);
 }
 
@@ -179,8 +187,9 @@ lrc_pool *lrc_pool_new(int n_threads, lrc_err *err)
     /* aligned_alloc, because the struct's cache-line alignment exceeds malloc's. */
     lrc_pool *p = aligned_alloc(_Alignof(lrc_pool), sizeof *p);
     lrc_worker *workers = calloc((size_t)n_threads, sizeof *workers);
-    if (!p || !workers) {
-        free(p), free(workers);
+    double *busy = calloc((size_t)n_threads, sizeof *busy);
+    if (!p || !workers || !busy) {
+        free(p), free(workers), free(busy);
         lrc_err_set(err, "thread pool: out of memory for %d threads", n_threads);
         return NULL;
     }
@@ -189,6 +198,7 @@ lrc_pool *lrc_pool_new(int n_threads, lrc_err *err)
     atomic_init(&p->caller_sleeping, false), atomic_init(&p->busy, false);
     p->n_threads = n_threads;
     p->workers = workers;
+    p->busy_s = busy;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
@@ -216,8 +226,13 @@ int lrc_pool_threads(const lrc_pool *p) { return p->n_threads; }
 void lrc_pool_run(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items)
 {
     if (n_items <= 0) return;
+    double t0 = p->counting ? lrc_now_s() : 0;
     if (p->n_threads == 1) {
         fn(ctx, 0, n_items, 0);
+        if (p->counting) {
+            double dt = lrc_now_s() - t0;
+            p->wall_s += dt, p->busy_s[0] += dt;
+        }
         return;
     }
     if (atomic_exchange_explicit(&p->busy, true, memory_order_relaxed)) {
@@ -230,7 +245,24 @@ void lrc_pool_run(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items)
     publish(p);
     run_chunk(p, 0);
     wait_for_workers(p);
+    if (p->counting) p->wall_s += lrc_now_s() - t0;
     atomic_store_explicit(&p->busy, false, memory_order_relaxed);
+}
+
+void lrc_pool_count_busy(lrc_pool *p, bool on)
+{
+    if (on && !p->counting) {
+        p->wall_s = 0;
+        memset(p->busy_s, 0, (size_t)p->n_threads * sizeof *p->busy_s);
+    }
+    p->counting = on;
+}
+
+double lrc_pool_busy_fraction(const lrc_pool *p)
+{
+    double busy = 0;
+    for (int t = 0; t < p->n_threads; t++) busy += p->busy_s[t];
+    return p->wall_s > 0 ? busy / (p->wall_s * p->n_threads) : 0;
 }
 
 static int clamp_threads(long n)

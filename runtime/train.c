@@ -180,8 +180,14 @@ static void check_part(void *ctx, int64_t begin, int64_t end, int thread)
     check_job *j = ctx;
     for (int64_t b = begin; b < end; b++) {
         const float *g = j->g[j->s[b].t]->data;
-        double sq = 0;
-        for (int64_t k = j->s[b].lo; k < j->s[b].hi; k++) sq += (double)g[k] * g[k];
+        /* eight partial sums, not one: one chain of dependent adds ran at
+         * 4 cycles an element; these vectorise, in a fixed order */
+        double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, sq = 0;
+        int64_t k = j->s[b].lo, hi = j->s[b].hi;
+        for (; k + 8 <= hi; k += 8)
+            for (int i = 0; i < 8; i++) acc[i] += (double)g[k + i] * g[k + i];
+        for (; k < hi; k++) acc[0] += (double)g[k] * g[k];
+        for (int i = 0; i < 8; i++) sq += acc[i];
         j->sq[b] = sq;
         j->bad[b] = !isfinite(sq); /* inf or nan in the span makes the sum so */
     }

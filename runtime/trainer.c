@@ -123,7 +123,7 @@ int lrc_trainer_to_host(lrc_trainer *t, lrc_err *err) { return t->ops->to_host(t
 
 /* Forward and backward over the step's micro-batches: their mean loss and
  * the norm of their mean gradient. */
-static int forward_backward(lrc_trainer *t, const lrc_train_hooks *h, int64_t step, float *loss, double *norm, lrc_err *err)
+static int forward_backward(lrc_trainer *t, const lrc_train_hooks *h, int64_t step, float *loss, double *norm, double *ph, lrc_err *err)
 {
     int rc = LRC_OK;
     *loss = 0;
@@ -131,9 +131,12 @@ static int forward_backward(lrc_trainer *t, const lrc_train_hooks *h, int64_t st
         h->batch(h->ctx, step, micro, &t->st.rng);
         float l = 0;
         int bad = -1;
+        double t0 = lrc_now_s();
         if ((rc = lrc_trainer_loss(t, &l, err))) break;
+        double t1 = lrc_now_s();
         *loss += l / (float)t->accum;
         rc = t->ops->grads(t->dev, &t->outs, micro, norm, &bad, err);
+        ph[0] += t1 - t0, ph[1] += lrc_now_s() - t1;
         if (!rc && bad >= 0)
             rc = lrc_err_set(err, "step %lld: the gradient of '%s' is not finite (the last checkpoint is kept)", (long long)step + 1,
                              t->st.params.items[bad]->name);
@@ -147,11 +150,19 @@ int lrc_trainer_run(lrc_trainer *t, const lrc_train_hooks *h, bool *interrupted,
 {
     int rc = LRC_OK;
     *interrupted = false;
+    const int64_t first = t->st.step;
     for (int64_t step = t->st.step; step < t->stop && !rc; step++) {
         lrc_train_step s = {.step = step};
-        if ((rc = forward_backward(t, h, step, &s.loss, &s.grad_norm, err))) break;
+        double ph[3] = {0, 0, 0};
+        if ((rc = forward_backward(t, h, step, &s.loss, &s.grad_norm, ph, err))) break;
         s.lr = lrc_lr_at(&t->sched, step);
+        double t0 = lrc_now_s();
         if ((rc = t->ops->update(t->dev, step, s.lr, s.grad_norm, err))) break;
+        ph[2] = lrc_now_s() - t0;
+        if (step > first) {
+            for (int i = 0; i < 3; i++) t->phase_s[i] += ph[i];
+            t->phase_steps++;
+        }
         s.eval = (step + 1) % t->eval_every == 0 || step + 1 == t->stop;
         rc = h->after_step(h->ctx, &s, err);
         t->st.step = step + 1;

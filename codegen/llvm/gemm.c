@@ -33,6 +33,24 @@ typedef struct {
     bool a_trans;   /* X read transposed: X[r][i] at i * M + r (matmul_tn's dy^T) */
 } gemm_shape;
 
+/* v[0..n) (n a power of two, each n lanes) transposed: log2 n stages, each
+ * swapping blocks of b lanes between vectors b apart. */
+static void transpose_square(em_t *e, LLVMValueRef *v, int n)
+{
+    for (int b = n / 2; b >= 1; b /= 2)
+        for (int i = 0; i < n; i++) {
+            if (i & b) continue;
+            LLVMValueRef lo[64], hi[64];
+            for (int l = 0; l < n; l++) { /* lane l of the pair: first vector's lanes 0..n-1, second's n..2n-1 */
+                lo[l] = LLVMConstInt(e->i32, (unsigned)((l & b) ? n + l - b : l), 0);
+                hi[l] = LLVMConstInt(e->i32, (unsigned)((l & b) ? n + l : l + b), 0);
+            }
+            LLVMValueRef a = v[i], c = v[i + b];
+            v[i] = LLVMBuildShuffleVector(e->b, a, c, LLVMConstVector(lo, (unsigned)n), "");
+            v[i + b] = LLVMBuildShuffleVector(e->b, a, c, LLVMConstVector(hi, (unsigned)n), "");
+        }
+}
+
 /* Panels p in [p0, p1) that lie wholly inside the N columns, with vectors
  * of VEC: from [K, N] a row of the panel is NR contiguous floats; from
  * [N, K] a vector along k of each of the NR rows goes out one float per
@@ -52,6 +70,27 @@ static void pack_full_panels(kgen *k, const lrc_extra_buf *xb, LLVMValueRef p0, 
             em_store(e, P, em_iadd(e, base, em_iadd(e, em_imul(e, kk, em_i64(e, NR)), em_i64(e, v))),
                      em_load(e, W, em_iadd(e, em_imul(e, kk, em_i64(e, N)), em_iadd(e, n0, em_i64(e, v))), VEC), VEC);
         em_for_end(e, &lk, em_i64(e, 1));
+    } else if (NR % VEC == 0 && KV > 0) {
+        /* VEC x VEC tiles: VEC rows' vectors along k, transposed in registers,
+         * stored as VEC packed rows (scalar stores ran at half the speed) */
+        LLVMValueRef kk = em_for_begin(e, &lk, em_i64(e, 0), em_i64(e, KV));
+        for (int64_t v = 0; v < NR; v += VEC) {
+            LLVMValueRef t[64];
+            for (int i = 0; i < VEC; i++)
+                t[i] = em_load(e, W, em_iadd(e, em_imul(e, em_iadd(e, n0, em_i64(e, v + i)), em_i64(e, K)), kk), VEC);
+            transpose_square(e, t, VEC);
+            for (int i = 0; i < VEC; i++)
+                em_store(e, P, em_iadd(e, base, em_iadd(e, em_imul(e, em_iadd(e, kk, em_i64(e, i)), em_i64(e, NR)), em_i64(e, v))), t[i], VEC);
+        }
+        em_for_end(e, &lk, em_i64(e, VEC));
+        if (KV < K) { /* the last K % VEC columns one float at a time */
+            LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, NR));
+            LLVMValueRef row = em_imul(e, em_iadd(e, n0, j), em_i64(e, K)), out = em_iadd(e, base, j);
+            kk = em_for_begin(e, &lk, em_i64(e, KV), em_i64(e, K));
+            em_store(e, P, em_iadd(e, out, em_imul(e, kk, em_i64(e, NR))), em_load(e, W, em_iadd(e, row, kk), 1), 1);
+            em_for_end(e, &lk, em_i64(e, 1));
+            em_for_end(e, &lj, em_i64(e, 1));
+        }
     } else {
         LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, NR));
         LLVMValueRef row = em_imul(e, em_iadd(e, n0, j), em_i64(e, K)), out = em_iadd(e, base, j);

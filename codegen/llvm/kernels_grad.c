@@ -129,7 +129,10 @@ void kg_row_logsumexp(kgen *k, LLVMValueRef X, LLVMValueRef base, int64_t V, LLV
     *sum_out = fadd(e, em_to_f64(e, em_hsum(e, LLVMBuildLoad2(e->b, vt, sv, ""), vec)), em_to_f64(e, LLVMBuildLoad2(e->b, e->f32, ss, "")));
 }
 
-/* (softmax(x) - onehot(label)) / (labels not -100), zero rows for -100 */
+/* (softmax(x) - onehot(label)) / (labels not -100), zero rows for -100.
+ * Each row's max and sum of exp(x - max) come from the loss's kernel where
+ * program.c passes its scratch (the loss ran first on the same logits and
+ * labels): one pass over the logits instead of three. */
 void kg_cross_entropy_grad(kgen *k, const lrc_node *n)
 {
     em_t *e = k->e;
@@ -148,8 +151,15 @@ void kg_cross_entropy_grad(kgen *k, const lrc_node *n)
     LLVMValueRef nused = LLVMBuildLoad2(e->b, e->f64, used, "");
     LLVMValueRef r = em_for_begin(e, &lr, e->begin, e->end), base = em_imul(e, r, em_i64(e, V));
     LLVMValueRef lab = em_load_i32(e, Y, r), live = LLVMBuildICmp(e->b, LLVMIntNE, lab, ignore, "");
-    LLVMValueRef m, s;
-    kg_row_logsumexp(k, X, base, V, &m, &s);
+    LLVMValueRef m, s, stats = kg_scratch(k);
+    if (stats) { /* an ignored row has no max: +inf makes its exponentials 0, which f then zeroes */
+        LLVMValueRef sc = LLVMBuildBitCast(e->b, stats, LLVMPointerType(e->f64, 0), ""), r3 = em_imul(e, r, em_i64(e, LRC_CE_STATS));
+        m = em_to_f32(e, LLVMBuildLoad2(e->b, e->f64, LLVMBuildGEP2(e->b, e->f64, sc, &r3, 1, ""), ""));
+        m = LLVMBuildSelect(e->b, live, m, em_f32(e, INFINITY), "");
+        LLVMValueRef r31 = em_iadd(e, r3, em_i64(e, 1));
+        s = LLVMBuildLoad2(e->b, e->f64, LLVMBuildGEP2(e->b, e->f64, sc, &r31, 1, ""), "");
+    } else
+        kg_row_logsumexp(k, X, base, V, &m, &s);
     /* p / used for live rows, 0 for ignored ones: one factor per row */
     LLVMValueRef f = em_to_f32(e, LLVMBuildSelect(e->b, live, LLVMBuildFDiv(e->b, em_d64(e, 1.0), fmul(e, s, nused), ""), em_d64(e, 0), ""));
     LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, vend));
@@ -307,192 +317,4 @@ void kg_depth_gain_grad(kgen *k, const lrc_node *n)
     LLVMValueRef v[5] = {NULL, dm, fmul(e, dm, em_d64(e, u)), dt, fmul(e, dt, em_d64(e, u))};
     for (int w = 1; w < 5; w++)
         if (out_of[w]) st(e, out_of[w], em_i64(e, 0), v[w]);
-}
-
-/* ---- attention's gradient ------------------------------------------------ */
-
-/* q_t . k_j over D floats in vectors of vec, the tail scalar (f32, summed
- * in a fixed order). */
-static LLVMValueRef dot_rows(kgen *k, LLVMValueRef A, LLVMValueRef aoff, LLVMValueRef B, LLVMValueRef boff, int64_t D)
-{
-    em_t *e = k->e;
-    int vec = k->vec;
-    LLVMValueRef dv = em_fw(e, 0, vec), ds = em_f32(e, 0);
-    for (int64_t c = 0; c + vec <= D; c += vec)
-        dv = em_fma(e, em_load(e, A, em_iadd(e, aoff, em_i64(e, c)), vec), em_load(e, B, em_iadd(e, boff, em_i64(e, c)), vec), dv);
-    for (int64_t c = D / vec * vec; c < D; c++)
-        ds = em_fma(e, em_load(e, A, em_iadd(e, aoff, em_i64(e, c)), 1), em_load(e, B, em_iadd(e, boff, em_i64(e, c)), 1), ds);
-    return em_add(e, em_hsum(e, dv, vec), ds);
-}
-
-/* Rows [first, end) of the dk/dv column of key t that attend to it: query
- * rows j >= t under the causal mask, j < t + W under a window of W. */
-static LLVMValueRef column_end(em_t *e, LLVMValueRef t, int64_t T, int64_t W)
-{
-    if (W <= 0) return em_i64(e, T);
-    LLVMValueRef hi = em_iadd(e, t, em_i64(e, W));
-    return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, hi, em_i64(e, T), ""), hi, em_i64(e, T), "");
-}
-
-/* The first key query row t sees (attn_first_key, ir/ref_template.h). */
-static LLVMValueRef row_first(em_t *e, LLVMValueRef t, int64_t W)
-{
-    if (W <= 0) return em_i64(e, 0);
-    LLVMValueRef lo = em_iadd(e, t, em_i64(e, 1 - W));
-    return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, lo, em_i64(e, 0), ""), lo, em_i64(e, 0), "");
-}
-
-/* Where the rows of one (batch, query head) and of its key-value head are. */
-typedef struct {
-    int64_t T, H, Hkv, D, W, G;
-    bool causal;
-    LLVMValueRef head0, kv0; /* offsets of row 0 of the query head and of the key-value head */
-} attn_rows;
-
-/* The rows of one gradient for one query head (kg_attention_grad): dq's rows
- * from row t of M (dS), dk's and dv's from column t of M (dS or P), summed
- * into the key-value head's rows when G heads share them. */
-static void grad_rows(kgen *k, const attn_rows *a, int which, LLVMValueRef O, LLVMValueRef M, LLVMValueRef R, double f,
-                      LLVMValueRef *acc, LLVMValueRef *tacc)
-{
-    em_t *e = k->e;
-    int64_t T = a->T, H = a->H, Hkv = a->Hkv, D = a->D, W = a->W, G = a->G;
-    bool causal = a->causal;
-    LLVMValueRef head0 = a->head0, kv0 = a->kv0, t, j;
-    em_loop lt, lo;
-    #define ROW(tv) em_iadd(e, head0, em_imul(e, (tv), em_i64(e, H * D)))
-    #define KROW(tv) em_iadd(e, kv0, em_imul(e, (tv), em_i64(e, Hkv * D)))
-    t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
-    int vec = k->vec;
-    for (int64_t c = 0; c < D / vec; c++) LLVMBuildStore(e->b, em_fw(e, 0, vec), acc[c]);
-    for (int64_t c = 0; c < D % vec; c++) LLVMBuildStore(e->b, em_f32(e, 0), tacc[c]);
-    /* dq_t takes row t of dS (first(t) <= j < keys(t)); dk_t and dv_t
-     * column t (causal: j >= t; a window: j < t + W) */
-    LLVMValueRef jlo = which != 0 && causal ? t : which == 0 ? row_first(e, t, W) : em_i64(e, 0);
-    LLVMValueRef jhi = which == 0 && causal ? em_iadd(e, t, em_i64(e, 1)) : which == 0 ? em_i64(e, T) : column_end(e, t, T, W);
-    j = em_for_begin(e, &lo, jlo, jhi);
-    LLVMValueRef coef = em_load(e, M, which == 0 ? em_iadd(e, em_imul(e, t, em_i64(e, T)), j) : em_iadd(e, em_imul(e, j, em_i64(e, T)), t), 1);
-    LLVMValueRef cv = em_splat(e, coef, vec), roff = which == 0 ? KROW(j) : ROW(j);
-    for (int64_t c = 0; c < D / vec; c++)
-        LLVMBuildStore(e->b, em_fma(e, cv, em_load(e, R, em_iadd(e, roff, em_i64(e, c * vec)), vec), LLVMBuildLoad2(e->b, em_vty(e, vec), acc[c], "")), acc[c]);
-    for (int64_t c = 0; c < D % vec; c++)
-        LLVMBuildStore(e->b, em_fma(e, coef, em_load(e, R, em_iadd(e, roff, em_i64(e, D / vec * vec + c)), 1), LLVMBuildLoad2(e->b, e->f32, tacc[c], "")), tacc[c]);
-    em_for_end(e, &lo, em_i64(e, 1));
-    LLVMValueRef ooff = which == 0 ? ROW(t) : KROW(t);
-    bool sum_heads = which != 0 && G > 1;
-    for (int64_t c = 0; c < D / vec; c++) {
-        LLVMValueRef r = em_mul(e, LLVMBuildLoad2(e->b, em_vty(e, vec), acc[c], ""), em_fw(e, f, vec)), at = em_iadd(e, ooff, em_i64(e, c * vec));
-        em_store(e, O, at, sum_heads ? em_add(e, em_load(e, O, at, vec), r) : r, vec);
-    }
-    for (int64_t c = 0; c < D % vec; c++) {
-        LLVMValueRef r = em_mul(e, LLVMBuildLoad2(e->b, e->f32, tacc[c], ""), em_f32(e, f)), at = em_iadd(e, ooff, em_i64(e, D / vec * vec + c));
-        em_store(e, O, at, sum_heads ? em_add(e, em_load(e, O, at, 1), r) : r, 1);
-    }
-    em_for_end(e, &lt, em_i64(e, 1));
-    #undef ROW
-    #undef KROW
-}
-
-/* One (batch, key-value head) a work item, its G query heads in turn: the
- * probabilities P (and, for dq and dk, dS = P o (dP - rowsum(dP o P)) with
- * dP = dy v^T, times the soft-cap's 1 - tanh^2) recomputed into scratch,
- * then the rows of the requested gradient; dk and dv sum over the G heads. */
-void kg_attention_grad(kgen *k)
-{
-    em_t *e = k->e;
-    const lrc_node *a = &k->g->nodes[k->gr->anchor];
-    const lrc_shape *qs = &k->g->nodes[a->in[0]].shape;
-    int64_t T = qs->dim[1], H = qs->dim[2], D = qs->dim[3], Hkv = k->g->nodes[a->in[1]].shape.dim[2], G = H / Hkv;
-    int64_t W = a->iattr[2];
-    /* the group holds the gradient of q, k and/or v (fuse rule 6): P and dS once for all */
-    LLVMValueRef out_of[3] = {NULL, NULL, NULL};
-    for (int j = 0; j < k->gr->n_nodes; j++) {
-        const lrc_node *m = &k->g->nodes[k->gr->nodes[j]];
-        if (m->op == LRC_OP_ATTENTION_GRAD) out_of[m->iattr[1]] = kg_ptr(k, k->gr->nodes[j]);
-    }
-    bool need_ds = out_of[0] || out_of[1];
-    bool causal = a->iattr[0] != 0;
-    double scale = a->fattr[0], cap = a->fattr[1];
-    LLVMValueRef Q = kg_ptr(k, a->in[0]), K = kg_ptr(k, a->in[1]), V = kg_ptr(k, a->in[2]), DY = kg_ptr(k, a->in[3]);
-    LLVMValueRef mx = em_alloca(e, e->f32, "mx"), sum = em_alloca(e, e->f32, "sum"), rowdot = em_alloca(e, e->f32, "rowdot");
-    int64_t n_acc = (D + k->vec - 1) / k->vec;
-    LLVMValueRef acc[256];
-    for (int64_t c = 0; c < n_acc && c < 256; c++) acc[c] = em_alloca(e, em_vty(e, k->vec), "acc");
-    LLVMValueRef tacc[64];
-    for (int64_t c = 0; c < D % k->vec; c++) tacc[c] = em_alloca(e, e->f32, "tacc");
-    em_loop li, lt, lj, lg;
-    LLVMValueRef item = em_for_begin(e, &li, e->begin, e->end);
-    LLVMValueRef b = LLVMBuildSDiv(e->b, item, em_i64(e, Hkv), ""), hk = LLVMBuildSRem(e->b, item, em_i64(e, Hkv), "");
-    LLVMValueRef kv0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T * Hkv)), hk), em_i64(e, D));
-    #define KROW(tv) em_iadd(e, kv0, em_imul(e, (tv), em_i64(e, Hkv * D)))
-    LLVMValueRef bytes = em_i64(e, T * T * 4);
-    LLVMValueRef P = em_malloc(e, bytes), S = em_malloc(e, bytes), U = cap > 0 ? em_malloc(e, bytes) : NULL;
-    if (G > 1) /* dk and dv rows of this item: sums over its query heads */
-        for (int w = 1; w < 3; w++) {
-            if (!out_of[w]) continue;
-            LLVMValueRef t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
-            for (int64_t i = 0; i < D; i++) em_store(e, out_of[w], em_iadd(e, KROW(t), em_i64(e, i)), em_f32(e, 0), 1);
-            em_for_end(e, &lt, em_i64(e, 1));
-        }
-    LLVMValueRef gi = em_for_begin(e, &lg, em_i64(e, 0), em_i64(e, G));
-    LLVMValueRef h = em_iadd(e, em_imul(e, hk, em_i64(e, G)), gi);
-    LLVMValueRef head0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T * H)), h), em_i64(e, D));
-    #define ROW(tv) em_iadd(e, head0, em_imul(e, (tv), em_i64(e, H * D)))
-    /* P row t: softmax over keys first(t) <= j < keys(t) of scale q_t . k_j;
-     * entries outside are never written nor read (causal: half the work) */
-    LLVMValueRef t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
-    LLVMValueRef keys = causal ? em_iadd(e, t, em_i64(e, 1)) : em_i64(e, T), prow = em_imul(e, t, em_i64(e, T));
-    LLVMValueRef first = row_first(e, t, W);
-    LLVMBuildStore(e->b, em_f32(e, -INFINITY), mx);
-    LLVMValueRef j = em_for_begin(e, &lj, first, keys);
-    LLVMValueRef sc = em_mul(e, dot_rows(k, Q, ROW(t), K, KROW(j), D), em_f32(e, scale));
-    if (cap > 0) { /* u = cap tanh(s / cap); U keeps 1 - tanh^2 for dS */
-        LLVMValueRef th = em_tanh(e, LLVMBuildFDiv(e->b, sc, em_f32(e, cap), ""), 1);
-        sc = em_mul(e, th, em_f32(e, cap));
-        em_store(e, U, em_iadd(e, prow, j), LLVMBuildFSub(e->b, em_f32(e, 1.0), em_mul(e, th, th), ""), 1);
-    }
-    em_store(e, P, em_iadd(e, prow, j), sc, 1);
-    LLVMBuildStore(e->b, em_intr2(e, "maxnum", sc, LLVMBuildLoad2(e->b, e->f32, mx, "")), mx);
-    em_for_end(e, &lj, em_i64(e, 1));
-    LLVMValueRef m = LLVMBuildLoad2(e->b, e->f32, mx, "");
-    LLVMBuildStore(e->b, em_f32(e, 0), sum);
-    j = em_for_begin(e, &lj, first, keys);
-    LLVMValueRef pe = em_exp(e, LLVMBuildFSub(e->b, em_load(e, P, em_iadd(e, prow, j), 1), m, ""), 1);
-    em_store(e, P, em_iadd(e, prow, j), pe, 1);
-    LLVMBuildStore(e->b, em_add(e, LLVMBuildLoad2(e->b, e->f32, sum, ""), pe), sum);
-    em_for_end(e, &lj, em_i64(e, 1));
-    LLVMValueRef inv = LLVMBuildFDiv(e->b, em_f32(e, 1.0), LLVMBuildLoad2(e->b, e->f32, sum, ""), "");
-    LLVMBuildStore(e->b, em_f32(e, 0), rowdot);
-    j = em_for_begin(e, &lj, first, keys);
-    LLVMValueRef pj = em_mul(e, em_load(e, P, em_iadd(e, prow, j), 1), inv);
-    em_store(e, P, em_iadd(e, prow, j), pj, 1);
-    if (need_ds) { /* dP[t][j] = dy_t . v_j into S for now */
-        LLVMValueRef dp = dot_rows(k, DY, ROW(t), V, KROW(j), D);
-        em_store(e, S, em_iadd(e, prow, j), dp, 1);
-        LLVMBuildStore(e->b, em_fma(e, dp, pj, LLVMBuildLoad2(e->b, e->f32, rowdot, "")), rowdot);
-    }
-    em_for_end(e, &lj, em_i64(e, 1));
-    if (need_ds) {
-        LLVMValueRef rd = LLVMBuildLoad2(e->b, e->f32, rowdot, "");
-        j = em_for_begin(e, &lj, first, keys);
-        LLVMValueRef at = em_iadd(e, prow, j);
-        LLVMValueRef ds = em_mul(e, em_load(e, P, at, 1), LLVMBuildFSub(e->b, em_load(e, S, at, 1), rd, ""));
-        if (cap > 0) ds = em_mul(e, ds, em_load(e, U, at, 1));
-        em_store(e, S, at, ds, 1);
-        em_for_end(e, &lj, em_i64(e, 1));
-    }
-    em_for_end(e, &lt, em_i64(e, 1));
-    /* output row t: dq_t = scale sum_j dS[t,j] k_j, dk_t = scale sum_j dS[j,t] q_j, dv_t = sum_j P[j,t] dy_j */
-    attn_rows geo = {T, H, Hkv, D, W, G, causal, head0, kv0};
-    for (int which = 0; which < 3; which++)
-        if (out_of[which])
-            grad_rows(k, &geo, which, out_of[which], which == 2 ? P : S, which == 0 ? K : which == 1 ? Q : DY, which == 2 ? 1.0 : scale,
-                      acc, tacc);
-    em_for_end(e, &lg, em_i64(e, 1));
-    em_free(e, P);
-    em_free(e, S);
-    if (U) em_free(e, U);
-    em_for_end(e, &li, em_i64(e, 1));
-    #undef ROW
-    #undef KROW
 }

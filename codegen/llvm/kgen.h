@@ -23,6 +23,9 @@ typedef struct kgen {
 
 /* Pointer to the buffer holding node id (through views). */
 LLVMValueRef kg_ptr(kgen *k, int id);
+/* The kernel's scratch (program.c's add_scratch: an extra buffer with panel
+ * 0, the last argument), or NULL when it has none. */
+LLVMValueRef kg_scratch(kgen *k);
 /* Forgets the values of the previous element. */
 void kg_reset(kgen *k);
 /* Value of node id at (row, col) of the group's [rows, D] iteration space,

@@ -356,6 +356,15 @@ for s in "8 8 8" "37 53 29" "1 300 7" "129 65 300"; do
   check "gemm-bench $s: GFLOP/s and a passing check of the product" \
     "[ $rc = 0 ] && grep -qE '^gemm $1 $2 $3: median [0-9.]+ ms, [0-9.]+ GFLOP/s' gb.txt && grep -qE '^check: $(($1 * $2)) entries against an f64 product, largest error [0-9.e-]+ of the f32 summation bound: ok$' gb.txt"
 done
+for op in matmul_nn matmul_tn; do # the backward's forms, each tile tail
+  for s in "8 8 8" "37 53 29" "1 300 7" "129 65 300"; do
+    set -- $s
+    "$lrc" gemm-bench --op $op --m $1 --n $2 --k $3 --threads 2 --repeat 2 >gb.txt
+    rc=$?
+    check "gemm-bench --op $op $s: GFLOP/s and a passing check of the product" \
+      "[ $rc = 0 ] && grep -qE '^$op $1 $2 $3: median [0-9.]+ ms, [0-9.]+ GFLOP/s' gb.txt && grep -qE '^check: $(($1 * $2)) entries .*: ok$' gb.txt"
+  done
+done
 "$lrc" gemm-bench --m 300 --n 300 --k 64 --threads 2 --repeat 1 >gb.txt
 check "gemm-bench 300x300: 4096 sampled entries plus the last row and column" "grep -q '^check: 4696 entries .*: ok$' gb.txt"
 

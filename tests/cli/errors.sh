@@ -683,6 +683,7 @@ t "loop: a package whose back edge copies the tokens" 1 'pkg_loop_bad' 'damaged 
 
 # ---- usage (exit status 2) --------------------------------------------------------------------------
 
+t "gemm-bench: an unknown GEMM form" 2 'op matmul_tt: expected matmul, matmul_nn or matmul_tn' -- gemm-bench --op matmul_tt --m 2 --n 2 --k 2
 t "unknown command: lists every command" 2 "'frobnicate'" 'inspect, init, train, eval, plot, sweep, diagnose, analyze, backward, compile, export, forward, generate, tokenize, profile, demo, gemm-bench, devices' -- frobnicate llama
 t "unknown option" 2 '--bogus' -- inspect llama --bogus
 t "unknown short option" 2 '-x' -- init llama -x -o out.safetensors

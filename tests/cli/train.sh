@@ -97,6 +97,11 @@ LRC_PROFILE=1 run "LRC_PROFILE run" "$lrc" train "$model" "${args[@]}" --steps 2
 grep ' ms .*GFLOP/s' "$dir/prof.txt" | awk '{print $3 + 0}' >"$dir/prof_share.txt"
 check "LRC_PROFILE: a line per launch, the largest share first" \
   "[ \$(wc -l <'$dir/prof_share.txt') -gt 20 ] && sort -g -r -s '$dir/prof_share.txt' | cmp -s - '$dir/prof_share.txt'"
+# then the step (the first left out), split; the pool's busy share; the FLOP rate against the FMA probe
+check "LRC_PROFILE: the step's split, the threads' busy share and the step's share of the FMA peak" \
+  "grep -qE '^a step \(the mean of 1 after the first\): [0-9.]+ ms, of which the graph [0-9.]+ ms, the gradient check [0-9.]+ ms, AdamW [0-9.]+ ms\$' '$dir/prof.txt' &&
+   grep -qE '^the 2 threads were busy [0-9.]+% of the pool.s runs \(idle [0-9.]+%\)\$' '$dir/prof.txt' &&
+   grep -qE '^[0-9.]+ GFLOP a step at [0-9.]+ GFLOP/s: [0-9.]+% of the FMA peak, [0-9.]+ GFLOP/s measured now\$' '$dir/prof.txt'"
 # --accum 2 of batches of 2 draws the same windows as one batch of 4: the
 # same loss and gradient norm at step 1 (up to f32 summation order); an
 # --accum run stopped and resumed ends bit-identical to the uninterrupted one

@@ -96,6 +96,14 @@ static void test_shapes(void)
     CHECK(lrc_graph_add(g, &dg, &err) < 0 && strstr(err.msg, "scalar"), "depth_gain scalar: %s", err.msg);
     dg.in[2] = sc;
     CHECK(lrc_graph_add(g, &dg, &err) >= 0, "depth_gain ok: %s", err.msg);
+    /* its gradient: the same even width (kernels write pairs), which in 0..4 */
+    lrc_node dgg = {.op = LRC_OP_DEPTH_GAIN_GRAD, .n_in = 6, .in = {gam, sc, sc, sc, sc, gam}, .iattr = {3, 0}, .fattr = {100}};
+    CHECK(lrc_graph_add(g, &dgg, &err) < 0 && strstr(err.msg, "even"), "depth_gain_grad odd width: %s", err.msg);
+    dgg.in[0] = dgg.in[5] = gam8;
+    dgg.iattr[1] = 5;
+    CHECK(lrc_graph_add(g, &dgg, &err) < 0 && strstr(err.msg, "which"), "depth_gain_grad which 5: %s", err.msg);
+    dgg.iattr[1] = 0;
+    CHECK(lrc_graph_add(g, &dgg, &err) >= 0, "depth_gain_grad ok: %s", err.msg);
 
     /* sources: positive sizes, unique names */
     CHECK(lrc_graph_add_param(g, "neg", &(lrc_shape){1, {-3}}, one, NULL, "m.lua:7", &err) < 0 &&

@@ -1,9 +1,10 @@
 /* test_pool — the kernel thread pool: every item visited exactly once, the
  * documented partition, back-to-back runs, visibility of the workers'
  * results, both the spinning and the sleeping wait paths, bad thread
- * counts, and lrc_params_init's tensors filled alike on any number of
- * threads. Run it under -fsanitize=thread too: the pool's memory ordering is
- * what keeps the plain writes below race-free. */
+ * counts, the busy fraction a profile reports, and lrc_params_init's
+ * tensors filled alike on any number of threads. Run it under
+ * -fsanitize=thread too: the pool's memory ordering is what keeps the plain
+ * writes below race-free. */
 #define _GNU_SOURCE
 #include "check.h"
 #include "runtime/lrc_runtime.h"
@@ -358,8 +359,42 @@ static void test_lifecycle(void)
     printf("default threads: %d\n", d);
 }
 
+static void nap(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)ctx, (void)thread;
+    for (int64_t i = begin; i < end; i++) usleep(2000);
+}
+
+/* lrc_pool_count_busy: one thread alone is busy for the whole run; of two
+ * threads with one item, the second has no chunk, so at most half the time
+ * is busy; with counting off nothing is counted. */
+static void test_busy_fraction(void)
+{
+    lrc_err err;
+    lrc_pool *one = lrc_pool_new(1, &err), *two = lrc_pool_new(2, &err);
+    CHECK(one && two, "pools: %s", err.msg);
+    if (!one || !two) return;
+    lrc_pool_run(two, nap, NULL, 1);
+    CHECK(lrc_pool_busy_fraction(two) == 0, "counting off: busy %g", lrc_pool_busy_fraction(two));
+    lrc_pool_count_busy(one, true);
+    lrc_pool_run(one, nap, NULL, 3);
+    lrc_pool_count_busy(one, false);
+    CHECK(lrc_pool_busy_fraction(one) == 1.0, "one thread: busy %.17g, expected 1", lrc_pool_busy_fraction(one));
+    lrc_pool_count_busy(two, true);
+    lrc_pool_run(two, nap, NULL, 1);
+    lrc_pool_count_busy(two, false);
+    double f = lrc_pool_busy_fraction(two);
+    CHECK(f > 0 && f <= 0.5, "two threads, one item: busy %g, expected in (0, 0.5]", f);
+    lrc_pool_count_busy(two, true); /* from zero again */
+    lrc_pool_count_busy(two, false);
+    CHECK(lrc_pool_busy_fraction(two) == 0, "restarted counting: busy %g", lrc_pool_busy_fraction(two));
+    lrc_pool_free(one);
+    lrc_pool_free(two);
+}
+
 int main(void)
 {
+    test_busy_fraction();
     test_formula();
     test_lifecycle();
     test_partition();

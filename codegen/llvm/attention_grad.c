@@ -1,0 +1,392 @@
+/* attention_grad.c — the gradient of attention for the cpu target. A work
+ * item is a (batch, key-value head); its G query heads in turn:
+ *
+ *   1. per query row t, the scores q_t . k_j and dP = dy_t . v_j a block of
+ *      NB vectors of keys at a time, from keys and values transposed once
+ *      per item ([D][Tp], zeros past T): per d, a broadcast of q_t[d]
+ *      (dy_t[d]) times a vector of k^T[d] (v^T[d]) into 2 NB accumulators,
+ *      no horizontal sums (the dot product per pair this replaces ran at a
+ *      third of the FMA rate);
+ *   2. the softmax, rowsum(dP o P) and dS = P o (dP - rowsum) (times the
+ *      soft-cap's 1 - tanh^2) as vector passes over the row's keys;
+ *   3. the rows of dq (from rows of dS), dk (columns of dS) and dv (columns
+ *      of P), dk and dv summed over the G heads.
+ *
+ * Only a row's keys [first(t), keys(t)) are read after step 1; a block may
+ * write scores of keys before first(t) or past keys(t) (row stride Tp, a
+ * multiple of the block): they are never read. Sums run in a fixed order,
+ * so a run repeats bit for bit. */
+#include "kgen.h"
+
+#include <math.h>
+
+#define NB 2 /* vectors of keys in a block of step 1 */
+#define RB 4 /* query rows a block of step 1 computes together */
+
+/* Rows [first, end) of the dk/dv column of key t that attend to it: query
+ * rows j >= t under the causal mask, j < t + W under a window of W. */
+static LLVMValueRef column_end(em_t *e, LLVMValueRef t, int64_t T, int64_t W)
+{
+    if (W <= 0) return em_i64(e, T);
+    LLVMValueRef hi = em_iadd(e, t, em_i64(e, W));
+    return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, hi, em_i64(e, T), ""), hi, em_i64(e, T), "");
+}
+
+/* The first key query row t sees (attn_first_key, ir/ref_template.h). */
+static LLVMValueRef row_first(em_t *e, LLVMValueRef t, int64_t W)
+{
+    if (W <= 0) return em_i64(e, 0);
+    LLVMValueRef lo = em_iadd(e, t, em_i64(e, 1 - W));
+    return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, lo, em_i64(e, 0), ""), lo, em_i64(e, 0), "");
+}
+
+/* Where the rows of one (batch, query head) and of its key-value head are. */
+typedef struct {
+    int64_t T, Tp, H, Hkv, D, W, G; /* Tp: T rounded up to a block, the stride of P's and S's rows */
+    bool causal;
+    LLVMValueRef head0, kv0; /* offsets of row 0 of the query head and of the key-value head */
+} attn_rows;
+
+/* The keys row (which 0) or column (1, 2) t of M covers: dq_t takes row t of
+ * dS (first(t) <= j < keys(t)); dk_t and dv_t column t (causal: j >= t; a
+ * window: j < t + W). */
+static void covered(em_t *e, const attn_rows *a, int which, LLVMValueRef t, LLVMValueRef *lo, LLVMValueRef *hi)
+{
+    if (which == 0) {
+        *lo = row_first(e, t, a->W);
+        *hi = a->causal ? em_iadd(e, t, em_i64(e, 1)) : em_i64(e, a->T);
+    } else {
+        *lo = a->causal ? t : em_i64(e, 0);
+        *hi = column_end(e, t, a->T, a->W);
+    }
+}
+
+/* Output rows t .. t + n - 1 (n = 1 or 2) of one gradient for one query
+ * head: a sum over j of M's entry (row or column t + r, rows Tp apart)
+ * times row j of R. Two rows share each load of R's row and give twice the
+ * independent FMA chains; an entry outside a row's keys counts as zero (M
+ * holds scores there, or nothing). Summed into the key-value head's rows
+ * when G heads share them. */
+static void grad_rows_at(kgen *k, const attn_rows *a, int which, LLVMValueRef t, int n, LLVMValueRef O, LLVMValueRef M, LLVMValueRef R,
+                         double f, LLVMValueRef *acc, LLVMValueRef *tacc)
+{
+    em_t *e = k->e;
+    int64_t Tp = a->Tp, H = a->H, Hkv = a->Hkv, D = a->D, G = a->G, nv = D / k->vec, nt = D % k->vec;
+    int vec = k->vec;
+    LLVMTypeRef vt = em_vty(e, vec);
+    #define ROW(tv) em_iadd(e, a->head0, em_imul(e, (tv), em_i64(e, H * D)))
+    #define KROW(tv) em_iadd(e, a->kv0, em_imul(e, (tv), em_i64(e, Hkv * D)))
+    LLVMValueRef lo[2], hi[2], tr[2];
+    for (int r = 0; r < n; r++) {
+        tr[r] = em_iadd(e, t, em_i64(e, r));
+        covered(e, a, which, tr[r], &lo[r], &hi[r]);
+        for (int64_t c = 0; c < nv; c++) LLVMBuildStore(e->b, em_fw(e, 0, vec), acc[r * nv + c]);
+        for (int64_t c = 0; c < nt; c++) LLVMBuildStore(e->b, em_f32(e, 0), tacc[r * nt + c]);
+    }
+    em_loop lj;
+    LLVMValueRef j = em_for_begin(e, &lj, lo[0], hi[n - 1]); /* lo and hi grow with t */
+    LLVMValueRef roff = which == 0 ? KROW(j) : ROW(j), rv[256];
+    for (int64_t c = 0; c < nv; c++) rv[c] = em_load(e, R, em_iadd(e, roff, em_i64(e, c * vec)), vec);
+    for (int r = 0; r < n; r++) {
+        LLVMValueRef at = which == 0 ? em_iadd(e, em_imul(e, tr[r], em_i64(e, Tp)), j) : em_iadd(e, em_imul(e, j, em_i64(e, Tp)), tr[r]);
+        LLVMValueRef coef = em_load(e, M, at, 1);
+        if (n > 1) {
+            LLVMValueRef in = LLVMBuildAnd(e->b, LLVMBuildICmp(e->b, LLVMIntSGE, j, lo[r], ""), LLVMBuildICmp(e->b, LLVMIntSLT, j, hi[r], ""), "");
+            coef = LLVMBuildSelect(e->b, in, coef, em_f32(e, 0), "");
+        }
+        LLVMValueRef cv = em_splat(e, coef, vec);
+        for (int64_t c = 0; c < nv; c++)
+            LLVMBuildStore(e->b, em_fma(e, cv, rv[c], LLVMBuildLoad2(e->b, vt, acc[r * nv + c], "")), acc[r * nv + c]);
+        for (int64_t c = 0; c < nt; c++)
+            LLVMBuildStore(e->b, em_fma(e, coef, em_load(e, R, em_iadd(e, roff, em_i64(e, nv * vec + c)), 1), LLVMBuildLoad2(e->b, e->f32, tacc[r * nt + c], "")),
+                           tacc[r * nt + c]);
+    }
+    em_for_end(e, &lj, em_i64(e, 1));
+    bool sum_heads = which != 0 && G > 1;
+    for (int r = 0; r < n; r++) {
+        LLVMValueRef ooff = which == 0 ? ROW(tr[r]) : KROW(tr[r]);
+        for (int64_t c = 0; c < nv; c++) {
+            LLVMValueRef x = em_mul(e, LLVMBuildLoad2(e->b, vt, acc[r * nv + c], ""), em_fw(e, f, vec)), at = em_iadd(e, ooff, em_i64(e, c * vec));
+            em_store(e, O, at, sum_heads ? em_add(e, em_load(e, O, at, vec), x) : x, vec);
+        }
+        for (int64_t c = 0; c < nt; c++) {
+            LLVMValueRef x = em_mul(e, LLVMBuildLoad2(e->b, e->f32, tacc[r * nt + c], ""), em_f32(e, f)), at = em_iadd(e, ooff, em_i64(e, nv * vec + c));
+            em_store(e, O, at, sum_heads ? em_add(e, em_load(e, O, at, 1), x) : x, 1);
+        }
+    }
+    #undef ROW
+    #undef KROW
+}
+
+/* Every row of one gradient for one query head: pairs of rows, then the
+ * last row alone when T is odd. */
+static void grad_rows(kgen *k, const attn_rows *a, int which, LLVMValueRef O, LLVMValueRef M, LLVMValueRef R, double f,
+                      LLVMValueRef *acc, LLVMValueRef *tacc)
+{
+    em_t *e = k->e;
+    em_loop lt;
+    LLVMValueRef t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, a->T / 2 * 2));
+    grad_rows_at(k, a, which, t, 2, O, M, R, f, acc, tacc);
+    em_for_end(e, &lt, em_i64(e, 2));
+    if (a->T % 2) grad_rows_at(k, a, which, em_i64(e, a->T - 1), 1, O, M, R, f, acc, tacc);
+}
+
+/* One elementwise pass over entries [lo, hi) of a row of P (and S, U):
+ * whole vectors first, then one at a time. */
+typedef struct {
+    em_t *e;
+    int vec;
+    LLVMValueRef P, S, U, prow; /* the row's scratch and its offset */
+    LLVMValueRef acc;           /* a vector the pass reduces into: max (score_pass) or sum */
+    LLVMValueRef f;             /* score_pass: the scale; exp_pass: the max; scale_pass: 1 / sum; ds_pass: rowsum(dP o P) */
+    double cap;                 /* score_pass: the soft-cap, or 0 */
+} row_pass;
+typedef void (*row_pass_fn)(const row_pass *r, LLVMValueRef at, int w);
+
+/* v, or the scalar v in lane 0 of a vector of `fill` */
+static LLVMValueRef widen(const row_pass *r, LLVMValueRef v, int w, double fill)
+{
+    if (w == r->vec) return v;
+    return LLVMBuildInsertElement(r->e->b, em_fw(r->e, fill, r->vec), v, LLVMConstInt(r->e->i32, 0, 0), "");
+}
+
+static void add_to_acc(const row_pass *r, LLVMValueRef v, int w)
+{
+    em_t *e = r->e;
+    LLVMBuildStore(e->b, em_add(e, LLVMBuildLoad2(e->b, em_vty(e, r->vec), r->acc, ""), widen(r, v, w, 0.0)), r->acc);
+}
+
+/* s = scale q . k, soft-capped to cap tanh(s / cap) with U = 1 - tanh^2 kept; the max */
+static void score_pass(const row_pass *r, LLVMValueRef at, int w)
+{
+    em_t *e = r->e;
+    LLVMValueRef s = em_mul(e, em_load(e, r->P, at, w), em_splat(e, r->f, w));
+    if (r->cap > 0) {
+        LLVMValueRef th = em_tanh(e, LLVMBuildFDiv(e->b, s, em_fw(e, r->cap, w), ""), w);
+        s = em_mul(e, th, em_fw(e, r->cap, w));
+        em_store(e, r->U, at, LLVMBuildFSub(e->b, em_fw(e, 1.0, w), em_mul(e, th, th), ""), w);
+    }
+    em_store(e, r->P, at, s, w);
+    LLVMBuildStore(e->b, em_intr2(e, "maxnum", LLVMBuildLoad2(e->b, em_vty(e, r->vec), r->acc, ""), widen(r, s, w, -INFINITY)), r->acc);
+}
+
+static void exp_pass(const row_pass *r, LLVMValueRef at, int w)
+{
+    em_t *e = r->e;
+    LLVMValueRef pe = em_exp(e, LLVMBuildFSub(e->b, em_load(e, r->P, at, w), em_splat(e, r->f, w), ""), w);
+    em_store(e, r->P, at, pe, w);
+    add_to_acc(r, pe, w);
+}
+
+static void scale_pass(const row_pass *r, LLVMValueRef at, int w)
+{
+    em_store(r->e, r->P, at, em_mul(r->e, em_load(r->e, r->P, at, w), em_splat(r->e, r->f, w)), w);
+}
+
+static void dot_pass(const row_pass *r, LLVMValueRef at, int w)
+{
+    add_to_acc(r, em_mul(r->e, em_load(r->e, r->P, at, w), em_load(r->e, r->S, at, w)), w);
+}
+
+static void ds_pass(const row_pass *r, LLVMValueRef at, int w)
+{
+    em_t *e = r->e;
+    LLVMValueRef ds = em_mul(e, em_load(e, r->P, at, w), LLVMBuildFSub(e->b, em_load(e, r->S, at, w), em_splat(e, r->f, w), ""));
+    if (r->U) ds = em_mul(e, ds, em_load(e, r->U, at, w));
+    em_store(e, r->S, at, ds, w);
+}
+
+static void row_passes(const row_pass *r, LLVMValueRef lo, LLVMValueRef hi, row_pass_fn fn)
+{
+    em_t *e = r->e;
+    em_loop l;
+    LLVMValueRef whole = LLVMBuildSDiv(e->b, LLVMBuildSub(e->b, hi, lo, ""), em_i64(e, r->vec), "");
+    LLVMValueRef mid = em_iadd(e, lo, em_imul(e, whole, em_i64(e, r->vec)));
+    LLVMValueRef j = em_for_begin(e, &l, lo, mid);
+    fn(r, em_iadd(e, r->prow, j), r->vec);
+    em_for_end(e, &l, em_i64(e, r->vec));
+    j = em_for_begin(e, &l, mid, hi);
+    fn(r, em_iadd(e, r->prow, j), 1);
+    em_for_end(e, &l, em_i64(e, 1));
+}
+
+/* The reduction of a pass: lanes of r->acc combined (a fixed tree). */
+static LLVMValueRef reduced(const row_pass *r, bool max)
+{
+    LLVMValueRef v = LLVMBuildLoad2(r->e->b, em_vty(r->e, r->vec), r->acc, "");
+    return max ? em_hmax(r->e, v, r->vec) : em_hsum(r->e, v, r->vec);
+}
+
+static void reduce_from(const row_pass *r, double v) { LLVMBuildStore(r->e->b, em_fw(r->e, v, r->vec), r->acc); }
+
+/* Rows [0, T) of the key-value head's src (row(t) its offsets, KV rows of D)
+ * into dst [D][Tp], zeros in columns T..Tp. */
+static void transpose_rows(kgen *k, LLVMValueRef dst, LLVMValueRef src, const attn_rows *a)
+{
+    em_t *e = k->e;
+    em_loop lj, ld;
+    LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, a->Tp));
+    LLVMValueRef inside = LLVMBuildICmp(e->b, LLVMIntSLT, j, em_i64(e, a->T), "");
+    LLVMValueRef row = em_iadd(e, a->kv0, em_imul(e, LLVMBuildSelect(e->b, inside, j, em_i64(e, 0), ""), em_i64(e, a->Hkv * a->D)));
+    LLVMValueRef d = em_for_begin(e, &ld, em_i64(e, 0), em_i64(e, a->D));
+    LLVMValueRef v = LLVMBuildSelect(e->b, inside, em_load(e, src, em_iadd(e, row, d), 1), em_f32(e, 0), "");
+    em_store(e, dst, em_iadd(e, em_imul(e, d, em_i64(e, a->Tp)), j), v, 1);
+    em_for_end(e, &ld, em_i64(e, 1));
+    em_for_end(e, &lj, em_i64(e, 1));
+}
+
+/* Step 1 for rows t .. t + rb - 1: blocks of NB vectors of keys from jlo (a
+ * multiple of the block, at most the first row's first key) up to past hi
+ * (the last row's end), the raw scores into P's rows and, when DY, dP into
+ * S's. The rows share each vector of k^T and v^T: rb rows take rb times the
+ * work from one pass over those columns. */
+static void score_blocks(kgen *k, const attn_rows *a, LLVMValueRef t, int rb, LLVMValueRef jlo, LLVMValueRef hi, LLVMValueRef Q,
+                         LLVMValueRef Kt, LLVMValueRef P, LLVMValueRef DY, LLVMValueRef Vt, LLVMValueRef S, LLVMValueRef *acc)
+{
+    em_t *e = k->e;
+    int vec = k->vec, ns = DY ? 2 : 1, n = ns * rb * NB;
+    LLVMTypeRef vt = em_vty(e, vec);
+    LLVMValueRef qrow[RB], prow[RB];
+    for (int r = 0; r < rb; r++) {
+        LLVMValueRef tr = em_iadd(e, t, em_i64(e, r));
+        qrow[r] = em_iadd(e, a->head0, em_imul(e, tr, em_i64(e, a->H * a->D)));
+        prow[r] = em_imul(e, tr, em_i64(e, a->Tp));
+    }
+    #define ACC(s, r, i) acc[((s) * rb + (r)) * NB + (i)]
+    em_loop lb, ld;
+    LLVMValueRef jb = em_for_begin(e, &lb, jlo, hi);
+    for (int i = 0; i < n; i++) LLVMBuildStore(e->b, em_fw(e, 0, vec), acc[i]);
+    LLVMValueRef d = em_for_begin(e, &ld, em_i64(e, 0), em_i64(e, a->D));
+    LLVMValueRef col = em_iadd(e, em_imul(e, d, em_i64(e, a->Tp)), jb);
+    for (int s = 0; s < ns; s++) {
+        LLVMValueRef kv[NB];
+        for (int i = 0; i < NB; i++) kv[i] = em_load(e, s ? Vt : Kt, em_iadd(e, col, em_i64(e, i * vec)), vec);
+        for (int r = 0; r < rb; r++) {
+            LLVMValueRef x = em_splat(e, em_load(e, s ? DY : Q, em_iadd(e, qrow[r], d), 1), vec);
+            for (int i = 0; i < NB; i++)
+                LLVMBuildStore(e->b, em_fma(e, x, kv[i], LLVMBuildLoad2(e->b, vt, ACC(s, r, i), "")), ACC(s, r, i));
+        }
+    }
+    em_for_end(e, &ld, em_i64(e, 1));
+    for (int s = 0; s < ns; s++)
+        for (int r = 0; r < rb; r++)
+            for (int i = 0; i < NB; i++)
+                em_store(e, s ? S : P, em_iadd(e, prow[r], em_iadd(e, jb, em_i64(e, i * vec))), LLVMBuildLoad2(e->b, vt, ACC(s, r, i), ""), vec);
+    em_for_end(e, &lb, em_i64(e, NB * vec));
+    #undef ACC
+}
+
+/* Step 2 for row t: the softmax of its scores in P, and (need_ds) dS in S. */
+static void row_softmax(kgen *k, const attn_rows *a, LLVMValueRef t, double scale, double cap, bool need_ds, LLVMValueRef P,
+                        LLVMValueRef S, LLVMValueRef U, LLVMValueRef red)
+{
+    em_t *e = k->e;
+    LLVMValueRef keys = a->causal ? em_iadd(e, t, em_i64(e, 1)) : em_i64(e, a->T), first = row_first(e, t, a->W);
+    row_pass rp = {e, k->vec, P, S, U, em_imul(e, t, em_i64(e, a->Tp)), red, em_f32(e, scale), cap};
+    reduce_from(&rp, -INFINITY);
+    row_passes(&rp, first, keys, score_pass);
+    rp.f = reduced(&rp, true);
+    reduce_from(&rp, 0);
+    row_passes(&rp, first, keys, exp_pass); /* P = exp(s - max), summed */
+    rp.f = LLVMBuildFDiv(e->b, em_f32(e, 1.0), reduced(&rp, false), "");
+    row_passes(&rp, first, keys, scale_pass); /* P /= the sum */
+    if (need_ds) {
+        reduce_from(&rp, 0);
+        row_passes(&rp, first, keys, dot_pass); /* rowsum(dP o P) */
+        rp.f = reduced(&rp, false);
+        row_passes(&rp, first, keys, ds_pass); /* dS = P o (dP - rowsum) [o (1 - tanh^2)] */
+    }
+}
+
+/* Steps 1 and 2 for rows t .. t + rb - 1 of one query head. */
+static void row_block(kgen *k, const attn_rows *a, LLVMValueRef t, int rb, double scale, double cap, bool need_ds, LLVMValueRef Q,
+                      LLVMValueRef DY, LLVMValueRef Kt, LLVMValueRef Vt, LLVMValueRef P, LLVMValueRef S, LLVMValueRef U,
+                      LLVMValueRef red, LLVMValueRef *acc)
+{
+    em_t *e = k->e;
+    LLVMValueRef last = em_iadd(e, t, em_i64(e, rb - 1));
+    LLVMValueRef hi = a->causal ? em_iadd(e, last, em_i64(e, 1)) : em_i64(e, a->T), bw = em_i64(e, NB * k->vec);
+    LLVMValueRef jlo = em_imul(e, LLVMBuildSDiv(e->b, row_first(e, t, a->W), bw, ""), bw);
+    score_blocks(k, a, t, rb, jlo, hi, Q, Kt, P, need_ds ? DY : NULL, Vt, S, acc);
+    em_loop lr;
+    LLVMValueRef tr = em_for_begin(e, &lr, t, em_iadd(e, t, em_i64(e, rb)));
+    row_softmax(k, a, tr, scale, cap, need_ds, P, S, U, red);
+    em_for_end(e, &lr, em_i64(e, 1));
+}
+
+/* Steps 1 and 2 for every row of one query head: P (and, when need_ds, dS
+ * in S), RB rows at a time, then the last T % RB one at a time */
+static void head_rows(kgen *k, const attn_rows *a, double scale, double cap, bool need_ds, LLVMValueRef Q, LLVMValueRef DY,
+                      LLVMValueRef Kt, LLVMValueRef Vt, LLVMValueRef P, LLVMValueRef S, LLVMValueRef U, LLVMValueRef red,
+                      LLVMValueRef *acc)
+{
+    em_t *e = k->e;
+    em_loop lt;
+    LLVMValueRef t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, a->T / RB * RB));
+    row_block(k, a, t, RB, scale, cap, need_ds, Q, DY, Kt, Vt, P, S, U, red, acc);
+    em_for_end(e, &lt, em_i64(e, RB));
+    if (a->T % RB) {
+        t = em_for_begin(e, &lt, em_i64(e, a->T / RB * RB), em_i64(e, a->T));
+        row_block(k, a, t, 1, scale, cap, need_ds, Q, DY, Kt, Vt, P, S, U, red, acc);
+        em_for_end(e, &lt, em_i64(e, 1));
+    }
+}
+
+void kg_attention_grad(kgen *k)
+{
+    em_t *e = k->e;
+    const lrc_node *a = &k->g->nodes[k->gr->anchor];
+    const lrc_shape *qs = &k->g->nodes[a->in[0]].shape;
+    int64_t T = qs->dim[1], H = qs->dim[2], D = qs->dim[3], Hkv = k->g->nodes[a->in[1]].shape.dim[2], G = H / Hkv;
+    int64_t BW = NB * k->vec, Tp = (T + BW - 1) / BW * BW;
+    /* the group holds the gradient of q, k and/or v (fuse rule 6): P and dS once for all */
+    LLVMValueRef out_of[3] = {NULL, NULL, NULL};
+    for (int j = 0; j < k->gr->n_nodes; j++) {
+        const lrc_node *m = &k->g->nodes[k->gr->nodes[j]];
+        if (m->op == LRC_OP_ATTENTION_GRAD) out_of[m->iattr[1]] = kg_ptr(k, k->gr->nodes[j]);
+    }
+    bool need_ds = out_of[0] || out_of[1];
+    double scale = a->fattr[0], cap = a->fattr[1];
+    LLVMValueRef Q = kg_ptr(k, a->in[0]), K = kg_ptr(k, a->in[1]), V = kg_ptr(k, a->in[2]), DY = kg_ptr(k, a->in[3]);
+    LLVMValueRef red = em_alloca(e, em_vty(e, k->vec), "red"), blk[2 * RB * NB];
+    for (int i = 0; i < 2 * RB * NB; i++) blk[i] = em_alloca(e, em_vty(e, k->vec), "blk");
+    /* two output rows' accumulators (program.c refuses D over 1024) */
+    LLVMValueRef acc[2 * 1024 / 4], tacc[2 * 16];
+    for (int64_t c = 0; c < 2 * (D / k->vec); c++) acc[c] = em_alloca(e, em_vty(e, k->vec), "acc");
+    for (int64_t c = 0; c < 2 * (D % k->vec); c++) tacc[c] = em_alloca(e, e->f32, "tacc");
+    /* scratch once per call, for all its items */
+    LLVMValueRef rows_bytes = em_i64(e, T * Tp * 4), kt_bytes = em_i64(e, D * Tp * 4);
+    LLVMValueRef P = em_malloc(e, rows_bytes), S = em_malloc(e, rows_bytes), U = cap > 0 ? em_malloc(e, rows_bytes) : NULL;
+    LLVMValueRef Kt = em_malloc(e, kt_bytes), Vt = need_ds ? em_malloc(e, kt_bytes) : NULL;
+    em_loop li, lt, lg;
+    LLVMValueRef item = em_for_begin(e, &li, e->begin, e->end);
+    LLVMValueRef b = LLVMBuildSDiv(e->b, item, em_i64(e, Hkv), ""), hk = LLVMBuildSRem(e->b, item, em_i64(e, Hkv), "");
+    LLVMValueRef kv0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T * Hkv)), hk), em_i64(e, D));
+    attn_rows geo = {T, Tp, H, Hkv, D, a->iattr[2], G, a->iattr[0] != 0, NULL, kv0};
+    transpose_rows(k, Kt, K, &geo);
+    if (Vt) transpose_rows(k, Vt, V, &geo);
+    if (G > 1) /* dk and dv rows of this item: sums over its query heads */
+        for (int w = 1; w < 3; w++) {
+            if (!out_of[w]) continue;
+            LLVMValueRef t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
+            LLVMValueRef row = em_iadd(e, kv0, em_imul(e, t, em_i64(e, Hkv * D)));
+            for (int64_t i = 0; i < D; i++) em_store(e, out_of[w], em_iadd(e, row, em_i64(e, i)), em_f32(e, 0), 1);
+            em_for_end(e, &lt, em_i64(e, 1));
+        }
+    LLVMValueRef gi = em_for_begin(e, &lg, em_i64(e, 0), em_i64(e, G));
+    LLVMValueRef h = em_iadd(e, em_imul(e, hk, em_i64(e, G)), gi);
+    geo.head0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T * H)), h), em_i64(e, D));
+    head_rows(k, &geo, scale, cap, need_ds, Q, DY, Kt, Vt, P, S, U, red, blk);
+    /* output row t: dq_t = scale sum_j dS[t,j] k_j, dk_t = scale sum_j dS[j,t] q_j, dv_t = sum_j P[j,t] dy_j */
+    for (int which = 0; which < 3; which++)
+        if (out_of[which])
+            grad_rows(k, &geo, which, out_of[which], which == 2 ? P : S, which == 0 ? K : which == 1 ? Q : DY, which == 2 ? 1.0 : scale,
+                      acc, tacc);
+    em_for_end(e, &lg, em_i64(e, 1));
+    em_for_end(e, &li, em_i64(e, 1));
+    em_free(e, P);
+    em_free(e, S);
+    if (U) em_free(e, U);
+    em_free(e, Kt);
+    if (Vt) em_free(e, Vt);
+}
