@@ -250,7 +250,7 @@ static void on_batch(void *ctx, int64_t step, int64_t micro, lrc_rng *rng)
     if (r->prof_ns && step == r->step0 + 1 && micro == 0) { /* the profile leaves out the first step's first touches */
         memset(r->prof_ns, 0, ((size_t)r->plan.plan->n_launches + 1) * sizeof *r->prof_ns);
         memset(r->prof_calls, 0, ((size_t)r->plan.plan->n_launches + 1) * sizeof *r->prof_calls);
-        lrc_pool_count_busy(r->pool, true);
+        lrc_pool_count_busy(r->pool, true, true);
     }
     if (r->images)
         lrc_images_batch(&r->td.im, (uint64_t)r->ta->seed, step * r->ta->accum + micro, r->B, &r->ta->aug, r->tok->data, r->lab->data);
@@ -317,6 +317,28 @@ static bool add_layerrope_scalars(const lrc_tensor_set *params, cJSON *o)
     return lr != NULL;
 }
 
+/* train_validate, left out of LRC_PROFILE's view of the steps: the launch
+ * times it adds (validation runs the training plan) are taken back, and the
+ * pool does not count it. */
+static int validate_unprofiled(train_run_ctx *r, int64_t step, cJSON *o, double *vl, double *vacc, lrc_err *err)
+{
+    if (!r->prof_ns) return train_validate(r, o, vl, vacc, err);
+    size_t n = (size_t)r->plan.plan->n_launches + 1;
+    double *ns = lrc_xmalloc(n * sizeof *ns);
+    int64_t *calls = lrc_xmalloc(n * sizeof *calls);
+    memcpy(ns, r->prof_ns, n * sizeof *ns);
+    memcpy(calls, r->prof_calls, n * sizeof *calls);
+    bool counting = step > r->step0; /* on since the run's second step (on_batch) */
+    lrc_pool_count_busy(r->pool, false, false);
+    int rc = train_validate(r, o, vl, vacc, err);
+    lrc_pool_count_busy(r->pool, counting, false);
+    memcpy(r->prof_ns, ns, n * sizeof *ns);
+    memcpy(r->prof_calls, calls, n * sizeof *calls);
+    free(ns);
+    free(calls);
+    return rc;
+}
+
 static int on_after_step(void *ctx, const lrc_train_step *s, lrc_err *err)
 {
     train_run_ctx *r = ctx;
@@ -334,7 +356,7 @@ static int on_after_step(void *ctx, const lrc_train_step *s, lrc_err *err)
     cJSON_AddNumberToObject(o, "grad_norm", s->grad_norm);
     cJSON_AddNumberToObject(o, r->images ? "images_per_s" : "tokens_per_s", tps);
     double vl = 0, vacc = 0;
-    rc = s->eval ? train_validate(r, o, &vl, &vacc, err) : LRC_OK;
+    rc = s->eval ? validate_unprofiled(r, s->step, o, &vl, &vacc, err) : LRC_OK;
     /* (the device's parameters reach the host for that where they live there) */
     if (!rc && s->eval && r->has_layerrope && !r->td.have_val) rc = lrc_trainer_to_host(&r->tr, err);
     if (!rc && s->eval) r->has_layerrope = add_layerrope_scalars(&r->tr.st.params, o);
@@ -422,7 +444,7 @@ static int train_steps(train_run_ctx *r, lrc_err *err)
         double n = (double)r->tr.phase_steps, *ph = r->tr.phase_s;
         fprintf(stderr, "a step (the mean of %lld after the first): %.3f ms, of which the graph %.3f ms, the gradient check %.3f ms, AdamW %.3f ms\n",
                 (long long)r->tr.phase_steps, 1e3 * (ph[0] + ph[1] + ph[2]) / n, 1e3 * ph[0] / n, 1e3 * ph[1] / n, 1e3 * ph[2] / n);
-        lrc_pool_count_busy(r->pool, false);
+        lrc_pool_count_busy(r->pool, false, false);
         double busy = lrc_pool_busy_fraction(r->pool);
         fprintf(stderr, "the %d threads were busy %.1f%% of the pool's runs (idle %.1f%%)\n", lrc_pool_threads(r->pool), 100 * busy,
                 100 * (1 - busy));

@@ -425,7 +425,10 @@ static double flops_matmul_tn(const lrc_graph *g, const lrc_node *n)
 {
     return 2.0 * numel_of(n) * (double)(lrc_shape_numel(&IN(0)->shape) / IN(0)->shape.dim[IN(0)->shape.ndim - 1]);
 }
-static double flops_attention_grad(const lrc_graph *g, const lrc_node *n) { return 1.5 * flops_attention(g, n); }
+/* The whole gradient recomputes S = q k^T and P and forms dP = dy v^T, dq,
+ * dk and dv: five products of attention's two, 2.5 times its FLOPs, a third
+ * to each of the three nodes (which share one kernel). */
+static double flops_attention_grad(const lrc_graph *g, const lrc_node *n) { return 2.5 / 3.0 * flops_attention(g, n); }
 
 /* ---- FLOP counts ------------------------------------------------------- */
 

@@ -101,12 +101,12 @@ typedef void (*lrc_task_fn)(void *ctx, int64_t begin, int64_t end, int thread);
  * from inside fn, or from two threads at once, is a bug (it aborts with a
  * message rather than deadlocking). Use one pool per calling thread. */
 void lrc_pool_run(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items);
-/* A profile's view of the pool: with counting on (from zero each time it is
- * turned on), each run's wall time and each thread's time in its chunk are
- * summed; the busy fraction is the threads' time over n_threads times the
- * runs' (1 - it is the share a run's threads sat idle, waiting for the
- * slowest chunk or with no chunk). Between runs only. */
-void lrc_pool_count_busy(lrc_pool *p, bool on);
+/* A profile's view of the pool: while counting is on, each run's wall time
+ * and each thread's time in its chunk are summed (from zero when asked);
+ * the busy fraction is the threads' time over n_threads times the runs'
+ * (1 - it is the share a run's threads sat idle, waiting for the slowest
+ * chunk or with no chunk). Between runs only. */
+void lrc_pool_count_busy(lrc_pool *p, bool on, bool from_zero);
 double lrc_pool_busy_fraction(const lrc_pool *p);
 
 /* Number of hardware threads this process may run on (sched_getaffinity),

@@ -249,9 +249,9 @@ void lrc_pool_run(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items)
     atomic_store_explicit(&p->busy, false, memory_order_relaxed);
 }
 
-void lrc_pool_count_busy(lrc_pool *p, bool on)
+void lrc_pool_count_busy(lrc_pool *p, bool on, bool from_zero)
 {
-    if (on && !p->counting) {
+    if (from_zero) {
         p->wall_s = 0;
         memset(p->busy_s, 0, (size_t)p->n_threads * sizeof *p->busy_s);
     }

@@ -367,7 +367,7 @@ static void nap(void *ctx, int64_t begin, int64_t end, int thread)
 
 /* lrc_pool_count_busy: one thread alone is busy for the whole run; of two
  * threads with one item, the second has no chunk, so at most half the time
- * is busy; with counting off nothing is counted. */
+ * is busy; with counting off (never on, or paused) nothing is counted. */
 static void test_busy_fraction(void)
 {
     lrc_err err;
@@ -376,17 +376,19 @@ static void test_busy_fraction(void)
     if (!one || !two) return;
     lrc_pool_run(two, nap, NULL, 1);
     CHECK(lrc_pool_busy_fraction(two) == 0, "counting off: busy %g", lrc_pool_busy_fraction(two));
-    lrc_pool_count_busy(one, true);
+    lrc_pool_count_busy(one, true, true);
     lrc_pool_run(one, nap, NULL, 3);
-    lrc_pool_count_busy(one, false);
+    lrc_pool_count_busy(one, false, false);
     CHECK(lrc_pool_busy_fraction(one) == 1.0, "one thread: busy %.17g, expected 1", lrc_pool_busy_fraction(one));
-    lrc_pool_count_busy(two, true);
+    lrc_pool_count_busy(two, true, true);
     lrc_pool_run(two, nap, NULL, 1);
-    lrc_pool_count_busy(two, false);
+    lrc_pool_count_busy(two, false, false);
     double f = lrc_pool_busy_fraction(two);
     CHECK(f > 0 && f <= 0.5, "two threads, one item: busy %g, expected in (0, 0.5]", f);
-    lrc_pool_count_busy(two, true); /* from zero again */
-    lrc_pool_count_busy(two, false);
+    lrc_pool_run(two, nap, NULL, 2); /* paused: not counted */
+    CHECK(lrc_pool_busy_fraction(two) == f, "paused counting: busy %g, was %g", lrc_pool_busy_fraction(two), f);
+    lrc_pool_count_busy(two, true, true); /* from zero again */
+    lrc_pool_count_busy(two, false, false);
     CHECK(lrc_pool_busy_fraction(two) == 0, "restarted counting: busy %g", lrc_pool_busy_fraction(two));
     lrc_pool_free(one);
     lrc_pool_free(two);
