@@ -30,6 +30,11 @@ typedef struct lrc_gemm_tiling {
  * work item and writes one float to args[0]: the profiler's FLOP/s ceiling. */
 #define LRC_PEAK_SYMBOL "lrc_peak_fma"
 #define LRC_PEAK_ITERS 100000
+/* The FLOPs one work item of that probe computes for tiling t. */
+static inline double lrc_peak_flops_per_item(const lrc_gemm_tiling *t)
+{
+    return (double)LRC_PEAK_ITERS * t->mr * t->nv * t->vec * 2.0;
+}
 
 /* A buffer the program uses besides the graph's nodes: packed weights, or a
  * kernel's scratch (the cpu cross-entropy's per-row terms). */

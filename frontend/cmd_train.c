@@ -414,10 +414,9 @@ static void print_step_rate(train_run_ctx *r, double step_s)
     double flops = 0;
     for (int i = 0; i < pl->n_launches; i++) flops += pl->launches[i].flops * (double)r->prof_calls[i];
     flops /= (double)r->tr.phase_steps;
-    const lrc_gemm_tiling *t = &r->plan.c.prog.tiling;
     lrc_err err;
     lrc_kernel_fn probe = r->plan.have_c && r->plan.c.jit ? lrc_llvm_jit_lookup(r->plan.c.jit, LRC_PEAK_SYMBOL, &err) : NULL;
-    double peak = probe ? lrc_measure_peak_gflops(r->pool, probe, (double)LRC_PEAK_ITERS * t->mr * t->nv * t->vec * 2.0) : 0;
+    double peak = probe ? lrc_measure_peak_gflops(r->pool, probe, lrc_peak_flops_per_item(&r->plan.c.prog.tiling)) : 0;
     fprintf(stderr, "%.1f GFLOP a step at %.1f GFLOP/s", flops / 1e9, flops / step_s / 1e9);
     if (peak > 0) fprintf(stderr, ": %.1f%% of the FMA peak, %.1f GFLOP/s measured now", 100 * flops / step_s / 1e9 / peak, peak);
     fputc('\n', stderr);

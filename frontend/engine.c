@@ -132,8 +132,6 @@ void cli_engine_close(cli_engine *e)
 
 double cli_engine_peak_flops_per_item(const cli_engine *e)
 {
-    const lrc_gemm_tiling *t = e->is_package ? NULL : &e->comp.prog.tiling;
     /* packages record it in their plan's metadata; compiled models know it */
-    if (t) return (double)LRC_PEAK_ITERS * t->mr * t->nv * t->vec * 2.0;
-    return e->pkg.peak_flops_per_item;
+    return e->is_package ? e->pkg.peak_flops_per_item : lrc_peak_flops_per_item(&e->comp.prog.tiling);
 }

@@ -207,8 +207,7 @@ static void cpu_package_meta(cJSON *o, const lrc_compiled *c)
 {
     cJSON_AddStringToObject(o, "cpu", c->cpu_name);
     cJSON_AddStringToObject(o, "requires", c->cpu_features);
-    const lrc_gemm_tiling *t = &c->prog.tiling;
-    cJSON_AddNumberToObject(o, "peak_flops_per_item", (double)LRC_PEAK_ITERS * t->mr * t->nv * t->vec * 2.0);
+    cJSON_AddNumberToObject(o, "peak_flops_per_item", lrc_peak_flops_per_item(&c->prog.tiling));
     cJSON_AddStringToObject(o, "llvm", lrc_llvm_version());
 }
 

@@ -12,6 +12,14 @@
 #include <stdlib.h>
 
 /* (kgen.h) */
+LLVMValueRef kg_first_key(em_t *e, LLVMValueRef t, int64_t W)
+{
+    if (W <= 0) return em_i64(e, 0);
+    LLVMValueRef lo = em_iadd(e, t, em_i64(e, 1 - W));
+    return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, lo, em_i64(e, 0), ""), lo, em_i64(e, 0), "");
+}
+
+/* (kgen.h) */
 LLVMValueRef kg_rope_table(em_t *e, int64_t T, int64_t D, const lrc_rope *rope, bool sine)
 {
     char name[160], key[128];
@@ -293,8 +301,7 @@ void kg_attention(kgen *k)
         LLVMValueRef in = LLVMBuildICmp(e->b, LLVMIntSLT, tr, em_i64(e, T), "");
         trow[r] = LLVMBuildSelect(e->b, in, tr, em_i64(e, T - 1), "");
         nk[r] = causal ? em_iadd(e, trow[r], em_i64(e, 1)) : em_i64(e, T);
-        LLVMValueRef lo = em_iadd(e, trow[r], em_i64(e, 1 - W));
-        first[r] = W > 0 ? LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, lo, em_i64(e, 0), ""), lo, em_i64(e, 0), "") : NULL;
+        first[r] = W > 0 ? kg_first_key(e, trow[r], W) : NULL;
         load_row(k, &q, ROW(trow[r]), trow[r], D, a->fattr[0], qp, em_i64(e, r * D));
         LLVMBuildStore(e->b, em_f32(e, -INFINITY), maxs[r]);
     }

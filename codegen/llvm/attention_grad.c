@@ -1,12 +1,12 @@
 /* attention_grad.c — the gradient of attention for the cpu target. A work
  * item is a (batch, key-value head); its G query heads in turn:
  *
- *   1. per query row t, the scores q_t . k_j and dP = dy_t . v_j a block of
- *      NB vectors of keys at a time, from keys and values transposed once
- *      per item ([D][Tp], zeros past T): per d, a broadcast of q_t[d]
- *      (dy_t[d]) times a vector of k^T[d] (v^T[d]) into 2 NB accumulators,
- *      no horizontal sums (the dot product per pair this replaces ran at a
- *      third of the FMA rate);
+ *   1. for RB query rows at once, the scores q_t . k_j and dP = dy_t . v_j
+ *      a block of NB vectors of keys at a time, from keys and values
+ *      transposed once per item ([D][Tp], zeros past T): per d, broadcasts
+ *      of q_t[d] (dy_t[d]) times vectors of k^T[d] (v^T[d]) into 2 RB NB
+ *      accumulators, each vector loaded once for the RB rows and no
+ *      horizontal sums (a dot product per pair took twice the time);
  *   2. the softmax, rowsum(dP o P) and dS = P o (dP - rowsum) (times the
  *      soft-cap's 1 - tanh^2) as vector passes over the row's keys;
  *   3. the rows of dq (from rows of dS), dk (columns of dS) and dv (columns
@@ -32,14 +32,6 @@ static LLVMValueRef column_end(em_t *e, LLVMValueRef t, int64_t T, int64_t W)
     return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, hi, em_i64(e, T), ""), hi, em_i64(e, T), "");
 }
 
-/* The first key query row t sees (attn_first_key, ir/ref_template.h). */
-static LLVMValueRef row_first(em_t *e, LLVMValueRef t, int64_t W)
-{
-    if (W <= 0) return em_i64(e, 0);
-    LLVMValueRef lo = em_iadd(e, t, em_i64(e, 1 - W));
-    return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, lo, em_i64(e, 0), ""), lo, em_i64(e, 0), "");
-}
-
 /* Where the rows of one (batch, query head) and of its key-value head are. */
 typedef struct {
     int64_t T, Tp, H, Hkv, D, W, G; /* Tp: T rounded up to a block, the stride of P's and S's rows */
@@ -53,7 +45,7 @@ typedef struct {
 static void covered(em_t *e, const attn_rows *a, int which, LLVMValueRef t, LLVMValueRef *lo, LLVMValueRef *hi)
 {
     if (which == 0) {
-        *lo = row_first(e, t, a->W);
+        *lo = kg_first_key(e, t, a->W);
         *hi = a->causal ? em_iadd(e, t, em_i64(e, 1)) : em_i64(e, a->T);
     } else {
         *lo = a->causal ? t : em_i64(e, 0);
@@ -281,7 +273,7 @@ static void row_softmax(kgen *k, const attn_rows *a, LLVMValueRef t, double scal
                         LLVMValueRef S, LLVMValueRef U, LLVMValueRef red)
 {
     em_t *e = k->e;
-    LLVMValueRef keys = a->causal ? em_iadd(e, t, em_i64(e, 1)) : em_i64(e, a->T), first = row_first(e, t, a->W);
+    LLVMValueRef keys = a->causal ? em_iadd(e, t, em_i64(e, 1)) : em_i64(e, a->T), first = kg_first_key(e, t, a->W);
     row_pass rp = {e, k->vec, P, S, U, em_imul(e, t, em_i64(e, a->Tp)), red, em_f32(e, scale), cap};
     reduce_from(&rp, -INFINITY);
     row_passes(&rp, first, keys, score_pass);
@@ -306,7 +298,7 @@ static void row_block(kgen *k, const attn_rows *a, LLVMValueRef t, int rb, doubl
     em_t *e = k->e;
     LLVMValueRef last = em_iadd(e, t, em_i64(e, rb - 1));
     LLVMValueRef hi = a->causal ? em_iadd(e, last, em_i64(e, 1)) : em_i64(e, a->T), bw = em_i64(e, NB * k->vec);
-    LLVMValueRef jlo = em_imul(e, LLVMBuildSDiv(e->b, row_first(e, t, a->W), bw, ""), bw);
+    LLVMValueRef jlo = em_imul(e, LLVMBuildSDiv(e->b, kg_first_key(e, t, a->W), bw, ""), bw);
     score_blocks(k, a, t, rb, jlo, hi, Q, Kt, P, need_ds ? DY : NULL, Vt, S, acc);
     em_loop lr;
     LLVMValueRef tr = em_for_begin(e, &lr, t, em_iadd(e, t, em_i64(e, rb)));

@@ -39,6 +39,9 @@ void kg_gemm_pack(kgen *k);
 void kg_gemm(kgen *k);
 void kg_attention(kgen *k);
 void kg_kv_attention(kgen *k);
+/* The first key query row t sees under a window of W keys (0: none), as
+ * attn_first_key (ir/ref_template.h): max(0, t + 1 - W) (attention.c). */
+LLVMValueRef kg_first_key(em_t *e, LLVMValueRef t, int64_t W);
 /* cos or sin table [T][D/2] of RoPE angles t * lrc_rope_inv_freq(rope, i, D), a constant global. */
 LLVMValueRef kg_rope_table(em_t *e, int64_t T, int64_t D, const lrc_rope *rope, bool sine);
 /* Gradient ops rendered as opaque kernels (kernels_grad.c); kernels.c's
