@@ -55,6 +55,7 @@ typedef enum { GROUP, ONE, ROWS, INPUT_ROWS, HEADS, COLUMNS, SUMMED_COLUMNS } it
 #define ITEMS_matmul_tn GROUP
 #define ITEMS_attention GROUP
 #define ITEMS_kv_attention GROUP
+#define ITEMS_attention_lse GROUP /* the attention kernel's, beside its output (fuse rule 7) or alone */
 #define ITEMS_rmsnorm GROUP
 #define ITEMS_layernorm GROUP
 #define ITEMS_softmax GROUP
@@ -138,7 +139,8 @@ static bool renderable(const lrc_graph *g, const lrc_group *gr, const lrc_node *
     case LRC_GROUP_ELEMENTWISE: return f == LRC_FUSE_ELEMENTWISE;
     case LRC_GROUP_ROW: return anchor ? lrc_op_is_row(n->op) : f == LRC_FUSE_ELEMENTWISE;
     case LRC_GROUP_GEMM: return lrc_is_gemm_op(n->op) || (!anchor && f == LRC_FUSE_ELEMENTWISE);
-    case LRC_GROUP_ATTENTION: return anchor ? f == LRC_FUSE_ATTENTION : n->op == LRC_OP_ROPE; /* fuse rule 4 */
+    case LRC_GROUP_ATTENTION: /* RoPE of q or k (fuse rule 4), the row statistics (rule 7) */
+        return anchor ? f == LRC_FUSE_ATTENTION : n->op == LRC_OP_ROPE || n->op == LRC_OP_ATTENTION_LSE;
     case LRC_GROUP_OPAQUE: /* one op (or its nodes for each input, fuse rule 6); the renderer says whether it can */
         return anchor || (n->op == g->nodes[gr->anchor].op && lrc_op_table[n->op].share_by_which);
     default: return false;
@@ -250,16 +252,15 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
             if (!renderable(g, gr, n, gr->nodes[j] == gr->anchor)) {
                 lrc_program_free(p);
                 free(kernel_of);
-                lrc_err_set(err, "op %s cannot be generated in a %s kernel", lrc_op_name(n->op),
-                            lrc_group_kind_name(gr->kind));
+                lrc_err_set(err, "op %s cannot be generated in a %s kernel", lrc_op_name(n->op), lrc_group_kind_name(gr->kind));
                 return n->loc ? lrc_err_prefix(err, "%s", n->loc) : LRC_EUSER;
             }
         }
-        if ((gr->kind == LRC_GROUP_ATTENTION || (a->op == LRC_OP_ATTENTION_GRAD && t.vec > 0)) && a->shape.dim[3] > 1024) {
+        if ((gr->kind == LRC_GROUP_ATTENTION || (a->op == LRC_OP_ATTENTION_GRAD && t.vec > 0)) && g->nodes[a->in[0]].shape.dim[3] > 1024) {
             lrc_program_free(p);
             free(kernel_of);
             lrc_err_set(err, "%s: head dimension %lld is over the 1024 the cpu kernels hold in registers",
-                        lrc_op_name(a->op), (long long)a->shape.dim[3]);
+                        lrc_op_name(a->op), (long long)g->nodes[a->in[0]].shape.dim[3]);
             return a->loc ? lrc_err_prefix(err, "%s", a->loc) : LRC_EUSER;
         }
         /* GEMM weights: packed once (when parameters) into panels; a kernel

@@ -88,11 +88,18 @@ int lrc_grad_rope(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
     return dx[0] < 0 ? LRC_EUSER : LRC_OK;
 }
 
+/* The backward reads the forward's output and each row's log-sum-exp,
+ * which the forward's kernel writes beside it (fuse rule 7), instead of
+ * computing the softmax's statistics again (flash attention's backward). */
 int lrc_grad_attention(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
 {
     NODE;
+    lrc_node l = {.op = LRC_OP_ATTENTION_LSE, .n_in = 3, .in = {n.in[0], n.in[1], n.in[2]}, .iattr = {n.iattr[0], n.iattr[1]},
+                  .fattr = {n.fattr[0], n.fattr[1]}};
+    int lse = lrc_graph_add(g, &l, err);
+    if (lse < 0) return LRC_EUSER;
     for (int k = 0; k < 3; k++) {
-        lrc_node p = {.op = LRC_OP_ATTENTION_GRAD, .n_in = 4, .in = {n.in[0], n.in[1], n.in[2], dy},
+        lrc_node p = {.op = LRC_OP_ATTENTION_GRAD, .n_in = 6, .in = {n.in[0], n.in[1], n.in[2], dy, id, lse},
                       .iattr = {n.iattr[0], k, n.iattr[1]}, .fattr = {n.fattr[0], n.fattr[1]}};
         if ((dx[k] = lrc_graph_add(g, &p, err)) < 0) return LRC_EUSER;
     }

@@ -166,7 +166,8 @@ lrc_tensor *lrc_tensor_set_find(const lrc_tensor_set *s, const char *name);
     X(RMSNORM_GRAD, rmsnorm_grad)  /* x, dy -> dx of x / sqrt(mean(x^2) + eps) */                           \
     X(SILU_GRAD, silu_grad)        /* x, dy -> dy * d silu / dx */                                          \
     X(ROPE_GRAD, rope_grad)        /* dy -> dy rotated back (the transpose of RoPE) */                      \
-    X(ATTENTION_GRAD, attention_grad) /* q, k, v, dy -> dq, dk or dv (`which` 0, 1, 2), each its input's shape */ \
+    X(ATTENTION_GRAD, attention_grad) /* q, k, v, dy, y, lse -> dq, dk or dv (`which` 0, 1, 2), each its     \
+                                      input's shape; y the forward's output, lse its attention_lse */       \
     X(SOFTMAX_GRAD, softmax_grad)  /* y, dy -> y * (dy - sum(dy * y)) */                                    \
     X(DEPTH_GAIN_GRAD, depth_gain_grad) /* gamma, alpha, beta, alpha_rot, beta_rot, dy -> the gradient of   \
                                       input `which` (0: gamma [d]; 1..4: a scalar) */                        \
@@ -176,7 +177,10 @@ lrc_tensor *lrc_tensor_set_find(const lrc_tensor_set *s, const char *name);
     X(RELU_GRAD, relu_grad)        /* x, dy -> dy where x > 0, else 0 */                                    \
     X(TANH_GRAD, tanh_grad)        /* y = tanh(x), dy -> dy (1 - y^2) (from the output, as torch) */        \
     X(SIGMOID_GRAD, sigmoid_grad)  /* y = sigmoid(x), dy -> dy y (1 - y) (from the output, as torch) */     \
-    X(GELU_TANH_GRAD, gelu_tanh_grad) /* x, dy -> dy * d gelu_tanh / dx */
+    X(GELU_TANH_GRAD, gelu_tanh_grad) /* x, dy -> dy * d gelu_tanh / dx */                                  \
+    X(ATTENTION_LSE, attention_lse) /* q, k, v -> [B,T,H]: each query row's log-sum-exp of its scores, the   \
+                                      statistic attention_grad reads; computed by the attention kernel   \
+                                      over the same inputs (fuse rule 7) */
 
 typedef enum lrc_op {
 #define LRC_OP_ENUM(E, op) LRC_OP_##E,

@@ -179,6 +179,17 @@ static int infer_attention(const lrc_graph *g, lrc_node *n, lrc_err *err)
     return LRC_OK;
 }
 
+/* q, k, v -> [B,T,H] f32, each query row's log-sum-exp (the attributes
+ * attention's: the fusion pass runs it in the attention over the same
+ * inputs, fuse rule 7) */
+static int infer_attention_lse(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    if (infer_attention(g, n, err)) return LRC_EUSER;
+    n->shape.ndim = 3;
+    n->shape.dim[3] = 0;
+    return LRC_OK;
+}
+
 static int infer_reshape(const lrc_graph *g, lrc_node *n, lrc_err *err)
 {
     char b1[96], b2[96];
@@ -387,15 +398,21 @@ static int infer_same_as_first(const lrc_graph *g, lrc_node *n, lrc_err *err)
     return LRC_OK;
 }
 
-/* q, k, v, dy -> the gradient of q (which 0, q's shape), k or v (1, 2:
- * [B,T,Hkv,Dh], the sum over the query heads of each key-value head). */
+/* q, k, v, dy, y, lse -> the gradient of q (which 0, q's shape), k or v
+ * (1, 2: [B,T,Hkv,Dh], the sum over the query heads of each key-value
+ * head). y is the forward's output and lse its attention_lse: the
+ * gradient's statistics, saved. */
 static int infer_attention_grad(const lrc_graph *g, lrc_node *n, lrc_err *err)
 {
     if (n->iattr[1] < 0 || n->iattr[1] > 2) return lrc_err_set(err, "attention_grad: which must be 0, 1 or 2");
-    for (int k = 0; k < 4; k++)
-        if (want_float(g, n, k, err) || want_rank(g, n, k, 4, err)) return LRC_EUSER;
+    for (int k = 0; k < 6; k++)
+        if (want_float(g, n, k, err) || want_rank(g, n, k, k == 5 ? 3 : 4, err)) return LRC_EUSER;
     if (want_kv_heads(g, n, err)) return LRC_EUSER;
-    if (!lrc_shape_eq(&IN(0)->shape, &IN(3)->shape)) return lrc_err_set(err, "attention_grad: dy must have q's shape");
+    if (!lrc_shape_eq(&IN(0)->shape, &IN(3)->shape) || !lrc_shape_eq(&IN(0)->shape, &IN(4)->shape))
+        return lrc_err_set(err, "attention_grad: dy and y must have q's shape");
+    const lrc_shape *q = &IN(0)->shape, *lse = &IN(5)->shape;
+    if (lse->dim[0] != q->dim[0] || lse->dim[1] != q->dim[1] || lse->dim[2] != q->dim[2])
+        return lrc_err_set(err, "attention_grad: lse must be [B,T,H] of q's [B,T,H,Dh]");
     if (want_window_softcap(n, 2, 1, n->iattr[0] != 0, err)) return LRC_EUSER;
     n->dtype = IN(0)->dtype;
     n->shape = IN(n->iattr[1] ? 1 : 0)->shape;
@@ -526,6 +543,9 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2 };
 #define ROW_attention                                                                                                    \
     OP(3, ATTENTION, ATTRS("causal", "window"), ATTRS("scale", "softcap"), NULL, infer_attention, flops_attention, 2.5, REFS(attention),   \
        lrc_grad_attention, ALL, ATTENTION, 0)
+#define ROW_attention_lse                                                                                                \
+    OP(3, ATTENTION, ATTRS("causal", "window"), ATTRS("scale", "softcap"), NULL, infer_attention_lse, flops_zero, 0,   \
+       REFS(attention_lse), NO_GRAD, ALL, MIXED, 0)
 #define ROW_softmax OP(1, ROW, NONE, NONE, NULL, infer_same, flops_5, 1, REFS(softmax), lrc_grad_softmax, ALL, LOCAL, 0)
 #define ROW_reshape OP(1, VIEW, NONE, NONE, "shape", infer_reshape, flops_zero, 0, REFS(reshape), lrc_grad_reshape, NONE, RESHAPE, 0)
 #define ROW_transpose OP(1, OPAQUE, NONE, NONE, "perm", infer_transpose, flops_zero, 0, REFS(transpose), lrc_grad_transpose, ALL, TRANSPOSE, 0)
@@ -564,7 +584,7 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2 };
 #define ROW_silu_grad OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_5, 0, REFS(silu_grad), NO_GRAD, ALL, MIXED, 0)
 #define ROW_rope_grad OP(1, OPAQUE, NONE, ATTRS("base", ROPE_ATTRS), NULL, infer_rope, flops_4, 0, REFS(rope_grad), NO_GRAD, ALL, MIXED, 0)
 #define ROW_attention_grad                                                                                               \
-    OP(4, OPAQUE, ATTRS("causal", "which", "window"), ATTRS("scale", "softcap"), NULL, infer_attention_grad, flops_attention_grad, 0,      \
+    OP(6, OPAQUE, ATTRS("causal", "which", "window"), ATTRS("scale", "softcap"), NULL, infer_attention_grad, flops_attention_grad, 0,      \
        REFS(attention_grad), NO_GRAD, ALL, MIXED, SHARES_KERNEL)
 #define ROW_softmax_grad OP(2, OPAQUE, NONE, NONE, NULL, infer_same_as_first, flops_4, 0, REFS(softmax_grad), NO_GRAD, ALL, MIXED, 0)
 #define ROW_depth_gain_grad                                                                                              \

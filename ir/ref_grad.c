@@ -97,7 +97,9 @@ int REF(rope_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, void 
     return REF(rotate)(n, F(0), out, -1);
 }
 
-/* Recomputes each (batch, query head)'s probabilities;
+/* Recomputes each (batch, query head)'s probabilities from q and k: the
+ * reference takes the definition, not the forward's y and lse (inputs 4
+ * and 5), which the compiled targets read;
  * dS = P o (dP - rowsum(dP o P)), times the soft-cap's tanh' = 1 - (u/cap)^2
  * where u = cap tanh(s/cap) is the capped score. dk and dv of a key-value
  * head sum over the query heads that read it (GQA). */

@@ -157,27 +157,38 @@ int REF(rope)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out,
     return REF(rotate)(n, F(0), out, 1);
 }
 
-/* k and v have Hkv heads (Hkv dividing H): query head h reads head h / (H / Hkv). */
+/* Row t of query head h: its scaled, soft-capped scores against keys
+ * [*first, *keys) into p[], and their max. k has Hkv heads (Hkv dividing
+ * H): query head h reads head h / (H / Hkv). */
+static double attn_scores(const lrc_node *n, void *const *in, const lrc_shape *ks, int64_t b, int64_t h, int64_t t, double *p,
+                          int64_t *first, int64_t *keys)
+{
+    int64_t T = ks->dim[1], Hkv = ks->dim[2], D = ks->dim[3], H = n->shape.dim[2]; /* [B,T,H,D] or [B,T,H] */
+    const real *q = F(0) + ((b * T + t) * H + h) * D;
+    double mx = -INFINITY;
+    *keys = n->iattr[0] ? t + 1 : T;
+    *first = attn_first_key(t, n->iattr[1]);
+    for (int64_t j = *first; j < *keys; j++) {
+        const real *k = F(1) + ((b * T + j) * Hkv + h / (H / Hkv)) * D;
+        double s = 0;
+        for (int64_t i = 0; i < D; i++) s += (double)q[i] * k[i];
+        p[j] = attn_softcap(s * n->fattr[0], n->fattr[1]);
+        if (p[j] > mx) mx = p[j];
+    }
+    return mx;
+}
+
 int REF(attention)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
     int64_t B = n->shape.dim[0], T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3];
-    int64_t Hkv = SHAPE(1)->dim[2], G = H / Hkv, window = n->iattr[1];
-    double cap = n->fattr[1];
+    int64_t Hkv = SHAPE(1)->dim[2], G = H / Hkv;
     double *p = lrc_xmalloc((size_t)T * sizeof(double)), *acc = lrc_xmalloc((size_t)D * sizeof(double));
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t t = 0; t < T; t++) {
-                const real *q = F(0) + ((b * T + t) * H + h) * D;
-                int64_t keys = n->iattr[0] ? t + 1 : T, first = attn_first_key(t, window);
-                double mx = -INFINITY, sum = 0;
-                for (int64_t j = first; j < keys; j++) {
-                    const real *k = F(1) + ((b * T + j) * Hkv + h / G) * D;
-                    double s = 0;
-                    for (int64_t i = 0; i < D; i++) s += (double)q[i] * k[i];
-                    p[j] = attn_softcap(s * n->fattr[0], cap);
-                    if (p[j] > mx) mx = p[j];
-                }
+                int64_t first, keys;
+                double mx = attn_scores(n, in, SHAPE(1), b, h, t, p, &first, &keys), sum = 0;
                 for (int64_t j = first; j < keys; j++) sum += (p[j] = exp(p[j] - mx));
                 for (int64_t i = 0; i < D; i++) acc[i] = 0;
                 for (int64_t j = first; j < keys; j++) {
@@ -189,6 +200,26 @@ int REF(attention)(const lrc_graph *g, const lrc_node *n, void *const *in, void 
             }
     free(p);
     free(acc);
+    return LRC_OK;
+}
+
+/* The log-sum-exp of each query row's scores, [B, T, H]: what the backward
+ * reads instead of computing the softmax's statistics again. */
+int REF(attention_lse)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    (void)g;
+    int64_t B = n->shape.dim[0], T = n->shape.dim[1], H = n->shape.dim[2];
+    double *p = lrc_xmalloc((size_t)T * sizeof(double));
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < H; h++) {
+                int64_t first, keys;
+                double mx = attn_scores(n, in, SHAPE(1), b, h, t, p, &first, &keys), sum = 0;
+                for (int64_t j = first; j < keys; j++) sum += exp(p[j] - mx);
+                ((real *)out)[(b * T + t) * H + h] = (real)(mx + log(sum));
+            }
+    free(p);
     return LRC_OK;
 }
 

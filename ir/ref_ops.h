@@ -15,6 +15,7 @@
     X(silu) \
     X(rope) \
     X(attention) \
+    X(attention_lse) \
     X(softmax) \
     X(reshape) \
     X(transpose) \

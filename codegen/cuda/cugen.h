@@ -81,6 +81,9 @@ void cu_render_attention(cu_gen *c);
 /* attention's q or k source: the input of the RoPE the group holds (*rope
  * set), else id itself (*rope NULL) */
 int cu_attention_source(const cu_gen *c, int id, const lrc_node **rope);
+/* the attention group's attention_lse node (written beside the output,
+ * fuse rule 7, or the anchor alone), or -1 */
+int cu_attention_lse_of(const cu_gen *c);
 /* `DST = element i of the row at OFF of src`, rotated to position POS by
  * rope when given, times scale; INDENT before every line */
 void cu_attention_element(cu_gen *c, const char *indent, const char *dst, int src, const lrc_node *rope, int64_t D, const char *off,

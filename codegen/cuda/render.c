@@ -455,6 +455,9 @@ static void choose_storage(const lrc_graph *g, const lrc_schedule *s, lrc_cuda_s
         else if (n->shape.ndim <= 1 || n->op == LRC_OP_DEPTH_GAIN ||
                  n->op == LRC_OP_DEPTH_GAIN_GRAD || n->op == LRC_OP_SUM_TO)
             st[id] = LRC_CUDA_F32; /* gains, scalars and their gradients */
+        /* a log-sum-exp in bf16 would move every probability the backward
+           takes from it by up to 2^-9 of its value times the exponent */
+        else if (n->op == LRC_OP_ATTENTION_LSE) st[id] = LRC_CUDA_F32;
         else st[id] = bulk;
     }
     for (int i = 0; i < g->n_outputs; i++) st[s->buffer_of[g->outputs[i]]] = LRC_CUDA_F32;

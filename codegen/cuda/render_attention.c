@@ -57,11 +57,23 @@ void cu_attention_element(cu_gen *c, const char *indent, const char *dst, int sr
               indent);
 }
 
+/* The group's attention_lse (fuse rule 7, or the anchor alone), or -1. */
+int cu_attention_lse_of(const cu_gen *c)
+{
+    for (int j = 0; j < c->gr->n_nodes; j++)
+        if (c->g->nodes[c->gr->nodes[j]].op == LRC_OP_ATTENTION_LSE) return c->gr->nodes[j];
+    return -1;
+}
+
 void cu_render_attention(cu_gen *c)
 {
     if (cu_render_attention_tc(c)) return; /* bf16 storage: the tensor cores */
     const lrc_node *a = &c->g->nodes[c->gr->anchor], *rq, *rk;
-    int64_t B = a->shape.dim[0], T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3];
+    /* the anchor is the attention, or an attention_lse alone (no output rows, no values) */
+    const lrc_shape *qs = &c->g->nodes[a->in[0]].shape;
+    const bool rows = a->op == LRC_OP_ATTENTION;
+    const int lse = cu_attention_lse_of(c);
+    int64_t B = qs->dim[0], T = qs->dim[1], H = qs->dim[2], D = qs->dim[3];
     int q = cu_attention_source(c, a->in[0], &rq), k = cu_attention_source(c, a->in[1], &rk);
     bool causal = a->iattr[0] != 0;
     /* GQA: query head h reads key-value head h / G; a window of W keys
@@ -69,9 +81,10 @@ void cu_render_attention(cu_gen *c)
     int64_t Hkv = c->g->nodes[a->in[1]].shape.dim[2], G = H / Hkv, W = a->iattr[1];
     double cap = a->fattr[1];
     int BK = D > 128 ? 8 : D > 64 ? 16 : 32; /* two tiles of BK x D floats fit in 48 KB */
-    char va[16], o[16];
+    char va[16], o[16], la[16];
     cu_arg(c, a->in[2], va, sizeof va);
     cu_arg(c, c->gr->anchor, o, sizeof o);
+    if (lse >= 0) cu_arg(c, lse, la, sizeof la);
     cu_kernel_begin(c, BQ);
     cu_printf(c->t, "    __shared__ float Ks[%d][%lld], Vs[%d][%lld];\n", BK, (long long)D, BK, (long long)D);
     /* (batch, head) on grid x, which takes 2^31 - 1, query blocks on y (65 535 at most, as z) */
@@ -81,7 +94,7 @@ void cu_render_attention(cu_gen *c)
               (long long)D, (long long)D);
     cu_printf(c->t, "    if (active) {\n        const long off = ((b * %lld + t) * %lld + h) * %lld;\n", (long long)T, (long long)H,
               (long long)D);
-    emit_row(c, "q", q, rq, D, "off", "t", a->fattr[0]);
+    emit_row(c, "q", q, rq, D, "off", "t", 1.0); /* scaled after the product, as the gradient's kernel does: the same scores */
     cu_printf(c->t, "        for (int i = 0; i < %lld; i++) acc[i] = 0.f;\n    }\n", (long long)D);
     if (causal) cu_printf(c->t, "    const long last = min(%lldL, (long)blockIdx.y * %d + %d);\n", (long long)(T - 1), BQ, BQ - 1);
     else cu_printf(c->t, "    const long last = %lldL;\n", (long long)(T - 1));
@@ -101,14 +114,19 @@ void cu_render_attention(cu_gen *c)
     if (W > 0) cu_printf(c->t, "                if (j <= t - %lldL) continue;\n", (long long)W);
     cu_printf(c->t, "                float s = 0.f;\n#pragma unroll\n                for (int i = 0; i < %lld; i++) s = fmaf(q[i], Ks[jj][i], s);\n",
               (long long)D);
+    cu_printf(c->t, "                s *= %.9ef;\n", a->fattr[0]);
     if (cap > 0) cu_printf(c->t, "                s = %.9ef * tanhf(s / %.9ef);\n", cap, cap);
     cu_printf(c->t, "                const float mn = fmaxf(m, s), corr = __expf(m - mn), p = __expf(s - mn);\n");
-    cu_printf(c->t, "                l = l * corr + p;\n#pragma unroll\n                for (int i = 0; i < %lld; i++) acc[i] = fmaf(p, Vs[jj][i], acc[i] * corr);\n",
-              (long long)D);
+    cu_printf(c->t, "                l = l * corr + p;\n");
+    if (rows)
+        cu_printf(c->t, "#pragma unroll\n                for (int i = 0; i < %lld; i++) acc[i] = fmaf(p, Vs[jj][i], acc[i] * corr);\n", (long long)D);
     cu_printf(c->t, "                m = mn;\n            }\n        __syncthreads();\n    }\n");
     cu_printf(c->t, "    if (active) {\n        const long off = ((b * %lld + t) * %lld + h) * %lld;\n        const float inv = 1.f / l;\n",
               (long long)T, (long long)H, (long long)D);
-    cu_printf(c->t, "        for (int i = 0; i < %lld; i++) st(%s, off + i, acc[i] * inv);\n    }\n}\n\n", (long long)D, o);
+    if (rows) cu_printf(c->t, "        for (int i = 0; i < %lld; i++) st(%s, off + i, acc[i] * inv);\n", (long long)D, o);
+    if (lse >= 0) /* the row's log-sum-exp, [B,T,H]: what the backward reads */
+        cu_printf(c->t, "        st(%s, off / %lld, m + logf(l));\n", la, (long long)D);
+    cu_printf(c->t, "    }\n}\n\n");
     c->launch->block = BQ;
     c->launch->grid[0] = (unsigned)(B * H);
     c->launch->grid[1] = (unsigned)((T + BQ - 1) / BQ);

@@ -2,10 +2,13 @@
  * (batch, key-value head) and its G query heads, every product of the
  * backward through BT x BT tiles in shared memory.
  *
- *   1. statistics: for each query tile, the key tiles it sees: S = q k^T
- *      (scaled, soft-capped) and dP = dy v^T, tile by tile; each row's
- *      running max, sum and sum of P dP into scratch (the log-sum-exp of the
- *      forward, recomputed, and rowsum(dP o P), which is dy . o);
+ *   1. for each query row, rowsum(dP o P) into scratch: dy . y (y = sum_j
+ *      P v_j, the forward's output), a warp a row, where y is stored f32;
+ *      where it is bf16, whose rounding would move every dS of the row,
+ *      from the tiles' products as the phases below form them. The
+ *      probabilities come from the forward's log-sum-exp (attention_lse,
+ *      written by the forward's kernel): P = exp(S - lse), with no running
+ *      max and sum to find again;
  *   2. dq: for each query tile, the key tiles again: dS = P o (dP - rd)
  *      (times the soft-cap's 1 - tanh^2), dq += dS k;
  *   3. dk, dv: for each key tile, the query tiles that see it, over the G
@@ -18,8 +21,8 @@
  * ones (rows padded by a float, so the distinct ones fall in distinct
  * banks); each accumulated element is one thread's register. Sums run in a fixed order (no
  * atomics): a run repeats bit for bit. The block's tiles and the phases'
- * __syncthreads keep the work of one (batch, head) inside one block, so the
- * statistics need no second launch. */
+ * __syncthreads keep the work of one (batch, head) inside one block, so
+ * phase 1's sums need no second launch. */
 #include "cugen.h"
 
 #include <stdio.h>
@@ -41,7 +44,7 @@ static const char BODY[] =
     "    __shared__ float Qs[BT][D_ + 1], Ks[BT][D_ + 1], Vs[BT][D_ + 1], Os[BT][D_ + 1], Ss[BT][BT + 1], Ps[BT][BT + 1];\n"
     "    const long b = blockIdx.x / HKV, hk = blockIdx.x % HKV;\n"
     "    const int tid = threadIdx.x;\n"
-    "    float *mx = scratch + (long)blockIdx.x * 3 * G_ * T_, *lsum = mx + G_ * T_, *rdot = lsum + G_ * T_;\n"
+    "    float *rdot = scratch + (long)blockIdx.x * G_ * T_;\n"
     "#define QROW(h, t) (((b * T_ + (t)) * H_ + (h)) * D_)\n"
     "#define KROW(t) (((b * T_ + (t)) * HKV + hk) * D_)\n"
     "#define VALID(t, j) ((t) < T_ && (j) < T_ && (!CAUSAL || (j) <= (t)) && (W_ == 0 || (j) > (t) - W_))\n"
@@ -65,15 +68,28 @@ static const char BODY[] =
     "                if (r < BT) { sv[k] = fmaf(Qs[r][i], kk, sv[k]); pv[k] = fmaf(Os[r][i], vv, pv[k]); } } } \\\n"
     "        for (int k = 0; k < NS; k++) { const int r = (tid + k * NTHR) / BT; if (r < BT) { \\\n"
     "            const long t = (t0) + r, j = (j0) + c; const float s = SC(sv[k] * SCALE), dp = pv[k]; BODY_ } } }\n"
-    /* P and dS of an entry, from the statistics phase 1 left */
-    "#define DS_ENTRY { float p = 0.f, ds = 0.f; if (VALID(t, j)) { const long at = gh * T_ + t; \\\n"
-    "        p = __expf(s - mx[at]) / lsum[at]; ds = p * (dp - rdot[at]) * CAPD(s); } Ps[r][c] = p; Ss[r][c] = ds; }\n"
-    "    /* 1: each query row's max, sum and rowsum(P o dP) */\n"
+    /* P and dS of an entry, from the forward's log-sum-exp and phase 1's sums */
+    "#define DS_ENTRY { float p = 0.f, ds = 0.f; if (VALID(t, j)) { \\\n"
+    "        p = __expf(s - ld(LSEA, (b * T_ + t) * H_ + h)); ds = p * (dp - rdot[gh * T_ + t]) * CAPD(s); } Ps[r][c] = p; Ss[r][c] = ds; }\n"
+    "#if RD_FROM_Y\n"
+    "    /* 1: each query row's rowsum(dP o P) = dy . y, a warp a row (lanes along D: coalesced) */\n"
+    "    for (int gh = 0; gh < G_; gh++) {\n"
+    "        const long h = hk * G_ + gh;\n"
+    "        for (long t = tid / 32; t < T_; t += NTHR / 32) {\n"
+    "            float a = 0.f;\n"
+    "            for (int i = tid % 32; i < D_; i += 32) a = fmaf(ld(DYA, QROW(h, t) + i), ld(YA, QROW(h, t) + i), a);\n"
+    "            for (int o = 16; o; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);\n"
+    "            if (tid % 32 == 0) rdot[gh * T_ + t] = a;\n"
+    "        }\n"
+    "    }\n"
+    "#else\n"
+    "    /* 1: y is stored bf16, so rowsum(dP o P) from the products, tile by tile */\n"
     "    for (int gh = 0; gh < G_; gh++) {\n"
     "        const long h = hk * G_ + gh;\n"
     "        for (long qi = 0; qi < NT; qi++) {\n"
     "            const long t0 = qi * BT;\n"
-    "            float m = -INFINITY, l = 0.f, a = 0.f;\n"
+    "            const float lse = tid < BT && t0 + tid < T_ ? ld(LSEA, (b * T_ + t0 + tid) * H_ + h) : 0.f;\n"
+    "            float a = 0.f;\n"
     "            LOAD_QUERY_TILE\n"
     "            for (long kt = KT_FIRST(qi); kt <= KT_LAST(qi); kt++) {\n"
     "                const long j0 = kt * BT;\n"
@@ -82,22 +98,14 @@ static const char BODY[] =
     "                SCORES(t0, j0, Ss[r][c] = s; Ps[r][c] = dp;)\n"
     "                __syncthreads();\n"
     "                if (tid < BT)\n"
-    "                    for (int c = 0; c < BT; c++) {\n"
-    "                        const long t = t0 + tid, j = j0 + c;\n"
-    "                        if (!VALID(t, j)) continue;\n"
-    "                        const float s = Ss[tid][c], mn = fmaxf(m, s), corr = __expf(m - mn), p = __expf(s - mn);\n"
-    "                        l = l * corr + p;\n"
-    "                        a = a * corr + p * Ps[tid][c];\n"
-    "                        m = mn;\n"
-    "                    }\n"
+    "                    for (int c = 0; c < BT; c++)\n"
+    "                        if (VALID(t0 + tid, j0 + c)) a = fmaf(__expf(Ss[tid][c] - lse), Ps[tid][c], a);\n"
     "            }\n"
-    "            if (tid < BT && t0 + tid < T_) {\n"
-    "                mx[gh * T_ + t0 + tid] = m;\n"
-    "                lsum[gh * T_ + t0 + tid] = l;\n"
-    "                rdot[gh * T_ + t0 + tid] = a / l;\n"
-    "            }\n"
+    "            if (tid < BT && t0 + tid < T_) rdot[gh * T_ + t0 + tid] = a;\n"
     "        }\n"
     "    }\n"
+    "#endif\n"
+    "    __syncthreads();\n"
     "#if HAS_DQ\n"
     "    /* 2: dq = scale dS k, a query tile at a time */\n"
     "    for (int gh = 0; gh < G_; gh++) {\n"
@@ -195,22 +203,24 @@ static const char BODY[] =
     "}\n";
 
 static const char *const NAMES[] = {"BT", "NT", "NS", "NA", "NTHR", "T_", "D_", "H_", "HKV", "G_", "W_", "CAUSAL", "SCALE",
-                                    "SC", "CAPD", "HAS_DQ", "HAS_DK", "HAS_DV", "QA", "KA", "VA", "DYA", "DQA", "DKA", "DVA",
+                                    "SC", "CAPD", "RD_FROM_Y", "HAS_DQ", "HAS_DK", "HAS_DV", "QA", "KA", "VA", "DYA", "DQA", "DKA", "DVA",
                                     "QROW", "KROW", "VALID", "LOAD", "QR", "LOAD_QUERY_TILE", "LOAD_KEY_TILE", "KT_FIRST", "KT_LAST", "QT_FIRST", "QT_LAST",
                                     "SCORES", "DS_ENTRY"};
 
 void cu_attention_grad_body(cu_gen *c, const lrc_node *n, const int out_of[3], const char *body, const char *const *names,
                             size_t n_names)
 {
-    char arg[7][16] = {"0", "0", "0", "0", "0", "0", "0"};
-    for (int i = 0; i < 4; i++) cu_arg(c, n->in[i], arg[i], sizeof arg[i]);
+    char arg[9][16] = {"0", "0", "0", "0", "0", "0", "0", "0", "0"}; /* q, k, v, dy, y, lse; dq, dk, dv */
+    for (int i = 0; i < 6; i++) cu_arg(c, n->in[i], arg[i], sizeof arg[i]);
     for (int w = 0; w < 3; w++)
-        if (out_of[w] >= 0) cu_arg(c, out_of[w], arg[4 + w], sizeof arg[4 + w]);
+        if (out_of[w] >= 0) cu_arg(c, out_of[w], arg[6 + w], sizeof arg[6 + w]);
     cu_printf(c->t, "#define HAS_DQ %d\n#define HAS_DK %d\n#define HAS_DV %d\n", out_of[0] >= 0, out_of[1] >= 0, out_of[2] >= 0);
-    cu_printf(c->t, "#define QA %s\n#define KA %s\n#define VA %s\n#define DYA %s\n#define DQA %s\n#define DKA %s\n#define DVA %s\n", arg[0],
-              arg[1], arg[2], arg[3], arg[4], arg[5], arg[6]);
+    cu_printf(c->t, "#define QA %s\n#define KA %s\n#define VA %s\n#define DYA %s\n#define YA %s\n#define LSEA %s\n", arg[0], arg[1], arg[2],
+              arg[3], arg[4], arg[5]);
+    cu_printf(c->t, "#define DQA %s\n#define DKA %s\n#define DVA %s\n", arg[6], arg[7], arg[8]);
     cu_printf(c->t, "%s", body);
     for (size_t i = 0; i < n_names; i++) cu_printf(c->t, "#undef %s\n", names[i]);
+    cu_printf(c->t, "#undef YA\n#undef LSEA\n");
     cu_printf(c->t, "\n");
 }
 
@@ -229,13 +239,14 @@ bool cu_render_attention_grad(cu_gen *c, const lrc_node *n)
     int bt = tile_rows(D);
     if (!bt) return false; /* a head too wide for a tile in shared memory: reported by the caller */
     double cap = n->fattr[1];
-    c->launch->scratch_bytes = B * H * 3 * T * 4;
+    c->launch->scratch_bytes = B * H * T * 4; /* rowsum(dP o P) of every query row */
     cu_kernel_begin(c, THREADS);
     cu_printf(c->t, "#define BT %d\n#define NT %lldL\n#define NS %d\n#define NA %d\n#define NTHR %d\n", bt,
               (long long)((T + bt - 1) / bt), (bt * bt + THREADS - 1) / THREADS, (int)((bt * D + THREADS - 1) / THREADS), THREADS);
     cu_printf(c->t, "#define T_ %lldL\n#define D_ %lld\n#define H_ %lldL\n#define HKV %lldL\n#define G_ %lld\n#define W_ %lldL\n",
               (long long)T, (long long)D, (long long)H, (long long)Hkv, (long long)(H / Hkv), (long long)n->iattr[2]);
-    cu_printf(c->t, "#define CAUSAL %d\n#define SCALE %.9ef\n", n->iattr[0] != 0, n->fattr[0]);
+    cu_printf(c->t, "#define CAUSAL %d\n#define SCALE %.9ef\n#define RD_FROM_Y %d\n", n->iattr[0] != 0, n->fattr[0],
+              cu_storage(c, n->in[4]) == LRC_CUDA_F32);
     if (cap > 0) /* s is the capped score cap tanh(x / cap): its derivative 1 - tanh^2 is 1 - (s / cap)^2 */
         cu_printf(c->t, "#define SC(x) (%.9ef * tanhf((x) / %.9ef))\n#define CAPD(s) (1.f - ((s) / %.9ef) * ((s) / %.9ef))\n", cap, cap, cap,
                   cap);

@@ -8,9 +8,10 @@
  * dP = dy v^T and their transposes) and transposed ([D][32], the B operand
  * of dq = dS k, dk = dS^T q, dv = P^T dy).
  *
- *   1. per query row: the running max and sum of exp(S) and of exp(S) dP,
- *      into scratch (the forward's log-sum-exp and rowsum(dP o P), which is
- *      dy . y, recomputed);
+ *   1. per query row, rowsum(dP o P) (which is dy . y, but y is stored
+ *      bf16: from the products it is as exact as f32), into scratch, with
+ *      P = exp(S - lse) from the forward's log-sum-exp (attention_lse, which
+ *      the forward's kernel wrote: no running max and sum to find again);
  *   2. dq = scale dS k, dS = P o (dP - rd), a query tile at a time;
  *   3. dk = scale dS^T q and dv = P^T dy, a key tile at a time, over the
  *      G query heads of the key-value head.
@@ -28,12 +29,12 @@
 
 static const char BODY[] =
     "    __shared__ __align__(16) bf16 sm[2 * BS * (D_ + 8) + 2 * D_ * (BS + 8)];\n"
-    "    __shared__ float st_m[BS], st_l[BS], st_r[BS];\n"
+    "    __shared__ float st_m[BS], st_r[BS]; /* a query tile's log-sum-exp and rowsum(dP o P) */\n"
     "    bf16 (*A)[D_ + 8] = (bf16 (*)[D_ + 8])sm, (*Bt)[D_ + 8] = (bf16 (*)[D_ + 8])(sm + BS * (D_ + 8));\n"
     "    bf16 (*At)[BS + 8] = (bf16 (*)[BS + 8])(sm + 2 * BS * (D_ + 8)), (*Btt)[BS + 8] = (bf16 (*)[BS + 8])(sm + 2 * BS * (D_ + 8) + D_ * (BS + 8));\n"
     "    const long b = blockIdx.x / HKV, hk = blockIdx.x % HKV;\n"
     "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;\n"
-    "    float *mx = scratch + (long)blockIdx.x * 3 * G_ * T_, *lsum = mx + G_ * T_, *rdot = lsum + G_ * T_;\n"
+    "    float *rdot = scratch + (long)blockIdx.x * G_ * T_;\n"
     "#define QROW(h, t) (((b * T_ + (t)) * H_ + (h)) * D_)\n"
     "#define KROW(t) (((b * T_ + (t)) * HKV + hk) * D_)\n"
     "#define SEES(t, j) ((t) < T_ && (j) < T_ && (!CAUSAL || (j) <= (t)))\n"
@@ -58,7 +59,9 @@ static const char BODY[] =
     "#define QR(t) QROW(h, t)\n"
     "    unsigned fa[D_ / 16][4], fb[D_ / 16][4];\n"
     "    float s[BS / 8][4], dp[BS / 8][4];\n"
-    "    /* 1 and 2, a query tile of BQ rows at a time: q and dy as fragments, key tiles streamed */\n"
+    "#define LSE(h, t) ld(LSEA, (b * T_ + (t)) * H_ + (h))\n"
+    "    /* 1 and 2, a query tile of BQ rows at a time: q and dy as fragments, key tiles streamed;\n"
+    "     * P = exp(S - lse) from the forward's log-sum-exp */\n"
     "    for (int gh = 0; gh < G_; gh++) {\n"
     "        const long h = hk * G_ + gh;\n"
     "        for (long t0 = 0; t0 < T_; t0 += BQ) {\n"
@@ -66,41 +69,30 @@ static const char BODY[] =
     "            FRAGS(fa, QA, QR, t0 + warp * 16)\n"
     "            FRAGS(fb, DYA, QR, t0 + warp * 16)\n"
     "            const long last = CAUSAL ? min(T_ - 1, t0 + BQ - 1) : T_ - 1;\n"
-    "            float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f, pd0 = 0.f, pd1 = 0.f;\n"
+    "            const float ls0 = r0 < T_ ? LSE(h, r0) : 0.f, ls1 = r1 < T_ ? LSE(h, r1) : 0.f;\n"
+    "            /* 1: rowsum(dP o P) of these rows (from the products in f32, not from the bf16 y) */\n"
+    "            float rd0 = 0.f, rd1 = 0.f;\n"
     "            for (long j0 = 0; j0 <= last; j0 += BS) {\n"
     "                __syncthreads();\n"
     "                STREAM(A, At, KA, KROW, j0, 0)\n"
     "                STREAM(Bt, Btt, VA, KROW, j0, 0)\n"
     "                __syncthreads();\n"
     "                PRODUCTS(s, dp, fa, fb)\n"
-    "                float mx0 = m0, mx1 = m1;\n"
     "                for (int n = 0; n < BS / 8; n++)\n"
     "                    for (int e = 0; e < 4; e++) {\n"
     "                        const long t = e < 2 ? r0 : r1, j = j0 + n * 8 + 2 * tq + (e & 1);\n"
-    "                        s[n][e] = SEES(t, j) ? s[n][e] * SCALE : -INFINITY;\n"
-    "                        if (e < 2) mx0 = fmaxf(mx0, s[n][e]); else mx1 = fmaxf(mx1, s[n][e]);\n"
-    "                    }\n"
-    "                for (int o = 1; o < 4; o <<= 1) {\n"
-    "                    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));\n"
-    "                    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));\n"
-    "                }\n"
-    "                const float c0 = mx0 == -INFINITY ? 1.f : __expf(m0 - mx0), c1 = mx1 == -INFINITY ? 1.f : __expf(m1 - mx1);\n"
-    "                m0 = mx0, m1 = mx1, l0 *= c0, pd0 *= c0, l1 *= c1, pd1 *= c1;\n"
-    "                for (int n = 0; n < BS / 8; n++)\n"
-    "                    for (int e = 0; e < 4; e++) {\n"
-    "                        const float p = s[n][e] == -INFINITY ? 0.f : __expf(s[n][e] - (e < 2 ? m0 : m1));\n"
-    "                        if (e < 2) l0 += p, pd0 += p * dp[n][e]; else l1 += p, pd1 += p * dp[n][e];\n"
+    "                        const float pd = SEES(t, j) ? __expf(s[n][e] * SCALE - (e < 2 ? ls0 : ls1)) * dp[n][e] : 0.f;\n"
+    "                        if (e < 2) rd0 += pd; else rd1 += pd;\n"
     "                    }\n"
     "            }\n"
     "            for (int o = 1; o < 4; o <<= 1) {\n"
-    "                l0 += __shfl_xor_sync(0xffffffffu, l0, o), pd0 += __shfl_xor_sync(0xffffffffu, pd0, o);\n"
-    "                l1 += __shfl_xor_sync(0xffffffffu, l1, o), pd1 += __shfl_xor_sync(0xffffffffu, pd1, o);\n"
+    "                rd0 += __shfl_xor_sync(0xffffffffu, rd0, o);\n"
+    "                rd1 += __shfl_xor_sync(0xffffffffu, rd1, o);\n"
     "            }\n"
-    "            if (tq == 0 && r0 < T_) mx[gh * T_ + r0] = m0, lsum[gh * T_ + r0] = l0, rdot[gh * T_ + r0] = pd0 / l0;\n"
-    "            if (tq == 0 && r1 < T_) mx[gh * T_ + r1] = m1, lsum[gh * T_ + r1] = l1, rdot[gh * T_ + r1] = pd1 / l1;\n"
+    "            if (tq == 0 && r0 < T_) rdot[gh * T_ + r0] = rd0;\n"
+    "            if (tq == 0 && r1 < T_) rdot[gh * T_ + r1] = rd1;\n"
     "#if HAS_DQ\n"
     "            /* 2: dq of these rows, the key tiles again (k transposed for dS k) */\n"
-    "            const float il0 = 1.f / l0, il1 = 1.f / l1, rd0 = pd0 / l0, rd1 = pd1 / l1;\n"
     "            float dq[D_ / 8][4];\n"
     "            for (int n = 0; n < D_ / 8; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.f;\n"
     "            for (long j0 = 0; j0 <= last; j0 += BS) {\n"
@@ -112,7 +104,7 @@ static const char BODY[] =
     "                for (int n = 0; n < BS / 8; n++)\n"
     "                    for (int e = 0; e < 4; e++) {\n"
     "                        const long t = e < 2 ? r0 : r1, j = j0 + n * 8 + 2 * tq + (e & 1);\n"
-    "                        const float p = SEES(t, j) ? __expf(s[n][e] * SCALE - (e < 2 ? m0 : m1)) * (e < 2 ? il0 : il1) : 0.f;\n"
+    "                        const float p = SEES(t, j) ? __expf(s[n][e] * SCALE - (e < 2 ? ls0 : ls1)) : 0.f;\n"
     "                        s[n][e] = p * (dp[n][e] - (e < 2 ? rd0 : rd1));\n"
     "                    }\n"
     "                unsigned ds[BS / 16][4];\n"
@@ -128,9 +120,9 @@ static const char BODY[] =
     "#endif\n"
     "        }\n"
     "    }\n"
+    "    __syncthreads(); /* phase 3 reads other warps' rows of rdot */\n"
     "#if HAS_DK || HAS_DV\n"
     "    /* 3: dk and dv, a key tile of BQ rows at a time: k and v as fragments, query tiles of every head streamed */\n"
-    "    __syncthreads(); /* phase 1's statistics, written by the block, are read below */\n"
     "    for (long j0 = 0; j0 < T_; j0 += BQ) {\n"
     "        const long c0 = j0 + warp * 16 + g, c1 = c0 + 8;\n"
     "        FRAGS(fa, KA, KROW, j0 + warp * 16)\n"
@@ -145,8 +137,7 @@ static const char BODY[] =
     "                STREAM(Bt, Btt, DYA, QR, t0, 1)\n"
     "                if (threadIdx.x < BS) {\n"
     "                    const long t = t0 + threadIdx.x;\n"
-    "                    st_m[threadIdx.x] = t < T_ ? mx[gh * T_ + t] : 0.f;\n"
-    "                    st_l[threadIdx.x] = t < T_ ? 1.f / lsum[gh * T_ + t] : 0.f;\n"
+    "                    st_m[threadIdx.x] = t < T_ ? LSE(h, t) : 0.f;\n"
     "                    st_r[threadIdx.x] = t < T_ ? rdot[gh * T_ + t] : 0.f;\n"
     "                }\n"
     "                __syncthreads();\n"
@@ -155,7 +146,7 @@ static const char BODY[] =
     "                    for (int e = 0; e < 4; e++) {\n"
     "                        const int qq = n * 8 + 2 * tq + (e & 1);\n"
     "                        const long j = e < 2 ? c0 : c1, t = t0 + qq;\n"
-    "                        const float p = SEES(t, j) ? __expf(s[n][e] * SCALE - st_m[qq]) * st_l[qq] : 0.f;\n"
+    "                        const float p = SEES(t, j) ? __expf(s[n][e] * SCALE - st_m[qq]) : 0.f;\n"
     "                        s[n][e] = p * (dp[n][e] - st_r[qq]);\n"
     "                        dp[n][e] = p;\n"
     "                    }\n"
@@ -183,6 +174,7 @@ static const char BODY[] =
     "            }\n"
     "    }\n"
     "#endif\n"
+    "#undef LSE\n"
     "}\n";
 
 static const char *const NAMES[] = {"BS", "T_", "D_", "H_", "HKV", "G_", "CAUSAL", "SCALE", "HAS_DQ", "HAS_DK", "HAS_DV", "QA", "KA",
@@ -196,7 +188,7 @@ bool cu_render_attention_grad_tc(cu_gen *c, const lrc_node *n, const int out_of[
     if (lrc_env_is("LRC_CUDA_TC_ATTENTION", "0") || D % 16 || D > 128 || n->iattr[2] || n->fattr[1] > 0) return false;
     for (int i = 0; i < 4; i++) /* what a bf16 model's training graph has; outputs may be either (st writes both) */
         if (cu_storage(c, n->in[i]) != LRC_CUDA_BF16) return false;
-    c->launch->scratch_bytes = B * H * 3 * T * 4;
+    c->launch->scratch_bytes = B * H * T * 4; /* rowsum(dP o P) of every query row */
     cu_kernel_begin(c, 4 * 32);
     cu_printf(c->t, "#define BQ %d\n#define BS %d\n#define T_ %lldL\n#define D_ %lld\n#define H_ %lldL\n#define HKV %lldL\n#define G_ %lld\n", BQ,
               BS, (long long)T, (long long)D, (long long)H, (long long)Hkv, (long long)(H / Hkv));

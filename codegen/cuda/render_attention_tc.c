@@ -6,10 +6,12 @@
  * pass through shared memory as bf16; S = Q K^T stays in the accumulator
  * registers, whose layout is the A operand's, so P = exp(S - m) feeds P V
  * without touching memory; the running max and sum live with the rows they
- * belong to (four lanes a row, combined by shuffles). Q is scaled and
- * rotated in f32 and rounded once to bf16, as P is: the rounding a bf16
- * attention has anyway, well inside the 2e-2 of bf16 storage. f32 storage
- * keeps the f32 kernel (its 1e-5 needs f32 products). */
+ * belong to (four lanes a row, combined by shuffles). Q is rotated in f32
+ * and rounded once to bf16, as P is: the rounding a bf16 attention has
+ * anyway, well inside the 2e-2 of bf16 storage; the scale multiplies S in
+ * f32, as the backward's kernel scales it, so that the log-sum-exp written
+ * for it (attention_lse, fuse rule 7) is of the scores it computes. f32
+ * storage keeps the f32 kernel (its 1e-5 needs f32 products). */
 #include "cugen.h"
 
 #include <stdlib.h>
@@ -30,6 +32,8 @@ bool cu_render_attention_tc(cu_gen *c)
      * kernel's (render_attention.c) for now: this one reads k and v with q's
      * heads and masks only the causal triangle */
     if (c->g->nodes[a->in[1]].shape.dim[2] != H || a->iattr[1] || a->fattr[1]) return false;
+    if (a->op != LRC_OP_ATTENTION) return false; /* an attention_lse alone: the f32 kernel's */
+    const int lse = cu_attention_lse_of(c);
     const bool causal = a->iattr[0] != 0;
     const long long TT = (long long)T, HH = (long long)H, DD = (long long)D;
     char va[16], o[16];
@@ -50,7 +54,7 @@ bool cu_render_attention_tc(cu_gen *c)
     cu_printf(c->t, "            const long row = (r & 1) ? r1 : r0, off = ((b * %lldL + row) * %lld + h) * %lld;\n", TT, HH, DD);
     cu_printf(c->t, "            float x[2] = {0.f, 0.f};\n            if (row < %lldL)\n", TT);
     cu_printf(c->t, "#pragma unroll\n                for (int e = 0; e < 2; e++) {\n                    const int i = kk * 16 + 2 * tq + (r >= 2 ? 8 : 0) + e;\n");
-    cu_attention_element(c, "                    ", "x[e]", q, rq, D, "off", "row", a->fattr[0]);
+    cu_attention_element(c, "                    ", "x[e]", q, rq, D, "off", "row", 1.0);
     cu_printf(c->t, "                }\n            qa[kk][r] = pack_bf16(x[0], x[1]);\n        }\n");
     cu_printf(c->t, "    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f, oacc[%lld][4];\n", DD / 8);
     cu_printf(c->t, "#pragma unroll\n    for (int n = 0; n < %lld; n++) oacc[n][0] = oacc[n][1] = oacc[n][2] = oacc[n][3] = 0.f;\n", DD / 8);
@@ -97,6 +101,7 @@ bool cu_render_attention_tc(cu_gen *c)
     cu_printf(c->t, "        float mx0 = m0, mx1 = m1;\n#pragma unroll\n        for (int n = 0; n < %d; n++)\n#pragma unroll\n            for (int e = 0; e < 2; e++) {\n",
               BK / 8);
     cu_printf(c->t, "                const long key = j0 + n * 8 + 2 * tq + e;\n");
+    cu_printf(c->t, "                s[n][e] *= %.9ef, s[n][2 + e] *= %.9ef;\n", a->fattr[0], a->fattr[0]);
     cu_printf(c->t, "                if (key >= %lldL%s) s[n][e] = -INFINITY;\n", TT, causal ? " || key > r0" : "");
     cu_printf(c->t, "                if (key >= %lldL%s) s[n][2 + e] = -INFINITY;\n", TT, causal ? " || key > r1" : "");
     cu_printf(c->t, "                mx0 = fmaxf(mx0, s[n][e]);\n                mx1 = fmaxf(mx1, s[n][2 + e]);\n            }\n");
@@ -124,7 +129,14 @@ bool cu_render_attention_tc(cu_gen *c)
     cu_printf(c->t, "            if (r0 < %lldL) st(%s, ((b * %lldL + r0) * %lld + h) * %lld + i, oacc[n][e] / l0);\n", TT, o, TT, HH, DD);
     cu_printf(c->t, "            if (r1 < %lldL) st(%s, ((b * %lldL + r1) * %lld + h) * %lld + i, oacc[n][2 + e] / l1);\n", TT, o, TT, HH,
               DD);
-    cu_printf(c->t, "        }\n}\n\n");
+    cu_printf(c->t, "        }\n");
+    if (lse >= 0) { /* each row's log-sum-exp, [B,T,H], for the backward: one lane of the four a row has */
+        char la[16];
+        cu_arg(c, lse, la, sizeof la);
+        cu_printf(c->t, "    if (tq == 0 && r0 < %lldL) st(%s, (b * %lldL + r0) * %lld + h, m0 + logf(l0));\n", TT, la, TT, HH);
+        cu_printf(c->t, "    if (tq == 0 && r1 < %lldL) st(%s, (b * %lldL + r1) * %lld + h, m1 + logf(l1));\n", TT, la, TT, HH);
+    }
+    cu_printf(c->t, "}\n\n");
     c->launch->block = 4 * 32;
     /* (batch, head) on x, which has room for 2^31 - 1 of them; query blocks on y */
     c->launch->grid[0] = (unsigned)(B * H);

@@ -473,6 +473,7 @@ typedef struct cu_op {
 #define CU_rope_grad KERNEL(k_rope_grad)
 #define CU_attention KERNEL(k_attention)
 #define CU_kv_attention KERNEL(k_kv_attention)
+#define CU_attention_lse KERNEL(k_attention) /* beside its output (fuse rule 7), or alone */
 #define CU_attention_grad KERNEL(cu_render_attention_grad)
 #define CU_transpose KERNEL(k_transpose)
 #define CU_slice KERNEL(k_slice)

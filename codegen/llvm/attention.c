@@ -213,9 +213,10 @@ static LLVMValueRef transposed_keys(kgen *k, const qk_src *kk, LLVMValueRef kv0,
 }
 
 /* O[ooff..+D) = the accumulators over their row sum, where `in` (a row
- * inside the sequence) holds. */
+ * inside the sequence) holds (O NULL: none); and, when L (attention_lse,
+ * fuse rule 7), L[loff] = max + log(sum), the row's log-sum-exp. */
 static void store_row(kgen *k, LLVMValueRef O, LLVMValueRef ooff, LLVMValueRef in, int64_t D, LLVMValueRef *acc, LLVMValueRef *accs,
-                      LLVMValueRef sumv, LLVMValueRef sums)
+                      LLVMValueRef sumv, LLVMValueRef sums, LLVMValueRef L, LLVMValueRef loff, LLVMValueRef maxs)
 {
     em_t *e = k->e;
     int vec = k->p->tiling.vec;
@@ -223,8 +224,13 @@ static void store_row(kgen *k, LLVMValueRef O, LLVMValueRef ooff, LLVMValueRef i
     LLVMTypeRef vt = em_vty(e, vec);
     em_if store;
     em_if_begin(e, &store, in);
-    LLVMValueRef inv = LLVMBuildFDiv(e->b, em_f32(e, 1.0),
-                                     em_add(e, em_hsum(e, LLVMBuildLoad2(e->b, vt, sumv, ""), vec), LLVMBuildLoad2(e->b, e->f32, sums, "")), "");
+    LLVMValueRef sum = em_add(e, em_hsum(e, LLVMBuildLoad2(e->b, vt, sumv, ""), vec), LLVMBuildLoad2(e->b, e->f32, sums, ""));
+    LLVMValueRef inv = LLVMBuildFDiv(e->b, em_f32(e, 1.0), sum, "");
+    if (L) {
+        LLVMValueRef lg = em_libm(e, "log", em_to_f64(e, sum), NULL);
+        em_store(e, L, loff, em_to_f32(e, LLVMBuildFAdd(e->b, em_to_f64(e, LLVMBuildLoad2(e->b, e->f32, maxs, "")), lg, "")), 1);
+    }
+    if (!O) nch = tail = 0; /* an attention_lse alone */
     for (int64_t c = 0; c < nch; c++)
         em_store(e, O, em_iadd(e, ooff, em_i64(e, c * vec)), em_mul(e, LLVMBuildLoad2(e->b, vt, acc[c], ""), em_splat(e, inv, vec)), vec);
     for (int64_t c = 0; c < tail; c++)
@@ -253,7 +259,9 @@ void kg_attention(kgen *k)
         kg_kv_attention(k);
         return;
     }
-    int64_t T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3];
+    /* the group's anchor is the attention, or an attention_lse alone (no output rows, no values read) */
+    const lrc_shape *qs = &k->g->nodes[a->in[0]].shape;
+    int64_t T = qs->dim[1], H = qs->dim[2], D = qs->dim[3];
     /* QB query rows share each key load; the value loop takes them RG rows
      * at a time, so that RG x D/vec accumulators stay in registers */
     int vec = k->p->tiling.vec, QB = vec == 16 ? 8 : 2, RG = vec == 16 ? 4 : 2;
@@ -266,7 +274,9 @@ void kg_attention(kgen *k)
     int64_t Hkv = k->g->nodes[a->in[1]].shape.dim[2], G = H / Hkv, W = a->iattr[1];
     double cap = a->fattr[1];
     qk_src q = source_of(k, a->in[0], T, D), kk = source_of(k, a->in[1], T, D);
-    LLVMValueRef V = kg_ptr(k, a->in[2]), O = kg_ptr(k, k->gr->anchor);
+    LLVMValueRef V = kg_ptr(k, a->in[2]), O = a->op == LRC_OP_ATTENTION ? kg_ptr(k, k->gr->anchor) : NULL, L = NULL;
+    for (int j = 0; j < k->gr->n_nodes; j++) /* the rows' log-sum-exp, for the backward (fuse rule 7) */
+        if (k->g->nodes[k->gr->nodes[j]].op == LRC_OP_ATTENTION_LSE) L = kg_ptr(k, k->gr->nodes[j]);
     LLVMTypeRef vt = em_vty(e, vec);
     /* per block: rotated, scaled queries [QB][D]; per row accumulators */
     LLVMValueRef qarr = em_alloca(e, LLVMArrayType(e->f32, (unsigned)(QB * D)), "qblk");
@@ -355,7 +365,7 @@ void kg_attention(kgen *k)
     }
     /* out = P V: each value row loaded once for the block */
     LLVMValueRef kv[64], ks[64];
-    for (int r0 = 0; r0 < QB; r0 += RG) {
+    for (int r0 = 0; r0 < QB && O; r0 += RG) {
         j = em_for_begin(e, &lv, js, nkb);
         LLVMValueRef voff = KROW(j);
         for (int64_t c = 0; c < nch; c++) kv[c] = em_load(e, V, em_iadd(e, voff, em_i64(e, c * vec)), vec);
@@ -371,7 +381,9 @@ void kg_attention(kgen *k)
     }
     for (int r = 0; r < QB; r++) {
         LLVMValueRef tr = em_iadd(e, t0, em_i64(e, r));
-        store_row(k, O, ROW(tr), LLVMBuildICmp(e->b, LLVMIntSLT, tr, em_i64(e, T), ""), D, acc[r], accs[r], sumv[r], sums[r]);
+        LLVMValueRef loff = em_iadd(e, em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T)), tr), em_i64(e, H)), h);
+        store_row(k, O, ROW(tr), LLVMBuildICmp(e->b, LLVMIntSLT, tr, em_i64(e, T), ""), D, acc[r], accs[r], sumv[r], sums[r], L, loff,
+                  maxs[r]);
     }
     em_for_end(e, &lt, em_i64(e, QB));
     em_free(e, Kt);

@@ -7,8 +7,10 @@
  *      of q_t[d] (dy_t[d]) times vectors of k^T[d] (v^T[d]) into 2 RB NB
  *      accumulators, each vector loaded once for the RB rows and no
  *      horizontal sums (a dot product per pair took twice the time);
- *   2. the softmax, rowsum(dP o P) and dS = P o (dP - rowsum) (times the
- *      soft-cap's 1 - tanh^2) as vector passes over the row's keys;
+ *   2. P = exp(s - lse) from the forward's log-sum-exp (attention_lse,
+ *      which the forward's kernel wrote), rowsum(dP o P) as dy_t . y_t
+ *      from the forward's output, and dS = P o (dP - rowsum) (times the
+ *      soft-cap's 1 - tanh^2), as vector passes over the row's keys;
  *   3. the rows of dq (from rows of dS), dk (columns of dS) and dv (columns
  *      of P), dk and dv summed over the G heads.
  *
@@ -129,26 +131,12 @@ typedef struct {
     em_t *e;
     int vec;
     LLVMValueRef P, S, U, prow; /* the row's scratch and its offset */
-    LLVMValueRef acc;           /* a vector the pass reduces into: max (score_pass) or sum */
-    LLVMValueRef f;             /* score_pass: the scale; exp_pass: the max; scale_pass: 1 / sum; ds_pass: rowsum(dP o P) */
+    LLVMValueRef f;             /* score_pass: the scale; prob_pass: the log-sum-exp; ds_pass: rowsum(dP o P) */
     double cap;                 /* score_pass: the soft-cap, or 0 */
 } row_pass;
 typedef void (*row_pass_fn)(const row_pass *r, LLVMValueRef at, int w);
 
-/* v, or the scalar v in lane 0 of a vector of `fill` */
-static LLVMValueRef widen(const row_pass *r, LLVMValueRef v, int w, double fill)
-{
-    if (w == r->vec) return v;
-    return LLVMBuildInsertElement(r->e->b, em_fw(r->e, fill, r->vec), v, LLVMConstInt(r->e->i32, 0, 0), "");
-}
-
-static void add_to_acc(const row_pass *r, LLVMValueRef v, int w)
-{
-    em_t *e = r->e;
-    LLVMBuildStore(e->b, em_add(e, LLVMBuildLoad2(e->b, em_vty(e, r->vec), r->acc, ""), widen(r, v, w, 0.0)), r->acc);
-}
-
-/* s = scale q . k, soft-capped to cap tanh(s / cap) with U = 1 - tanh^2 kept; the max */
+/* s = scale q . k, soft-capped to cap tanh(s / cap) with U = 1 - tanh^2 kept */
 static void score_pass(const row_pass *r, LLVMValueRef at, int w)
 {
     em_t *e = r->e;
@@ -159,25 +147,12 @@ static void score_pass(const row_pass *r, LLVMValueRef at, int w)
         em_store(e, r->U, at, LLVMBuildFSub(e->b, em_fw(e, 1.0, w), em_mul(e, th, th), ""), w);
     }
     em_store(e, r->P, at, s, w);
-    LLVMBuildStore(e->b, em_intr2(e, "maxnum", LLVMBuildLoad2(e->b, em_vty(e, r->vec), r->acc, ""), widen(r, s, w, -INFINITY)), r->acc);
 }
 
-static void exp_pass(const row_pass *r, LLVMValueRef at, int w)
+static void prob_pass(const row_pass *r, LLVMValueRef at, int w)
 {
     em_t *e = r->e;
-    LLVMValueRef pe = em_exp(e, LLVMBuildFSub(e->b, em_load(e, r->P, at, w), em_splat(e, r->f, w), ""), w);
-    em_store(e, r->P, at, pe, w);
-    add_to_acc(r, pe, w);
-}
-
-static void scale_pass(const row_pass *r, LLVMValueRef at, int w)
-{
-    em_store(r->e, r->P, at, em_mul(r->e, em_load(r->e, r->P, at, w), em_splat(r->e, r->f, w)), w);
-}
-
-static void dot_pass(const row_pass *r, LLVMValueRef at, int w)
-{
-    add_to_acc(r, em_mul(r->e, em_load(r->e, r->P, at, w), em_load(r->e, r->S, at, w)), w);
+    em_store(e, r->P, at, em_exp(e, LLVMBuildFSub(e->b, em_load(e, r->P, at, w), em_splat(e, r->f, w), ""), w), w);
 }
 
 static void ds_pass(const row_pass *r, LLVMValueRef at, int w)
@@ -201,15 +176,6 @@ static void row_passes(const row_pass *r, LLVMValueRef lo, LLVMValueRef hi, row_
     fn(r, em_iadd(e, r->prow, j), 1);
     em_for_end(e, &l, em_i64(e, 1));
 }
-
-/* The reduction of a pass: lanes of r->acc combined (a fixed tree). */
-static LLVMValueRef reduced(const row_pass *r, bool max)
-{
-    LLVMValueRef v = LLVMBuildLoad2(r->e->b, em_vty(r->e, r->vec), r->acc, "");
-    return max ? em_hmax(r->e, v, r->vec) : em_hsum(r->e, v, r->vec);
-}
-
-static void reduce_from(const row_pass *r, double v) { LLVMBuildStore(r->e->b, em_fw(r->e, v, r->vec), r->acc); }
 
 /* Rows [0, T) of the key-value head's src (row(t) its offsets, KV rows of D)
  * into dst [D][Tp], zeros in columns T..Tp. */
@@ -268,58 +234,76 @@ static void score_blocks(kgen *k, const attn_rows *a, LLVMValueRef t, int rb, LL
     #undef ACC
 }
 
-/* Step 2 for row t: the softmax of its scores in P, and (need_ds) dS in S. */
-static void row_softmax(kgen *k, const attn_rows *a, LLVMValueRef t, double scale, double cap, bool need_ds, LLVMValueRef P,
-                        LLVMValueRef S, LLVMValueRef U, LLVMValueRef red)
+/* The kernel's inputs that steps 1 and 2 read: q, dy, the forward's y and
+ * log-sum-exp, keys and values transposed (Vt NULL when dS is not needed). */
+typedef struct {
+    LLVMValueRef Q, DY, Y, LSE, Kt, Vt;
+} grad_io;
+
+/* dy_t . y_t over the D entries at off: rowsum(dP o P) of row t, since y_t = sum_j P_tj v_j */
+static LLVMValueRef row_dot(kgen *k, const attn_rows *a, LLVMValueRef DY, LLVMValueRef Y, LLVMValueRef off, LLVMValueRef red)
+{
+    em_t *e = k->e;
+    int vec = k->vec;
+    int64_t nv = a->D / vec;
+    LLVMBuildStore(e->b, em_fw(e, 0, vec), red);
+    em_loop l;
+    LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, nv * vec));
+    LLVMValueRef at = em_iadd(e, off, i);
+    LLVMBuildStore(e->b, em_fma(e, em_load(e, DY, at, vec), em_load(e, Y, at, vec), LLVMBuildLoad2(e->b, em_vty(e, vec), red, "")), red);
+    em_for_end(e, &l, em_i64(e, vec));
+    LLVMValueRef d = em_hsum(e, LLVMBuildLoad2(e->b, em_vty(e, vec), red, ""), vec);
+    for (int64_t c = nv * vec; c < a->D; c++)
+        d = em_fma(e, em_load(e, DY, em_iadd(e, off, em_i64(e, c)), 1), em_load(e, Y, em_iadd(e, off, em_i64(e, c)), 1), d);
+    return d;
+}
+
+/* Step 2 for row t: its probabilities in P from the forward's log-sum-exp,
+ * and (need_ds) dS in S with rowsum(dP o P) taken as dy_t . y_t. */
+static void row_softmax(kgen *k, const attn_rows *a, LLVMValueRef t, double scale, double cap, bool need_ds, const grad_io *io,
+                        LLVMValueRef P, LLVMValueRef S, LLVMValueRef U, LLVMValueRef red)
 {
     em_t *e = k->e;
     LLVMValueRef keys = a->causal ? em_iadd(e, t, em_i64(e, 1)) : em_i64(e, a->T), first = kg_first_key(e, t, a->W);
-    row_pass rp = {e, k->vec, P, S, U, em_imul(e, t, em_i64(e, a->Tp)), red, em_f32(e, scale), cap};
-    reduce_from(&rp, -INFINITY);
+    LLVMValueRef qrow = em_iadd(e, a->head0, em_imul(e, t, em_i64(e, a->H * a->D)));
+    row_pass rp = {e, k->vec, P, S, U, em_imul(e, t, em_i64(e, a->Tp)), em_f32(e, scale), cap};
     row_passes(&rp, first, keys, score_pass);
-    rp.f = reduced(&rp, true);
-    reduce_from(&rp, 0);
-    row_passes(&rp, first, keys, exp_pass); /* P = exp(s - max), summed */
-    rp.f = LLVMBuildFDiv(e->b, em_f32(e, 1.0), reduced(&rp, false), "");
-    row_passes(&rp, first, keys, scale_pass); /* P /= the sum */
+    rp.f = em_load(e, io->LSE, LLVMBuildSDiv(e->b, qrow, em_i64(e, a->D), ""), 1); /* [B,T,H]: q's row over D */
+    row_passes(&rp, first, keys, prob_pass); /* P = exp(s - lse) */
     if (need_ds) {
-        reduce_from(&rp, 0);
-        row_passes(&rp, first, keys, dot_pass); /* rowsum(dP o P) */
-        rp.f = reduced(&rp, false);
+        rp.f = row_dot(k, a, io->DY, io->Y, qrow, red);
         row_passes(&rp, first, keys, ds_pass); /* dS = P o (dP - rowsum) [o (1 - tanh^2)] */
     }
 }
 
 /* Steps 1 and 2 for rows t .. t + rb - 1 of one query head. */
-static void row_block(kgen *k, const attn_rows *a, LLVMValueRef t, int rb, double scale, double cap, bool need_ds, LLVMValueRef Q,
-                      LLVMValueRef DY, LLVMValueRef Kt, LLVMValueRef Vt, LLVMValueRef P, LLVMValueRef S, LLVMValueRef U,
-                      LLVMValueRef red, LLVMValueRef *acc)
+static void row_block(kgen *k, const attn_rows *a, LLVMValueRef t, int rb, double scale, double cap, bool need_ds, const grad_io *io,
+                      LLVMValueRef P, LLVMValueRef S, LLVMValueRef U, LLVMValueRef red, LLVMValueRef *acc)
 {
     em_t *e = k->e;
     LLVMValueRef last = em_iadd(e, t, em_i64(e, rb - 1));
     LLVMValueRef hi = a->causal ? em_iadd(e, last, em_i64(e, 1)) : em_i64(e, a->T), bw = em_i64(e, NB * k->vec);
     LLVMValueRef jlo = em_imul(e, LLVMBuildSDiv(e->b, kg_first_key(e, t, a->W), bw, ""), bw);
-    score_blocks(k, a, t, rb, jlo, hi, Q, Kt, P, need_ds ? DY : NULL, Vt, S, acc);
+    score_blocks(k, a, t, rb, jlo, hi, io->Q, io->Kt, P, need_ds ? io->DY : NULL, io->Vt, S, acc);
     em_loop lr;
     LLVMValueRef tr = em_for_begin(e, &lr, t, em_iadd(e, t, em_i64(e, rb)));
-    row_softmax(k, a, tr, scale, cap, need_ds, P, S, U, red);
+    row_softmax(k, a, tr, scale, cap, need_ds, io, P, S, U, red);
     em_for_end(e, &lr, em_i64(e, 1));
 }
 
 /* Steps 1 and 2 for every row of one query head: P (and, when need_ds, dS
  * in S), RB rows at a time, then the last T % RB one at a time */
-static void head_rows(kgen *k, const attn_rows *a, double scale, double cap, bool need_ds, LLVMValueRef Q, LLVMValueRef DY,
-                      LLVMValueRef Kt, LLVMValueRef Vt, LLVMValueRef P, LLVMValueRef S, LLVMValueRef U, LLVMValueRef red,
-                      LLVMValueRef *acc)
+static void head_rows(kgen *k, const attn_rows *a, double scale, double cap, bool need_ds, const grad_io *io, LLVMValueRef P,
+                      LLVMValueRef S, LLVMValueRef U, LLVMValueRef red, LLVMValueRef *acc)
 {
     em_t *e = k->e;
     em_loop lt;
     LLVMValueRef t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, a->T / RB * RB));
-    row_block(k, a, t, RB, scale, cap, need_ds, Q, DY, Kt, Vt, P, S, U, red, acc);
+    row_block(k, a, t, RB, scale, cap, need_ds, io, P, S, U, red, acc);
     em_for_end(e, &lt, em_i64(e, RB));
     if (a->T % RB) {
         t = em_for_begin(e, &lt, em_i64(e, a->T / RB * RB), em_i64(e, a->T));
-        row_block(k, a, t, 1, scale, cap, need_ds, Q, DY, Kt, Vt, P, S, U, red, acc);
+        row_block(k, a, t, 1, scale, cap, need_ds, io, P, S, U, red, acc);
         em_for_end(e, &lt, em_i64(e, 1));
     }
 }
@@ -368,7 +352,8 @@ void kg_attention_grad(kgen *k)
     LLVMValueRef gi = em_for_begin(e, &lg, em_i64(e, 0), em_i64(e, G));
     LLVMValueRef h = em_iadd(e, em_imul(e, hk, em_i64(e, G)), gi);
     geo.head0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T * H)), h), em_i64(e, D));
-    head_rows(k, &geo, scale, cap, need_ds, Q, DY, Kt, Vt, P, S, U, red, blk);
+    grad_io io = {Q, DY, kg_ptr(k, a->in[4]), kg_ptr(k, a->in[5]), Kt, Vt};
+    head_rows(k, &geo, scale, cap, need_ds, &io, P, S, U, red, blk);
     /* output row t: dq_t = scale sum_j dS[t,j] k_j, dk_t = scale sum_j dS[j,t] q_j, dv_t = sum_j P[j,t] dy_j */
     for (int which = 0; which < 3; which++)
         if (out_of[which])

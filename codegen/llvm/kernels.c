@@ -585,6 +585,7 @@ static void kg_rope_grad_kernel(kgen *k, const lrc_node *n) { kg_rope(k, n, -1.0
 #define KG_rope_grad KERNEL(kg_rope_grad_kernel)
 #define KG_attention KERNEL(kg_attention_kernel)
 #define KG_kv_attention KERNEL(kg_kv_attention_kernel)
+#define KG_attention_lse KERNEL(kg_attention_kernel) /* beside its output (fuse rule 7), or alone */
 #define KG_attention_grad KERNEL(kg_attention_grad_kernel)
 #define KG_transpose KERNEL(kg_transpose)
 #define KG_slice KERNEL(kg_slice)

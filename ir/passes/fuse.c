@@ -17,9 +17,11 @@
  *  6. The gradients of one op with respect to each of its inputs (ops
  *     marked share_by_which in the op table) run as one kernel, which
  *     computes what they have in common once.
+ *  7. An attention_lse runs in the attention over the same inputs: the
+ *     kernel writes each row's log-sum-exp beside the output.
  *
- * Each rule is one function below (rule1_anchor ... rule6_share_gradients),
- * run in the order 1 and 2 (one walk), 3, 5, 4, 6.
+ * Each rule is one function below (rule1_anchor ... rule7_lse_into_attention),
+ * run in the order 1 and 2 (one walk), 3, 5, 4, 6, 7.
  *
  * A loop region (docs/architecture.md, rule 5) is loop_state's group, the body, then
  * loop_next's group, the back edge, whose value aliases the state's buffer:
@@ -301,6 +303,31 @@ static void rule6_share_gradients(fuse *fu)
     }
 }
 
+/* Rule 7: an attention_lse runs in the attention over the same q, k and v
+ * with the same attributes, as that kernel's second output (the row
+ * statistics it has anyway); the backward reads it. */
+static void rule7_lse_into_attention(fuse *fu)
+{
+    const lrc_graph *g = fu->g;
+    lrc_schedule *s = fu->s;
+    proto_group *pg = fu->pg;
+    for (int id = 0; id < g->n_nodes; id++) {
+        const lrc_node *l = &g->nodes[id];
+        if (l->op != LRC_OP_ATTENTION_LSE || pg[s->group_of[id]].size != 1) continue;
+        for (int a = 0; a < g->n_nodes; a++) {
+            const lrc_node *n = &g->nodes[a];
+            if (n->op != LRC_OP_ATTENTION || memcmp(n->in, l->in, 3 * sizeof *n->in) || n->iattr[0] != l->iattr[0] ||
+                n->iattr[1] != l->iattr[1] || memcmp(n->fattr, l->fattr, 2 * sizeof *n->fattr))
+                continue;
+            pg[s->group_of[id]].dead = true;
+            pg[s->group_of[id]].size = 0;
+            s->group_of[id] = s->group_of[a];
+            pg[s->group_of[a]].size++;
+            break;
+        }
+    }
+}
+
 int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err)
 {
     int N = g->n_nodes;
@@ -328,6 +355,7 @@ int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err)
     rule5_pair_gemms(&fu);
     rule4_rope_into_attention(&fu);
     rule6_share_gradients(&fu);
+    rule7_lse_into_attention(&fu);
     int n_pg = fu.n_pg;
 
     /* Renumber the live groups in an order that respects their dependencies

@@ -181,6 +181,29 @@ def attention_ext(q, k, v, scale, causal, window=0, softcap=0.0):
     return torch.einsum("bhts,bshd->bthd", p, v)
 
 
+def attention_lse(q, k, v, scale, causal, window=0, softcap=0.0):
+    """Each query row's log-sum-exp of attention_ext's masked scores, [B, T, H] (lrc's
+    attention_lse: the statistic its attention_grad reads)."""
+    T, G = q.shape[1], q.shape[2] // k.shape[2]
+    k = k.repeat_interleave(G, dim=2)
+    s = torch.einsum("bthd,bshd->bhts", q, k) * scale
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    t = torch.arange(T)
+    hide = torch.zeros(T, T, dtype=torch.bool)
+    if causal:
+        hide |= t[None, :] > t[:, None]
+    if window:
+        hide |= t[None, :] <= t[:, None] - window
+    return torch.logsumexp(s.masked_fill(hide, float("-inf")), dim=-1).permute(0, 2, 1)
+
+
+def saved_stats(q, k, v, scale, causal, window=0, softcap=0.0):
+    """attention_grad's inputs y and lse: the forward's output and log-sum-exp, as stored (f32)."""
+    args = (f64(q), f64(k), f64(v), scale, causal, window, softcap)
+    return [attention_ext(*args).to(torch.float32), attention_lse(*args).to(torch.float32)]
+
+
 # (B, T, H, Hkv, Dh, causal, window, softcap, q's scale): GQA, MQA, a window, the soft-cap, all three
 ATTENTION_FEATURES = [(1, 7, 6, 2, 8, 1, 0, 0.0, 1.0), (2, 7, 3, 1, 8, 0, 0, 0.0, 1.0), (2, 7, 2, 2, 8, 1, 3, 0.0, 1.0),
                       (1, 7, 2, 2, 8, 1, 0, 5.0, 3.0), (2, 7, 6, 2, 8, 1, 3, 5.0, 3.0)]
@@ -194,13 +217,18 @@ def attention_features(save, gen, randn):
         g = gen("ops/" + name)
         q, kk, v = randn(g, B, T, H, D, scale=qs), randn(g, B, T, Hkv, D), randn(g, B, T, Hkv, D)
         save(name, "attention", [q, kk, v], attention_ext(f64(q), f64(kk), f64(v), scale, causal, window, cap), attrs)
+        name = "attention_lse_%d" % c
+        g = gen("ops/" + name)
+        q, kk, v = randn(g, B, T, H, D, scale=qs), randn(g, B, T, Hkv, D), randn(g, B, T, Hkv, D)
+        save(name, "attention_lse", [q, kk, v], attention_lse(f64(q), f64(kk), f64(v), scale, causal, window, cap), attrs)
         for which in range(3):
             name = "attention_grad_%d" % (6 + 3 * c + which)
             g = gen("ops/" + name)
             q, kk, v = randn(g, B, T, H, D, scale=qs), randn(g, B, T, Hkv, D), randn(g, B, T, Hkv, D)
             dy = randn(g, B, T, H, D)
             out = vjp(lambda a, b, cc: attention_ext(a, b, cc, scale, causal, window, cap), [q, kk, v], which, dy)
-            save(name, "attention_grad", [q, kk, v, dy], out, dict(attrs, which=str(which)))
+            stats = saved_stats(q, kk, v, scale, causal, window, cap)
+            save(name, "attention_grad", [q, kk, v, dy] + stats, out, dict(attrs, which=str(which)))
 
 
 def attention(save, gen, randn):
@@ -304,7 +332,7 @@ def composite_grads(save, gen, randn):
             q, k, v, dy = (randn(g, *shape) for _ in range(4))
             scale = 1.0 / math.sqrt(shape[-1])
             out = vjp(lambda a, b, c: ref.attention_core(a, b, c, scale, causal=bool(causal)), [q, k, v], which, dy)
-            save(name, "attention_grad", [q, k, v, dy], out,
+            save(name, "attention_grad", [q, k, v, dy] + saved_stats(q, k, v, scale, causal), out,
                  {"causal": str(causal), "which": str(which), "scale": repr(scale)})
 
     # depth_gain_grad: the gradient of gamma (which 0) and of each of the four scalars

@@ -232,37 +232,48 @@ static int b_gemm_grads(lrc_graph *g, const int64_t *d)
            out(g, "dw", op(g, LRC_OP_MATMUL_TN, dy, x, 0, 0, 0)) || out(g, "dw_view", op(g, LRC_OP_MATMUL_TN, dy, xv, 0, 0, 0));
 }
 
+/* dq, dk and dv (which 0, 1, 2) of an attention with these attributes, as
+ * autodiff builds them: from the forward's output and its attention_lse,
+ * which the forward's kernel writes (fuse rule 7); y and lse are outputs
+ * too, so that the fused statistics are compared with ref's. */
+static int attn_grads(lrc_graph *g, const char *tag, int q, int k, int v, int dy, int64_t causal, int64_t window, double scale,
+                      double cap)
+{
+    lrc_err err;
+    char name[40];
+    int y = attn(g, q, k, v, causal, window, scale, cap);
+    lrc_node l = {.op = LRC_OP_ATTENTION_LSE, .n_in = 3, .in = {q, k, v}, .iattr = {causal, window}, .fattr = {scale, cap}};
+    int lse = lrc_graph_add(g, &l, &err);
+    snprintf(name, sizeof name, "y_%s", tag);
+    int rc = out(g, name, y);
+    snprintf(name, sizeof name, "lse_%s", tag);
+    rc = rc || out(g, name, lse);
+    for (int w = 0; w < 3 && !rc; w++) {
+        snprintf(name, sizeof name, "d%c_%s", "qkv"[w], tag);
+        lrc_node n = {.op = LRC_OP_ATTENTION_GRAD, .n_in = 6, .in = {q, k, v, dy, y, lse}, .iattr = {causal, w, window},
+                      .fattr = {scale, cap}};
+        rc = out(g, name, lrc_graph_add(g, &n, &err));
+    }
+    return rc;
+}
+
 static int b_attention_grad_ext(lrc_graph *g, const int64_t *d)
 { /* dq, dk, dv (one kernel, fuse rule 6) with k and v of d[4] heads, a window (3; 37 on rows over
    * 40, so that it starts inside a block of keys) and the soft-cap; full GQA */
-    lrc_err err;
     int64_t sh[4] = {d[0], d[1], d[2], d[3]}, kvs[4] = {d[0], d[1], d[4], d[3]};
     int q = input(g, "q", 4, sh, LRC_F32), k = input(g, "k", 4, kvs, LRC_F32), v = input(g, "v", 4, kvs, LRC_F32);
     int dy = input(g, "dy", 4, sh, LRC_F32), rc = 0;
     for (int causal = 0; causal < 2 && !rc; causal++)
-        for (int w = 0; w < 3 && !rc; w++) {
-            char name[32];
-            snprintf(name, sizeof name, "d%c_%s", "qkv"[w], causal ? "window_cap" : "full");
-            lrc_node n = {.op = LRC_OP_ATTENTION_GRAD, .n_in = 4, .in = {q, k, v, dy}, .iattr = {causal, w, causal ? (d[1] > 40 ? 37 : 3) : 0},
-                          .fattr = {0.9, causal ? 1.5 : 0}};
-            rc = out(g, name, lrc_graph_add(g, &n, &err));
-        }
+        rc = attn_grads(g, causal ? "window_cap" : "full", q, k, v, dy, causal, causal ? (d[1] > 40 ? 37 : 3) : 0, 0.9, causal ? 1.5 : 0);
     return rc;
 }
 
 static int b_attention_grad(lrc_graph *g, const int64_t *d)
 { /* dq, dk, dv of causal and of full attention */
-    lrc_err err;
     int64_t sh[4] = {d[0], d[1], d[2], d[3]};
     int q = input(g, "q", 4, sh, LRC_F32), k = input(g, "k", 4, sh, LRC_F32), v = input(g, "v", 4, sh, LRC_F32);
     int dy = input(g, "dy", 4, sh, LRC_F32), rc = 0;
-    for (int causal = 0; causal < 2 && !rc; causal++)
-        for (int w = 0; w < 3 && !rc; w++) {
-            char name[32];
-            snprintf(name, sizeof name, "d%c_%s", "qkv"[w], causal ? "causal" : "full");
-            lrc_node n = {.op = LRC_OP_ATTENTION_GRAD, .n_in = 4, .in = {q, k, v, dy}, .iattr = {causal, w}, .fattr = {0.37}};
-            rc = out(g, name, lrc_graph_add(g, &n, &err));
-        }
+    for (int causal = 0; causal < 2 && !rc; causal++) rc = attn_grads(g, causal ? "causal" : "full", q, k, v, dy, causal, 0, 0.37, 0);
     return rc;
 }
 
@@ -367,6 +378,13 @@ static void run_case(const char *name, build_fn build, const int64_t *d, uint64_
     for (int i = 0; i < got.n; i++)
         if (!guard_ok(got.items[i])) {
             printf("FAIL %s: wrote past the end of output %s\n", label, got.items[i]->name);
+            ok = false;
+        }
+    /* the statistics the backward reads come from the forward's kernel
+     * (fuse rule 7), never from a second pass over the scores */
+    for (int i = 0; ok && c.g && i < c.g->n_nodes; i++)
+        if (c.g->nodes[i].op == LRC_OP_ATTENTION_LSE && c.g->nodes[c.sched.groups[c.sched.group_of[i]].anchor].op != LRC_OP_ATTENTION) {
+            printf("FAIL %s: attention_lse node %d runs in a kernel of its own, not in its attention's\n", label, i);
             ok = false;
         }
     if (ok) {

@@ -288,6 +288,24 @@ typedef struct {
     double cap;
 } attn_case;
 
+/* Outputs dq, dk and dv of the attention over q, k and v with these
+ * attributes, as autodiff builds them: from the forward's output and its
+ * log-sum-exp (attention_lse, written by the forward's kernel, fuse rule
+ * 7), which are outputs too (y_grad, lse). Non-zero on failure. */
+static int attention_grads(lrc_graph *g, int q, int k, int v, int dy, int causal, int64_t window, double scale, double cap)
+{
+    lrc_err err;
+    lrc_node a = {.op = LRC_OP_ATTENTION, .n_in = 3, .in = {q, k, v}, .iattr = {causal, window}, .fattr = {scale, cap}};
+    lrc_node l = {.op = LRC_OP_ATTENTION_LSE, .n_in = 3, .in = {q, k, v}, .iattr = {causal, window}, .fattr = {scale, cap}};
+    int y = lrc_graph_add(g, &a, &err), lse = lrc_graph_add(g, &l, &err);
+    int rc = lrc_graph_add_output(g, "y_grad", y, &err) < 0 || lrc_graph_add_output(g, "lse", lse, &err) < 0;
+    for (int w = 0; w < 3 && !rc; w++) {
+        lrc_node d = {.op = LRC_OP_ATTENTION_GRAD, .n_in = 6, .in = {q, k, v, dy, y, lse}, .iattr = {causal, w, window}, .fattr = {scale, cap}};
+        rc = lrc_graph_add_output(g, w == 0 ? "dq" : w == 1 ? "dk" : "dv", lrc_graph_add(g, &d, &err), &err) < 0;
+    }
+    return rc;
+}
+
 static void run_attention_graph(const char *arch, attn_case ac)
 {
     const int64_t B = 2, T = ac.T, H = 6, Hkv = 2, D = ac.D;
@@ -307,10 +325,7 @@ static void run_attention_graph(const char *arch, attn_case ac)
     lrc_node a = {.op = LRC_OP_ATTENTION, .n_in = 3, .in = {lrc_graph_add(g, &rq, &err), lrc_graph_add(g, &rk, &err), v},
                   .iattr = {ac.causal, ac.window}, .fattr = {0.7, ac.cap}};
     int rc = lrc_graph_add_output(g, "y", lrc_graph_add(g, &a, &err), &err) < 0;
-    for (int w = 0; w < 3 && !rc; w++) {
-        lrc_node d = {.op = LRC_OP_ATTENTION_GRAD, .n_in = 4, .in = {q, k, v, dy}, .iattr = {ac.causal, w, ac.window}, .fattr = {0.7, ac.cap}};
-        rc = lrc_graph_add_output(g, w == 0 ? "dq" : w == 1 ? "dk" : "dv", lrc_graph_add(g, &d, &err), &err) < 0;
-    }
+    rc = rc || attention_grads(g, q, k, v, dy, ac.causal, ac.window, 0.7, ac.cap);
     double worst = rc ? -1 : cuda_against_ref(g, &in, NULL, arch);
     if (rc) lrc_graph_free(g);
     graph_verdict(what, worst);
@@ -348,12 +363,7 @@ static void run_attention_grad_bf16(const char *arch, int64_t T, int64_t D, int 
         lrc_node twice = {.op = LRC_OP_ADD, .n_in = 2, .in = {id[i], id[i]}}; /* exact: an intermediate, stored bf16 as in training */
         id[i] = lrc_graph_add(g, &twice, &err);
     }
-    int rc = 0;
-    for (int w = 0; w < 3 && !rc; w++) {
-        lrc_node d = {.op = LRC_OP_ATTENTION_GRAD, .n_in = 4, .in = {id[0], id[1], id[2], id[3]}, .iattr = {causal, w, 0},
-                      .fattr = {1.0 / sqrt((double)D), 0}};
-        rc = lrc_graph_add_output(g, w == 0 ? "dq" : w == 1 ? "dk" : "dv", lrc_graph_add(g, &d, &err), &err) < 0;
-    }
+    int rc = attention_grads(g, id[0], id[1], id[2], id[3], causal, 0, 1.0 / sqrt((double)D), 0);
     double worst = rc ? -1 : cuda_against_ref_at(g, &in, NULL, arch, false, "mma_bf16_row(dq[n]");
     if (rc) lrc_graph_free(g);
     const bool ok = worst >= 0 && worst <= 2e-2;

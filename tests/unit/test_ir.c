@@ -258,13 +258,27 @@ static void test_attention_heads(void)
     CHECK(lrc_graph_add(g, &a, &err) < 0 && strstr(err.msg, "window must be >= 0"), "negative window: '%s'", err.msg);
     a.iattr[1] = 0, a.fattr[1] = -2;
     CHECK(lrc_graph_add(g, &a, &err) < 0 && strstr(err.msg, "softcap must be a finite number >= 0"), "softcap: '%s'", err.msg);
-    /* the gradient of k and v has k's heads */
+    /* the log-sum-exp the backward reads: [B,T,H], attention's checks */
+    lrc_node ln = {.op = LRC_OP_ATTENTION_LSE, .n_in = 3, .in = {q, k, k}, .iattr = {1, 3}, .fattr = {0.5, 5.0}};
+    int lse = lrc_graph_add(g, &ln, &err);
+    lrc_shape lse_shape = S(3, 2, 7, 6);
+    CHECK(lse >= 0 && lrc_shape_eq(&g->nodes[lse].shape, &lse_shape) && g->nodes[lse].dtype == LRC_F32, "attention_lse shape: %s",
+          lse < 0 ? err.msg : "");
+    ln.in[1] = ln.in[2] = k4;
+    CHECK(lrc_graph_add(g, &ln, &err) < 0 && strstr(err.msg, "attention_lse: k and v have 4 heads, which do not divide q's 6 heads"),
+          "attention_lse 4 heads for 6: '%s'", err.msg);
+    /* the gradient of k and v has k's heads; y and lse must be q's forward's */
     for (int which = 0; which < 3; which++) {
-        lrc_node d = {.op = LRC_OP_ATTENTION_GRAD, .n_in = 4, .in = {q, k, k, q}, .iattr = {1, which, 3}, .fattr = {0.5, 5.0}};
+        lrc_node d = {.op = LRC_OP_ATTENTION_GRAD, .n_in = 6, .in = {q, k, k, q, y, lse}, .iattr = {1, which, 3}, .fattr = {0.5, 5.0}};
         int id = lrc_graph_add(g, &d, &err);
         CHECK(id >= 0 && lrc_shape_eq(&g->nodes[id].shape, &g->nodes[which ? k : q].shape), "attention_grad %d shape: %s", which,
               id < 0 ? err.msg : "");
-        d.in[1] = d.in[2] = k4;
+        d.in[5] = y;
+        CHECK(lrc_graph_add(g, &d, &err) < 0 && strstr(err.msg, "attention_grad: input 6 must have 3 axes"), "attention_grad lse of rank 4: '%s'", err.msg);
+        d.in[5] = lse, d.in[4] = k;
+        CHECK(lrc_graph_add(g, &d, &err) < 0 && strstr(err.msg, "dy and y must have q's shape"), "attention_grad y of k's shape: '%s'",
+              err.msg);
+        d.in[4] = y, d.in[1] = d.in[2] = k4;
         CHECK(lrc_graph_add(g, &d, &err) < 0 && strstr(err.msg, "attention_grad: k and v have 4 heads, which do not divide q's 6 heads"),
               "attention_grad 4 heads for 6: '%s'", err.msg);
     }
