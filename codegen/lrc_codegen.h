@@ -23,6 +23,7 @@ typedef struct lrc_gemm_tiling {
     int vec;    /* floats per vector register */
     int nv;     /* vectors per micro-tile row: NR = vec * nv */
     int mc, nc; /* rows and columns of one work item (multiples of mr and NR) */
+    bool w_bf16; /* constant weights packed as bf16, widened to f32 in registers (lrc compile --weights-dtype bf16) */
 } lrc_gemm_tiling; /* vec 0: no packing, a GEMM library takes W as it is (codegen/cuda) */
 
 /* Every program also has a kernel LRC_PEAK_SYMBOL that runs
@@ -48,6 +49,7 @@ typedef struct lrc_extra_buf {
     bool transposed; /* the source holds W^T: [inner, columns] (gradient GEMMs) */
     int64_t cols, inner; /* of the operand as the GEMM sees it (a view may reshape its buffer) */
     int64_t bytes;
+    bool bf16;       /* panels of bf16 (a constant weight under lrc_gemm_tiling.w_bf16), else f32 */
 } lrc_extra_buf;
 
 /* GEMM ops: matmul (x W^T), matmul_nn (dy W) and matmul_tn (dy^T x) are the

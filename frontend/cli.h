@@ -70,6 +70,7 @@ enum {
     OPT_TOKENIZER,
     OPT_VAL_TOKENS,
     OPT_OP,
+    OPT_WEIGHTS_DTYPE,
 };
 
 /* Handles --preset/--set; returns 1 when the option was one of them. */
@@ -126,6 +127,7 @@ typedef struct cli_args {
     const char *prompt_ids; /* generate: the prompt as token ids */
     const char *tokenizer;  /* train, eval, generate: a tokenizer.json (or a directory with one) */
     const char *precision; /* cuda: bf16 (default) or f32 storage */
+    const char *weights_dtype; /* compile --target cpu: f32 (default) or bf16 packed weights */
 } cli_args;
 
 /* Prints a command's --help text and checks it against the parser: every

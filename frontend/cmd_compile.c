@@ -296,12 +296,13 @@ int cmd_compile(int argc, char **argv)
                                          {"min-seq", required_argument, 0, OPT_MIN_SEQ},
                                          {"arch", required_argument, 0, OPT_ARCH},
                                          {"precision", required_argument, 0, OPT_PRECISION},
+                                         {"weights-dtype", required_argument, 0, OPT_WEIGHTS_DTYPE},
                                          {"tokenizer", required_argument, 0, OPT_TOKENIZER},
                                          {0, 0, 0, 0}};
     static const char *help =
         "usage: lrc compile MODEL [--preset P] [--set KEY=VALUE]... --target cpu|cuda [--arch sm_XX] [--weights W]\n"
-        "                   [--precision bf16|f32] [--batch B] [--seq T [--min-seq M] | --ctx C]\n"
-        "                   [--tokenizer T] -o PKG\n"
+        "                   [--precision bf16|f32] [--weights-dtype f32|bf16] [--batch B]\n"
+        "                   [--seq T [--min-seq M] | --ctx C] [--tokenizer T] -o PKG\n"
         "\n"
         "Compiles the model ahead of time for tokens [B, T] into the package directory\n"
         "PKG: kernels.so (native code for this CPU), package.json (the plan) and, with\n"
@@ -316,6 +317,10 @@ int cmd_compile(int argc, char **argv)
         "  --arch sm_XX      the GPU architecture for cuda (default sm_90)\n"
         "  --precision P     cuda: bf16 (default) or f32 storage of activations and\n"
         "                    weight matrices; both accumulate in f32\n"
+        "  --weights-dtype D cpu: f32 (default) or bf16 storage of the weight matrices\n"
+        "                    (the package's file and the GEMMs' packed panels: half\n"
+        "                    the bytes); activations, norm gains and biases stay f32,\n"
+        "                    and every product accumulates in f32\n"
         "  --weights FILE    freeze these weights into the package (folding gains)\n"
         "  --batch B         batch size (default 1)\n"
         "  --seq T           sequence length (default 256). The package also runs any\n"

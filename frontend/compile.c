@@ -95,10 +95,10 @@ static int build_plan(lrc_compiled *c, lrc_err *err)
 
 int lrc_compile_graph(lrc_graph *g, lrc_tensor_set *consts, lrc_compiled *c, lrc_err *err)
 {
-    return lrc_compile_graph_to(g, consts, NULL, c, err);
+    return lrc_compile_graph_to(g, consts, NULL, false, c, err);
 }
 
-int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *object_path, lrc_compiled *c, lrc_err *err)
+int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *object_path, bool w_bf16, lrc_compiled *c, lrc_err *err)
 {
     memset(c, 0, sizeof *c);
     double t0 = (1e3 * lrc_now_s());
@@ -110,6 +110,7 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
     if (!rc) rc = lrc_passes_run(&c->g, &ctx, NULL, err);
     c->have_sched = ctx.scheduled;
     if (rc) return rc;
+    target.tiling.w_bf16 = w_bf16;
     if ((rc = lrc_program_build(c->g, &c->sched, target.tiling, &c->prog, err))) return rc;
     c->have_prog = true;
     double t1 = (1e3 * lrc_now_s());

@@ -300,6 +300,11 @@ int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *
                 return cli_usage_error(cmd, "--precision %s: expected bf16 or f32", optarg);
             a->precision = optarg;
             break;
+        case OPT_WEIGHTS_DTYPE:
+            if (strcmp(optarg, "bf16") && strcmp(optarg, "f32"))
+                return cli_usage_error(cmd, "--weights-dtype %s: expected f32 or bf16", optarg);
+            a->weights_dtype = optarg;
+            break;
         case OPT_RESUME: a->resume = optarg; break;
         case OPT_DECAY_ALL: a->decay_all = true; break;
         case OPT_FLIP: a->flip = true; break;

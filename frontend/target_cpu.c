@@ -196,19 +196,30 @@ int lrc_target_cpu_profile(const cli_args *a, bool pkg, int64_t repeat, const ch
 static int cpu_compile_package(lrc_graph *g, lrc_tensor_set *consts, const cli_args *a, lrc_package_writer *w, lrc_compiled *c,
                                lrc_err *err)
 {
-    (void)a;
     char obj[4200], so[4200];
     lrc_package_kernels_path(w, true, obj, sizeof obj);
     lrc_package_kernels_path(w, false, so, sizeof so);
-    return lrc_compile_graph_to(g, consts, obj, c, err) || lrc_llvm_link_shared(obj, so, err) ? LRC_EUSER : LRC_OK;
+    bool bf16 = a->weights_dtype && !strcmp(a->weights_dtype, "bf16");
+    return lrc_compile_graph_to(g, consts, obj, bf16, c, err) || lrc_llvm_link_shared(obj, so, err) ? LRC_EUSER : LRC_OK;
 }
 
 static void cpu_package_meta(cJSON *o, const lrc_compiled *c)
 {
     cJSON_AddStringToObject(o, "cpu", c->cpu_name);
     cJSON_AddStringToObject(o, "requires", c->cpu_features);
+    cJSON_AddStringToObject(o, "weights_dtype", c->prog.tiling.w_bf16 ? "bf16" : "f32");
     cJSON_AddNumberToObject(o, "peak_flops_per_item", lrc_peak_flops_per_item(&c->prog.tiling));
     cJSON_AddStringToObject(o, "llvm", lrc_llvm_version());
+}
+
+/* --weights-dtype bf16: every weight matrix is written as bf16 (rounded to
+ * nearest even, as the GEMMs' panels round it), half the file; the
+ * loader widens them to f32 exactly, and packing them again is exact.
+ * Vectors (norm gains, biases) stay f32. */
+static void cpu_package_weight(const lrc_compiled *c, int b, lrc_tensor *t)
+{
+    (void)b;
+    if (c->prog.tiling.w_bf16 && t->shape.ndim >= 2) lrc_tensor_round_bf16(t);
 }
 
 static void cpu_compile_report(const lrc_model *m, const cli_args *a, const lrc_compiled *c)
@@ -249,6 +260,7 @@ const lrc_target lrc_target_cpu = {
     .profile_command = lrc_target_cpu_profile,
     .compile_package = cpu_compile_package,
     .package_meta = cpu_package_meta,
+    .package_weight = cpu_package_weight,
     .compile_report = cpu_compile_report,
     .functions = cpu_functions,
 };

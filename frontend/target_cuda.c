@@ -16,8 +16,9 @@
 /* lrc backward runs on the device now: a missing one is the first error */
 static int cuda_check(const char *cmd, const cli_args *a, lrc_err *err)
 {
-    (void)a;
     char why[256];
+    if (a->weights_dtype) /* the device's storage is --precision's */
+        return lrc_err_set(err, "--weights-dtype is for --target cpu (cuda stores weight matrices as --precision says)"), EXIT_USAGE;
     lrc_cuda_device dev;
     if (!strcmp(cmd, "backward") && lrc_cuda_probe(&dev, why, sizeof why)) return lrc_err_set(err, "--target cuda: %s", why), EXIT_USER;
     return LRC_OK;

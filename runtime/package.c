@@ -464,6 +464,15 @@ static int package_load(const char *dir, bool nested, lrc_package *pkg, lrc_err 
         pkg->has_weights = true;
         rc = lrc_safetensors_load(path, &pkg->weights, err);
     }
+    /* a cpu plan binds f32 parameters: bf16 weights (--weights-dtype bf16)
+     * widen exactly, and its pack kernels store them as bf16 again */
+    for (int i = 0; i < pkg->weights.n && !rc && native; i++) {
+        lrc_tensor *t = pkg->weights.items[i];
+        if (t->dtype == LRC_F32 || t->dtype == LRC_I32) continue;
+        lrc_tensor *f = lrc_tensor_to_f32(t, err);
+        if (!f) rc = lrc_err_prefix(err, "%s", path);
+        else lrc_tensor_free(t), pkg->weights.items[i] = f;
+    }
     if (!rc && shapes_meta) {
         snprintf(path, sizeof path, "%s/" PKG_JSON, dir);
         if (nested && cJSON_GetObjectItemCaseSensitive(shapes_meta, "shapes")) rc = bad(err, path, "a shape's list of shapes", -1);

@@ -132,6 +132,50 @@ LLVMValueRef em_load_i32(em_t *e, LLVMValueRef p, LLVMValueRef idx)
     return LLVMBuildLoad2(e->b, e->i32, q, "");
 }
 
+/* p as a pointer to w 16-bit integers at element idx */
+static LLVMValueRef bf16_at(em_t *e, LLVMValueRef p, LLVMValueRef idx, int w)
+{
+    LLVMTypeRef i16 = LLVMInt16TypeInContext(e->ctx);
+    LLVMValueRef q = LLVMBuildBitCast(e->b, p, LLVMPointerType(i16, 0), "");
+    q = LLVMBuildGEP2(e->b, i16, q, &idx, 1, "");
+    return w > 1 ? LLVMBuildBitCast(e->b, q, LLVMPointerType(LLVMVectorType(i16, (unsigned)w), 0), "") : q;
+}
+
+static LLVMValueRef ivec_const(em_t *e, unsigned long long v, int w)
+{
+    LLVMValueRef c = LLVMConstInt(e->i32, v, 0);
+    if (w == 1) return c;
+    LLVMValueRef lanes[64];
+    for (int i = 0; i < w; i++) lanes[i] = c;
+    return LLVMConstVector(lanes, (unsigned)w);
+}
+
+LLVMValueRef em_load_bf16(em_t *e, LLVMValueRef p, LLVMValueRef idx, int w)
+{
+    LLVMTypeRef i16 = LLVMInt16TypeInContext(e->ctx);
+    LLVMTypeRef ht = w > 1 ? LLVMVectorType(i16, (unsigned)w) : i16, it = w > 1 ? LLVMVectorType(e->i32, (unsigned)w) : e->i32;
+    LLVMValueRef h = LLVMBuildLoad2(e->b, ht, bf16_at(e, p, idx, w), "");
+    LLVMSetAlignment(h, 2);
+    LLVMValueRef u = LLVMBuildShl(e->b, LLVMBuildZExt(e->b, h, it, ""), ivec_const(e, 16, w), "");
+    return LLVMBuildBitCast(e->b, u, em_vty(e, w), "");
+}
+
+void em_store_bf16(em_t *e, LLVMValueRef p, LLVMValueRef idx, LLVMValueRef v, int w)
+{
+    LLVMTypeRef i16 = LLVMInt16TypeInContext(e->ctx);
+    LLVMTypeRef ht = w > 1 ? LLVMVectorType(i16, (unsigned)w) : i16, it = w > 1 ? LLVMVectorType(e->i32, (unsigned)w) : e->i32;
+    LLVMValueRef u = LLVMBuildBitCast(e->b, v, it, "");
+    /* nearest even: add 0x7fff and the kept part's lowest bit, then drop 16 bits */
+    LLVMValueRef odd = LLVMBuildAnd(e->b, LLVMBuildLShr(e->b, u, ivec_const(e, 16, w), ""), ivec_const(e, 1, w), "");
+    LLVMValueRef r = LLVMBuildAdd(e->b, u, LLVMBuildAdd(e->b, odd, ivec_const(e, 0x7fff, w), ""), "");
+    /* a NaN keeps its top bits, quiet (the rounding could carry it into an infinity) */
+    LLVMValueRef nan = LLVMBuildICmp(e->b, LLVMIntUGT, LLVMBuildAnd(e->b, u, ivec_const(e, 0x7fffffff, w), ""), ivec_const(e, 0x7f800000, w), "");
+    r = LLVMBuildSelect(e->b, nan, LLVMBuildOr(e->b, u, ivec_const(e, 0x400000, w), ""), r, "");
+    LLVMValueRef h = LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, r, ivec_const(e, 16, w), ""), ht, "");
+    LLVMValueRef s = LLVMBuildStore(e->b, h, bf16_at(e, p, idx, w));
+    LLVMSetAlignment(s, 2);
+}
+
 LLVMValueRef em_add(em_t *e, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFAdd(e->b, a, b, ""); }
 LLVMValueRef em_mul(em_t *e, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFMul(e->b, a, b, ""); }
 LLVMValueRef em_imul(em_t *e, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildMul(e->b, a, b, ""); }

@@ -39,6 +39,10 @@ LLVMValueRef em_splat(em_t *e, LLVMValueRef s, int w);
 LLVMValueRef em_load(em_t *e, LLVMValueRef p, LLVMValueRef idx, int w);
 void em_store(em_t *e, LLVMValueRef p, LLVMValueRef idx, LLVMValueRef v, int w);
 LLVMValueRef em_load_i32(em_t *e, LLVMValueRef p, LLVMValueRef idx);
+/* bf16 storage (p's idx-th 16-bit element): a load widened to f32 (a shift:
+ * exact), and a store rounded to nearest even (NaN stays NaN) */
+LLVMValueRef em_load_bf16(em_t *e, LLVMValueRef p, LLVMValueRef idx, int w);
+void em_store_bf16(em_t *e, LLVMValueRef p, LLVMValueRef idx, LLVMValueRef v, int w);
 LLVMValueRef em_gep(em_t *e, LLVMValueRef p, LLVMValueRef idx);
 
 LLVMValueRef em_add(em_t *e, LLVMValueRef a, LLVMValueRef b);

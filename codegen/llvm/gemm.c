@@ -1,6 +1,8 @@
 /* gemm.c — GEMM kernels: Y[M, N] = X[M, K] W[N, K]^T with a fused
  * elementwise epilogue. W is repacked once (pack kernel) into panels of NR
- * columns, so the micro-kernel streams one contiguous panel while MR rows of
+ * columns (f32, or bf16 for a frozen weight compiled with --weights-dtype
+ * bf16: half the bytes streamed, widened in registers by a shift), so the
+ * micro-kernel streams one contiguous panel while MR rows of
  * X are broadcast from L1/L2; MR x NR accumulators stay in vector registers
  * for the whole K loop. A work item is a block of MC rows by NC columns:
  * the X block stays in L2 while the panels of the block pass through L1. */
@@ -9,16 +11,30 @@
 static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
 
 /* The packed form of matmul node mm's weight: the argument that is an
- * extra buffer derived from it. */
-static LLVMValueRef packed_arg(kgen *k, int mm)
+ * extra buffer derived from it (*bf16: whether its panels are bf16). */
+static LLVMValueRef packed_arg(kgen *k, int mm, bool *bf16)
 {
     int w = k->s->buffer_of[k->g->nodes[mm].in[1]];
     bool tr = k->g->nodes[mm].op != LRC_OP_MATMUL;
     for (int a = 0; a < k->k->n_args; a++)
         if (k->k->args[a] >= k->g->n_nodes && k->p->extra[k->k->args[a] - k->g->n_nodes].of_node == w &&
-            k->p->extra[k->k->args[a] - k->g->n_nodes].transposed == tr)
+            k->p->extra[k->k->args[a] - k->g->n_nodes].transposed == tr) {
+            *bf16 = k->p->extra[k->k->args[a] - k->g->n_nodes].bf16;
             return k->argp[a];
+        }
     return NULL;
+}
+
+/* Vector or element idx of a packed panel buffer, f32 or bf16 (widened) */
+static LLVMValueRef panel_load(em_t *e, LLVMValueRef P, bool bf16, LLVMValueRef idx, int w)
+{
+    return bf16 ? em_load_bf16(e, P, idx, w) : em_load(e, P, idx, w);
+}
+
+static void panel_store(em_t *e, LLVMValueRef P, bool bf16, LLVMValueRef idx, LLVMValueRef v, int w)
+{
+    if (bf16) em_store_bf16(e, P, idx, v, w);
+    else em_store(e, P, idx, v, w);
 }
 
 /* One or two matmuls of the same X: with two, each tile column block holds
@@ -27,6 +43,7 @@ typedef struct {
     int n;          /* matmuls */
     int mm[2];      /* their nodes, in graph order */
     LLVMValueRef P[2];
+    bool bf16[2];   /* P[w]'s panels are bf16 */
     int nv;         /* vectors per row per matmul */
     int64_t NR;     /* output columns per tile */
     int mr;         /* rows per tile: the tiling's, or M when smaller (decoding) */
@@ -67,7 +84,7 @@ static void pack_full_panels(kgen *k, const lrc_extra_buf *xb, LLVMValueRef p0, 
     if (xb->transposed) {
         LLVMValueRef kk = em_for_begin(e, &lk, em_i64(e, 0), em_i64(e, K));
         for (int64_t v = 0; v < NR; v += VEC)
-            em_store(e, P, em_iadd(e, base, em_iadd(e, em_imul(e, kk, em_i64(e, NR)), em_i64(e, v))),
+            panel_store(e, P, xb->bf16, em_iadd(e, base, em_iadd(e, em_imul(e, kk, em_i64(e, NR)), em_i64(e, v))),
                      em_load(e, W, em_iadd(e, em_imul(e, kk, em_i64(e, N)), em_iadd(e, n0, em_i64(e, v))), VEC), VEC);
         em_for_end(e, &lk, em_i64(e, 1));
     } else if (NR % VEC == 0 && KV > 0) {
@@ -80,14 +97,14 @@ static void pack_full_panels(kgen *k, const lrc_extra_buf *xb, LLVMValueRef p0, 
                 t[i] = em_load(e, W, em_iadd(e, em_imul(e, em_iadd(e, n0, em_i64(e, v + i)), em_i64(e, K)), kk), VEC);
             transpose_square(e, t, VEC);
             for (int i = 0; i < VEC; i++)
-                em_store(e, P, em_iadd(e, base, em_iadd(e, em_imul(e, em_iadd(e, kk, em_i64(e, i)), em_i64(e, NR)), em_i64(e, v))), t[i], VEC);
+                panel_store(e, P, xb->bf16, em_iadd(e, base, em_iadd(e, em_imul(e, em_iadd(e, kk, em_i64(e, i)), em_i64(e, NR)), em_i64(e, v))), t[i], VEC);
         }
         em_for_end(e, &lk, em_i64(e, VEC));
         if (KV < K) { /* the last K % VEC columns one float at a time */
             LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, NR));
             LLVMValueRef row = em_imul(e, em_iadd(e, n0, j), em_i64(e, K)), out = em_iadd(e, base, j);
             kk = em_for_begin(e, &lk, em_i64(e, KV), em_i64(e, K));
-            em_store(e, P, em_iadd(e, out, em_imul(e, kk, em_i64(e, NR))), em_load(e, W, em_iadd(e, row, kk), 1), 1);
+            panel_store(e, P, xb->bf16, em_iadd(e, out, em_imul(e, kk, em_i64(e, NR))), em_load(e, W, em_iadd(e, row, kk), 1), 1);
             em_for_end(e, &lk, em_i64(e, 1));
             em_for_end(e, &lj, em_i64(e, 1));
         }
@@ -98,13 +115,13 @@ static void pack_full_panels(kgen *k, const lrc_extra_buf *xb, LLVMValueRef p0, 
             LLVMValueRef kk = em_for_begin(e, &lk, em_i64(e, 0), em_i64(e, KV));
             LLVMValueRef v = em_load(e, W, em_iadd(e, row, kk), VEC);
             for (int t = 0; t < VEC; t++)
-                em_store(e, P, em_iadd(e, out, em_imul(e, em_iadd(e, kk, em_i64(e, t)), em_i64(e, NR))),
+                panel_store(e, P, xb->bf16, em_iadd(e, out, em_imul(e, em_iadd(e, kk, em_i64(e, t)), em_i64(e, NR))),
                          LLVMBuildExtractElement(e->b, v, LLVMConstInt(e->i32, (unsigned)t, 0), ""), 1);
             em_for_end(e, &lk, em_i64(e, VEC));
         }
         if (KV < K) {
             LLVMValueRef kk = em_for_begin(e, &lk, em_i64(e, KV), em_i64(e, K));
-            em_store(e, P, em_iadd(e, out, em_imul(e, kk, em_i64(e, NR))), em_load(e, W, em_iadd(e, row, kk), 1), 1);
+            panel_store(e, P, xb->bf16, em_iadd(e, out, em_imul(e, kk, em_i64(e, NR))), em_load(e, W, em_iadd(e, row, kk), 1), 1);
             em_for_end(e, &lk, em_i64(e, 1));
         }
         em_for_end(e, &lj, em_i64(e, 1));
@@ -139,7 +156,7 @@ void kg_gemm_pack(kgen *k)
     LLVMValueRef at = xb->transposed ? em_iadd(e, em_imul(e, kk, em_i64(e, N)), n) : em_iadd(e, em_imul(e, n, em_i64(e, K)), kk);
     LLVMValueRef src = LLVMBuildSelect(e->b, inside, at, kk, "");
     LLVMValueRef v = LLVMBuildSelect(e->b, inside, em_load(e, W, src, 1), em_f32(e, 0), "");
-    em_store(e, P, em_iadd(e, dst, j), v, 1);
+    panel_store(e, P, xb->bf16, em_iadd(e, dst, j), v, 1);
     em_for_end(e, &lj, em_i64(e, 1));
     em_for_end(e, &lk, em_i64(e, 1));
     em_for_end(e, &lp, em_i64(e, 1));
@@ -168,7 +185,7 @@ static void micro_tile(kgen *k, LLVMValueRef X, const gemm_shape *gs, LLVMValueR
     LLVMValueRef boff = em_iadd(e, bp, em_imul(e, kk, em_i64(e, NR)));
     LLVMValueRef bv[8];
     for (int v = 0; v < NV; v++) /* weight v / nv, vector v % nv of its panel */
-        bv[v] = em_load(e, gs->P[v / gs->nv], em_iadd(e, boff, em_i64(e, (v % gs->nv) * VEC)), VEC);
+        bv[v] = panel_load(e, gs->P[v / gs->nv], gs->bf16[v / gs->nv], em_iadd(e, boff, em_i64(e, (v % gs->nv) * VEC)), VEC);
     for (int r = 0; r < MR; r++) {
         LLVMValueRef ai = gs->a_trans ? em_iadd(e, rowoff[r], em_imul(e, kk, em_i64(e, M))) : em_iadd(e, rowoff[r], kk);
         LLVMValueRef a = em_splat(e, em_load(e, X, ai, 1), VEC);
@@ -232,7 +249,7 @@ void kg_gemm(kgen *k)
     gs.a_trans = a->op == LRC_OP_MATMUL_TN;
     for (int j = 0; j < k->gr->n_nodes && gs.n < 2; j++)
         if (lrc_is_gemm_op(k->g->nodes[k->gr->nodes[j]].op)) gs.mm[gs.n++] = k->gr->nodes[j];
-    for (int w = 0; w < gs.n; w++) gs.P[w] = packed_arg(k, gs.mm[w]);
+    for (int w = 0; w < gs.n; w++) gs.P[w] = packed_arg(k, gs.mm[w], &gs.bf16[w]);
     gs.nv = gs.n == 2 ? 1 : t->nv;
     gs.NR = t->vec * gs.nv;
     /* fewer rows than a tile (one token a step): tiles of exactly M rows,
