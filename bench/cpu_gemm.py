@@ -2,7 +2,7 @@
 """lrc's CPU GEMMs against OpenBLAS sgemm at the model's GEMM shapes, same thread count.
 
     /usr/bin/python3 bench/cpu_gemm.py [--threads 2] [--shapes 60m] [--batch 4] [--seq 256]
-        [--repeat 10] [--rounds 3] [--lrc build/lrc]
+        [--repeat 10] [--rounds 3] [--lrc build/lrc] [--weights-dtype f32|bf16]
 
 C = A . W^T, A [M, K] row-major (activations), W [N, K] row-major (nn.Linear layout),
 C [M, N] row-major, f32, M = batch * seq. Shapes of one forward pass of preset P:
@@ -13,8 +13,10 @@ Both sides run in this one invocation, interleaved per shape and round:
   * OpenBLAS: cblas_sgemm(RowMajor, NoTrans, Trans, ...) called directly through ctypes on
     Debian's pthreads OpenBLAS (libopenblas0-pthread), openblas_set_num_threads(threads),
     numpy buffers; --repeat timed calls per round after --warmup calls;
-  * lrc: `lrc gemm-bench --m M --n N --k K --threads T --repeat R`, which must print
-    `gemm M N K: median X ms, Y GFLOP/s`.
+  * lrc: `lrc gemm-bench --m M --n N --k K --threads T --repeat R [--weights-dtype D]`, which
+    must print `gemm M N K: median X ms, Y GFLOP/s`. With --weights-dtype bf16 lrc packs W as
+    bf16 (as `lrc compile --weights-dtype bf16` does); OpenBLAS stays f32 sgemm, the
+    reference a user of f32 weights would call.
 Each side's figure per shape is the median of its per-round medians. The total is
 FLOP-weighted over one forward pass: sum(count * flops) / sum(count * median time).
 
@@ -53,6 +55,7 @@ def parse_args():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--lrc", default="build/lrc", help="lrc binary (relative to the repository root)")
     ap.add_argument("--strict", action="store_true", help="exit 4 when the 80%% target is missed")
+    ap.add_argument("--weights-dtype", default="f32", choices=("f32", "bf16"), help="lrc's packed W (default f32)")
     a = ap.parse_args()
     if min(a.threads, a.batch, a.seq, a.repeat, a.rounds) < 1:
         ap.error("--threads, --batch, --seq, --repeat and --rounds must be positive")
@@ -122,7 +125,7 @@ def main():
             a.shapes, cfg.d_model, cfg.n_layers, cfg.d_ff, cfg.vocab, a.batch, a.seq, M)),
         ("GEMM work", "%.1f GFLOP per forward pass (linear layers)" % (total_flops / 1e9)),
         ("schedule", "%d rounds x %d timed calls per side per shape, warm-up %d" % (a.rounds, a.repeat, a.warmup)),
-        ("lrc", lrc),
+        ("lrc", "%s (W stored %s)" % (lrc, a.weights_dtype)),
         ("load avg", common.loadavg() + " (start)"),
     ])
 
@@ -157,7 +160,7 @@ def main():
             part = "%s ob %.2f ms" % (name, common.median(t) * 1e3)
             if lrc_error is None:
                 cmd = [lrc, "gemm-bench", "--m", str(m), "--n", str(n), "--k", str(k),
-                       "--threads", str(a.threads), "--repeat", str(a.repeat)]
+                       "--threads", str(a.threads), "--repeat", str(a.repeat), "--weights-dtype", a.weights_dtype]
                 _, proc = common.time_command(cmd, 1)
                 hits = [h for h in RE_GEMM.findall((proc.stdout or "") + "\n" + (proc.stderr or ""))
                         if (int(h[0]), int(h[1]), int(h[2])) == (m, n, k)]

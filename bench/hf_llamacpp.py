@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""lrc export --hf run in llama.cpp, side by side with lrc (f32; llama.cpp also at q8_0).
+"""lrc export --hf run in llama.cpp, side by side with lrc (f32 and bf16; llama.cpp also at q8_0).
 
     /usr/bin/python3 bench/hf_llamacpp.py --llamacpp-build DIR --converter .../convert_hf_to_gguf.py
         [--lrc build/lrc] [--hf-python /work/hfenv/bin/python] [--preset 60m] [--norm layerrope]
@@ -9,7 +9,7 @@
 1. `lrc init llama --preset P --set norm=N --set vocab=256 --seed 0 -o W` (a byte-level
    model) and `lrc export W llama ... --hf EXP`.
 2. llama.cpp's own, unmodified convert_hf_to_gguf.py (run through bench/hf_llamacpp_shim.py,
-   which only names the dtypes torch 1.13 lacks) turns EXP into f32 and q8_0 GGUF files.
+   which only names the dtypes torch 1.13 lacks) turns EXP into f32, bf16 and q8_0 GGUF files.
    The converter sends a tokenizer.json like lrc's (BPE, ByteLevel, no merges) to its GPT-2
    path, which identifies the pre-tokenizer by a hash of a test string's encoding and
    refuses every hash it does not list. --tokenizer auto (the default) tries EXP as exported
@@ -26,7 +26,8 @@
    llama.cpp's defaults (f16 KV cache, flash attention auto, which on the CPU is on and
    costs ~1e-4 here), f32 with an f32 KV cache, f32 with f32 KV and no flash attention
    (the like-for-like f32 comparison), and q8_0 with the defaults.
-4. Speed, interleaved in rounds (llama.cpp f32, lrc, llama.cpp q8_0, ...), same threads:
+4. Speed, interleaved in rounds (llama.cpp f32, lrc f32, llama.cpp bf16, lrc bf16, llama.cpp
+   q8_0, ...), same threads; lrc's bf16 packages are compiled with --weights-dtype bf16:
      llama.cpp: llama-bench -m GGUF -p PP -n TG -t THREADS -r REPEAT -o json
                 (pp: one batch of PP tokens; tg: TG tokens decoded one at a time);
      lrc pp:    lrc forward PKG --repeat REPEAT, PKG = lrc compile --target cpu --seq PP
@@ -35,8 +36,8 @@
                 --target cpu --ctx 1+TG (prints tokens/s on stderr).
    llama.cpp runs with OMP_WAIT_POLICY=PASSIVE (--omp-wait-policy env: as the caller has
    it; see llamacpp_env). Each figure is the median over rounds of the per-round medians; it prints the ratios
-   lrc / llama.cpp for pp and tg at f32. lrc has no q8_0 weights: llama.cpp's q8_0
-   figures are printed alone.
+   lrc / llama.cpp for pp and tg at f32 and at bf16. lrc has no q8_0 weights: llama.cpp's q8_0
+   figures are printed beside lrc's bf16.
 Exit status: 0 measured, 1 something failed (printed as RESULT).
 """
 
@@ -218,7 +219,7 @@ def main():
                     cache[m.group(1)] = m.group(2)
     except OSError:
         pass
-    common.print_header("lrc export --hf in llama.cpp: pp%d / tg%d, f32 (and llama.cpp q8_0)" % (a.pp, a.tg), a.threads,
+    common.print_header("lrc export --hf in llama.cpp: pp%d / tg%d, f32 and bf16 (and llama.cpp q8_0)" % (a.pp, a.tg), a.threads,
                         extra=[("model", "llama preset %s, norm=%s, vocab=256 (bytes), seed 0" % (a.preset, a.norm)),
                                ("load avg", "%s (start)" % common.loadavg()), ("lrc", a.lrc), ("llama.cpp", "%s (build %s)" % (src, a.llamacpp_build)),
                                ("llama.cpp OMP", "OMP_WAIT_POLICY=%s" % llamacpp_env(a).get("OMP_WAIT_POLICY", "(unset)")),
@@ -235,7 +236,7 @@ def main():
         print("lrc export: %.1f s (%s)" % (dt, p.stdout.strip().splitlines()[-1]))
 
         # ---- conversion ------------------------------------------------------------------
-        gg = {t: os.path.join(tmp, "model-%s.gguf" % t) for t in ("f32", "q8_0")}
+        gg = {t: os.path.join(tmp, "model-%s.gguf" % t) for t in ("f32", "bf16", "q8_0")}
         hf_dir = exp
         if a.tokenizer in ("auto", "exported"):
             p, dt = convert(a, exp, "f32", gg["f32"])
@@ -266,7 +267,7 @@ def main():
                 " % (ids == list(s.encode()), t.decode(ids) == s))"), hf_dir, PROMPT],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             print(chk.stdout.strip() or "transformers check failed: %s" % last_error_line(chk))
-        for t in ("f32", "q8_0"):
+        for t in ("f32", "bf16", "q8_0"):
             if t == "f32" and hf_dir == exp:
                 continue
             p, dt = convert(a, hf_dir, t, gg[t])
@@ -308,25 +309,30 @@ def main():
                       t, kv, fa, diff, top, am, len(ids)))
 
         # ---- speed -----------------------------------------------------------------------
-        pkg, dec = os.path.join(tmp, "pkg%d" % a.pp), os.path.join(tmp, "dec%d" % (a.tg + 1))
-        p, dt = run([a.lrc, "compile", "llama"] + sets + ["--weights", w, "--target", "cpu", "--seq", str(a.pp), "-o", pkg])
-        must(p, "lrc compile --seq")
-        print("lrc compile --seq %d: %.1f s" % (a.pp, dt))
-        p, dt = run([a.lrc, "compile", "llama"] + sets + ["--weights", w, "--target", "cpu", "--ctx", str(a.tg + 1),
-                                                           "-o", dec])
-        must(p, "lrc compile --ctx")
-        print("lrc compile --ctx %d: %.1f s" % (a.tg + 1, dt))
+        pkg, dec = {}, {}
+        for wd in ("f32", "bf16"):
+            pkg[wd], dec[wd] = os.path.join(tmp, "pkg%d_%s" % (a.pp, wd)), os.path.join(tmp, "dec%d_%s" % (a.tg + 1, wd))
+            p, dt = run([a.lrc, "compile", "llama"] + sets + ["--weights", w, "--target", "cpu", "--weights-dtype", wd,
+                                                               "--seq", str(a.pp), "-o", pkg[wd]])
+            must(p, "lrc compile --seq --weights-dtype %s" % wd)
+            print("lrc compile --seq %d --weights-dtype %s: %.1f s" % (a.pp, wd, dt))
+            p, dt = run([a.lrc, "compile", "llama"] + sets + ["--weights", w, "--target", "cpu", "--weights-dtype", wd,
+                                                               "--ctx", str(a.tg + 1), "-o", dec[wd]])
+            must(p, "lrc compile --ctx --weights-dtype %s" % wd)
+            print("lrc compile --ctx %d --weights-dtype %s: %.1f s, weights %.1f MB" % (
+                a.tg + 1, wd, dt, os.path.getsize(os.path.join(dec[wd], "weights.safetensors")) / 1e6))
         bench_in, bench_out = os.path.join(tmp, "pp.st"), os.path.join(tmp, "pp_logits.st")
         write_tokens(bench_in, [(7 * i + 3) % 256 for i in range(a.pp)])
-        got = {k: [] for k in ("llama.cpp f32 pp", "llama.cpp f32 tg", "lrc f32 pp", "lrc f32 tg",
-                               "llama.cpp q8_0 pp", "llama.cpp q8_0 tg")}
+        got = {k: [] for k in ("llama.cpp f32 pp", "llama.cpp f32 tg", "lrc f32 pp", "lrc f32 tg", "llama.cpp bf16 pp",
+                               "llama.cpp bf16 tg", "lrc bf16 pp", "lrc bf16 tg", "llama.cpp q8_0 pp", "llama.cpp q8_0 tg")}
         info = {}
         for r in range(a.rounds):
-            res, info = llama_bench(a, gg["f32"])
-            got["llama.cpp f32 pp"].append(res["pp"])
-            got["llama.cpp f32 tg"].append(res["tg"])
-            got["lrc f32 pp"].append(lrc_pp(a, pkg, bench_in, bench_out))
-            got["lrc f32 tg"].append(lrc_tg(a, dec))
+            for wd in ("f32", "bf16"):
+                res, info = llama_bench(a, gg[wd])
+                got["llama.cpp %s pp" % wd].append(res["pp"])
+                got["llama.cpp %s tg" % wd].append(res["tg"])
+                got["lrc %s pp" % wd].append(lrc_pp(a, pkg[wd], bench_in, bench_out))
+                got["lrc %s tg" % wd].append(lrc_tg(a, dec[wd]))
             res, _ = llama_bench(a, gg["q8_0"])
             got["llama.cpp q8_0 pp"].append(res["pp"])
             got["llama.cpp q8_0 tg"].append(res["tg"])
@@ -339,10 +345,11 @@ def main():
         for k, v in got.items():
             print("  %-18s %9.1f   (rounds: %s)" % (k, med[k], ", ".join("%.1f" % x for x in v)))
         print("  lrc q8_0           (none: lrc has no q8_0 weights)")
-        print("ratio lrc / llama.cpp, f32: pp%d %.3f, tg%d %.3f" % (
-            a.pp, med["lrc f32 pp"] / med["llama.cpp f32 pp"], a.tg, med["lrc f32 tg"] / med["llama.cpp f32 tg"]))
-        print("ratio lrc f32 / llama.cpp q8_0: pp%d %.3f, tg%d %.3f" % (
-            a.pp, med["lrc f32 pp"] / med["llama.cpp q8_0 pp"], a.tg, med["lrc f32 tg"] / med["llama.cpp q8_0 tg"]))
+        for wd in ("f32", "bf16"):
+            print("ratio lrc / llama.cpp, %s: pp%d %.3f, tg%d %.3f" % (
+                wd, a.pp, med["lrc %s pp" % wd] / med["llama.cpp %s pp" % wd], a.tg, med["lrc %s tg" % wd] / med["llama.cpp %s tg" % wd]))
+        print("ratio lrc bf16 / llama.cpp q8_0: pp%d %.3f, tg%d %.3f" % (
+            a.pp, med["lrc bf16 pp"] / med["llama.cpp q8_0 pp"], a.tg, med["lrc bf16 tg"] / med["llama.cpp q8_0 tg"]))
     except RuntimeError as e:
         print("RESULT: %s" % e)
         return 1

@@ -7,7 +7,7 @@
 # against forward's argmax, its seeds; a language model's eval loss against
 # forward's logits on the windows eval draws (its RNG replayed here);
 # diagnose's Jacobian against the rate its own iterations converge at;
-# gemm-bench's check; devices against /proc/cpuinfo and the CUDA toolkit.
+# gemm-bench's check (f32 and bf16 weights); devices against /proc/cpuinfo and the CUDA toolkit.
 set -u
 lrc=$(readlink -f "$1") models=$(readlink -f "$2") compare=$(readlink -f "$3") cuemu=$(readlink -f "$4")
 llama=$models/llama.lua parcae=$models/parcae.lua
@@ -367,6 +367,18 @@ for op in matmul_nn matmul_tn; do # the backward's forms, each tile tail
 done
 "$lrc" gemm-bench --m 300 --n 300 --k 64 --threads 2 --repeat 1 >gb.txt
 check "gemm-bench 300x300: 4096 sampled entries plus the last row and column" "grep -q '^check: 4696 entries .*: ok$' gb.txt"
+for op in matmul matmul_nn; do # bf16 panels (W rounded first: the check stays f32's), each tile tail
+  for s in "8 8 8" "37 53 29" "1 300 7" "129 65 300"; do
+    set -- $s
+    "$lrc" gemm-bench --op $op --weights-dtype bf16 --m $1 --n $2 --k $3 --threads 2 --repeat 2 >gb.txt
+    rc=$?
+    check "gemm-bench --op $op --weights-dtype bf16 $s: a passing check of the product" \
+      "[ $rc = 0 ] && grep -qE '^(gemm|$op) $1 $2 $3: median [0-9.]+ ms, [0-9.]+ GFLOP/s .*bf16 weights' gb.txt && grep -qE '^check: $(($1 * $2)) entries .*: ok$' gb.txt"
+  done
+done
+"$lrc" gemm-bench --op matmul_tn --weights-dtype bf16 --m 8 --n 8 --k 8 >gb.txt 2>err.txt
+rc=$?
+check "gemm-bench --op matmul_tn --weights-dtype bf16: exit 2, one line ($(cat err.txt))" "[ $rc = 2 ] && [ \$(wc -l <err.txt) = 1 ] && grep -q 'needs a weight' err.txt"
 
 # ---- devices: this CPU's vectors, NVRTC from the toolkit, the emulated GPU
 "$lrc" devices >dev.txt

@@ -8,15 +8,11 @@
 # file BF16 and every vector F32 (LLaMA's file then half the f32 one); the
 # package says its weights' dtype; and the errors: a dtype lrc lacks, the
 # option on the cuda target.
-set -u
 lrc=$(readlink -f "$1") models=$(readlink -f "$2") compare=$(readlink -f "$3") hf=$(readlink -f "$4")
 root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$root/tests/tools/check.sh"
 st() { /usr/bin/python3 "$root/tests/tools/st.py" "$@"; }
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
 cd "$dir" || exit 1
-passed=0 failed=0
-check() { if eval "$2"; then passed=$((passed + 1)); echo "ok   $1"; else failed=$((failed + 1)); echo "FAIL $1"; fi; }
 
 tokens='{"tokens": ["I32", [2, 8], [5, 17, 3, 9, 22, 1, 14, 30, 7, 2, 11, 28, 6, 19, 4, 25]]}'
 images=$(/usr/bin/python3 -c 'import json, math; print(json.dumps({"images": ["F32", [2, 1, 8, 8], [math.sin(0.37 * i) for i in range(128)]]}))')
@@ -96,5 +92,4 @@ check "a dtype lrc lacks: exit 2, one line naming it ($(cat err.txt))" "[ $st = 
 st=$?
 check "--weights-dtype on the cuda target: exit 2, one line ($(cat err.txt))" "[ $st = 2 ] && [ \$(wc -l <err.txt) = 1 ] && grep -q 'weights-dtype is for --target cpu' err.txt"
 check "and no package" "[ ! -e bad ]"
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+summary

@@ -161,14 +161,13 @@ def kv_attention(q, k, v, pos, t_max, scale, base, window=0, softcap=0.0):
     return torch.einsum("bhts,bshd->bthd", p, vc)
 
 
-def attention_ext(q, k, v, scale, causal, window=0, softcap=0.0):
-    """attention_core with k, v of Hkv heads dividing q's H (repeat_interleave on the head axis:
-    transformers' repeat_kv), a sliding window (transformers 4.44 Mistral/Gemma2: key j is hidden
-    from query t when j <= t - window) and gemma2's soft-cap softcap * tanh(s / softcap) before
-    the mask."""
+def masked_scores(q, k, scale, causal, window=0, softcap=0.0):
+    """[B, H, T, T] scores of q against k of Hkv heads dividing q's H (repeat_interleave on the
+    head axis: transformers' repeat_kv), gemma2's soft-cap softcap * tanh(s / softcap), then -inf
+    where the key is hidden: after the query (causal) or, with a sliding window (transformers
+    4.44 Mistral/Gemma2), when j <= t - window."""
     T, G = q.shape[1], q.shape[2] // k.shape[2]
-    k, v = k.repeat_interleave(G, dim=2), v.repeat_interleave(G, dim=2)
-    s = torch.einsum("bthd,bshd->bhts", q, k) * scale
+    s = torch.einsum("bthd,bshd->bhts", q, k.repeat_interleave(G, dim=2)) * scale
     if softcap:
         s = softcap * torch.tanh(s / softcap)
     t = torch.arange(T)
@@ -177,25 +176,20 @@ def attention_ext(q, k, v, scale, causal, window=0, softcap=0.0):
         hide |= t[None, :] > t[:, None]
     if window:
         hide |= t[None, :] <= t[:, None] - window
-    p = torch.softmax(s.masked_fill(hide, float("-inf")), dim=-1)
-    return torch.einsum("bhts,bshd->bthd", p, v)
+    return s.masked_fill(hide, float("-inf"))
+
+
+def attention_ext(q, k, v, scale, causal, window=0, softcap=0.0):
+    """attention_core over masked_scores: GQA, a sliding window and the soft-cap."""
+    G = q.shape[2] // k.shape[2]
+    p = torch.softmax(masked_scores(q, k, scale, causal, window, softcap), dim=-1)
+    return torch.einsum("bhts,bshd->bthd", p, v.repeat_interleave(G, dim=2))
 
 
 def attention_lse(q, k, v, scale, causal, window=0, softcap=0.0):
-    """Each query row's log-sum-exp of attention_ext's masked scores, [B, T, H] (lrc's
-    attention_lse: the statistic its attention_grad reads)."""
-    T, G = q.shape[1], q.shape[2] // k.shape[2]
-    k = k.repeat_interleave(G, dim=2)
-    s = torch.einsum("bthd,bshd->bhts", q, k) * scale
-    if softcap:
-        s = softcap * torch.tanh(s / softcap)
-    t = torch.arange(T)
-    hide = torch.zeros(T, T, dtype=torch.bool)
-    if causal:
-        hide |= t[None, :] > t[:, None]
-    if window:
-        hide |= t[None, :] <= t[:, None] - window
-    return torch.logsumexp(s.masked_fill(hide, float("-inf")), dim=-1).permute(0, 2, 1)
+    """Each query row's log-sum-exp of the masked scores, [B, T, H] (lrc's attention_lse: the
+    statistic its attention_grad reads)."""
+    return torch.logsumexp(masked_scores(q, k, scale, causal, window, softcap), dim=-1).permute(0, 2, 1)
 
 
 def saved_stats(q, k, v, scale, causal, window=0, softcap=0.0):
