@@ -23,6 +23,7 @@
 bool cu_render_attention_tc(cu_gen *c)
 {
     const lrc_node *a = &c->g->nodes[c->gr->anchor], *rq, *rk;
+    if (a->op != LRC_OP_ATTENTION) return false; /* an attention_lse alone ([B,T,H]): the f32 kernel's */
     const int64_t B = a->shape.dim[0], T = a->shape.dim[1], H = a->shape.dim[2], D = a->shape.dim[3];
     const int q = cu_attention_source(c, a->in[0], &rq), k = cu_attention_source(c, a->in[1], &rk), v = a->in[2];
     if (lrc_env_is("LRC_CUDA_TC_ATTENTION", "0") || D % 16 || D > 128 || cu_storage(c, q) != LRC_CUDA_BF16 ||
@@ -32,7 +33,6 @@ bool cu_render_attention_tc(cu_gen *c)
      * kernel's (render_attention.c) for now: this one reads k and v with q's
      * heads and masks only the causal triangle */
     if (c->g->nodes[a->in[1]].shape.dim[2] != H || a->iattr[1] || a->fattr[1]) return false;
-    if (a->op != LRC_OP_ATTENTION) return false; /* an attention_lse alone: the f32 kernel's */
     const int lse = cu_attention_lse_of(c);
     const bool causal = a->iattr[0] != 0;
     const long long TT = (long long)T, HH = (long long)H, DD = (long long)D;
