@@ -9,11 +9,40 @@
 
 #include "../ir/passes/lrc_passes.h"
 
+#include <string.h>
+
 /* Every kernel has the signature
  *     void NAME(void **args, int64_t begin, int64_t end)
  * and computes work items [begin, end) of its launch: the runtime splits
  * [0, n_items) across threads. args[i] points at the buffer of arg i. */
 typedef void (*lrc_kernel_fn)(void **args, int64_t begin, int64_t end);
+
+/* How constant weight matrices are stored in the GEMMs' packed panels
+ * (lrc compile --weights-dtype): f32; bf16, widened in registers by a
+ * shift; q8, llama.cpp's Q8_0 (ir/quant.c), widened and scaled in
+ * registers. Activations and accumulators stay f32 in every case. */
+typedef enum lrc_wstore { LRC_WSTORE_F32, LRC_WSTORE_BF16, LRC_WSTORE_Q8, LRC_WSTORE_COUNT } lrc_wstore;
+static inline const char *lrc_wstore_name(lrc_wstore s)
+{
+    static const char *names[] = {"f32", "bf16", "q8"};
+    _Static_assert(sizeof names / sizeof names[0] == LRC_WSTORE_COUNT, "every storage needs a name");
+    return names[s];
+}
+/* 0 and *out for "f32", "bf16" or "q8", else -1 */
+static inline int lrc_wstore_parse(const char *name, lrc_wstore *out)
+{
+    for (int s = 0; s < LRC_WSTORE_COUNT; s++)
+        if (!strcmp(name, lrc_wstore_name((lrc_wstore)s))) return *out = (lrc_wstore)s, 0;
+    return -1;
+}
+/* A q8 panel of NR columns and K rows: for each block b of LRC_Q8_BLOCK
+ * rows, the NR columns' f32 scales at bytes (b*NR + j)*4; then the int8
+ * values, W[n, k] at byte nb*NR*4 + k*NR + j; padded to 64 bytes. */
+static inline int64_t lrc_q8_panel_bytes(int64_t NR, int64_t K)
+{
+    int64_t nb = (K + LRC_Q8_BLOCK - 1) / LRC_Q8_BLOCK;
+    return (NR * (4 * nb + K) + 63) / 64 * 64;
+}
 
 /* GEMM tiling shared by the packing kernel and the GEMM kernel: weights
  * W [N, K] are repacked into panels of NR output columns, panel p holding
@@ -23,7 +52,7 @@ typedef struct lrc_gemm_tiling {
     int vec;    /* floats per vector register */
     int nv;     /* vectors per micro-tile row: NR = vec * nv */
     int mc, nc; /* rows and columns of one work item (multiples of mr and NR) */
-    bool w_bf16; /* constant weights packed as bf16, widened to f32 in registers (lrc compile --weights-dtype bf16) */
+    lrc_wstore w_store; /* constant weights' panels (lrc compile --weights-dtype); others are f32 */
 } lrc_gemm_tiling; /* vec 0: no packing, a GEMM library takes W as it is (codegen/cuda) */
 
 /* Every program also has a kernel LRC_PEAK_SYMBOL that runs
@@ -49,7 +78,7 @@ typedef struct lrc_extra_buf {
     bool transposed; /* the source holds W^T: [inner, columns] (gradient GEMMs) */
     int64_t cols, inner; /* of the operand as the GEMM sees it (a view may reshape its buffer) */
     int64_t bytes;
-    bool bf16;       /* panels of bf16 (a constant weight under lrc_gemm_tiling.w_bf16), else f32 */
+    lrc_wstore store; /* its panels' storage: a constant weight's is the tiling's w_store, others f32 */
 } lrc_extra_buf;
 
 /* GEMM ops: matmul (x W^T), matmul_nn (dy W) and matmul_tn (dy^T x) are the

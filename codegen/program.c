@@ -181,10 +181,10 @@ static char *signature(const lrc_graph *g, const lrc_schedule *s, const lrc_prog
     sig_add(&sig, &len, &cap, "%s|", k->group < 0 ? "pack" : lrc_group_kind_name(k->kind));
     for (int a = 0; a < k->n_args; a++) {
         if (k->args[a] >= g->n_nodes)
-            sig_add(&sig, &len, &cap, "x%lld/%d/%d/%lldx%lld%s,", (long long)p->extra[k->args[a] - g->n_nodes].bytes,
+            sig_add(&sig, &len, &cap, "x%lld/%d/%d/%lldx%lld/%s,", (long long)p->extra[k->args[a] - g->n_nodes].bytes,
                     p->extra[k->args[a] - g->n_nodes].panel, p->extra[k->args[a] - g->n_nodes].transposed,
                     (long long)p->extra[k->args[a] - g->n_nodes].cols, (long long)p->extra[k->args[a] - g->n_nodes].inner,
-                    p->extra[k->args[a] - g->n_nodes].bf16 ? "/bf16" : "");
+                    lrc_wstore_name(p->extra[k->args[a] - g->n_nodes].store));
         else sig_shape(&sig, &len, &cap, &g->nodes[k->args[a]]);
         sig_add(&sig, &len, &cap, ";");
     }
@@ -221,7 +221,7 @@ static char *signature(const lrc_graph *g, const lrc_schedule *s, const lrc_prog
 static void add_scratch(lrc_program *p, lrc_kernel_desc *k, const lrc_graph *g, int node, int64_t bytes)
 {
     p->extra = lrc_xrealloc(p->extra, (size_t)(p->n_extra + 1) * sizeof *p->extra);
-    p->extra[p->n_extra] = (lrc_extra_buf){node, 0, false, 0, 0, bytes, false};
+    p->extra[p->n_extra] = (lrc_extra_buf){node, 0, false, 0, 0, bytes, LRC_WSTORE_F32};
     add_arg(k, g->n_nodes + p->n_extra++);
 }
 
@@ -284,8 +284,11 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
             bool constant = g->nodes[w].op == LRC_OP_PARAM;
             if (packed[m] < 0 || !constant) {
                 p->extra = lrc_xrealloc(p->extra, (size_t)(p->n_extra + 1) * sizeof *p->extra);
-                bool bf16 = constant && t.w_bf16; /* a frozen weight: half the bytes the GEMM streams */
-                p->extra[p->n_extra] = (lrc_extra_buf){w, panel, transposed, N, K, cdiv(N, panel) * panel * K * (bf16 ? 2 : 4), bf16};
+                /* a frozen weight: half (bf16) or about a quarter (q8) of the bytes the GEMM streams */
+                lrc_wstore store = constant ? t.w_store : LRC_WSTORE_F32;
+                int64_t bytes = store == LRC_WSTORE_Q8 ? cdiv(N, panel) * lrc_q8_panel_bytes(panel, K)
+                                                       : cdiv(N, panel) * panel * K * (store == LRC_WSTORE_BF16 ? 2 : 4);
+                p->extra[p->n_extra] = (lrc_extra_buf){w, panel, transposed, N, K, bytes, store};
                 packed[m] = p->n_extra++;
                 lrc_kernel_desc *k = new_kernel(p);
                 snprintf(k->name, sizeof k->name, "pack%d", packed[m]);

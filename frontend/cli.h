@@ -71,6 +71,7 @@ enum {
     OPT_VAL_TOKENS,
     OPT_OP,
     OPT_WEIGHTS_DTYPE,
+    OPT_LOGITS,
 };
 
 /* Handles --preset/--set; returns 1 when the option was one of them. */
@@ -127,7 +128,8 @@ typedef struct cli_args {
     const char *prompt_ids; /* generate: the prompt as token ids */
     const char *tokenizer;  /* train, eval, generate: a tokenizer.json (or a directory with one) */
     const char *precision; /* cuda: bf16 (default) or f32 storage */
-    const char *weights_dtype; /* compile --target cpu: f32 (default) or bf16 packed weights */
+    const char *weights_dtype; /* compile --target cpu: f32 (default), bf16 or q8 packed weights */
+    bool logits_last;          /* compile --logits last: the logits of the last position only */
 } cli_args;
 
 /* Prints a command's --help text and checks it against the parser: every

@@ -54,6 +54,24 @@ static double check_product(const float *x, const float *w, const float *y, int6
     return worst;
 }
 
+/* gemm-bench's weight (params' only tensor) as a package of that storage
+ * holds it: rounded to bf16, or quantized to q8 along the GEMM's reduction
+ * axis and read back; f32 values either way, which the kernels' packing
+ * reproduces exactly. */
+static int store_weight(lrc_tensor_set *params, lrc_wstore store, lrc_op op, lrc_err *err)
+{
+    if (store == LRC_WSTORE_F32) return LRC_OK; /* matmul_tn has no weight at all */
+    lrc_tensor *w = params->items[0], *scale = NULL;
+    if (store == LRC_WSTORE_BF16) lrc_tensor_round_bf16(w);
+    if (store == LRC_WSTORE_Q8 && lrc_tensor_quantize_q8(w, op == LRC_OP_MATMUL ? 1 : 0, &scale, err)) return LRC_EUSER;
+    if (scale && lrc_tensor_set_add(params, scale, err)) return LRC_EUSER;
+    if (store == LRC_WSTORE_Q8) return lrc_tensor_set_dequantize_q8(params, "gemm-bench", err);
+    lrc_tensor *wf = store == LRC_WSTORE_BF16 ? lrc_tensor_to_f32(w, err) : w;
+    if (!wf) return LRC_EUSER;
+    if (wf != w) lrc_tensor_free(w), params->items[0] = wf;
+    return LRC_OK;
+}
+
 int cmd_gemm_bench(int argc, char **argv)
 {
     static const struct option opts[] = {{"m", required_argument, 0, OPT_M},
@@ -65,8 +83,8 @@ int cmd_gemm_bench(int argc, char **argv)
                                          {"weights-dtype", required_argument, 0, OPT_WEIGHTS_DTYPE},
                                          {"help", no_argument, 0, OPT_HELP},
                                          {0, 0, 0, 0}};
-    static const char *help = "usage: lrc gemm-bench --m M --n N --k K [--op OP] [--weights-dtype f32|bf16] [--threads T]\n"
-                              "                      [--repeat R]\n"
+    static const char *help = "usage: lrc gemm-bench --m M --n N --k K [--op OP] [--weights-dtype f32|bf16|q8]\n"
+                              "                      [--threads T] [--repeat R]\n"
                               "\n"
                               "Compiles Y[M,N] = X[M,K] W[N,K]^T as lrc compiles a model's GEMMs and prints\n"
                               "the median time of R runs (default 10) after a warm-up, then checks the product\n"
@@ -74,12 +92,13 @@ int cmd_gemm_bench(int argc, char **argv)
                               "column) within the bound of f32 summation; exit status 1 when it is off.\n"
                               "--op matmul_nn is the backward's Y = X[M,K] W[K,N] (dX = dY W), and matmul_tn\n"
                               "its Y = A[K,M]^T B[K,N] (dW = dY^T X, both operands inputs, packed each run as\n"
-                              "in a training step); the default is matmul. --weights-dtype bf16 packs W as\n"
-                              "lrc compile --weights-dtype bf16 does (W's values rounded to bf16 first, so the\n"
-                              "check stays exact); it needs a weight, so not matmul_tn.\n";
+                              "in a training step); the default is matmul. --weights-dtype bf16 or q8 packs W\n"
+                              "as lrc compile --weights-dtype does (W's values rounded to bf16, or quantized\n"
+                              "to q8 and read back, first, so the check stays exact); it needs a weight, so\n"
+                              "not matmul_tn.\n";
     int64_t dims[3] = {0, 0, 0}, threads = -1, repeat = 10;
     lrc_op op = LRC_OP_MATMUL;
-    bool bf16 = false;
+    lrc_wstore store = LRC_WSTORE_F32;
     opterr = 0;
     optind = 1;
     int c;
@@ -91,8 +110,7 @@ int cmd_gemm_bench(int argc, char **argv)
             continue;
         }
         if (c == OPT_WEIGHTS_DTYPE) {
-            if (strcmp(optarg, "f32") && strcmp(optarg, "bf16")) return cli_usage_error("gemm-bench", "--weights-dtype %s: expected f32 or bf16", optarg);
-            bf16 = !strcmp(optarg, "bf16");
+            if (lrc_wstore_parse(optarg, &store)) return cli_usage_error("gemm-bench", "--weights-dtype %s: expected f32, bf16 or q8", optarg);
             continue;
         }
         int64_t *dst = c == OPT_M ? &dims[0] : c == OPT_N ? &dims[1] : c == OPT_K ? &dims[2]
@@ -106,8 +124,9 @@ int cmd_gemm_bench(int argc, char **argv)
         if (cli_parse_int(optarg, 1, dst)) return cli_usage_error("gemm-bench", "--%s %s: expected an integer >= 1", name, optarg);
     }
     if (!dims[0] || !dims[1] || !dims[2]) return cli_usage_error("gemm-bench", "needs --m, --n and --k");
-    if (bf16 && op == LRC_OP_MATMUL_TN)
-        return cli_usage_error("gemm-bench", "--weights-dtype bf16 needs a weight: matmul_tn's operands are both activations");
+    if (store != LRC_WSTORE_F32 && op == LRC_OP_MATMUL_TN)
+        return cli_usage_error("gemm-bench", "--weights-dtype %s needs a weight: matmul_tn's operands are both activations",
+                               lrc_wstore_name(store));
     int64_t M = dims[0], N = dims[1], K = dims[2];
     lrc_err err;
     lrc_graph *g = lrc_graph_new();
@@ -132,13 +151,13 @@ int cmd_gemm_bench(int argc, char **argv)
     }
     for (int64_t i = 0; i < M * K; i++) ((float *)xt->data)[i] = (float)((i * 7919 % 1000) - 500) / 500.0f;
     for (int64_t i = 0; wt && i < N * K; i++) ((float *)wt->data)[i] = (float)((i * 104729 % 1000) - 500) / 25000.0f;
-    if (bf16) lrc_tensor_round_bf16(params.items[0]);
-    lrc_tensor *wf = bf16 ? lrc_tensor_to_f32(params.items[0], &err) : NULL; /* the rounded values, exact in f32 */
-    if (wf) lrc_tensor_free(params.items[0]), params.items[0] = wf;
+    int rc = store_weight(&params, store, op, &err); /* W as the kernels will hold it, exact in f32 */
     lrc_compiled comp;
+    memset(&comp, 0, sizeof comp);
     lrc_pool *pool = NULL;
     lrc_exec *ex = NULL;
-    int rc = bf16 && !wf ? LRC_EUSER : lrc_compile_graph_to(g, &params, NULL, bf16, &comp, &err);
+    if (rc) lrc_graph_free(g);
+    else rc = lrc_compile_graph_to(g, &params, NULL, store, &comp, &err);
     if (!rc && !(pool = lrc_pool_new(threads > 0 ? (int)threads : lrc_pool_default_threads(), &err))) rc = LRC_EUSER;
     if (!rc) rc = lrc_exec_new(&comp.plan, pool, &ex, &err);
     if (!rc) rc = lrc_exec_bind_params(ex, &params, &err);
@@ -154,7 +173,7 @@ int cmd_gemm_bench(int argc, char **argv)
         double med = ms[repeat / 2];
         printf("%s %lld %lld %lld: median %.3f ms, %.1f GFLOP/s (%d threads, %d-float vectors%s)\n", op == LRC_OP_MATMUL ? "gemm" : lrc_op_name(op), (long long)M,
                (long long)N, (long long)K, med, 2.0 * (double)M * (double)N * (double)K / (med * 1e6),
-               lrc_pool_threads(pool), comp.prog.tiling.vec, bf16 ? ", bf16 weights" : "");
+               lrc_pool_threads(pool), comp.prog.tiling.vec, store == LRC_WSTORE_BF16 ? ", bf16 weights" : store == LRC_WSTORE_Q8 ? ", q8 weights" : "");
         const lrc_tensor *wv = tn ? wt : lrc_tensor_set_find(&params, "w"), *yt = lrc_tensor_set_find(&out, "y");
         int64_t checked = 0;
         double frac = check_product(xt->data, wv->data, yt->data, M, N, K, st, &checked);

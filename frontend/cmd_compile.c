@@ -36,6 +36,7 @@ static char *package_meta(lrc_model *m, const cli_args *a, const lrc_target *t, 
     } else {
         cJSON_AddNumberToObject(o, "batch", (double)B);
         cJSON_AddNumberToObject(o, "seq", (double)T);
+        if (a->logits_last) cJSON_AddStringToObject(o, "logits", "last"); /* the output is [B, 1, V] */
     }
     if (sh) {
         cJSON *pre = cJSON_AddObjectToObject(o, "prefix");
@@ -182,10 +183,14 @@ int cli_compile_package(const cli_args *a)
     if (bad) return bad == EXIT_USAGE ? cli_usage_error("compile", "%s", err.msg) : cli_user_error(&err);
     lrc_package_writer w;
     if (a->min_seq && a->ctx > 0) return cli_usage_error("compile", "--min-seq is for whole sequences (a decoder takes one token a step)");
+    if (a->logits_last && a->ctx > 0)
+        return cli_usage_error("compile", "--logits last is for whole sequences (a decoder's logits are its one token's)");
+    if (a->logits_last && a->min_seq)
+        return cli_usage_error("compile", "--min-seq needs every position's logits: --logits last runs the sequence of --seq alone");
     if (lrc_package_begin(&w, a->out, target->device_package, &err)) return cli_user_error(&err);
     lrc_model m = {0};
     lrc_graph *g = lrc_graph_new();
-    lrc_tensor_set wfile, params, keep;
+    lrc_tensor_set wfile, params, keep, owned; /* owned: what package_weight added (keep borrows the rest) */
     shape_param *reads = NULL;
     int n_reads = 0;
     int64_t kept_bytes = 0;
@@ -193,12 +198,13 @@ int cli_compile_package(const cli_args *a)
     lrc_tensor_set_init(&wfile);
     lrc_tensor_set_init(&params);
     lrc_tensor_set_init(&keep);
+    lrc_tensor_set_init(&owned);
     lrc_compiled c;
     memset(&c, 0, sizeof c);
     int64_t vocab = 0;
     cli_shapes sh = {.n = 0};
     int rc = EXIT_USER;
-    lrc_pass_ctx decode = {.kv_cache_len = a->ctx};
+    lrc_pass_ctx decode = {.kv_cache_len = a->ctx, .last_rows = a->logits_last};
     lrc_tokenizer *tok = NULL;
     char *tok_json = NULL, hf_tok[4200];
     size_t tok_len = 0;
@@ -209,7 +215,7 @@ int cli_compile_package(const cli_args *a)
     if ((tpath && cli_tokenizer_open(tpath, &tok, &tok_json, &tok_len, &err)) || lrc_model_load(&m, a->m.model, a->m.preset, a->m.sets, a->m.n_sets, &err) ||
         lrc_model_config_int(&m, m.task == LRC_TASK_IMAGE ? "n_classes" : "vocab", &vocab, &err) ||
         lrc_model_build(&m, a->ctx > 0 ? 1 : a->batch, a->ctx > 0 ? 1 : a->seq, g, &err) ||
-        lrc_passes_run(&g, &decode, "kv_cache", &err) || /* the pipeline's first step; compiling runs the rest */
+        lrc_passes_run(&g, &decode, "last_rows", &err) || /* the pipeline's first steps; compiling runs the rest */
         (a->weights && (lrc_safetensors_load(a->weights, &wfile, &err) ||
                         lrc_params_bind(g, &wfile, a->weights, &params, &err)))) {
         lrc_graph_free(g);
@@ -217,7 +223,11 @@ int cli_compile_package(const cli_args *a)
         goto done;
     }
     lrc_tensor_set_clear(&wfile); /* params holds its own f32 copies: a 1b's 5 GB less */
-    if (a->ctx == 0 && !a->one_shape) cli_shapes_plan(&m, g, a->batch, a->seq, a->min_seq, &sh);
+    if (a->ctx == 0 && !a->one_shape && !a->logits_last) cli_shapes_plan(&m, g, a->batch, a->seq, a->min_seq, &sh);
+    if (a->logits_last) { /* a shorter run padded to T would give the logits of a padding position */
+        snprintf(sh.batch_fixed, sizeof sh.batch_fixed, "compiled with --logits last, for this shape alone");
+        snprintf(sh.seq_fixed, sizeof sh.seq_fixed, "compiled with --logits last: its logits are the last of %lld positions", (long long)a->seq);
+    }
     /* the shorter shapes first, each folding a copy of the weights as they are; then the main one folds them in place */
     if (compile_shapes(a, &m, &sh, a->weights ? &params : NULL, vocab, &w, &reads, &n_reads, &err)) {
         lrc_graph_free(g); /* not yet taken over by a compile */
@@ -236,8 +246,10 @@ int cli_compile_package(const cli_args *a)
         for (int i = 0; i < c.plan.n_bufs && !rc; i++)
             if (c.plan.bufs[i].kind == LRC_BUF_PARAM && !lrc_tensor_set_find(&keep, c.plan.bufs[i].name)) {
                 lrc_tensor *t = lrc_tensor_set_find(&params, c.plan.bufs[i].name);
-                if (target->package_weight) target->package_weight(&c, i, t);
-                rc = lrc_tensor_set_add(&keep, t, &err);
+                lrc_tensor *extra = NULL;
+                if (target->package_weight) rc = target->package_weight(&c, i, t, &extra, &err);
+                if (!rc) rc = lrc_tensor_set_add(&keep, t, &err);
+                if (!rc && extra) rc = lrc_tensor_set_add(&keep, extra, &err) || lrc_tensor_set_add(&owned, extra, &err);
             }
         if (!rc) rc = lrc_package_write_weights(&w, &keep, &err);
     }
@@ -249,7 +261,7 @@ int cli_compile_package(const cli_args *a)
     }
     if (a->weights) {
         for (int i = 0; i < keep.n; i++) kept_bytes += (int64_t)keep.items[i]->nbytes;
-        kept = keep.n;
+        kept = keep.n - owned.n; /* q8 scales ride with their matrices */
         keep.n = 0; /* borrowed: cleared without freeing the tensors */
     }
     char *meta = rc ? NULL : package_meta(&m, a, target, &c, vocab, a->ctx > 0 ? 1 : a->batch, a->ctx > 0 ? 1 : a->seq, a->ctx > 0 ? NULL : &sh);
@@ -277,6 +289,7 @@ done:
     lrc_tensor_set_clear(&wfile);
     lrc_tensor_set_clear(&params);
     lrc_tensor_set_clear(&keep);
+    lrc_tensor_set_clear(&owned);
     for (int i = 0; i < n_reads; i++) free(reads[i].name);
     free(reads);
     lrc_model_free(&m);
@@ -297,12 +310,13 @@ int cmd_compile(int argc, char **argv)
                                          {"arch", required_argument, 0, OPT_ARCH},
                                          {"precision", required_argument, 0, OPT_PRECISION},
                                          {"weights-dtype", required_argument, 0, OPT_WEIGHTS_DTYPE},
+                                         {"logits", required_argument, 0, OPT_LOGITS},
                                          {"tokenizer", required_argument, 0, OPT_TOKENIZER},
                                          {0, 0, 0, 0}};
     static const char *help =
         "usage: lrc compile MODEL [--preset P] [--set KEY=VALUE]... --target cpu|cuda [--arch sm_XX] [--weights W]\n"
-        "                   [--precision bf16|f32] [--weights-dtype f32|bf16] [--batch B]\n"
-        "                   [--seq T [--min-seq M] | --ctx C] [--tokenizer T] -o PKG\n"
+        "                   [--precision bf16|f32] [--weights-dtype f32|bf16|q8] [--batch B]\n"
+        "                   [--seq T [--min-seq M] [--logits all|last] | --ctx C] [--tokenizer T] -o PKG\n"
         "\n"
         "Compiles the model ahead of time for tokens [B, T] into the package directory\n"
         "PKG: kernels.so (native code for this CPU), package.json (the plan) and, with\n"
@@ -317,10 +331,12 @@ int cmd_compile(int argc, char **argv)
         "  --arch sm_XX      the GPU architecture for cuda (default sm_90)\n"
         "  --precision P     cuda: bf16 (default) or f32 storage of activations and\n"
         "                    weight matrices; both accumulate in f32\n"
-        "  --weights-dtype D cpu: f32 (default) or bf16 storage of the weight matrices\n"
-        "                    (the package's file and the GEMMs' packed panels: half\n"
-        "                    the bytes); activations, norm gains and biases stay f32,\n"
-        "                    and every product accumulates in f32\n"
+        "  --weights-dtype D cpu: f32 (default), bf16 or q8 storage of the weight\n"
+        "                    matrices (the package's file and the GEMMs' packed panels):\n"
+        "                    bf16 half the bytes; q8 about 0.27x, int8 values with one\n"
+        "                    scale per block of 32 along the reduction axis, as\n"
+        "                    llama.cpp's Q8_0; activations, norm gains and biases stay\n"
+        "                    f32, and every product accumulates in f32\n"
         "  --weights FILE    freeze these weights into the package (folding gains)\n"
         "  --batch B         batch size (default 1)\n"
         "  --seq T           sequence length (default 256). The package also runs any\n"
@@ -330,6 +346,11 @@ int cmd_compile(int argc, char **argv)
         "                    causal one does); the logits are those of a package of\n"
         "                    exactly [B', T']\n"
         "  --min-seq M       the shortest of those sequences (default 16; T: none)\n"
+        "  --logits last     a language model's logits at the last position only,\n"
+        "                    [B, 1, V], as a prompt's processing needs them: the LM\n"
+        "                    head and the last layer after its attention run for one\n"
+        "                    row (the full forward's last row, bit for bit); the\n"
+        "                    package then runs [B, T] alone (default all)\n"
         "  --ctx C           compile a decoder for lrc generate instead: one token a\n"
         "                    step with KV caches of C positions\n"
         "  --tokenizer T     a tokenizer.json (or a directory with one; a Hugging Face\n"

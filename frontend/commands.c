@@ -37,11 +37,11 @@ static void print_params(const lrc_graph *g)
 /* Runs the pipeline on g, up to `after` (all when NULL); the schedule's
  * passes build the kernel groups and the memory plan. With weights,
  * parameters are constants and gains fold. */
-static int optimize(lrc_graph **g, lrc_tensor_set *consts, const lrc_target *t, int64_t kv_cache_len, const char *after,
-                    lrc_schedule *s, bool *have_schedule, lrc_err *err)
+static int optimize(lrc_graph **g, lrc_tensor_set *consts, const lrc_target *t, int64_t kv_cache_len, bool last_rows,
+                    const char *after, lrc_schedule *s, bool *have_schedule, lrc_err *err)
 {
     lrc_pass_ctx ctx = {.consts = consts, .pad_multiple = t->pad_multiple ? t->pad_multiple() : 0,
-                        .kv_cache_len = kv_cache_len, .schedule = s};
+                        .kv_cache_len = kv_cache_len, .last_rows = last_rows, .schedule = s};
     int rc = lrc_passes_run(g, &ctx, after, err);
     *have_schedule = ctx.scheduled;
     return rc;
@@ -84,11 +84,12 @@ int cmd_inspect(int argc, char **argv)
                                          {"seq", required_argument, 0, OPT_SEQ},
                                          {"batch", required_argument, 0, OPT_BATCH},
                                          {"ctx", required_argument, 0, OPT_CTX},
+                                         {"logits", required_argument, 0, OPT_LOGITS},
                                          {0, 0, 0, 0}};
     static const char *help =
         "usage: lrc inspect MODEL [--preset P] [--set KEY=VALUE]... [--params] [--flops] [--ir]\n"
         "                   [--after PASS] [--kernels] [--weights W.safetensors] [--target ref|cpu|cuda]\n"
-        "                   [--seq T] [--batch B] [--ctx C]\n"
+        "                   [--seq T] [--batch B] [--ctx C | --logits all|last]\n"
         "\n"
         "Builds the model's graph and describes it. With no section flag, prints\n"
         "the configuration, FLOPs and parameters.\n"
@@ -97,7 +98,8 @@ int cmd_inspect(int argc, char **argv)
         "  --flops           forward and training FLOPs per token\n"
         "  --ir              the graph, one node a line (as built, or after --after)\n"
         "  --after PASS      run the pass pipeline up to PASS and print the result:\n"
-        "                    kv_cache (with --ctx), autodiff (the training graph:\n"
+        "                    kv_cache (with --ctx), last_rows (with --logits last),\n"
+        "                    autodiff (the training graph:\n"
         "                    loss and gradients), fold_gains, pad_hidden, cse, dce,\n"
         "                    fuse, plan_memory (the last two: the kernel groups)\n"
         "  --kernels         run every pass and print the kernel groups and memory plan\n"
@@ -108,7 +110,9 @@ int cmd_inspect(int argc, char **argv)
         "  --seq T           sequence length for the graph (default 256)\n"
         "  --batch B         batch size for the graph (default 1)\n"
         "  --ctx C           the decoder lrc compile --ctx C builds: one token a step,\n"
-        "                    KV caches of C positions (the kv_cache pass)\n";
+        "                    KV caches of C positions (the kv_cache pass)\n"
+        "  --logits last     the package lrc compile --logits last builds: the logits\n"
+        "                    at the last position only (the last_rows pass)\n";
     cli_args a;
     int rc = cli_parse_args("inspect", argc, argv, opts, help, true, &a);
     if (rc >= 0) goto out;
@@ -126,6 +130,14 @@ int cmd_inspect(int argc, char **argv)
     }
     if (training && a.ctx > 0) {
         rc = cli_usage_error("inspect", "--after autodiff shows the training graph, which has no KV cache: drop --ctx");
+        goto out;
+    }
+    if (a.logits_last && (a.ctx > 0 || training)) {
+        rc = cli_usage_error("inspect", "--logits last is for the forward graph of whole sequences: drop %s", a.ctx > 0 ? "--ctx" : "--after autodiff");
+        goto out;
+    }
+    if (a.after && !strcmp(a.after, "last_rows") && !a.logits_last) {
+        rc = cli_usage_error("inspect", "--after last_rows needs --logits last");
         goto out;
     }
     if (a.ctx > 0) a.batch = a.seq = 1; /* one new token a step */
@@ -154,7 +166,7 @@ int cmd_inspect(int argc, char **argv)
         rc = 0;
         if (a.ir && !a.after) lrc_graph_print(g, stdout);
         if (a.after || a.kernels) {
-            if (optimize(&g, a.weights ? &consts : NULL, target, a.ctx, a.kernels ? NULL : a.after, &sched,
+            if (optimize(&g, a.weights ? &consts : NULL, target, a.ctx, a.logits_last, a.kernels ? NULL : a.after, &sched,
                          &have_sched, &err)) {
                 rc = cli_user_error(&err);
             } else if (have_sched) {

@@ -95,10 +95,10 @@ static int build_plan(lrc_compiled *c, lrc_err *err)
 
 int lrc_compile_graph(lrc_graph *g, lrc_tensor_set *consts, lrc_compiled *c, lrc_err *err)
 {
-    return lrc_compile_graph_to(g, consts, NULL, false, c, err);
+    return lrc_compile_graph_to(g, consts, NULL, LRC_WSTORE_F32, c, err);
 }
 
-int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *object_path, bool w_bf16, lrc_compiled *c, lrc_err *err)
+int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *object_path, lrc_wstore w_store, lrc_compiled *c, lrc_err *err)
 {
     memset(c, 0, sizeof *c);
     double t0 = (1e3 * lrc_now_s());
@@ -110,13 +110,14 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
     if (!rc) rc = lrc_passes_run(&c->g, &ctx, NULL, err);
     c->have_sched = ctx.scheduled;
     if (rc) return rc;
-    target.tiling.w_bf16 = w_bf16;
+    target.tiling.w_store = w_store;
     if ((rc = lrc_program_build(c->g, &c->sched, target.tiling, &c->prog, err))) return rc;
     c->have_prog = true;
     double t1 = (1e3 * lrc_now_s());
     lrc_llvm_module *mod = NULL;
     /* what the code needs of the CPU, checked when a package is loaded */
-    snprintf(c->cpu_features, sizeof c->cpu_features, "avx2,fma%s", target.tiling.vec == 16 ? ",avx512f,avx512vl" : "");
+    snprintf(c->cpu_features, sizeof c->cpu_features, "avx2,fma%s%s", target.tiling.vec == 16 ? ",avx512f,avx512vl" : "",
+             w_store == LRC_WSTORE_Q8 ? ",f16c" : ""); /* q8's pack kernels round scales to f16 */
     snprintf(c->cpu_name, sizeof c->cpu_name, "%s", target.cpu);
     if ((rc = lrc_llvm_generate(c->g, &c->sched, &c->prog, &target, &mod, err))) return rc;
     const char *dump = getenv("LRC_DUMP_IR"); /* a developer's look at the optimised kernels */

@@ -36,9 +36,9 @@ typedef struct lrc_compiled {
  * freed (the originals of folded weights). */
 int lrc_compile_graph(lrc_graph *g, lrc_tensor_set *consts, lrc_compiled *c, lrc_err *err);
 /* Same, writing native code to an object file instead of the JIT (the
- * plan's launches then have no fn); w_bf16 packs the weights' GEMM panels
- * as bf16 (lrc compile --weights-dtype bf16). */
-int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *object_path, bool w_bf16, lrc_compiled *c, lrc_err *err);
+ * plan's launches then have no fn); w_store is how the constant weights'
+ * GEMM panels are stored (lrc compile --weights-dtype). */
+int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *object_path, lrc_wstore w_store, lrc_compiled *c, lrc_err *err);
 /* Compiles g (taken over) for NVIDIA GPUs of architecture arch ("sm_90"):
  * CUDA C, a cubin and PTX from NVRTC, and the plan; no GPU needed.
  * Activations and weight matrices are stored as bf16, or f32 when f32. */

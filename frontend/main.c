@@ -301,9 +301,13 @@ int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *
             a->precision = optarg;
             break;
         case OPT_WEIGHTS_DTYPE:
-            if (strcmp(optarg, "bf16") && strcmp(optarg, "f32"))
-                return cli_usage_error(cmd, "--weights-dtype %s: expected f32 or bf16", optarg);
+            if (lrc_wstore_parse(optarg, &(lrc_wstore){0}))
+                return cli_usage_error(cmd, "--weights-dtype %s: expected f32, bf16 or q8", optarg);
             a->weights_dtype = optarg;
+            break;
+        case OPT_LOGITS:
+            if (strcmp(optarg, "all") && strcmp(optarg, "last")) return cli_usage_error(cmd, "--logits %s: expected all or last", optarg);
+            a->logits_last = !strcmp(optarg, "last");
             break;
         case OPT_RESUME: a->resume = optarg; break;
         case OPT_DECAY_ALL: a->decay_all = true; break;

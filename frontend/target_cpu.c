@@ -199,15 +199,16 @@ static int cpu_compile_package(lrc_graph *g, lrc_tensor_set *consts, const cli_a
     char obj[4200], so[4200];
     lrc_package_kernels_path(w, true, obj, sizeof obj);
     lrc_package_kernels_path(w, false, so, sizeof so);
-    bool bf16 = a->weights_dtype && !strcmp(a->weights_dtype, "bf16");
-    return lrc_compile_graph_to(g, consts, obj, bf16, c, err) || lrc_llvm_link_shared(obj, so, err) ? LRC_EUSER : LRC_OK;
+    lrc_wstore store = LRC_WSTORE_F32;
+    if (a->weights_dtype) lrc_wstore_parse(a->weights_dtype, &store); /* checked with the options */
+    return lrc_compile_graph_to(g, consts, obj, store, c, err) || lrc_llvm_link_shared(obj, so, err) ? LRC_EUSER : LRC_OK;
 }
 
 static void cpu_package_meta(cJSON *o, const lrc_compiled *c)
 {
     cJSON_AddStringToObject(o, "cpu", c->cpu_name);
     cJSON_AddStringToObject(o, "requires", c->cpu_features);
-    cJSON_AddStringToObject(o, "weights_dtype", c->prog.tiling.w_bf16 ? "bf16" : "f32");
+    cJSON_AddStringToObject(o, "weights_dtype", lrc_wstore_name(c->prog.tiling.w_store));
     cJSON_AddNumberToObject(o, "peak_flops_per_item", lrc_peak_flops_per_item(&c->prog.tiling));
     cJSON_AddStringToObject(o, "llvm", lrc_llvm_version());
 }
@@ -215,11 +216,22 @@ static void cpu_package_meta(cJSON *o, const lrc_compiled *c)
 /* --weights-dtype bf16: every weight matrix is written as bf16 (rounded to
  * nearest even, as the GEMMs' panels round it), half the file; the
  * loader widens them to f32 exactly, and packing them again is exact.
+ * q8: as int8 with f16 scales per block of 32 along the axis the GEMM
+ * reduces (the first when its panels are packed from W^T), as the pack
+ * kernels quantize: read back, they pack to the same values and scales.
  * Vectors (norm gains, biases) stay f32. */
-static void cpu_package_weight(const lrc_compiled *c, int b, lrc_tensor *t)
+static int cpu_package_weight(const lrc_compiled *c, int b, lrc_tensor *t, lrc_tensor **extra, lrc_err *err)
 {
-    (void)b;
-    if (c->prog.tiling.w_bf16 && t->shape.ndim >= 2) lrc_tensor_round_bf16(t);
+    *extra = NULL;
+    if (t->shape.ndim < 2 || c->prog.tiling.w_store == LRC_WSTORE_F32) return LRC_OK;
+    if (c->prog.tiling.w_store == LRC_WSTORE_BF16) {
+        lrc_tensor_round_bf16(t);
+        return LRC_OK;
+    }
+    int axis = t->shape.ndim - 1;
+    for (int x = 0; x < c->prog.n_extra; x++)
+        if (c->prog.extra[x].of_node == b && c->prog.extra[x].panel > 0 && c->prog.extra[x].transposed) axis = 0;
+    return lrc_tensor_quantize_q8(t, axis, extra, err);
 }
 
 static void cpu_compile_report(const lrc_model *m, const cli_args *a, const lrc_compiled *c)

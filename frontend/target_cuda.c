@@ -267,9 +267,12 @@ static void cuda_package_meta(cJSON *o, const lrc_compiled *c)
 
 /* A weight the device stores as bf16 is written as bf16, rounded as the
  * upload would round it: half the file, and the same bits on the GPU. */
-static void cuda_package_weight(const lrc_compiled *c, int b, lrc_tensor *t)
+static int cuda_package_weight(const lrc_compiled *c, int b, lrc_tensor *t, lrc_tensor **extra, lrc_err *err)
 {
+    (void)err;
+    *extra = NULL;
     if (b < c->cuda.table.n_storage && c->cuda.table.storage[b] == LRC_CUDA_BF16) lrc_tensor_round_bf16(t);
+    return LRC_OK;
 }
 
 static void cuda_compile_report(const lrc_model *m, const cli_args *a, const lrc_compiled *c)

@@ -96,8 +96,10 @@ struct lrc_target {
                            lrc_err *err);
     /* its part of package.json's meta (added after "target") */
     void (*package_meta)(struct cJSON *o, const lrc_compiled *c);
-    /* a frozen weight as the package stores it for plan buffer b (NULL: as it is) */
-    void (*package_weight)(const lrc_compiled *c, int b, lrc_tensor *t);
+    /* a frozen weight as the package stores it for plan buffer b (NULL: as
+     * it is), changed in place; a tensor the file adds beside it (q8's
+     * scales) in *extra, else NULL */
+    int (*package_weight)(const lrc_compiled *c, int b, lrc_tensor *t, lrc_tensor **extra, lrc_err *err);
     /* the first line of lrc compile's summary, and the distinct kernel functions */
     void (*compile_report)(const lrc_model *m, const cli_args *a, const lrc_compiled *c);
     int (*functions)(const lrc_compiled *c);

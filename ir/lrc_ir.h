@@ -44,6 +44,7 @@ typedef enum lrc_dtype {
     LRC_BF16,
     LRC_F16,
     LRC_I32,
+    LRC_I8, /* q8 weights' values in a file only: loading dequantizes them (lrc_tensor_set_dequantize_q8) */
     LRC_DTYPE_COUNT
 } lrc_dtype;
 
@@ -106,6 +107,28 @@ void lrc_tensor_set_clear(lrc_tensor_set *s);
 /* Takes ownership of t. Fails on a duplicate name. */
 int lrc_tensor_set_add(lrc_tensor_set *s, lrc_tensor *t, lrc_err *err);
 lrc_tensor *lrc_tensor_set_find(const lrc_tensor_set *s, const char *name);
+
+/* ---- q8 weights (ir/quant.c) ------------------------------------------- */
+
+/* llama.cpp's Q8_0: int8 values with one scale per block of LRC_Q8_BLOCK
+ * along the reduction axis, the scale the block's largest magnitude / 127
+ * rounded to f16. A file stores tensor NAME as I8 (the parameter's shape)
+ * and NAME LRC_Q8_SCALE_SUFFIX as F16, the shape with the block axis (the
+ * first or the last) divided by LRC_Q8_BLOCK, rounded up. */
+#define LRC_Q8_BLOCK 32
+#define LRC_Q8_SCALE_SUFFIX ".q8_scale"
+/* A block's scale from its largest magnitude (an f16 value, widened). */
+float lrc_q8_scale(float amax);
+/* One value quantized with 1 / scale (0 for a zero scale): nearest, ties
+ * away from zero, clamped to [-127, 127]. The pack kernels compute the same. */
+int8_t lrc_q8_value(float x, float inv_scale);
+/* F32 tensor t quantized in place to I8 along axis (0 or its last), its
+ * scales returned in a new F16 tensor; a NaN or Inf weight is an error. */
+int lrc_tensor_quantize_q8(lrc_tensor *t, int axis, lrc_tensor **scale, lrc_err *err);
+/* Every I8 tensor of s and its scales replaced by the F32 tensor they
+ * encode; a scale that is NaN or Inf, an I8 tensor without scales or
+ * scales without theirs is an error naming `what` (the file). */
+int lrc_tensor_set_dequantize_q8(lrc_tensor_set *s, const char *what, lrc_err *err);
 
 /* ---- the op table ------------------------------------------------------ */
 

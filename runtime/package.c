@@ -510,6 +510,7 @@ int lrc_cpu_check_features(const char *list, lrc_err *err)
         else if (!strcmp(f, "fma")) have = __builtin_cpu_supports("fma");
         else if (!strcmp(f, "avx512f")) have = __builtin_cpu_supports("avx512f");
         else if (!strcmp(f, "avx512vl")) have = __builtin_cpu_supports("avx512vl");
+        else if (!strcmp(f, "f16c")) have = __builtin_cpu_supports("f16c");
         else return lrc_err_set(err, "the package needs CPU feature '%s', which this lrc cannot check", f);
         if (!have) return lrc_err_set(err, "the package was compiled for a CPU with %s, which this CPU lacks: compile it here", f);
     }

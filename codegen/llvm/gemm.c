@@ -10,32 +10,60 @@
 
 static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
 
+#define LRC_GEMM_MAX_PANELS 4 /* panels a micro-tile spans at most */
+
 /* The packed form of matmul node mm's weight: the argument that is an
- * extra buffer derived from it (*bf16: whether its panels are bf16). */
-static LLVMValueRef packed_arg(kgen *k, int mm, bool *bf16)
+ * extra buffer derived from it (*store: its panels' storage). */
+static LLVMValueRef packed_arg(kgen *k, int mm, lrc_wstore *store)
 {
     int w = k->s->buffer_of[k->g->nodes[mm].in[1]];
     bool tr = k->g->nodes[mm].op != LRC_OP_MATMUL;
     for (int a = 0; a < k->k->n_args; a++)
         if (k->k->args[a] >= k->g->n_nodes && k->p->extra[k->k->args[a] - k->g->n_nodes].of_node == w &&
             k->p->extra[k->k->args[a] - k->g->n_nodes].transposed == tr) {
-            *bf16 = k->p->extra[k->k->args[a] - k->g->n_nodes].bf16;
+            *store = k->p->extra[k->k->args[a] - k->g->n_nodes].store;
             return k->argp[a];
         }
     return NULL;
 }
 
-/* Vector or element idx of a packed panel buffer, f32 or bf16 (widened) */
-static LLVMValueRef panel_load(em_t *e, LLVMValueRef P, bool bf16, LLVMValueRef idx, int w)
+/* Vector or element idx of a packed f32 or bf16 panel buffer (widened) */
+static LLVMValueRef panel_load(em_t *e, LLVMValueRef P, lrc_wstore store, LLVMValueRef idx, int w)
 {
-    return bf16 ? em_load_bf16(e, P, idx, w) : em_load(e, P, idx, w);
+    return store == LRC_WSTORE_BF16 ? em_load_bf16(e, P, idx, w) : em_load(e, P, idx, w);
 }
 
-static void panel_store(em_t *e, LLVMValueRef P, bool bf16, LLVMValueRef idx, LLVMValueRef v, int w)
+static void panel_store(em_t *e, LLVMValueRef P, lrc_wstore store, LLVMValueRef idx, LLVMValueRef v, int w)
 {
-    if (bf16) em_store_bf16(e, P, idx, v, w);
+    if (store == LRC_WSTORE_BF16) em_store_bf16(e, P, idx, v, w);
     else em_store(e, P, idx, v, w);
 }
+
+/* P + byte offset `at` as a pointer to t (a vector of w lanes when w > 1) */
+static LLVMValueRef byte_ptr(em_t *e, LLVMValueRef P, LLVMValueRef at, LLVMTypeRef t, int w)
+{
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(e->ctx);
+    LLVMValueRef q = LLVMBuildGEP2(e->b, i8, LLVMBuildBitCast(e->b, P, LLVMPointerType(i8, 0), ""), &at, 1, "");
+    return LLVMBuildBitCast(e->b, q, LLVMPointerType(w > 1 ? LLVMVectorType(t, (unsigned)w) : t, 0), "");
+}
+
+/* Columns j..j+w of q8 panel p (NR columns, K rows) at row kk, as f32:
+ * the int8 values widened and multiplied by their block's scales. */
+static LLVMValueRef q8_load(em_t *e, LLVMValueRef P, LLVMValueRef p, LLVMValueRef kk, int64_t j, int64_t NR, int64_t K, int w)
+{
+    int64_t nb = (K + LRC_Q8_BLOCK - 1) / LRC_Q8_BLOCK;
+    LLVMValueRef base = em_imul(e, p, em_i64(e, lrc_q8_panel_bytes(NR, K)));
+    LLVMValueRef blk = LLVMBuildLShr(e->b, kk, em_i64(e, 5), ""); /* LRC_Q8_BLOCK is 32 */
+    LLVMValueRef sat = em_iadd(e, base, em_imul(e, em_iadd(e, em_imul(e, blk, em_i64(e, NR)), em_i64(e, j)), em_i64(e, 4)));
+    LLVMValueRef qat = em_iadd(e, base, em_iadd(e, em_i64(e, nb * NR * 4 + j), em_imul(e, kk, em_i64(e, NR))));
+    LLVMValueRef sc = LLVMBuildLoad2(e->b, em_vty(e, w), byte_ptr(e, P, sat, e->f32, w), "");
+    LLVMSetAlignment(sc, 4);
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(e->ctx);
+    LLVMValueRef q = LLVMBuildLoad2(e->b, w > 1 ? LLVMVectorType(i8, (unsigned)w) : i8, byte_ptr(e, P, qat, i8, w), "");
+    LLVMSetAlignment(q, 1);
+    return em_mul(e, LLVMBuildSIToFP(e->b, q, em_vty(e, w), ""), sc);
+}
+_Static_assert(LRC_Q8_BLOCK == 32, "q8_load finds a row's block by a shift of 5");
 
 /* One or two matmuls of the same X: with two, each tile column block holds
  * one vector of each (mm[0]'s then mm[1]'s), panels one vector wide. */
@@ -43,9 +71,11 @@ typedef struct {
     int n;          /* matmuls */
     int mm[2];      /* their nodes, in graph order */
     LLVMValueRef P[2];
-    bool bf16[2];   /* P[w]'s panels are bf16 */
+    lrc_wstore store[2]; /* P[w]'s panels' storage */
     int nv;         /* vectors per row per matmul */
-    int64_t NR;     /* output columns per tile */
+    int64_t NR;     /* output columns per panel */
+    int np;         /* panels per tile: more than one when rows are few (decoding), so
+                       that np x the accumulators' FMA chains run side by side */
     int mr;         /* rows per tile: the tiling's, or M when smaller (decoding) */
     bool a_trans;   /* X read transposed: X[r][i] at i * M + r (matmul_tn's dy^T) */
 } gemm_shape;
@@ -84,7 +114,7 @@ static void pack_full_panels(kgen *k, const lrc_extra_buf *xb, LLVMValueRef p0, 
     if (xb->transposed) {
         LLVMValueRef kk = em_for_begin(e, &lk, em_i64(e, 0), em_i64(e, K));
         for (int64_t v = 0; v < NR; v += VEC)
-            panel_store(e, P, xb->bf16, em_iadd(e, base, em_iadd(e, em_imul(e, kk, em_i64(e, NR)), em_i64(e, v))),
+            panel_store(e, P, xb->store, em_iadd(e, base, em_iadd(e, em_imul(e, kk, em_i64(e, NR)), em_i64(e, v))),
                      em_load(e, W, em_iadd(e, em_imul(e, kk, em_i64(e, N)), em_iadd(e, n0, em_i64(e, v))), VEC), VEC);
         em_for_end(e, &lk, em_i64(e, 1));
     } else if (NR % VEC == 0 && KV > 0) {
@@ -97,14 +127,14 @@ static void pack_full_panels(kgen *k, const lrc_extra_buf *xb, LLVMValueRef p0, 
                 t[i] = em_load(e, W, em_iadd(e, em_imul(e, em_iadd(e, n0, em_i64(e, v + i)), em_i64(e, K)), kk), VEC);
             transpose_square(e, t, VEC);
             for (int i = 0; i < VEC; i++)
-                panel_store(e, P, xb->bf16, em_iadd(e, base, em_iadd(e, em_imul(e, em_iadd(e, kk, em_i64(e, i)), em_i64(e, NR)), em_i64(e, v))), t[i], VEC);
+                panel_store(e, P, xb->store, em_iadd(e, base, em_iadd(e, em_imul(e, em_iadd(e, kk, em_i64(e, i)), em_i64(e, NR)), em_i64(e, v))), t[i], VEC);
         }
         em_for_end(e, &lk, em_i64(e, VEC));
         if (KV < K) { /* the last K % VEC columns one float at a time */
             LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, NR));
             LLVMValueRef row = em_imul(e, em_iadd(e, n0, j), em_i64(e, K)), out = em_iadd(e, base, j);
             kk = em_for_begin(e, &lk, em_i64(e, KV), em_i64(e, K));
-            panel_store(e, P, xb->bf16, em_iadd(e, out, em_imul(e, kk, em_i64(e, NR))), em_load(e, W, em_iadd(e, row, kk), 1), 1);
+            panel_store(e, P, xb->store, em_iadd(e, out, em_imul(e, kk, em_i64(e, NR))), em_load(e, W, em_iadd(e, row, kk), 1), 1);
             em_for_end(e, &lk, em_i64(e, 1));
             em_for_end(e, &lj, em_i64(e, 1));
         }
@@ -115,13 +145,13 @@ static void pack_full_panels(kgen *k, const lrc_extra_buf *xb, LLVMValueRef p0, 
             LLVMValueRef kk = em_for_begin(e, &lk, em_i64(e, 0), em_i64(e, KV));
             LLVMValueRef v = em_load(e, W, em_iadd(e, row, kk), VEC);
             for (int t = 0; t < VEC; t++)
-                panel_store(e, P, xb->bf16, em_iadd(e, out, em_imul(e, em_iadd(e, kk, em_i64(e, t)), em_i64(e, NR))),
+                panel_store(e, P, xb->store, em_iadd(e, out, em_imul(e, em_iadd(e, kk, em_i64(e, t)), em_i64(e, NR))),
                          LLVMBuildExtractElement(e->b, v, LLVMConstInt(e->i32, (unsigned)t, 0), ""), 1);
             em_for_end(e, &lk, em_i64(e, VEC));
         }
         if (KV < K) {
             LLVMValueRef kk = em_for_begin(e, &lk, em_i64(e, KV), em_i64(e, K));
-            panel_store(e, P, xb->bf16, em_iadd(e, out, em_imul(e, kk, em_i64(e, NR))), em_load(e, W, em_iadd(e, row, kk), 1), 1);
+            panel_store(e, P, xb->store, em_iadd(e, out, em_imul(e, kk, em_i64(e, NR))), em_load(e, W, em_iadd(e, row, kk), 1), 1);
             em_for_end(e, &lk, em_i64(e, 1));
         }
         em_for_end(e, &lj, em_i64(e, 1));
@@ -134,10 +164,64 @@ static LLVMValueRef imin(em_t *e, LLVMValueRef a, LLVMValueRef b)
     return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, a, b, ""), a, b, "");
 }
 
+/* W's value (n, kk) as the GEMM sees it, 0 for columns n past N */
+static LLVMValueRef pack_q8_source(kgen *k, const lrc_extra_buf *xb, LLVMValueRef W, LLVMValueRef inside, LLVMValueRef n,
+                                   LLVMValueRef kk)
+{
+    em_t *e = k->e;
+    LLVMValueRef at = xb->transposed ? em_iadd(e, em_imul(e, kk, em_i64(e, xb->cols)), n) : em_iadd(e, em_imul(e, n, em_i64(e, xb->inner)), kk);
+    LLVMValueRef src = LLVMBuildSelect(e->b, inside, at, kk, ""); /* rows past N read a valid element, then zero */
+    return LLVMBuildSelect(e->b, inside, em_load(e, W, src, 1), em_f32(e, 0), "");
+}
+
+/* Q8 panels [begin, end), one column at a time (it runs once, when the
+ * weights are bound): each block's scale the f16-rounded largest
+ * magnitude / 127, its values round(x / scale) clamped to [-127, 127],
+ * as lrc_tensor_quantize_q8 computes them; columns past N are zero. */
+static void pack_q8(kgen *k, const lrc_extra_buf *xb)
+{
+    em_t *e = k->e;
+    int64_t N = xb->cols, K = xb->inner, NR = xb->panel, nb = (K + LRC_Q8_BLOCK - 1) / LRC_Q8_BLOCK;
+    LLVMValueRef W = k->argp[0], P = k->argp[1], amax = em_alloca(e, e->f32, "amax");
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(e->ctx), half = LLVMHalfTypeInContext(e->ctx);
+    em_loop lp, lj, lb, lk;
+    LLVMValueRef p = em_for_begin(e, &lp, e->begin, e->end);
+    LLVMValueRef base = em_imul(e, p, em_i64(e, lrc_q8_panel_bytes(NR, K)));
+    LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, NR));
+    LLVMValueRef n = em_iadd(e, em_imul(e, p, em_i64(e, NR)), j);
+    LLVMValueRef inside = LLVMBuildICmp(e->b, LLVMIntSLT, n, em_i64(e, N), "");
+    LLVMValueRef b = em_for_begin(e, &lb, em_i64(e, 0), em_i64(e, nb));
+    LLVMValueRef k0 = em_imul(e, b, em_i64(e, LRC_Q8_BLOCK)), k1 = imin(e, em_iadd(e, k0, em_i64(e, LRC_Q8_BLOCK)), em_i64(e, K));
+    LLVMBuildStore(e->b, em_f32(e, 0), amax);
+    LLVMValueRef kk = em_for_begin(e, &lk, k0, k1);
+    LLVMValueRef x = em_intr1(e, "fabs", pack_q8_source(k, xb, W, inside, n, kk));
+    LLVMBuildStore(e->b, em_intr2(e, "maxnum", LLVMBuildLoad2(e->b, e->f32, amax, ""), x), amax);
+    em_for_end(e, &lk, em_i64(e, 1));
+    LLVMValueRef d = LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f32, amax, ""), em_f32(e, 127.0), "");
+    d = LLVMBuildFPExt(e->b, LLVMBuildFPTrunc(e->b, d, half, ""), e->f32, ""); /* an f16 scale, as files store it */
+    LLVMValueRef inv = LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealONE, d, em_f32(e, 0), ""),
+                                       LLVMBuildFDiv(e->b, em_f32(e, 1.0), d, ""), em_f32(e, 0), "");
+    LLVMValueRef sat = em_iadd(e, base, em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, NR)), j), em_i64(e, 4)));
+    LLVMSetAlignment(LLVMBuildStore(e->b, d, byte_ptr(e, P, sat, e->f32, 1)), 4);
+    kk = em_for_begin(e, &lk, k0, k1);
+    LLVMValueRef r = em_intr1(e, "round", em_mul(e, pack_q8_source(k, xb, W, inside, n, kk), inv));
+    r = em_intr2(e, "minnum", em_intr2(e, "maxnum", r, em_f32(e, -127.0)), em_f32(e, 127.0));
+    LLVMValueRef qat = em_iadd(e, base, em_iadd(e, em_i64(e, nb * NR * 4), em_iadd(e, em_imul(e, kk, em_i64(e, NR)), j)));
+    LLVMBuildStore(e->b, LLVMBuildFPToSI(e->b, r, i8, ""), byte_ptr(e, P, qat, i8, 1));
+    em_for_end(e, &lk, em_i64(e, 1));
+    em_for_end(e, &lb, em_i64(e, 1));
+    em_for_end(e, &lj, em_i64(e, 1));
+    em_for_end(e, &lp, em_i64(e, 1));
+}
+
 void kg_gemm_pack(kgen *k)
 {
     em_t *e = k->e;
     const lrc_extra_buf *xb = &k->p->extra[k->k->args[1] - k->g->n_nodes];
+    if (xb->store == LRC_WSTORE_Q8) {
+        pack_q8(k, xb);
+        return;
+    }
     /* W [N, K] row-major, or transposed: the source is [K, N] (W^T); the
      * sizes as the GEMM sees the operand, whatever shape its buffer has */
     int64_t N = xb->cols, K = xb->inner, NR = xb->panel;
@@ -156,7 +240,7 @@ void kg_gemm_pack(kgen *k)
     LLVMValueRef at = xb->transposed ? em_iadd(e, em_imul(e, kk, em_i64(e, N)), n) : em_iadd(e, em_imul(e, n, em_i64(e, K)), kk);
     LLVMValueRef src = LLVMBuildSelect(e->b, inside, at, kk, "");
     LLVMValueRef v = LLVMBuildSelect(e->b, inside, em_load(e, W, src, 1), em_f32(e, 0), "");
-    panel_store(e, P, xb->bf16, em_iadd(e, dst, j), v, 1);
+    panel_store(e, P, xb->store, em_iadd(e, dst, j), v, 1);
     em_for_end(e, &lj, em_i64(e, 1));
     em_for_end(e, &lk, em_i64(e, 1));
     em_for_end(e, &lp, em_i64(e, 1));
@@ -169,7 +253,7 @@ static void micro_tile(kgen *k, LLVMValueRef X, const gemm_shape *gs, LLVMValueR
 {
     em_t *e = k->e;
     const lrc_gemm_tiling *t = &k->p->tiling;
-    int MR = gs->mr, VEC = t->vec, NW = gs->n, NV = gs->nv * NW; /* accumulator vectors per row */
+    int MR = gs->mr, VEC = t->vec, NW = gs->n, NV = gs->nv * NW, NP = gs->np, NT = NV * NP; /* NT accumulator vectors per row */
     int64_t NR = gs->NR;
     LLVMTypeRef vt = em_vty(e, VEC);
     LLVMValueRef rowoff[32];
@@ -178,19 +262,29 @@ static void micro_tile(kgen *k, LLVMValueRef X, const gemm_shape *gs, LLVMValueR
         if (edge) row = imin(e, row, em_i64(e, M - 1));
         rowoff[r] = gs->a_trans ? row : em_imul(e, row, em_i64(e, K));
     }
-    for (int i = 0; i < MR * NV; i++) LLVMBuildStore(e->b, em_fw(e, 0, VEC), acc[i]);
-    LLVMValueRef bp = em_imul(e, LLVMBuildSDiv(e->b, p0, em_i64(e, NR), ""), em_i64(e, K * NR));
+    for (int i = 0; i < MR * NT; i++) LLVMBuildStore(e->b, em_fw(e, 0, VEC), acc[i]);
+    /* the tile's panels; an edge tile's past the last read the last (their columns are not stored) */
+    LLVMValueRef pidx[LRC_GEMM_MAX_PANELS], bp[LRC_GEMM_MAX_PANELS];
+    for (int j = 0; j < NP; j++) {
+        pidx[j] = em_iadd(e, LLVMBuildSDiv(e->b, p0, em_i64(e, NR), ""), em_i64(e, j));
+        if (edge) pidx[j] = imin(e, pidx[j], em_i64(e, (N + NR - 1) / NR - 1));
+        bp[j] = em_imul(e, pidx[j], em_i64(e, K * NR));
+    }
     em_loop lk;
     LLVMValueRef kk = em_for_begin(e, &lk, em_i64(e, 0), em_i64(e, K));
-    LLVMValueRef boff = em_iadd(e, bp, em_imul(e, kk, em_i64(e, NR)));
-    LLVMValueRef bv[8];
-    for (int v = 0; v < NV; v++) /* weight v / nv, vector v % nv of its panel */
-        bv[v] = panel_load(e, gs->P[v / gs->nv], gs->bf16[v / gs->nv], em_iadd(e, boff, em_i64(e, (v % gs->nv) * VEC)), VEC);
+    LLVMValueRef bv[4 * LRC_GEMM_MAX_PANELS];
+    for (int j = 0; j < NP; j++) {
+        LLVMValueRef boff = em_iadd(e, bp[j], em_imul(e, kk, em_i64(e, NR)));
+        for (int v = 0; v < NV; v++) /* weight v / nv, vector v % nv of panel j */
+            bv[j * NV + v] = gs->store[v / gs->nv] == LRC_WSTORE_Q8
+                                 ? q8_load(e, gs->P[v / gs->nv], pidx[j], kk, (v % gs->nv) * VEC, NR, K, VEC)
+                                 : panel_load(e, gs->P[v / gs->nv], gs->store[v / gs->nv], em_iadd(e, boff, em_i64(e, (v % gs->nv) * VEC)), VEC);
+    }
     for (int r = 0; r < MR; r++) {
         LLVMValueRef ai = gs->a_trans ? em_iadd(e, rowoff[r], em_imul(e, kk, em_i64(e, M))) : em_iadd(e, rowoff[r], kk);
         LLVMValueRef a = em_splat(e, em_load(e, X, ai, 1), VEC);
-        for (int v = 0; v < NV; v++) {
-            LLVMValueRef *slot = &acc[r * NV + v];
+        for (int v = 0; v < NT; v++) {
+            LLVMValueRef *slot = &acc[r * NT + v];
             LLVMBuildStore(e->b, em_fma(e, a, bv[v], LLVMBuildLoad2(e->b, vt, *slot, "")), *slot);
         }
     }
@@ -200,10 +294,11 @@ static void micro_tile(kgen *k, LLVMValueRef X, const gemm_shape *gs, LLVMValueR
         LLVMValueRef row = em_iadd(e, i0, em_i64(e, r));
         em_if rok;
         if (edge) em_if_begin(e, &rok, LLVMBuildICmp(e->b, LLVMIntSLT, row, m1, ""));
-        for (int v = 0; v < gs->nv; v++) { /* output column vectors of the tile */
-            LLVMValueRef col = em_iadd(e, p0, em_i64(e, v * VEC));
+        for (int jv = 0; jv < NP * gs->nv; jv++) { /* output column vectors of the tile: panel j, vector v */
+            int j = jv / gs->nv, v = jv % gs->nv;
+            LLVMValueRef col = em_iadd(e, p0, em_i64(e, j * NR + v * VEC));
             LLVMValueRef a[2];
-            for (int w = 0; w < NW; w++) a[w] = LLVMBuildLoad2(e->b, vt, acc[r * NV + w * gs->nv + v], "");
+            for (int w = 0; w < NW; w++) a[w] = LLVMBuildLoad2(e->b, vt, acc[r * NT + j * NV + w * gs->nv + v], "");
             if (!edge) {
                 kg_reset(k);
                 for (int w = 0; w < NW; w++) k->memo[gs->mm[w]] = a[w];
@@ -249,13 +344,19 @@ void kg_gemm(kgen *k)
     gs.a_trans = a->op == LRC_OP_MATMUL_TN;
     for (int j = 0; j < k->gr->n_nodes && gs.n < 2; j++)
         if (lrc_is_gemm_op(k->g->nodes[k->gr->nodes[j]].op)) gs.mm[gs.n++] = k->gr->nodes[j];
-    for (int w = 0; w < gs.n; w++) gs.P[w] = packed_arg(k, gs.mm[w], &gs.bf16[w]);
+    for (int w = 0; w < gs.n; w++) gs.P[w] = packed_arg(k, gs.mm[w], &gs.store[w]);
     gs.nv = gs.n == 2 ? 1 : t->nv;
     gs.NR = t->vec * gs.nv;
     /* fewer rows than a tile (one token a step): tiles of exactly M rows,
      * instead of tiles that compute rows past M and drop them */
     gs.mr = M < t->mr ? (int)M : t->mr;
-    int64_t NR = gs.NR, n_nb = (N + t->nc - 1) / t->nc;
+    /* a few rows (decoding's one): each accumulator's FMAs wait on the one
+     * before, so a tile of one panel runs at a quarter of the FMA rate;
+     * four panels keep four times the chains in flight */
+    gs.np = 1;
+    while (gs.np < LRC_GEMM_MAX_PANELS && gs.mr * gs.nv * gs.n * gs.np * 2 <= t->mr * t->nv && t->nc % (gs.NR * gs.np * 2) == 0)
+        gs.np *= 2; /* within the registers a full tile's accumulators take */
+    int64_t NR = gs.NR, NRT = NR * gs.np, n_nb = (N + t->nc - 1) / t->nc;
     LLVMValueRef X = kg_ptr(k, a->in[0]);
     LLVMValueRef acc[256];
     for (int i = 0; i < t->mr * t->nv; i++) acc[i] = em_alloca(e, em_vty(e, t->vec), "acc");
@@ -276,7 +377,7 @@ void kg_gemm(kgen *k)
     LLVMValueRef i0 = em_for_begin(e, &lm, m0, m1);
     LLVMValueRef full = LLVMBuildAnd(e->b,
                                      LLVMBuildICmp(e->b, LLVMIntSLE, em_iadd(e, i0, em_i64(e, gs.mr)), m1, ""),
-                                     LLVMBuildICmp(e->b, LLVMIntSLE, em_iadd(e, p0, em_i64(e, NR)), n1, ""), "");
+                                     LLVMBuildICmp(e->b, LLVMIntSLE, em_iadd(e, p0, em_i64(e, NRT)), n1, ""), "");
     LLVMBasicBlockRef bf = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "tile_full");
     LLVMBasicBlockRef be = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "tile_edge");
     LLVMBasicBlockRef bd = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "tile_done");
@@ -289,6 +390,6 @@ void kg_gemm(kgen *k)
     LLVMBuildBr(e->b, bd);
     LLVMPositionBuilderAtEnd(e->b, bd);
     em_for_end(e, &lm, em_i64(e, gs.mr));
-    em_for_end(e, &lp, em_i64(e, NR));
+    em_for_end(e, &lp, em_i64(e, NRT));
     em_for_end(e, &li, em_i64(e, 1));
 }

@@ -28,6 +28,9 @@ typedef struct lrc_pass_ctx {
     /* kv_cache: > 0 turns a graph built for one new token into a decoding
      * step with caches of this many positions; cleared once it ran */
     int64_t kv_cache_len;
+    /* last_rows: the output "logits" at the last position only (lrc
+     * compile --logits last); cleared once it ran */
+    bool last_rows;
     /* autodiff: adds the gradients of the scalar node `loss`; cleared once
      * it ran, so a graph is never differentiated twice */
     bool autodiff;
@@ -50,8 +53,8 @@ typedef struct lrc_pass {
     bool own_errors;
 } lrc_pass;
 
-/* Every pass in pipeline order (ir/passes/pipeline.c): kv_cache, autodiff,
- * fold_gains, pad_hidden, cse, dce, fuse, plan_memory. */
+/* Every pass in pipeline order (ir/passes/pipeline.c): kv_cache, last_rows,
+ * autodiff, fold_gains, pad_hidden, cse, dce, fuse, plan_memory. */
 extern const lrc_pass lrc_passes[];
 extern const int lrc_pass_count;
 
@@ -61,7 +64,7 @@ extern const int lrc_pass_count;
 int lrc_passes_run(lrc_graph **g, lrc_pass_ctx *ctx, const char *stop_after, lrc_err *err);
 /* The pass named name, or NULL. */
 const lrc_pass *lrc_pass_find(const char *name);
-/* "kv_cache, autodiff, fold_gains, pad_hidden, cse, dce, fuse, plan_memory" */
+/* "kv_cache, last_rows, autodiff, fold_gains, pad_hidden, cse, dce, fuse, plan_memory" */
 const char *lrc_pass_names(void);
 
 /* The passes one by one (what the pipeline's steps call). */
@@ -74,6 +77,10 @@ int lrc_pass_dce(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err);
  * built for the new tokens, caches of max_len positions as state buffers
  * "cache.L.k" / "cache.L.v" and an input "pos" (i32 [1]). */
 int lrc_pass_kv_cache(lrc_graph **g, int64_t max_len, lrc_err *err);
+
+/* The output "logits" [B, T, V] at the last position only, [B, 1, V], and
+ * the rows nothing else needs no longer computed (ir/passes/last_rows.c). */
+int lrc_pass_last_rows(lrc_graph **g, lrc_err *err);
 
 /* Reverse mode (ir/passes/autodiff.c): adds the gradient of the scalar
  * node `loss` with respect to every parameter to g; the outputs become

@@ -17,6 +17,13 @@ static int step_kv_cache(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err)
     return rc;
 }
 
+static int step_last_rows(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err)
+{
+    if (!ctx->last_rows) return LRC_OK;
+    ctx->last_rows = false;
+    return lrc_pass_last_rows(g, err);
+}
+
 static int step_autodiff(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err)
 {
     if (!ctx->autodiff) return LRC_OK;
@@ -43,6 +50,9 @@ const lrc_pass lrc_passes[] = {
     {"kv_cache", "with --ctx C: a graph built for one new token becomes one decoding step, each causal attention "
                  "reading and extending K and V caches of C positions at the input 'pos'",
      step_kv_cache, false, true},
+    {"last_rows", "with --logits last: the logits at the last position only, and every row nothing else reads (the LM "
+                  "head's, the last layer's after its attention) no longer computed",
+     step_last_rows, false, true},
     {"autodiff", "for training: the gradient of the loss with respect to every parameter, as new nodes after the "
                  "forward graph; the outputs become the loss and one gradient per parameter",
      step_autodiff, false, true},

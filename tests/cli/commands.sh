@@ -228,11 +228,11 @@ check "inspect --after kv_cache without --ctx: a usage error (status 2) that nam
 passes=$(sed -n 's/.*(passes: \(.*\))$/\1/p' np.err | tr -d ',')
 n_ok=0
 for p in $passes; do
-  ctx=(); [ "$p" = kv_cache ] && ctx=(--ctx 8)
+  ctx=(); [ "$p" = kv_cache ] && ctx=(--ctx 8); [ "$p" = last_rows ] && ctx=(--logits last)
   "$lrc" inspect llama "${tiny[@]}" --seq 8 "${ctx[@]}" --after "$p" >after_$p.txt 2>/dev/null && [ -s after_$p.txt ] && n_ok=$((n_ok + 1))
 done
-check "inspect --after: each of the 8 passes the error lists prints (kv_cache .. plan_memory)" \
-  "[ \"\$(echo $passes | wc -w)\" = 8 ] && [ $n_ok = 8 ] && grep -q '^kernels [0-9]' after_fuse.txt && ! grep -q '^kernels' after_dce.txt"
+check "inspect --after: each of the 9 passes the error lists prints (kv_cache .. plan_memory)" \
+  "[ \"\$(echo $passes | wc -w)\" = 9 ] && [ $n_ok = 9 ] && grep -q '^kernels [0-9]' after_fuse.txt && ! grep -q '^kernels' after_dce.txt"
 
 # ---- --repeat: the outputs of N timed runs are those of one run, and the timing names N
 st make tok.st '{"tokens": ["I32", [2, 16], [72,101,108,108,111,32,119,111,114,108,100,33,32,84,104,101,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]]}'

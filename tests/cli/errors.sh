@@ -313,6 +313,17 @@ return M
 EOF
 t "require of a missing module" 1 'requires\.lua:2: ' "lrc\.transformers" -- init requires.lua -o out.safetensors
 
+model i8input.lua <<'EOF'
+local lrc = require "lrc"
+local M = { defaults = { d_model = 8 }, presets = {} }
+function M.build(cfg, tokens)
+  local x = lrc.input("x", { 2 }, "i8")
+  return x
+end
+return M
+EOF
+t "an input of dtype i8 (q8 files' storage, not a graph dtype)" 1 'i8input\.lua:4: ' "input 'x': unknown dtype 'i8'" -- init i8input.lua -o out.safetensors
+
 model outside.lua <<'EOF'
 local lrc = require "lrc"
 local shared = lrc.param("shared.weight", { 8, 8 }, "ones")

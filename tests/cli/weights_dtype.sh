@@ -1,13 +1,14 @@
 #!/bin/bash
 # weights_dtype.sh LRC MODELS_DIR ST_COMPARE HF_DIR — lrc compile --target cpu
-# --weights-dtype bf16 against the f32 package of the same weights: the
-# logits within 1e-2 (relative, st_compare) and not within 1e-7 (so the
-# weights were rounded: no silent f32 path), for LLaMA pre and layerrope, a
-# ViT and a Hugging Face directory (HF_DIR); a decoder's greedy
-# continuation equal for 16 tokens; every weight matrix in the package's
-# file BF16 and every vector F32 (LLaMA's file then half the f32 one); the
-# package says its weights' dtype; and the errors: a dtype lrc lacks, the
-# option on the cuda target.
+# --weights-dtype bf16 and q8 against the f32 package of the same weights:
+# the logits within 1e-2 (bf16) and 3e-2 (q8) relative (st_compare) and not
+# within 1e-7 (so the weights were rounded: no silent f32 path), for LLaMA
+# pre and layerrope, a ViT and a Hugging Face directory (HF_DIR); a briefly
+# trained decoder's greedy continuation equal for 16 tokens; every weight
+# matrix in the package's file BF16, or I8 with F16 block scales, and every
+# vector F32 (LLaMA's file then half, or about 0.27x, the f32 one); the
+# packed panels quantized as Python quantizes; and the errors: a dtype lrc
+# lacks, the option on the cuda target, a NaN or Inf block scale in the file.
 lrc=$(readlink -f "$1") models=$(readlink -f "$2") compare=$(readlink -f "$3") hf=$(readlink -f "$4")
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/tests/tools/check.sh"
@@ -19,77 +20,153 @@ images=$(/usr/bin/python3 -c 'import json, math; print(json.dumps({"images": ["F
 st make tok.st "$tokens"
 st make img.st "$images"
 
-# compile_pair NAME MODEL INPUT [compile options...]: the f32 and bf16 packages, their logits
-compile_pair() {
+# the dtypes a package's file holds: "matrix:BF16 vector:F32", "matrix:I8 scale:F16 vector:F32"
+kinds() {
+  /usr/bin/python3 -c '
+import sys; sys.path.insert(0, sys.argv[2]); import st
+ts = st.tensors(sys.argv[1])
+kind = lambda k, s: "scale" if k.endswith(".q8_scale") else "matrix" if len(s) >= 2 else "vector"
+print(" ".join(sorted({"%s:%s" % (kind(k, s), d) for k, (d, s, _) in ts.items()})))' "$1/weights.safetensors" "$root/tests/tools"
+}
+
+# compile_all NAME MODEL INPUT [compile options...]: the f32, bf16 and q8 packages, their logits
+compile_all() {
   local name=$1 model=$2 input=$3
   shift 3
-  for d in f32 bf16; do
+  for d in f32 bf16 q8; do
     "$lrc" compile "$model" "$@" --target cpu --weights-dtype "$d" --batch 2 --seq 8 -o "pkg_${name}_$d" >/dev/null 2>"err_$name.txt" &&
       "$lrc" forward "pkg_${name}_$d" --input "$input" -o "lg_${name}_$d.st" >/dev/null 2>>"err_$name.txt"
   done
-  check "$name: compiled and ran both packages ($(head -1 "err_$name.txt"))" "[ -s lg_${name}_f32.st ] && [ -s lg_${name}_bf16.st ]"
-  local out
-  out=$("$compare" "lg_${name}_bf16.st" "lg_${name}_f32.st" logits 1e-2 2>&1)
-  check "$name: bf16 logits within 1e-2 of f32 ($out)" "'$compare' lg_${name}_bf16.st lg_${name}_f32.st logits 1e-2 >/dev/null"
-  check "$name: and not within 1e-7 (the weights were rounded)" "! '$compare' lg_${name}_bf16.st lg_${name}_f32.st logits 1e-7 >/dev/null 2>&1"
-  check "$name: package.json says bf16" "grep -q '\"weights_dtype\":[[:space:]]*\"bf16\"' pkg_${name}_bf16/package.json"
-  local kinds
-  kinds=$(/usr/bin/python3 -c '
-import sys; sys.path.insert(0, sys.argv[2]); import st
-ts = st.tensors(sys.argv[1])
-print(" ".join(sorted({"%s:%s" % ("matrix" if len(s) >= 2 else "vector", d) for d, s, _ in ts.values()})))' "pkg_${name}_bf16/weights.safetensors" "$root/tests/tools")
-  check "$name: every matrix BF16, every vector F32 ($kinds)" "[ '$kinds' = 'matrix:BF16 vector:F32' ] || [ '$kinds' = 'matrix:BF16' ]"
+  check "$name: compiled and ran the three packages ($(head -1 "err_$name.txt"))" \
+    "[ -s lg_${name}_f32.st ] && [ -s lg_${name}_bf16.st ] && [ -s lg_${name}_q8.st ]"
+  local d lim out k
+  for d in bf16 q8; do
+    lim=$([ $d = bf16 ] && echo 1e-2 || echo 3e-2)
+    out=$("$compare" "lg_${name}_$d.st" "lg_${name}_f32.st" logits $lim 2>&1)
+    check "$name: $d logits within $lim of f32 ($out)" "'$compare' lg_${name}_$d.st lg_${name}_f32.st logits $lim >/dev/null"
+    check "$name: and not within 1e-7 (the weights were rounded)" "! '$compare' lg_${name}_$d.st lg_${name}_f32.st logits 1e-7 >/dev/null 2>&1"
+    check "$name: package.json says $d" "grep -q '\"weights_dtype\":[[:space:]]*\"$d\"' pkg_${name}_$d/package.json"
+  done
+  k=$(kinds "pkg_${name}_bf16")
+  check "$name: bf16: every matrix BF16, every vector F32 ($k)" "[ '$k' = 'matrix:BF16 vector:F32' ] || [ '$k' = 'matrix:BF16' ]"
+  k=$(kinds "pkg_${name}_q8")
+  check "$name: q8: every matrix I8 with F16 scales, every vector F32 ($k)" \
+    "[ '$k' = 'matrix:I8 scale:F16 vector:F32' ] || [ '$k' = 'matrix:I8 scale:F16' ]"
 }
 
 "$lrc" init "$models/llama.lua" --preset tiny --seed 3 -o w_pre.st >/dev/null
 "$lrc" init "$models/llama.lua" --preset tiny --set norm=layerrope --seed 4 -o w_lr.st >/dev/null
 "$lrc" init "$models/vit.lua" --preset tiny --seed 5 -o w_vit.st >/dev/null
-compile_pair llama_pre "$models/llama.lua" tok.st --preset tiny --weights w_pre.st
-compile_pair llama_layerrope "$models/llama.lua" tok.st --preset tiny --set norm=layerrope --weights w_lr.st
-compile_pair vit "$models/vit.lua" img.st --preset tiny --weights w_vit.st
-compile_pair hf_qwen2 "$hf" tok.st
-# the GEMMs' packed panels (the plan's persist buffers) are half too: the kernels read bf16
+compile_all llama_pre "$models/llama.lua" tok.st --preset tiny --weights w_pre.st
+compile_all llama_layerrope "$models/llama.lua" tok.st --preset tiny --set norm=layerrope --weights w_lr.st
+compile_all vit "$models/vit.lua" img.st --preset tiny --weights w_vit.st
+compile_all hf_qwen2 "$hf" tok.st
+# the GEMMs' packed panels (the plan's persist buffers): half, and about
+# 0.28 (an f32 scale per 32 int8 values, panels padded to 64 bytes)
 persist() { /usr/bin/python3 -c 'import json, sys; print(sum(b["bytes"] for b in json.load(open(sys.argv[1]))["buffers"] if b["kind"] == "persist"))' "$1/package.json"; }
-a=$(persist pkg_llama_pre_f32) b=$(persist pkg_llama_pre_bf16)
-check "llama: the packed panels are half the f32 ones ($b of $a bytes)" "[ $b -gt 0 ] && [ $((2 * b)) = $a ]"
-# compiled without weights, packed when it runs: the pack kernels round f32
-# weights to nearest even, bit for bit as Python rounds them here (the
-# GEMMs' matrices alone: vectors and the embedding's gather read the
-# parameters themselves)
-/usr/bin/python3 - w_pre.st w_pre_rounded.st "$root/tests/tools" <<'PY'
-import struct, sys
-sys.path.insert(0, sys.argv[3])
-import st
-def rne(raw):
-    out = []
-    for (u,) in struct.iter_unpack("<I", raw):
-        u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
-        out.append(struct.pack("<I", u))
-    return b"".join(out)
-ts = st.tensors(sys.argv[1])
-st.pack(sys.argv[2], {k: [d, s, rne(r) if len(s) >= 2 and "embed" not in k else r] for k, (d, s, r) in ts.items()})
-PY
-"$lrc" compile "$models/llama.lua" --preset tiny --target cpu --weights-dtype bf16 --batch 2 --seq 8 -o pkg_noweights >/dev/null &&
-  "$lrc" forward pkg_noweights --weights w_pre.st --input tok.st -o lg_nw_f32.st >/dev/null 2>&1 &&
-  "$lrc" forward pkg_noweights --weights w_pre_rounded.st --input tok.st -o lg_nw_rounded.st >/dev/null 2>&1
-check "bf16 panels packed at run time from f32 weights: as from weights rounded beforehand, bit for bit" \
-  "[ -s lg_nw_f32.st ] && '$compare' lg_nw_f32.st lg_nw_rounded.st logits 0 >/dev/null && ! '$compare' lg_nw_f32.st lg_llama_pre_f32.st logits 1e-7 >/dev/null 2>&1"
-a=$(stat -c %s pkg_llama_pre_f32/weights.safetensors) b=$(stat -c %s pkg_llama_pre_bf16/weights.safetensors)
+a=$(persist pkg_llama_pre_f32) b=$(persist pkg_llama_pre_bf16) c=$(persist pkg_llama_pre_q8)
+check "llama: the packed panels are half the f32 ones in bf16 ($b of $a bytes)" "[ $b -gt 0 ] && [ $((2 * b)) = $a ]"
+check "llama: and 0.28 to 0.30 of them in q8 ($c of $a bytes)" "[ $((1000 * c / a)) -ge 280 ] && [ $((1000 * c / a)) -le 300 ]"
+a=$(stat -c %s pkg_llama_pre_f32/weights.safetensors) b=$(stat -c %s pkg_llama_pre_bf16/weights.safetensors) c=$(stat -c %s pkg_llama_pre_q8/weights.safetensors)
 check "llama: the bf16 weights file is about half the f32 one ($b of $a bytes)" "[ $((200 * b / a)) -ge 95 ] && [ $((200 * b / a)) -le 105 ]"
+check "llama: the q8 one 0.26 to 0.30 of it ($c of $a bytes; 34 bytes per 32 weights, vectors f32)" \
+  "[ $((1000 * c / a)) -ge 260 ] && [ $((1000 * c / a)) -le 300 ]"
 
-# a decoder: the greedy continuation of both
-for d in f32 bf16; do
-  "$lrc" compile "$models/llama.lua" --preset tiny --weights w_pre.st --target cpu --weights-dtype "$d" --ctx 64 -o "dec_$d" >/dev/null
-  "$lrc" generate "dec_$d" --prompt-ids "5 17 3 9" -n 16 --temperature 0 2>/dev/null | head -1 | tr ' ' '\n' | grep -E '^[0-9]+$' >"gen_$d.txt"
+# compiled without weights, packed when it runs: the pack kernels round
+# f32 weights to bf16 (nearest even) and quantize them to q8 (llama.cpp's
+# Q8_0 with an f16 scale: scale = f16(amax / 127), q = round(x / scale),
+# ties away from zero), bit for bit as numpy does here (the GEMMs'
+# matrices alone: vectors and the embedding's gather read the parameters
+# themselves)
+/usr/bin/python3 - w_pre.st "$root/tests/tools" <<'PY'
+import struct, sys
+import numpy as np
+sys.path.insert(0, sys.argv[2])
+import st
+ts = st.tensors(sys.argv[1])
+def gemm_matrix(k, s):
+    return len(s) >= 2 and "embed" not in k
+def bf16(raw):
+    u = np.frombuffer(raw, dtype=np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).astype(np.uint32).tobytes()
+def q8(raw, shape):  # blocks of 32 along the last axis (the GEMMs' W[N, K])
+    w = np.frombuffer(raw, dtype=np.float32).reshape(-1, shape[-1])
+    out = np.empty_like(w)
+    for b in range(0, w.shape[1], 32):
+        x = w[:, b:b + 32]
+        d = (np.abs(x).max(axis=1) / np.float32(127)).astype(np.float16).astype(np.float32)
+        inv = np.where(d != 0, np.float32(1) / np.where(d != 0, d, np.float32(1)), np.float32(0)).astype(np.float32)
+        v = (x * inv[:, None]).astype(np.float64)
+        q = np.clip(np.sign(v) * np.floor(np.abs(v) + 0.5), -127, 127).astype(np.float32)
+        out[:, b:b + 32] = q * d[:, None]
+    return out.tobytes()
+st.pack("w_pre_bf16.st", {k: [d, s, bf16(r) if gemm_matrix(k, s) else r] for k, (d, s, r) in ts.items()})
+st.pack("w_pre_q8.st", {k: [d, s, q8(r, s) if gemm_matrix(k, s) else r] for k, (d, s, r) in ts.items()})
+PY
+for d in bf16 q8; do
+  "$lrc" compile "$models/llama.lua" --preset tiny --target cpu --weights-dtype $d --batch 2 --seq 8 -o pkg_nw_$d >/dev/null &&
+    "$lrc" forward pkg_nw_$d --weights w_pre.st --input tok.st -o lg_nw_$d.st >/dev/null 2>&1 &&
+    "$lrc" forward pkg_nw_$d --weights w_pre_$d.st --input tok.st -o lg_nw_${d}_py.st >/dev/null 2>&1
+  check "$d panels packed at run time from f32 weights: as from weights numpy stored as $d beforehand, bit for bit" \
+    "[ -s lg_nw_$d.st ] && '$compare' lg_nw_$d.st lg_nw_${d}_py.st logits 0 >/dev/null && ! '$compare' lg_nw_$d.st lg_llama_pre_f32.st logits 1e-7 >/dev/null 2>&1"
 done
-check "decoder: 16 greedy tokens, bf16 as f32 ($(tr '\n' ' ' <gen_bf16.txt))" "[ \$(wc -l <gen_f32.txt) = 16 ] && cmp -s gen_f32.txt gen_bf16.txt"
+
+# a decoder, trained for a few steps (its argmax then no near-tie): the greedy continuation in each storage
+for i in $(seq 60); do echo "In the beginning God created the heaven and the earth. And the earth was without form."; done >text.txt
+"$lrc" train "$models/llama.lua" --preset tiny --steps 12 --lr 1e-2 --warmup 0 --batch 4 --seq 32 --data text.txt --threads 2 -o run >/dev/null 2>&1
+for d in f32 bf16 q8; do
+  "$lrc" compile "$models/llama.lua" --preset tiny --weights run/model.safetensors --target cpu --weights-dtype "$d" --ctx 64 -o "dec_$d" >/dev/null
+  "$lrc" generate "dec_$d" --prompt-ids "73 110 32 116" -n 16 --temperature 0 2>/dev/null | head -1 | tr ' ' '\n' | grep -E '^[0-9]+$' >"gen_$d.txt"
+done
+check "trained decoder: 16 greedy tokens ($(tr '\n' ' ' <gen_f32.txt))" "[ \$(wc -l <gen_f32.txt) = 16 ]"
+check "bf16 continues as f32 ($(tr '\n' ' ' <gen_bf16.txt))" "cmp -s gen_f32.txt gen_bf16.txt"
+check "q8 continues as f32 ($(tr '\n' ' ' <gen_q8.txt))" "cmp -s gen_f32.txt gen_q8.txt"
 
 # errors: one line, exit 2 (usage) or 1
 "$lrc" compile "$models/llama.lua" --preset tiny --target cpu --weights-dtype q4 -o bad >out.txt 2>err.txt
-st=$?
-check "a dtype lrc lacks: exit 2, one line naming it ($(cat err.txt))" "[ $st = 2 ] && [ \$(wc -l <err.txt) = 1 ] && grep -q 'weights-dtype q4: expected f32 or bf16' err.txt"
-"$lrc" compile "$models/llama.lua" --preset tiny --target cuda --weights-dtype bf16 -o bad >out.txt 2>err.txt
-st=$?
-check "--weights-dtype on the cuda target: exit 2, one line ($(cat err.txt))" "[ $st = 2 ] && [ \$(wc -l <err.txt) = 1 ] && grep -q 'weights-dtype is for --target cpu' err.txt"
+s=$?
+check "a dtype lrc lacks: exit 2, one line naming it ($(cat err.txt))" "[ $s = 2 ] && [ \$(wc -l <err.txt) = 1 ] && grep -q 'weights-dtype q4: expected f32, bf16 or q8' err.txt"
+for d in bf16 q8; do
+  "$lrc" compile "$models/llama.lua" --preset tiny --target cuda --weights-dtype $d -o bad >out.txt 2>err.txt
+  s=$?
+  check "--weights-dtype $d on the cuda target: exit 2, one line ($(cat err.txt))" "[ $s = 2 ] && [ \$(wc -l <err.txt) = 1 ] && grep -q 'weights-dtype is for --target cpu' err.txt"
+done
 check "and no package" "[ ! -e bad ]"
+# a corrupted block scale: f16 NaN (0x7e00) or Inf (0x7c00) in the file
+for bits in 7e00:NaN 7c00:Inf; do
+  rm -rf pkg_bad && cp -r pkg_llama_pre_q8 pkg_bad
+  /usr/bin/python3 - pkg_bad/weights.safetensors "${bits%:*}" "$root/tests/tools" <<'PY'
+import struct, sys
+sys.path.insert(0, sys.argv[3])
+import st
+ts = st.tensors(sys.argv[1])
+name = sorted(k for k in ts if k.endswith(".q8_scale"))[0]
+raw = bytearray(ts[name][2]); raw[6:8] = struct.pack("<H", int(sys.argv[2], 16)); ts[name][2] = bytes(raw)
+st.pack(sys.argv[1], ts)
+PY
+  "$lrc" forward pkg_bad --input tok.st -o bad.st >out.txt 2>err.txt
+  s=$?
+  check "a q8 block scale that is ${bits#*:}: exit 1, one line naming the tensor and block ($(cat err.txt))" \
+    "[ $s = 1 ] && [ \$(wc -l <err.txt) = 1 ] && grep -q \"q8_scale': block scale 3 is ${bits#*:}: the file is corrupt\" err.txt && [ ! -e bad.st ]"
+done
+# an I8 tensor without its scales
+rm -rf pkg_bad && cp -r pkg_llama_pre_q8 pkg_bad
+/usr/bin/python3 - pkg_bad/weights.safetensors "$root/tests/tools" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[2])
+import st
+ts = st.tensors(sys.argv[1])
+del ts[sorted(k for k in ts if k.endswith(".q8_scale"))[0]]
+st.pack(sys.argv[1], ts)
+PY
+"$lrc" forward pkg_bad --input tok.st -o bad.st >out.txt 2>err.txt
+s=$?
+check "an I8 tensor without its scales: exit 1, one line ($(cat err.txt))" "[ $s = 1 ] && [ \$(wc -l <err.txt) = 1 ] && grep -q 'is I8 without its scales' err.txt"
+# a package needing a CPU feature lrc cannot check
+rm -rf pkg_bad && cp -r pkg_llama_pre_q8 pkg_bad
+/usr/bin/python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); p["meta"]["requires"] += ",avx512_fp99"; json.dump(p, open(sys.argv[1], "w"))' pkg_bad/package.json 2>err_py.txt
+"$lrc" forward pkg_bad --input tok.st -o bad.st >out.txt 2>err.txt
+s=$?
+check "a package needing a CPU feature lrc cannot check: exit 1, one line ($(cat err.txt))" "[ $s = 1 ] && [ \$(wc -l <err.txt) = 1 ] && grep -q \"needs CPU feature 'avx512_fp99'\" err.txt"
+check "q8 packages say what the pack kernels need besides the f32 ones" "grep -q '\"requires\":[[:space:]]*\"[a-z0-9,_]*f16c' pkg_llama_pre_q8/package.json"
 summary

@@ -6,7 +6,7 @@
 # st), its read, tensors and arrays serve the tests' own Python.
 import array, json, struct, sys
 
-SIZE = {"F32": 4, "I32": 4, "F16": 2, "BF16": 2, "F64": 8}
+SIZE = {"F32": 4, "I32": 4, "F16": 2, "BF16": 2, "F64": 8, "I8": 1}
 
 def read(p):
     b = open(p, "rb").read()
