@@ -2,7 +2,7 @@
 """lrc's CPU GEMMs against OpenBLAS sgemm at the model's GEMM shapes, same thread count.
 
     /usr/bin/python3 bench/cpu_gemm.py [--threads 2] [--shapes 60m] [--batch 4] [--seq 256]
-        [--repeat 10] [--rounds 3] [--lrc build/lrc] [--weights-dtype f32|bf16]
+        [--repeat 10] [--rounds 3] [--lrc build/lrc] [--weights-dtype f32|bf16|q8]
 
 C = A . W^T, A [M, K] row-major (activations), W [N, K] row-major (nn.Linear layout),
 C [M, N] row-major, f32, M = batch * seq. Shapes of one forward pass of preset P:
@@ -14,8 +14,8 @@ Both sides run in this one invocation, interleaved per shape and round:
     Debian's pthreads OpenBLAS (libopenblas0-pthread), openblas_set_num_threads(threads),
     numpy buffers; --repeat timed calls per round after --warmup calls;
   * lrc: `lrc gemm-bench --m M --n N --k K --threads T --repeat R [--weights-dtype D]`, which
-    must print `gemm M N K: median X ms, Y GFLOP/s`. With --weights-dtype bf16 lrc packs W as
-    bf16 (as `lrc compile --weights-dtype bf16` does); OpenBLAS stays f32 sgemm, the
+    must print `gemm M N K: median X ms, Y GFLOP/s`. With --weights-dtype bf16 or q8 lrc packs W
+    as `lrc compile --weights-dtype` does; OpenBLAS stays f32 sgemm, the
     reference a user of f32 weights would call.
 Each side's figure per shape is the median of its per-round medians. The total is
 FLOP-weighted over one forward pass: sum(count * flops) / sum(count * median time).
@@ -55,7 +55,7 @@ def parse_args():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--lrc", default="build/lrc", help="lrc binary (relative to the repository root)")
     ap.add_argument("--strict", action="store_true", help="exit 4 when the 80%% target is missed")
-    ap.add_argument("--weights-dtype", default="f32", choices=("f32", "bf16"), help="lrc's packed W (default f32)")
+    ap.add_argument("--weights-dtype", default="f32", choices=("f32", "bf16", "q8"), help="lrc's packed W (default f32)")
     a = ap.parse_args()
     if min(a.threads, a.batch, a.seq, a.repeat, a.rounds) < 1:
         ap.error("--threads, --batch, --seq, --repeat and --rounds must be positive")

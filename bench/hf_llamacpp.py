@@ -1,13 +1,15 @@
 #!/usr/bin/python3
-"""lrc export --hf run in llama.cpp, side by side with lrc (f32 and bf16; llama.cpp also at q8_0).
+"""lrc export --hf run in llama.cpp, side by side with lrc at f32, bf16 and q8 (llama.cpp's Q8_0).
 
     /usr/bin/python3 bench/hf_llamacpp.py --llamacpp-build DIR --converter .../convert_hf_to_gguf.py
         [--lrc build/lrc] [--hf-python /work/hfenv/bin/python] [--preset 60m] [--norm layerrope]
-        [--pp 128] [--tg 64] [--threads 2] [--rounds 3] [--repeat 3] [--keep DIR]
+        [--vocab 256] [--pp 128] [--tg 64] [--threads 2] [--rounds 3] [--repeat 3] [--keep DIR]
         [--tokenizer auto|exported|byte-fallback] [--omp-wait-policy passive|env]
 
-1. `lrc init llama --preset P --set norm=N --set vocab=256 --seed 0 -o W` (a byte-level
-   model) and `lrc export W llama ... --hf EXP`.
+1. `lrc init llama --preset P --set norm=N --set vocab=V --seed 0 -o W` (a byte-level
+   model; with V > 256 the ids past 255 are tokens no text encodes to, as a 32 000-token
+   LLaMA's lm_head and embedding sizes are what decoding streams) and `lrc export W llama
+   ... --hf EXP`.
 2. llama.cpp's own, unmodified convert_hf_to_gguf.py (run through bench/hf_llamacpp_shim.py,
    which only names the dtypes torch 1.13 lacks) turns EXP into f32, bf16 and q8_0 GGUF files.
    The converter sends a tokenizer.json like lrc's (BPE, ByteLevel, no merges) to its GPT-2
@@ -17,7 +19,8 @@
    labelled: a copy of EXP whose tokenizer.json and tokenizer_config.json are rewritten
    (byte_fallback_tokenizer below) into the shape of Llama 2's tokenizer.json, which the
    converter takes to its Llama path (LlamaHfVocab: a SentencePiece-style vocabulary, no
-   hash); the weights and config.json are EXP's, untouched.
+   hash), padded with unreachable tokens to V entries; the weights and config.json are
+   EXP's, untouched.
 3. Logits: bench/hf_llamacpp_logits.cpp (llama.h's public API only, built here with g++
    against the llama.cpp build) tokenizes a prompt with the GGUF's own tokenizer and writes
    the logits of every position; lrc computes the same ids with `lrc forward` of the
@@ -27,17 +30,22 @@
    costs ~1e-4 here), f32 with an f32 KV cache, f32 with f32 KV and no flash attention
    (the like-for-like f32 comparison), and q8_0 with the defaults.
 4. Speed, interleaved in rounds (llama.cpp f32, lrc f32, llama.cpp bf16, lrc bf16, llama.cpp
-   q8_0, ...), same threads; lrc's bf16 packages are compiled with --weights-dtype bf16:
+   q8_0, lrc q8, ...), same threads; lrc's packages are compiled with --weights-dtype f32,
+   bf16 and q8 (Q8_0's layout: int8 with an f16 scale per 32 along the reduction axis):
      llama.cpp: llama-bench -m GGUF -p PP -n TG -t THREADS -r REPEAT -o json
                 (pp: one batch of PP tokens; tg: TG tokens decoded one at a time);
      lrc pp:    lrc forward PKG --repeat REPEAT, PKG = lrc compile --target cpu --seq PP
-                (prints the median ms of one [1, PP] forward);
+                --logits last (prints the median ms of one [1, PP] forward). llama-bench's pp
+                batch asks for the last position's logits alone, as a prompt's processing
+                does, so llama.cpp runs its LM head for one row; --logits last has lrc do
+                the same work (its logits are the full forward's last row, bit for bit);
      lrc tg:    lrc generate DEC --prompt-ids ID -n TG --temperature 0, DEC = lrc compile
                 --target cpu --ctx 1+TG (prints tokens/s on stderr).
    llama.cpp runs with OMP_WAIT_POLICY=PASSIVE (--omp-wait-policy env: as the caller has
    it; see llamacpp_env). Each figure is the median over rounds of the per-round medians; it prints the ratios
-   lrc / llama.cpp for pp and tg at f32 and at bf16. lrc has no q8_0 weights: llama.cpp's q8_0
-   figures are printed beside lrc's bf16.
+   lrc / llama.cpp for pp and tg at each precision. A precision llama.cpp cannot run here
+   (llama-bench dies, as with SIGILL on an instruction the virtual CPU lacks) is reported as
+   such, with its error, and has no ratio; the others are still measured.
 Exit status: 0 measured, 1 something failed (printed as RESULT).
 """
 
@@ -46,6 +54,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -62,7 +71,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PROMPT = " Hello,  llama.cpp!\n\tThe quick brown fox jumps over 13 lazy dogs \u2014 caf\u00e9 \u2713 "
 
 
-def byte_fallback_tokenizer():
+def byte_fallback_tokenizer(n_vocab=256):
     """The tokenizer.json that llama.cpp's converter takes, for the same byte-level ids.
 
     Llama 2's shape: model BPE with byte_fallback true and no merges, a vocabulary of the
@@ -75,9 +84,11 @@ def byte_fallback_tokenizer():
     vocabulary whose "<0xNN>" tokens are BYTE tokens, no pre-tokenizer hash involved.
     llama.cpp's SentencePiece tokenizer always turns spaces into "\u2581" before looking
     tokens up, hence id 32 = "\u2581" (with "<0x20>" a space would become the three
-    bytes of U+2581). One loss: a literal U+2581 in a text encodes to 32.
+    bytes of U+2581). One loss: a literal U+2581 in a text encodes to 32. Ids 256 and up
+    (n_vocab > 256) are "<unused_N>" tokens, in the vocabulary but reached by no merge.
     """
     vocab = {("\u2581" if b == 0x20 else "<0x%02X>" % b): b for b in range(256)}
+    vocab.update({"<unused_%d>" % i: i for i in range(256, n_vocab)})
     return {
         "version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
         "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
@@ -108,7 +119,8 @@ def run(cmd, env=None):
 def must(p, what):
     if p.returncode != 0:
         tail = (p.stderr.strip() or p.stdout.strip()).splitlines()[-3:]
-        raise RuntimeError("%s failed (exit %d): %s" % (what, p.returncode, " | ".join(tail)))
+        how = "killed by %s" % signal.Signals(-p.returncode).name if p.returncode < 0 else "exit %d" % p.returncode
+        raise RuntimeError("%s failed (%s): %s" % (what, how, " | ".join(tail)))
     return p
 
 
@@ -194,6 +206,7 @@ def main():
     ap.add_argument("--hf-python", default="/work/hfenv/bin/python", help="a Python with transformers for the converter")
     ap.add_argument("--preset", default="60m")
     ap.add_argument("--norm", default="layerrope")
+    ap.add_argument("--vocab", type=int, default=256, help="the model's vocabulary (>= 256; default 256, bytes)")
     ap.add_argument("--pp", type=int, default=128)
     ap.add_argument("--tg", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
@@ -209,7 +222,7 @@ def main():
     a.llamacpp_build = os.path.abspath(a.llamacpp_build)
     a.converter = os.path.abspath(a.converter)
     src = os.path.dirname(a.converter)
-    sets = ["--preset", a.preset, "--set", "norm=%s" % a.norm, "--set", "vocab=256"]
+    sets = ["--preset", a.preset, "--set", "norm=%s" % a.norm, "--set", "vocab=%d" % a.vocab]
     cache = {}
     try:
         with open(os.path.join(a.llamacpp_build, "CMakeCache.txt")) as f:
@@ -219,8 +232,9 @@ def main():
                     cache[m.group(1)] = m.group(2)
     except OSError:
         pass
-    common.print_header("lrc export --hf in llama.cpp: pp%d / tg%d, f32 and bf16 (and llama.cpp q8_0)" % (a.pp, a.tg), a.threads,
-                        extra=[("model", "llama preset %s, norm=%s, vocab=256 (bytes), seed 0" % (a.preset, a.norm)),
+    common.print_header("lrc export --hf in llama.cpp: pp%d / tg%d, f32, bf16 and q8 (Q8_0)" % (a.pp, a.tg), a.threads,
+                        extra=[("model", "llama preset %s, norm=%s, vocab=%d (bytes%s), seed 0" % (
+                                   a.preset, a.norm, a.vocab, " and unreachable ids" if a.vocab > 256 else "")),
                                ("load avg", "%s (start)" % common.loadavg()), ("lrc", a.lrc), ("llama.cpp", "%s (build %s)" % (src, a.llamacpp_build)),
                                ("llama.cpp OMP", "OMP_WAIT_POLICY=%s" % llamacpp_env(a).get("OMP_WAIT_POLICY", "(unset)")),
                                ("llama.cpp cmake", " ".join("%s=%s" % kv for kv in sorted(cache.items())) or "?")])
@@ -257,7 +271,7 @@ def main():
                   % hf_dir)
             shutil.copytree(exp, hf_dir)
             with open(os.path.join(hf_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
-                json.dump(byte_fallback_tokenizer(), f, ensure_ascii=False, indent=1)
+                json.dump(byte_fallback_tokenizer(a.vocab), f, ensure_ascii=False, indent=1)
             with open(os.path.join(hf_dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
                 json.dump(BYTE_FALLBACK_TOKENIZER_CONFIG, f, indent=2)
             chk = subprocess.run([a.hf_python, "-c", (
@@ -286,12 +300,16 @@ def main():
         must(run([a.lrc, "forward", "llama"] + sets + ["--weights", w, "--input", inp, "-o", out, "--target", "ref"])[0],
              "lrc forward --target ref")
         ref = st.arrays(out)["logits"][2]
-        V = 256
+        V = a.vocab
         print("prompt: %r (%d bytes)" % (PROMPT, len(want)))
         for t, kv, fa in (("f32", "f16", "auto"), ("f32", "f32", "auto"), ("f32", "f32", "off"), ("q8_0", "f16", "auto")):
             lf = os.path.join(tmp, "llamacpp_%s_%s_%s.f32" % (t, kv, fa))
             p, _ = run([dumper, gg[t], PROMPT, lf, str(a.threads), kv, fa], env=llamacpp_env(a))
-            must(p, "hf_llamacpp_logits %s" % t)
+            try:
+                must(p, "hf_llamacpp_logits %s" % t)
+            except RuntimeError as e:  # a precision llama.cpp cannot run here: said, and the rest goes on
+                print("logits llama.cpp %-5s: CANNOT RUN HERE: %s" % (t, e))
+                continue
             ids = [int(x) for x in re.search(r"ids:(.*)", p.stdout).group(1).split()]
             same = ids == want
             if not same or t == "q8_0" or kv == "f16":
@@ -309,47 +327,58 @@ def main():
                       t, kv, fa, diff, top, am, len(ids)))
 
         # ---- speed -----------------------------------------------------------------------
+        pairs = (("f32", "f32"), ("bf16", "bf16"), ("q8", "q8_0"))  # lrc --weights-dtype, llama.cpp GGUF type
         pkg, dec = {}, {}
-        for wd in ("f32", "bf16"):
+        for wd, _ in pairs:
             pkg[wd], dec[wd] = os.path.join(tmp, "pkg%d_%s" % (a.pp, wd)), os.path.join(tmp, "dec%d_%s" % (a.tg + 1, wd))
             p, dt = run([a.lrc, "compile", "llama"] + sets + ["--weights", w, "--target", "cpu", "--weights-dtype", wd,
-                                                               "--seq", str(a.pp), "-o", pkg[wd]])
-            must(p, "lrc compile --seq --weights-dtype %s" % wd)
-            print("lrc compile --seq %d --weights-dtype %s: %.1f s" % (a.pp, wd, dt))
+                                                               "--seq", str(a.pp), "--logits", "last", "-o", pkg[wd]])
+            must(p, "lrc compile --seq --logits last --weights-dtype %s" % wd)
+            print("lrc compile --seq %d --logits last --weights-dtype %s: %.1f s" % (a.pp, wd, dt))
             p, dt = run([a.lrc, "compile", "llama"] + sets + ["--weights", w, "--target", "cpu", "--weights-dtype", wd,
                                                                "--ctx", str(a.tg + 1), "-o", dec[wd]])
             must(p, "lrc compile --ctx --weights-dtype %s" % wd)
-            print("lrc compile --ctx %d --weights-dtype %s: %.1f s, weights %.1f MB" % (
-                a.tg + 1, wd, dt, os.path.getsize(os.path.join(dec[wd], "weights.safetensors")) / 1e6))
+            meta = json.load(open(os.path.join(dec[wd], "package.json")))["meta"]
+            print("lrc package for cpu %s, requires %s" % (meta.get("cpu"), meta.get("requires")))
+            print("lrc compile --ctx %d --weights-dtype %s: %.1f s, weights %.1f MB (%.3f of f32's)" % (
+                a.tg + 1, wd, dt, os.path.getsize(os.path.join(dec[wd], "weights.safetensors")) / 1e6,
+                os.path.getsize(os.path.join(dec[wd], "weights.safetensors")) / os.path.getsize(os.path.join(dec["f32"], "weights.safetensors"))))
         bench_in, bench_out = os.path.join(tmp, "pp.st"), os.path.join(tmp, "pp_logits.st")
         write_tokens(bench_in, [(7 * i + 3) % 256 for i in range(a.pp)])
-        got = {k: [] for k in ("llama.cpp f32 pp", "llama.cpp f32 tg", "lrc f32 pp", "lrc f32 tg", "llama.cpp bf16 pp",
-                               "llama.cpp bf16 tg", "lrc bf16 pp", "lrc bf16 tg", "llama.cpp q8_0 pp", "llama.cpp q8_0 tg")}
-        info = {}
+        got = {}
+        for wd, gt in pairs:
+            for k in ("pp", "tg"):
+                got["llama.cpp %s %s" % (gt, k)], got["lrc %s %s" % (wd, k)] = [], []
+        info, broken = {}, {}
         for r in range(a.rounds):
-            for wd in ("f32", "bf16"):
-                res, info = llama_bench(a, gg[wd])
-                got["llama.cpp %s pp" % wd].append(res["pp"])
-                got["llama.cpp %s tg" % wd].append(res["tg"])
+            for wd, gt in pairs:
+                if gt not in broken:
+                    try:
+                        res, info = llama_bench(a, gg[gt])
+                        got["llama.cpp %s pp" % gt].append(res["pp"])
+                        got["llama.cpp %s tg" % gt].append(res["tg"])
+                    except RuntimeError as e:  # reported below, not dropped
+                        broken[gt] = str(e)
                 got["lrc %s pp" % wd].append(lrc_pp(a, pkg[wd], bench_in, bench_out))
                 got["lrc %s tg" % wd].append(lrc_tg(a, dec[wd]))
-            res, _ = llama_bench(a, gg["q8_0"])
-            got["llama.cpp q8_0 pp"].append(res["pp"])
-            got["llama.cpp q8_0 tg"].append(res["tg"])
         print("llama-bench: build %s (%s), cpu_info %s, backends %s, n_batch %s, n_ubatch %s, flash_attn %s, type_k %s" % (
             info.get("build_commit"), info.get("build_number"), info.get("cpu_info"), info.get("backends"),
             info.get("n_batch"), info.get("n_ubatch"), info.get("flash_attn"), info.get("type_k")))
-        med = {k: common.median(v) for k, v in got.items()}
+        med = {k: common.median(v) for k, v in got.items() if v}
         print("tokens/s, %d threads, median of %d rounds (each the median of %d runs; lrc tg: one run of %d tokens):"
               % (a.threads, a.rounds, a.repeat, a.tg))
         for k, v in got.items():
-            print("  %-18s %9.1f   (rounds: %s)" % (k, med[k], ", ".join("%.1f" % x for x in v)))
-        print("  lrc q8_0           (none: lrc has no q8_0 weights)")
-        for wd in ("f32", "bf16"):
-            print("ratio lrc / llama.cpp, %s: pp%d %.3f, tg%d %.3f" % (
-                wd, a.pp, med["lrc %s pp" % wd] / med["llama.cpp %s pp" % wd], a.tg, med["lrc %s tg" % wd] / med["llama.cpp %s tg" % wd]))
-        print("ratio lrc bf16 / llama.cpp q8_0: pp%d %.3f, tg%d %.3f" % (
-            a.pp, med["lrc bf16 pp"] / med["llama.cpp q8_0 pp"], a.tg, med["lrc bf16 tg"] / med["llama.cpp q8_0 tg"]))
+            if v:
+                print("  %-18s %9.1f   (rounds: %s)" % (k, med[k], ", ".join("%.1f" % x for x in v)))
+        for gt, why in broken.items():
+            print("  llama.cpp %-8s CANNOT RUN HERE: %s" % (gt, why))
+        for wd, gt in pairs:
+            if gt in broken:
+                print("ratio lrc %s / llama.cpp %s: none (llama.cpp cannot run %s here)" % (wd, gt, gt))
+                continue
+            print("ratio lrc %s / llama.cpp %s: pp%d %.3f, tg%d %.3f" % (
+                wd, gt, a.pp, med["lrc %s pp" % wd] / med["llama.cpp %s pp" % gt], a.tg,
+                med["lrc %s tg" % wd] / med["llama.cpp %s tg" % gt]))
     except RuntimeError as e:
         print("RESULT: %s" % e)
         return 1
