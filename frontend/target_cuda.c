@@ -17,8 +17,8 @@
 static int cuda_check(const char *cmd, const cli_args *a, lrc_err *err)
 {
     char why[256];
-    if (a->weights_dtype) /* the device's storage is --precision's */
-        return lrc_err_set(err, "--weights-dtype is for --target cpu (cuda stores weight matrices as --precision says)"), EXIT_USAGE;
+    if (a->weights_dtype) /* the device's storage is --precision's; a target that lacks a storage is bad input, as issue 22 has it */
+        return lrc_err_set(err, "--weights-dtype is for --target cpu (cuda stores weight matrices as --precision says)"), EXIT_USER;
     lrc_cuda_device dev;
     if (!strcmp(cmd, "backward") && lrc_cuda_probe(&dev, why, sizeof why)) return lrc_err_set(err, "--target cuda: %s", why), EXIT_USER;
     return LRC_OK;

@@ -129,7 +129,7 @@ check "a dtype lrc lacks: exit 2, one line naming it ($(cat err.txt))" "[ $s = 2
 for d in bf16 q8; do
   "$lrc" compile "$models/llama.lua" --preset tiny --target cuda --weights-dtype $d -o bad >out.txt 2>err.txt
   s=$?
-  check "--weights-dtype $d on the cuda target: exit 2, one line ($(cat err.txt))" "[ $s = 2 ] && [ \$(wc -l <err.txt) = 1 ] && grep -q 'weights-dtype is for --target cpu' err.txt"
+  check "--weights-dtype $d on the cuda target, which lacks it: exit 1, one line ($(cat err.txt))" "[ $s = 1 ] && [ \$(wc -l <err.txt) = 1 ] && grep -q 'weights-dtype is for --target cpu' err.txt"
 done
 check "and no package" "[ ! -e bad ]"
 # a corrupted block scale: f16 NaN (0x7e00) or Inf (0x7c00) in the file
@@ -168,5 +168,9 @@ rm -rf pkg_bad && cp -r pkg_llama_pre_q8 pkg_bad
 "$lrc" forward pkg_bad --input tok.st -o bad.st >out.txt 2>err.txt
 s=$?
 check "a package needing a CPU feature lrc cannot check: exit 1, one line ($(cat err.txt))" "[ $s = 1 ] && [ \$(wc -l <err.txt) = 1 ] && grep -q \"needs CPU feature 'avx512_fp99'\" err.txt"
+LRC_CPU_HIDE=f16c "$lrc" forward pkg_llama_pre_q8 --input tok.st -o bad.st >out.txt 2>err.txt
+s=$?
+check "a q8 package on a CPU without f16c (LRC_CPU_HIDE): exit 1, one line ($(cat err.txt))" \
+  "[ $s = 1 ] && [ \$(wc -l <err.txt) = 1 ] && grep -q 'compiled for a CPU with f16c, which this CPU lacks: compile it here' err.txt && [ ! -e bad.st ]"
 check "q8 packages say what the pack kernels need besides the f32 ones" "grep -q '\"requires\":[[:space:]]*\"[a-z0-9,_]*f16c' pkg_llama_pre_q8/package.json"
 summary
