@@ -1,9 +1,10 @@
 #!/bin/bash
 # logits_last.sh LRC MODELS_DIR HF_DIR — lrc compile --logits last: the
 # logits of the last position only, [B, 1, V], bit for bit the last row of
-# the full forward's, for LLaMA pre and layerrope and a Hugging Face
-# directory; the LM head and the last layer after its attention run for one
-# row (the plan's FLOPs and the kernels inspect prints); and the errors: the
+# the full forward's, for LLaMA pre and layerrope, Parcae (a loop), GPT-2
+# (learned positions) and a Hugging Face directory; the LM head and the
+# last layer after its attention run for one row (the plan's FLOPs and the
+# kernels inspect prints); and the errors: the
 # option with --ctx or --min-seq, a model without logits [B, T, V], a bad
 # value, a package of --logits last run on a shorter sequence.
 lrc=$(readlink -f "$1") models=$(readlink -f "$2") hf=$(readlink -f "$3")
@@ -48,6 +49,11 @@ pair llama_pre "$models/llama.lua" --preset tiny --weights w_pre.st
 pair llama_layerrope "$models/llama.lua" --preset tiny --set norm=layerrope --weights w_lr.st
 pair hf_qwen2 "$hf"
 pair llama_q8 "$models/llama.lua" --preset tiny --weights w_pre.st --weights-dtype q8
+# a loop (Parcae's recurrent block) and learned positions (GPT-2's slice) on the way up
+"$lrc" init "$models/parcae.lua" --preset tiny --seed 5 -o w_parcae.st >/dev/null
+"$lrc" init "$models/gpt2.lua" --preset tiny --seed 6 -o w_gpt2.st >/dev/null
+pair parcae "$models/parcae.lua" --preset tiny --weights w_parcae.st
+pair gpt2 "$models/gpt2.lua" --preset tiny --weights w_gpt2.st
 
 # the cut: the LM head and the last layer's MLP read one row a sequence, attention every row
 "$lrc" inspect "$models/llama.lua" --preset tiny --batch 2 --seq 8 --logits last --after last_rows --ir >ir.txt 2>&1
