@@ -123,6 +123,19 @@ check "trained decoder: 16 greedy tokens ($(tr '\n' ' ' <gen_f32.txt))" "[ \$(wc
 check "bf16 continues as f32 ($(tr '\n' ' ' <gen_bf16.txt))" "cmp -s gen_f32.txt gen_bf16.txt"
 check "q8 continues as f32 ($(tr '\n' ' ' <gen_q8.txt))" "cmp -s gen_f32.txt gen_q8.txt"
 
+# the GEMMs against an f64 product of the stored weights (gemm-bench's check), on each of the
+# kernel's paths: 1 row (decoding's tiles of four panels), a few rows, and rows enough that
+# a q8 panel is widened once per work item; a partial last panel and a partial last block
+for d in bf16 q8; do
+  for mnk in "1 1000 77" "5 33 77" "50 100 77" "130 300 200"; do
+    set -- $mnk
+    for op in matmul matmul_nn; do
+      out=$("$lrc" gemm-bench --m $1 --n $2 --k $3 --op $op --weights-dtype $d --repeat 1 2>&1 | tail -1)
+      check "gemm-bench $op $mnk with $d weights: within f32 summation's bound ($out)" "[[ '$out' == *': ok' ]]"
+    done
+  done
+done
+
 # errors: one line, exit 2 (usage) or 1
 "$lrc" compile "$models/llama.lua" --preset tiny --target cpu --weights-dtype q4 -o bad >out.txt 2>err.txt
 s=$?
