@@ -166,7 +166,7 @@ static LLVMValueRef imin(em_t *e, LLVMValueRef a, LLVMValueRef b)
 }
 
 /* W's value (n, kk) as the GEMM sees it, 0 for columns n past N */
-static LLVMValueRef pack_q8_source(kgen *k, const lrc_extra_buf *xb, LLVMValueRef W, LLVMValueRef inside, LLVMValueRef n,
+static LLVMValueRef panel_source(kgen *k, const lrc_extra_buf *xb, LLVMValueRef W, LLVMValueRef inside, LLVMValueRef n,
                                    LLVMValueRef kk)
 {
     em_t *e = k->e;
@@ -195,7 +195,7 @@ static void pack_q8(kgen *k, const lrc_extra_buf *xb)
     LLVMValueRef k0 = em_imul(e, b, em_i64(e, LRC_Q8_BLOCK)), k1 = imin(e, em_iadd(e, k0, em_i64(e, LRC_Q8_BLOCK)), em_i64(e, K));
     LLVMBuildStore(e->b, em_f32(e, 0), amax);
     LLVMValueRef kk = em_for_begin(e, &lk, k0, k1);
-    LLVMValueRef x = em_intr1(e, "fabs", pack_q8_source(k, xb, W, inside, n, kk));
+    LLVMValueRef x = em_intr1(e, "fabs", panel_source(k, xb, W, inside, n, kk));
     LLVMBuildStore(e->b, em_intr2(e, "maxnum", LLVMBuildLoad2(e->b, e->f32, amax, ""), x), amax);
     em_for_end(e, &lk, em_i64(e, 1));
     LLVMValueRef d = LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f32, amax, ""), em_f32(e, 127.0), "");
@@ -205,7 +205,7 @@ static void pack_q8(kgen *k, const lrc_extra_buf *xb)
     LLVMValueRef sat = em_iadd(e, base, em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, NR)), j), em_i64(e, 4)));
     LLVMSetAlignment(LLVMBuildStore(e->b, d, byte_ptr(e, P, sat, e->f32, 1)), 4);
     kk = em_for_begin(e, &lk, k0, k1);
-    LLVMValueRef r = em_intr1(e, "round", em_mul(e, pack_q8_source(k, xb, W, inside, n, kk), inv));
+    LLVMValueRef r = em_intr1(e, "round", em_mul(e, panel_source(k, xb, W, inside, n, kk), inv));
     r = em_intr2(e, "minnum", em_intr2(e, "maxnum", r, em_f32(e, -127.0)), em_f32(e, 127.0));
     LLVMValueRef qat = em_iadd(e, base, em_iadd(e, em_i64(e, nb * NR * 4), em_iadd(e, em_imul(e, kk, em_i64(e, NR)), j)));
     LLVMBuildStore(e->b, LLVMBuildFPToSI(e->b, r, i8, ""), byte_ptr(e, P, qat, i8, 1));
@@ -237,11 +237,7 @@ void kg_gemm_pack(kgen *k)
     LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, NR));
     LLVMValueRef n = em_iadd(e, em_imul(e, p, em_i64(e, NR)), j);
     LLVMValueRef inside = LLVMBuildICmp(e->b, LLVMIntSLT, n, em_i64(e, N), "");
-    /* rows past N read row 0 (always valid) and store zero */
-    LLVMValueRef at = xb->transposed ? em_iadd(e, em_imul(e, kk, em_i64(e, N)), n) : em_iadd(e, em_imul(e, n, em_i64(e, K)), kk);
-    LLVMValueRef src = LLVMBuildSelect(e->b, inside, at, kk, "");
-    LLVMValueRef v = LLVMBuildSelect(e->b, inside, em_load(e, W, src, 1), em_f32(e, 0), "");
-    panel_store(e, P, xb->store, em_iadd(e, dst, j), v, 1);
+    panel_store(e, P, xb->store, em_iadd(e, dst, j), panel_source(k, xb, W, inside, n, kk), 1);
     em_for_end(e, &lj, em_i64(e, 1));
     em_for_end(e, &lk, em_i64(e, 1));
     em_for_end(e, &lp, em_i64(e, 1));
