@@ -32,9 +32,20 @@ opts=(-DGGML_NATIVE=OFF -DGGML_AVX=$(has avx) -DGGML_AVX2=$(has avx2) -DGGML_FMA
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) cores"
 echo "llama.cpp cmake: ${opts[*]}"
 
+# a Python with transformers for the converter (its pip also fetches the sdist: Debian's
+# python3 has no pip of its own)
+py=${LRC_HF_PYTHON:-$cache/venv/bin/python}
+if ! "$py" -c 'import transformers, sentencepiece, google.protobuf' 2>/dev/null; then
+  echo "making a Python with transformers for the converter: $cache/venv"
+  /usr/bin/python3 -m venv --system-site-packages "$cache/venv"
+  "$cache/venv/bin/pip" install -q "transformers==4.44.2" tokenizers sentencepiece protobuf >"$cache/pip.log" 2>&1 ||
+    { echo "RESULT: pip install transformers failed (see $cache/pip.log)"; exit 1; }
+  py=$cache/venv/bin/python
+fi
+
 if [ ! -f "$src/convert_hf_to_gguf.py" ]; then
   echo "fetching the llama-cpp-python $ver sdist into $cache"
-  /usr/bin/python3 -m pip download --no-deps --no-binary :all: "llama-cpp-python==$ver" -d "$cache" >"$cache/download.log" 2>&1 ||
+  "$py" -m pip download --no-deps --no-binary :all: "llama-cpp-python==$ver" -d "$cache" >"$cache/download.log" 2>&1 ||
     { echo "RESULT: pip download llama-cpp-python==$ver failed (see $cache/download.log)"; exit 1; }
   tar -xzf "$cache/llama_cpp_python-$ver.tar.gz" -C "$cache"
 fi
@@ -47,15 +58,6 @@ if [ ! -x "$build/bin/llama-bench" ] || [ "$(cat "$stamp" 2>/dev/null)" != "${op
   cmake --build "$build" -j"$(nproc)" --target llama-bench llama >"$cache/build.log" 2>&1 ||
     { echo "RESULT: the llama.cpp build failed (see $cache/build.log)"; exit 1; }
   echo "${opts[*]}" >"$stamp"
-fi
-
-py=${LRC_HF_PYTHON:-$cache/venv/bin/python}
-if ! "$py" -c 'import transformers, sentencepiece, google.protobuf' 2>/dev/null; then
-  echo "making a Python with transformers for the converter: $cache/venv"
-  /usr/bin/python3 -m venv --system-site-packages "$cache/venv"
-  "$cache/venv/bin/pip" install -q "transformers==4.44.2" tokenizers sentencepiece protobuf >"$cache/pip.log" 2>&1 ||
-    { echo "RESULT: pip install transformers failed (see $cache/pip.log)"; exit 1; }
-  py=$cache/venv/bin/python
 fi
 
 exec /usr/bin/python3 "$root/bench/hf_llamacpp.py" --llamacpp-build "$build" --converter "$src/convert_hf_to_gguf.py" \
