@@ -110,9 +110,12 @@ static lrc_tensor *dequantize(const lrc_tensor *t, const lrc_tensor *s, const ch
     const int8_t *q = t->data;
     float *x = o->data;
     for (int64_t r = 0; r < v.rows; r++)
-        for (int64_t k = 0; k < v.K; k++) {
-            int64_t i = r * v.row_stride + k * v.k_stride;
-            x[i] = (float)q[i] * lrc_f16_to_f32(sd[scale_at(&v, axis, r, k / LRC_Q8_BLOCK)]);
+        for (int64_t b = 0; b < v.nb; b++) { /* each scale widened once, for its block */
+            float d = lrc_f16_to_f32(sd[scale_at(&v, axis, r, b)]);
+            for (int64_t k = b * LRC_Q8_BLOCK; k < v.K && k < (b + 1) * LRC_Q8_BLOCK; k++) {
+                int64_t i = r * v.row_stride + k * v.k_stride;
+                x[i] = (float)q[i] * d;
+            }
         }
     return o;
 }
