@@ -93,6 +93,11 @@ typedef enum { GROUP, ONE, ROWS, INPUT_ROWS, HEADS, COLUMNS, SUMMED_COLUMNS } it
 #define ITEMS_cross_entropy INPUT_ROWS /* the logits' rows; on the cpu each row's term goes to scratch, summed in order by the last to finish */
 #define ITEMS_loop_state ONE
 #define ITEMS_loop_next ONE
+#define ITEMS_topk ROWS
+#define ITEMS_gather ROWS
+#define ITEMS_gather_grad ROWS
+#define ITEMS_expert_matmul COLUMNS /* blocks of LRC_SUM_COLS output columns, every row */
+#define ITEMS_expert_matmul_tn COLUMNS
 
 static const item_rule items_of[LRC_OP_COUNT] = {
 #define ITEMS_ENTRY(E, op) [LRC_OP_##E] = ITEMS_##op,

@@ -82,13 +82,19 @@ static int build_plan(lrc_compiled *c, lrc_err *err)
         l->flops = k->flops;
         l->bytes = k->bytes;
     }
-    /* ids read by a gather (the op table's byte rule says which ops gather)
-     * must index the table: checked before each run */
+    /* ids read by a gather (the op table's byte rule says which ops gather;
+     * gather and gather_grad index a row's last axis) must index the table:
+     * checked before each run */
     for (int id = 0; id < g->n_nodes; id++) {
         const lrc_node *n = &g->nodes[id];
-        if (lrc_op_table[n->op].bytes != LRC_BYTES_GATHER || pl->bufs[s->buffer_of[n->in[0]]].kind != LRC_BUF_INPUT) continue;
+        int ids = -1;
+        int64_t hi = 0;
+        if (lrc_op_table[n->op].bytes == LRC_BYTES_GATHER) ids = n->in[0], hi = g->nodes[n->in[1]].shape.dim[0];
+        else if (n->op == LRC_OP_GATHER) ids = n->in[1], hi = g->nodes[n->in[0]].shape.dim[g->nodes[n->in[0]].shape.ndim - 1];
+        else if (n->op == LRC_OP_GATHER_GRAD) ids = n->in[0], hi = n->iattr[0];
+        if (ids < 0 || pl->bufs[s->buffer_of[ids]].kind != LRC_BUF_INPUT) continue;
         pl->checks = lrc_xrealloc(pl->checks, (size_t)(pl->n_checks + 1) * sizeof *pl->checks);
-        pl->checks[pl->n_checks++] = (lrc_plan_check){s->buffer_of[n->in[0]], 0, g->nodes[n->in[1]].shape.dim[0]};
+        pl->checks[pl->n_checks++] = (lrc_plan_check){s->buffer_of[ids], 0, hi};
     }
     return LRC_OK;
 }

@@ -99,6 +99,17 @@ static int axes_loop(const lrc_graph *g, const lrc_node *n, const int *axis, con
     return LRC_OK;
 }
 
+/* x[..., S|1, K], W, ids[..., S] -> [..., S, N]: the leading axes are the
+ * output's, aligned left; the slot axis and K mix */
+static int axes_routed(const lrc_graph *g, const lrc_node *n, const int *axis, const char *what, int *out, lrc_err *err)
+{
+    int x = axis[n->in[0]], ids = axis[n->in[2]], slot = IN(2)->shape.ndim - 1;
+    if (axis[n->in[1]] >= 0) return mixes(g, n, what, "multiplies by a matrix that depends on the", err);
+    if ((x >= 0 && ids >= 0 && x != ids) || x >= slot || ids >= slot) return mixes(g, n, what, "routes across the", err);
+    *out = x >= 0 ? x : ids;
+    return LRC_OK;
+}
+
 int lrc_graph_track_axis(const lrc_graph *g, const int *input_axis, const char *what, int *axis, lrc_err *err)
 {
     for (int i = 0; i < g->n_nodes; i++) {
@@ -114,6 +125,7 @@ int lrc_graph_track_axis(const lrc_graph *g, const int *input_axis, const char *
         case LRC_AXES_TRANSPOSE: rc = axes_transpose(g, n, axis, what, &axis[i], err); break;
         case LRC_AXES_SLICE: rc = axes_slice(g, n, axis, what, &axis[i], err); break;
         case LRC_AXES_LOOP: rc = axes_loop(g, n, axis, what, &axis[i], err); break;
+        case LRC_AXES_ROUTED: rc = axes_routed(g, n, axis, what, &axis[i], err); break;
         case LRC_AXES_MIXED:
             for (int k = 0; k < n->n_in && !rc; k++)
                 if (axis[n->in[k]] >= 0) rc = mixes(g, n, what, "mixes the whole", err);

@@ -203,7 +203,16 @@ int lrc_tensor_set_dequantize_q8(lrc_tensor_set *s, const char *what, lrc_err *e
     X(GELU_TANH_GRAD, gelu_tanh_grad) /* x, dy -> dy * d gelu_tanh / dx */                                  \
     X(ATTENTION_LSE, attention_lse) /* q, k, v -> [B,T,H]: each query row's log-sum-exp of its scores, the   \
                                       statistic attention_grad reads; computed by the attention kernel   \
-                                      over the same inputs (fuse rule 7) */
+                                      over the same inputs (fuse rule 7) */                                  \
+    X(TOPK, topk)                  /* x[..., E] -> i32 [..., k]: where the k largest are, as torch.topk      \
+                                      orders them, ties included (ir/topk_order.h) */                        \
+    X(GATHER, gather)              /* x[..., E], ids i32 [..., k] -> [..., k]: x[..., ids[..., j]] */        \
+    X(GATHER_GRAD, gather_grad)    /* ids [..., k], dy [..., k] -> [..., n]: dy added at ids, else 0 */      \
+    X(EXPERT_MATMUL, expert_matmul) /* x[..., S|1, K], W[N, K], ids i32 [..., S] -> [..., S, N]: row s is    \
+                                      x W^T where ids[..., s] == expert, else 0 (nn: x W, W[K, N]); only  \
+                                      the selected rows are computed (a mixture of experts) */             \
+    X(EXPERT_MATMUL_TN, expert_matmul_tn) /* a[..., S|1, N], b[..., S|1, K], ids [..., S] -> [N, K]: a^T b   \
+                                      over the rows where ids == expert (an expert weight's gradient) */
 
 typedef enum lrc_op {
 #define LRC_OP_ENUM(E, op) LRC_OP_##E,
@@ -277,6 +286,7 @@ typedef enum lrc_axes_rule {
     LRC_AXES_TRANSPOSE, /* an axis moves with the permutation */
     LRC_AXES_SLICE,     /* along the tracked axis only from earlier positions (start <= 0), whole length */
     LRC_AXES_LOOP,      /* loop_next: state and body result as LOCAL, the counts per row of axis 0 */
+    LRC_AXES_ROUTED,    /* expert_matmul: x[..., S|1, K] and ids[..., S] lead the output alike; the weight has none */
     LRC_AXES_MIXED,     /* reduces or mixes every axis (a loss, a gradient, a KV cache) */
 } lrc_axes_rule;
 

@@ -601,6 +601,17 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2 };
 #define ROW_sigmoid_grad OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_4, 0, REFS(sigmoid_grad), NO_GRAD, ALL, MIXED, 0)
 #define ROW_gelu_tanh_grad                                                                                               \
     OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_8, 0, REFS(gelu_tanh_grad), NO_GRAD, ALL, MIXED, 0)
+/* a mixture of experts' routing (route.c) */
+#define ROW_topk OP(1, OPAQUE, ATTRS("k"), NONE, NULL, lrc_infer_topk, lrc_flops_topk, 0, REFS(topk), lrc_grad_stop, ALL, LOCAL, 0)
+#define ROW_gather OP(2, OPAQUE, NONE, NONE, NULL, lrc_infer_gather, flops_zero, 1, REFS(gather), lrc_grad_gather, ALL, LOCAL, 0)
+#define ROW_gather_grad                                                                                                  \
+    OP(2, OPAQUE, ATTRS("n"), NONE, NULL, lrc_infer_gather_grad, flops_1, 0, REFS(gather_grad), NO_GRAD, ALL, MIXED, 0)
+#define ROW_expert_matmul                                                                                                \
+    OP(3, OPAQUE, ATTRS("expert", "experts", "nn"), NONE, NULL, lrc_infer_expert_matmul, lrc_flops_expert_matmul, 2,      \
+       REFS(expert_matmul), lrc_grad_expert_matmul, ALL, ROUTED, 0)
+#define ROW_expert_matmul_tn                                                                                             \
+    OP(3, OPAQUE, ATTRS("expert", "experts"), NONE, NULL, lrc_infer_expert_matmul_tn, lrc_flops_expert_matmul_tn, 0,    \
+       REFS(expert_matmul_tn), NO_GRAD, ALL, MIXED, 0)
 
 /* The op table: LRC_OPS over the rows, each named by its op. */
 const lrc_op_info lrc_op_table[LRC_OP_COUNT] = {

@@ -48,7 +48,12 @@
     X(gelu_tanh) \
     X(tanh_grad) \
     X(sigmoid_grad) \
-    X(gelu_tanh_grad)
+    X(gelu_tanh_grad) \
+    X(topk) \
+    X(gather) \
+    X(gather_grad) \
+    X(expert_matmul) \
+    X(expert_matmul_tn)
 #define LRC_REF_DECLARE(name) int lrc_ref_##name(LRC_REF_ARGS); int lrc_ref64_##name(LRC_REF_ARGS);
 LRC_REF_KERNELS(LRC_REF_DECLARE)
 
@@ -77,6 +82,18 @@ int lrc_grad_tanh(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_sigmoid(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_gelu_tanh(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_stop(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
+int lrc_grad_gather(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
+int lrc_grad_expert_matmul(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
+
+/* The routing ops' shape rules and FLOPs (ir/route.c). */
+int lrc_infer_topk(const lrc_graph *g, lrc_node *n, lrc_err *err);
+int lrc_infer_gather(const lrc_graph *g, lrc_node *n, lrc_err *err);
+int lrc_infer_gather_grad(const lrc_graph *g, lrc_node *n, lrc_err *err);
+int lrc_infer_expert_matmul(const lrc_graph *g, lrc_node *n, lrc_err *err);
+int lrc_infer_expert_matmul_tn(const lrc_graph *g, lrc_node *n, lrc_err *err);
+double lrc_flops_topk(const lrc_graph *g, const lrc_node *n);
+double lrc_flops_expert_matmul(const lrc_graph *g, const lrc_node *n);
+double lrc_flops_expert_matmul_tn(const lrc_graph *g, const lrc_node *n);
 
 int lrc_ref_rotate(const lrc_node *n, const float *x, float *out, int sign);
 int lrc_ref64_rotate(const lrc_node *n, const double *x, double *out, int sign);

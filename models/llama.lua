@@ -25,6 +25,9 @@ M.defaults = {
   sliding_window = 0,      -- each position attends to the last W; 0: all
   fused_proj = false,      -- one qkv_proj and one gate_up_proj (Phi-3)
   plain_layernorm = false, -- LayerNorm without parameters instead of RMSNorm (OLMo; norm = pre)
+  -- a sparse mixture of experts in place of the MLP (Mixtral): n_experts
+  -- SwiGLU experts of width d_ff, each row routed to experts_per_tok of them
+  n_experts = 0, experts_per_tok = 2,
   -- RoPE scaling (lrc.rope): rope_factor 1 is none; with rope_orig_ctx 0 it
   -- is linear (positions / factor), else Llama 3's between rope_low_freq
   -- and rope_high_freq
@@ -62,10 +65,17 @@ local function validate(cfg)
     error(string.format("norm must be one of pre, post, peri, lns, deepnet, layerrope, layerrope_peri; got '%s'",
       cfg.norm))
   end
-  for _, k in ipairs({ "n_kv_heads", "head_dim", "sliding_window" }) do
+  for _, k in ipairs({ "n_kv_heads", "head_dim", "sliding_window", "n_experts" }) do
     if math.type(cfg[k]) ~= "integer" or cfg[k] < 0 then
       error(string.format("%s must be a non-negative integer (0: the default), got %s", k, tostring(cfg[k])))
     end
+  end
+  if cfg.n_experts > 0 then
+    nn.positive_int(cfg.experts_per_tok, "experts_per_tok")
+    if cfg.experts_per_tok > cfg.n_experts then
+      error(string.format("experts_per_tok (%d) must not exceed n_experts (%d)", cfg.experts_per_tok, cfg.n_experts))
+    end
+    if cfg.mlp_bias or cfg.fused_proj then error("a mixture of experts (n_experts > 0) has no mlp_bias or fused_proj") end
   end
   if cfg.head_dim == 0 and cfg.d_model % cfg.n_heads ~= 0 then
     error(string.format("n_heads (%d) must divide d_model (%d)", cfg.n_heads, cfg.d_model))
@@ -147,8 +157,14 @@ function M.build(cfg, tokens)
       rope_scaling = { factor = cfg.rope_factor, low_freq = cfg.rope_low_freq, high_freq = cfg.rope_high_freq,
         orig_ctx = cfg.rope_orig_ctx },
     })
-    local mlp = nn.swiglu(prefix .. ".mlp", d, cfg.d_ff,
-      { init_in = init_small, init_out = init_small, bias = cfg.mlp_bias, fused = cfg.fused_proj })
+    local mlp
+    if cfg.n_experts > 0 then
+      mlp = nn.moe(prefix .. ".block_sparse_moe", d, cfg.d_ff, cfg.n_experts, cfg.experts_per_tok,
+        { init_in = init_small, init_out = init_small })
+    else
+      mlp = nn.swiglu(prefix .. ".mlp", d, cfg.d_ff,
+        { init_in = init_small, init_out = init_small, bias = cfg.mlp_bias, fused = cfg.fused_proj })
+    end
     h = half_step(h, attn, "attn", l, prefix)
     h = lrc.tap("residual." .. l, half_step(h, mlp, "mlp", l, prefix)) -- the stream after layer l
   end
@@ -238,6 +254,25 @@ function M.from_hf.mistral(r)
   return cfg
 end
 
+function M.from_hf.mixtral(r)
+  local cfg = hf_common(r, { eps = 1e-5, kv_heads = 8 })
+  cfg.n_experts = r:positive_int("num_local_experts", 8)
+  cfg.experts_per_tok = r:positive_int("num_experts_per_tok", 2)
+  if cfg.experts_per_tok > cfg.n_experts then
+    r:fail("num_experts_per_tok", "must not exceed num_local_experts = %d", cfg.n_experts)
+  end
+  if r:bool("output_router_logits", false) then
+    r:fail("output_router_logits", "lrc does not add the router's auxiliary loss to the loss (set it false)")
+  end
+  r:get("router_aux_loss_coef") -- read only with output_router_logits
+  r:only("router_jitter_noise", 0) -- noise on the router's inputs in training
+  -- transformers 4.44 applies Mixtral's sliding_window only with flash
+  -- attention; its eager and sdpa attention (the reference here) attend to
+  -- every earlier position, and so does lrc (as for phi3)
+  r:get("sliding_window")
+  return cfg
+end
+
 function M.from_hf.phi3(r)
   local cfg = hf_common(r, { eps = 1e-5 })
   cfg.fused_proj = true
@@ -324,9 +359,9 @@ end
 local function hf_gemma2(cfg)
   local P, d = lrc.get_param, cfg.d_model
   if cfg.qkv_bias or cfg.o_bias or cfg.mlp_bias or cfg.plain_layernorm or cfg.fused_proj or cfg.sliding_window > 0 or
-    cfg.rope_factor ~= 1 then
-    error("Peri-Norm exports as gemma2, which has no biases, fused projections, plain LayerNorm, sliding window " ..
-      "or RoPE scaling here")
+    cfg.rope_factor ~= 1 or cfg.n_experts > 0 then
+    error("Peri-Norm exports as gemma2, which has no biases, fused projections, plain LayerNorm, sliding window, " ..
+      "RoPE scaling or mixture of experts here")
   end
   local dh = cfg.head_dim > 0 and cfg.head_dim or d // cfg.n_heads
   local one = lrc.param("lrc.const.one", {}, { "const", value = 1.0 })
@@ -381,6 +416,11 @@ function M.to_hf(cfg)
   if cfg.sliding_window > 0 and (cfg.qkv_bias or cfg.mlp_bias) then
     error("mistral (sliding_window) has no biases")
   end
+  local moe = cfg.n_experts > 0
+  if moe and (cfg.qkv_bias or cfg.sliding_window > 0 or cfg.rope_factor ~= 1) then
+    error("a mixture of experts exports as mixtral, which has no biases, RoPE scaling or (in transformers' eager " ..
+      "attention) sliding window")
+  end
   local dh = cfg.head_dim > 0 and cfg.head_dim or d // cfg.n_heads
   if cfg.sliding_window == 0 and dh * cfg.n_heads ~= d then
     error(string.format("head_dim %d with %d heads is not d_model %d: transformers 4.44's llama ignores head_dim",
@@ -395,12 +435,24 @@ function M.to_hf(cfg)
   copy("model.embed_tokens.weight")
   copy("model.norm.weight")
   if not cfg.tie_embeddings then copy("lm_head.weight") end
-  local sites = { input_layernorm = { "in_attn", "self_attn.o_proj", "out_attn" },
-    post_attention_layernorm = { "in_mlp", "mlp.down_proj", "out_mlp" } }
+  -- the matrices of a layer, and the ones each write gain scales the rows of
+  local mats = { "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj" }
+  local down = { "mlp.down_proj" }
+  if moe then
+    mats[#mats + 1], down = "block_sparse_moe.gate", {}
+    for e = 0, cfg.n_experts - 1 do
+      local x = "block_sparse_moe.experts." .. e .. "."
+      mats[#mats + 1], mats[#mats + 2], mats[#mats + 3] = x .. "w1", x .. "w2", x .. "w3"
+      down[#down + 1] = x .. "w2"
+    end
+  else
+    mats[#mats + 1], mats[#mats + 2], mats[#mats + 3] = "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"
+  end
+  local sites = { input_layernorm = { "in_attn", { "self_attn.o_proj" }, "out_attn" },
+    post_attention_layernorm = { "in_mlp", down, "out_mlp" } }
   for l = 0, cfg.n_layers - 1 do
     local p = "model.layers." .. l .. "."
-    for _, m in ipairs({ "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-      "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj" }) do
+    for _, m in ipairs(mats) do
       copy(p .. m .. ".weight")
       if (m:match("^self_attn") and cfg.qkv_bias) or (m:match("^mlp") and cfg.mlp_bias) then copy(p .. m .. ".bias") end
     end
@@ -413,13 +465,21 @@ function M.to_hf(cfg)
       else -- layerrope
         t[w] = hf_gain(cfg, s[1], l)
         local g = hf_gain(cfg, s[3], l)
-        rows(p .. s[2] .. ".weight", g)
-        local b = p .. s[2] .. ".bias"
-        if t[b] then rows(b, g) end
+        for _, m in ipairs(s[2]) do
+          rows(p .. m .. ".weight", g)
+          local b = p .. m .. ".bias"
+          if t[b] then rows(b, g) end
+        end
       end
     end
   end
-  return hf_llama_config(cfg, dh), t
+  local c = hf_llama_config(cfg, dh)
+  if moe then
+    c.architectures, c.model_type, c.attention_bias, c.mlp_bias = { "MixtralForCausalLM" }, "mixtral", nil, nil
+    c.num_local_experts, c.num_experts_per_tok = cfg.n_experts, cfg.experts_per_tok
+    c.output_router_logits, c.router_aux_loss_coef, c.router_jitter_noise, c.sliding_window = false, 0.001, 0.0, lrc.null
+  end
+  return c, t
 end
 
 return M

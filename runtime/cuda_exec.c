@@ -611,7 +611,7 @@ int lrc_cuda_exec_run(lrc_cuda_exec *x, const lrc_tensor_set *inputs, lrc_tensor
         const lrc_plan_buf *b = &p->bufs[i];
         if (b->kind != LRC_BUF_OUTPUT || x->on_device[i]) continue;
         lrc_tensor *t = lrc_tensor_set_find(outputs, b->name);
-        if (!t && (!(t = lrc_tensor_new_uninit(b->name, LRC_F32, &b->shape, err)) || lrc_tensor_set_add(outputs, t, err))) {
+        if (!t && (!(t = lrc_tensor_new_uninit(b->name, b->dtype, &b->shape, err)) || lrc_tensor_set_add(outputs, t, err))) {
             rc = LRC_EUSER;
             break;
         }

@@ -209,12 +209,12 @@ int lrc_exec_run_plan(lrc_exec *x, const lrc_tensor_set *inputs, lrc_tensor_set 
             if (!(rc = lrc_plan_find_tensor(b, inputs, &t, err))) x->ptr[i] = t->data;
         } else if (b->kind == LRC_BUF_OUTPUT) {
             lrc_tensor *t = lrc_tensor_set_find(outputs, b->name);
-            if (t && (t->dtype != LRC_F32 || !lrc_shape_eq(&t->shape, &b->shape)))
-                rc = lrc_err_set(err, "output '%s' given as %s %s, the program writes F32 %s", b->name,
-                                 lrc_dtype_st_name(t->dtype), lrc_shape_str(&t->shape, b1, sizeof b1),
+            if (t && (t->dtype != b->dtype || !lrc_shape_eq(&t->shape, &b->shape)))
+                rc = lrc_err_set(err, "output '%s' given as %s %s, the program writes %s %s", b->name,
+                                 lrc_dtype_st_name(t->dtype), lrc_shape_str(&t->shape, b1, sizeof b1), lrc_dtype_st_name(b->dtype),
                                  lrc_shape_str(&b->shape, b2, sizeof b2));
             else if (t) x->ptr[i] = t->data; /* the caller's buffer, reused */
-            else if (!(t = lrc_tensor_new_uninit(b->name, LRC_F32, &b->shape, err)) || lrc_tensor_set_add(outputs, t, err))
+            else if (!(t = lrc_tensor_new_uninit(b->name, b->dtype, &b->shape, err)) || lrc_tensor_set_add(outputs, t, err))
                 rc = LRC_EUSER;
             else x->ptr[i] = t->data;
         } else if (b->kind == LRC_BUF_PARAM && !x->ptr[i]) {

@@ -104,6 +104,10 @@ bool cu_render_attention_grad_tc(cu_gen *c, const lrc_node *n, const int out_of[
 void cu_attention_grad_body(cu_gen *c, const lrc_node *n, const int out_of[3], const char *body, const char *const *names,
                             size_t n_names);
 
+/* a mixture of experts' ops (render_route.c): topk, gather, gather_grad,
+ * expert_matmul, expert_matmul_tn; false for any other op */
+bool cu_render_route(cu_gen *c, const lrc_node *n);
+
 /* RoPE's inverse frequencies lrc_rope_inv_freq(rope, i, D), i < D/2, as a __device__ table
  * named by the returned string (emitted once per source). */
 const char *cu_rope_table(cu_gen *c, int64_t D, const lrc_rope *rope, char *buf, size_t n);

@@ -460,7 +460,8 @@ static void choose_storage(const lrc_graph *g, const lrc_schedule *s, lrc_cuda_s
         else if (n->op == LRC_OP_ATTENTION_LSE) st[id] = LRC_CUDA_F32;
         else st[id] = bulk;
     }
-    for (int i = 0; i < g->n_outputs; i++) st[s->buffer_of[g->outputs[i]]] = LRC_CUDA_F32;
+    for (int i = 0; i < g->n_outputs; i++) /* outputs in f32, ids (topk's) as they are */
+        if (g->nodes[g->outputs[i]].dtype != LRC_I32) st[s->buffer_of[g->outputs[i]]] = LRC_CUDA_F32;
     for (int id = 0; id < g->n_nodes; id++) { /* the loss reads f32 logits */
         const lrc_node *n = &g->nodes[id];
         if (n->op == LRC_OP_CROSS_ENTROPY || n->op == LRC_OP_CROSS_ENTROPY_GRAD) st[s->buffer_of[n->in[0]]] = LRC_CUDA_F32;

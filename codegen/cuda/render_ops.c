@@ -487,6 +487,11 @@ typedef struct cu_op {
 #define CU_rmsnorm_grad KERNEL(k_row_grad)
 #define CU_layernorm_grad KERNEL(k_row_grad)
 #define CU_softmax_grad KERNEL(k_row_grad)
+#define CU_topk KERNEL(cu_render_route)
+#define CU_gather KERNEL(cu_render_route)
+#define CU_gather_grad KERNEL(cu_render_route)
+#define CU_expert_matmul KERNEL(cu_render_route)
+#define CU_expert_matmul_tn KERNEL(cu_render_route)
 
 static const cu_op cu_ops[LRC_OP_COUNT] = {
 #define CU_ENTRY(E, op) [LRC_OP_##E] = CU_##op,

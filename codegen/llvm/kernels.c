@@ -599,6 +599,11 @@ static void kg_rope_grad_kernel(kgen *k, const lrc_node *n) { kg_rope(k, n, -1.0
 #define KG_softmax_grad KERNEL(kg_softmax_grad)
 #define KG_sum_to KERNEL(kg_sum_to)
 #define KG_embedding_grad KERNEL(kg_embedding_grad)
+#define KG_topk KERNEL(kg_topk)
+#define KG_gather KERNEL(kg_gather)
+#define KG_gather_grad KERNEL(kg_gather_grad)
+#define KG_expert_matmul KERNEL(kg_expert_matmul)
+#define KG_expert_matmul_tn KERNEL(kg_expert_matmul_tn)
 
 static const kg_op kg_ops[LRC_OP_COUNT] = {
 #define KG_ENTRY(E, op) [LRC_OP_##E] = KG_##op,

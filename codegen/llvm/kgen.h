@@ -54,6 +54,14 @@ void kg_cross_entropy_grad(kgen *k, const lrc_node *n);
 void kg_sum_to(kgen *k, const lrc_node *n);
 void kg_embedding_grad(kgen *k, const lrc_node *n);
 void kg_depth_gain_grad(kgen *k, const lrc_node *n);
+/* a mixture of experts' ops (route.c), and torch.topk's order as a function
+ * of the module, lrc_topk_order(float *v, int *ix, i64 n, i64 k) (topk.c) */
+void kg_topk(kgen *k, const lrc_node *n);
+void kg_gather(kgen *k, const lrc_node *n);
+void kg_gather_grad(kgen *k, const lrc_node *n);
+void kg_expert_matmul(kgen *k, const lrc_node *n);
+void kg_expert_matmul_tn(kgen *k, const lrc_node *n);
+LLVMValueRef kg_topk_order_fn(em_t *e);
 /* max and sum of exp(x - max) over a row of V floats at X + base (vectorised). */
 void kg_row_logsumexp(kgen *k, LLVMValueRef X, LLVMValueRef base, int64_t V, LLVMValueRef *max_out, LLVMValueRef *sum_out);
 

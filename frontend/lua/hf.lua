@@ -10,7 +10,7 @@ local hf = {}
 
 -- model_type -> the built-in model (models/NAME.lua) that implements it
 hf.families = {
-  llama = "llama", mistral = "llama", qwen2 = "llama", phi3 = "llama", olmo = "llama",
+  llama = "llama", mistral = "llama", qwen2 = "llama", phi3 = "llama", olmo = "llama", mixtral = "llama",
   gemma = "gemma", gemma2 = "gemma", gpt2 = "gpt2",
 }
 

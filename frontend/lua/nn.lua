@@ -144,6 +144,55 @@ function nn.swiglu(prefix, d, d_ff, opt)
   end)
 end
 
+-- A sparse mixture of experts (Mixtral's block_sparse_moe): a router
+-- (PREFIX.gate) scores n_experts per row, lrc.topk keeps the k best (in
+-- torch.topk's order, ties included), a softmax over their scores weighs
+-- them, and each expert, a SwiGLU w2(act(w1 x) * w3 x), computes only the
+-- rows routed to it (lrc.expert_matmul): a row costs k experts, not all.
+-- opt: act, init_in, init_out, group.
+function nn.moe(prefix, d, d_ff, n_experts, k, opt)
+  opt = opt or {}
+  positive_int(n_experts, "n_experts")
+  positive_int(k, "experts per token")
+  if k > n_experts then lrc.fail("experts per token (%d) exceeds n_experts (%d)", k, n_experts) end
+  local group = opt.group or "mlp"
+  local init_in, init_out = opt.init_in or { "normal", std = 0.02 }, opt.init_out or { "normal", std = 0.02 }
+  local m = { gate = nn.linear(prefix .. ".gate", d, n_experts, { group = "router" }), experts = {}, k = k,
+    act = opt.act or lrc.silu }
+  for e = 0, n_experts - 1 do
+    local p = prefix .. ".experts." .. e
+    m.experts[e + 1] = {
+      w1 = lrc.param(p .. ".w1.weight", { d_ff, d }, init_in, group),
+      w2 = lrc.param(p .. ".w2.weight", { d, d_ff }, init_out, group),
+      w3 = lrc.param(p .. ".w3.weight", { d_ff, d }, init_in, group),
+    }
+  end
+  return module(m, function(self, x)
+    local logits = self.gate(x)                         -- [..., E]
+    local ids = lrc.topk(logits, { k = self.k })        -- [..., k]
+    local weight = lrc.softmax(lrc.gather(logits, ids)) -- [..., k]: the top k renormalized
+    local rows = x.shape
+    table.insert(rows, #rows, 1)                        -- [..., 1, d]: one row for every slot
+    local xs, y = lrc.reshape(x, rows), nil
+    for e, ex in ipairs(self.experts) do
+      local at = { expert = e - 1, experts = #self.experts }
+      local h = self.act(lrc.expert_matmul(xs, ex.w1, ids, at)) * lrc.expert_matmul(xs, ex.w3, ids, at)
+      local ye = lrc.expert_matmul(h, ex.w2, ids, at)  -- [..., k, d], zero in the slots of other experts
+      y = y and y + ye or ye
+    end
+    -- each slot's row times its weight, summed over the slots
+    local out, ws = nil, x.shape
+    ws[#ws] = 1
+    ws[#ws + 1] = 1                                     -- [..., 1, 1]
+    for s = 0, self.k - 1 do
+      local ys = lrc.slice(y, { axis = y.ndim - 2, start = s, size = 1 })
+      local term = ys * lrc.reshape(lrc.slice(weight, { axis = weight.ndim - 1, start = s, size = 1 }), ws)
+      out = out and out + term or term
+    end
+    return lrc.reshape(out, x.shape)
+  end)
+end
+
 -- One LayerRoPE site: a shared gain gamma [d] and four scalars. m:gain(l)
 -- is the site's gain for 0-based layer l (the depth_gain op).
 -- opt: alpha, beta, alpha_rot, beta_rot (initial values), base, group.

@@ -79,6 +79,14 @@ cfg tie 'c["tie_word_embeddings"] = "yes"'
 t "a string for a boolean" 1 'tie_word_embeddings = "yes"' 'true or false' -- $(fwd tie)
 SRC=$HF/qwen2_tied cfg qwsw 'c["use_sliding_window"] = True'
 t "qwen2's top-layer sliding window" 1 'use_sliding_window = true' -- $(fwd qwsw)
+SRC=$HF/mixtral_moe cfg mxaux 'c["output_router_logits"] = True'
+t "mixtral's router loss" 1 'mxaux/config.json: output_router_logits = true' 'auxiliary loss' -- $(fwd mxaux)
+SRC=$HF/mixtral_moe cfg mxjit 'c["router_jitter_noise"] = 0.1'
+t "mixtral's router noise" 1 'router_jitter_noise = 0.1' 'only 0' -- $(fwd mxjit)
+SRC=$HF/mixtral_moe cfg mxk 'c["num_experts_per_tok"] = 6'
+t "more experts per token than experts" 1 'num_experts_per_tok = 6' 'must not exceed num_local_experts = 5' -- $(fwd mxk)
+SRC=$HF/mixtral_moe cfg mxrope 'c["rope_scaling"] = {"rope_type": "linear", "factor": 2.0}'
+t "rope_scaling on mixtral" 1 'mxrope/config.json: rope_scaling = ' 'model_type llama only' -- $(fwd mxrope)
 cp -r "$HF/llama_mha" plain
 t "--preset with a directory" 1 'plain: --preset does not apply' -- inspect plain --preset tiny
 
@@ -99,6 +107,8 @@ cp -r "$HF/llama_mha" drop && "$PY" "$ROOT/tests/tools/st.py" drop "$HF/llama_mh
 t "a tensor missing" 1 'drop/model.safetensors: missing tensor .model.layers.1.mlp.up_proj.weight.' -- $(fwd drop)
 cp -r "$HF/llama_mha" shape && "$PY" "$ROOT/tests/tools/st.py" set "$HF/llama_mha/model.safetensors" shape/model.safetensors model.layers.0.self_attn.k_proj.weight F32 '[24,48]'
 t "a tensor of the wrong shape" 1 'shape/model.safetensors: tensor .model.layers.0.self_attn.k_proj.weight. is F32 \[24,48\]' '\[48,48\]' -- $(fwd shape)
+cp -r "$HF/mixtral_moe" mxdrop && "$PY" "$ROOT/tests/tools/st.py" drop "$HF/mixtral_moe/model.safetensors" mxdrop/model.safetensors model.layers.1.block_sparse_moe.experts.4.w2.weight
+t "an expert's tensor missing" 1 'mxdrop/model.safetensors: missing tensor .model.layers.1.block_sparse_moe.experts.4.w2.weight.' -- $(fwd mxdrop)
 mkdir noweights && cp "$HF/llama_mha/config.json" noweights/
 t "no weights in the directory" 1 'noweights: a directory with neither model.safetensors nor model.safetensors.index.json' -- $(fwd noweights)
 

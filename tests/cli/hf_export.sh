@@ -1,7 +1,8 @@
 #!/bin/bash
 # hf_export.sh LRC ST_COMPARE — lrc export --hf round trips: a llama model's
 # weights (pre, lns and layerrope placements; grouped key-value heads, tied
-# embeddings and biases; RoPE scaling (llama3, linear); a sliding window as mistral) exported as a Hugging
+# embeddings and biases; RoPE scaling (llama3, linear); a sliding window as mistral; a mixture of
+# experts as mixtral) exported as a Hugging
 # Face directory (Peri-Norm as gemma2), which lrc then runs as a MODEL: its logits within 1e-5 of
 # the original's. (bench/hf_export.py loads the same directories in
 # transformers and llama.cpp, which CI does not have.)
@@ -38,6 +39,8 @@ check layerrope_llama3_rope norm=layerrope rope_factor=8 rope_low_freq=1 rope_hi
 check linear_rope rope_factor=2.5
 check peri norm=peri n_kv_heads=1
 check layerrope_peri norm=layerrope_peri tie_embeddings=true layerrope_beta=-0.3
+check layerrope_moe norm=layerrope n_experts=4 experts_per_tok=2 n_kv_heads=1
+grep -q '"model_type":[[:space:]]*"mixtral"' layerrope_moe.hf/config.json || { echo "FAIL: a mixture of experts should export as mixtral"; exit 1; }
 grep -q '"model_type":[[:space:]]*"gemma2"' layerrope_peri.hf/config.json || { echo "FAIL: Peri-Norm should export as gemma2"; exit 1; }
 grep -q '"model_type":[[:space:]]*"mistral"' mistral.hf/config.json || { echo "FAIL: a sliding window should export as mistral"; exit 1; }
 grep -q '"sliding_window":[[:space:]]*4' mistral.hf/config.json || { echo "FAIL: mistral's sliding_window is not 4"; exit 1; }

@@ -7,7 +7,8 @@ lrc gives, within 1e-5 relative (max |difference| / max |lrc logit|).
     /work/hfenv/bin/python tests/reference/hf_export_check.py LRC [--steps N]
 
 Cases: layerrope (exports as llama), layerrope with Llama 3's RoPE scaling
-(llama's rope_scaling), layerrope_peri (as gemma2), lns and peri, at the
+(llama's rope_scaling), layerrope_peri (as gemma2), lns and peri, layerrope
+with a mixture of 4 experts (as mixtral), at the
 tiny preset on the default text. Needs transformers (the venv of
 tests/reference/README.md), so CI runs tests/cli/hf_export.sh instead, which
 checks the same directories through lrc's own loader. Exit status 1 when a
@@ -72,7 +73,8 @@ def main():
         # all three of llama3's regimes
         llama3 = ["rope_factor=8", "rope_low_freq=1", "rope_high_freq=4", "rope_orig_ctx=32"]
         cases = [("layerrope", "layerrope", []), ("layerrope_llama3", "layerrope", llama3),
-                 ("layerrope_peri", "layerrope_peri", []), ("lns", "lns", []), ("peri", "peri", [])]
+                 ("layerrope_peri", "layerrope_peri", []), ("lns", "lns", []), ("peri", "peri", []),
+                 ("layerrope_moe", "layerrope", ["n_experts=4", "experts_per_tok=2"])]
         results = [case(lrc, tmp, name, norm, extra, steps) for name, norm, extra in cases]
     sys.exit(0 if all(results) else 1)
 

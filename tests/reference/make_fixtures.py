@@ -180,16 +180,18 @@ def _forward_dtype(p, tokens, cfg, dtype):
 # --------------------------------------------------------------------------------------
 
 def save_op(fname, op, inputs, out, attrs=None):
-    """inputs: list of f32/i32 tensors (the exact stored values); out: f64 result."""
+    """inputs: list of f32/i32 tensors (the exact stored values); out: f64 result, or
+    integer (topk's ids), stored i32 and compared exactly."""
     path = os.path.join(FIXTURES, "ops", fname + ".safetensors")
     tensors = OrderedDict(("in%d" % k, t.contiguous()) for k, t in enumerate(inputs))
-    tensors["out"] = out.to(torch.float32).contiguous()
+    integer = not out.dtype.is_floating_point
+    tensors["out"] = out.to(torch.int32 if integer else torch.float32).contiguous()
     meta = OrderedDict(op=op)
     meta.update(attrs or {})
     st.save(path, tensors, meta)
     back, m = st.load(path)
     assert m == dict(meta) and list(back) == list(tensors)
-    assert all(back[k].dtype == tensors[k].dtype and torch.equal(back[k], tensors[k]) for k in tensors)
+    assert all(back[k].dtype == tensors[k].dtype and back[k].numpy().tobytes() == tensors[k].numpy().tobytes() for k in tensors)
     print("  ops/%-16s %-14s out %s %s" % (fname, op, list(out.shape), dict(attrs or {})))
 
 

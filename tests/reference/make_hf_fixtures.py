@@ -84,6 +84,16 @@ CASES = OrderedDict([
     ("llama_rope_linear", ("LlamaConfig", dict(hidden_size=40, intermediate_size=56, num_attention_heads=4,
                                                num_hidden_layers=2, vocab_size=53, rope_theta=500.0,
                                                rope_scaling=dict(type="linear", factor=4.0)), {})),
+    ("mixtral_moe", ("MixtralConfig", dict(hidden_size=40, intermediate_size=36, num_attention_heads=4,
+                                           num_key_value_heads=2, num_hidden_layers=2, vocab_size=61,
+                                           num_local_experts=5, num_experts_per_tok=2), {})),
+    # routing ties: experts 1, 2 and 3 have zero router rows, so their scores are exactly equal
+    # (0) in every row and torch.topk's tie order picks which of them serve (and with k = 3,
+    # which slot each takes)
+    ("mixtral_ties", ("MixtralConfig", dict(hidden_size=32, intermediate_size=24, num_attention_heads=4,
+                                            num_key_value_heads=4, num_hidden_layers=2, vocab_size=53,
+                                            num_local_experts=6, num_experts_per_tok=3),
+                      dict(zero_router_rows=[1, 2, 3]))),
 ])
 
 
@@ -104,6 +114,11 @@ def make_case(out, name, cls_name, kwargs, opts, seed):
     model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
     model.eval()
     perturb(model, gen)
+    if opts.get("zero_router_rows"):
+        with torch.no_grad():
+            for pname, p in model.named_parameters():
+                if pname.endswith("block_sparse_moe.gate.weight"):
+                    p[opts["zero_router_rows"]] = 0.0
     if opts.get("bf16"):  # weights exactly representable in bf16: lrc reads the bf16 file exactly
         with torch.no_grad():
             for p in model.parameters():

@@ -342,6 +342,56 @@ def composite_grads(save, gen, randn):
              {"layer": str(layer), "which": str(which), "base": repr(base)})
 
 
+def expert_matmul(x, w, ids, expert, nn=False):
+    """x[..., S|1, K] times W (x W^T, or x W with nn) on the slots routed to expert, else 0."""
+    y = x @ (w if nn else w.t())
+    y = y.expand(*ids.shape, y.shape[-1])
+    return y * (ids == expert).to(y.dtype).unsqueeze(-1)
+
+
+def routing(save, gen, randn):
+    # topk: torch.topk's ids, ties included (values from a few levels, NaN
+    # first): the nth_element path with its final sort (k = 2, 3, 17) and
+    # the partial_sort path (k * 64 <= n)
+    for i, (rows, n, k, levels) in enumerate([(24, 8, 2, 3), (16, 9, 3, 2), (6, 20, 17, 4), (5, 130, 2, 3),
+                                               (8, 60, 4, 5), (4, 8, 2, 0)]):
+        g = gen("ops/topk_%d" % i)
+        if levels:
+            x = torch.randint(0, levels, (rows, n), generator=g).to(torch.float32) * 0.5
+        else:  # distinct values, and NaN
+            x = randn(g, rows, n)
+            x[0, 3] = x[1, 0] = x[1, 5] = float("nan")
+        save("topk_%d" % i, "topk", [x], torch.topk(x, k, dim=-1).indices, {"k": str(k)})
+
+    g = gen("ops/gather_0")
+    x = randn(g, 2, 3, 8)
+    ids = torch.randint(0, 8, (2, 3, 2), generator=g).to(torch.int32)
+    save("gather_0", "gather", [x, ids], torch.gather(f64(x), -1, ids.long()))
+
+    g = gen("ops/gather_grad_0")
+    ids = torch.randint(0, 6, (3, 4, 3), generator=g).to(torch.int32)
+    ids[0, 0, 1] = ids[0, 0, 0]  # a repeated id: its terms are summed
+    dy = randn(g, 3, 4, 3)
+    save("gather_grad_0", "gather_grad", [ids, dy],
+         vjp(lambda t: torch.gather(t, -1, ids.long()), [torch.zeros(3, 4, 6)], 0, dy), {"n": "6"})
+
+    # expert_matmul: the slot axis broadcast (1) and full (S), x W^T and x W
+    for i, (xs, ws, nn) in enumerate([((2, 3, 1, 5), (4, 5), 0), ((2, 3, 2, 7), (9, 7), 0), ((3, 2, 6), (6, 5), 1)]):
+        g = gen("ops/expert_matmul_%d" % i)
+        x, w = randn(g, *xs), randn(g, *ws)
+        ids = torch.randint(0, 3, xs[:-2] + (2,), generator=g).to(torch.int32)
+        attrs = {"expert": "1", "experts": "3", "nn": str(nn)}
+        save("expert_matmul_%d" % i, "expert_matmul", [x, w, ids], expert_matmul(f64(x), f64(w), ids, 1, nn), attrs)
+
+    # expert_matmul_tn: the gradient of W, a^T b over the routed slots
+    for i, (a_s, b_s) in enumerate([((2, 3, 2, 4), (2, 3, 1, 5)), ((3, 2, 7), (3, 2, 6))]):
+        g = gen("ops/expert_matmul_tn_%d" % i)
+        a, b = randn(g, *a_s), randn(g, *b_s)
+        ids = torch.randint(0, 3, a_s[:-1], generator=g).to(torch.int32)
+        out = vjp(lambda w: expert_matmul(f64(b), w, ids, 2), [torch.zeros(a_s[-1], b_s[-1])], 0, a)
+        save("expert_matmul_tn_%d" % i, "expert_matmul_tn", [a, b, ids], out, {"expert": "2", "experts": "3"})
+
+
 def make_more(save, gen, randn):
     elementwise(save, gen, randn)
     layout(save, gen, randn)
@@ -350,3 +400,4 @@ def make_more(save, gen, randn):
     matmul_grads(save, gen, randn)
     unary_grads(save, gen, randn)
     composite_grads(save, gen, randn)
+    routing(save, gen, randn)

@@ -188,4 +188,19 @@ static double op_fixture_rel_error(const float *got, const float *want, int64_t 
     return sqrt(num) / (den > 0 ? sqrt(den) : 1);
 }
 
+/* What a fixture's result is judged by: the relative error for floats; for
+ * integer results (topk's ids) exactness, 0 where every element is equal
+ * and 1 where one is not. */
+static double op_fixture_error(const void *got, const lrc_tensor *want)
+{
+    int64_t n = lrc_shape_numel(&want->shape);
+    if (want->dtype != LRC_I32) return op_fixture_rel_error(got, want->data, n);
+    for (int64_t i = 0; i < n; i++)
+        if (((const int32_t *)got)[i] != ((const int32_t *)want->data)[i]) {
+            printf("  element %lld: got %d, want %d\n", (long long)i, ((const int32_t *)got)[i], ((const int32_t *)want->data)[i]);
+            return 1.0;
+        }
+    return 0.0;
+}
+
 #endif

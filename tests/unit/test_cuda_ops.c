@@ -99,7 +99,7 @@ static void run_fixture(const char *path, const char *arch)
     if (!rc) rc = lrc_cuda_exec_run(x, &in, &outs, &err);
     const lrc_tensor *got = rc ? NULL : lrc_tensor_set_find(&outs, "out");
     if (!rc && (!got || !lrc_shape_eq(&got->shape, &want->shape))) rc = lrc_err_set(&err, "no output 'out' of the fixture's shape");
-    double rel = rc ? 0 : op_fixture_rel_error(got->data, want->data, lrc_shape_numel(&want->shape));
+    double rel = rc ? 0 : op_fixture_error(got->data, want);
     const op_fixture_exception *ex = op_fixture_excepted("cuda", opname);
     if (ex && rc && strstr(err.msg, ex->error)) {
         printf("EXCEPTION %-23s %-14s not run on cuda: %s (\"%s\")\n", file, opname, ex->why, err.msg);

@@ -125,7 +125,7 @@ static int run_cpu(lrc_graph *g, int id, const lrc_tensor_set *f, const lrc_tens
         const lrc_tensor *t = lrc_tensor_set_find(f, src->name);
         lrc_tensor_set_add(&in, guarded_tensor(src->name, t->dtype, &t->shape, t->data), err);
     }
-    lrc_tensor_set_add(&outs, guarded_tensor("out", LRC_F32, &want->shape, NULL), err);
+    lrc_tensor_set_add(&outs, guarded_tensor("out", want->dtype, &want->shape, NULL), err);
     lrc_compiled c;
     memset(&c, 0, sizeof c);
     lrc_pool *pool = lrc_pool_new(2, err);
@@ -168,7 +168,7 @@ static void run_fixture(const char *target, lrc_backend *be, const char *path)
         rc = run_cpu(g, id, &f, want, &got, &guards, &err); /* takes g */
         g = NULL;
     }
-    double rel = rc ? 0 : op_fixture_rel_error(got, want->data, lrc_shape_numel(&want->shape));
+    double rel = rc ? 0 : op_fixture_error(got, want);
     bool ok = !rc && guards && rel <= 1e-5;
     const op_fixture_exception *ex = op_fixture_excepted(target, opname);
     if (ex && rc && strstr(err.msg, ex->error)) {
