@@ -35,14 +35,6 @@ static inline int lrc_wstore_parse(const char *name, lrc_wstore *out)
         if (!strcmp(name, lrc_wstore_name((lrc_wstore)s))) return *out = (lrc_wstore)s, 0;
     return -1;
 }
-/* A q8 panel of NR columns and K rows: for each block b of LRC_Q8_BLOCK
- * rows, the NR columns' f32 scales at bytes (b*NR + j)*4; then the int8
- * values, W[n, k] at byte nb*NR*4 + k*NR + j; padded to 64 bytes. */
-static inline int64_t lrc_q8_panel_bytes(int64_t NR, int64_t K)
-{
-    int64_t nb = (K + LRC_Q8_BLOCK - 1) / LRC_Q8_BLOCK;
-    return (NR * (4 * nb + K) + 63) / 64 * 64;
-}
 
 /* GEMM tiling shared by the packing kernel and the GEMM kernel: weights
  * W [N, K] are repacked into panels of NR output columns, panel p holding

@@ -47,5 +47,12 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
 int64_t lrc_cuda_pad_multiple(void);
 int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arch, bool f32, lrc_compiled *c, lrc_err *err);
 void lrc_compiled_free(lrc_compiled *c);
+/* A package's weights packed at compile time (pack.c): runs the plan's
+ * pack launches on c's constants from the kernels linked into so, adds
+ * each panel buffer to c->consts as U8 WEIGHT@LAYOUT, which the plan then
+ * binds as a parameter, and drops those launches and the weights only they
+ * read. Without constants (a package compiled without weights) nothing
+ * changes: the package packs as it loads. */
+int lrc_compile_pack_weights(lrc_compiled *c, const char *so, lrc_err *err);
 
 #endif

@@ -177,7 +177,7 @@ static int l_input(lua_State *L)
     lrc_shape s;
     read_shape(L, 2, "input", &s);
     lrc_dtype t = LRC_F32;
-    if (!lua_isnoneornil(L, 3) && (lrc_dtype_parse(luaL_checkstring(L, 3), &t) || t == LRC_I8)) /* i8: q8 files' storage only */
+    if (!lua_isnoneornil(L, 3) && (lrc_dtype_parse(luaL_checkstring(L, 3), &t) || t == LRC_I8 || t == LRC_U8)) /* file storage only */
         raise_at(L, "input '%s': unknown dtype '%s' (f32, bf16, f16, i32)", name, lua_tostring(L, 3));
     char loc[256];
     lrc_err err;

@@ -201,7 +201,9 @@ static int cpu_compile_package(lrc_graph *g, lrc_tensor_set *consts, const cli_a
     lrc_package_kernels_path(w, false, so, sizeof so);
     lrc_wstore store = LRC_WSTORE_F32;
     if (a->weights_dtype) lrc_wstore_parse(a->weights_dtype, &store); /* checked with the options */
-    return lrc_compile_graph_to(g, consts, obj, store, c, err) || lrc_llvm_link_shared(obj, so, err) ? LRC_EUSER : LRC_OK;
+    return lrc_compile_graph_to(g, consts, obj, store, c, err) || lrc_llvm_link_shared(obj, so, err) || lrc_compile_pack_weights(c, so, err)
+               ? LRC_EUSER
+               : LRC_OK;
 }
 
 static void cpu_package_meta(cJSON *o, const lrc_compiled *c)

@@ -45,6 +45,7 @@ typedef enum lrc_dtype {
     LRC_F16,
     LRC_I32,
     LRC_I8, /* q8 weights' values in a file only: loading dequantizes them (lrc_tensor_set_dequantize_q8) */
+    LRC_U8, /* bytes: a cpu package's weights packed in their GEMM's panels at compile time */
     LRC_DTYPE_COUNT
 } lrc_dtype;
 
@@ -117,6 +118,19 @@ lrc_tensor *lrc_tensor_set_find(const lrc_tensor_set *s, const char *name);
  * first or the last) divided by LRC_Q8_BLOCK, rounded up. */
 #define LRC_Q8_BLOCK 32
 #define LRC_Q8_SCALE_SUFFIX ".q8_scale"
+/* A q8 panel of NR columns and K rows: for each block b of LRC_Q8_BLOCK
+ * rows, the NR columns' f16 scales at bytes (b*NR + j)*2; then the int8
+ * values, W[n, k] at byte nb*NR*2 + k*NR + j; padded to 64 bytes. The
+ * bytes of Q8_0: 34 per 32 values. */
+static inline int64_t lrc_q8_panel_bytes(int64_t NR, int64_t K)
+{
+    int64_t nb = (K + LRC_Q8_BLOCK - 1) / LRC_Q8_BLOCK;
+    return (NR * (2 * nb + K) + 63) / 64 * 64;
+}
+/* Checks q8 panels (bytes of them, packed at compile time from a weight of
+ * cols columns and inner rows, NR columns a panel): their size, and every
+ * block scale finite and not negative; else an error naming `what`. */
+int lrc_q8_panels_check(const void *data, int64_t bytes, int64_t cols, int64_t inner, int64_t NR, const char *what, lrc_err *err);
 /* A block's scale from its largest magnitude (an f16 value, widened). */
 float lrc_q8_scale(float amax);
 /* One value quantized with 1 / scale (0 for a zero scale): nearest, ties

@@ -6,6 +6,7 @@
 #include "lrc_ir.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -159,5 +160,32 @@ int lrc_tensor_set_dequantize_q8(lrc_tensor_set *set, const char *what, lrc_err 
         if (is_scale_name(set->items[i]->name)) lrc_tensor_free(set->items[i]);
         else set->items[kept++] = set->items[i];
     set->n = kept;
+    return LRC_OK;
+}
+
+int lrc_q8_panels_check(const void *data, int64_t bytes, int64_t cols, int64_t inner, int64_t NR, const char *what, lrc_err *err)
+{
+    if (NR <= 0 || inner <= 0 || cols <= 0)
+        return lrc_err_set(err, "%s: q8 panels of %lld columns for a weight of %lld columns and %lld rows (a damaged package?)", what,
+                           (long long)NR, (long long)cols, (long long)inner);
+    int64_t panels = (cols + NR - 1) / NR, per = lrc_q8_panel_bytes(NR, inner), nb = (inner + LRC_Q8_BLOCK - 1) / LRC_Q8_BLOCK;
+    if (bytes != panels * per)
+        return lrc_err_set(err, "%s: %lld bytes, but %lld q8 panels of %lld columns and %lld rows take %lld (a damaged package?)", what,
+                           (long long)bytes, (long long)panels, (long long)NR, (long long)inner, (long long)(panels * per));
+    for (int64_t p = 0; p < panels; p++) {
+        const unsigned char *panel = (const unsigned char *)data + p * per;
+        for (int64_t i = 0; i < nb * NR; i++) {
+            uint16_t h;
+            memcpy(&h, panel + 2 * i, 2);
+            float s = lrc_f16_to_f32(h);
+            if (!(s >= 0 && s <= 65504.0f)) { /* NaN, Inf and negatives are damage */
+                char v[32];
+                snprintf(v, sizeof v, "%s", isnan(s) ? "NaN" : isinf(s) ? "Inf" : "negative");
+                return lrc_err_set(err, "%s: the q8 scale of column %lld, rows %lld-%lld is %s: a damaged package?", what,
+                                   (long long)(p * NR + i % NR), (long long)(i / NR * LRC_Q8_BLOCK),
+                                   (long long)((i / NR + 1) * LRC_Q8_BLOCK - 1), v);
+            }
+        }
+    }
     return LRC_OK;
 }

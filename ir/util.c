@@ -49,6 +49,7 @@ static const struct {
     [LRC_F16] = {"f16", "F16", 2},
     [LRC_I32] = {"i32", "I32", 4},
     [LRC_I8] = {"i8", "I8", 1},
+    [LRC_U8] = {"u8", "U8", 1},
 };
 _Static_assert(sizeof dtype_info / sizeof dtype_info[0] == LRC_DTYPE_COUNT,
                "every dtype needs a row in dtype_info");

@@ -137,13 +137,14 @@ static lrc_status bind_set(lrc_session *s, lrc_tensor_set *set, const char *what
     return LRC_STATUS_OK;
 }
 
-/* Widens the tensors to f32 for the cpu plan (cuda binds bf16 and f16 as they are). */
+/* Widens the tensors to f32 for the cpu plan (cuda binds bf16 and f16 as
+ * they are; u8 is what the compiler packed, bound as it is). */
 static int widen(const lrc_session *s, lrc_tensor_set *set, const char *what, lrc_err *err)
 {
     for (int i = 0; i < set->n; i++) {
         if (set->items[i]->dtype == LRC_I32)
             return lrc_err_set(err, "%s: tensor '%s' is I32, parameters are floats", what, set->items[i]->name);
-        if (s->cuda || set->items[i]->dtype == LRC_F32) continue;
+        if (s->cuda || set->items[i]->dtype == LRC_F32 || set->items[i]->dtype == LRC_U8) continue;
         lrc_tensor *f = lrc_tensor_to_f32(set->items[i], err);
         if (!f) return LRC_EUSER;
         lrc_tensor_free(set->items[i]);
@@ -314,13 +315,30 @@ static lrc_tensor *from_array(const lrc_array *a, int i, const char *what, lrc_e
     return t;
 }
 
+/* Whether buffer b holds weight `name` packed at compile time: NAME@LAYOUT,
+ * or fold.K:NAME@LAYOUT where norm gains were folded into it. */
+static bool packs(const lrc_plan_buf *b, const char *name)
+{
+    if (b->kind != LRC_BUF_PARAM || !b->packed[0]) return false;
+    const char *base = b->name, *colon = strchr(base, ':');
+    if (!strncmp(base, "fold.", 5) && colon) base = colon + 1;
+    size_t len = strlen(name);
+    return !strncmp(base, name, len) && base[len] == '@';
+}
+
 /* Every tensor of set names a parameter of the package. */
 static int known_params(const lrc_session *s, const lrc_tensor_set *set, const char *what, lrc_err *err)
 {
     for (int i = 0; i < set->n; i++) {
-        bool known = false;
-        for (int b = 0; b < s->pkg.plan.n_bufs && !known; b++)
-            known = s->pkg.plan.bufs[b].kind == LRC_BUF_PARAM && !strcmp(s->pkg.plan.bufs[b].name, set->items[i]->name);
+        bool known = false, packed = false;
+        for (int b = 0; b < s->pkg.plan.n_bufs && !known; b++) {
+            const lrc_plan_buf *pb = &s->pkg.plan.bufs[b];
+            known = pb->kind == LRC_BUF_PARAM && !strcmp(pb->name, set->items[i]->name);
+            packed = packed || packs(pb, set->items[i]->name);
+        }
+        if (packed && !known)
+            return lrc_err_set(err, "%s: tensor '%s' is packed into the package %s, which was compiled with its weights: compile it without "
+                                    "--weights to bind others", what, set->items[i]->name, s->dir);
         if (!known) return lrc_err_set(err, "%s: extra tensor '%s' that the package %s does not have", what, set->items[i]->name, s->dir);
     }
     return LRC_OK;

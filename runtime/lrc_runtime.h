@@ -165,6 +165,12 @@ typedef struct lrc_plan_buf {
     lrc_dtype dtype;
     lrc_shape shape;
     int64_t offset, bytes;
+    /* A parameter the compiler packed into its GEMM's panels (lrc compile
+     * with weights, cpu): U8 [bytes] named WEIGHT@LAYOUT, its panels'
+     * storage ("f32", "bf16" or "q8"; "" for any other buffer), columns per
+     * panel, and the weight's columns and inner size as the GEMM sees them. */
+    char packed[8];
+    int64_t packed_panel, packed_cols, packed_inner;
 } lrc_plan_buf;
 
 typedef struct lrc_plan_launch {
@@ -305,7 +311,7 @@ void lrc_cuda_exec_free(lrc_cuda_exec *x);
  * add a residual (c_arg); 4: scratch_storage, access_bytes; 5: a cuda GEMM
  * may add a bias (bias_arg); 6: a cuda package's weights in bf16 storage
  * are written as BF16 */
-#define LRC_PACKAGE_VERSION 6
+#define LRC_PACKAGE_VERSION 7
 
 /* A directory: package.json (plan and metadata), the kernels (kernels.so
  * for cpu; kernels.cubin, kernels.ptx and kernels.cu for cuda), and

@@ -87,6 +87,13 @@ int lrc_package_write_plan(const char *dir, const lrc_plan *p, const char *kerne
             cJSON_AddItemToObject(o, "shape", shape_json(&b->shape));
             cJSON_AddNumberToObject(o, "offset", (double)b->offset);
             cJSON_AddNumberToObject(o, "bytes", (double)b->bytes);
+            if (b->packed[0]) {
+                cJSON *k = cJSON_AddObjectToObject(o, "packed");
+                cJSON_AddStringToObject(k, "store", b->packed);
+                cJSON_AddNumberToObject(k, "panel", (double)b->packed_panel);
+                cJSON_AddNumberToObject(k, "cols", (double)b->packed_cols);
+                cJSON_AddNumberToObject(k, "inner", (double)b->packed_inner);
+            }
         }
         cJSON_AddItemToArray(bufs, o);
     }
@@ -139,6 +146,22 @@ static int bad(lrc_err *err, const char *path, const char *what, int i)
     return lrc_err_set(err, "%s: %s %d is missing or invalid (a damaged package?)", path, what, i);
 }
 
+/* A parameter's "packed" object (its panels' layout), which U8 [bytes]
+ * parameters need and no other buffer has; -1 when it is malformed. */
+static int parse_packed(const cJSON *k, lrc_plan_buf *b)
+{
+    bool u8 = b->kind == LRC_BUF_PARAM && b->dtype == LRC_U8 && b->shape.ndim == 1;
+    if (!k) return u8 ? -1 : 0;
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(k, "store");
+    double panel, cols, inner;
+    if (!u8 || !cJSON_IsString(st) || (strcmp(st->valuestring, "f32") && strcmp(st->valuestring, "bf16") && strcmp(st->valuestring, "q8")) ||
+        get_num(k, "panel", 1, 4096, &panel) || get_num(k, "cols", 1, 1e12, &cols) || get_num(k, "inner", 1, 1e12, &inner))
+        return -1;
+    snprintf(b->packed, sizeof b->packed, "%s", st->valuestring);
+    b->packed_panel = (int64_t)panel, b->packed_cols = (int64_t)cols, b->packed_inner = (int64_t)inner;
+    return 0;
+}
+
 static int parse_plan(const cJSON *root, const char *path, lrc_plan *p, lrc_err *err)
 {
     double v;
@@ -178,7 +201,9 @@ static int parse_plan(const cJSON *root, const char *path, lrc_plan *p, lrc_err 
         if (get_num(o, "bytes", 0, 1e15, &v)) return bad(err, path, "buffer", i);
         b->bytes = (int64_t)v;
         if (b->kind == LRC_BUF_ARENA && b->offset + b->bytes > p->arena_bytes) return bad(err, path, "buffer", i);
-        if (b->kind != LRC_BUF_PERSIST && b->bytes != lrc_shape_numel(&b->shape) * 4) return bad(err, path, "buffer", i);
+        if (b->kind != LRC_BUF_PERSIST && b->bytes != lrc_shape_numel(&b->shape) * (int64_t)lrc_dtype_size(b->dtype))
+            return bad(err, path, "buffer", i);
+        if (parse_packed(cJSON_GetObjectItemCaseSensitive(o, "packed"), b)) return bad(err, path, "buffer", i);
     }
     p->n_launches = cJSON_GetArraySize(ls);
     p->launches = lrc_xcalloc((size_t)p->n_launches + 1, sizeof *p->launches);
@@ -227,6 +252,26 @@ static int parse_plan(const cJSON *root, const char *path, lrc_plan *p, lrc_err 
             p->bufs[(int)b].dtype != LRC_I32)
             return bad(err, path, "check", i);
         p->checks[i] = (lrc_plan_check){(int)b, (int64_t)lo, (int64_t)hi};
+    }
+    return LRC_OK;
+}
+
+/* The weights packed at compile time as the plan says they are: their
+ * size, and a q8 panel's every block scale finite (a bit flipped in the
+ * file would otherwise scale a block by NaN) */
+static int check_packed(const lrc_plan *p, const lrc_tensor_set *weights, const char *path, lrc_err *err)
+{
+    for (int i = 0; i < p->n_bufs; i++) {
+        const lrc_plan_buf *b = &p->bufs[i];
+        const lrc_tensor *t = b->packed[0] ? lrc_tensor_set_find(weights, b->name) : NULL;
+        if (!t) continue; /* binding names what is missing */
+        char what[4400];
+        snprintf(what, sizeof what, "%.4000s: tensor '%.300s'", path, b->name);
+        if (t->dtype != LRC_U8 || (int64_t)t->nbytes != b->bytes)
+            return lrc_err_set(err, "%s is %s of %lld bytes, the plan packed %lld bytes (a damaged package?)", what, lrc_dtype_st_name(t->dtype),
+                               (long long)t->nbytes, (long long)b->bytes);
+        if (!strcmp(b->packed, "q8") && lrc_q8_panels_check(t->data, (int64_t)t->nbytes, b->packed_cols, b->packed_inner, b->packed_panel, what, err))
+            return LRC_EUSER;
     }
     return LRC_OK;
 }
@@ -468,11 +513,12 @@ static int package_load(const char *dir, bool nested, lrc_package *pkg, lrc_err 
      * widen exactly, and its pack kernels store them as bf16 again */
     for (int i = 0; i < pkg->weights.n && !rc && native; i++) {
         lrc_tensor *t = pkg->weights.items[i];
-        if (t->dtype == LRC_F32 || t->dtype == LRC_I32) continue;
+        if (t->dtype == LRC_F32 || t->dtype == LRC_I32 || t->dtype == LRC_U8) continue; /* u8: packed at compile time */
         lrc_tensor *f = lrc_tensor_to_f32(t, err);
         if (!f) rc = lrc_err_prefix(err, "%s", path);
         else lrc_tensor_free(t), pkg->weights.items[i] = f;
     }
+    if (!rc && pkg->has_weights) rc = check_packed(&pkg->plan, &pkg->weights, path, err);
     if (!rc && shapes_meta) {
         snprintf(path, sizeof path, "%s/" PKG_JSON, dir);
         if (nested && cJSON_GetObjectItemCaseSensitive(shapes_meta, "shapes")) rc = bad(err, path, "a shape's list of shapes", -1);

@@ -156,7 +156,7 @@ int lrc_params_bind(const lrc_graph *g, lrc_tensor_set *file, const char *what, 
             return lrc_err_set(err, "%s: missing tensor '%s' (%s)", what, n->name,
                                lrc_shape_str(&n->shape, b1, sizeof b1));
         }
-        if (!lrc_shape_eq(&t->shape, &n->shape) || t->dtype == LRC_I32)
+        if (!lrc_shape_eq(&t->shape, &n->shape) || t->dtype == LRC_I32 || t->dtype == LRC_U8)
             return lrc_err_set(err, "%s: tensor '%s' is %s %s, the model expects a float tensor %s", what,
                                n->name, lrc_dtype_st_name(t->dtype), lrc_shape_str(&t->shape, b1, sizeof b1),
                                lrc_shape_str(&n->shape, b2, sizeof b2));

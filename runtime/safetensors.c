@@ -46,7 +46,7 @@ static int parse_entry(const cJSON *e, const char *what, uint64_t data_start, ui
     const cJSON *jo = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
     if (!cJSON_IsString(jd)) return lrc_err_set(err, "%s: tensor '%s': missing \"dtype\" string", what, name);
     if (lrc_dtype_parse(jd->valuestring, dt) || strcmp(jd->valuestring, lrc_dtype_st_name(*dt)))
-        return lrc_err_set(err, "%s: tensor '%s': unsupported dtype '%s' (lrc reads F32, BF16, F16, I32, and I8 with its q8 scales)",
+        return lrc_err_set(err, "%s: tensor '%s': unsupported dtype '%s' (lrc reads F32, BF16, F16, I32, I8 with its q8 scales, and U8 as a package's packed weights)",
                            what, name, jd->valuestring);
     if (!cJSON_IsArray(js)) return lrc_err_set(err, "%s: tensor '%s': missing \"shape\" array", what, name);
     int nd = cJSON_GetArraySize(js);

@@ -48,16 +48,19 @@ static LLVMValueRef byte_ptr(em_t *e, LLVMValueRef P, LLVMValueRef at, LLVMTypeR
 }
 
 /* Columns j..j+w of q8 panel p (NR columns, K rows) at row kk, as f32:
- * the int8 values widened and multiplied by their block's scales. */
+ * the int8 values widened and multiplied by their block's f16 scales,
+ * widened (vcvtph2ps). */
 static LLVMValueRef q8_load(em_t *e, LLVMValueRef P, LLVMValueRef p, LLVMValueRef kk, int64_t j, int64_t NR, int64_t K, int w)
 {
     int64_t nb = (K + LRC_Q8_BLOCK - 1) / LRC_Q8_BLOCK;
     LLVMValueRef base = em_imul(e, p, em_i64(e, lrc_q8_panel_bytes(NR, K)));
     LLVMValueRef blk = LLVMBuildLShr(e->b, kk, em_i64(e, 5), ""); /* LRC_Q8_BLOCK is 32 */
-    LLVMValueRef sat = em_iadd(e, base, em_imul(e, em_iadd(e, em_imul(e, blk, em_i64(e, NR)), em_i64(e, j)), em_i64(e, 4)));
-    LLVMValueRef qat = em_iadd(e, base, em_iadd(e, em_i64(e, nb * NR * 4 + j), em_imul(e, kk, em_i64(e, NR))));
-    LLVMValueRef sc = LLVMBuildLoad2(e->b, em_vty(e, w), byte_ptr(e, P, sat, e->f32, w), "");
-    LLVMSetAlignment(sc, 4);
+    LLVMValueRef sat = em_iadd(e, base, em_imul(e, em_iadd(e, em_imul(e, blk, em_i64(e, NR)), em_i64(e, j)), em_i64(e, 2)));
+    LLVMValueRef qat = em_iadd(e, base, em_iadd(e, em_i64(e, nb * NR * 2 + j), em_imul(e, kk, em_i64(e, NR))));
+    LLVMTypeRef half = LLVMHalfTypeInContext(e->ctx), ht = w > 1 ? LLVMVectorType(half, (unsigned)w) : half;
+    LLVMValueRef sc = LLVMBuildLoad2(e->b, ht, byte_ptr(e, P, sat, half, w), "");
+    LLVMSetAlignment(sc, 2);
+    sc = LLVMBuildFPExt(e->b, sc, em_vty(e, w), "");
     LLVMTypeRef i8 = LLVMInt8TypeInContext(e->ctx);
     LLVMValueRef q = LLVMBuildLoad2(e->b, w > 1 ? LLVMVectorType(i8, (unsigned)w) : i8, byte_ptr(e, P, qat, i8, w), "");
     LLVMSetAlignment(q, 1);
@@ -199,15 +202,16 @@ static void pack_q8(kgen *k, const lrc_extra_buf *xb)
     LLVMBuildStore(e->b, em_intr2(e, "maxnum", LLVMBuildLoad2(e->b, e->f32, amax, ""), x), amax);
     em_for_end(e, &lk, em_i64(e, 1));
     LLVMValueRef d = LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f32, amax, ""), em_f32(e, 127.0), "");
-    d = LLVMBuildFPExt(e->b, LLVMBuildFPTrunc(e->b, d, half, ""), e->f32, ""); /* an f16 scale, as files store it */
+    LLVMValueRef d16 = LLVMBuildFPTrunc(e->b, d, half, ""); /* an f16 scale, as the panel (and llama.cpp) stores it */
+    d = LLVMBuildFPExt(e->b, d16, e->f32, "");
     LLVMValueRef inv = LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealONE, d, em_f32(e, 0), ""),
                                        LLVMBuildFDiv(e->b, em_f32(e, 1.0), d, ""), em_f32(e, 0), "");
-    LLVMValueRef sat = em_iadd(e, base, em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, NR)), j), em_i64(e, 4)));
-    LLVMSetAlignment(LLVMBuildStore(e->b, d, byte_ptr(e, P, sat, e->f32, 1)), 4);
+    LLVMValueRef sat = em_iadd(e, base, em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, NR)), j), em_i64(e, 2)));
+    LLVMSetAlignment(LLVMBuildStore(e->b, d16, byte_ptr(e, P, sat, half, 1)), 2);
     kk = em_for_begin(e, &lk, k0, k1);
     LLVMValueRef r = em_intr1(e, "round", em_mul(e, panel_source(k, xb, W, inside, n, kk), inv));
     r = em_intr2(e, "minnum", em_intr2(e, "maxnum", r, em_f32(e, -127.0)), em_f32(e, 127.0));
-    LLVMValueRef qat = em_iadd(e, base, em_iadd(e, em_i64(e, nb * NR * 4), em_iadd(e, em_imul(e, kk, em_i64(e, NR)), j)));
+    LLVMValueRef qat = em_iadd(e, base, em_iadd(e, em_i64(e, nb * NR * 2), em_iadd(e, em_imul(e, kk, em_i64(e, NR)), j)));
     LLVMBuildStore(e->b, LLVMBuildFPToSI(e->b, r, i8, ""), byte_ptr(e, P, qat, i8, 1));
     em_for_end(e, &lk, em_i64(e, 1));
     em_for_end(e, &lb, em_i64(e, 1));

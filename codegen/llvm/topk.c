@@ -109,8 +109,9 @@ static LLVMValueRef before(em_t *e, LLVMValueRef a, LLVMValueRef b)
 /* ---- functions ------------------------------------------------------------ */
 
 /* Starts internal function name(float *v, int *ix, rest...) with the
- * builder in its body; fn_end adds the entry's branch and goes back. */
-static LLVMValueRef fn_begin(tk *t, fn_saved *s, const char *name, LLVMTypeRef ret, const char *rest)
+ * builder in its body; fn_end adds the entry's branch and goes back to
+ * where the builder was. */
+static void fn_begin(tk *t, fn_saved *s, const char *name, LLVMTypeRef ret, const char *rest)
 {
     em_t *e = t->e;
     LLVMTypeRef params[8] = {e->f32p, e->i32p};
@@ -123,16 +124,25 @@ static LLVMValueRef fn_begin(tk *t, fn_saved *s, const char *name, LLVMTypeRef r
     e->entry = LLVMAppendBasicBlockInContext(e->ctx, fn, "entry");
     LLVMPositionBuilderAtEnd(e->b, LLVMAppendBasicBlockInContext(e->ctx, fn, "body"));
     t->V = LLVMGetParam(fn, 0), t->IX = LLVMGetParam(fn, 1);
-    return fn;
 }
 
-static void fn_end(tk *t, fn_saved *s)
+/* Closes the function being built (after its return) and gives it back. */
+static LLVMValueRef fn_end(tk *t, fn_saved *s)
 {
     em_t *e = t->e;
+    LLVMValueRef fn = e->fn;
     LLVMPositionBuilderAtEnd(e->b, e->entry);
     LLVMBuildBr(e->b, LLVMGetNextBasicBlock(e->entry));
     e->fn = s->fn, e->entry = s->entry;
     if (s->block) LLVMPositionBuilderAtEnd(e->b, s->block);
+    return fn;
+}
+
+/* ret void, then fn_end */
+static LLVMValueRef fn_done(tk *t, fn_saved *s)
+{
+    LLVMBuildRetVoid(t->e->b);
+    return fn_end(t, s);
 }
 
 static LLVMValueRef P(tk *t, unsigned i) { return LLVMGetParam(t->e->fn, i); }
@@ -148,14 +158,13 @@ static LLVMValueRef build_swap(tk *t)
 {
     em_t *e = t->e;
     fn_saved s;
-    LLVMValueRef fn = fn_begin(t, &s, "lrc_topk_swap", e->voidt, "ll"), a = P(t, 2), b = P(t, 3);
+    fn_begin(t, &s, "lrc_topk_swap", e->voidt, "ll");
+    LLVMValueRef a = P(t, 2), b = P(t, 3);
     LLVMValueRef va = vget(t, a), ia = iget(t, a);
     move(t, a, b);
     vset(t, b, va);
     iset(t, b, ia);
-    LLVMBuildRetVoid(e->b);
-    fn_end(t, &s);
-    return fn;
+    return fn_done(t, &s);
 }
 
 /* (v, ix, f, hole, top, val, vi) */
@@ -163,7 +172,7 @@ static LLVMValueRef build_push_heap(tk *t)
 {
     em_t *e = t->e;
     fn_saved s;
-    LLVMValueRef fn = fn_begin(t, &s, "lrc_topk_push_heap", e->voidt, "lllfi");
+    fn_begin(t, &s, "lrc_topk_push_heap", e->voidt, "lllfi");
     LLVMValueRef f = P(t, 2), top = P(t, 4), val = P(t, 5), vi = P(t, 6);
     LLVMValueRef hole = var(e, e->i64, P(t, 3)), parent = var(e, e->i64, DIV2(SUB(P(t, 3), C(1))));
     wl w;
@@ -180,9 +189,7 @@ static LLVMValueRef build_push_heap(tk *t)
     wl_end(e, &w);
     vset(t, ADD(f, I64(hole)), val);
     iset(t, ADD(f, I64(hole)), vi);
-    LLVMBuildRetVoid(e->b);
-    fn_end(t, &s);
-    return fn;
+    return fn_done(t, &s);
 }
 
 /* (v, ix, f, hole, len, val, vi) */
@@ -190,7 +197,7 @@ static LLVMValueRef build_adjust_heap(tk *t, LLVMValueRef push)
 {
     em_t *e = t->e;
     fn_saved s;
-    LLVMValueRef fn = fn_begin(t, &s, "lrc_topk_adjust_heap", e->voidt, "lllfi");
+    fn_begin(t, &s, "lrc_topk_adjust_heap", e->voidt, "lllfi");
     LLVMValueRef f = P(t, 2), len = P(t, 4), val = P(t, 5), vi = P(t, 6), top = P(t, 3);
     LLVMValueRef hole = var(e, e->i64, top), second = var(e, e->i64, top);
     wl w;
@@ -211,9 +218,7 @@ static LLVMValueRef build_adjust_heap(tk *t, LLVMValueRef push)
     SET(hole, SUB(I64(second), C(1)));
     em_if_end(e, &c);
     call(t, push, (LLVMValueRef[]){f, I64(hole), top, val, vi}, 5);
-    LLVMBuildRetVoid(e->b);
-    fn_end(t, &s);
-    return fn;
+    return fn_done(t, &s);
 }
 
 /* (v, ix, f, len, result) */
@@ -221,14 +226,12 @@ static LLVMValueRef build_pop_heap(tk *t, LLVMValueRef adjust)
 {
     em_t *e = t->e;
     fn_saved s;
-    LLVMValueRef fn = fn_begin(t, &s, "lrc_topk_pop_heap", e->voidt, "lll");
+    fn_begin(t, &s, "lrc_topk_pop_heap", e->voidt, "lll");
     LLVMValueRef f = P(t, 2), len = P(t, 3), result = P(t, 4);
     LLVMValueRef val = vget(t, result), vi = iget(t, result);
     move(t, result, f);
     call(t, adjust, (LLVMValueRef[]){f, C(0), len, val, vi}, 5);
-    LLVMBuildRetVoid(e->b);
-    fn_end(t, &s);
-    return fn;
+    return fn_done(t, &s);
 }
 
 /* (v, ix, f, mid, last) */
@@ -236,7 +239,7 @@ static LLVMValueRef build_heap_select(tk *t, LLVMValueRef adjust, LLVMValueRef p
 {
     em_t *e = t->e;
     fn_saved s;
-    LLVMValueRef fn = fn_begin(t, &s, "lrc_topk_heap_select", e->voidt, "lll");
+    fn_begin(t, &s, "lrc_topk_heap_select", e->voidt, "lll");
     LLVMValueRef f = P(t, 2), mid = P(t, 3), last = P(t, 4), len = SUB(mid, f);
     em_if c;
     em_if_begin(e, &c, CMP(SGE, len, C(2)));
@@ -255,9 +258,7 @@ static LLVMValueRef build_heap_select(tk *t, LLVMValueRef adjust, LLVMValueRef p
     call(t, pop, (LLVMValueRef[]){f, len, i}, 3);
     em_if_end(e, &c);
     em_for_end(e, &l, C(1));
-    LLVMBuildRetVoid(e->b);
-    fn_end(t, &s);
-    return fn;
+    return fn_done(t, &s);
 }
 
 /* (v, ix, f, last) */
@@ -265,7 +266,7 @@ static LLVMValueRef build_insertion_sort(tk *t)
 {
     em_t *e = t->e;
     fn_saved s;
-    LLVMValueRef fn = fn_begin(t, &s, "lrc_topk_insertion_sort", e->voidt, "ll");
+    fn_begin(t, &s, "lrc_topk_insertion_sort", e->voidt, "ll");
     LLVMValueRef f = P(t, 2), last = P(t, 3);
     em_loop l;
     LLVMValueRef i = em_for_begin(e, &l, ADD(f, C(1)), last);
@@ -288,9 +289,7 @@ static LLVMValueRef build_insertion_sort(tk *t)
     vset(t, I64(j), val);
     iset(t, I64(j), vi);
     em_for_end(e, &l, C(1));
-    LLVMBuildRetVoid(e->b);
-    fn_end(t, &s);
-    return fn;
+    return fn_done(t, &s);
 }
 
 /* (v, ix, r, a, b, c): the median of a, b, c swapped to r */
@@ -298,16 +297,14 @@ static LLVMValueRef build_median(tk *t, LLVMValueRef swap)
 {
     em_t *e = t->e;
     fn_saved s;
-    LLVMValueRef fn = fn_begin(t, &s, "lrc_topk_median_to_first", e->voidt, "llll");
+    fn_begin(t, &s, "lrc_topk_median_to_first", e->voidt, "llll");
     LLVMValueRef r = P(t, 2), a = P(t, 3), b = P(t, 4), c = P(t, 5);
     LLVMValueRef va = vget(t, a), vb = vget(t, b), vc = vget(t, c);
     LLVMValueRef ab = before(e, va, vb), bc = before(e, vb, vc), ac = before(e, va, vc);
     LLVMValueRef sel = LLVMBuildSelect(e->b, ab, LLVMBuildSelect(e->b, bc, b, LLVMBuildSelect(e->b, ac, c, a, ""), ""),
                                        LLVMBuildSelect(e->b, ac, a, LLVMBuildSelect(e->b, bc, c, b, ""), ""), "");
     call(t, swap, (LLVMValueRef[]){r, sel}, 2);
-    LLVMBuildRetVoid(e->b);
-    fn_end(t, &s);
-    return fn;
+    return fn_done(t, &s);
 }
 
 /* (v, ix, f, last, pivot) -> the cut */
@@ -315,7 +312,7 @@ static LLVMValueRef build_partition(tk *t, LLVMValueRef swap)
 {
     em_t *e = t->e;
     fn_saved s;
-    LLVMValueRef fn = fn_begin(t, &s, "lrc_topk_partition", e->i64, "lll");
+    fn_begin(t, &s, "lrc_topk_partition", e->i64, "lll");
     LLVMValueRef f = var(e, e->i64, P(t, 2)), last = var(e, e->i64, P(t, 3)), pivot = P(t, 4);
     LLVMBasicBlockRef loop = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "partition");
     LLVMBuildBr(e->b, loop);
@@ -340,8 +337,7 @@ static LLVMValueRef build_partition(tk *t, LLVMValueRef swap)
     LLVMBuildBr(e->b, loop);
     LLVMPositionBuilderAtEnd(e->b, LLVMAppendBasicBlockInContext(e->ctx, e->fn, "never"));
     LLVMBuildRet(e->b, I64(f));
-    fn_end(t, &s);
-    return fn;
+    return fn_end(t, &s);
 }
 
 /* (v, ix, n, k): lrc_topk_order */
@@ -350,7 +346,7 @@ static LLVMValueRef build_order(tk *t, LLVMValueRef swap, LLVMValueRef heap_sele
 {
     em_t *e = t->e;
     fn_saved s;
-    LLVMValueRef fn = fn_begin(t, &s, "lrc_topk_order", e->voidt, "ll");
+    fn_begin(t, &s, "lrc_topk_order", e->voidt, "ll");
     LLVMValueRef n = P(t, 2), k = P(t, 3);
     ie c;
     ie_begin(e, &c, CMP(SLE, LLVMBuildMul(e->b, k, C(64), ""), n));
@@ -391,9 +387,7 @@ static LLVMValueRef build_order(tk *t, LLVMValueRef swap, LLVMValueRef heap_sele
     call(t, insertion, (LLVMValueRef[]){I64(f), I64(l)}, 2);
     call(t, insertion, (LLVMValueRef[]){C(0), nth}, 2);
     ie_end(e, &c);
-    LLVMBuildRetVoid(e->b);
-    fn_end(t, &s);
-    return fn;
+    return fn_done(t, &s);
 }
 
 /* lrc_topk_order(float *v, int *ix, i64 n, i64 k) in e's module, built on first use */

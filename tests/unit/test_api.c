@@ -244,6 +244,13 @@ static void test_weights(void)
     double worst = 0;
     for (int i = 0; i < 2 * 7 * 256; i++) worst = fmax(worst, fabs((double)base[i] - ref[i]));
     CHECK(worst < 1e-3, "weights bound at run time give the compiled-in package's logits (max diff %g)", worst);
+    /* a package compiled with its weights holds its GEMMs' weights packed: another lm_head cannot bind */
+    static float head[256 * 32];
+    lrc_array lm = {.name = "lm_head.weight", .elem = LRC_ELEM_F32, .ndim = 2, .shape = {256, 32}, .data = head};
+    CHECK(lrc_session_bind_weights(w, &lm, 1) == LRC_STATUS_INVALID &&
+              strstr(lrc_session_error(w), "tensor 'lm_head.weight' is packed into the package") &&
+              strstr(lrc_session_error(w), "compile it without --weights to bind others"),
+          "a packed weight bound again: '%s'", lrc_session_error(w));
     lrc_session_close(w);
     /* from memory: the wrong shape changes nothing */
     static float e[4096];

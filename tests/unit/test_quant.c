@@ -170,11 +170,35 @@ static void test_file(void)
     unlink(path);
 }
 
+/* q8 panels as a package stores them (lrc_q8_panels_check): their size
+ * for the weight's shape, and every f16 scale finite and not negative */
+static void test_panels(void)
+{
+    const int64_t N = 40, K = 70, NR = 16, per = lrc_q8_panel_bytes(NR, K), bytes = 3 * per; /* 3 panels, the last partial */
+    CHECK(per == (NR * (2 * 3 + K) + 63) / 64 * 64, "a panel: 3 blocks of f16 scales, then the int8 values, padded to 64 bytes");
+    unsigned char *p = calloc((size_t)bytes, 1);
+    lrc_err err;
+    CHECK(!lrc_q8_panels_check(p, bytes, N, K, NR, "w", &err), "zero panels pass: %s", err.msg);
+    CHECK(lrc_q8_panels_check(p, bytes - 64, N, K, NR, "w", &err) && strstr(err.msg, "w: 3584 bytes, but 3 q8 panels of 16 columns and 70 rows take 3648"),
+          "a short buffer: '%s'", err.msg);
+    const struct { uint16_t bits; const char *what; } bad[] = {{0x7e00, "NaN"}, {0x7c00, "Inf"}, {0xbc00, "negative"}};
+    for (int i = 0; i < 3; i++) {
+        uint16_t *s = (uint16_t *)(p + per); /* panel 1: columns 16..31; block 2 of column 21 */
+        s[2 * NR + 5] = bad[i].bits;
+        char want[128];
+        snprintf(want, sizeof want, "w: the q8 scale of column 21, rows 64-95 is %s: a damaged package?", bad[i].what);
+        CHECK(lrc_q8_panels_check(p, bytes, N, K, NR, "w", &err) && !strcmp(err.msg, want), "a %s scale: '%s'", bad[i].what, err.msg);
+        s[2 * NR + 5] = 0;
+    }
+    free(p);
+}
+
 int main(void)
 {
     test_quantize();
     test_errors();
     test_file();
+    test_panels();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

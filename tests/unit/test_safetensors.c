@@ -250,7 +250,7 @@ static void test_corrupt(void)
     bad_hdr("{\"a\":{\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "tensor 'a': missing \"dtype\" string");
     bad_hdr("{\"a\":{\"dtype\":4,\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "missing \"dtype\" string");
     bad_hdr("{\"a\":" T("F64", "[1]", "[0,8]") "}", 8, "tensor 'a': unsupported dtype 'F64'");
-    bad_hdr("{\"a\":" T("U8", "[1]", "[0,1]") "}", 1, "unsupported dtype 'U8'");
+    bad_hdr("{\"a\":" T("U16", "[1]", "[0,2]") "}", 2, "unsupported dtype 'U16'");
     bad_hdr("{\"a\":" T("float32", "[1]", "[0,4]") "}", 4, "unsupported dtype 'float32'");
     bad_hdr("{\"a\":" T("f32", "[1]", "[0,4]") "}", 4, "unsupported dtype 'f32'"); /* lrc's own spelling */
     bad_hdr("{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,4]}}", 4, "tensor 'a': missing \"shape\" array");
