@@ -97,7 +97,8 @@ int lrc_infer_expert_matmul(const lrc_graph *g, lrc_node *n, lrc_err *err)
     char b1[96], b2[96];
     if (want_values(g, n, 0, err) || want_values(g, n, 1, err) || want_ids(g, n, 2, err) || check_expert(n, err)) return LRC_EUSER;
     const lrc_shape *x = &IN(0)->shape, *w = &IN(1)->shape, *ids = &IN(2)->shape;
-    if (ids->ndim < 1 || routed_rows(g, n, 0, ids, err)) return ids->ndim < 1 ? lrc_err_set(err, "expert_matmul: ids need an axis") : LRC_EUSER;
+    if (ids->ndim < 1) return lrc_err_set(err, "expert_matmul: ids need an axis");
+    if (routed_rows(g, n, 0, ids, err)) return LRC_EUSER;
     bool nn = n->iattr[2] != 0;
     if (w->ndim != 2 || w->dim[nn ? 0 : 1] != last_of(x))
         return lrc_err_set(err, "expert_matmul: x %s has %lld features but the weight %s %s expects %lld", lrc_shape_str(x, b1, sizeof b1),

@@ -315,17 +315,6 @@ static lrc_tensor *from_array(const lrc_array *a, int i, const char *what, lrc_e
     return t;
 }
 
-/* Whether buffer b holds weight `name` packed at compile time: NAME@LAYOUT,
- * or fold.K:NAME@LAYOUT where norm gains were folded into it. */
-static bool packs(const lrc_plan_buf *b, const char *name)
-{
-    if (b->kind != LRC_BUF_PARAM || !b->packed[0]) return false;
-    const char *base = b->name, *colon = strchr(base, ':');
-    if (!strncmp(base, "fold.", 5) && colon) base = colon + 1;
-    size_t len = strlen(name);
-    return !strncmp(base, name, len) && base[len] == '@';
-}
-
 /* Every tensor of set names a parameter of the package. */
 static int known_params(const lrc_session *s, const lrc_tensor_set *set, const char *what, lrc_err *err)
 {
@@ -334,7 +323,7 @@ static int known_params(const lrc_session *s, const lrc_tensor_set *set, const c
         for (int b = 0; b < s->pkg.plan.n_bufs && !known; b++) {
             const lrc_plan_buf *pb = &s->pkg.plan.bufs[b];
             known = pb->kind == LRC_BUF_PARAM && !strcmp(pb->name, set->items[i]->name);
-            packed = packed || packs(pb, set->items[i]->name);
+            packed = packed || lrc_plan_buf_packs(pb, set->items[i]->name);
         }
         if (packed && !known)
             return lrc_err_set(err, "%s: tensor '%s' is packed into the package %s, which was compiled with its weights: compile it without "

@@ -173,6 +173,10 @@ typedef struct lrc_plan_buf {
     int64_t packed_panel, packed_cols, packed_inner;
 } lrc_plan_buf;
 
+/* Whether buffer b holds weight `name` packed at compile time: a parameter
+ * NAME@LAYOUT, or fold.K:NAME@LAYOUT where norm gains were folded into it. */
+bool lrc_plan_buf_packs(const lrc_plan_buf *b, const char *name);
+
 typedef struct lrc_plan_launch {
     char *symbol;
     char *label;     /* for profiles: "gemm matmul+add (llama.lua:40)" */

@@ -91,6 +91,15 @@ void lrc_exec_trace(lrc_exec *x, lrc_trace_event *events, int64_t cap, int64_t *
     x->n_events = n;
 }
 
+bool lrc_plan_buf_packs(const lrc_plan_buf *b, const char *name)
+{
+    if (b->kind != LRC_BUF_PARAM || !b->packed[0]) return false;
+    const char *base = b->name, *colon = strchr(base, ':');
+    if (!strncmp(base, "fold.", 5) && colon) base = colon + 1;
+    size_t len = strlen(name);
+    return !strncmp(base, name, len) && base[len] == '@';
+}
+
 int lrc_plan_find_tensor(const lrc_plan_buf *b, const lrc_tensor_set *set, const lrc_tensor **out, lrc_err *err)
 {
     char b1[96], b2[96];

@@ -16,7 +16,11 @@ void kg_topk(kgen *k, const lrc_node *n)
     int64_t E = last_of(&k->g->nodes[n->in[0]].shape), K = n->iattr[0];
     LLVMValueRef X = kg_ptr(k, n->in[0]), O = LLVMBuildBitCast(e->b, kg_ptr(k, k->gr->anchor), e->i32p, "");
     LLVMValueRef order = kg_topk_order_fn(e);
-    LLVMValueRef v = em_malloc(e, C(E * 4)), ix = LLVMBuildBitCast(e->b, em_malloc(e, C(E * 4)), e->i32p, "");
+    /* a row's values and indices: on the stack (a router's few experts), from the heap past 4096 */
+    bool heap = E > 4096;
+    LLVMValueRef v = heap ? em_malloc(e, C(E * 4)) : LLVMBuildBitCast(e->b, em_alloca(e, LLVMArrayType(e->f32, (unsigned)E), "v"), e->f32p, "");
+    LLVMValueRef ix = heap ? LLVMBuildBitCast(e->b, em_malloc(e, C(E * 4)), e->i32p, "")
+                           : LLVMBuildBitCast(e->b, em_alloca(e, LLVMArrayType(e->i32, (unsigned)E), "ix"), e->i32p, "");
     em_loop lr, lj;
     LLVMValueRef r = em_for_begin(e, &lr, e->begin, e->end);
     LLVMValueRef j = em_for_begin(e, &lj, C(0), C(E));
@@ -30,8 +34,7 @@ void kg_topk(kgen *k, const lrc_node *n)
     LLVMBuildStore(e->b, em_load_i32(e, ix, j), LLVMBuildGEP2(e->b, e->i32, O, &at, 1, ""));
     em_for_end(e, &lj, C(1));
     em_for_end(e, &lr, C(1));
-    em_free(e, v);
-    em_free(e, ix);
+    if (heap) em_free(e, v), em_free(e, ix);
 }
 
 /* rows [begin, end) of out[..., k] = x[..., ids]; the runtime checked ids from inputs */
