@@ -304,6 +304,18 @@ typedef enum lrc_axes_rule {
     LRC_AXES_MIXED,     /* reduces or mixes every axis (a loss, a gradient, a KV cache) */
 } lrc_axes_rule;
 
+/* What row t of an op's output along axis 1 (a sequence's position) reads,
+ * for the last_rows pass: row t alone of the operands that carry the
+ * sequence, whatever t is (so not RoPE, which needs t, nor attention). */
+typedef enum lrc_rows_rule {
+    LRC_ROWS_NONE,    /* rows meet, or a row's position matters */
+    LRC_ROWS_FIRST,   /* input 0 (of the output's rank) row by row; the others whole (a matmul's W) */
+    LRC_ROWS_EACH,    /* each input of the output's rank that carries the sequence row by row; the others broadcast */
+    LRC_ROWS_RESHAPE, /* input 0 row by row, where the batch and sequence axes stay */
+    LRC_ROWS_SLICE,   /* input 0 row by row, where the slice is along an axis past the sequence's */
+    LRC_ROWS_ROUTED,  /* x and ids (inputs 0 and 2) row by row, the weight whole (expert_matmul) */
+} lrc_rows_rule;
+
 /* Row of the op table. Attribute names are how the Lua API and the printer
  * spell them; an op with `ilist` set keeps a variable-length integer list in
  * iattr[0..n_iattr) under that name. */
@@ -341,6 +353,7 @@ typedef struct lrc_op_info {
     bool keeps_zero;
     lrc_bytes_rule bytes; /* lrc_node_bytes */
     lrc_axes_rule axes;   /* lrc_graph_track_axis */
+    lrc_rows_rule rows;   /* the last_rows pass */
 } lrc_op_info;
 
 extern const lrc_op_info lrc_op_table[LRC_OP_COUNT];

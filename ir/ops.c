@@ -520,24 +520,26 @@ static double flops_depth_gain(const lrc_graph *g, const lrc_node *n)
     .n_in = nin, .fusion = LRC_FUSE_##fusion_, .iattr = iattr_, .fattr = fattr_, .ilist = ilist_, .infer = infer_, \
     .flops = flops_, .bwd_flops_ratio = ratio, refs, .grad = grad_, .bytes = LRC_BYTES_##bytes_,                     \
     .axes = LRC_AXES_##axes_, .share_by_which = ((flags) & SHARES_KERNEL) != 0,                                      \
-    .keeps_zero = ((flags) & KEEPS_ZERO) != 0
+    .keeps_zero = ((flags) & KEEPS_ZERO) != 0, .rows = (lrc_rows_rule)((flags) / ROWS_UNIT)
 #define ATTRS(...) {__VA_ARGS__}
 #define NONE {0}
 /* both storage precisions of an op's reference kernel */
 #define REFS(name) .ref = lrc_ref_##name, .ref64 = lrc_ref64_##name
 #define NO_REF .ref = NULL, .ref64 = NULL
 #define NO_GRAD NULL
-enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2 };
+/* flags: SHARES_KERNEL, KEEPS_ZERO, and the rows rule times ROWS_UNIT (ROWS(FIRST)) */
+enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2, ROWS_UNIT = 4 };
+#define ROWS(r) (LRC_ROWS_##r * ROWS_UNIT)
 
 #define ROW_input OP(0, SOURCE, NONE, NONE, NULL, infer_source, flops_zero, 0, NO_REF, NO_GRAD, NONE, SOURCE, 0)
 #define ROW_param OP(0, SOURCE, NONE, NONE, NULL, infer_source, flops_zero, 0, NO_REF, NO_GRAD, NONE, SOURCE, 0)
 #define ROW_embedding OP(2, OPAQUE, NONE, NONE, NULL, infer_embedding, flops_zero, 1, REFS(embedding), lrc_grad_embedding, GATHER, GATHER, 0)
-#define ROW_matmul OP(2, GEMM, NONE, NONE, NULL, infer_matmul, flops_matmul, 2, REFS(matmul), lrc_grad_matmul, ALL, LOCAL, 0)
-#define ROW_rmsnorm OP(1, ROW, NONE, ATTRS("eps"), NULL, infer_rmsnorm, flops_rmsnorm, 2, REFS(rmsnorm), lrc_grad_rmsnorm, ALL, LOCAL, 0)
-#define ROW_add OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_broadcast, flops_1, 1, REFS(binary), lrc_grad_add, ALL, LOCAL, KEEPS_ZERO)
-#define ROW_mul OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_broadcast, flops_1, 2, REFS(binary), lrc_grad_mul, ALL, LOCAL, KEEPS_ZERO)
-#define ROW_scale OP(1, ELEMENTWISE, NONE, ATTRS("s"), NULL, infer_same, flops_1, 1, REFS(scale), lrc_grad_scale, ALL, LOCAL, KEEPS_ZERO)
-#define ROW_silu OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_4, 2, REFS(silu), lrc_grad_silu, ALL, LOCAL, KEEPS_ZERO)
+#define ROW_matmul OP(2, GEMM, NONE, NONE, NULL, infer_matmul, flops_matmul, 2, REFS(matmul), lrc_grad_matmul, ALL, LOCAL, ROWS(FIRST))
+#define ROW_rmsnorm OP(1, ROW, NONE, ATTRS("eps"), NULL, infer_rmsnorm, flops_rmsnorm, 2, REFS(rmsnorm), lrc_grad_rmsnorm, ALL, LOCAL, ROWS(FIRST))
+#define ROW_add OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_broadcast, flops_1, 1, REFS(binary), lrc_grad_add, ALL, LOCAL, KEEPS_ZERO | ROWS(EACH))
+#define ROW_mul OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_broadcast, flops_1, 2, REFS(binary), lrc_grad_mul, ALL, LOCAL, KEEPS_ZERO | ROWS(EACH))
+#define ROW_scale OP(1, ELEMENTWISE, NONE, ATTRS("s"), NULL, infer_same, flops_1, 1, REFS(scale), lrc_grad_scale, ALL, LOCAL, KEEPS_ZERO | ROWS(FIRST))
+#define ROW_silu OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_4, 2, REFS(silu), lrc_grad_silu, ALL, LOCAL, KEEPS_ZERO | ROWS(FIRST))
 #define ROPE_ATTRS "factor", "low_freq", "high_freq", "orig_ctx" /* the scaling (lrc_rope) */
 #define ROW_rope OP(1, OPAQUE, NONE, ATTRS("base", ROPE_ATTRS), NULL, infer_rope, flops_4, 1, REFS(rope), lrc_grad_rope, ALL, LOCAL, 0)
 #define ROW_attention                                                                                                    \
@@ -546,8 +548,8 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2 };
 #define ROW_attention_lse                                                                                                \
     OP(3, ATTENTION, ATTRS("causal", "window"), ATTRS("scale", "softcap"), NULL, infer_attention_lse, flops_zero, 0,   \
        REFS(attention_lse), NO_GRAD, ALL, MIXED, 0)
-#define ROW_softmax OP(1, ROW, NONE, NONE, NULL, infer_same, flops_5, 1, REFS(softmax), lrc_grad_softmax, ALL, LOCAL, 0)
-#define ROW_reshape OP(1, VIEW, NONE, NONE, "shape", infer_reshape, flops_zero, 0, REFS(reshape), lrc_grad_reshape, NONE, RESHAPE, 0)
+#define ROW_softmax OP(1, ROW, NONE, NONE, NULL, infer_same, flops_5, 1, REFS(softmax), lrc_grad_softmax, ALL, LOCAL, ROWS(FIRST))
+#define ROW_reshape OP(1, VIEW, NONE, NONE, "shape", infer_reshape, flops_zero, 0, REFS(reshape), lrc_grad_reshape, NONE, RESHAPE, ROWS(RESHAPE))
 #define ROW_transpose OP(1, OPAQUE, NONE, NONE, "perm", infer_transpose, flops_zero, 0, REFS(transpose), lrc_grad_transpose, ALL, TRANSPOSE, 0)
 #define ROW_depth_gain                                                                                                   \
     OP(5, OPAQUE, ATTRS("layer"), ATTRS("base"), NULL, infer_depth_gain, flops_depth_gain, 2, REFS(depth_gain),       \
@@ -559,19 +561,19 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2 };
 #define ROW_kv_attention                                                                                                 \
     OP(6, ATTENTION, ATTRS("window"), ATTRS("scale", "base", "softcap", ROPE_ATTRS), NULL, infer_kv_attention, flops_kv_attention, 0, REFS(kv_attention), \
        NO_GRAD, ALL, MIXED, 0)
-#define ROW_layernorm OP(1, ROW, NONE, ATTRS("eps"), NULL, infer_layernorm, flops_5, 2, REFS(layernorm), lrc_grad_layernorm, ALL, LOCAL, 0)
-#define ROW_gelu OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 2, REFS(gelu), lrc_grad_gelu, ALL, LOCAL, KEEPS_ZERO)
+#define ROW_layernorm OP(1, ROW, NONE, ATTRS("eps"), NULL, infer_layernorm, flops_5, 2, REFS(layernorm), lrc_grad_layernorm, ALL, LOCAL, ROWS(FIRST))
+#define ROW_gelu OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 2, REFS(gelu), lrc_grad_gelu, ALL, LOCAL, KEEPS_ZERO | ROWS(FIRST))
 #define ROW_slice                                                                                                        \
     OP(1, OPAQUE, ATTRS("axis", "start", "size", "positions"), NONE, NULL, infer_slice, flops_zero, 0, REFS(slice), lrc_grad_slice, \
-       ALL, SLICE, 0)
-#define ROW_relu OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_1, 1, REFS(relu), lrc_grad_relu, ALL, LOCAL, KEEPS_ZERO)
-#define ROW_exp OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 1, REFS(exp), lrc_grad_exp, ALL, LOCAL, 0)
+       ALL, SLICE, ROWS(SLICE))
+#define ROW_relu OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_1, 1, REFS(relu), lrc_grad_relu, ALL, LOCAL, KEEPS_ZERO | ROWS(FIRST))
+#define ROW_exp OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 1, REFS(exp), lrc_grad_exp, ALL, LOCAL, ROWS(FIRST))
 /* opaque: in double with libm, for the few values (gates of a parameter vector) it sees */
-#define ROW_softplus OP(1, OPAQUE, NONE, NONE, NULL, infer_same, flops_8, 3, REFS(softplus), lrc_grad_softplus, ALL, LOCAL, 0)
-#define ROW_tanh OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 1, REFS(tanh), lrc_grad_tanh, ALL, LOCAL, KEEPS_ZERO)
+#define ROW_softplus OP(1, OPAQUE, NONE, NONE, NULL, infer_same, flops_8, 3, REFS(softplus), lrc_grad_softplus, ALL, LOCAL, ROWS(FIRST))
+#define ROW_tanh OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 1, REFS(tanh), lrc_grad_tanh, ALL, LOCAL, KEEPS_ZERO | ROWS(FIRST))
 /* sigmoid(0) = 1/2: a zero padding does not stay zero through it */
-#define ROW_sigmoid OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_4, 1, REFS(sigmoid), lrc_grad_sigmoid, ALL, LOCAL, 0)
-#define ROW_gelu_tanh OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 2, REFS(gelu_tanh), lrc_grad_gelu_tanh, ALL, LOCAL, KEEPS_ZERO)
+#define ROW_sigmoid OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_4, 1, REFS(sigmoid), lrc_grad_sigmoid, ALL, LOCAL, ROWS(FIRST))
+#define ROW_gelu_tanh OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 2, REFS(gelu_tanh), lrc_grad_gelu_tanh, ALL, LOCAL, KEEPS_ZERO | ROWS(FIRST))
 #define ROW_loop_state OP(1, OPAQUE, NONE, NONE, NULL, infer_same, flops_zero, 0, REFS(loop_state), lrc_grad_stop, ALL, LOCAL, 0)
 #define ROW_loop_next OP(3, OPAQUE, NONE, NONE, NULL, infer_loop_next, flops_zero, 0, NO_REF, lrc_grad_stop, ALL, LOOP, 0)
 #define ROW_matmul_nn OP(2, GEMM, NONE, NONE, NULL, infer_matmul_nn, flops_matmul_nn, 0, REFS(matmul_nn), NO_GRAD, ALL, MIXED, 0)
@@ -602,13 +604,13 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2 };
 #define ROW_gelu_tanh_grad                                                                                               \
     OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_8, 0, REFS(gelu_tanh_grad), NO_GRAD, ALL, MIXED, 0)
 /* a mixture of experts' routing (route.c) */
-#define ROW_topk OP(1, OPAQUE, ATTRS("k"), NONE, NULL, lrc_infer_topk, lrc_flops_topk, 0, REFS(topk), lrc_grad_stop, ALL, LOCAL, 0)
-#define ROW_gather OP(2, OPAQUE, NONE, NONE, NULL, lrc_infer_gather, flops_zero, 1, REFS(gather), lrc_grad_gather, ALL, LOCAL, 0)
+#define ROW_topk OP(1, OPAQUE, ATTRS("k"), NONE, NULL, lrc_infer_topk, lrc_flops_topk, 0, REFS(topk), lrc_grad_stop, ALL, LOCAL, ROWS(FIRST))
+#define ROW_gather OP(2, OPAQUE, NONE, NONE, NULL, lrc_infer_gather, flops_zero, 1, REFS(gather), lrc_grad_gather, ALL, LOCAL, ROWS(EACH))
 #define ROW_gather_grad                                                                                                  \
     OP(2, OPAQUE, ATTRS("n"), NONE, NULL, lrc_infer_gather_grad, flops_1, 0, REFS(gather_grad), NO_GRAD, ALL, MIXED, 0)
 #define ROW_expert_matmul                                                                                                \
     OP(3, OPAQUE, ATTRS("expert", "experts", "nn"), NONE, NULL, lrc_infer_expert_matmul, lrc_flops_expert_matmul, 2,      \
-       REFS(expert_matmul), lrc_grad_expert_matmul, ALL, ROUTED, 0)
+       REFS(expert_matmul), lrc_grad_expert_matmul, ALL, ROUTED, ROWS(ROUTED))
 #define ROW_expert_matmul_tn                                                                                             \
     OP(3, OPAQUE, ATTRS("expert", "experts"), NONE, NULL, lrc_infer_expert_matmul_tn, lrc_flops_expert_matmul_tn, 0,    \
        REFS(expert_matmul_tn), NO_GRAD, ALL, MIXED, 0)

@@ -7,9 +7,10 @@
  * and broadcast ops, reshapes that keep the batch and sequence axes) and
  * stops where rows meet (attention), where a row's position matters (RoPE)
  * or where another consumer needs every row; there a slice takes the last
- * row. In a LLaMA that leaves the LM head and the last layer's output
- * projection and MLP to one row: llama.cpp's prompt processing does the
- * same. Each remaining row is computed as before, so the logits are the
+ * row. Which ops are row-wise is the op table's `rows` rule. In a LLaMA
+ * that leaves the LM head and the last layer's output projection and MLP
+ * (or mixture of experts) to one row: llama.cpp's prompt processing does
+ * the same. Each remaining row is computed as before, so the logits are the
  * full forward's last row. */
 #include "lrc_passes.h"
 
@@ -18,43 +19,47 @@
 
 static bool carries_seq(const lrc_node *n, int64_t T) { return n->shape.ndim >= 2 && n->shape.dim[1] == T; }
 
+/* Input k of n carries the sequence at the output's rank: read row by row */
+static bool same_rank_seq(const lrc_graph *g, const lrc_node *n, int k, int64_t T)
+{
+    return carries_seq(&g->nodes[n->in[k]], T) && g->nodes[n->in[k]].shape.ndim == n->shape.ndim;
+}
+
 /* Row t of node n (axis 1) reads only row t of each operand that carries the
- * sequence, and the other operands whole (weights, vectors broadcast along
- * the trailing axes). */
+ * sequence, and the other operands whole: its op's rows rule (the op
+ * table's), for the shapes at hand. */
 static bool rowwise(const lrc_graph *g, const lrc_node *n, int64_t T)
 {
     if (!carries_seq(n, T) || n->shape.ndim < 3) return false; /* rows of [B, T, ...] only */
-    switch (n->op) {
-    case LRC_OP_MATMUL:
-        return carries_seq(&g->nodes[n->in[0]], T) && g->nodes[n->in[0]].shape.ndim == n->shape.ndim &&
-               g->nodes[n->in[1]].shape.ndim == 2;
-    case LRC_OP_RESHAPE: {
-        const lrc_shape *x = &g->nodes[n->in[0]].shape;
-        return x->ndim >= 3 && x->dim[0] == n->shape.dim[0] && x->dim[1] == T;
+    const lrc_shape *x = &g->nodes[n->in[0]].shape;
+    switch (lrc_op_table[n->op].rows) {
+    case LRC_ROWS_FIRST: return same_rank_seq(g, n, 0, T);
+    case LRC_ROWS_RESHAPE: return x->ndim >= 3 && x->dim[0] == n->shape.dim[0] && x->dim[1] == T;
+    case LRC_ROWS_SLICE: return same_rank_seq(g, n, 0, T) && n->iattr[0] >= 2;
+    case LRC_ROWS_ROUTED: { /* ids [B, T, S] beside x [B, T, S|1, K] */
+        const lrc_shape *ids = &g->nodes[n->in[2]].shape;
+        return same_rank_seq(g, n, 0, T) && ids->ndim == n->shape.ndim - 1 && ids->dim[0] == n->shape.dim[0] && ids->dim[1] == T;
     }
-    case LRC_OP_RMSNORM: case LRC_OP_LAYERNORM: case LRC_OP_SOFTMAX: case LRC_OP_SCALE: case LRC_OP_SILU:
-    case LRC_OP_GELU: case LRC_OP_GELU_TANH: case LRC_OP_RELU: case LRC_OP_EXP: case LRC_OP_SOFTPLUS:
-    case LRC_OP_TANH: case LRC_OP_SIGMOID:
-        return g->nodes[n->in[0]].shape.ndim == n->shape.ndim;
-    case LRC_OP_ADD: case LRC_OP_MUL:
-        for (int k = 0; k < 2; k++) {
+    case LRC_ROWS_EACH:
+        for (int k = 0; k < n->n_in; k++) {
             const lrc_shape *s = &g->nodes[n->in[k]].shape;
             /* the same rank with the sequence, or broadcast over it: fewer axes than reach axis 1, or size 1 there */
-            bool seq = s->ndim == n->shape.ndim && s->dim[1] == T;
             bool whole = s->ndim < n->shape.ndim - 1 || (s->ndim == n->shape.ndim && s->dim[1] == 1);
-            if (!seq && !whole) return false;
+            if (!same_rank_seq(g, n, k, T) && !whole) return false;
         }
         return true;
-    default:
-        return false;
+    default: return false;
     }
 }
 
 /* Operand k of row-wise node n is read row by row (else whole) */
 static bool seq_operand(const lrc_graph *g, const lrc_node *n, int k, int64_t T)
 {
-    if (n->op == LRC_OP_RESHAPE || n->op == LRC_OP_MATMUL) return k == 0;
-    return carries_seq(&g->nodes[n->in[k]], T) && g->nodes[n->in[k]].shape.ndim == n->shape.ndim;
+    switch (lrc_op_table[n->op].rows) {
+    case LRC_ROWS_EACH: return same_rank_seq(g, n, k, T);
+    case LRC_ROWS_ROUTED: return k == 0 || k == 2;
+    default: return k == 0;
+    }
 }
 
 typedef struct {

@@ -2,9 +2,10 @@
 # logits_last.sh LRC MODELS_DIR HF_DIR — lrc compile --logits last: the
 # logits of the last position only, [B, 1, V], bit for bit the last row of
 # the full forward's, for LLaMA pre and layerrope, Parcae (a loop), GPT-2
-# (learned positions) and a Hugging Face directory; the LM head and the
-# last layer after its attention run for one row (the plan's FLOPs and the
-# kernels inspect prints); and the errors: the
+# (learned positions), a Hugging Face directory and a mixture of experts;
+# the LM head and the last layer after its attention run for one row (the
+# plan's FLOPs and the kernels inspect prints; the op table's rows rules,
+# the experts' routing included); and the errors: the
 # option with --ctx or --min-seq, a model without logits [B, T, V], a bad
 # value, a package of --logits last run on a shorter sequence.
 lrc=$(readlink -f "$1") models=$(readlink -f "$2") hf=$(readlink -f "$3")
@@ -54,11 +55,17 @@ pair llama_q8 "$models/llama.lua" --preset tiny --weights w_pre.st --weights-dty
 "$lrc" init "$models/gpt2.lua" --preset tiny --seed 6 -o w_gpt2.st >/dev/null
 pair parcae "$models/parcae.lua" --preset tiny --weights w_parcae.st
 pair gpt2 "$models/gpt2.lua" --preset tiny --weights w_gpt2.st
+"$lrc" init "$models/llama.lua" --preset tiny --set n_experts=4 --seed 7 -o w_moe.st >/dev/null
+pair llama_moe "$models/llama.lua" --preset tiny --set n_experts=4 --weights w_moe.st
 
 # the cut: the LM head and the last layer's MLP read one row a sequence, attention every row
 "$lrc" inspect "$models/llama.lua" --preset tiny --batch 2 --seq 8 --logits last --after last_rows --ir >ir.txt 2>&1
 check "inspect --after last_rows: slices after the last attention and the residual stream, the rest [2, 1, ...]" \
   "[ \$(grep -c '= slice' ir.txt) = 2 ] && grep -q 'attention.*\\[2,8,' ir.txt && grep -q 'matmul.*\\[2,1,256\\]' ir.txt"
+# a mixture of experts: the last layer's router, top-k and experts for one row, the first layer's for every row
+"$lrc" inspect "$models/llama.lua" --preset tiny --set n_experts=4 --batch 2 --seq 8 --logits last --after last_rows --ir >ir_moe.txt 2>&1
+check "inspect --after last_rows, a mixture of experts: expert_matmul on [2,8,2,...] in layer 0 and on [2,1,2,...] in layer 1 ($(grep -c 'expert_matmul.*\[2,1,2,' ir_moe.txt) of $(grep -c 'expert_matmul' ir_moe.txt))" \
+  "[ \$(grep -c 'expert_matmul.*\\[2,8,2,' ir_moe.txt) = 12 ] && [ \$(grep -c 'expert_matmul.*\\[2,1,2,' ir_moe.txt) = 12 ] && grep -q 'topk.*\\[2,1,2\\]' ir_moe.txt"
 
 # errors: one line, exit 2 (usage) or 1
 t() { # NAME STATUS PATTERN -- ARGS...
