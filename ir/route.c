@@ -121,7 +121,7 @@ int lrc_infer_expert_matmul_tn(const lrc_graph *g, lrc_node *n, lrc_err *err)
     return LRC_OK;
 }
 
-/* a selection sort's comparisons: about n log n per row */
+/* introselect's comparisons: a few per entry of each row */
 double lrc_flops_topk(const lrc_graph *g, const lrc_node *n)
 {
     double E = (double)last_of(&IN(0)->shape), rows = (double)lrc_shape_numel(&IN(0)->shape) / E;

@@ -177,12 +177,9 @@ static LLVMValueRef build_push_heap(tk *t)
     LLVMValueRef hole = var(e, e->i64, P(t, 3)), parent = var(e, e->i64, DIV2(SUB(P(t, 3), C(1))));
     wl w;
     wl_head(e, &w);
+    /* both sides of the C's && evaluated: parent = (hole - 1) / 2 is never negative, so the load stays in the row */
     LLVMValueRef go = CMP(SGT, I64(hole), top);
-    /* && evaluates its right side only when the left holds: both are pure here */
-    LLVMValueRef p = I64(parent);
-    LLVMValueRef in_range = LLVMBuildAnd(e->b, go, CMP(SGE, p, C(0)), "");
-    LLVMValueRef safe_p = LLVMBuildSelect(e->b, in_range, p, C(0), "");
-    wl_test(e, &w, LLVMBuildAnd(e->b, go, before(e, vget(t, ADD(f, safe_p)), val), ""));
+    wl_test(e, &w, LLVMBuildAnd(e->b, go, before(e, vget(t, ADD(f, I64(parent))), val), ""));
     move(t, ADD(f, I64(hole)), ADD(f, I64(parent)));
     SET(hole, I64(parent));
     SET(parent, DIV2(SUB(I64(hole), C(1))));
