@@ -44,6 +44,8 @@ typedef struct lrc_gemm_tiling {
     int vec;    /* floats per vector register */
     int nv;     /* vectors per micro-tile row: NR = vec * nv */
     int mc, nc; /* rows and columns of one work item (multiples of mr and NR) */
+    int kc;     /* inner length a tile sums in one pass at most: longer sums run in
+                   blocks, the partial sums kept in the work item's MC x NC buffer */
     lrc_wstore w_store; /* constant weights' panels (lrc compile --weights-dtype); others are f32 */
 } lrc_gemm_tiling; /* vec 0: no packing, a GEMM library takes W as it is (codegen/cuda) */
 

@@ -4,8 +4,11 @@
  * bf16: half the bytes streamed, widened in registers by a shift), so the
  * micro-kernel streams one contiguous panel while MR rows of
  * X are broadcast from L1/L2; MR x NR accumulators stay in vector registers
- * for the whole K loop. A work item is a block of MC rows by NC columns:
- * the X block stays in L2 while the panels of the block pass through L1. */
+ * for the whole K loop, or for one block of at most KC of it when K is
+ * longer (the partial sums wait in the work item's buffer): a block of a
+ * panel then fits L1 while the item's row tiles read it. A work item is a
+ * block of at most MC rows by NC columns, the rows and panels shared out
+ * evenly: the X block stays in L2 while the panels of the block pass. */
 #include "kgen.h"
 
 static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
@@ -249,8 +252,44 @@ void kg_gemm_pack(kgen *k)
 
 /* One MR x NR tile at rows i0.., panel columns p0..; `edge` tiles clamp rows
  * to M - 1 when loading and store only rows < m1 and columns < n1. */
-static void micro_tile(kgen *k, LLVMValueRef X, const gemm_shape *gs, LLVMValueRef i0, LLVMValueRef p0, LLVMValueRef m1,
-                       LLVMValueRef n1, int64_t M, int64_t N, int64_t K, LLVMValueRef *acc, bool edge)
+/* The inner range one pass of a tile sums: all of K, or (sums longer than
+ * the tiling's kc) one block of it, the partial sums carried between blocks
+ * in the work item's buffer `part`, a tile's accumulators at `at` there. */
+typedef struct {
+    LLVMValueRef k0, k1;      /* the block's inner range */
+    LLVMValueRef first, last; /* i1: the first block (sums start at 0), the last (the epilogue runs) */
+    LLVMValueRef part, at;    /* NULL part: one block, all of K */
+} k_block;
+
+/* if (cond) { the builder in *then } else { in *other }, both joining *done */
+static void branch3(em_t *e, LLVMValueRef cond, LLVMBasicBlockRef *then, LLVMBasicBlockRef *other, LLVMBasicBlockRef *done)
+{
+    *then = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "kb_then");
+    *other = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "kb_else");
+    *done = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "kb_done");
+    LLVMBuildCondBr(e->b, cond, *then, *other);
+    LLVMPositionBuilderAtEnd(e->b, *then);
+}
+
+/* The n accumulators start at 0, or in a later block at their partial sums */
+static void tile_sums_begin(em_t *e, const k_block *kb, LLVMValueRef *acc, int n, int VEC)
+{
+    if (!kb->part) {
+        for (int i = 0; i < n; i++) LLVMBuildStore(e->b, em_fw(e, 0, VEC), acc[i]);
+        return;
+    }
+    LLVMBasicBlockRef zero, carry, done;
+    branch3(e, kb->first, &zero, &carry, &done);
+    for (int i = 0; i < n; i++) LLVMBuildStore(e->b, em_fw(e, 0, VEC), acc[i]);
+    LLVMBuildBr(e->b, done);
+    LLVMPositionBuilderAtEnd(e->b, carry);
+    for (int i = 0; i < n; i++) LLVMBuildStore(e->b, em_load(e, kb->part, em_iadd(e, kb->at, em_i64(e, (int64_t)i * VEC)), VEC), acc[i]);
+    LLVMBuildBr(e->b, done);
+    LLVMPositionBuilderAtEnd(e->b, done);
+}
+
+static void micro_tile(kgen *k, LLVMValueRef X, const gemm_shape *gs, const k_block *kb, LLVMValueRef i0, LLVMValueRef p0,
+                       LLVMValueRef m1, LLVMValueRef n1, int64_t M, int64_t N, int64_t K, LLVMValueRef *acc, bool edge)
 {
     em_t *e = k->e;
     const lrc_gemm_tiling *t = &k->p->tiling;
@@ -263,7 +302,7 @@ static void micro_tile(kgen *k, LLVMValueRef X, const gemm_shape *gs, LLVMValueR
         if (edge) row = imin(e, row, em_i64(e, M - 1));
         rowoff[r] = gs->a_trans ? row : em_imul(e, row, em_i64(e, K));
     }
-    for (int i = 0; i < MR * NT; i++) LLVMBuildStore(e->b, em_fw(e, 0, VEC), acc[i]);
+    tile_sums_begin(e, kb, acc, MR * NT, VEC);
     /* the tile's panels; an edge tile's past the last read the last (their columns are not stored) */
     LLVMValueRef pidx[LRC_GEMM_MAX_PANELS], bp[LRC_GEMM_MAX_PANELS];
     for (int j = 0; j < NP; j++) {
@@ -272,7 +311,7 @@ static void micro_tile(kgen *k, LLVMValueRef X, const gemm_shape *gs, LLVMValueR
         bp[j] = em_imul(e, pidx[j], em_i64(e, K * NR));
     }
     em_loop lk;
-    LLVMValueRef kk = em_for_begin(e, &lk, em_i64(e, 0), em_i64(e, K));
+    LLVMValueRef kk = em_for_begin(e, &lk, kb->k0, kb->k1);
     LLVMValueRef bv[4 * LRC_GEMM_MAX_PANELS];
     for (int j = 0; j < NP; j++) {
         LLVMValueRef boff = em_iadd(e, bp[j], em_imul(e, kk, em_i64(e, NR)));
@@ -291,6 +330,15 @@ static void micro_tile(kgen *k, LLVMValueRef X, const gemm_shape *gs, LLVMValueR
     }
     em_for_end(e, &lk, em_i64(e, 1));
 
+    LLVMBasicBlockRef ep_last = NULL, ep_carry = NULL, ep_done = NULL;
+    if (kb->part) { /* not the last block: the partial sums kept, no epilogue */
+        branch3(e, kb->last, &ep_last, &ep_carry, &ep_done);
+        LLVMPositionBuilderAtEnd(e->b, ep_carry);
+        for (int i = 0; i < MR * NT; i++)
+            em_store(e, kb->part, em_iadd(e, kb->at, em_i64(e, (int64_t)i * VEC)), LLVMBuildLoad2(e->b, vt, acc[i], ""), VEC);
+        LLVMBuildBr(e->b, ep_done);
+        LLVMPositionBuilderAtEnd(e->b, ep_last);
+    }
     for (int r = 0; r < MR; r++) {
         LLVMValueRef row = em_iadd(e, i0, em_i64(e, r));
         em_if rok;
@@ -330,6 +378,10 @@ static void micro_tile(kgen *k, LLVMValueRef X, const gemm_shape *gs, LLVMValueR
         }
         if (edge) em_if_end(e, &rok);
     }
+    if (kb->part) {
+        LLVMBuildBr(e->b, ep_done);
+        LLVMPositionBuilderAtEnd(e->b, ep_done);
+    }
 }
 
 /* The panels of p0 (each weight's) widened to f32 in W[w]: K x NR floats */
@@ -347,6 +399,14 @@ static void widen_panel(em_t *e, const gemm_shape *gs, const LLVMValueRef *W, LL
             em_store(e, W[w], em_iadd(e, em_imul(e, kk, em_i64(e, NR)), em_i64(e, v)), x, VEC);
         }
     em_for_end(e, &lk, em_i64(e, 1));
+}
+
+/* Where block b of n begins, of `units` units of `unit` (the last one cut
+ * at `len`): block b holds units [b * units / n, (b + 1) * units / n). */
+static LLVMValueRef split_at(em_t *e, LLVMValueRef b, int64_t n, int64_t units, int64_t unit, int64_t len)
+{
+    LLVMValueRef u = LLVMBuildUDiv(e->b, em_imul(e, b, em_i64(e, units)), em_i64(e, n), "");
+    return imin(e, em_imul(e, u, em_i64(e, unit)), em_i64(e, len));
 }
 
 void kg_gemm(kgen *k)
@@ -406,12 +466,39 @@ void kg_gemm(kgen *k)
     bool w_major = N * K * 4 > ((int64_t)16 << 20);
     LLVMValueRef mb = w_major ? LLVMBuildSRem(e->b, item, em_i64(e, n_mb), "") : LLVMBuildSDiv(e->b, item, em_i64(e, n_nb), "");
     LLVMValueRef nb = w_major ? LLVMBuildSDiv(e->b, item, em_i64(e, n_mb), "") : LLVMBuildSRem(e->b, item, em_i64(e, n_nb), "");
-    LLVMValueRef m0 = em_imul(e, mb, em_i64(e, t->mc)), n0 = em_imul(e, nb, em_i64(e, t->nc));
-    LLVMValueRef m1 = imin(e, em_iadd(e, m0, em_i64(e, t->mc)), em_i64(e, M));
-    LLVMValueRef n1 = imin(e, em_iadd(e, n0, em_i64(e, t->nc)), em_i64(e, N));
+    /* The items split the row tiles, and the panels, as evenly as they go
+     * (a block at most mc rows, nc columns): fixed blocks of mc left a short
+     * last one, and with few items a thread idle at the end (M = 512: one
+     * thread had 24 row tiles, the other 19). */
+    LLVMValueRef m0 = split_at(e, mb, n_mb, (M + gs.mr - 1) / gs.mr, gs.mr, M), m1 = split_at(e, em_iadd(e, mb, em_i64(e, 1)), n_mb, (M + gs.mr - 1) / gs.mr, gs.mr, M);
+    LLVMValueRef n0 = split_at(e, nb, n_nb, (N + NRT - 1) / NRT, NRT, N), n1 = split_at(e, em_iadd(e, nb, em_i64(e, 1)), n_nb, (N + NRT - 1) / NRT, NRT, N);
+    /* Sums longer than kc run in blocks of at most kc (as even as they
+     * come), block by block over the whole item: a block of a panel stays
+     * in L1 while the item's row tiles read it, and a block of X rows in L2
+     * while its panels pass. The sums' order, and so their values, are the
+     * blocked form's as the unblocked's. (widen's copy is of a whole panel:
+     * a q8 weight's GEMM runs unblocked.) */
+    int64_t n_kb = widen || K <= t->kc ? 1 : (K + t->kc - 1) / t->kc, KB = (K + n_kb - 1) / n_kb;
+    k_block kb = {.k0 = em_i64(e, 0), .k1 = em_i64(e, K)};
+    em_loop lkb;
+    if (n_kb > 1) {
+        /* each tile's accumulators in turn: MC x NC sums per matmul */
+        kb.part = LLVMBuildBitCast(e->b, em_alloca(e, LLVMArrayType(e->f32, (unsigned)(t->mc * t->nc * gs.n)), "partial"),
+                                   LLVMPointerType(e->f32, 0), "");
+        LLVMValueRef b = em_for_begin(e, &lkb, em_i64(e, 0), em_i64(e, n_kb));
+        kb.k0 = em_imul(e, b, em_i64(e, KB));
+        kb.k1 = imin(e, em_iadd(e, kb.k0, em_i64(e, KB)), em_i64(e, K));
+        kb.first = LLVMBuildICmp(e->b, LLVMIntEQ, b, em_i64(e, 0), "");
+        kb.last = LLVMBuildICmp(e->b, LLVMIntEQ, b, em_i64(e, n_kb - 1), "");
+    }
     LLVMValueRef p0 = em_for_begin(e, &lp, n0, n1);
     if (widen) widen_panel(e, &gs, gw.P, p0, K, t->vec);
     LLVMValueRef i0 = em_for_begin(e, &lm, m0, m1);
+    if (n_kb > 1) { /* tile (i0 - m0) / mr, (p0 - n0) / NRT of the item's, MR x NRT x matmuls sums each */
+        LLVMValueRef ti = em_iadd(e, em_imul(e, LLVMBuildSDiv(e->b, LLVMBuildSub(e->b, i0, m0, ""), em_i64(e, gs.mr), ""), em_i64(e, t->nc / NRT)),
+                                  LLVMBuildSDiv(e->b, LLVMBuildSub(e->b, p0, n0, ""), em_i64(e, NRT), ""));
+        kb.at = em_imul(e, ti, em_i64(e, (int64_t)gs.mr * NRT * gs.n));
+    }
     LLVMValueRef full = LLVMBuildAnd(e->b,
                                      LLVMBuildICmp(e->b, LLVMIntSLE, em_iadd(e, i0, em_i64(e, gs.mr)), m1, ""),
                                      LLVMBuildICmp(e->b, LLVMIntSLE, em_iadd(e, p0, em_i64(e, NRT)), n1, ""), "");
@@ -420,13 +507,14 @@ void kg_gemm(kgen *k)
     LLVMBasicBlockRef bd = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "tile_done");
     LLVMBuildCondBr(e->b, full, bf, be);
     LLVMPositionBuilderAtEnd(e->b, bf);
-    micro_tile(k, X, widen ? &gw : &gs, i0, p0, m1, n1, M, N, K, acc, false);
+    micro_tile(k, X, widen ? &gw : &gs, &kb, i0, p0, m1, n1, M, N, K, acc, false);
     LLVMBuildBr(e->b, bd);
     LLVMPositionBuilderAtEnd(e->b, be);
-    micro_tile(k, X, widen ? &gw : &gs, i0, p0, m1, n1, M, N, K, acc, true);
+    micro_tile(k, X, widen ? &gw : &gs, &kb, i0, p0, m1, n1, M, N, K, acc, true);
     LLVMBuildBr(e->b, bd);
     LLVMPositionBuilderAtEnd(e->b, bd);
     em_for_end(e, &lm, em_i64(e, gs.mr));
     em_for_end(e, &lp, em_i64(e, NRT));
+    if (n_kb > 1) em_for_end(e, &lkb, em_i64(e, 1));
     em_for_end(e, &li, em_i64(e, 1));
 }

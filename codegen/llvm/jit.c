@@ -66,8 +66,8 @@ int lrc_llvm_target_host(lrc_llvm_target *t, lrc_err *err)
      * the FMA throughput. */
     t->vec = 8;
     bool avx512 = strstr(t->features, "+avx512f") && strstr(t->features, "+avx512vl");
-    t->tiling = avx512 ? (lrc_gemm_tiling){.mr = 12, .vec = 16, .nv = 2, .mc = 96, .nc = 256}
-                       : (lrc_gemm_tiling){.mr = 6, .vec = 8, .nv = 2, .mc = 96, .nc = 256};
+    t->tiling = avx512 ? (lrc_gemm_tiling){.mr = 12, .vec = 16, .nv = 2, .mc = 96, .nc = 256, .kc = 256}
+                       : (lrc_gemm_tiling){.mr = 6, .vec = 8, .nv = 2, .mc = 96, .nc = 256, .kc = 256};
     return LRC_OK;
 }
 

@@ -610,6 +610,12 @@ int main(void)
         {"grads", b_grads, {2, 3, 10, 6, 10}},
         {"grads", b_grads, {1, 7, 34, 10, 34}},
         {"grads", b_grads, {2, 5, 131, 10, 131}}, /* sums over rows in three column blocks, the last partial */
+        /* (new cases go last: a case's seed is its index) sums over K in blocks (kc 256: three of
+         * 200), with a partial last row tile and panel, and for few rows (tiles of four panels); rows
+         * and panels shared out evenly over the items; dW's sum over 600 rows in blocks */
+        {"gemm", b_gemm, {2, 151, 70, 600, 0}},
+        {"gemm", b_gemm, {1, 3, 40, 700, 0}},
+        {"gemm_grads", b_gemm_grads, {2, 300, 70, 45, 0}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(cases[i].name, cases[i].fn, cases[i].d, 1000 + i);
     printf("%d passed, %d failed\n", passed, failed);
