@@ -11,6 +11,8 @@
  * evenly: the X block stays in L2 while the panels of the block pass. */
 #include "kgen.h"
 
+#include <assert.h>
+
 static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
 
 #define LRC_GEMM_MAX_PANELS 4 /* panels a micro-tile spans at most */
@@ -259,6 +261,7 @@ typedef struct {
     LLVMValueRef k0, k1;      /* the block's inner range */
     LLVMValueRef first, last; /* i1: the first block (sums start at 0), the last (the epilogue runs) */
     LLVMValueRef part, at;    /* NULL part: one block, all of K */
+    LLVMValueRef a_at;        /* X packed (matmul_tn): the tile's row r at kk at a_at + kk * mr + r, or NULL */
 } k_block;
 
 /* if (cond) { the builder in *then } else { in *other }, both joining *done */
@@ -300,7 +303,7 @@ static void micro_tile(kgen *k, LLVMValueRef X, const gemm_shape *gs, const k_bl
     for (int r = 0; r < MR; r++) {
         LLVMValueRef row = em_iadd(e, i0, em_i64(e, r));
         if (edge) row = imin(e, row, em_i64(e, M - 1));
-        rowoff[r] = gs->a_trans ? row : em_imul(e, row, em_i64(e, K));
+        rowoff[r] = kb->a_at ? em_iadd(e, kb->a_at, em_i64(e, r)) : gs->a_trans ? row : em_imul(e, row, em_i64(e, K));
     }
     tile_sums_begin(e, kb, acc, MR * NT, VEC);
     /* the tile's panels; an edge tile's past the last read the last (their columns are not stored) */
@@ -321,7 +324,9 @@ static void micro_tile(kgen *k, LLVMValueRef X, const gemm_shape *gs, const k_bl
                                  : panel_load(e, gs->P[v / gs->nv], gs->store[v / gs->nv], em_iadd(e, boff, em_i64(e, (v % gs->nv) * VEC)), VEC);
     }
     for (int r = 0; r < MR; r++) {
-        LLVMValueRef ai = gs->a_trans ? em_iadd(e, rowoff[r], em_imul(e, kk, em_i64(e, M))) : em_iadd(e, rowoff[r], kk);
+        LLVMValueRef ai = kb->a_at    ? em_iadd(e, rowoff[r], em_imul(e, kk, em_i64(e, MR)))
+                          : gs->a_trans ? em_iadd(e, rowoff[r], em_imul(e, kk, em_i64(e, M)))
+                                        : em_iadd(e, rowoff[r], kk);
         LLVMValueRef a = em_splat(e, em_load(e, X, ai, 1), VEC);
         for (int v = 0; v < NT; v++) {
             LLVMValueRef *slot = &acc[r * NT + v];
@@ -399,6 +404,40 @@ static void widen_panel(em_t *e, const gemm_shape *gs, const LLVMValueRef *W, LL
             em_store(e, W[w], em_iadd(e, em_imul(e, kk, em_i64(e, NR)), em_i64(e, v)), x, VEC);
         }
     em_for_end(e, &lk, em_i64(e, 1));
+}
+
+/* matmul_tn's X (dy, [K, M]: row r of the product at X[kk * M + r]) for
+ * the item's rows [m0, m1) and block [k0, k1), as row tiles of mr: tile t's
+ * row r at kk at A[t * kbn * mr + (kk - k0) * mr + r], rows past M repeating
+ * row M - 1. One vector of VEC >= mr rows per kk, stored in ascending kk so
+ * that each overwrites the last one's VEC - mr excess; A has VEC floats of
+ * slack for the last. */
+static void pack_a_block(em_t *e, LLVMValueRef X, LLVMValueRef A, const k_block *kb, LLVMValueRef m0, LLVMValueRef m1,
+                         int64_t M, int mr, int n_tiles, int64_t kbn, int VEC)
+{
+    em_loop lt, lk, lr;
+    LLVMValueRef t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, n_tiles));
+    LLVMValueRef r0 = em_iadd(e, m0, em_imul(e, t, em_i64(e, mr)));
+    em_if live;
+    em_if_begin(e, &live, LLVMBuildICmp(e->b, LLVMIntSLT, r0, m1, ""));
+    LLVMValueRef base = LLVMBuildSub(e->b, em_imul(e, t, em_i64(e, kbn * mr)), em_imul(e, kb->k0, em_i64(e, mr)), "");
+    LLVMBasicBlockRef vec, one, done;
+    branch3(e, LLVMBuildICmp(e->b, LLVMIntSLE, em_iadd(e, r0, em_i64(e, VEC)), em_i64(e, M), ""), &vec, &one, &done);
+    LLVMValueRef kk = em_for_begin(e, &lk, kb->k0, kb->k1);
+    em_store(e, A, em_iadd(e, base, em_imul(e, kk, em_i64(e, mr))), em_load(e, X, em_iadd(e, em_imul(e, kk, em_i64(e, M)), r0), VEC), VEC);
+    em_for_end(e, &lk, em_i64(e, 1));
+    LLVMBuildBr(e->b, done);
+    LLVMPositionBuilderAtEnd(e->b, one);
+    kk = em_for_begin(e, &lk, kb->k0, kb->k1);
+    LLVMValueRef r = em_for_begin(e, &lr, em_i64(e, 0), em_i64(e, mr));
+    LLVMValueRef src = em_iadd(e, em_imul(e, kk, em_i64(e, M)), imin(e, em_iadd(e, r0, r), em_i64(e, M - 1)));
+    em_store(e, A, em_iadd(e, em_iadd(e, base, em_imul(e, kk, em_i64(e, mr))), r), em_load(e, X, src, 1), 1);
+    em_for_end(e, &lr, em_i64(e, 1));
+    em_for_end(e, &lk, em_i64(e, 1));
+    LLVMBuildBr(e->b, done);
+    LLVMPositionBuilderAtEnd(e->b, done);
+    em_if_end(e, &live);
+    em_for_end(e, &lt, em_i64(e, 1));
 }
 
 /* Where block b of n begins, of `units` units of `unit` (the last one cut
@@ -491,6 +530,18 @@ void kg_gemm(kgen *k)
         kb.first = LLVMBuildICmp(e->b, LLVMIntEQ, b, em_i64(e, 0), "");
         kb.last = LLVMBuildICmp(e->b, LLVMIntEQ, b, em_i64(e, n_kb - 1), "");
     }
+    /* matmul_tn's X, dy^T: the item's rows of the block copied tile by tile
+     * into one stream (dW's GEMMs of the 60m step took 347 ms instead of
+     * 374-413 ms: in dy a tile's rows at successive kk lie M floats apart) */
+    bool pack_a = gs.a_trans;
+    assert(t->vec >= t->mr); /* pack_a_block's one vector per kk */
+    int a_tiles = (int)((t->mc + gs.mr - 1) / gs.mr);
+    LLVMValueRef A = NULL;
+    if (pack_a) {
+        A = LLVMBuildBitCast(e->b, em_alloca(e, LLVMArrayType(e->f32, (unsigned)(a_tiles * KB * gs.mr + t->vec)), "a_packed"),
+                             LLVMPointerType(e->f32, 0), "");
+        pack_a_block(e, X, A, &kb, m0, m1, M, gs.mr, a_tiles, KB, t->vec);
+    }
     LLVMValueRef p0 = em_for_begin(e, &lp, n0, n1);
     if (widen) widen_panel(e, &gs, gw.P, p0, K, t->vec);
     LLVMValueRef i0 = em_for_begin(e, &lm, m0, m1);
@@ -499,6 +550,9 @@ void kg_gemm(kgen *k)
                                   LLVMBuildSDiv(e->b, LLVMBuildSub(e->b, p0, n0, ""), em_i64(e, NRT), ""));
         kb.at = em_imul(e, ti, em_i64(e, (int64_t)gs.mr * NRT * gs.n));
     }
+    if (pack_a)
+        kb.a_at = LLVMBuildSub(e->b, em_imul(e, LLVMBuildSDiv(e->b, LLVMBuildSub(e->b, i0, m0, ""), em_i64(e, gs.mr), ""), em_i64(e, KB * gs.mr)),
+                               em_imul(e, kb.k0, em_i64(e, gs.mr)), "");
     LLVMValueRef full = LLVMBuildAnd(e->b,
                                      LLVMBuildICmp(e->b, LLVMIntSLE, em_iadd(e, i0, em_i64(e, gs.mr)), m1, ""),
                                      LLVMBuildICmp(e->b, LLVMIntSLE, em_iadd(e, p0, em_i64(e, NRT)), n1, ""), "");
@@ -507,10 +561,10 @@ void kg_gemm(kgen *k)
     LLVMBasicBlockRef bd = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "tile_done");
     LLVMBuildCondBr(e->b, full, bf, be);
     LLVMPositionBuilderAtEnd(e->b, bf);
-    micro_tile(k, X, widen ? &gw : &gs, &kb, i0, p0, m1, n1, M, N, K, acc, false);
+    micro_tile(k, pack_a ? A : X, widen ? &gw : &gs, &kb, i0, p0, m1, n1, M, N, K, acc, false);
     LLVMBuildBr(e->b, bd);
     LLVMPositionBuilderAtEnd(e->b, be);
-    micro_tile(k, X, widen ? &gw : &gs, &kb, i0, p0, m1, n1, M, N, K, acc, true);
+    micro_tile(k, pack_a ? A : X, widen ? &gw : &gs, &kb, i0, p0, m1, n1, M, N, K, acc, true);
     LLVMBuildBr(e->b, bd);
     LLVMPositionBuilderAtEnd(e->b, bd);
     em_for_end(e, &lm, em_i64(e, gs.mr));
