@@ -49,6 +49,17 @@ typedef struct lrc_gemm_tiling {
     lrc_wstore w_store; /* constant weights' panels (lrc compile --weights-dtype); others are f32 */
 } lrc_gemm_tiling; /* vec 0: no packing, a GEMM library takes W as it is (codegen/cuda) */
 
+/* The row blocks (work items) of an LM head's GEMM with its loss (fuse
+ * rule 8), each all the vocabulary: at most mc rows, an even count, so that
+ * two threads get the same share (11 blocks of a 1024-row batch left one
+ * thread a twelfth of the head idle); each block streams the whole weight,
+ * so no more of them than that. */
+static inline int64_t lrc_loss_head_blocks(int64_t rows, int64_t mc)
+{
+    int64_t n = (rows + mc - 1) / mc;
+    return n > 1 && n % 2 ? n + 1 : n;
+}
+
 /* Every program also has a kernel LRC_PEAK_SYMBOL that runs
  * LRC_PEAK_ITERS x mr x nv independent vector FMAs (vec floats each) per
  * work item and writes one float to args[0]: the profiler's FLOP/s ceiling. */
@@ -63,8 +74,10 @@ static inline double lrc_peak_flops_per_item(const lrc_gemm_tiling *t)
 /* A buffer the program uses besides the graph's nodes: packed weights, or a
  * kernel's scratch (the cpu cross-entropy's per-row terms). */
 /* Doubles a row of the cpu cross-entropy's scratch holds: the row's max,
- * its sum of exp(x - max), and 1 when its label counts (else all 0). */
-#define LRC_CE_STATS 3
+ * its sum of exp(x - max), 1 when its label counts, and the logit at the
+ * label (else all 0): the loss needs no logit after its rows' pass, so an
+ * LM head's fused kernel (fuse rule 8) overwrites them with the gradient. */
+#define LRC_CE_STATS 4
 
 typedef struct lrc_extra_buf {
     int of_node;     /* the node it is derived from, or whose kernel's scratch it is */

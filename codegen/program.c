@@ -143,7 +143,9 @@ static bool renderable(const lrc_graph *g, const lrc_group *gr, const lrc_node *
     switch (gr->kind) {
     case LRC_GROUP_ELEMENTWISE: return f == LRC_FUSE_ELEMENTWISE;
     case LRC_GROUP_ROW: return anchor ? lrc_op_is_row(n->op) : f == LRC_FUSE_ELEMENTWISE;
-    case LRC_GROUP_GEMM: return lrc_is_gemm_op(n->op) || (!anchor && f == LRC_FUSE_ELEMENTWISE);
+    case LRC_GROUP_GEMM: /* and an LM head's loss with its gradient (fuse rule 8) */
+        return lrc_is_gemm_op(n->op) || (!anchor && f == LRC_FUSE_ELEMENTWISE) ||
+               (!anchor && (n->op == LRC_OP_CROSS_ENTROPY || n->op == LRC_OP_CROSS_ENTROPY_GRAD) && lrc_group_is_loss_head(g, gr));
     case LRC_GROUP_ATTENTION: /* RoPE of q or k (fuse rule 4), the row statistics (rule 7) */
         return anchor ? f == LRC_FUSE_ATTENTION : n->op == LRC_OP_ROPE || n->op == LRC_OP_ATTENTION_LSE;
     case LRC_GROUP_OPAQUE: /* one op (or its nodes for each input, fuse rule 6); the renderer says whether it can */
@@ -332,6 +334,15 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
         switch (gr->kind) {
         case LRC_GROUP_GEMM:
             k->n_items = cdiv(rows_of(&a->shape), t.mc) * cdiv(last_dim(&a->shape), t.nc);
+            if (lrc_group_is_loss_head(g, gr)) { /* a block of rows, all the columns: each row's statistics at hand */
+                if (t.vec == 0) {
+                    lrc_program_free(p);
+                    free(kernel_of);
+                    return lrc_err_set(err, "internal error: a loss fused into its GEMM (fuse rule 8) on a target without GEMM tiles");
+                }
+                k->n_items = lrc_loss_head_blocks(rows_of(&a->shape), t.mc);
+                add_scratch(p, k, g, gr->anchor, 8 * LRC_CE_STATS * rows_of(&a->shape) + 64);
+            }
             break;
         case LRC_GROUP_ATTENTION: /* (batch, head); decoding: (batch, key-value head), the cache rows it writes */
             k->n_items = a->shape.dim[0] * (a->op == LRC_OP_KV_ATTENTION ? g->nodes[a->in[1]].shape.dim[2] : a->shape.dim[2]);

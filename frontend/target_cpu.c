@@ -260,6 +260,7 @@ const lrc_target lrc_target_cpu = {
     .name = "cpu",
     .check = cpu_check,
     .supports_op = lrc_llvm_supports_op,
+    .loss_head = true,
     .report = cpu_report,
     .prepare = cpu_prepare,
     .bind = cpu_bind,

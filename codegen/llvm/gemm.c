@@ -87,7 +87,21 @@ typedef struct {
     bool widened;   /* P[w] is an f32 copy of the current panel alone (panel index 0) */
     int mr;         /* rows per tile: the tiling's, or M when smaller (decoding) */
     bool a_trans;   /* X read transposed: X[r][i] at i * M + r (matmul_tn's dy^T) */
+    bool head;      /* an LM head's loss in the kernel (fuse rule 8): the tiles store the
+                       logits into the gradient's buffer, no epilogue */
 } gemm_shape;
+
+/* The tile's output values a[] (one per matmul) at row, col..col+w */
+static void tile_store(kgen *k, const gemm_shape *gs, LLVMValueRef row, LLVMValueRef col, int64_t N, int w, const LLVMValueRef *a)
+{
+    if (gs->head) {
+        em_store(k->e, kg_ptr(k, gs->mm[0]), em_iadd(k->e, em_imul(k->e, row, em_i64(k->e, N)), col), a[0], w);
+        return;
+    }
+    kg_reset(k);
+    for (int m = 0; m < gs->n; m++) k->memo[gs->mm[m]] = a[m];
+    kg_store_outputs(k, row, col, N, w);
+}
 
 /* v[0..n) (n a power of two, each n lanes) transposed: log2 n stages, each
  * swapping blocks of b lanes between vectors b apart. */
@@ -354,9 +368,7 @@ static void micro_tile(kgen *k, LLVMValueRef X, const gemm_shape *gs, const k_bl
             LLVMValueRef a[2];
             for (int w = 0; w < NW; w++) a[w] = LLVMBuildLoad2(e->b, vt, acc[r * NT + j * NV + w * gs->nv + v], "");
             if (!edge) {
-                kg_reset(k);
-                for (int w = 0; w < NW; w++) k->memo[gs->mm[w]] = a[w];
-                kg_store_outputs(k, row, col, N, VEC);
+                tile_store(k, gs, row, col, N, VEC, a);
                 continue;
             }
             LLVMValueRef colend = em_iadd(e, col, em_i64(e, VEC));
@@ -366,17 +378,14 @@ static void micro_tile(kgen *k, LLVMValueRef X, const gemm_shape *gs, const k_bl
             LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "donev");
             LLVMBuildCondBr(e->b, is_full, then_full, else_part);
             LLVMPositionBuilderAtEnd(e->b, then_full);
-            kg_reset(k);
-            for (int w = 0; w < NW; w++) k->memo[gs->mm[w]] = a[w];
-            kg_store_outputs(k, row, col, N, VEC);
+            tile_store(k, gs, row, col, N, VEC, a);
             LLVMBuildBr(e->b, done);
             LLVMPositionBuilderAtEnd(e->b, else_part);
             em_loop lj;
             LLVMValueRef c = em_for_begin(e, &lj, col, imin(e, colend, n1));
-            kg_reset(k);
-            LLVMValueRef lane = LLVMBuildTrunc(e->b, LLVMBuildSub(e->b, c, col, ""), e->i32, "");
-            for (int w = 0; w < NW; w++) k->memo[gs->mm[w]] = LLVMBuildExtractElement(e->b, a[w], lane, "");
-            kg_store_outputs(k, row, c, N, 1);
+            LLVMValueRef lane = LLVMBuildTrunc(e->b, LLVMBuildSub(e->b, c, col, ""), e->i32, ""), one[2];
+            for (int w = 0; w < NW; w++) one[w] = LLVMBuildExtractElement(e->b, a[w], lane, "");
+            tile_store(k, gs, row, c, N, 1, one);
             em_for_end(e, &lj, em_i64(e, 1));
             LLVMBuildBr(e->b, done);
             LLVMPositionBuilderAtEnd(e->b, done);
@@ -440,6 +449,42 @@ static void pack_a_block(em_t *e, LLVMValueRef X, LLVMValueRef A, const k_block 
     em_for_end(e, &lt, em_i64(e, 1));
 }
 
+/* An LM head's loss (fuse rule 8): the cross_entropy and its gradient of
+ * the group, over the logits the tiles wrote into the gradient's buffer. */
+typedef struct {
+    int loss, grad;          /* the nodes */
+    LLVMValueRef Y, sc, raw; /* labels (i32), the statistics' scratch as doubles, and as given */
+    LLVMValueRef used;       /* the labels that count, of all rows */
+} head_loss;
+
+static void head_loss_begin(kgen *k, head_loss *h, int64_t rows)
+{
+    em_t *e = k->e;
+    for (int j = 0; j < k->gr->n_nodes; j++) {
+        int id = k->gr->nodes[j];
+        if (k->g->nodes[id].op == LRC_OP_CROSS_ENTROPY) h->loss = id;
+        if (k->g->nodes[id].op == LRC_OP_CROSS_ENTROPY_GRAD) h->grad = id;
+    }
+    h->raw = kg_scratch(k);
+    assert(h->raw); /* program.c gives the kernel the loss's scratch */
+    h->sc = LLVMBuildBitCast(e->b, h->raw, LLVMPointerType(e->f64, 0), "");
+    h->Y = LLVMBuildBitCast(e->b, kg_ptr(k, k->g->nodes[h->loss].in[1]), e->i32p, "");
+    h->used = kg_ce_used(k, h->Y, rows);
+}
+
+/* Rows [m0, m1) of the item, their logits all written: each row's
+ * statistics (and logit at its label), then its gradient over the logits */
+static void head_loss_rows(kgen *k, const head_loss *h, LLVMValueRef m0, LLVMValueRef m1, int64_t V)
+{
+    em_t *e = k->e;
+    LLVMValueRef G = kg_ptr(k, h->grad);
+    em_loop lr;
+    LLVMValueRef r = em_for_begin(e, &lr, m0, m1);
+    kg_ce_row_stats(k, G, h->Y, h->sc, r, V);
+    kg_ce_grad_row(k, G, G, h->Y, h->raw, r, V, h->used);
+    em_for_end(e, &lr, em_i64(e, 1));
+}
+
 /* Where block b of n begins, of `units` units of `unit` (the last one cut
  * at `len`): block b holds units [b * units / n, (b + 1) * units / n). */
 static LLVMValueRef split_at(em_t *e, LLVMValueRef b, int64_t n, int64_t units, int64_t unit, int64_t len)
@@ -459,6 +504,7 @@ void kg_gemm(kgen *k)
     (void)cols; /* the output's last axis, as N below */
     gemm_shape gs = {0};
     gs.a_trans = a->op == LRC_OP_MATMUL_TN;
+    gs.head = lrc_group_is_loss_head(k->g, k->gr);
     for (int j = 0; j < k->gr->n_nodes && gs.n < 2; j++)
         if (lrc_is_gemm_op(k->g->nodes[k->gr->nodes[j]].op)) gs.mm[gs.n++] = k->gr->nodes[j];
     for (int w = 0; w < gs.n; w++) gs.P[w] = packed_arg(k, gs.mm[w], &gs.store[w]);
@@ -496,6 +542,8 @@ void kg_gemm(kgen *k)
     LLVMValueRef acc[256];
     for (int i = 0; i < t->mr * t->nv; i++) acc[i] = em_alloca(e, em_vty(e, t->vec), "acc");
     em_loop li, lp, lm;
+    head_loss hl = {0};
+    if (gs.head) head_loss_begin(k, &hl, M);
     LLVMValueRef item = em_for_begin(e, &li, e->begin, e->end);
     /* Consecutive items (one thread's chunk) share a block of X rows, so
      * each thread sweeps the same mix of full and partial column blocks (an
@@ -505,11 +553,17 @@ void kg_gemm(kgen *k)
     bool w_major = N * K * 4 > ((int64_t)16 << 20);
     LLVMValueRef mb = w_major ? LLVMBuildSRem(e->b, item, em_i64(e, n_mb), "") : LLVMBuildSDiv(e->b, item, em_i64(e, n_nb), "");
     LLVMValueRef nb = w_major ? LLVMBuildSDiv(e->b, item, em_i64(e, n_mb), "") : LLVMBuildSRem(e->b, item, em_i64(e, n_nb), "");
+    if (gs.head) { /* an item is a block of rows: its column blocks in turn, then its rows' loss */
+        mb = item;
+        n_mb = lrc_loss_head_blocks(M, t->mc);
+    }
     /* The items split the row tiles, and the panels, as evenly as they go
      * (a block at most mc rows, nc columns): fixed blocks of mc left a short
      * last one, and with few items a thread idle at the end (M = 512: one
      * thread had 24 row tiles, the other 19). */
     LLVMValueRef m0 = split_at(e, mb, n_mb, (M + gs.mr - 1) / gs.mr, gs.mr, M), m1 = split_at(e, em_iadd(e, mb, em_i64(e, 1)), n_mb, (M + gs.mr - 1) / gs.mr, gs.mr, M);
+    em_loop lnb;
+    if (gs.head) nb = em_for_begin(e, &lnb, em_i64(e, 0), em_i64(e, n_nb));
     LLVMValueRef n0 = split_at(e, nb, n_nb, (N + NRT - 1) / NRT, NRT, N), n1 = split_at(e, em_iadd(e, nb, em_i64(e, 1)), n_nb, (N + NRT - 1) / NRT, NRT, N);
     /* Sums longer than kc run in blocks of at most kc (as even as they
      * come), block by block over the whole item: a block of a panel stays
@@ -570,5 +624,10 @@ void kg_gemm(kgen *k)
     em_for_end(e, &lm, em_i64(e, gs.mr));
     em_for_end(e, &lp, em_i64(e, NRT));
     if (n_kb > 1) em_for_end(e, &lkb, em_i64(e, 1));
+    if (gs.head) {
+        em_for_end(e, &lnb, em_i64(e, 1));
+        head_loss_rows(k, &hl, m0, m1, N);
+    }
     em_for_end(e, &li, em_i64(e, 1));
+    if (gs.head) kg_ce_finish(k, hl.sc, M, LLVMBuildSub(e->b, e->end, e->begin, ""), lrc_loss_head_blocks(M, t->mc), kg_ptr(k, hl.loss));
 }

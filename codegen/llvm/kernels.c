@@ -370,13 +370,63 @@ static void kg_depth_gain(kgen *k, const lrc_node *n)
     em_for_end(e, &l, em_i64(e, 1));
 }
 
+#define CE_SC(r, f) LLVMBuildGEP2(e->b, e->f64, sc, (LLVMValueRef[]){em_iadd(e, em_imul(e, (r), em_i64(e, LRC_CE_STATS)), em_i64(e, f))}, 1, "")
+
+void kg_ce_row_stats(kgen *k, LLVMValueRef x, LLVMValueRef y, LLVMValueRef sc, LLVMValueRef r, int64_t V)
+{
+    em_t *e = k->e;
+    LLVMValueRef lab = em_load_i32(e, y, r);
+    for (int f = 0; f < LRC_CE_STATS; f++) LLVMBuildStore(e->b, em_d64(e, 0), CE_SC(r, f));
+    em_if skip;
+    em_if_begin(e, &skip, LLVMBuildICmp(e->b, LLVMIntNE, lab, LLVMConstInt(e->i32, (unsigned long long)-100, 1), ""));
+    LLVMValueRef m, sum;
+    kg_row_logsumexp(k, x, em_imul(e, r, em_i64(e, V)), V, &m, &sum);
+    LLVMBuildStore(e->b, em_to_f64(e, m), CE_SC(r, 0));
+    LLVMBuildStore(e->b, sum, CE_SC(r, 1));
+    LLVMBuildStore(e->b, em_d64(e, 1), CE_SC(r, 2));
+    LLVMValueRef at = em_iadd(e, em_imul(e, r, em_i64(e, V)), LLVMBuildSExt(e->b, lab, e->i64, ""));
+    LLVMBuildStore(e->b, em_to_f64(e, em_load(e, x, at, 1)), CE_SC(r, 3));
+    em_if_end(e, &skip);
+}
+
+void kg_ce_finish(kgen *k, LLVMValueRef sc, int64_t rows, LLVMValueRef mine, int64_t total, LLVMValueRef out)
+{
+    em_t *e = k->e;
+    LLVMValueRef done = LLVMBuildGEP2(e->b, e->i64, LLVMBuildBitCast(e->b, sc, LLVMPointerType(e->i64, 0), ""),
+                                      (LLVMValueRef[]){em_i64(e, LRC_CE_STATS * rows)}, 1, "");
+    /* the count after this call's share (sequentially consistent: the last
+     * caller sees every other caller's rows) */
+    LLVMValueRef before = LLVMBuildAtomicRMW(e->b, LLVMAtomicRMWBinOpAdd, done, mine, LLVMAtomicOrderingSequentiallyConsistent, 0);
+    em_if last;
+    em_if_begin(e, &last, LLVMBuildICmp(e->b, LLVMIntEQ, em_iadd(e, before, mine), em_i64(e, total), ""));
+    LLVMValueRef sum = em_alloca(e, e->f64, "total"), used = em_alloca(e, e->f64, "used");
+    LLVMBuildStore(e->b, em_d64(e, 0), sum);
+    LLVMBuildStore(e->b, em_d64(e, 0), used);
+    em_loop lr;
+    LLVMValueRef r = em_for_begin(e, &lr, em_i64(e, 0), em_i64(e, rows));
+    LLVMValueRef one = LLVMBuildLoad2(e->b, e->f64, CE_SC(r, 2), "");
+    em_if live;
+    em_if_begin(e, &live, LLVMBuildFCmp(e->b, LLVMRealONE, one, em_d64(e, 0), ""));
+    LLVMValueRef lse = LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f64, CE_SC(r, 0), ""), em_libm(e, "log", LLVMBuildLoad2(e->b, e->f64, CE_SC(r, 1), ""), NULL), "");
+    LLVMValueRef term = LLVMBuildFSub(e->b, lse, LLVMBuildLoad2(e->b, e->f64, CE_SC(r, 3), ""), "");
+    LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f64, sum, ""), term, ""), sum);
+    LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f64, used, ""), one, ""), used);
+    em_if_end(e, &live);
+    em_for_end(e, &lr, em_i64(e, 1));
+    /* 0/0 is NaN, as in PyTorch */
+    LLVMValueRef mean = LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f64, sum, ""), LLVMBuildLoad2(e->b, e->f64, used, ""), "");
+    em_store(e, out, em_i64(e, 0), em_to_f32(e, mean), 1);
+    LLVMBuildStore(e->b, em_i64(e, 0), done);
+    em_if_end(e, &last);
+}
+#undef CE_SC
+
 /* Mean cross-entropy over labels != -100 (labels were range-checked). A
- * work item is a row: its max and sum of exp(x - max) (vectorised) and
- * whether it counts go to scratch as three doubles, where the gradient's
- * kernel finds them (program.c); a count of finished rows follows them. The
- * call that finishes the last rows adds max + log(sum) - x[label] in row
- * order, as one thread would, and sets the count back to zero: the loss is
- * the same bit for bit however the rows were split. */
+ * work item is a row: its statistics go to scratch (kg_ce_row_stats),
+ * where the gradient's kernel finds them (program.c); a count of finished
+ * rows follows them. The call that finishes the last rows adds max +
+ * log(sum) - x[label] in row order, as one thread would, and sets the count
+ * back to zero: the loss is the same bit for bit however the rows were split. */
 static void kg_cross_entropy(kgen *k, const lrc_node *n)
 {
     em_t *e = k->e;
@@ -386,48 +436,11 @@ static void kg_cross_entropy(kgen *k, const lrc_node *n)
     assert(sp); /* program.c gives the cpu's cross-entropy its scratch */
     LLVMValueRef y = LLVMBuildBitCast(e->b, kg_ptr(k, n->in[1]), e->i32p, "");
     LLVMValueRef sc = LLVMBuildBitCast(e->b, sp, LLVMPointerType(e->f64, 0), "");
-    LLVMValueRef done = LLVMBuildGEP2(e->b, e->i64, LLVMBuildBitCast(e->b, sc, LLVMPointerType(e->i64, 0), ""),
-                                      (LLVMValueRef[]){em_i64(e, LRC_CE_STATS * rows)}, 1, "");
-    #define SC(r, f) LLVMBuildGEP2(e->b, e->f64, sc, (LLVMValueRef[]){em_iadd(e, em_imul(e, (r), em_i64(e, LRC_CE_STATS)), em_i64(e, f))}, 1, "")
     em_loop lr;
     LLVMValueRef r = em_for_begin(e, &lr, e->begin, e->end);
-    LLVMValueRef lab = em_load_i32(e, y, r);
-    for (int f = 0; f < LRC_CE_STATS; f++) LLVMBuildStore(e->b, em_d64(e, 0), SC(r, f));
-    em_if skip;
-    em_if_begin(e, &skip, LLVMBuildICmp(e->b, LLVMIntNE, lab, LLVMConstInt(e->i32, (unsigned long long)-100, 1), ""));
-    LLVMValueRef m, sum;
-    kg_row_logsumexp(k, x, em_imul(e, r, em_i64(e, V)), V, &m, &sum);
-    LLVMBuildStore(e->b, em_to_f64(e, m), SC(r, 0));
-    LLVMBuildStore(e->b, sum, SC(r, 1));
-    LLVMBuildStore(e->b, em_d64(e, 1), SC(r, 2));
-    em_if_end(e, &skip);
+    kg_ce_row_stats(k, x, y, sc, r, V);
     em_for_end(e, &lr, em_i64(e, 1));
-    /* the count after this call's rows (sequentially consistent: the last
-     * caller sees every other caller's rows) */
-    LLVMValueRef mine = LLVMBuildSub(e->b, e->end, e->begin, "");
-    LLVMValueRef before = LLVMBuildAtomicRMW(e->b, LLVMAtomicRMWBinOpAdd, done, mine, LLVMAtomicOrderingSequentiallyConsistent, 0);
-    em_if last;
-    em_if_begin(e, &last, LLVMBuildICmp(e->b, LLVMIntEQ, em_iadd(e, before, mine), em_i64(e, rows), ""));
-    LLVMValueRef total = em_alloca(e, e->f64, "total"), used = em_alloca(e, e->f64, "used");
-    LLVMBuildStore(e->b, em_d64(e, 0), total);
-    LLVMBuildStore(e->b, em_d64(e, 0), used);
-    r = em_for_begin(e, &lr, em_i64(e, 0), em_i64(e, rows));
-    LLVMValueRef one = LLVMBuildLoad2(e->b, e->f64, SC(r, 2), "");
-    em_if live;
-    em_if_begin(e, &live, LLVMBuildFCmp(e->b, LLVMRealONE, one, em_d64(e, 0), ""));
-    LLVMValueRef lse = LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f64, SC(r, 0), ""), em_libm(e, "log", LLVMBuildLoad2(e->b, e->f64, SC(r, 1), ""), NULL), "");
-    LLVMValueRef at = em_iadd(e, em_imul(e, r, em_i64(e, V)), LLVMBuildSExt(e->b, em_load_i32(e, y, r), e->i64, ""));
-    LLVMValueRef term = LLVMBuildFSub(e->b, lse, em_to_f64(e, em_load(e, x, at, 1)), "");
-    LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f64, total, ""), term, ""), total);
-    LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f64, used, ""), one, ""), used);
-    em_if_end(e, &live);
-    em_for_end(e, &lr, em_i64(e, 1));
-    /* 0/0 is NaN, as in PyTorch */
-    LLVMValueRef mean = LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f64, total, ""), LLVMBuildLoad2(e->b, e->f64, used, ""), "");
-    em_store(e, kg_ptr(k, k->gr->anchor), em_i64(e, 0), em_to_f32(e, mean), 1);
-    LLVMBuildStore(e->b, em_i64(e, 0), done);
-    em_if_end(e, &last);
-    #undef SC
+    kg_ce_finish(k, sc, rows, LLVMBuildSub(e->b, e->end, e->begin, ""), rows, kg_ptr(k, k->gr->anchor));
 }
 
 static void kg_transpose(kgen *k, const lrc_node *n)

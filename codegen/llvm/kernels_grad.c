@@ -129,29 +129,29 @@ void kg_row_logsumexp(kgen *k, LLVMValueRef X, LLVMValueRef base, int64_t V, LLV
     *sum_out = fadd(e, em_to_f64(e, em_hsum(e, LLVMBuildLoad2(e->b, vt, sv, ""), vec)), em_to_f64(e, LLVMBuildLoad2(e->b, e->f32, ss, "")));
 }
 
-/* (softmax(x) - onehot(label)) / (labels not -100), zero rows for -100.
- * Each row's max and sum of exp(x - max) come from the loss's kernel where
- * program.c passes its scratch (the loss ran first on the same logits and
- * labels): one pass over the logits instead of three. */
-void kg_cross_entropy_grad(kgen *k, const lrc_node *n)
+LLVMValueRef kg_ce_used(kgen *k, LLVMValueRef Y, int64_t rows)
+{
+    em_t *e = k->e;
+    LLVMValueRef used = em_alloca(e, e->f64, "used");
+    em_loop lu;
+    LLVMBuildStore(e->b, em_d64(e, 0), used);
+    LLVMValueRef u = em_for_begin(e, &lu, em_i64(e, 0), em_i64(e, rows));
+    LLVMValueRef is = LLVMBuildICmp(e->b, LLVMIntNE, em_load_i32(e, Y, u), LLVMConstInt(e->i32, (unsigned long long)-100, 1), "");
+    LLVMBuildStore(e->b, fadd(e, LLVMBuildLoad2(e->b, e->f64, used, ""), LLVMBuildSelect(e->b, is, em_d64(e, 1), em_d64(e, 0), "")), used);
+    em_for_end(e, &lu, em_i64(e, 1));
+    return LLVMBuildLoad2(e->b, e->f64, used, "");
+}
+
+void kg_ce_grad_row(kgen *k, LLVMValueRef X, LLVMValueRef O, LLVMValueRef Y, LLVMValueRef stats, LLVMValueRef r, int64_t V,
+                    LLVMValueRef nused)
 {
     em_t *e = k->e;
     int vec = k->vec;
-    int64_t V = last_dim(&n->shape), rows = lrc_shape_numel(&n->shape) / V, vend = V / vec * vec;
-    LLVMValueRef X = kg_ptr(k, n->in[0]), O = kg_ptr(k, k->gr->anchor);
-    LLVMValueRef Y = LLVMBuildBitCast(e->b, kg_ptr(k, n->in[1]), e->i32p, "");
-    LLVMValueRef used = em_alloca(e, e->f64, "used");
-    LLVMValueRef ignore = LLVMConstInt(e->i32, (unsigned long long)-100, 1);
-    em_loop lu, lr, l;
-    LLVMBuildStore(e->b, em_d64(e, 0), used); /* every chunk counts the used labels itself */
-    LLVMValueRef u = em_for_begin(e, &lu, em_i64(e, 0), em_i64(e, rows));
-    LLVMValueRef is = LLVMBuildICmp(e->b, LLVMIntNE, em_load_i32(e, Y, u), ignore, "");
-    LLVMBuildStore(e->b, fadd(e, LLVMBuildLoad2(e->b, e->f64, used, ""), LLVMBuildSelect(e->b, is, em_d64(e, 1), em_d64(e, 0), "")), used);
-    em_for_end(e, &lu, em_i64(e, 1));
-    LLVMValueRef nused = LLVMBuildLoad2(e->b, e->f64, used, "");
-    LLVMValueRef r = em_for_begin(e, &lr, e->begin, e->end), base = em_imul(e, r, em_i64(e, V));
-    LLVMValueRef lab = em_load_i32(e, Y, r), live = LLVMBuildICmp(e->b, LLVMIntNE, lab, ignore, "");
-    LLVMValueRef m, s, stats = kg_scratch(k);
+    int64_t vend = V / vec * vec;
+    em_loop l;
+    LLVMValueRef base = em_imul(e, r, em_i64(e, V));
+    LLVMValueRef lab = em_load_i32(e, Y, r), live = LLVMBuildICmp(e->b, LLVMIntNE, lab, LLVMConstInt(e->i32, (unsigned long long)-100, 1), "");
+    LLVMValueRef m, s;
     if (stats) { /* an ignored row has no max: +inf makes its exponentials 0, which f then zeroes */
         LLVMValueRef sc = LLVMBuildBitCast(e->b, stats, LLVMPointerType(e->f64, 0), ""), r3 = em_imul(e, r, em_i64(e, LRC_CE_STATS));
         m = em_to_f32(e, LLVMBuildLoad2(e->b, e->f64, LLVMBuildGEP2(e->b, e->f64, sc, &r3, 1, ""), ""));
@@ -175,6 +175,22 @@ void kg_cross_entropy_grad(kgen *k, const lrc_node *n)
     LLVMValueRef at = em_iadd(e, base, LLVMBuildSExt(e->b, lab, e->i64, ""));
     em_store(e, O, at, em_to_f32(e, fsub(e, ld(e, O, at), LLVMBuildFDiv(e->b, em_d64(e, 1.0), nused, ""))), 1);
     em_if_end(e, &hot);
+}
+
+/* (softmax(x) - onehot(label)) / (labels not -100), zero rows for -100.
+ * Each row's max and sum of exp(x - max) come from the loss's kernel where
+ * program.c passes its scratch (the loss ran first on the same logits and
+ * labels): one pass over the logits instead of three. */
+void kg_cross_entropy_grad(kgen *k, const lrc_node *n)
+{
+    em_t *e = k->e;
+    int64_t V = last_dim(&n->shape), rows = lrc_shape_numel(&n->shape) / V;
+    LLVMValueRef X = kg_ptr(k, n->in[0]), O = kg_ptr(k, k->gr->anchor);
+    LLVMValueRef Y = LLVMBuildBitCast(e->b, kg_ptr(k, n->in[1]), e->i32p, "");
+    LLVMValueRef nused = kg_ce_used(k, Y, rows); /* every chunk counts the used labels itself */
+    em_loop lr;
+    LLVMValueRef r = em_for_begin(e, &lr, e->begin, e->end);
+    kg_ce_grad_row(k, X, O, Y, kg_scratch(k), r, V, nused);
     em_for_end(e, &lr, em_i64(e, 1));
 }
 

@@ -64,5 +64,19 @@ void kg_expert_matmul_tn(kgen *k, const lrc_node *n);
 LLVMValueRef kg_topk_order_fn(em_t *e);
 /* max and sum of exp(x - max) over a row of V floats at X + base (vectorised). */
 void kg_row_logsumexp(kgen *k, LLVMValueRef X, LLVMValueRef base, int64_t V, LLVMValueRef *max_out, LLVMValueRef *sum_out);
+/* The cpu cross-entropy's pieces, which its kernels and an LM head's fused
+ * one (fuse rule 8) share. Row r of logits x [.., V]: its statistics into
+ * the scratch sc (LRC_CE_STATS doubles a row). */
+void kg_ce_row_stats(kgen *k, LLVMValueRef x, LLVMValueRef y, LLVMValueRef sc, LLVMValueRef r, int64_t V);
+/* The call that brings a count of finished units (after sc's rows) to
+ * `total` with its `mine` writes the mean loss to out[0] (rows in order)
+ * and zeroes the count. */
+void kg_ce_finish(kgen *k, LLVMValueRef sc, int64_t rows, LLVMValueRef mine, int64_t total, LLVMValueRef out);
+/* The labels Y [rows] that count (not -100), as an f64. */
+LLVMValueRef kg_ce_used(kgen *k, LLVMValueRef Y, int64_t rows);
+/* Row r of the loss's gradient into O (which may be X) from the logits X,
+ * its statistics from `stats` (or computed again when NULL). */
+void kg_ce_grad_row(kgen *k, LLVMValueRef X, LLVMValueRef O, LLVMValueRef Y, LLVMValueRef stats, LLVMValueRef r, int64_t V,
+                    LLVMValueRef nused);
 
 #endif

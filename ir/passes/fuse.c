@@ -19,9 +19,15 @@
  *     computes what they have in common once.
  *  7. An attention_lse runs in the attention over the same inputs: the
  *     kernel writes each row's log-sum-exp beside the output.
+ *  8. Where the target asks (cpu): a matmul read only by a cross_entropy
+ *     and a cross_entropy_grad over the same labels, an LM head's loss in
+ *     training, runs with both as one kernel. Each block of rows computes
+ *     its logits into the gradient's buffer, then their statistics, the
+ *     loss terms and the gradient in place: the logits are no buffer of
+ *     their own (the matmul's buffer_of is the gradient).
  *
- * Each rule is one function below (rule1_anchor ... rule7_lse_into_attention),
- * run in the order 1 and 2 (one walk), 3, 5, 4, 6, 7.
+ * Each rule is one function below (rule1_anchor ... rule8_loss_head),
+ * run in the order 1 and 2 (one walk), 3, 5, 4, 6, 7, 8.
  *
  * A loop region (docs/architecture.md, rule 5) is loop_state's group, the body, then
  * loop_next's group, the back edge, whose value aliases the state's buffer:
@@ -328,7 +334,46 @@ static void rule7_lse_into_attention(fuse *fu)
     }
 }
 
-int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err)
+/* Whether node id's group has it alone */
+static bool alone(const fuse *fu, int id) { return fu->s->group_of[id] >= 0 && fu->pg[fu->s->group_of[id]].size == 1; }
+
+/* Rule 8 (see the header comment). */
+static void rule8_loss_head(fuse *fu)
+{
+    const lrc_graph *g = fu->g;
+    lrc_schedule *s = fu->s;
+    for (int d = 0; d < g->n_nodes; d++) {
+        const lrc_node *dn = &g->nodes[d];
+        int L = dn->in[0];
+        if (dn->op != LRC_OP_CROSS_ENTROPY_GRAD || g->nodes[L].op != LRC_OP_MATMUL || fu->is_out[L] || fu->n_uses[L] != 2 ||
+            !alone(fu, L) || !alone(fu, d))
+            continue;
+        int c = -1;
+        for (int id = 0; id < g->n_nodes && c < 0; id++)
+            if (g->nodes[id].op == LRC_OP_CROSS_ENTROPY && g->nodes[id].in[0] == L && g->nodes[id].in[1] == dn->in[1] && alone(fu, id))
+                c = id;
+        if (c < 0) continue;
+        int gl = s->group_of[L];
+        for (int j = 0; j < 2; j++) {
+            int m = j ? d : c;
+            fu->pg[s->group_of[m]].dead = true;
+            fu->pg[s->group_of[m]].size = 0;
+            s->group_of[m] = gl;
+            fu->pg[gl].size++;
+        }
+        s->buffer_of[L] = d;
+    }
+}
+
+bool lrc_group_is_loss_head(const lrc_graph *g, const lrc_group *gr)
+{
+    if (gr->kind != LRC_GROUP_GEMM) return false;
+    for (int j = 0; j < gr->n_nodes; j++)
+        if (g->nodes[gr->nodes[j]].op == LRC_OP_CROSS_ENTROPY) return true;
+    return false;
+}
+
+int lrc_schedule_build(const lrc_graph *g, bool loss_head, lrc_schedule *s, lrc_err *err)
 {
     int N = g->n_nodes;
     memset(s, 0, sizeof *s);
@@ -356,6 +401,7 @@ int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err)
     rule4_rope_into_attention(&fu);
     rule6_share_gradients(&fu);
     rule7_lse_into_attention(&fu);
+    if (loss_head) rule8_loss_head(&fu);
     int n_pg = fu.n_pg;
 
     /* Renumber the live groups in an order that respects their dependencies

@@ -35,6 +35,9 @@ typedef struct lrc_pass_ctx {
      * it ran, so a graph is never differentiated twice */
     bool autodiff;
     int loss;
+    /* fuse: an LM head's matmul, loss and the loss's gradient as one
+     * kernel (fuse rule 8), for a target that renders it (cpu) */
+    bool loss_head;
     /* fuse and plan_memory build this schedule when it is not NULL;
      * `scheduled` says it was built (the caller frees it then) */
     lrc_schedule *schedule;
@@ -130,8 +133,12 @@ struct lrc_schedule {
     int64_t peak_bytes; /* most bytes of intermediates live at one time */
 };
 
-/* Groups g's nodes into kernels by general rules (ir/passes/fuse.c). */
-int lrc_schedule_build(const lrc_graph *g, lrc_schedule *s, lrc_err *err);
+/* Groups g's nodes into kernels by general rules (ir/passes/fuse.c);
+ * loss_head: rule 8 too, an LM head's matmul with its loss and the loss's
+ * gradient in one kernel (a target that renders it asks). */
+int lrc_schedule_build(const lrc_graph *g, bool loss_head, lrc_schedule *s, lrc_err *err);
+/* Whether group gr is rule 8's: a matmul, a cross_entropy and its gradient. */
+bool lrc_group_is_loss_head(const lrc_graph *g, const lrc_group *gr);
 /* Places every intermediate in one arena by liveness (ir/passes/plan.c). */
 void lrc_schedule_plan_memory(const lrc_graph *g, lrc_schedule *s);
 void lrc_schedule_free(lrc_schedule *s);

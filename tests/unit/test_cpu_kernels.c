@@ -193,6 +193,16 @@ static int b_misc(lrc_graph *g, const int64_t *d)
            out(g, "loss_grad", op(g, LRC_OP_CROSS_ENTROPY_GRAD, logits, labels, 0, 0, 0));
 }
 
+static int b_loss_head(lrc_graph *g, const int64_t *d)
+{ /* an LM head in training: logits = x W^T read only by the loss and its gradient (fuse rule 8 on the cpu);
+   * with d[2], the logits an output too, which keeps them a buffer (unfused) */
+    int64_t xs[3] = {d[0], d[1], d[3]}, ws[2] = {d[4], d[3]}, ids[2] = {d[0], d[1]};
+    int x = input(g, "x", 3, xs, LRC_F32), w = param(g, "w", 2, ws), labels = input(g, "labels", 2, ids, LRC_I32);
+    int logits = op(g, LRC_OP_MATMUL, x, w, 0, 0, 0);
+    return out(g, "loss", op(g, LRC_OP_CROSS_ENTROPY, logits, labels, 0, 0, 0)) ||
+           out(g, "loss_grad", op(g, LRC_OP_CROSS_ENTROPY_GRAD, logits, labels, 0, 0, 0)) || (d[2] && out(g, "logits", logits));
+}
+
 static int b_grads(lrc_graph *g, const int64_t *d)
 { /* the gradient ops the cpu target renders outside GEMMs and attention */
     lrc_err err;
@@ -387,6 +397,17 @@ static void run_case(const char *name, build_fn build, const int64_t *d, uint64_
             printf("FAIL %s: attention_lse node %d runs in a kernel of its own, not in its attention's\n", label, i);
             ok = false;
         }
+    /* an LM head's loss and its gradient run in the head's GEMM (fuse rule 8) unless the logits are an output */
+    for (int i = 0; ok && c.g && i < c.g->n_nodes; i++) {
+        const lrc_node *n = &c.g->nodes[i];
+        bool logits_out = false;
+        for (int o = 0; o < c.g->n_outputs; o++) logits_out = logits_out || c.g->outputs[o] == n->in[0];
+        if (n->op == LRC_OP_CROSS_ENTROPY_GRAD && c.g->nodes[n->in[0]].op == LRC_OP_MATMUL &&
+            lrc_group_is_loss_head(c.g, &c.sched.groups[c.sched.group_of[i]]) == logits_out) {
+            printf("FAIL %s: the loss's gradient %s the head's GEMM\n", label, logits_out ? "runs in" : "does not run in");
+            ok = false;
+        }
+    }
     if (ok) {
         printf("ok   %s (%d kernels)\n", label, c.sched.n_groups);
         passed++;
@@ -442,6 +463,73 @@ static void loss_stats_shared(void)
     }
     CHECK(!rc && loss_arg >= 0 && grad_arg == loss_arg, "loss scratch %d, gradient reads %d (%s)", loss_arg, grad_arg, rc ? err.msg : "");
     if (!rc) lrc_compiled_free(&c);
+}
+
+/* Outputs `names` of b_loss_head's graph (logits an output when
+ * logits_out: unfused), compiled for the cpu and run on in and params. */
+static int run_loss_head(const int64_t *d0, bool logits_out, lrc_tensor_set *in, lrc_tensor_set *params, lrc_tensor **got,
+                         lrc_err *err)
+{
+    int64_t d[5] = {d0[0], d0[1], logits_out, d0[3], d0[4]};
+    lrc_graph *g = lrc_graph_new();
+    b_loss_head(g, d);
+    lrc_tensor_set out;
+    lrc_tensor_set_init(&out);
+    for (int i = 0; i < 2; i++) lrc_tensor_set_add(&out, got[i], err);
+    if (logits_out) lrc_tensor_set_add(&out, lrc_tensor_new("logits", LRC_F32, &(lrc_shape){3, {d[0], d[1], d[4]}}, err), err);
+    lrc_compiled c;
+    lrc_pool *pool = lrc_pool_new(2, err);
+    lrc_exec *x = NULL;
+    int rc = lrc_compile_graph(g, NULL, &c, err);
+    if (!rc) rc = lrc_exec_new(&c.plan, pool, &x, err);
+    if (!rc) rc = lrc_exec_bind_params(x, params, err);
+    if (!rc) rc = lrc_exec_run_plan(x, in, &out, err);
+    lrc_exec_free(x);
+    lrc_pool_free(pool);
+    if (c.g) lrc_compiled_free(&c);
+    if (logits_out) lrc_tensor_free(out.items[2]);
+    free(out.items);
+    return rc;
+}
+
+/* The loss fused into the head (fuse rule 8) against the unfused kernels
+ * on the same inputs: the same logits, statistics and formulas, so the same
+ * values (issue 23 asks 1e-6). */
+static void loss_head_matches_unfused(void)
+{
+    static const int64_t d[5] = {2, 150, 0, 300, 700};
+    lrc_err err;
+    lrc_rng r;
+    lrc_rng_seed(&r, 77);
+    lrc_tensor_set in, params;
+    lrc_tensor_set_init(&in);
+    lrc_tensor_set_init(&params);
+    lrc_tensor *x = lrc_tensor_new("x", LRC_F32, &(lrc_shape){3, {d[0], d[1], d[3]}}, &err);
+    lrc_tensor *y = lrc_tensor_new("labels", LRC_I32, &(lrc_shape){2, {d[0], d[1]}}, &err);
+    lrc_tensor *w = lrc_tensor_new("w", LRC_F32, &(lrc_shape){2, {d[4], d[3]}}, &err);
+    fill(x, &r, 1), fill(y, &r, d[4]), fill(w, &r, 1);
+    lrc_tensor_set_add(&in, x, &err), lrc_tensor_set_add(&in, y, &err), lrc_tensor_set_add(&params, w, &err);
+    lrc_tensor *got[2][2];
+    int rc = 0;
+    for (int v = 0; v < 2; v++) {
+        got[v][0] = lrc_tensor_new("loss", LRC_F32, &(lrc_shape){0, {0}}, &err);
+        got[v][1] = lrc_tensor_new("loss_grad", LRC_F32, &(lrc_shape){3, {d[0], d[1], d[4]}}, &err);
+        rc = rc || run_loss_head(d, v == 1, &in, &params, got[v], &err);
+    }
+    double worst = 0;
+    for (int o = 0; o < 2 && !rc; o++) {
+        const float *a = got[0][o]->data, *b = got[1][o]->data;
+        for (int64_t i = 0; i < lrc_shape_numel(&got[0][o]->shape); i++) {
+            double e = fabs((double)a[i] - b[i]) / (fabs((double)b[i]) > 1e-30 ? fabs((double)b[i]) : 1);
+            if (!(e <= worst)) worst = e;
+        }
+    }
+    printf("     loss head fused vs unfused: loss %.9g and %.9g, worst relative difference %.3g\n", rc ? 0 : ((float *)got[0][0]->data)[0],
+           rc ? 0 : ((float *)got[1][0]->data)[0], worst);
+    CHECK(!rc && worst <= 1e-6, "fused loss head against the unfused kernels: %.3g (%s)", worst, rc ? err.msg : "");
+    for (int v = 0; v < 2; v++) lrc_tensor_free(got[v][0]), lrc_tensor_free(got[v][1]);
+    lrc_tensor_set_clear(&in);
+    lrc_tensor_set_clear(&params);
 }
 
 /* ---- the cpu tanh and sigmoid against libm (emit.h states these bounds) -- */
@@ -563,6 +651,7 @@ int main(void)
 {
     unsupported_is_an_error();
     loss_stats_shared();
+    loss_head_matches_unfused();
     tanh_sigmoid_accuracy();
     ops_distinguish_kernels();
     static const struct {
@@ -616,6 +705,13 @@ int main(void)
         {"gemm", b_gemm, {2, 151, 70, 600, 0}},
         {"gemm", b_gemm, {1, 3, 40, 700, 0}},
         {"gemm_grads", b_gemm_grads, {2, 300, 70, 45, 0}},
+        /* an LM head's loss fused into its GEMM: partial panels; two row blocks, blocks of K and three column
+         * blocks; one row; an even count of row blocks. And with the logits an output (unfused) */
+        {"loss_head", b_loss_head, {2, 7, 0, 20, 45}},
+        {"loss_head", b_loss_head, {1, 150, 0, 300, 700}},
+        {"loss_head", b_loss_head, {1, 1, 0, 3, 1}},
+        {"loss_head", b_loss_head, {2, 125, 0, 40, 90}}, /* 250 rows: four row blocks, not three */
+        {"loss_head", b_loss_head, {1, 150, 1, 300, 700}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(cases[i].name, cases[i].fn, cases[i].d, 1000 + i);
     printf("%d passed, %d failed\n", passed, failed);
