@@ -493,15 +493,12 @@ static LLVMValueRef split_at(em_t *e, LLVMValueRef b, int64_t n, int64_t units, 
     return imin(e, em_imul(e, u, em_i64(e, unit)), em_i64(e, len));
 }
 
-void kg_gemm(kgen *k)
+/* The tile k's GEMM group uses for M rows: its matmuls and
+ * their panels, rows and panels per tile. */
+static gemm_shape tile_shape(kgen *k, int64_t M)
 {
-    em_t *e = k->e;
     const lrc_node *a = &k->g->nodes[k->gr->anchor];
     const lrc_gemm_tiling *t = &k->p->tiling;
-    int64_t N = last_dim(&a->shape), M = lrc_shape_numel(&a->shape) / N;
-    int64_t cols, K;
-    lrc_gemm_dims(k->g, a, &cols, &K);
-    (void)cols; /* the output's last axis, as N below */
     gemm_shape gs = {0};
     gs.a_trans = a->op == LRC_OP_MATMUL_TN;
     gs.head = lrc_group_is_loss_head(k->g, k->gr);
@@ -519,6 +516,19 @@ void kg_gemm(kgen *k)
     gs.np = 1;
     while (gs.np < LRC_GEMM_MAX_PANELS && gs.mr * gs.nv * gs.n * gs.np * 2 <= t->mr * t->nv && t->nc % (gs.NR * gs.np * 2) == 0)
         gs.np *= 2; /* within the registers a full tile's accumulators take */
+    return gs;
+}
+
+void kg_gemm(kgen *k)
+{
+    em_t *e = k->e;
+    const lrc_node *a = &k->g->nodes[k->gr->anchor];
+    const lrc_gemm_tiling *t = &k->p->tiling;
+    int64_t N = last_dim(&a->shape), M = lrc_shape_numel(&a->shape) / N;
+    int64_t cols, K;
+    lrc_gemm_dims(k->g, a, &cols, &K);
+    (void)cols; /* the output's last axis, as N below */
+    gemm_shape gs = tile_shape(k, M);
     int64_t NR = gs.NR, NRT = NR * gs.np, n_nb = (N + t->nc - 1) / t->nc;
     /* Many rows over q8 panels: each panel widened to f32 once per work
      * item, into a copy that stays in L2 while every row tile of the item
