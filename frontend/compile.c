@@ -110,7 +110,7 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
     double t0 = (1e3 * lrc_now_s());
     c->g = g;
     c->consts = consts;
-    lrc_pass_ctx ctx = {.consts = consts, .own_consts = true, .loss_head = true, .schedule = &c->sched};
+    lrc_pass_ctx ctx = {.consts = consts, .own_consts = true, .loss_head = lrc_cpu_loss_head(), .schedule = &c->sched};
     lrc_llvm_target target;
     int rc = lrc_llvm_target_host(&target, err);
     if (!rc) rc = lrc_passes_run(&c->g, &ctx, NULL, err);
@@ -148,6 +148,8 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
     c->codegen_ms = (1e3 * lrc_now_s()) - t1;
     return rc;
 }
+
+bool lrc_cpu_loss_head(void) { return lrc_env_is("LRC_CPU_LOSS_HEAD", "1"); }
 
 int64_t lrc_cuda_pad_multiple(void)
 {

@@ -45,6 +45,11 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
 /* The pad_hidden multiple for the cuda target: LRC_CUDA_PAD_MULTIPLE, or 0
  * when LRC_PAD_HIDDEN=0 (to time what padding buys on a device). */
 int64_t lrc_cuda_pad_multiple(void);
+/* Whether the cpu target puts an LM head's loss and its gradient in the
+ * head's GEMM (fuse rule 8): LRC_CPU_LOSS_HEAD=1. Off by default: the same
+ * values and no logits buffer, but on the 60m step the fused kernel took
+ * 180-187 ms where the head's GEMM and the two loss kernels took 152-160. */
+bool lrc_cpu_loss_head(void);
 int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arch, bool f32, lrc_compiled *c, lrc_err *err);
 void lrc_compiled_free(lrc_compiled *c);
 /* A package's weights packed at compile time (pack.c): runs the plan's

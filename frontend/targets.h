@@ -60,8 +60,8 @@ struct lrc_target {
     int (*check)(const char *cmd, const cli_args *a, lrc_err *err);
     /* the multiple pad_hidden widens hidden dimensions to when compiling for it (0: none) */
     int64_t (*pad_multiple)(void);
-    /* whether its schedule puts an LM head's loss in the head's GEMM (fuse rule 8) */
-    bool loss_head;
+    /* whether its schedule puts an LM head's loss in the head's GEMM (fuse rule 8), or NULL */
+    bool (*loss_head)(void);
     bool (*supports_op)(lrc_op op);
     /* lrc devices: whether this machine has it (to compile for, to run on), and if not, why */
     void (*report)(void);

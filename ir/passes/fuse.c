@@ -19,7 +19,7 @@
  *     computes what they have in common once.
  *  7. An attention_lse runs in the attention over the same inputs: the
  *     kernel writes each row's log-sum-exp beside the output.
- *  8. Where the target asks (cpu): a matmul read only by a cross_entropy
+ *  8. Where the target asks (cpu, LRC_CPU_LOSS_HEAD=1): a matmul read only by a cross_entropy
  *     and a cross_entropy_grad over the same labels, an LM head's loss in
  *     training, runs with both as one kernel. Each block of rows computes
  *     its logits into the gradient's buffer, then their statistics, the

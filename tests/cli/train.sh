@@ -29,6 +29,9 @@ args=(--preset tiny --steps 20 --lr 3e-3 --batch 4 --seq 32 --eval-every 5 --dat
 run "full run" "$lrc" train "$model" "${args[@]}" -o "$dir/full"
 run "run stopped after 10" "$lrc" train "$model" "${args[@]}" -o "$dir/part" --stop-after 10
 check "stopped run at step 10" "grep -q '\"step\":10,' '$dir/part/metrics.jsonl' && ! grep -q '\"step\":11,' '$dir/part/metrics.jsonl'"
+# the LM head's loss fused into its GEMM (LRC_CPU_LOSS_HEAD=1, fuse rule 8) trains bit for bit as the unfused kernels
+LRC_CPU_LOSS_HEAD=1 run "full run, loss in the head's GEMM" "$lrc" train "$model" "${args[@]}" -o "$dir/fused"
+check "the loss fused into the head: the same weights, bit for bit" "cmp -s '$dir/full/model.safetensors' '$dir/fused/model.safetensors'"
 # the checkpoint's format (docs/formats.md): version 1, the same tensors
 # without the metadata (what lrc wrote before it had one), resumes as
 # version 2 does; a newer version, another kind of file or damaged contents

@@ -649,6 +649,7 @@ static void ops_distinguish_kernels(void)
 
 int main(void)
 {
+    setenv("LRC_CPU_LOSS_HEAD", "1", 1); /* fuse rule 8 is opt-in; its cases below check it ran */
     unsupported_is_an_error();
     loss_stats_shared();
     loss_head_matches_unfused();
