@@ -86,7 +86,7 @@ typedef struct {
                        that np x the accumulators' FMA chains run side by side */
     bool widened;   /* P[w] is an f32 copy of the current panel alone (panel index 0) */
     int mr;         /* rows per tile: the tiling's, or M when smaller (decoding) */
-    bool a_trans;   /* X read transposed: X[r][i] at i * M + r (matmul_tn's dy^T) */
+    bool a_trans;   /* X read transposed, X[r][i] at i * M + r (matmul_tn's dy^T): from its packed copy */
     bool head;      /* an LM head's loss in the kernel (fuse rule 8): the tiles store the
                        logits into the gradient's buffer, no epilogue */
 } gemm_shape;
@@ -275,7 +275,7 @@ typedef struct {
     LLVMValueRef k0, k1;      /* the block's inner range */
     LLVMValueRef first, last; /* i1: the first block (sums start at 0), the last (the epilogue runs) */
     LLVMValueRef part, at;    /* NULL part: one block, all of K */
-    LLVMValueRef a_at;        /* X packed (matmul_tn): the tile's row r at kk at a_at + kk * mr + r, or NULL */
+    LLVMValueRef a_at;        /* matmul_tn's X, packed: the tile's row r at kk at a_at + kk * mr + r */
 } k_block;
 
 /* if (cond) { the builder in *then } else { in *other }, both joining *done */
@@ -317,7 +317,7 @@ static void micro_tile(kgen *k, LLVMValueRef X, const gemm_shape *gs, const k_bl
     for (int r = 0; r < MR; r++) {
         LLVMValueRef row = em_iadd(e, i0, em_i64(e, r));
         if (edge) row = imin(e, row, em_i64(e, M - 1));
-        rowoff[r] = kb->a_at ? em_iadd(e, kb->a_at, em_i64(e, r)) : gs->a_trans ? row : em_imul(e, row, em_i64(e, K));
+        rowoff[r] = gs->a_trans ? em_iadd(e, kb->a_at, em_i64(e, r)) : em_imul(e, row, em_i64(e, K));
     }
     tile_sums_begin(e, kb, acc, MR * NT, VEC);
     /* the tile's panels; an edge tile's past the last read the last (their columns are not stored) */
@@ -338,9 +338,7 @@ static void micro_tile(kgen *k, LLVMValueRef X, const gemm_shape *gs, const k_bl
                                  : panel_load(e, gs->P[v / gs->nv], gs->store[v / gs->nv], em_iadd(e, boff, em_i64(e, (v % gs->nv) * VEC)), VEC);
     }
     for (int r = 0; r < MR; r++) {
-        LLVMValueRef ai = kb->a_at    ? em_iadd(e, rowoff[r], em_imul(e, kk, em_i64(e, MR)))
-                          : gs->a_trans ? em_iadd(e, rowoff[r], em_imul(e, kk, em_i64(e, M)))
-                                        : em_iadd(e, rowoff[r], kk);
+        LLVMValueRef ai = gs->a_trans ? em_iadd(e, rowoff[r], em_imul(e, kk, em_i64(e, MR))) : em_iadd(e, rowoff[r], kk);
         LLVMValueRef a = em_splat(e, em_load(e, X, ai, 1), VEC);
         for (int v = 0; v < NT; v++) {
             LLVMValueRef *slot = &acc[r * NT + v];
@@ -597,7 +595,7 @@ void kg_gemm(kgen *k)
     /* matmul_tn's X, dy^T: the item's rows of the block copied tile by tile
      * into one stream (dW's GEMMs of the 60m step took 347 ms instead of
      * 374-413 ms: in dy a tile's rows at successive kk lie M floats apart) */
-    bool pack_a = gs.a_trans;
+    bool pack_a = gs.a_trans; /* always: micro_tile reads a transposed X only packed */
     assert(t->vec >= t->mr); /* pack_a_block's one vector per kk */
     int a_tiles = (int)((t->mc + gs.mr - 1) / gs.mr);
     LLVMValueRef A = NULL;
