@@ -449,7 +449,8 @@ char *lrc_read_file(const char *path, size_t *len, lrc_err *err);
 /* Writes len bytes to path.tmp, then renames it over path: a reader never
  * sees a partial file, and a failure leaves none. */
 int lrc_write_atomic(const char *path, const void *data, size_t len, lrc_err *err);
-/* Tensor storage: 64-byte aligned, large sizes on huge pages; not zeroed;
+/* Tensor storage: 64-byte aligned (the cpu pack kernels' streaming stores
+ * need whole aligned vectors), large sizes on huge pages; not zeroed;
  * NULL when out of memory; release with free(). */
 void *lrc_alloc_data(size_t n);
 

@@ -35,9 +35,11 @@ static lrc_tensor *tensor_new(const char *name, lrc_dtype t, const lrc_shape *s,
     x->dtype = t;
     x->shape = *s;
     x->nbytes = n;
-    /* calloc's fresh pages come zeroed, so nothing is written twice; storage
-     * a kernel fills goes on huge pages (fewer faults) */
-    x->data = zero ? calloc(1, n ? n : 1) : lrc_alloc_data(n);
+    /* lrc_alloc_data, zeroed or not: 64-byte aligned (a packed weight's
+     * tensor is written by streaming stores), and large parameters and
+     * optimizer state, read every step, on huge pages */
+    x->data = lrc_alloc_data(n);
+    if (x->data && zero) memset(x->data, 0, n);
     if (!x->data) {
         lrc_err_set(err, "tensor '%s': out of memory for %zu bytes", x->name, n);
         lrc_tensor_free(x);

@@ -36,7 +36,7 @@ static LLVMValueRef column_end(em_t *e, LLVMValueRef t, int64_t T, int64_t W)
 
 /* Where the rows of one (batch, query head) and of its key-value head are. */
 typedef struct {
-    int64_t T, Tp, H, Hkv, D, W, G; /* Tp: T rounded up to a block, the stride of P's and S's rows */
+    int64_t T, Tp, H, Hkv, D, W, G; /* Tp: the stride of P's and S's rows, T rounded up to a block and padded */
     bool causal;
     LLVMValueRef head0, kv0; /* offsets of row 0 of the query head and of the key-value head */
 } attn_rows;
@@ -311,10 +311,23 @@ static void head_rows(kgen *k, const attn_rows *a, double scale, double cap, boo
 void kg_attention_grad(kgen *k)
 {
     em_t *e = k->e;
+    /* The GEMM tiling's vectors (16 floats with AVX-512), where the other
+     * kernels take 8: steps 1 and 3 are mostly FMAs, and on a Xeon (family
+     * 6, model 207) the 60m step's attention gradients took 44 ms instead of
+     * 50 with them. (Every kernel at 16 floats, or the cross-entropy too,
+     * moved a LayerRoPE gradient past its test's tolerance against PyTorch:
+     * sums in another order.) */
+    int vec_other = k->vec;
+    if (k->p->tiling.vec > k->vec) k->vec = k->p->tiling.vec;
     const lrc_node *a = &k->g->nodes[k->gr->anchor];
     const lrc_shape *qs = &k->g->nodes[a->in[0]].shape;
     int64_t T = qs->dim[1], H = qs->dim[2], D = qs->dim[3], Hkv = k->g->nodes[a->in[1]].shape.dim[2], G = H / Hkv;
-    int64_t BW = NB * k->vec, Tp = (T + BW - 1) / BW * BW;
+    /* Tp: T rounded up to a block, and one vector more, so that successive
+     * rows do not fall into the same few cache sets: at T = 256 they lay
+     * 1 KB apart, and a column's 256 rows (step 3's dk and dv read columns
+     * of P and dS) shared four sets of L1 (the 60m step's attention
+     * gradients: 61 ms, 50 ms padded) */
+    int64_t BW = NB * k->vec, Tp = (T + BW - 1) / BW * BW + k->vec;
     /* the group holds the gradient of q, k and/or v (fuse rule 6): P and dS once for all */
     LLVMValueRef out_of[3] = {NULL, NULL, NULL};
     for (int j = 0; j < k->gr->n_nodes; j++) {
@@ -366,4 +379,5 @@ void kg_attention_grad(kgen *k)
     if (U) em_free(e, U);
     em_free(e, Kt);
     if (Vt) em_free(e, Vt);
+    k->vec = vec_other;
 }

@@ -126,6 +126,23 @@ void em_store(em_t *e, LLVMValueRef p, LLVMValueRef idx, LLVMValueRef v, int w)
     LLVMSetAlignment(s, 4);
 }
 
+void em_store_stream(em_t *e, LLVMValueRef p, LLVMValueRef idx, LLVMValueRef v, int w)
+{
+    LLVMValueRef q = LLVMBuildBitCast(e->b, em_gep(e, p, idx), LLVMPointerType(em_vty(e, w), 0), "");
+    LLVMValueRef s = LLVMBuildStore(e->b, v, q);
+    LLVMSetAlignment(s, (unsigned)(4 * w));
+    LLVMValueRef one = LLVMConstInt(e->i32, 1, 0);
+    LLVMMetadataRef md = LLVMMDNodeInContext2(e->ctx, (LLVMMetadataRef[]){LLVMValueAsMetadata(one)}, 1);
+    LLVMSetMetadata(s, LLVMGetMDKindIDInContext(e->ctx, "nontemporal", 11), LLVMMetadataAsValue(e->ctx, md));
+}
+
+void em_store_fence(em_t *e)
+{
+    const char *name = "llvm.x86.sse.sfence";
+    LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->mod, LLVMLookupIntrinsicID(name, strlen(name)), NULL, 0);
+    LLVMBuildCall2(e->b, LLVMFunctionType(LLVMVoidTypeInContext(e->ctx), NULL, 0, 0), f, NULL, 0, "");
+}
+
 LLVMValueRef em_load_i32(em_t *e, LLVMValueRef p, LLVMValueRef idx)
 {
     LLVMValueRef q = LLVMBuildGEP2(e->b, e->i32, p, &idx, 1, "");

@@ -38,6 +38,11 @@ LLVMValueRef em_splat(em_t *e, LLVMValueRef s, int w);
 /* p[idx .. idx+w) */
 LLVMValueRef em_load(em_t *e, LLVMValueRef p, LLVMValueRef idx, int w);
 void em_store(em_t *e, LLVMValueRef p, LLVMValueRef idx, LLVMValueRef v, int w);
+/* A vector store past the caches (non-temporal), for data not read again
+ * soon: p + idx must be aligned to the vector (4 w bytes), and the kernel
+ * ends with em_store_fence before another thread may read it. */
+void em_store_stream(em_t *e, LLVMValueRef p, LLVMValueRef idx, LLVMValueRef v, int w);
+void em_store_fence(em_t *e);
 LLVMValueRef em_load_i32(em_t *e, LLVMValueRef p, LLVMValueRef idx);
 /* bf16 storage (p's idx-th 16-bit element): a load widened to f32 (a shift:
  * exact), and a store rounded to nearest even (NaN stays NaN) */

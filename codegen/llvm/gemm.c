@@ -44,6 +44,17 @@ static void panel_store(em_t *e, LLVMValueRef P, lrc_wstore store, LLVMValueRef 
     else em_store(e, P, idx, v, w);
 }
 
+/* A whole vector of a full panel, aligned (the panels are whole vectors
+ * from a 64-byte aligned buffer): f32 panels are written past the caches.
+ * All of a step's weights are packed before its first GEMM, 168 MB twice
+ * for the 60m model, so none would still be cached when read; storing
+ * through the caches read every line before overwriting it. */
+static void panel_store_full(em_t *e, LLVMValueRef P, lrc_wstore store, LLVMValueRef idx, LLVMValueRef v, int w)
+{
+    if (store == LRC_WSTORE_F32) em_store_stream(e, P, idx, v, w);
+    else panel_store(e, P, store, idx, v, w);
+}
+
 /* P + byte offset `at` as a pointer to t (a vector of w lanes when w > 1) */
 static LLVMValueRef byte_ptr(em_t *e, LLVMValueRef P, LLVMValueRef at, LLVMTypeRef t, int w)
 {
@@ -137,8 +148,8 @@ static void pack_full_panels(kgen *k, const lrc_extra_buf *xb, LLVMValueRef p0, 
     if (xb->transposed) {
         LLVMValueRef kk = em_for_begin(e, &lk, em_i64(e, 0), em_i64(e, K));
         for (int64_t v = 0; v < NR; v += VEC)
-            panel_store(e, P, xb->store, em_iadd(e, base, em_iadd(e, em_imul(e, kk, em_i64(e, NR)), em_i64(e, v))),
-                     em_load(e, W, em_iadd(e, em_imul(e, kk, em_i64(e, N)), em_iadd(e, n0, em_i64(e, v))), VEC), VEC);
+            panel_store_full(e, P, xb->store, em_iadd(e, base, em_iadd(e, em_imul(e, kk, em_i64(e, NR)), em_i64(e, v))),
+                             em_load(e, W, em_iadd(e, em_imul(e, kk, em_i64(e, N)), em_iadd(e, n0, em_i64(e, v))), VEC), VEC);
         em_for_end(e, &lk, em_i64(e, 1));
     } else if (NR % VEC == 0 && KV > 0) {
         /* VEC x VEC tiles: VEC rows' vectors along k, transposed in registers,
@@ -150,7 +161,7 @@ static void pack_full_panels(kgen *k, const lrc_extra_buf *xb, LLVMValueRef p0, 
                 t[i] = em_load(e, W, em_iadd(e, em_imul(e, em_iadd(e, n0, em_i64(e, v + i)), em_i64(e, K)), kk), VEC);
             transpose_square(e, t, VEC);
             for (int i = 0; i < VEC; i++)
-                panel_store(e, P, xb->store, em_iadd(e, base, em_iadd(e, em_imul(e, em_iadd(e, kk, em_i64(e, i)), em_i64(e, NR)), em_i64(e, v))), t[i], VEC);
+                panel_store_full(e, P, xb->store, em_iadd(e, base, em_iadd(e, em_imul(e, em_iadd(e, kk, em_i64(e, i)), em_i64(e, NR)), em_i64(e, v))), t[i], VEC);
         }
         em_for_end(e, &lk, em_i64(e, VEC));
         if (KV < K) { /* the last K % VEC columns one float at a time */
@@ -264,6 +275,7 @@ void kg_gemm_pack(kgen *k)
     em_for_end(e, &lj, em_i64(e, 1));
     em_for_end(e, &lk, em_i64(e, 1));
     em_for_end(e, &lp, em_i64(e, 1));
+    em_store_fence(e); /* the streamed panels visible before the pool reports the kernel done */
 }
 
 /* One MR x NR tile at rows i0.., panel columns p0..; `edge` tiles clamp rows

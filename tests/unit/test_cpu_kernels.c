@@ -713,6 +713,10 @@ int main(void)
         {"loss_head", b_loss_head, {1, 1, 0, 3, 1}},
         {"loss_head", b_loss_head, {2, 125, 0, 40, 90}}, /* 250 rows: four row blocks, not three */
         {"loss_head", b_loss_head, {1, 150, 1, 300, 700}},
+        /* attention gradients with a head of 40 (two vectors of 8 or one of 16 and a tail) over rows
+         * in padded blocks of keys; and grouped heads with a window */
+        {"attention_grad", b_attention_grad, {1, 37, 2, 40, 0}},
+        {"attention_grad_ext", b_attention_grad_ext, {1, 70, 4, 40, 2}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(cases[i].name, cases[i].fn, cases[i].d, 1000 + i);
     printf("%d passed, %d failed\n", passed, failed);
