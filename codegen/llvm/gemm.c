@@ -46,9 +46,11 @@ static void panel_store(em_t *e, LLVMValueRef P, lrc_wstore store, LLVMValueRef 
 
 /* A whole vector of a full panel, aligned (the panels are whole vectors
  * from a 64-byte aligned buffer): f32 panels are written past the caches.
- * All of a step's weights are packed before its first GEMM, 168 MB twice
- * for the 60m model, so none would still be cached when read; storing
- * through the caches read every line before overwriting it. */
+ * In a training step every weight is packed before the first GEMM, twice
+ * (168 MB each time for the 60m model), so little of it would still be
+ * cached when read, and a store through the caches reads each line before
+ * overwriting it: the step's packing took 28 ms instead of 48. (matmul_tn's
+ * X, packed right before its GEMM, measured no slower to read.) */
 static void panel_store_full(em_t *e, LLVMValueRef P, lrc_wstore store, LLVMValueRef idx, LLVMValueRef v, int w)
 {
     if (store == LRC_WSTORE_F32) em_store_stream(e, P, idx, v, w);
