@@ -609,11 +609,10 @@ void kg_gemm(kgen *k)
     /* matmul_tn's X, dy^T: the item's rows of the block copied tile by tile
      * into one stream (dW's GEMMs of the 60m step took 347 ms instead of
      * 374-413 ms: in dy a tile's rows at successive kk lie M floats apart) */
-    bool pack_a = gs.a_trans; /* always: micro_tile reads a transposed X only packed */
-    assert(t->vec >= t->mr); /* pack_a_block's one vector per kk */
+    assert(t->vec >= t->mr); /* pack_a_block's one vector per kk; micro_tile reads a transposed X only so */
     int a_tiles = (int)((t->mc + gs.mr - 1) / gs.mr);
     LLVMValueRef A = NULL;
-    if (pack_a) {
+    if (gs.a_trans) {
         A = LLVMBuildBitCast(e->b, em_alloca(e, LLVMArrayType(e->f32, (unsigned)(a_tiles * KB * gs.mr + t->vec)), "a_packed"),
                              LLVMPointerType(e->f32, 0), "");
         pack_a_block(e, X, A, &kb, m0, m1, M, gs.mr, a_tiles, KB, t->vec);
@@ -626,7 +625,7 @@ void kg_gemm(kgen *k)
                                   LLVMBuildSDiv(e->b, LLVMBuildSub(e->b, p0, n0, ""), em_i64(e, NRT), ""));
         kb.at = em_imul(e, ti, em_i64(e, (int64_t)gs.mr * NRT * gs.n));
     }
-    if (pack_a)
+    if (gs.a_trans)
         kb.a_at = LLVMBuildSub(e->b, em_imul(e, LLVMBuildSDiv(e->b, LLVMBuildSub(e->b, i0, m0, ""), em_i64(e, gs.mr), ""), em_i64(e, KB * gs.mr)),
                                em_imul(e, kb.k0, em_i64(e, gs.mr)), "");
     LLVMValueRef full = LLVMBuildAnd(e->b,
@@ -637,10 +636,10 @@ void kg_gemm(kgen *k)
     LLVMBasicBlockRef bd = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "tile_done");
     LLVMBuildCondBr(e->b, full, bf, be);
     LLVMPositionBuilderAtEnd(e->b, bf);
-    micro_tile(k, pack_a ? A : X, widen ? &gw : &gs, &kb, i0, p0, m1, n1, M, N, K, acc, false);
+    micro_tile(k, gs.a_trans ? A : X, widen ? &gw : &gs, &kb, i0, p0, m1, n1, M, N, K, acc, false);
     LLVMBuildBr(e->b, bd);
     LLVMPositionBuilderAtEnd(e->b, be);
-    micro_tile(k, pack_a ? A : X, widen ? &gw : &gs, &kb, i0, p0, m1, n1, M, N, K, acc, true);
+    micro_tile(k, gs.a_trans ? A : X, widen ? &gw : &gs, &kb, i0, p0, m1, n1, M, N, K, acc, true);
     LLVMBuildBr(e->b, bd);
     LLVMPositionBuilderAtEnd(e->b, bd);
     em_for_end(e, &lm, em_i64(e, gs.mr));
