@@ -44,10 +44,25 @@ typedef struct lrc_gemm_tiling {
     int vec;    /* floats per vector register */
     int nv;     /* vectors per micro-tile row: NR = vec * nv */
     int mc, nc; /* rows and columns of one work item (multiples of mr and NR) */
+    int mc_wide; /* rows of an item whose second operand comes from beyond L2 each
+                    item (lrc_gemm_item_rows), a multiple of mr */
     int kc;     /* inner length a tile sums in one pass at most: longer sums run in
                    blocks, the partial sums kept in the work item's MC x NC buffer */
     lrc_wstore w_store; /* constant weights' panels (lrc compile --weights-dtype); others are f32 */
 } lrc_gemm_tiling; /* vec 0: no packing, a GEMM library takes W as it is (codegen/cuda) */
+
+/* Rows of a work item of GEMM op over a second operand of N columns and
+ * inner size K. An item reads its columns' panels once per block of K, so
+ * taller items read them fewer times: where the panels outgrow the caches
+ * (an LM head's dX over a 32000-row weight: 131 MB) or are packed anew each
+ * run (dW's matmul_tn, whose X is an activation), 4x the rows ran the 60m
+ * step's GEMMs 8-18% faster on an AVX-512 Xeon (bench/README.md). Elsewhere
+ * the panels stay in L2 between items and shorter items share out better. */
+static inline int64_t lrc_gemm_item_rows(const lrc_gemm_tiling *t, bool a_trans, int64_t N, int64_t K)
+{
+    bool streamed = N * K * 4 > ((int64_t)16 << 20) && K > t->kc;
+    return a_trans || streamed ? t->mc_wide : t->mc;
+}
 
 /* The row blocks (work items) of an LM head's GEMM with its loss (fuse
  * rule 8), each all the vocabulary: at most mc rows, an even count, so that

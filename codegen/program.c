@@ -12,6 +12,14 @@
 
 static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
 static int64_t rows_of(const lrc_shape *s) { return lrc_shape_numel(s) / (last_dim(s) ? last_dim(s) : 1); }
+
+/* GEMM node a's rows per work item, as codegen/llvm/gemm.c tiles them */
+static int64_t gemm_item_rows(const lrc_graph *g, const lrc_node *a, const lrc_gemm_tiling *t)
+{
+    int64_t cols, K;
+    lrc_gemm_dims(g, a, &cols, &K);
+    return lrc_gemm_item_rows(t, a->op == LRC_OP_MATMUL_TN, last_dim(&a->shape), K);
+}
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 int lrc_program_packed_of(const lrc_program *p, int w, int panel, bool transposed)
@@ -334,7 +342,7 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
         if (lrc_op_table[a->op].bytes != LRC_BYTES_ALL) k->bytes = lrc_node_bytes(g, a);
         switch (gr->kind) {
         case LRC_GROUP_GEMM:
-            k->n_items = cdiv(rows_of(&a->shape), t.mc) * cdiv(last_dim(&a->shape), t.nc);
+            k->n_items = cdiv(rows_of(&a->shape), gemm_item_rows(g, a, &t)) * cdiv(last_dim(&a->shape), t.nc);
             if (lrc_group_is_loss_head(g, gr)) { /* a block of rows, all the columns: each row's statistics at hand */
                 assert(t.vec > 0); /* only the cpu target, which tiles its GEMMs, asks for fuse rule 8 */
                 k->n_items = lrc_loss_head_blocks(rows_of(&a->shape), t.mc);

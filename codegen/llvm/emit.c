@@ -143,6 +143,17 @@ void em_store_fence(em_t *e)
     LLVMBuildCall2(e->b, LLVMFunctionType(LLVMVoidTypeInContext(e->ctx), NULL, 0, 0), f, NULL, 0, "");
 }
 
+void em_prefetch(em_t *e, LLVMValueRef p, LLVMValueRef idx, bool write, int locality)
+{
+    const char *name = "llvm.prefetch";
+    LLVMTypeRef i8p = LLVMPointerType(LLVMInt8TypeInContext(e->ctx), 0);
+    LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->mod, LLVMLookupIntrinsicID(name, strlen(name)), &i8p, 1);
+    LLVMTypeRef params[4] = {i8p, e->i32, e->i32, e->i32};
+    LLVMValueRef args[4] = {LLVMBuildBitCast(e->b, em_gep(e, p, idx), i8p, ""), LLVMConstInt(e->i32, write, 0),
+                            LLVMConstInt(e->i32, (unsigned)locality, 0), LLVMConstInt(e->i32, 1, 0)}; /* 1: data */
+    LLVMBuildCall2(e->b, LLVMFunctionType(LLVMVoidTypeInContext(e->ctx), params, 4, 0), f, args, 4, "");
+}
+
 LLVMValueRef em_load_i32(em_t *e, LLVMValueRef p, LLVMValueRef idx)
 {
     LLVMValueRef q = LLVMBuildGEP2(e->b, e->i32, p, &idx, 1, "");
@@ -344,6 +355,13 @@ static LLVMValueRef reduce(em_t *e, LLVMValueRef v, int w, int is_max)
 
 LLVMValueRef em_hsum(em_t *e, LLVMValueRef v, int w) { return reduce(e, v, w, 0); }
 LLVMValueRef em_hmax(em_t *e, LLVMValueRef v, int w) { return reduce(e, v, w, 1); }
+
+LLVMValueRef em_lanes(em_t *e, LLVMValueRef v, int first, int n)
+{
+    LLVMValueRef idx[64];
+    for (int i = 0; i < n; i++) idx[i] = LLVMConstInt(e->i32, (unsigned long long)(first + i), 0);
+    return LLVMBuildShuffleVector(e->b, v, LLVMGetUndef(LLVMTypeOf(v)), LLVMConstVector(idx, (unsigned)n), "");
+}
 
 LLVMValueRef em_libm(em_t *e, const char *name, LLVMValueRef x, LLVMValueRef y)
 {

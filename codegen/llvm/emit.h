@@ -5,6 +5,7 @@
 #define LRC_LLVM_EMIT_H
 
 #include <llvm-c/Core.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct em {
@@ -43,6 +44,9 @@ void em_store(em_t *e, LLVMValueRef p, LLVMValueRef idx, LLVMValueRef v, int w);
  * ends with em_store_fence before another thread may read it. */
 void em_store_stream(em_t *e, LLVMValueRef p, LLVMValueRef idx, LLVMValueRef v, int w);
 void em_store_fence(em_t *e);
+/* A hint that p[idx] (f32) will be read (write: written) soon, into L1
+ * (locality 3) or L2 (2); never faults */
+void em_prefetch(em_t *e, LLVMValueRef p, LLVMValueRef idx, bool write, int locality);
 LLVMValueRef em_load_i32(em_t *e, LLVMValueRef p, LLVMValueRef idx);
 /* bf16 storage (p's idx-th 16-bit element): a load widened to f32 (a shift:
  * exact), and a store rounded to nearest even (NaN stays NaN) */
@@ -77,6 +81,8 @@ void em_sigmoid_pair(em_t *e, LLVMValueRef x, int w, LLVMValueRef *s, LLVMValueR
 /* Horizontal sum / max of a vector (a fixed pairwise order). */
 LLVMValueRef em_hsum(em_t *e, LLVMValueRef v, int w);
 LLVMValueRef em_hmax(em_t *e, LLVMValueRef v, int w);
+/* Lanes [first, first + n) of v, a vector of n (n > 1) */
+LLVMValueRef em_lanes(em_t *e, LLVMValueRef v, int first, int n);
 /* A call to a libm double function (cold paths only): cos, sin, exp, log, pow. */
 LLVMValueRef em_libm(em_t *e, const char *name, LLVMValueRef x, LLVMValueRef y);
 /* Scalar precision changes and a double constant, for the double-precision
