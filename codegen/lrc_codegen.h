@@ -46,6 +46,7 @@ typedef struct lrc_gemm_tiling {
     int mc, nc; /* rows and columns of one work item (multiples of mr and NR) */
     int mc_wide; /* rows of an item whose second operand comes from beyond L2 each
                     item (lrc_gemm_item_rows), a multiple of mr */
+    int mc_min;  /* the fewest rows of an item, where mc or mc_wide leave too few items */
     int kc;     /* inner length a tile sums in one pass at most: longer sums run in
                    blocks, the partial sums kept in the work item's MC x NC buffer */
     lrc_wstore w_store; /* constant weights' panels (lrc compile --weights-dtype); others are f32 */
@@ -58,10 +59,16 @@ typedef struct lrc_gemm_tiling {
  * run (dW's matmul_tn, whose X is an activation), 4x the rows ran the 60m
  * step's GEMMs 8-18% faster on an AVX-512 Xeon (bench/README.md). Elsewhere
  * the panels stay in L2 between items and shorter items share out better. */
-static inline int64_t lrc_gemm_item_rows(const lrc_gemm_tiling *t, bool a_trans, int64_t N, int64_t K)
+#define LRC_GEMM_MIN_ITEMS 4
+static inline int64_t lrc_gemm_item_rows(const lrc_gemm_tiling *t, bool a_trans, int64_t M, int64_t N, int64_t K)
 {
     bool streamed = N * K * 4 > ((int64_t)16 << 20) && K > t->kc;
-    return a_trans || streamed ? t->mc_wide : t->mc;
+    int64_t rows = a_trans || streamed ? t->mc_wide : t->mc, col_blocks = (N + t->nc - 1) / t->nc;
+    /* halved, down to mc_min, while the items are too few for the threads
+     * to share (the small preset's 128 x 128 dW in one item of 384 rows
+     * left one of two threads idle: its step 158 -> 171 ms) */
+    while (rows / 2 >= t->mc_min && (rows / 2) % t->mr == 0 && (M + rows - 1) / rows * col_blocks < LRC_GEMM_MIN_ITEMS) rows /= 2;
+    return rows;
 }
 
 /* The row blocks (work items) of an LM head's GEMM with its loss (fuse

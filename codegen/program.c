@@ -18,7 +18,7 @@ static int64_t gemm_item_rows(const lrc_graph *g, const lrc_node *a, const lrc_g
 {
     int64_t cols, K;
     lrc_gemm_dims(g, a, &cols, &K);
-    return lrc_gemm_item_rows(t, a->op == LRC_OP_MATMUL_TN, last_dim(&a->shape), K);
+    return lrc_gemm_item_rows(t, a->op == LRC_OP_MATMUL_TN, rows_of(&a->shape), last_dim(&a->shape), K);
 }
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

@@ -577,7 +577,7 @@ void kg_gemm(kgen *k)
     lrc_gemm_dims(k->g, a, &cols, &K);
     (void)cols; /* the output's last axis, as N below */
     gemm_shape gs = tile_shape(k, M);
-    int64_t mc = gs.head ? t->mc : lrc_gemm_item_rows(t, gs.a_trans, N, K);
+    int64_t mc = gs.head ? t->mc : lrc_gemm_item_rows(t, gs.a_trans, M, N, K);
     int64_t NR = gs.NR, NRT = NR * gs.np, n_nb = (N + t->nc - 1) / t->nc;
     /* Many rows over q8 panels: each panel widened to f32 once per work
      * item, into a copy that stays in L2 while every row tile of the item

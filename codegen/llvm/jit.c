@@ -70,8 +70,8 @@ int lrc_llvm_target_host(lrc_llvm_target *t, lrc_err *err)
      * and its partial sums (as much) in the 2 MB L2 of the AVX-512 Xeons,
      * where 192 rows ran the 60m step's GEMMs in 961-968 ms against 1045 at
      * 96 and 995-1005 at 288-384; AVX2's EPYCs have 512 KB */
-    t->tiling = avx512 ? (lrc_gemm_tiling){.mr = 12, .vec = 16, .nv = 2, .mc = 192, .mc_wide = 384, .nc = 256, .kc = 256}
-                       : (lrc_gemm_tiling){.mr = 6, .vec = 8, .nv = 2, .mc = 96, .mc_wide = 96, .nc = 256, .kc = 256};
+    t->tiling = avx512 ? (lrc_gemm_tiling){.mr = 12, .vec = 16, .nv = 2, .mc = 192, .mc_wide = 384, .mc_min = 96, .nc = 256, .kc = 256}
+                       : (lrc_gemm_tiling){.mr = 6, .vec = 8, .nv = 2, .mc = 96, .mc_wide = 96, .mc_min = 96, .nc = 256, .kc = 256};
     return LRC_OK;
 }
 
