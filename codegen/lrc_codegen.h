@@ -52,17 +52,23 @@ typedef struct lrc_gemm_tiling {
     lrc_wstore w_store; /* constant weights' panels (lrc compile --weights-dtype); others are f32 */
 } lrc_gemm_tiling; /* vec 0: no packing, a GEMM library takes W as it is (codegen/cuda) */
 
+/* Whether a GEMM's packed second operand (N columns, inner size K, f32)
+ * outgrows the caches, so that each pass over it comes from memory (an LM
+ * head's 32000 x 512 weight) */
+static inline bool lrc_gemm_panels_past_caches(int64_t N, int64_t K) { return N * K * 4 > ((int64_t)16 << 20); }
+
 /* Rows of a work item of GEMM op over a second operand of N columns and
  * inner size K. An item reads its columns' panels once per block of K, so
- * taller items read them fewer times: where the panels outgrow the caches
- * (an LM head's dX over a 32000-row weight: 131 MB) or are packed anew each
- * run (dW's matmul_tn, whose X is an activation), 4x the rows ran the 60m
- * step's GEMMs 8-18% faster on an AVX-512 Xeon (bench/README.md). Elsewhere
+ * taller items read them fewer times: where the panels come from memory (an
+ * LM head's dX) or are packed anew each run (dW's matmul_tn, whose X is an
+ * activation), 384 rows instead of 96 ran the 60m step's shapes 8-13%
+ * faster on an AVX-512 Xeon (lrc gemm-bench, alternated: 512x1376x1024
+ * matmul_tn 6.24 -> 5.71 ms, the head's dX 134.8 -> 116.8 ms). Elsewhere
  * the panels stay in L2 between items and shorter items share out better. */
 #define LRC_GEMM_MIN_ITEMS 4
 static inline int64_t lrc_gemm_item_rows(const lrc_gemm_tiling *t, bool a_trans, int64_t M, int64_t N, int64_t K)
 {
-    bool streamed = N * K * 4 > ((int64_t)16 << 20) && K > t->kc;
+    bool streamed = lrc_gemm_panels_past_caches(N, K) && K > t->kc;
     int64_t rows = a_trans || streamed ? t->mc_wide : t->mc, col_blocks = (N + t->nc - 1) / t->nc;
     /* halved, down to mc_min, while the items are too few for the threads
      * to share (the small preset's 128 x 128 dW in one item of 384 rows

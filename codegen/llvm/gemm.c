@@ -323,8 +323,9 @@ static void tile_sums_begin(em_t *e, const k_block *kb, LLVMValueRef *acc, int n
  * and outputs the size of the product) asked into L2 before the sums of
  * the tile's last block run, so that the epilogue does not wait for memory:
  * they are touched once, a line a vector per row, which no hardware
- * prefetcher foresees (the 60m step's GEMMs with epilogues at 185-250
- * GFLOP/s against 270-280 without). */
+ * prefetcher foresees (the 60m step's GEMMs with epilogues ran at 185-250
+ * GFLOP/s against 270-280 without; with this, 415 ms against 426, medians
+ * of 6 alternated runs). */
 static void tile_prefetch(kgen *k, const gemm_shape *gs, LLVMValueRef i0, LLVMValueRef p0, int64_t M, int64_t N)
 {
     em_t *e = k->e;
@@ -609,7 +610,7 @@ void kg_gemm(kgen *k)
      * even split). A weight too large for the caches (an LM head) is swept
      * the other way instead: each block of its panels read from memory once. */
     int64_t n_mb = (M + mc - 1) / mc;
-    bool w_major = N * K * 4 > ((int64_t)16 << 20);
+    bool w_major = lrc_gemm_panels_past_caches(N, K);
     LLVMValueRef mb = w_major ? LLVMBuildSRem(e->b, item, em_i64(e, n_mb), "") : LLVMBuildSDiv(e->b, item, em_i64(e, n_nb), "");
     LLVMValueRef nb = w_major ? LLVMBuildSDiv(e->b, item, em_i64(e, n_mb), "") : LLVMBuildSRem(e->b, item, em_i64(e, n_nb), "");
     if (gs.head) { /* an item is a block of rows: its column blocks in turn, then its rows' loss */

@@ -67,9 +67,10 @@ int lrc_llvm_target_host(lrc_llvm_target *t, lrc_err *err)
     t->vec = 8;
     bool avx512 = strstr(t->features, "+avx512f") && strstr(t->features, "+avx512vl");
     /* mc and mc_wide: an item's rows of X (a block of kc: 192 or 384 KB)
-     * and its partial sums (as much) in the 2 MB L2 of the AVX-512 Xeons,
-     * where 192 rows ran the 60m step's GEMMs in 961-968 ms against 1045 at
-     * 96 and 995-1005 at 288-384; AVX2's EPYCs have 512 KB */
+     * and its partial sums (as much) in the 2 MB L2 of the AVX-512 Xeons.
+     * mc 192 against 96 there: the 60m step's GEMMs 961-968 ms against
+     * 995-1045 in two alternated runs, level in a third, the shapes alone
+     * 1-3% faster. AVX2's EPYCs have 512 KB. */
     t->tiling = avx512 ? (lrc_gemm_tiling){.mr = 12, .vec = 16, .nv = 2, .mc = 192, .mc_wide = 384, .mc_min = 96, .nc = 256, .kc = 256}
                        : (lrc_gemm_tiling){.mr = 6, .vec = 8, .nv = 2, .mc = 96, .mc_wide = 96, .mc_min = 96, .nc = 256, .kc = 256};
     return LRC_OK;
