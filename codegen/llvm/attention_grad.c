@@ -314,11 +314,12 @@ void kg_attention_grad(kgen *k)
     /* The GEMM tiling's vectors (16 floats with AVX-512), where the other
      * kernels take 8: steps 1 and 3 are mostly FMAs, and on a Xeon (family
      * 6, model 207) the 60m step's attention gradients took 44 ms instead of
-     * 50 with them. (Every kernel at 16 floats, or the cross-entropy too,
-     * moved a LayerRoPE gradient past its test's tolerance against PyTorch:
-     * sums in another order.) */
+     * 50 with them. (Every kernel at 16 floats, or the cross-entropy with
+     * its sums in 16 lanes, moved a LayerRoPE gradient past its test's
+     * tolerance against PyTorch: sums in another order. kg_row_logsumexp
+     * takes 16-float exponentials but keeps the 8-lane sums.) */
     int vec_other = k->vec;
-    if (k->p->tiling.vec > k->vec) k->vec = k->p->tiling.vec;
+    k->vec = kg_wide_vec(k);
     const lrc_node *a = &k->g->nodes[k->gr->anchor];
     const lrc_shape *qs = &k->g->nodes[a->in[0]].shape;
     int64_t T = qs->dim[1], H = qs->dim[2], D = qs->dim[3], Hkv = k->g->nodes[a->in[1]].shape.dim[2], G = H / Hkv;

@@ -94,19 +94,15 @@ void kg_softmax_grad(kgen *k, const lrc_node *n)
     em_for_end(e, &lr, em_i64(e, 1));
 }
 
-/* The width the cross-entropy computes its exponentials at: the GEMM
- * tiling's (16 floats on AVX-512), half the instructions of 8 (its forward
- * and gradient over the 60m step's logits: 28.9 -> 24.3 ms). Each element's
- * value is the same at any width. */
-static int ce_width(const kgen *k) { return k->p->tiling.vec > k->vec ? k->p->tiling.vec : k->vec; }
-
 /* The max and the sum of exp(x - max) of a row of V logits, vectorised
  * (f32 exponentials, the sum in f32 vectors then in double): what the loss
  * and its gradient need, without V calls to libm. */
 void kg_row_logsumexp(kgen *k, LLVMValueRef X, LLVMValueRef base, int64_t V, LLVMValueRef *max_out, LLVMValueRef *sum_out)
 {
     em_t *e = k->e;
-    int vec = k->vec, wide = ce_width(k);
+    /* exponentials at the wide width (the 60m step's loss and its gradient:
+     * 28.9 -> 24.3 ms), their sums in the vec-wide order */
+    int vec = k->vec, wide = kg_wide_vec(k);
     int64_t wend = V / wide * wide, vend = V / vec * vec;
     LLVMTypeRef vt = em_vty(e, vec), wt = em_vty(e, wide);
     LLVMValueRef mw = em_alloca(e, wt, "lse_max"), ms = em_alloca(e, e->f32, "lse_maxs");
@@ -162,7 +158,7 @@ void kg_ce_grad_row(kgen *k, LLVMValueRef X, LLVMValueRef O, LLVMValueRef Y, LLV
                     LLVMValueRef nused)
 {
     em_t *e = k->e;
-    int vec = ce_width(k); /* elementwise: the same values at any width */
+    int vec = kg_wide_vec(k); /* elementwise: the same values at any width */
     int64_t vend = V / vec * vec;
     em_loop l;
     LLVMValueRef base = em_imul(e, r, em_i64(e, V));
