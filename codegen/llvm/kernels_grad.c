@@ -94,15 +94,15 @@ void kg_softmax_grad(kgen *k, const lrc_node *n)
     em_for_end(e, &lr, em_i64(e, 1));
 }
 
-/* The max and the sum of exp(x - max) of a row of V logits, vectorised
- * (f32 exponentials, the sum in f32 vectors then in double): what the loss
- * and its gradient need, without V calls to libm. */
 /* Floats ahead of a pass over a row of logits that the loss's loops ask
  * the memory for: the 131 MB of an LM head's logits come from memory, and a
  * core's own misses in flight did not cover its latency. A prefetch past
  * the buffer's end is harmless (it never faults). */
 #define ROW_PREFETCH 256
 
+/* The max and the sum of exp(x - max) of a row of V logits, vectorised
+ * (f32 exponentials, the sum in f32 vectors then in double): what the loss
+ * and its gradient need, without V calls to libm. */
 void kg_row_logsumexp(kgen *k, LLVMValueRef X, LLVMValueRef base, int64_t V, LLVMValueRef *max_out, LLVMValueRef *sum_out)
 {
     em_t *e = k->e;
