@@ -62,10 +62,10 @@ void kg_gather_grad(kgen *k, const lrc_node *n);
 void kg_expert_matmul(kgen *k, const lrc_node *n);
 void kg_expert_matmul_tn(kgen *k, const lrc_node *n);
 LLVMValueRef kg_topk_order_fn(em_t *e);
-/* max and sum of exp(x - max) over a row of V floats at X + base (vectorised). */
 /* The GEMM tiling's vector width where it is wider than k->vec (16 floats
  * with AVX-512 against 8): for kernels whose values do not depend on it */
 static inline int kg_wide_vec(const kgen *k) { return k->p->tiling.vec > k->vec ? k->p->tiling.vec : k->vec; }
+/* max and sum of exp(x - max) over a row of V floats at X + base (vectorised). */
 void kg_row_logsumexp(kgen *k, LLVMValueRef X, LLVMValueRef base, int64_t V, LLVMValueRef *max_out, LLVMValueRef *sum_out);
 /* The cpu cross-entropy's pieces, which its kernels and an LM head's fused
  * one (fuse rule 8) share. Row r of logits x [.., V]: its statistics into
