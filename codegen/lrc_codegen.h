@@ -66,10 +66,15 @@ static inline bool lrc_gemm_panels_past_caches(int64_t N, int64_t K) { return N 
  * matmul_tn 6.24 -> 5.71 ms, the head's dX 134.8 -> 116.8 ms). Elsewhere
  * the panels stay in L2 between items and shorter items share out better. */
 #define LRC_GEMM_MIN_ITEMS 4
+/* Columns of a work item: dW's (matmul_tn) twice nc, since each item packs
+ * its rows of dy anew per block of K and fewer column blocks pack them
+ * fewer times (a 4096 x 512 x 1024 dW, one thread: 136.5 -> 143.6 GFLOP/s
+ * at best of six alternated runs). */
+static inline int64_t lrc_gemm_item_cols(const lrc_gemm_tiling *t, bool a_trans) { return a_trans ? 2 * t->nc : t->nc; }
 static inline int64_t lrc_gemm_item_rows(const lrc_gemm_tiling *t, bool a_trans, int64_t M, int64_t N, int64_t K)
 {
     bool streamed = lrc_gemm_panels_past_caches(N, K) && K > t->kc;
-    int64_t rows = a_trans || streamed ? t->mc_wide : t->mc, col_blocks = (N + t->nc - 1) / t->nc;
+    int64_t rows = a_trans || streamed ? t->mc_wide : t->mc, col_blocks = (N + lrc_gemm_item_cols(t, a_trans) - 1) / lrc_gemm_item_cols(t, a_trans);
     /* halved, down to mc_min, while the items are too few for the threads
      * to share (the small preset's 128 x 128 dW in one item of 384 rows
      * left one of two threads idle: its step 158 -> 171 ms) */

@@ -342,7 +342,7 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
         if (lrc_op_table[a->op].bytes != LRC_BYTES_ALL) k->bytes = lrc_node_bytes(g, a);
         switch (gr->kind) {
         case LRC_GROUP_GEMM:
-            k->n_items = cdiv(rows_of(&a->shape), gemm_item_rows(g, a, &t)) * cdiv(last_dim(&a->shape), t.nc);
+            k->n_items = cdiv(rows_of(&a->shape), gemm_item_rows(g, a, &t)) * cdiv(last_dim(&a->shape), lrc_gemm_item_cols(&t, a->op == LRC_OP_MATMUL_TN));
             if (lrc_group_is_loss_head(g, gr)) { /* a block of rows, all the columns: each row's statistics at hand */
                 assert(t.vec > 0); /* only the cpu target, which tiles its GEMMs, asks for fuse rule 8 */
                 k->n_items = lrc_loss_head_blocks(rows_of(&a->shape), t.mc);

@@ -719,10 +719,13 @@ int main(void)
         {"attention_grad_ext", b_attention_grad_ext, {1, 70, 4, 40, 2}},
         /* an item's rows (lrc_gemm_item_rows): dW over 800 rows and one column block, where mc_wide
          * leaves 3 items and is halved; dx over a 16.8 MB weight (past the caches), 100 rows in one
-         * item; and dW over 800 rows and three column blocks, items of mc_wide rows */
+         * item; and dW over 800 rows and two column blocks (of 2 nc at most, lrc_gemm_item_cols), items
+         * of mc_wide rows */
         {"gemm_grads", b_gemm_grads, {1, 300, 800, 40, 0}},
         {"gemm_grads", b_gemm_grads, {1, 100, 4200, 1000, 0}},
         {"gemm_grads", b_gemm_grads, {1, 300, 800, 600, 0}},
+        /* dW of 1100 columns in three column blocks, the last partial, over two blocks of K */
+        {"gemm_grads", b_gemm_grads, {2, 150, 200, 1100, 0}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(cases[i].name, cases[i].fn, cases[i].d, 1000 + i);
     printf("%d passed, %d failed\n", passed, failed);
