@@ -43,7 +43,7 @@ typedef struct lrc_gemm_tiling {
     int mr;     /* rows of the micro-tile */
     int vec;    /* floats per vector register */
     int nv;     /* vectors per micro-tile row: NR = vec * nv */
-    int mc, nc; /* rows and columns of one work item (multiples of mr and NR) */
+    int mc, nc; /* rows and columns of one work item (multiples of mr and NR; dW's 2 nc, lrc_gemm_item_cols) */
     int mc_wide; /* rows of an item whose second operand comes from beyond L2 each
                     item (lrc_gemm_item_rows), a multiple of mr */
     int mc_min;  /* the fewest rows of an item, where mc or mc_wide leave too few items */

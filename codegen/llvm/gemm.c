@@ -5,10 +5,10 @@
  * micro-kernel streams one contiguous panel while MR rows of
  * X are broadcast from L1/L2; MR x NR accumulators stay in vector registers
  * for the whole K loop, or for one block of at most KC of it when K is
- * longer (the partial sums wait in the work item's buffer): a block of a
- * panel then fits L1 while the item's row tiles read it. A work item is a
- * block of at most MC rows by NC columns, the rows and panels shared out
- * evenly: the X block stays in L2 while the panels of the block pass. */
+ * longer (the partial sums wait in the work item's buffer): a row tile's
+ * block of X then stays in L1 while the item's panels pass it from L2. A
+ * work item is a block of at most MC rows by NC columns (dW's 2 NC), the
+ * rows and panels shared out evenly. */
 #include "kgen.h"
 
 #include <assert.h>
@@ -627,9 +627,9 @@ void kg_gemm(kgen *k)
     if (gs.head) nb = em_for_begin(e, &lnb, em_i64(e, 0), em_i64(e, n_nb));
     LLVMValueRef n0 = split_at(e, nb, n_nb, (N + NRT - 1) / NRT, NRT, N), n1 = split_at(e, em_iadd(e, nb, em_i64(e, 1)), n_nb, (N + NRT - 1) / NRT, NRT, N);
     /* Sums longer than kc run in blocks of at most kc (as even as they
-     * come), block by block over the whole item: a block of a panel stays
-     * in L1 while the item's row tiles read it, and a block of X rows in L2
-     * while its panels pass. The sums' order, and so their values, are the
+     * come), block by block over the whole item: a row tile's block of X
+     * stays in L1 while the item's panels pass, and the item's panels' block
+     * in L2 while its row tiles read it. The sums' order, and so their values, are the
      * blocked form's as the unblocked's. (widen's copy is of a whole panel:
      * a q8 weight's GEMM runs unblocked.) */
     int64_t n_kb = widen || K <= t->kc ? 1 : (K + t->kc - 1) / t->kc, KB = (K + n_kb - 1) / n_kb;
@@ -670,7 +670,7 @@ void kg_gemm(kgen *k)
         p0 = em_for_begin(e, &lp, n0, n1);
     } else {
         p0 = em_for_begin(e, &lp, n0, n1);
-        if (widen) widen_panel(e, &gs, gw.P, p0, K, t->vec);
+        widen_panel(e, &gs, gw.P, p0, K, t->vec);
         i0 = em_for_begin(e, &lm, m0, m1);
     }
     if (n_kb > 1) { /* tile (i0 - m0) / mr, (p0 - n0) / NRT of the item's, MR x NRT x matmuls sums each */
