@@ -74,7 +74,7 @@ static inline int64_t lrc_gemm_item_cols(const lrc_gemm_tiling *t, bool a_trans)
 static inline int64_t lrc_gemm_item_rows(const lrc_gemm_tiling *t, bool a_trans, int64_t M, int64_t N, int64_t K)
 {
     bool streamed = lrc_gemm_panels_past_caches(N, K) && K > t->kc;
-    int64_t rows = a_trans || streamed ? t->mc_wide : t->mc, col_blocks = (N + lrc_gemm_item_cols(t, a_trans) - 1) / lrc_gemm_item_cols(t, a_trans);
+    int64_t rows = a_trans || streamed ? t->mc_wide : t->mc, cols = lrc_gemm_item_cols(t, a_trans), col_blocks = (N + cols - 1) / cols;
     /* halved, down to mc_min, while the items are too few for the threads
      * to share (the small preset's 128 x 128 dW in one item of 384 rows
      * left one of two threads idle: its step 158 -> 171 ms) */

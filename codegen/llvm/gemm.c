@@ -663,15 +663,14 @@ void kg_gemm(kgen *k)
      * fall in two of L1's sets, which the panel's lines fill too (the 60m
      * step's GEMMs 1039 against 1085 ms, medians of 8 alternated runs).
      * A q8 panel widened per item is the exception: it is read per tile. */
-    bool rows_out = !widen;
     LLVMValueRef p0, i0;
-    if (rows_out) {
-        i0 = em_for_begin(e, &lm, m0, m1);
-        p0 = em_for_begin(e, &lp, n0, n1);
-    } else {
+    if (widen) {
         p0 = em_for_begin(e, &lp, n0, n1);
         widen_panel(e, &gs, gw.P, p0, K, t->vec);
         i0 = em_for_begin(e, &lm, m0, m1);
+    } else {
+        i0 = em_for_begin(e, &lm, m0, m1);
+        p0 = em_for_begin(e, &lp, n0, n1);
     }
     if (n_kb > 1) { /* tile (i0 - m0) / mr, (p0 - n0) / NRT of the item's, MR x NRT x matmuls sums each */
         LLVMValueRef ti = em_iadd(e, em_imul(e, LLVMBuildSDiv(e->b, LLVMBuildSub(e->b, i0, m0, ""), em_i64(e, gs.mr), ""), em_i64(e, nc / NRT)),
@@ -695,12 +694,12 @@ void kg_gemm(kgen *k)
     micro_tile(k, gs.a_trans ? A : X, widen ? &gw : &gs, &kb, i0, p0, m1, n1, M, N, K, acc, true);
     LLVMBuildBr(e->b, bd);
     LLVMPositionBuilderAtEnd(e->b, bd);
-    if (rows_out) {
-        em_for_end(e, &lp, em_i64(e, NRT));
+    if (widen) {
         em_for_end(e, &lm, em_i64(e, gs.mr));
+        em_for_end(e, &lp, em_i64(e, NRT));
     } else {
-        em_for_end(e, &lm, em_i64(e, gs.mr));
         em_for_end(e, &lp, em_i64(e, NRT));
+        em_for_end(e, &lm, em_i64(e, gs.mr));
     }
     if (n_kb > 1) em_for_end(e, &lkb, em_i64(e, 1));
     if (gs.head) {
