@@ -136,6 +136,9 @@ typedef struct lrc_kernel_desc {
     int n_args;
     int *args;       /* buffer ids: node ids, or n_nodes + i for extra buffer i */
     int64_t n_items; /* parallel work items */
+    /* Whether each item writes only its own outputs, so that any split of
+     * the items over threads gives the same values (runtime: a stealing run) */
+    bool any_split;
     double flops, bytes;
     /* The kernel whose code this launch runs: kernels with the same
      * structure (ops, attributes, shapes, argument layout) share one

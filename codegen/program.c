@@ -314,6 +314,7 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
                 add_arg(k, w);
                 add_arg(k, g->n_nodes + packed[m]);
                 k->n_items = cdiv(N, panel);
+                k->any_split = true; /* an item a panel */
                 k->bytes = 2 * buf_bytes(g, w);
             }
         }
@@ -343,17 +344,21 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
         switch (gr->kind) {
         case LRC_GROUP_GEMM:
             k->n_items = cdiv(rows_of(&a->shape), gemm_item_rows(g, a, &t)) * cdiv(last_dim(&a->shape), lrc_gemm_item_cols(&t, a->op == LRC_OP_MATMUL_TN));
+            k->any_split = true; /* an item a block of the output (its sums whole in it) */
             if (lrc_group_is_loss_head(g, gr)) { /* a block of rows, all the columns: each row's statistics at hand */
                 assert(t.vec > 0); /* only the cpu target, which tiles its GEMMs, asks for fuse rule 8 */
                 k->n_items = lrc_loss_head_blocks(rows_of(&a->shape), t.mc);
+                k->any_split = false; /* the loss combines the chunks' partial sums */
                 add_scratch(p, k, g, gr->anchor, 8 * LRC_CE_STATS * rows_of(&a->shape) + 64);
             }
             break;
         case LRC_GROUP_ATTENTION: /* (batch, head); decoding: (batch, key-value head), the cache rows it writes */
             k->n_items = a->shape.dim[0] * (a->op == LRC_OP_KV_ATTENTION ? g->nodes[a->in[1]].shape.dim[2] : a->shape.dim[2]);
+            k->any_split = true; /* an item's rows of the output (and cache) its own */
             break;
         case LRC_GROUP_OPAQUE:
             k->n_items = opaque_items(g, a);
+            k->any_split = items_of[a->op] == HEADS; /* an item owns its heads' rows of every output */
             if (a->op == LRC_OP_CROSS_ENTROPY && t.vec > 0) add_scratch(p, k, g, gr->anchor, 8 * LRC_CE_STATS * k->n_items + 64);
             if (a->op == LRC_OP_CROSS_ENTROPY_GRAD && t.vec > 0) share_loss_stats(p, k, g, a);
             break;

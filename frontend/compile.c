@@ -77,6 +77,7 @@ static int build_plan(lrc_compiled *c, lrc_err *err)
         memcpy(l->args, k->args, (size_t)k->n_args * sizeof(int));
         l->n_items = k->n_items;
         l->once = k->once;
+        l->steal = k->any_split;
         l->loop_to = k->loop_to;
         if (k->loop_to >= 0) l->symbol[0] = 0; /* no kernel */
         l->flops = k->flops;

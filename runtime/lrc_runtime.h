@@ -101,6 +101,12 @@ typedef void (*lrc_task_fn)(void *ctx, int64_t begin, int64_t end, int thread);
  * from inside fn, or from two threads at once, is a bug (it aborts with a
  * message rather than deadlocking). Use one pool per calling thread. */
 void lrc_pool_run(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items);
+/* lrc_pool_run for tasks whose items are independent (any split of them
+ * gives the same values): each thread starts on its chunk as above, one item
+ * per call of fn, and a thread whose chunk is done takes the items left at
+ * the end of another's, one at a time. On a machine whose other work delays
+ * one thread the others finish its chunk instead of waiting for it. */
+void lrc_pool_run_stealing(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items);
 /* A profile's view of the pool: while counting is on, each run's wall time
  * and each thread's time in its chunk are summed (from zero when asked);
  * the busy fraction is the threads' time over n_threads times the runs'
@@ -185,6 +191,7 @@ typedef struct lrc_plan_launch {
     int *args;       /* buffer indices */
     int64_t n_items;
     bool once;       /* preparation: runs after parameters change */
+    bool steal;      /* its items are independent: threads may take each other's (lrc_pool_run_stealing) */
     double flops, bytes;
     /* >= 0: a loop's back edge, no kernel (args: state, h_next, counts).
      * Iteration t copies h_next's rows b with t < counts[b] into the state,

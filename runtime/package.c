@@ -107,6 +107,7 @@ int lrc_package_write_plan(const char *dir, const lrc_plan *p, const char *kerne
         for (int a = 0; a < l->n_args; a++) cJSON_AddItemToArray(args, cJSON_CreateNumber(l->args[a]));
         cJSON_AddNumberToObject(o, "items", (double)l->n_items);
         cJSON_AddBoolToObject(o, "once", l->once);
+        if (l->steal) cJSON_AddBoolToObject(o, "steal", true);
         if (l->loop_to >= 0) cJSON_AddNumberToObject(o, "loop_to", l->loop_to);
         cJSON_AddNumberToObject(o, "flops", l->flops);
         cJSON_AddNumberToObject(o, "bytes", l->bytes);
@@ -218,6 +219,7 @@ static int parse_plan(const cJSON *root, const char *path, lrc_plan *p, lrc_err 
         l->label = lrc_strdup(cJSON_IsString(label) ? label->valuestring : "");
         l->n_items = (int64_t)v;
         l->once = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "once"));
+        l->steal = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "steal"));
         l->loop_to = -1;
         if (cJSON_GetObjectItemCaseSensitive(o, "loop_to")) {
             if (get_num(o, "loop_to", 0, i, &v) || cJSON_GetArraySize(args) != 3) return bad(err, path, "launch", i);

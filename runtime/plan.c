@@ -197,7 +197,10 @@ static void launch(lrc_exec *x, int li)
     task t = {l->fn, args};
     bool timed = x->times_ns || x->events;
     double t0 = timed ? (1e9 * lrc_now_s()) : 0;
-    lrc_pool_run(x->pool, run_task, &t, l->n_items);
+    if (l->steal)
+        lrc_pool_run_stealing(x->pool, run_task, &t, l->n_items);
+    else
+        lrc_pool_run(x->pool, run_task, &t, l->n_items);
     double dt = timed ? (1e9 * lrc_now_s()) - t0 : 0;
     if (x->times_ns) {
         x->times_ns[li] += dt;

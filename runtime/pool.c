@@ -12,7 +12,13 @@
  * registers itself (sleepers / caller_sleeping) before re-checking under the
  * mutex; the waker checks the registration after changing the counter. Both
  * are seq_cst, so either the sleeper sees the new value or the waker sees the
- * sleeper and signals. While everybody spins a run makes no system call. */
+ * sleeper and signals. While everybody spins a run makes no system call.
+ *
+ * A stealing run (lrc_pool_run_stealing) starts from the same chunks, each
+ * held as one word, (next item << 32) | end, that its owner advances from
+ * the front and others, once their own chunk is done, shorten from the
+ * back, an item at a time, by compare-and-swap: each item runs exactly once,
+ * and with no thread delayed each thread runs exactly its static chunk. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT_S */
 #include "lrc_runtime.h"
 
@@ -30,6 +36,11 @@
 /* Long enough to cover the gap between back-to-back kernel launches, short
  * enough that an idle pool stops burning CPU almost at once. */
 #define SPIN_NS 50000
+
+/* One thread's chunk in a stealing run, on its own cache line. */
+typedef struct {
+    _Alignas(64) atomic_uint_fast64_t span;
+} lrc_chunk_slot;
 
 typedef struct lrc_worker {
     lrc_pool *pool;
@@ -50,6 +61,8 @@ struct lrc_pool {
     lrc_task_fn fn; /* NULL asks the workers to exit */
     void *ctx;
     int64_t n_items;
+    bool stealing;         /* the run's items may run on any thread (chunks in slots) */
+    lrc_chunk_slot *slots; /* n_threads */
 
     int n_threads;
     lrc_worker *workers; /* n_threads - 1 */
@@ -87,13 +100,50 @@ static void chunk(int64_t n_items, int n_threads, int t, int64_t *begin, int64_t
     *end = *begin + q + (t < r ? 1 : 0);
 }
 
+#define SPAN_MASK 0xffffffffu
+
+/* Takes one item of slot s, its first (front) or its last: false when
+ * the slot is empty. */
+static bool take_item(lrc_chunk_slot *s, bool front, int64_t *item)
+{
+    uint_fast64_t v = atomic_load_explicit(&s->span, memory_order_relaxed);
+    for (;;) {
+        uint_fast64_t lo = v >> 32, hi = v & SPAN_MASK;
+        if (lo >= hi) return false;
+        uint_fast64_t nv = front ? ((lo + 1) << 32) | hi : (lo << 32) | (hi - 1);
+        if (atomic_compare_exchange_weak_explicit(&s->span, &v, nv, memory_order_relaxed, memory_order_relaxed)) {
+            *item = (int64_t)(front ? lo : hi - 1);
+            return true;
+        }
+    }
+}
+
+/* Thread t's own items from the front, then the other threads' from
+ * their backs, until every slot is empty. */
+static void run_stealing(lrc_pool *p, int t)
+{
+    int64_t it;
+    while (take_item(&p->slots[t], true, &it)) p->fn(p->ctx, it, it + 1, t);
+    for (int found = 1; found;) {
+        found = 0;
+        for (int d = 1; d < p->n_threads; d++)
+            while (take_item(&p->slots[(t + d) % p->n_threads], false, &it)) {
+                p->fn(p->ctx, it, it + 1, t);
+                found = 1;
+            }
+    }
+}
+
 static void run_chunk(lrc_pool *p, int t)
 {
     int64_t begin, end;
     chunk(p->n_items, p->n_threads, t, &begin, &end);
-    if (begin >= end) return;
+    if (begin >= end && !p->stealing) return;
     double t0 = p->counting ? lrc_now_s() : 0;
-    p->fn(p->ctx, begin, end, t);
+    if (p->stealing)
+        run_stealing(p, t);
+    else
+        p->fn(p->ctx, begin, end, t);
     if (p->counting) p->busy_s[t] += lrc_now_s() - t0;
 }
 
@@ -174,6 +224,7 @@ static void shut_down(lrc_pool *p, int n)
     pthread_mutex_destroy(&p->mu);
     free(p->workers);
     free(p->busy_s);
+    free(p->slots);
     free(p);
 }
 
@@ -188,8 +239,9 @@ lrc_pool *lrc_pool_new(int n_threads, lrc_err *err)
     lrc_pool *p = aligned_alloc(_Alignof(lrc_pool), sizeof *p);
     lrc_worker *workers = calloc((size_t)n_threads, sizeof *workers);
     double *busy = calloc((size_t)n_threads, sizeof *busy);
-    if (!p || !workers || !busy) {
-        free(p), free(workers), free(busy);
+    lrc_chunk_slot *slots = aligned_alloc(_Alignof(lrc_chunk_slot), (size_t)n_threads * sizeof *slots);
+    if (!p || !workers || !busy || !slots) {
+        free(p), free(workers), free(busy), free(slots);
         lrc_err_set(err, "thread pool: out of memory for %d threads", n_threads);
         return NULL;
     }
@@ -199,6 +251,8 @@ lrc_pool *lrc_pool_new(int n_threads, lrc_err *err)
     p->n_threads = n_threads;
     p->workers = workers;
     p->busy_s = busy;
+    p->slots = slots;
+    for (int t = 0; t < n_threads; t++) atomic_init(&slots[t].span, 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
@@ -223,7 +277,17 @@ void lrc_pool_free(lrc_pool *p)
 
 int lrc_pool_threads(const lrc_pool *p) { return p->n_threads; }
 
-void lrc_pool_run(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items)
+static void pool_run(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items, bool stealing);
+
+void lrc_pool_run(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items) { pool_run(p, fn, ctx, n_items, false); }
+
+void lrc_pool_run_stealing(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items)
+{
+    /* a chunk's bounds are 32 bits in its slot's word */
+    pool_run(p, fn, ctx, n_items, n_items <= (int64_t)SPAN_MASK);
+}
+
+static void pool_run(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items, bool stealing)
 {
     if (n_items <= 0) return;
     double t0 = p->counting ? lrc_now_s() : 0;
@@ -242,6 +306,12 @@ void lrc_pool_run(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items)
     p->fn = fn;
     p->ctx = ctx;
     p->n_items = n_items;
+    p->stealing = stealing;
+    for (int t = 0; stealing && t < p->n_threads; t++) { /* published with the task by publish's seq_cst add */
+        int64_t begin, end;
+        chunk(n_items, p->n_threads, t, &begin, &end);
+        atomic_store_explicit(&p->slots[t].span, ((uint_fast64_t)begin << 32) | (uint_fast64_t)end, memory_order_relaxed);
+    }
     publish(p);
     run_chunk(p, 0);
     wait_for_workers(p);

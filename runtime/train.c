@@ -203,7 +203,7 @@ static void check_part(void *ctx, int64_t begin, int64_t end, int thread)
 double lrc_grads_check(lrc_pool *pool, lrc_param_spans *ps, lrc_tensor **grads, int *bad)
 {
     check_job j = {ps->s, grads, ps->sq, ps->bad};
-    lrc_pool_run(pool, check_part, &j, ps->n);
+    lrc_pool_run_stealing(pool, check_part, &j, ps->n); /* each span's sum its own: any thread's */
     double sq = 0;
     *bad = -1;
     for (int64_t b = 0; b < ps->n; b++) {
@@ -273,7 +273,7 @@ void lrc_adamw_step(const lrc_adamw_cfg *c, lrc_pool *pool, const lrc_param_span
     double scale = c->clip > 0 && grad_norm > c->clip ? c->clip / grad_norm : 1.0;
     /* the bias corrections in double, as PyTorch's 1 - beta ** step */
     adam_job j = {c, ps->s, params, grads, m, v, lr, scale, 1 - pow(c->beta1, (double)(step + 1)), 1 - pow(c->beta2, (double)(step + 1))};
-    lrc_pool_run(pool, adam_part, &j, ps->n); /* each element updated by one thread */
+    lrc_pool_run_stealing(pool, adam_part, &j, ps->n); /* each element updated by one thread, a span by any */
 }
 
 /* ---- looped models -------------------------------------------------------- */

@@ -5,7 +5,9 @@
 # cpu and cuda (the emulator of tests/cuemu when the environment has it)
 # decoder packages, its text byte for byte what `lrc generate
 # --temperature 0` prints for the same package and prompt; and ldd of the
-# library and of the example: liblrc, and no LLVM, Lua or NVRTC.
+# library and of the example: liblrc, and no LLVM, Lua or NVRTC. The cpu
+# package's plan marks its gemm and attention launches, and only those,
+# as stealing (items any thread may run).
 # SANITIZE=ON: the library is instrumented, so the example is built with
 # the sanitizers too (a program linking it needs their runtime).
 build=$1 lrc=$2 model=$3 cmake=$4 sanitize=${5:-OFF}
@@ -48,6 +50,12 @@ targets=(cpu)
 for t in "${targets[@]}"; do
   opt=(); [ "$t" = cuda ] && opt=(--precision f32)
   "$lrc" compile "$model" --preset tiny --weights "$dir/w.st" --target "$t" "${opt[@]}" --ctx 64 -o "$dir/pkg_$t" >/dev/null
+  if [ "$t" = cpu ]; then # the launches whose items threads may take from each other (lrc_pool_run_stealing)
+    awk -F'"' '/"label":/ {l = $4; s = 0} /"steal":/ {s = 1} /"bytes":/ && l != "" {print s, l; l = ""}' \
+      "$dir/pkg_$t/package.json" | sed 's/ (.*//' | sort -u >"$dir/steal.txt"
+    check "package.json: every gemm and attention launch steals, no row or opaque one: $(tr '\n' ';' <"$dir/steal.txt")" \
+      "grep -q '^1 gemm' '$dir/steal.txt' && grep -q '^1 attention' '$dir/steal.txt' && ! grep -qE '^0 (gemm|attention)|^1 (row|opaque)' '$dir/steal.txt'"
+  fi
   "$lrc" generate "$dir/pkg_$t" --prompt "$prompt" -n 40 --temperature 0 >"$dir/cli_$t.txt" 2>/dev/null
   st=$?
   check "$t: lrc generate exits 0" "[ $st = 0 ]"

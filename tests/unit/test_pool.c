@@ -1,7 +1,8 @@
 /* test_pool — the kernel thread pool: every item visited exactly once, the
  * documented partition, back-to-back runs, visibility of the workers'
  * results, both the spinning and the sleeping wait paths, bad thread
- * counts, the busy fraction a profile reports, and lrc_params_init's
+ * counts, stealing runs (every item once; a held thread's items taken by the
+ * others), the busy fraction a profile reports, and lrc_params_init's
  * tensors filled alike on any number of threads. Run it under
  * -fsanitize=thread too: the pool's memory ordering is what keeps the plain
  * writes below race-free. */
@@ -9,6 +10,7 @@
 #include "check.h"
 #include "runtime/lrc_runtime.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -359,6 +361,66 @@ static void test_lifecycle(void)
     printf("default threads: %d\n", d);
 }
 
+/* ---- stealing runs ------------------------------------------------------ */
+
+typedef struct steal_ctx {
+    uint8_t *count;
+    int *ran_on;          /* per item: the thread that ran it */
+    int wider;            /* calls of more than one item */
+    atomic_int stolen;    /* an item of chunk 0 ran off thread 0 */
+    int64_t chunk0_end;
+    int hold_item0;       /* item 0 waits (up to 10 s) until one is */
+} steal_ctx;
+
+static void steal_visit(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    steal_ctx *v = ctx;
+    if (end - begin != 1) v->wider = 1; /* one thread at a time takes a call's items */
+    for (int64_t i = begin; i < end; i++) {
+        if (i < v->chunk0_end && thread != 0) atomic_store(&v->stolen, 1);
+        if (i == 0 && v->hold_item0)
+            for (int w = 0; w < 10000 && !atomic_load(&v->stolen); w++) usleep(1000);
+        v->count[i]++;
+        v->ran_on[i] = thread;
+    }
+}
+
+/* lrc_pool_run_stealing: every item exactly once, one per call; and a
+ * thread held inside its first item has the rest of its chunk taken by the
+ * others (item 0 returns only once another thread ran an item of chunk 0). */
+static void test_stealing(void)
+{
+    static const int64_t sizes[] = {0, 1, 2, 3, 7, 1000};
+    static const int threads[] = {1, 2, 3, 4, 8};
+    for (size_t k = 0; k < sizeof threads / sizeof *threads; k++) {
+        int T = threads[k];
+        lrc_err err;
+        lrc_pool *p = lrc_pool_new(T, &err);
+        CHECK(p != NULL, "lrc_pool_new(%d): %s", T, err.msg);
+        if (!p) continue;
+        for (size_t j = 0; j < sizeof sizes / sizeof *sizes; j++)
+            for (int hold = 0; hold <= (T > 1 && sizes[j] >= T); hold++) {
+                int64_t n = sizes[j], b0, e0;
+                expected_chunk(n, T, 0, &b0, &e0);
+                steal_ctx v = {.count = calloc((size_t)n + 1, 1), .ran_on = calloc((size_t)n + 1, sizeof(int)), .chunk0_end = e0,
+                               .hold_item0 = hold && e0 > 1};
+                atomic_init(&v.stolen, 0);
+                lrc_pool_run_stealing(p, steal_visit, &v, n);
+                int64_t bad = 0;
+                for (int64_t i = 0; i < n; i++) bad += v.count[i] != 1;
+                CHECK(bad == 0, "stealing T=%d n=%lld: %lld items not run exactly once", T, (long long)n, (long long)bad);
+                CHECK(T == 1 || !v.wider, "stealing T=%d n=%lld: a call of more than one item", T, (long long)n);
+                if (v.hold_item0) {
+                    CHECK(atomic_load(&v.stolen), "stealing T=%d n=%lld: no other thread took an item of thread 0's chunk", T, (long long)n);
+                    CHECK(v.ran_on[e0 - 1] != 0, "stealing T=%d n=%lld: chunk 0's last item ran on thread 0 while it was held", T, (long long)n);
+                }
+                free(v.count);
+                free(v.ran_on);
+            }
+        lrc_pool_free(p);
+    }
+}
+
 static void nap(void *ctx, int64_t begin, int64_t end, int thread)
 {
     (void)ctx, (void)thread;
@@ -396,6 +458,7 @@ static void test_busy_fraction(void)
 
 int main(void)
 {
+    test_stealing();
     test_busy_fraction();
     test_formula();
     test_lifecycle();
