@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#define NB 2 /* vectors of keys a block of query rows scores at once */
+_Static_assert(NB <= 2, "the transposed keys' padding (Tp) holds one vector past T's: a block's second");
+
 /* (kgen.h) */
 LLVMValueRef kg_first_key(em_t *e, LLVMValueRef t, int64_t W)
 {
@@ -266,7 +269,8 @@ void kg_attention(kgen *k)
      * at a time, so that RG x D/vec accumulators stay in registers */
     int vec = k->p->tiling.vec, QB = vec == 16 ? 8 : 2, RG = vec == 16 ? 4 : 2;
     /* keys padded to whole vectors plus one, so that rows of the transposed
-     * keys are not a power of two apart (they would share a few L1 sets) */
+     * keys are not a power of two apart (they would share a few L1 sets);
+     * the padding also holds the scores' last block of NB vectors */
     int64_t nch = D / vec, tail = D % vec, Tp = (T + vec - 1) / vec * vec + vec;
     bool causal = a->iattr[0] != 0;
     /* GQA: query head h reads key-value head h / G; a sliding window of W
@@ -318,21 +322,37 @@ void kg_attention(kgen *k)
     LLVMValueRef nkb = causal ? nk[QB - 1] : em_i64(e, T); /* keys any row of the block sees */
     /* from the first key of the block's first row, down to a whole vector */
     LLVMValueRef js = W > 0 ? em_imul(e, LLVMBuildSDiv(e->b, first[0], em_i64(e, vec), ""), em_i64(e, vec)) : em_i64(e, 0);
-    /* scores, a vector of keys at a time for every row of the block: one
-     * transposed key load feeds QB FMAs, no horizontal sums */
+    /* scores, NB vectors of keys at a time for every row of the block: each
+     * transposed key load feeds QB FMAs, no horizontal sums. The sums over
+     * d are a loop, not unrolled: unrolled, the QB x D broadcasts of q are
+     * the same for every j, and LLVM hoisted all of them out of the j loop
+     * into 32 KB of stack, which each FMA then read back (the 60m step's
+     * attention 25.5 ms). A block may score keys past nkb: S's rows have
+     * room (Tp), and Kt is zero there. */
     j = em_for_begin(e, &lk, js, nkb);
-    LLVMValueRef sv[8];
-    for (int r = 0; r < QB; r++) sv[r] = em_fw(e, 0, vec);
-    for (int64_t d = 0; d < D; d++) {
-        LLVMValueRef kd = em_load(e, Kt, em_iadd(e, j, em_i64(e, d * Tp)), vec);
-        for (int r = 0; r < QB; r++) sv[r] = em_fma(e, em_splat(e, em_load(e, qp, em_i64(e, r * D + d), 1), vec), kd, sv[r]);
-    }
+    LLVMValueRef sa[8][NB];
+    for (int r = 0; r < QB; r++)
+        for (int n = 0; n < NB; n++) {
+            sa[r][n] = em_alloca(e, vt, "score");
+            LLVMBuildStore(e->b, em_fw(e, 0, vec), sa[r][n]);
+        }
+    em_loop ld;
+    LLVMValueRef d = em_for_begin(e, &ld, em_i64(e, 0), em_i64(e, D));
+    LLVMValueRef kd[NB];
+    for (int n = 0; n < NB; n++) kd[n] = em_load(e, Kt, em_iadd(e, em_iadd(e, j, em_i64(e, n * vec)), em_imul(e, d, em_i64(e, Tp))), vec);
     for (int r = 0; r < QB; r++) {
-        if (cap > 0) /* Gemma2's soft-cap, cap tanh(s / cap), before the mask */
-            sv[r] = em_mul(e, em_tanh(e, LLVMBuildFDiv(e->b, sv[r], em_fw(e, cap, vec), ""), vec), em_fw(e, cap, vec));
-        em_store(e, S, em_iadd(e, j, em_i64(e, r * Tp)), sv[r], vec);
+        LLVMValueRef qd = em_splat(e, em_load(e, qp, em_iadd(e, d, em_i64(e, r * D)), 1), vec);
+        for (int n = 0; n < NB; n++) LLVMBuildStore(e->b, em_fma(e, qd, kd[n], LLVMBuildLoad2(e->b, vt, sa[r][n], "")), sa[r][n]);
     }
-    em_for_end(e, &lk, em_i64(e, vec));
+    em_for_end(e, &ld, em_i64(e, 1));
+    for (int r = 0; r < QB; r++)
+        for (int n = 0; n < NB; n++) {
+            LLVMValueRef sv = LLVMBuildLoad2(e->b, vt, sa[r][n], "");
+            if (cap > 0) /* Gemma2's soft-cap, cap tanh(s / cap), before the mask */
+                sv = em_mul(e, em_tanh(e, LLVMBuildFDiv(e->b, sv, em_fw(e, cap, vec), ""), vec), em_fw(e, cap, vec));
+            em_store(e, S, em_iadd(e, j, em_i64(e, r * Tp + n * vec)), sv, vec);
+        }
+    em_for_end(e, &lk, em_i64(e, NB * vec));
     LLVMValueRef idxv[16];
     for (int i = 0; i < vec; i++) idxv[i] = LLVMConstInt(e->i64, (unsigned long long)i, 0);
     /* each row's max over the keys it sees */
