@@ -157,8 +157,9 @@ static bool renderable(const lrc_graph *g, const lrc_group *gr, const lrc_node *
                (!anchor && (n->op == LRC_OP_CROSS_ENTROPY || n->op == LRC_OP_CROSS_ENTROPY_GRAD) && lrc_group_is_loss_head(g, gr));
     case LRC_GROUP_ATTENTION: /* RoPE of q or k (fuse rule 4), the row statistics (rule 7) */
         return anchor ? f == LRC_FUSE_ATTENTION : n->op == LRC_OP_ROPE || n->op == LRC_OP_ATTENTION_LSE;
-    case LRC_GROUP_OPAQUE: /* one op (or its nodes for each input, fuse rule 6); the renderer says whether it can */
-        return anchor || (n->op == g->nodes[gr->anchor].op && lrc_op_table[n->op].share_by_which);
+    case LRC_GROUP_OPAQUE: /* one op (or its nodes for each input, fuse rule 6; a loss's gradient, rule 9); the renderer says whether it can */
+        return anchor || (n->op == g->nodes[gr->anchor].op && lrc_op_table[n->op].share_by_which) ||
+               lrc_group_loss_pair_grad(g, gr) == (int)(n - g->nodes);
     default: return false;
     }
 }
@@ -239,20 +240,6 @@ static void add_scratch(lrc_program *p, lrc_kernel_desc *k, const lrc_graph *g, 
     p->extra = lrc_xrealloc(p->extra, (size_t)(p->n_extra + 1) * sizeof *p->extra);
     p->extra[p->n_extra] = (lrc_extra_buf){node, 0, false, 0, 0, bytes, LRC_WSTORE_F32};
     add_arg(k, g->n_nodes + p->n_extra++);
-}
-
-/* The cpu cross-entropy gradient k of node a reads each row's statistics
- * from the scratch of a loss over the same logits and labels whose kernel
- * runs before it (kernels run in order), instead of computing them again. */
-static void share_loss_stats(lrc_program *p, lrc_kernel_desc *k, const lrc_graph *g, const lrc_node *a)
-{
-    for (int i = 0; i < p->n_extra; i++) {
-        const lrc_node *loss = &g->nodes[p->extra[i].of_node];
-        if (p->extra[i].panel == 0 && loss->op == LRC_OP_CROSS_ENTROPY && loss->in[0] == a->in[0] && loss->in[1] == a->in[1]) {
-            add_arg(k, g->n_nodes + i);
-            return;
-        }
-    }
 }
 
 int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling t, lrc_program *p, lrc_err *err)
@@ -360,7 +347,6 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
             k->n_items = opaque_items(g, a);
             k->any_split = items_of[a->op] == HEADS; /* an item owns its heads' rows of every output */
             if (a->op == LRC_OP_CROSS_ENTROPY && t.vec > 0) add_scratch(p, k, g, gr->anchor, 8 * LRC_CE_STATS * k->n_items + 64);
-            if (a->op == LRC_OP_CROSS_ENTROPY_GRAD && t.vec > 0) share_loss_stats(p, k, g, a);
             break;
         default: k->n_items = rows_of(&a->shape); break;
         }

@@ -423,7 +423,10 @@ void kg_ce_finish(kgen *k, LLVMValueRef sc, int64_t rows, LLVMValueRef mine, int
 
 /* Mean cross-entropy over labels != -100 (labels were range-checked). A
  * work item is a row: its statistics go to scratch (kg_ce_row_stats),
- * where the gradient's kernel finds them (program.c); a count of finished
+ * where the gradient's kernel finds them (program.c), or, with the
+ * gradient in the group (fuse rule 9), the row's gradient follows at once
+ * from them, the row still in cache (the 60m step's loss and gradient
+ * kernels read the 131 MB of logits from memory twice); a count of finished
  * rows follows them. The call that finishes the last rows adds max +
  * log(sum) - x[label] in row order, as one thread would, and sets the count
  * back to zero: the loss is the same bit for bit however the rows were split. */
@@ -436,9 +439,12 @@ static void kg_cross_entropy(kgen *k, const lrc_node *n)
     assert(sp); /* program.c gives the cpu's cross-entropy its scratch */
     LLVMValueRef y = LLVMBuildBitCast(e->b, kg_ptr(k, n->in[1]), e->i32p, "");
     LLVMValueRef sc = LLVMBuildBitCast(e->b, sp, LLVMPointerType(e->f64, 0), "");
+    int grad = lrc_group_loss_pair_grad(k->g, k->gr);
+    LLVMValueRef nused = grad >= 0 ? kg_ce_used(k, y, rows) : NULL; /* every chunk counts the used labels itself */
     em_loop lr;
     LLVMValueRef r = em_for_begin(e, &lr, e->begin, e->end);
     kg_ce_row_stats(k, x, y, sc, r, V);
+    if (grad >= 0) kg_ce_grad_row(k, x, kg_ptr(k, grad), y, sp, r, V, nused);
     em_for_end(e, &lr, em_i64(e, 1));
     kg_ce_finish(k, sc, rows, LLVMBuildSub(e->b, e->end, e->begin, ""), rows, kg_ptr(k, k->gr->anchor));
 }

@@ -198,10 +198,10 @@ void kg_ce_grad_row(kgen *k, LLVMValueRef X, LLVMValueRef O, LLVMValueRef Y, LLV
     em_if_end(e, &hot);
 }
 
-/* (softmax(x) - onehot(label)) / (labels not -100), zero rows for -100.
- * Each row's max and sum of exp(x - max) come from the loss's kernel where
- * program.c passes its scratch (the loss ran first on the same logits and
- * labels): one pass over the logits instead of three. */
+/* (softmax(x) - onehot(label)) / (labels not -100), zero rows for -100,
+ * each row's max and sum of exp(x - max) computed here: the gradient of a
+ * loss over the same logits runs in the loss's kernel instead (fuse rule 9,
+ * kg_cross_entropy), from the statistics it just took. */
 void kg_cross_entropy_grad(kgen *k, const lrc_node *n)
 {
     em_t *e = k->e;
@@ -211,7 +211,7 @@ void kg_cross_entropy_grad(kgen *k, const lrc_node *n)
     LLVMValueRef nused = kg_ce_used(k, Y, rows); /* every chunk counts the used labels itself */
     em_loop lr;
     LLVMValueRef r = em_for_begin(e, &lr, e->begin, e->end);
-    kg_ce_grad_row(k, X, O, Y, kg_scratch(k), r, V, nused);
+    kg_ce_grad_row(k, X, O, Y, NULL, r, V, nused);
     em_for_end(e, &lr, em_i64(e, 1));
 }
 

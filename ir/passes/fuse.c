@@ -25,9 +25,14 @@
  *     its logits into the gradient's buffer, then their statistics, the
  *     loss terms and the gradient in place: the logits are no buffer of
  *     their own (the matmul's buffer_of is the gradient).
+ *  9. Where the target asks (cpu): a cross_entropy_grad over the same logits
+ *     and labels as a cross_entropy, both alone (rule 8 took neither), runs
+ *     in the loss's kernel: each row's gradient right after its statistics,
+ *     while the row is in cache, instead of a second pass over the logits
+ *     from memory.
  *
- * Each rule is one function below (rule1_anchor ... rule8_loss_head),
- * run in the order 1 and 2 (one walk), 3, 5, 4, 6, 7, 8.
+ * Each rule is one function below (rule1_anchor ... rule9_loss_pair),
+ * run in the order 1 and 2 (one walk), 3, 5, 4, 6, 7, 8, 9.
  *
  * A loop region (docs/architecture.md, rule 5) is loop_state's group, the body, then
  * loop_next's group, the back edge, whose value aliases the state's buffer:
@@ -365,6 +370,34 @@ static void rule8_loss_head(fuse *fu)
     }
 }
 
+/* Rule 9 (see the header comment). */
+static void rule9_loss_pair(fuse *fu)
+{
+    const lrc_graph *g = fu->g;
+    lrc_schedule *s = fu->s;
+    for (int d = 0; d < g->n_nodes; d++) {
+        const lrc_node *dn = &g->nodes[d];
+        if (dn->op != LRC_OP_CROSS_ENTROPY_GRAD || !alone(fu, d)) continue;
+        for (int c = 0; c < g->n_nodes; c++) {
+            const lrc_node *cn = &g->nodes[c];
+            if (cn->op != LRC_OP_CROSS_ENTROPY || cn->in[0] != dn->in[0] || cn->in[1] != dn->in[1] || !alone(fu, c)) continue;
+            fu->pg[s->group_of[d]].dead = true;
+            fu->pg[s->group_of[d]].size = 0;
+            s->group_of[d] = s->group_of[c];
+            fu->pg[s->group_of[c]].size++;
+            break;
+        }
+    }
+}
+
+int lrc_group_loss_pair_grad(const lrc_graph *g, const lrc_group *gr)
+{
+    if (gr->kind != LRC_GROUP_OPAQUE || g->nodes[gr->anchor].op != LRC_OP_CROSS_ENTROPY) return -1;
+    for (int j = 0; j < gr->n_nodes; j++)
+        if (g->nodes[gr->nodes[j]].op == LRC_OP_CROSS_ENTROPY_GRAD) return gr->nodes[j];
+    return -1;
+}
+
 bool lrc_group_is_loss_head(const lrc_graph *g, const lrc_group *gr)
 {
     if (gr->kind != LRC_GROUP_GEMM) return false;
@@ -373,7 +406,7 @@ bool lrc_group_is_loss_head(const lrc_graph *g, const lrc_group *gr)
     return false;
 }
 
-int lrc_schedule_build(const lrc_graph *g, bool loss_head, lrc_schedule *s, lrc_err *err)
+int lrc_schedule_build(const lrc_graph *g, bool loss_head, bool loss_pair, lrc_schedule *s, lrc_err *err)
 {
     int N = g->n_nodes;
     memset(s, 0, sizeof *s);
@@ -402,6 +435,7 @@ int lrc_schedule_build(const lrc_graph *g, bool loss_head, lrc_schedule *s, lrc_
     rule6_share_gradients(&fu);
     rule7_lse_into_attention(&fu);
     if (loss_head) rule8_loss_head(&fu);
+    if (loss_pair) rule9_loss_pair(&fu);
     int n_pg = fu.n_pg;
 
     /* Renumber the live groups in an order that respects their dependencies

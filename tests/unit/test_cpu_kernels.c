@@ -408,6 +408,18 @@ static void run_case(const char *name, build_fn build, const int64_t *d, uint64_
             ok = false;
         }
     }
+    /* elsewhere a loss's gradient over the loss's logits and labels runs in the loss's kernel (fuse rule 9) */
+    for (int i = 0; ok && c.g && i < c.g->n_nodes; i++) {
+        const lrc_node *n = &c.g->nodes[i];
+        const lrc_group *gr = n->op == LRC_OP_CROSS_ENTROPY_GRAD ? &c.sched.groups[c.sched.group_of[i]] : NULL;
+        bool paired = false;
+        for (int j = 0; gr && j < c.g->n_nodes; j++)
+            paired = paired || (c.g->nodes[j].op == LRC_OP_CROSS_ENTROPY && c.g->nodes[j].in[0] == n->in[0] && c.g->nodes[j].in[1] == n->in[1]);
+        if (gr && !lrc_group_is_loss_head(c.g, gr) && paired != (lrc_group_loss_pair_grad(c.g, gr) == i)) {
+            printf("FAIL %s: the loss's gradient %s the loss's kernel\n", label, paired ? "does not run in" : "runs in");
+            ok = false;
+        }
+    }
     if (ok) {
         printf("ok   %s (%d kernels)\n", label, c.sched.n_groups);
         passed++;
@@ -441,28 +453,73 @@ static void unsupported_is_an_error(void)
     lrc_compiled_free(&c);
 }
 
-/* The cross-entropy gradient reads the row statistics the loss's kernel
- * left in its scratch when the loss runs first on the same logits and
- * labels (misc's cases check the values). */
-static void loss_stats_shared(void)
+/* A loss and its gradient over the same logits and labels run as one
+ * kernel (fuse rule 9), with the same values as the two kernels apart
+ * (there the gradient, over a copy of the logits, computes each row's
+ * statistics itself): the same functions in the same order. */
+static int run_loss_pair(bool apart, lrc_tensor *logits, lrc_tensor *labels, lrc_tensor **got, int *fused, lrc_err *err)
+{
+    lrc_graph *g = lrc_graph_new();
+    int l = input(g, "logits", 3, logits->shape.dim, LRC_F32), y = input(g, "labels", 2, labels->shape.dim, LRC_I32);
+    int l2 = apart ? input(g, "logits2", 3, logits->shape.dim, LRC_F32) : l;
+    out(g, "loss", op(g, LRC_OP_CROSS_ENTROPY, l, y, 0, 0, 0));
+    out(g, "loss_grad", op(g, LRC_OP_CROSS_ENTROPY_GRAD, l2, y, 0, 0, 0));
+    lrc_tensor *copy = lrc_tensor_new("logits2", LRC_F32, &logits->shape, err);
+    memcpy(copy->data, logits->data, (size_t)lrc_shape_numel(&logits->shape) * 4);
+    lrc_tensor_set in, out_set;
+    lrc_tensor_set_init(&in);
+    lrc_tensor_set_init(&out_set);
+    lrc_tensor_set_add(&in, logits, err), lrc_tensor_set_add(&in, labels, err);
+    if (apart) lrc_tensor_set_add(&in, copy, err);
+    lrc_tensor_set_add(&out_set, got[0], err), lrc_tensor_set_add(&out_set, got[1], err);
+    lrc_compiled c;
+    lrc_pool *pool = lrc_pool_new(2, err);
+    lrc_exec *x = NULL;
+    int rc = lrc_compile_graph(g, NULL, &c, err);
+    *fused = 0;
+    for (int i = 0; !rc && i < c.plan.n_launches; i++) *fused += strstr(c.plan.launches[i].label, "cross_entropy+cross_entropy_grad") != NULL;
+    if (!rc) rc = lrc_exec_new(&c.plan, pool, &x, err);
+    if (!rc) rc = lrc_exec_run_plan(x, &in, &out_set, err);
+    lrc_exec_free(x);
+    lrc_pool_free(pool);
+    if (c.g) lrc_compiled_free(&c);
+    lrc_tensor_free(copy);
+    free(in.items);
+    free(out_set.items);
+    return rc;
+}
+
+static void loss_pair_matches_unfused(void)
 {
     lrc_err err;
-    lrc_graph *g = lrc_graph_new();
-    int64_t ids[2] = {2, 3}, lg[3] = {2, 3, 40};
-    int logits = input(g, "logits", 3, lg, LRC_F32), labels = input(g, "labels", 2, ids, LRC_I32);
-    out(g, "loss", op(g, LRC_OP_CROSS_ENTROPY, logits, labels, 0, 0, 0));
-    out(g, "loss_grad", op(g, LRC_OP_CROSS_ENTROPY_GRAD, logits, labels, 0, 0, 0));
-    lrc_compiled c;
-    int rc = lrc_compile_graph(g, NULL, &c, &err), loss_arg = -1, grad_arg = -1;
-    for (int i = 0; !rc && i < c.plan.n_launches; i++) {
-        const lrc_plan_launch *l = &c.plan.launches[i];
-        int last = l->args[l->n_args - 1];
-        if (c.plan.bufs[last].kind != LRC_BUF_PERSIST) continue;
-        if (strstr(l->label, "cross_entropy_grad")) grad_arg = last;
-        else if (strstr(l->label, "cross_entropy")) loss_arg = last;
+    lrc_rng r;
+    lrc_rng_seed(&r, 78);
+    lrc_tensor *logits = lrc_tensor_new("logits", LRC_F32, &(lrc_shape){3, {2, 37, 1003}}, &err);
+    lrc_tensor *labels = lrc_tensor_new("labels", LRC_I32, &(lrc_shape){2, {2, 37}}, &err);
+    fill(logits, &r, 1), fill(labels, &r, 1003); /* (every fifth label -100: ignored rows) */
+    lrc_tensor *got[2][2];
+    int rc = 0, fused[2];
+    for (int v = 0; v < 2; v++) {
+        got[v][0] = lrc_tensor_new("loss", LRC_F32, &(lrc_shape){0, {0}}, &err);
+        got[v][1] = lrc_tensor_new("loss_grad", LRC_F32, &logits->shape, &err);
+        rc = rc || run_loss_pair(v == 1, logits, labels, got[v], &fused[v], &err);
     }
-    CHECK(!rc && loss_arg >= 0 && grad_arg == loss_arg, "loss scratch %d, gradient reads %d (%s)", loss_arg, grad_arg, rc ? err.msg : "");
-    if (!rc) lrc_compiled_free(&c);
+    double worst = 0;
+    for (int o = 0; o < 2 && !rc; o++) {
+        const float *a = got[0][o]->data, *b = got[1][o]->data;
+        for (int64_t i = 0; i < lrc_shape_numel(&got[0][o]->shape); i++) {
+            double e = fabs((double)a[i] - b[i]) / (fabs((double)b[i]) > 1e-30 ? fabs((double)b[i]) : 1);
+            if (!(e <= worst)) worst = e;
+        }
+    }
+    printf("     loss pair fused vs apart: loss %.9g and %.9g, worst relative difference %.3g\n", rc ? 0 : ((float *)got[0][0]->data)[0],
+           rc ? 0 : ((float *)got[1][0]->data)[0], worst);
+    CHECK(!rc && fused[0] == 1 && fused[1] == 0, "the loss and its gradient: %d fused kernels over one logits, %d over two (%s)", fused[0],
+          fused[1], rc ? err.msg : "");
+    CHECK(!rc && worst == 0, "the fused loss and gradient against the kernels apart: %.3g", worst);
+    for (int v = 0; v < 2; v++) lrc_tensor_free(got[v][0]), lrc_tensor_free(got[v][1]);
+    lrc_tensor_free(logits);
+    lrc_tensor_free(labels);
 }
 
 /* Outputs `names` of b_loss_head's graph (logits an output when
@@ -651,7 +708,7 @@ int main(void)
 {
     setenv("LRC_CPU_LOSS_HEAD", "1", 1); /* fuse rule 8 is opt-in; its cases below check it ran */
     unsupported_is_an_error();
-    loss_stats_shared();
+    loss_pair_matches_unfused();
     loss_head_matches_unfused();
     tanh_sigmoid_accuracy();
     ops_distinguish_kernels();
