@@ -453,6 +453,21 @@ static void unsupported_is_an_error(void)
     lrc_compiled_free(&c);
 }
 
+/* The largest relative difference between the two runs' outputs (got[run][o],
+ * o = the loss and its gradient). */
+static double worst_pair_diff(lrc_tensor *got[2][2])
+{
+    double worst = 0;
+    for (int o = 0; o < 2; o++) {
+        const float *a = got[0][o]->data, *b = got[1][o]->data;
+        for (int64_t i = 0; i < lrc_shape_numel(&got[0][o]->shape); i++) {
+            double e = fabs((double)a[i] - b[i]) / (fabs((double)b[i]) > 1e-30 ? fabs((double)b[i]) : 1);
+            if (!(e <= worst)) worst = e;
+        }
+    }
+    return worst;
+}
+
 /* A loss and its gradient over the same logits and labels run as one
  * kernel (fuse rule 9), with the same values as the two kernels apart
  * (there the gradient, over a copy of the logits, computes each row's
@@ -504,14 +519,7 @@ static void loss_pair_matches_unfused(void)
         got[v][1] = lrc_tensor_new("loss_grad", LRC_F32, &logits->shape, &err);
         rc = rc || run_loss_pair(v == 1, logits, labels, got[v], &fused[v], &err);
     }
-    double worst = 0;
-    for (int o = 0; o < 2 && !rc; o++) {
-        const float *a = got[0][o]->data, *b = got[1][o]->data;
-        for (int64_t i = 0; i < lrc_shape_numel(&got[0][o]->shape); i++) {
-            double e = fabs((double)a[i] - b[i]) / (fabs((double)b[i]) > 1e-30 ? fabs((double)b[i]) : 1);
-            if (!(e <= worst)) worst = e;
-        }
-    }
+    double worst = rc ? 0 : worst_pair_diff(got);
     printf("     loss pair fused vs apart: loss %.9g and %.9g, worst relative difference %.3g\n", rc ? 0 : ((float *)got[0][0]->data)[0],
            rc ? 0 : ((float *)got[1][0]->data)[0], worst);
     CHECK(!rc && fused[0] == 1 && fused[1] == 0, "the loss and its gradient: %d fused kernels over one logits, %d over two (%s)", fused[0],
@@ -573,14 +581,7 @@ static void loss_head_matches_unfused(void)
         got[v][1] = lrc_tensor_new("loss_grad", LRC_F32, &(lrc_shape){3, {d[0], d[1], d[4]}}, &err);
         rc = rc || run_loss_head(d, v == 1, &in, &params, got[v], &err);
     }
-    double worst = 0;
-    for (int o = 0; o < 2 && !rc; o++) {
-        const float *a = got[0][o]->data, *b = got[1][o]->data;
-        for (int64_t i = 0; i < lrc_shape_numel(&got[0][o]->shape); i++) {
-            double e = fabs((double)a[i] - b[i]) / (fabs((double)b[i]) > 1e-30 ? fabs((double)b[i]) : 1);
-            if (!(e <= worst)) worst = e;
-        }
-    }
+    double worst = rc ? 0 : worst_pair_diff(got);
     printf("     loss head fused vs unfused: loss %.9g and %.9g, worst relative difference %.3g\n", rc ? 0 : ((float *)got[0][0]->data)[0],
            rc ? 0 : ((float *)got[1][0]->data)[0], worst);
     CHECK(!rc && worst <= 1e-6, "fused loss head against the unfused kernels: %.3g (%s)", worst, rc ? err.msg : "");
