@@ -266,8 +266,11 @@ void kg_attention(kgen *k)
     const lrc_shape *qs = &k->g->nodes[a->in[0]].shape;
     int64_t T = qs->dim[1], H = qs->dim[2], D = qs->dim[3];
     /* QB query rows share each key load; the value loop takes them RG rows
-     * at a time, so that RG x D/vec accumulators stay in registers */
-    int vec = k->p->tiling.vec, QB = vec == 16 ? 8 : 2, RG = vec == 16 ? 4 : 2;
+     * by CG vectors of D at a time, so that its accumulators, the value
+     * vectors and the broadcasts fit the registers: AVX-512 has 32, AVX2 16
+     * (with all of D's 8 vectors of 8 for 2 rows, 24 values lived in 16
+     * registers, and the 60m step's attention spilled in every loop) */
+    int vec = k->p->tiling.vec, QB = vec == 16 ? 8 : 4, RG = vec == 16 ? 4 : 2, CG = (vec == 16 ? 16 : 8) / RG;
     /* keys padded to whole vectors plus one, so that rows of the transposed
      * keys are not a power of two apart (they would share a few L1 sets);
      * the padding also holds the scores' last block of NB vectors */
@@ -385,20 +388,22 @@ void kg_attention(kgen *k)
     }
     /* out = P V: each value row loaded once for the block */
     LLVMValueRef kv[64], ks[64];
-    for (int r0 = 0; r0 < QB && O; r0 += RG) {
-        j = em_for_begin(e, &lv, js, nkb);
-        LLVMValueRef voff = KROW(j);
-        for (int64_t c = 0; c < nch; c++) kv[c] = em_load(e, V, em_iadd(e, voff, em_i64(e, c * vec)), vec);
-        for (int64_t c = 0; c < tail; c++) ks[c] = em_load(e, V, em_iadd(e, voff, em_i64(e, nch * vec + c)), 1);
-        for (int r = r0; r < r0 + RG; r++) {
-            LLVMValueRef pj = em_load(e, S, em_iadd(e, j, em_i64(e, r * Tp)), 1), pjv = em_splat(e, pj, vec);
-            for (int64_t c = 0; c < nch; c++)
-                LLVMBuildStore(e->b, em_fma(e, pjv, kv[c], LLVMBuildLoad2(e->b, vt, acc[r][c], "")), acc[r][c]);
-            for (int64_t c = 0; c < tail; c++)
-                LLVMBuildStore(e->b, em_fma(e, pj, ks[c], LLVMBuildLoad2(e->b, e->f32, accs[r][c], "")), accs[r][c]);
+    for (int r0 = 0; r0 < QB && O; r0 += RG)
+        for (int64_t c0 = 0; c0 == 0 || c0 < nch; c0 += CG) { /* the last pass takes the tail */
+            int64_t c1 = c0 + CG < nch ? c0 + CG : nch, t1 = c1 == nch ? tail : 0;
+            j = em_for_begin(e, &lv, js, nkb);
+            LLVMValueRef voff = KROW(j);
+            for (int64_t c = c0; c < c1; c++) kv[c] = em_load(e, V, em_iadd(e, voff, em_i64(e, c * vec)), vec);
+            for (int64_t c = 0; c < t1; c++) ks[c] = em_load(e, V, em_iadd(e, voff, em_i64(e, nch * vec + c)), 1);
+            for (int r = r0; r < r0 + RG; r++) {
+                LLVMValueRef pj = em_load(e, S, em_iadd(e, j, em_i64(e, r * Tp)), 1), pjv = em_splat(e, pj, vec);
+                for (int64_t c = c0; c < c1; c++)
+                    LLVMBuildStore(e->b, em_fma(e, pjv, kv[c], LLVMBuildLoad2(e->b, vt, acc[r][c], "")), acc[r][c]);
+                for (int64_t c = 0; c < t1; c++)
+                    LLVMBuildStore(e->b, em_fma(e, pj, ks[c], LLVMBuildLoad2(e->b, e->f32, accs[r][c], "")), accs[r][c]);
+            }
+            em_for_end(e, &lv, em_i64(e, 1));
         }
-        em_for_end(e, &lv, em_i64(e, 1));
-    }
     for (int r = 0; r < QB; r++) {
         LLVMValueRef tr = em_iadd(e, t0, em_i64(e, r));
         LLVMValueRef loff = em_iadd(e, em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T)), tr), em_i64(e, H)), h);

@@ -74,38 +74,48 @@ static void grad_rows_at(kgen *k, const attn_rows *a, int which, LLVMValueRef t,
     for (int r = 0; r < n; r++) {
         tr[r] = em_iadd(e, t, em_i64(e, r));
         covered(e, a, which, tr[r], &lo[r], &hi[r]);
-        for (int64_t c = 0; c < nv; c++) LLVMBuildStore(e->b, em_fw(e, 0, vec), acc[r * nv + c]);
-        for (int64_t c = 0; c < nt; c++) LLVMBuildStore(e->b, em_f32(e, 0), tacc[r * nt + c]);
     }
-    em_loop lj;
-    LLVMValueRef j = em_for_begin(e, &lj, lo[0], hi[n - 1]); /* lo and hi grow with t */
-    LLVMValueRef roff = which == 0 ? KROW(j) : ROW(j), rv[256];
-    for (int64_t c = 0; c < nv; c++) rv[c] = em_load(e, R, em_iadd(e, roff, em_i64(e, c * vec)), vec);
-    for (int r = 0; r < n; r++) {
-        LLVMValueRef at = which == 0 ? em_iadd(e, em_imul(e, tr[r], em_i64(e, Tp)), j) : em_iadd(e, em_imul(e, j, em_i64(e, Tp)), tr[r]);
-        LLVMValueRef coef = em_load(e, M, at, 1);
-        if (n > 1) {
-            LLVMValueRef in = LLVMBuildAnd(e->b, LLVMBuildICmp(e->b, LLVMIntSGE, j, lo[r], ""), LLVMBuildICmp(e->b, LLVMIntSLT, j, hi[r], ""), "");
-            coef = LLVMBuildSelect(e->b, in, coef, em_f32(e, 0), "");
-        }
-        LLVMValueRef cv = em_splat(e, coef, vec);
-        for (int64_t c = 0; c < nv; c++)
-            LLVMBuildStore(e->b, em_fma(e, cv, rv[c], LLVMBuildLoad2(e->b, vt, acc[r * nv + c], "")), acc[r * nv + c]);
-        for (int64_t c = 0; c < nt; c++)
-            LLVMBuildStore(e->b, em_fma(e, coef, em_load(e, R, em_iadd(e, roff, em_i64(e, nv * vec + c)), 1), LLVMBuildLoad2(e->b, e->f32, tacc[r * nt + c], "")),
-                           tacc[r * nt + c]);
-    }
-    em_for_end(e, &lj, em_i64(e, 1));
     bool sum_heads = which != 0 && G > 1;
-    for (int r = 0; r < n; r++) {
-        LLVMValueRef ooff = which == 0 ? ROW(tr[r]) : KROW(tr[r]);
-        for (int64_t c = 0; c < nv; c++) {
-            LLVMValueRef x = em_mul(e, LLVMBuildLoad2(e->b, vt, acc[r * nv + c], ""), em_fw(e, f, vec)), at = em_iadd(e, ooff, em_i64(e, c * vec));
-            em_store(e, O, at, sum_heads ? em_add(e, em_load(e, O, at, vec), x) : x, vec);
+    /* the columns in passes of CG vectors (the last takes the tail), so
+     * that the two rows' accumulators, R's vectors and the two broadcasts
+     * fit the registers: AVX2 has 16, and all 8 vectors of D = 64 for two
+     * rows (24 values) spilled in every iteration */
+    int64_t CG = vec == 16 ? 8 : 4;
+    for (int64_t c0 = 0; c0 == 0 || c0 < nv; c0 += CG) {
+        int64_t c1 = c0 + CG < nv ? c0 + CG : nv, t1 = c1 == nv ? nt : 0;
+        for (int r = 0; r < n; r++) {
+            for (int64_t c = c0; c < c1; c++) LLVMBuildStore(e->b, em_fw(e, 0, vec), acc[r * nv + c]);
+            for (int64_t c = 0; c < t1; c++) LLVMBuildStore(e->b, em_f32(e, 0), tacc[r * nt + c]);
         }
-        for (int64_t c = 0; c < nt; c++) {
-            LLVMValueRef x = em_mul(e, LLVMBuildLoad2(e->b, e->f32, tacc[r * nt + c], ""), em_f32(e, f)), at = em_iadd(e, ooff, em_i64(e, nv * vec + c));
-            em_store(e, O, at, sum_heads ? em_add(e, em_load(e, O, at, 1), x) : x, 1);
+        em_loop lj;
+        LLVMValueRef j = em_for_begin(e, &lj, lo[0], hi[n - 1]); /* lo and hi grow with t */
+        LLVMValueRef roff = which == 0 ? KROW(j) : ROW(j), rv[256];
+        for (int64_t c = c0; c < c1; c++) rv[c] = em_load(e, R, em_iadd(e, roff, em_i64(e, c * vec)), vec);
+        for (int r = 0; r < n; r++) {
+            LLVMValueRef at = which == 0 ? em_iadd(e, em_imul(e, tr[r], em_i64(e, Tp)), j) : em_iadd(e, em_imul(e, j, em_i64(e, Tp)), tr[r]);
+            LLVMValueRef coef = em_load(e, M, at, 1);
+            if (n > 1) {
+                LLVMValueRef in = LLVMBuildAnd(e->b, LLVMBuildICmp(e->b, LLVMIntSGE, j, lo[r], ""), LLVMBuildICmp(e->b, LLVMIntSLT, j, hi[r], ""), "");
+                coef = LLVMBuildSelect(e->b, in, coef, em_f32(e, 0), "");
+            }
+            LLVMValueRef cv = em_splat(e, coef, vec);
+            for (int64_t c = c0; c < c1; c++)
+                LLVMBuildStore(e->b, em_fma(e, cv, rv[c], LLVMBuildLoad2(e->b, vt, acc[r * nv + c], "")), acc[r * nv + c]);
+            for (int64_t c = 0; c < t1; c++)
+                LLVMBuildStore(e->b, em_fma(e, coef, em_load(e, R, em_iadd(e, roff, em_i64(e, nv * vec + c)), 1), LLVMBuildLoad2(e->b, e->f32, tacc[r * nt + c], "")),
+                               tacc[r * nt + c]);
+        }
+        em_for_end(e, &lj, em_i64(e, 1));
+        for (int r = 0; r < n; r++) {
+            LLVMValueRef ooff = which == 0 ? ROW(tr[r]) : KROW(tr[r]);
+            for (int64_t c = c0; c < c1; c++) {
+                LLVMValueRef x = em_mul(e, LLVMBuildLoad2(e->b, vt, acc[r * nv + c], ""), em_fw(e, f, vec)), at = em_iadd(e, ooff, em_i64(e, c * vec));
+                em_store(e, O, at, sum_heads ? em_add(e, em_load(e, O, at, vec), x) : x, vec);
+            }
+            for (int64_t c = 0; c < t1; c++) {
+                LLVMValueRef x = em_mul(e, LLVMBuildLoad2(e->b, e->f32, tacc[r * nt + c], ""), em_f32(e, f)), at = em_iadd(e, ooff, em_i64(e, nv * vec + c));
+                em_store(e, O, at, sum_heads ? em_add(e, em_load(e, O, at, 1), x) : x, 1);
+            }
         }
     }
     #undef ROW
@@ -202,7 +212,7 @@ static void score_blocks(kgen *k, const attn_rows *a, LLVMValueRef t, int rb, LL
                          LLVMValueRef Kt, LLVMValueRef P, LLVMValueRef DY, LLVMValueRef Vt, LLVMValueRef S, LLVMValueRef *acc)
 {
     em_t *e = k->e;
-    int vec = k->vec, ns = DY ? 2 : 1, n = ns * rb * NB;
+    int vec = k->vec, ns = DY ? 2 : 1;
     LLVMTypeRef vt = em_vty(e, vec);
     LLVMValueRef qrow[RB], prow[RB];
     for (int r = 0; r < rb; r++) {
@@ -213,23 +223,30 @@ static void score_blocks(kgen *k, const attn_rows *a, LLVMValueRef t, int rb, LL
     #define ACC(s, r, i) acc[((s) * rb + (r)) * NB + (i)]
     em_loop lb, ld;
     LLVMValueRef jb = em_for_begin(e, &lb, jlo, hi);
-    for (int i = 0; i < n; i++) LLVMBuildStore(e->b, em_fw(e, 0, vec), acc[i]);
-    LLVMValueRef d = em_for_begin(e, &ld, em_i64(e, 0), em_i64(e, a->D));
-    LLVMValueRef col = em_iadd(e, em_imul(e, d, em_i64(e, a->Tp)), jb);
-    for (int s = 0; s < ns; s++) {
-        LLVMValueRef kv[NB];
-        for (int i = 0; i < NB; i++) kv[i] = em_load(e, s ? Vt : Kt, em_iadd(e, col, em_i64(e, i * vec)), vec);
-        for (int r = 0; r < rb; r++) {
-            LLVMValueRef x = em_splat(e, em_load(e, s ? DY : Q, em_iadd(e, qrow[r], d), 1), vec);
-            for (int i = 0; i < NB; i++)
-                LLVMBuildStore(e->b, em_fma(e, x, kv[i], LLVMBuildLoad2(e->b, vt, ACC(s, r, i), "")), ACC(s, r, i));
+    /* the scores and dP in one pass over d where the registers hold both's
+     * 2 rb NB accumulators (AVX-512's 32), else one pass each (AVX2's 16:
+     * 16 accumulators spilled) */
+    int per = vec == 16 ? ns : 1;
+    for (int s0 = 0; s0 < ns; s0 += per) {
+        for (int s = s0; s < s0 + per; s++)
+            for (int i = 0; i < rb * NB; i++) LLVMBuildStore(e->b, em_fw(e, 0, vec), acc[s * rb * NB + i]);
+        LLVMValueRef d = em_for_begin(e, &ld, em_i64(e, 0), em_i64(e, a->D));
+        LLVMValueRef col = em_iadd(e, em_imul(e, d, em_i64(e, a->Tp)), jb);
+        for (int s = s0; s < s0 + per; s++) {
+            LLVMValueRef kv[NB];
+            for (int i = 0; i < NB; i++) kv[i] = em_load(e, s ? Vt : Kt, em_iadd(e, col, em_i64(e, i * vec)), vec);
+            for (int r = 0; r < rb; r++) {
+                LLVMValueRef x = em_splat(e, em_load(e, s ? DY : Q, em_iadd(e, qrow[r], d), 1), vec);
+                for (int i = 0; i < NB; i++)
+                    LLVMBuildStore(e->b, em_fma(e, x, kv[i], LLVMBuildLoad2(e->b, vt, ACC(s, r, i), "")), ACC(s, r, i));
+            }
         }
+        em_for_end(e, &ld, em_i64(e, 1));
+        for (int s = s0; s < s0 + per; s++)
+            for (int r = 0; r < rb; r++)
+                for (int i = 0; i < NB; i++)
+                    em_store(e, s ? S : P, em_iadd(e, prow[r], em_iadd(e, jb, em_i64(e, i * vec))), LLVMBuildLoad2(e->b, vt, ACC(s, r, i), ""), vec);
     }
-    em_for_end(e, &ld, em_i64(e, 1));
-    for (int s = 0; s < ns; s++)
-        for (int r = 0; r < rb; r++)
-            for (int i = 0; i < NB; i++)
-                em_store(e, s ? S : P, em_iadd(e, prow[r], em_iadd(e, jb, em_i64(e, i * vec))), LLVMBuildLoad2(e->b, vt, ACC(s, r, i), ""), vec);
     em_for_end(e, &lb, em_i64(e, NB * vec));
     #undef ACC
 }

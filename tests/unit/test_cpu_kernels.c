@@ -735,6 +735,8 @@ int main(void)
         {"attention", b_attention, {2, 7, 3, 6, 0}},
         {"attention", b_attention, {1, 19, 2, 18, 0}},
         {"attention", b_attention, {1, 33, 1, 34, 0}},
+        /* D = 82: the value loop in several passes of columns, the last with a tail (8 lanes: 10 vectors + 2; 16: 5 + 2) */
+        {"attention", b_attention, {1, 19, 2, 82, 0}},
         {"attention_ext", b_attention_ext, {2, 7, 6, 8, 2}},
         {"attention_ext", b_attention_ext, {1, 33, 4, 18, 1}},
         {"attention_ext", b_attention_ext, {1, 19, 3, 6, 3}},
@@ -748,6 +750,8 @@ int main(void)
         {"attention_grad", b_attention_grad, {2, 7, 3, 6, 0}},
         {"attention_grad", b_attention_grad, {1, 19, 2, 18, 0}},
         {"attention_grad", b_attention_grad, {2, 150, 2, 64, 0}}, /* whole blocks of keys, and a partial one */
+        /* D = 146: the output rows in several passes of columns, the last with a tail (8 lanes: 18 vectors + 2; 16: 9 + 2) */
+        {"attention_grad", b_attention_grad, {1, 19, 2, 146, 0}},
         {"attention_grad_ext", b_attention_grad_ext, {2, 7, 6, 8, 2}},
         {"attention_grad_ext", b_attention_grad_ext, {1, 19, 4, 6, 1}},
         {"attention_grad_ext", b_attention_grad_ext, {1, 9, 2, 8, 2}},
