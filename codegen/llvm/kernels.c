@@ -372,7 +372,7 @@ static void kg_depth_gain(kgen *k, const lrc_node *n)
 
 #define CE_SC(r, f) LLVMBuildGEP2(e->b, e->f64, sc, (LLVMValueRef[]){em_iadd(e, em_imul(e, (r), em_i64(e, LRC_CE_STATS)), em_i64(e, f))}, 1, "")
 
-void kg_ce_row_stats(kgen *k, LLVMValueRef x, LLVMValueRef y, LLVMValueRef sc, LLVMValueRef r, int64_t V)
+void kg_ce_row_stats(kgen *k, LLVMValueRef x, LLVMValueRef y, LLVMValueRef sc, LLVMValueRef r, int64_t V, LLVMValueRef E)
 {
     em_t *e = k->e;
     LLVMValueRef lab = em_load_i32(e, y, r);
@@ -380,12 +380,13 @@ void kg_ce_row_stats(kgen *k, LLVMValueRef x, LLVMValueRef y, LLVMValueRef sc, L
     em_if skip;
     em_if_begin(e, &skip, LLVMBuildICmp(e->b, LLVMIntNE, lab, LLVMConstInt(e->i32, (unsigned long long)-100, 1), ""));
     LLVMValueRef m, sum;
-    kg_row_logsumexp(k, x, em_imul(e, r, em_i64(e, V)), V, &m, &sum);
+    /* the logit at the label first: E may be x */
+    LLVMValueRef at = em_iadd(e, em_imul(e, r, em_i64(e, V)), LLVMBuildSExt(e->b, lab, e->i64, ""));
+    LLVMBuildStore(e->b, em_to_f64(e, em_load(e, x, at, 1)), CE_SC(r, 3));
+    kg_row_logsumexp(k, x, em_imul(e, r, em_i64(e, V)), V, E, &m, &sum);
     LLVMBuildStore(e->b, em_to_f64(e, m), CE_SC(r, 0));
     LLVMBuildStore(e->b, sum, CE_SC(r, 1));
     LLVMBuildStore(e->b, em_d64(e, 1), CE_SC(r, 2));
-    LLVMValueRef at = em_iadd(e, em_imul(e, r, em_i64(e, V)), LLVMBuildSExt(e->b, lab, e->i64, ""));
-    LLVMBuildStore(e->b, em_to_f64(e, em_load(e, x, at, 1)), CE_SC(r, 3));
     em_if_end(e, &skip);
 }
 
@@ -443,8 +444,9 @@ static void kg_cross_entropy(kgen *k, const lrc_node *n)
     LLVMValueRef nused = grad >= 0 ? kg_ce_used(k, y, rows) : NULL; /* every chunk counts the used labels itself */
     em_loop lr;
     LLVMValueRef r = em_for_begin(e, &lr, e->begin, e->end);
-    kg_ce_row_stats(k, x, y, sc, r, V);
-    if (grad >= 0) kg_ce_grad_row(k, x, kg_ptr(k, grad), y, sp, r, V, nused);
+    /* the gradient's exponentials are the loss's: stored once, scaled in place */
+    kg_ce_row_stats(k, x, y, sc, r, V, grad >= 0 ? kg_ptr(k, grad) : NULL);
+    if (grad >= 0) kg_ce_grad_row(k, x, kg_ptr(k, grad), y, sp, r, V, nused, true);
     em_for_end(e, &lr, em_i64(e, 1));
     kg_ce_finish(k, sc, rows, LLVMBuildSub(e->b, e->end, e->begin, ""), rows, kg_ptr(k, k->gr->anchor));
 }

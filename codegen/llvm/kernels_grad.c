@@ -103,7 +103,8 @@ void kg_softmax_grad(kgen *k, const lrc_node *n)
 /* The max and the sum of exp(x - max) of a row of V logits, vectorised
  * (f32 exponentials, the sum in f32 vectors then in double): what the loss
  * and its gradient need, without V calls to libm. */
-void kg_row_logsumexp(kgen *k, LLVMValueRef X, LLVMValueRef base, int64_t V, LLVMValueRef *max_out, LLVMValueRef *sum_out)
+void kg_row_logsumexp(kgen *k, LLVMValueRef X, LLVMValueRef base, int64_t V, LLVMValueRef E, LLVMValueRef *max_out,
+                      LLVMValueRef *sum_out)
 {
     em_t *e = k->e;
     /* exponentials at the wide width (the 60m step's loss and its gradient:
@@ -132,16 +133,19 @@ void kg_row_logsumexp(kgen *k, LLVMValueRef X, LLVMValueRef base, int64_t V, LLV
     LLVMBuildStore(e->b, em_f32(e, 0), ss);
     i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, wend));
     LLVMValueRef ew = em_exp(e, LLVMBuildFSub(e->b, em_load(e, X, em_iadd(e, base, i), wide), em_splat(e, m, wide), ""), wide);
+    if (E) em_store(e, E, em_iadd(e, base, i), ew, wide);
     LLVMValueRef acc = LLVMBuildLoad2(e->b, vt, sv, "");
     for (int h = 0; h < wide; h += vec) acc = em_add(e, wide > vec ? em_lanes(e, ew, h, vec) : ew, acc);
     LLVMBuildStore(e->b, acc, sv);
     em_for_end(e, &l, em_i64(e, wide));
     i = em_for_begin(e, &l, em_i64(e, wend), em_i64(e, vend));
     LLVMValueRef ev = em_exp(e, LLVMBuildFSub(e->b, em_load(e, X, em_iadd(e, base, i), vec), em_splat(e, m, vec), ""), vec);
+    if (E) em_store(e, E, em_iadd(e, base, i), ev, vec);
     LLVMBuildStore(e->b, em_add(e, ev, LLVMBuildLoad2(e->b, vt, sv, "")), sv);
     em_for_end(e, &l, em_i64(e, vec));
     i = em_for_begin(e, &l, em_i64(e, vend), em_i64(e, V));
     LLVMValueRef es = em_exp(e, LLVMBuildFSub(e->b, em_load(e, X, em_iadd(e, base, i), 1), m, ""), 1);
+    if (E) em_store(e, E, em_iadd(e, base, i), es, 1);
     LLVMBuildStore(e->b, em_add(e, es, LLVMBuildLoad2(e->b, e->f32, ss, "")), ss);
     em_for_end(e, &l, em_i64(e, 1));
     *max_out = m;
@@ -162,7 +166,7 @@ LLVMValueRef kg_ce_used(kgen *k, LLVMValueRef Y, int64_t rows)
 }
 
 void kg_ce_grad_row(kgen *k, LLVMValueRef X, LLVMValueRef O, LLVMValueRef Y, LLVMValueRef stats, LLVMValueRef r, int64_t V,
-                    LLVMValueRef nused)
+                    LLVMValueRef nused, bool exps)
 {
     em_t *e = k->e;
     int vec = kg_wide_vec(k); /* elementwise: the same values at any width */
@@ -178,17 +182,26 @@ void kg_ce_grad_row(kgen *k, LLVMValueRef X, LLVMValueRef O, LLVMValueRef Y, LLV
         LLVMValueRef r31 = em_iadd(e, r3, em_i64(e, 1));
         s = LLVMBuildLoad2(e->b, e->f64, LLVMBuildGEP2(e->b, e->f64, sc, &r31, 1, ""), "");
     } else
-        kg_row_logsumexp(k, X, base, V, &m, &s);
+        kg_row_logsumexp(k, X, base, V, NULL, &m, &s);
     /* p / used for live rows, 0 for ignored ones: one factor per row */
     LLVMValueRef f = em_to_f32(e, LLVMBuildSelect(e->b, live, LLVMBuildFDiv(e->b, em_d64(e, 1.0), fmul(e, s, nused), ""), em_d64(e, 0), ""));
+    /* with `exps`, O's row holds exp(x - m) (the same values at any width),
+     * where live: an ignored row's was never written, and is zeroed */
+    exps = exps && stats;
     LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, vend));
-    em_prefetch(e, X, em_iadd(e, base, em_iadd(e, i, em_i64(e, ROW_PREFETCH))), false, 3);
-    if (O != X) em_prefetch(e, O, em_iadd(e, base, em_iadd(e, i, em_i64(e, ROW_PREFETCH))), true, 3);
-    LLVMValueRef pv = em_exp(e, LLVMBuildFSub(e->b, em_load(e, X, em_iadd(e, base, i), vec), em_splat(e, m, vec), ""), vec);
+    LLVMValueRef pv;
+    if (exps) {
+        pv = LLVMBuildSelect(e->b, live, em_load(e, O, em_iadd(e, base, i), vec), em_fw(e, 0, vec), "");
+    } else {
+        em_prefetch(e, X, em_iadd(e, base, em_iadd(e, i, em_i64(e, ROW_PREFETCH))), false, 3);
+        if (O != X) em_prefetch(e, O, em_iadd(e, base, em_iadd(e, i, em_i64(e, ROW_PREFETCH))), true, 3);
+        pv = em_exp(e, LLVMBuildFSub(e->b, em_load(e, X, em_iadd(e, base, i), vec), em_splat(e, m, vec), ""), vec);
+    }
     em_store(e, O, em_iadd(e, base, i), em_mul(e, pv, em_splat(e, f, vec)), vec);
     em_for_end(e, &l, em_i64(e, vec));
     i = em_for_begin(e, &l, em_i64(e, vend), em_i64(e, V));
-    LLVMValueRef ps = em_exp(e, LLVMBuildFSub(e->b, em_load(e, X, em_iadd(e, base, i), 1), m, ""), 1);
+    LLVMValueRef ps = exps ? LLVMBuildSelect(e->b, live, em_load(e, O, em_iadd(e, base, i), 1), em_f32(e, 0), "")
+                           : em_exp(e, LLVMBuildFSub(e->b, em_load(e, X, em_iadd(e, base, i), 1), m, ""), 1);
     em_store(e, O, em_iadd(e, base, i), em_mul(e, ps, f), 1);
     em_for_end(e, &l, em_i64(e, 1));
     em_if hot;
@@ -211,7 +224,7 @@ void kg_cross_entropy_grad(kgen *k, const lrc_node *n)
     LLVMValueRef nused = kg_ce_used(k, Y, rows); /* every chunk counts the used labels itself */
     em_loop lr;
     LLVMValueRef r = em_for_begin(e, &lr, e->begin, e->end);
-    kg_ce_grad_row(k, X, O, Y, NULL, r, V, nused);
+    kg_ce_grad_row(k, X, O, Y, NULL, r, V, nused, false);
     em_for_end(e, &lr, em_i64(e, 1));
 }
 

@@ -65,12 +65,15 @@ LLVMValueRef kg_topk_order_fn(em_t *e);
 /* The GEMM tiling's vector width where it is wider than k->vec (16 floats
  * with AVX-512 against 8): for kernels whose values do not depend on it */
 static inline int kg_wide_vec(const kgen *k) { return k->p->tiling.vec > k->vec ? k->p->tiling.vec : k->vec; }
-/* max and sum of exp(x - max) over a row of V floats at X + base (vectorised). */
-void kg_row_logsumexp(kgen *k, LLVMValueRef X, LLVMValueRef base, int64_t V, LLVMValueRef *max_out, LLVMValueRef *sum_out);
+/* max and sum of exp(x - max) over a row of V floats at X + base
+ * (vectorised); each exp(x - max) also into E + base unless E is NULL. */
+void kg_row_logsumexp(kgen *k, LLVMValueRef X, LLVMValueRef base, int64_t V, LLVMValueRef E, LLVMValueRef *max_out,
+                      LLVMValueRef *sum_out);
 /* The cpu cross-entropy's pieces, which its kernels and an LM head's fused
  * one (fuse rule 8) share. Row r of logits x [.., V]: its statistics into
- * the scratch sc (LRC_CE_STATS doubles a row). */
-void kg_ce_row_stats(kgen *k, LLVMValueRef x, LLVMValueRef y, LLVMValueRef sc, LLVMValueRef r, int64_t V);
+ * the scratch sc (LRC_CE_STATS doubles a row), and, unless E is NULL, the
+ * row's exp(x - max) into E (which may be x) for kg_ce_grad_row's `exps`. */
+void kg_ce_row_stats(kgen *k, LLVMValueRef x, LLVMValueRef y, LLVMValueRef sc, LLVMValueRef r, int64_t V, LLVMValueRef E);
 /* The call that brings a count of finished units (after sc's rows) to
  * `total` with its `mine` writes the mean loss to out[0] (rows in order)
  * and zeroes the count. */
@@ -78,8 +81,10 @@ void kg_ce_finish(kgen *k, LLVMValueRef sc, int64_t rows, LLVMValueRef mine, int
 /* The labels Y [rows] that count (not -100), as an f64. */
 LLVMValueRef kg_ce_used(kgen *k, LLVMValueRef Y, int64_t rows);
 /* Row r of the loss's gradient into O (which may be X) from the logits X,
- * its statistics from `stats` (or computed again when NULL). */
+ * its statistics from `stats` (or computed again when NULL); with `exps`
+ * (and stats), O already holds the row's exp(x - max) from
+ * kg_ce_row_stats, which need not be taken again. */
 void kg_ce_grad_row(kgen *k, LLVMValueRef X, LLVMValueRef O, LLVMValueRef Y, LLVMValueRef stats, LLVMValueRef r, int64_t V,
-                    LLVMValueRef nused);
+                    LLVMValueRef nused, bool exps);
 
 #endif
