@@ -74,11 +74,29 @@ compile_all llama_layerrope "$models/llama.lua" tok.st --preset tiny --set norm=
 compile_all vit "$models/vit.lua" img.st --preset tiny --weights w_vit.st
 compile_all hf_qwen2 "$hf" tok.st
 # the GEMMs' panels (the plan's packed parameters): half, and about 0.27
-# (an f16 scale per 32 int8 values, as Q8_0; panels padded to 64 bytes)
+# (an f16 scale per 32 int8 values, as Q8_0; panels padded to 64 bytes, which
+# weighs more where panels are narrow: AVX2's 8-column ones of tiny's
+# gate and up, 34 * 8 + 16 -> 320 bytes a row of blocks, take 0.31)
 packed() { /usr/bin/python3 -c 'import json, sys; print(sum(b["bytes"] for b in json.load(open(sys.argv[1]))["buffers"] if "packed" in b))' "$1/package.json"; }
+# the buffers whose size is not their layout's (panels of NR columns by
+# inner rows, cols / NR of them rounded up: f32 4 bytes a value, bf16 2,
+# q8 (NR (inner + 2 blocks)) rounded up to 64 bytes), or "none"
+off_size() { /usr/bin/python3 -c '
+import json, sys
+bad = []
+for b in json.load(open(sys.argv[1]))["buffers"]:
+    if "packed" not in b: continue
+    p = b["packed"]; nr, k = p["panel"], p["inner"]; panels = (p["cols"] + nr - 1) // nr
+    per = {"f32": nr * k * 4, "bf16": nr * k * 2, "q8": (nr * (2 * ((k + 31) // 32) + k) + 63) // 64 * 64}[p["store"]]
+    if b["bytes"] != panels * per: bad.append("%s: %d bytes, not %d" % (b["name"], b["bytes"], panels * per))
+print("; ".join(bad) or "none")' "$1/package.json"; }
 a=$(packed pkg_llama_pre_f32) b=$(packed pkg_llama_pre_bf16) c=$(packed pkg_llama_pre_q8)
 check "llama: the packed panels are half the f32 ones in bf16 ($b of $a bytes)" "[ $b -gt 0 ] && [ $((2 * b)) = $a ]"
-check "llama: and 0.26 to 0.28 of them in q8 ($c of $a bytes)" "[ $((1000 * c / a)) -ge 260 ] && [ $((1000 * c / a)) -le 280 ]"
+check "llama: and 0.26 to 0.31 of them in q8 ($c of $a bytes)" "[ $((1000 * c / a)) -ge 260 ] && [ $((1000 * c / a)) -le 310 ]"
+for d in f32 bf16 q8; do
+  o=$(off_size pkg_llama_pre_$d)
+  check "llama: $d: every packed buffer the size of its layout's panels ($o)" "[ '$o' = none ]"
+done
 a=$(stat -c %s pkg_llama_pre_f32/weights.safetensors) b=$(stat -c %s pkg_llama_pre_bf16/weights.safetensors) c=$(stat -c %s pkg_llama_pre_q8/weights.safetensors)
 check "llama: the bf16 weights file is about half the f32 one ($b of $a bytes)" "[ $((200 * b / a)) -ge 95 ] && [ $((200 * b / a)) -le 105 ]"
 check "llama: the q8 one 0.26 to 0.30 of it ($c of $a bytes; 34 bytes per 32 weights, vectors f32)" \
