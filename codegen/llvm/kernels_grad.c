@@ -5,6 +5,7 @@
  * hot ones get vector forms when training needs their speed. */
 #include "kgen.h"
 
+#include <assert.h>
 #include <math.h>
 
 static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
@@ -186,8 +187,9 @@ void kg_ce_grad_row(kgen *k, LLVMValueRef X, LLVMValueRef O, LLVMValueRef Y, LLV
     /* p / used for live rows, 0 for ignored ones: one factor per row */
     LLVMValueRef f = em_to_f32(e, LLVMBuildSelect(e->b, live, LLVMBuildFDiv(e->b, em_d64(e, 1.0), fmul(e, s, nused), ""), em_d64(e, 0), ""));
     /* with `exps`, O's row holds exp(x - m) (the same values at any width),
-     * where live: an ignored row's was never written, and is zeroed */
-    exps = exps && stats;
+     * where live: an ignored row's was never written, and is zeroed; only
+     * the stats pass stores them, so exps without stats is a caller's bug */
+    assert(!exps || stats);
     LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, vend));
     LLVMValueRef pv;
     if (exps) {
