@@ -155,9 +155,10 @@ check "q8 continues as f32 ($(tr '\n' ' ' <gen_q8.txt))" "cmp -s gen_f32.txt gen
 # the GEMMs against an f64 product of the stored weights (gemm-bench's check), on each of the
 # kernel's paths: 1 row (decoding's tiles of four panels), a few rows, and rows enough that
 # a q8 panel is widened once per work item; a partial last panel and a partial last block; and
-# sums over K longer than the tiling's kc (256), taken in blocks (a widened q8 panel's are not)
+# sums over K longer than the tiling's kc (AVX-512's 256, AVX2's 2048), taken in blocks (a
+# widened q8 panel's are not)
 for d in bf16 q8; do
-  for mnk in "1 1000 77" "5 33 77" "50 100 77" "130 300 200" "3 70 700" "130 300 600"; do
+  for mnk in "1 1000 77" "5 33 77" "50 100 77" "130 300 200" "3 70 700" "130 300 600" "3 70 2200"; do
     set -- $mnk
     for op in matmul matmul_nn; do
       out=$("$lrc" gemm-bench --m $1 --n $2 --k $3 --op $op --weights-dtype $d --repeat 1 2>&1 | tail -1)

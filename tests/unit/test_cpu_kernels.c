@@ -762,7 +762,7 @@ int main(void)
         {"grads", b_grads, {2, 3, 10, 6, 10}},
         {"grads", b_grads, {1, 7, 34, 10, 34}},
         {"grads", b_grads, {2, 5, 131, 10, 131}}, /* sums over rows in three column blocks, the last partial */
-        /* (new cases go last: a case's seed is its index) sums over K in blocks (kc 256: three of
+        /* (new cases go last: a case's seed is its index) sums over K in blocks (AVX-512's kc 256: three of
          * 200), with a partial last row tile and panel, and for few rows (tiles of four panels); rows
          * and panels shared out evenly over the items; dW's sum over 600 rows in blocks */
         {"gemm", b_gemm, {2, 151, 70, 600, 0}},
@@ -788,6 +788,11 @@ int main(void)
         {"gemm_grads", b_gemm_grads, {1, 300, 800, 600, 0}},
         /* dW of 1100 columns in three column blocks, the last partial, over two blocks of K */
         {"gemm_grads", b_gemm_grads, {2, 150, 200, 1100, 0}},
+        /* sums over K past AVX2's kc (2048) in blocks too: x W^T over 4500 (three blocks), dW over
+         * 2100 rows (two), and an LM head's over a hidden size of 2200 (two) */
+        {"gemm", b_gemm, {1, 3, 40, 4500, 0}},
+        {"gemm_grads", b_gemm_grads, {3, 700, 20, 30, 0}},
+        {"loss_head", b_loss_head, {1, 10, 0, 2200, 50}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(cases[i].name, cases[i].fn, cases[i].d, 1000 + i);
     printf("%d passed, %d failed\n", passed, failed);
