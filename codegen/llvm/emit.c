@@ -240,11 +240,21 @@ LLVMValueRef em_intr2(em_t *e, const char *name, LLVMValueRef x, LLVMValueRef y)
     return call_intrinsic(e, full, ops, 2);
 }
 
+/* x clamped to [lo, hi], NaN to hi: minnum's and maxnum's values with
+ * constant bounds, as ordered compares and selects, which x86 does in one
+ * vminps / vmaxps each, where the intrinsics take three instructions
+ * (min, unordered compare, blend) to give NaN the other operand */
+static LLVMValueRef clamp_const(em_t *e, LLVMValueRef x, double lo, double hi, int w)
+{
+    LLVMValueRef h = em_fw(e, hi, w), l = em_fw(e, lo, w);
+    x = LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealOLT, x, h, ""), x, h, "");
+    return LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealOGT, x, l, ""), x, l, "");
+}
+
 LLVMValueRef em_exp(em_t *e, LLVMValueRef x, int w)
 {
     /* exp(x) = 2^n * exp(r), n = round(x / ln 2), r = x - n ln 2 in two parts */
-    x = em_intr2(e, "minnum", x, em_fw(e, 88.7228391, w));
-    x = em_intr2(e, "maxnum", x, em_fw(e, -87.3365479, w));
+    x = clamp_const(e, x, -87.3365479, 88.7228391, w);
     LLVMValueRef n = em_intr1(e, "floor", em_fma(e, x, em_fw(e, 1.44269504088896341, w), em_fw(e, 0.5, w)));
     LLVMValueRef r = em_fma(e, n, em_fw(e, -0.693359375, w), x);
     r = em_fma(e, n, em_fw(e, 2.12194440e-4, w), r);
@@ -283,14 +293,14 @@ LLVMValueRef em_erf(em_t *e, LLVMValueRef x, int w)
                                -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02};
     static const double b[] = {-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
                                -1.42647390514189e-02};
-    x = em_intr2(e, "maxnum", em_intr2(e, "minnum", x, em_fw(e, 4.0, w)), em_fw(e, -4.0, w));
+    x = clamp_const(e, x, -4.0, 4.0, w);
     LLVMValueRef x2 = em_mul(e, x, x), p = em_fw(e, a[0], w), q = em_fw(e, b[0], w);
     for (int i = 1; i < 7; i++) p = em_fma(e, p, x2, em_fw(e, a[i], w));
     for (int i = 1; i < 5; i++) q = em_fma(e, q, x2, em_fw(e, b[i], w));
     return LLVMBuildFDiv(e->b, em_mul(e, x, p), q, "");
 }
 
-/* NaN in, NaN out: em_exp's clamps (minnum, maxnum) would turn it into a number */
+/* NaN in, NaN out: em_exp's clamps would turn it into a number */
 static LLVMValueRef keep_nan(em_t *e, LLVMValueRef x, LLVMValueRef v)
 {
     return LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealUNO, x, x, ""), x, v, "");
