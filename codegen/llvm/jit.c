@@ -74,8 +74,8 @@ int lrc_llvm_target_host(lrc_llvm_target *t, lrc_err *err)
      * kc: there, sums over K up to 2048 in one pass, where blocks of 256
      * spent more on carrying the partial sums than they saved: a row tile's
      * panels stream from L3 fast enough (an AMD EPYC, the 60m step's GEMMs
-     * 1690 -> 1597 ms, medians of 6 alternated runs; 1024 x 512 x 1376
-     * 149 -> 170 GFLOP/s). */
+     * 1690 -> 1597 ms and 1734 -> 1581 ms, medians of 6 and 8 alternated
+     * runs; dX's 1024 x 512 x 1376, matmul_nn, 139.9 -> 168.2 GFLOP/s). */
     t->tiling = avx512 ? (lrc_gemm_tiling){.mr = 12, .vec = 16, .nv = 2, .mc = 192, .mc_wide = 384, .mc_min = 96, .nc = 256, .kc = 256}
                        : (lrc_gemm_tiling){.mr = 6, .vec = 8, .nv = 2, .mc = 96, .mc_wide = 96, .mc_min = 96, .nc = 256, .kc = 2048};
     return LRC_OK;
