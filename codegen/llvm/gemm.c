@@ -531,7 +531,7 @@ static void head_loss_rows(kgen *k, const head_loss *h, LLVMValueRef m0, LLVMVal
     em_loop lr;
     LLVMValueRef r = em_for_begin(e, &lr, m0, m1);
     kg_ce_row_stats(k, G, h->Y, h->sc, r, V, G);
-    kg_ce_grad_row(k, G, G, h->Y, h->raw, r, V, h->used, true);
+    kg_ce_grad_row(k, G, G, h->Y, h->raw, r, V, h->used);
     em_for_end(e, &lr, em_i64(e, 1));
 }
 

@@ -446,7 +446,7 @@ static void kg_cross_entropy(kgen *k, const lrc_node *n)
     LLVMValueRef r = em_for_begin(e, &lr, e->begin, e->end);
     /* the gradient's exponentials are the loss's: stored once, scaled in place */
     kg_ce_row_stats(k, x, y, sc, r, V, grad >= 0 ? kg_ptr(k, grad) : NULL);
-    if (grad >= 0) kg_ce_grad_row(k, x, kg_ptr(k, grad), y, sp, r, V, nused, true);
+    if (grad >= 0) kg_ce_grad_row(k, x, kg_ptr(k, grad), y, sp, r, V, nused);
     em_for_end(e, &lr, em_i64(e, 1));
     kg_ce_finish(k, sc, rows, LLVMBuildSub(e->b, e->end, e->begin, ""), rows, kg_ptr(k, k->gr->anchor));
 }

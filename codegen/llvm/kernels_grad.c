@@ -5,7 +5,6 @@
  * hot ones get vector forms when training needs their speed. */
 #include "kgen.h"
 
-#include <assert.h>
 #include <math.h>
 
 static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
@@ -167,7 +166,7 @@ LLVMValueRef kg_ce_used(kgen *k, LLVMValueRef Y, int64_t rows)
 }
 
 void kg_ce_grad_row(kgen *k, LLVMValueRef X, LLVMValueRef O, LLVMValueRef Y, LLVMValueRef stats, LLVMValueRef r, int64_t V,
-                    LLVMValueRef nused, bool exps)
+                    LLVMValueRef nused)
 {
     em_t *e = k->e;
     int vec = kg_wide_vec(k); /* elementwise: the same values at any width */
@@ -186,10 +185,9 @@ void kg_ce_grad_row(kgen *k, LLVMValueRef X, LLVMValueRef O, LLVMValueRef Y, LLV
         kg_row_logsumexp(k, X, base, V, NULL, &m, &s);
     /* p / used for live rows, 0 for ignored ones: one factor per row */
     LLVMValueRef f = em_to_f32(e, LLVMBuildSelect(e->b, live, LLVMBuildFDiv(e->b, em_d64(e, 1.0), fmul(e, s, nused), ""), em_d64(e, 0), ""));
-    /* with `exps`, O's row holds exp(x - m) (the same values at any width),
-     * where live: an ignored row's was never written, and is zeroed; only
-     * the stats pass stores them, so exps without stats is a caller's bug */
-    assert(!exps || stats);
+    /* with stats, O's row holds exp(x - m) (the same values at any width),
+     * where live: an ignored row's was never written, and is zeroed */
+    bool exps = stats != NULL;
     LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, vend));
     LLVMValueRef pv;
     if (exps) {
@@ -226,7 +224,7 @@ void kg_cross_entropy_grad(kgen *k, const lrc_node *n)
     LLVMValueRef nused = kg_ce_used(k, Y, rows); /* every chunk counts the used labels itself */
     em_loop lr;
     LLVMValueRef r = em_for_begin(e, &lr, e->begin, e->end);
-    kg_ce_grad_row(k, X, O, Y, NULL, r, V, nused, false);
+    kg_ce_grad_row(k, X, O, Y, NULL, r, V, nused);
     em_for_end(e, &lr, em_i64(e, 1));
 }
 

@@ -72,7 +72,7 @@ void kg_row_logsumexp(kgen *k, LLVMValueRef X, LLVMValueRef base, int64_t V, LLV
 /* The cpu cross-entropy's pieces, which its kernels and an LM head's fused
  * one (fuse rule 8) share. Row r of logits x [.., V]: its statistics into
  * the scratch sc (LRC_CE_STATS doubles a row), and, unless E is NULL, the
- * row's exp(x - max) into E (which may be x) for kg_ce_grad_row's `exps`. */
+ * row's exp(x - max) into E (which may be x) for kg_ce_grad_row. */
 void kg_ce_row_stats(kgen *k, LLVMValueRef x, LLVMValueRef y, LLVMValueRef sc, LLVMValueRef r, int64_t V, LLVMValueRef E);
 /* The call that brings a count of finished units (after sc's rows) to
  * `total` with its `mine` writes the mean loss to out[0] (rows in order)
@@ -80,11 +80,11 @@ void kg_ce_row_stats(kgen *k, LLVMValueRef x, LLVMValueRef y, LLVMValueRef sc, L
 void kg_ce_finish(kgen *k, LLVMValueRef sc, int64_t rows, LLVMValueRef mine, int64_t total, LLVMValueRef out);
 /* The labels Y [rows] that count (not -100), as an f64. */
 LLVMValueRef kg_ce_used(kgen *k, LLVMValueRef Y, int64_t rows);
-/* Row r of the loss's gradient into O (which may be X) from the logits X,
- * its statistics from `stats` (or computed again when NULL); with `exps`
- * (and stats), O already holds the row's exp(x - max) from
- * kg_ce_row_stats, which need not be taken again. */
+/* Row r of the loss's gradient into O (which may be X) from the logits X.
+ * With `stats`, the row's statistics come from kg_ce_row_stats, which also
+ * left the row's exp(x - max) in O, so they are not taken again; without,
+ * both are computed here from X. */
 void kg_ce_grad_row(kgen *k, LLVMValueRef X, LLVMValueRef O, LLVMValueRef Y, LLVMValueRef stats, LLVMValueRef r, int64_t V,
-                    LLVMValueRef nused, bool exps);
+                    LLVMValueRef nused);
 
 #endif
