@@ -111,7 +111,7 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
     double t0 = (1e3 * lrc_now_s());
     c->g = g;
     c->consts = consts;
-    lrc_pass_ctx ctx = {.consts = consts, .own_consts = true, .loss_head = lrc_cpu_loss_head(), .loss_pair = true, .schedule = &c->sched};
+    lrc_pass_ctx ctx = {.consts = consts, .own_consts = true, .loss_head = lrc_cpu_loss_head(), .loss_pair = true, .sum_product = true, .schedule = &c->sched};
     lrc_llvm_target target;
     int rc = lrc_llvm_target_host(&target, err);
     if (!rc) rc = lrc_passes_run(&c->g, &ctx, NULL, err);

@@ -262,6 +262,7 @@ const lrc_target lrc_target_cpu = {
     .supports_op = lrc_llvm_supports_op,
     .loss_head = lrc_cpu_loss_head,
     .loss_pair = true,
+    .sum_product = true,
     .report = cpu_report,
     .prepare = cpu_prepare,
     .bind = cpu_bind,

@@ -63,6 +63,7 @@ struct lrc_target {
     /* whether its schedule puts an LM head's loss in the head's GEMM (fuse rule 8), or NULL */
     bool (*loss_head)(void);
     bool loss_pair; /* whether it puts a loss and its gradient in one kernel (fuse rule 9) */
+    bool sum_product; /* whether a row sum computes the product it sums (fuse rule 10) */
     bool (*supports_op)(lrc_op op);
     /* lrc devices: whether this machine has it (to compile for, to run on), and if not, why */
     void (*report)(void);

@@ -5,6 +5,7 @@
  * hot ones get vector forms when training needs their speed. */
 #include "kgen.h"
 
+#include <assert.h>
 #include <math.h>
 
 static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
@@ -228,35 +229,63 @@ void kg_cross_entropy_grad(kgen *k, const lrc_node *n)
     em_for_end(e, &lr, em_i64(e, 1));
 }
 
+/* Row r's terms of columns at..at+w (w floats): x, or x y when the summand
+ * is a product in the group (fuse rule 10), rounded to f32 as the product's
+ * own kernel would have stored it, then widened to double. */
+static LLVMValueRef sum_terms(em_t *e, LLVMValueRef X, LLVMValueRef Y, LLVMValueRef at, int w)
+{
+    LLVMValueRef x = em_load(e, X, at, w);
+    if (Y) x = LLVMBuildFMul(e->b, x, em_load(e, Y, at, w), "");
+    return LLVMBuildFPExt(e->b, x, w > 1 ? LLVMVectorType(e->f64, (unsigned)w) : e->f64, "");
+}
+
 /* Rows summed into the last axis, a block of LRC_SUM_COLS columns per work
- * item: each column's rows added in order, in double, by one thread. */
+ * item: each column's rows added in order, in double, by one thread; SB
+ * columns at a time in vectors (the same sums: lanes are columns), the
+ * block's last columns one by one. */
 static void sum_rows(kgen *k, const lrc_node *n, int64_t D)
 {
+    enum { SB = 8, NA = 4, SUM_AHEAD = 8 }; /* columns per accumulator, accumulators a pass, rows prefetched ahead */
     em_t *e = k->e;
     int64_t R = lrc_shape_numel(&k->g->nodes[n->in[0]].shape) / D;
-    LLVMValueRef X = kg_ptr(k, n->in[0]), O = kg_ptr(k, k->gr->anchor);
-    LLVMValueRef acc = em_alloca(e, LLVMArrayType(e->f64, LRC_SUM_COLS), "colsum");
-    #define ACC(i) LLVMBuildGEP2(e->b, LLVMArrayType(e->f64, LRC_SUM_COLS), acc, (LLVMValueRef[2]){em_i64(e, 0), (i)}, 2, "")
-    em_loop li, lz, lr, lc;
+    int prod = lrc_group_sum_product(k->g, k->gr);
+    const lrc_node *pn = prod >= 0 ? &k->g->nodes[prod] : NULL;
+    LLVMValueRef X = kg_ptr(k, pn ? pn->in[0] : n->in[0]), Y = pn ? kg_ptr(k, pn->in[1]) : NULL, O = kg_ptr(k, k->gr->anchor);
+    LLVMTypeRef dv = LLVMVectorType(e->f64, SB);
+    LLVMValueRef acc = em_alloca(e, e->f64, "colsum"), vacc[NA];
+    for (int v = 0; v < NA; v++) vacc[v] = em_alloca(e, dv, "colsums");
+    em_loop li, lb, lr, lc;
     LLVMValueRef item = em_for_begin(e, &li, e->begin, e->end);
     LLVMValueRef c0 = em_imul(e, item, em_i64(e, LRC_SUM_COLS));
     LLVMValueRef c1 = em_iadd(e, c0, em_i64(e, LRC_SUM_COLS));
     c1 = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, c1, em_i64(e, D), ""), c1, em_i64(e, D), "");
-    LLVMValueRef w = LLVMBuildSub(e->b, c1, c0, "");
-    LLVMValueRef z = em_for_begin(e, &lz, em_i64(e, 0), w);
-    LLVMBuildStore(e->b, em_d64(e, 0), ACC(z));
-    em_for_end(e, &lz, em_i64(e, 1));
+    LLVMValueRef w = LLVMBuildSub(e->b, c1, c0, ""), wv = em_imul(e, LLVMBuildSDiv(e->b, w, em_i64(e, NA * SB), ""), em_i64(e, NA * SB));
+    LLVMValueRef cb = em_for_begin(e, &lb, em_i64(e, 0), wv);
+    for (int v = 0; v < NA; v++) LLVMBuildStore(e->b, LLVMConstNull(dv), vacc[v]);
     LLVMValueRef r = em_for_begin(e, &lr, em_i64(e, 0), em_i64(e, R));
-    LLVMValueRef base = em_iadd(e, em_imul(e, r, em_i64(e, D)), c0);
-    LLVMValueRef c = em_for_begin(e, &lc, em_i64(e, 0), w);
-    LLVMBuildStore(e->b, fadd(e, LLVMBuildLoad2(e->b, e->f64, ACC(c), ""), ld(e, X, em_iadd(e, base, c))), ACC(c));
-    em_for_end(e, &lc, em_i64(e, 1));
+    LLVMValueRef base = em_iadd(e, em_imul(e, r, em_i64(e, D)), em_iadd(e, c0, cb));
+    /* a column block's rows are D apart: ahead of the stride prefetcher */
+    for (int l = 0; l < NA * SB; l += 16) { /* a cache line each */
+        em_prefetch(e, X, em_iadd(e, base, em_i64(e, SUM_AHEAD * D + l)), false, 3);
+        if (Y) em_prefetch(e, Y, em_iadd(e, base, em_i64(e, SUM_AHEAD * D + l)), false, 3);
+    }
+    for (int v = 0; v < NA; v++)
+        LLVMBuildStore(e->b, fadd(e, LLVMBuildLoad2(e->b, dv, vacc[v], ""), sum_terms(e, X, Y, em_iadd(e, base, em_i64(e, v * SB)), SB)),
+                       vacc[v]);
     em_for_end(e, &lr, em_i64(e, 1));
-    z = em_for_begin(e, &lz, em_i64(e, 0), w);
-    st(e, O, em_iadd(e, c0, z), LLVMBuildLoad2(e->b, e->f64, ACC(z), ""));
-    em_for_end(e, &lz, em_i64(e, 1));
+    for (int v = 0; v < NA; v++)
+        em_store(e, O, em_iadd(e, em_iadd(e, c0, cb), em_i64(e, v * SB)),
+                 LLVMBuildFPTrunc(e->b, LLVMBuildLoad2(e->b, dv, vacc[v], ""), em_vty(e, SB), ""), SB);
+    em_for_end(e, &lb, em_i64(e, NA * SB));
+    LLVMValueRef c = em_for_begin(e, &lc, wv, w);
+    LLVMBuildStore(e->b, em_d64(e, 0), acc);
+    r = em_for_begin(e, &lr, em_i64(e, 0), em_i64(e, R));
+    LLVMValueRef at = em_iadd(e, em_imul(e, r, em_i64(e, D)), em_iadd(e, c0, c));
+    LLVMBuildStore(e->b, fadd(e, LLVMBuildLoad2(e->b, e->f64, acc, ""), sum_terms(e, X, Y, at, 1)), acc);
+    em_for_end(e, &lr, em_i64(e, 1));
+    st(e, O, em_iadd(e, c0, c), LLVMBuildLoad2(e->b, e->f64, acc, ""));
+    em_for_end(e, &lc, em_i64(e, 1));
     em_for_end(e, &li, em_i64(e, 1));
-    #undef ACC
 }
 
 /* Every input element added into the output element it was broadcast from,
@@ -271,6 +300,7 @@ void kg_sum_to(kgen *k, const lrc_node *n)
         sum_rows(k, n, D);
         return;
     }
+    assert(lrc_group_sum_product(k->g, k->gr) < 0); /* fuse rule 10 takes sums over whole rows only */
     const lrc_shape *x = &k->g->nodes[n->in[0]].shape, *o = &n->shape;
     LLVMValueRef X = kg_ptr(k, n->in[0]), O = kg_ptr(k, k->gr->anchor);
     int64_t ost[LRC_MAX_DIMS], s = 1, no = lrc_shape_numel(o);

@@ -30,9 +30,13 @@
  *     in the loss's kernel: each row's gradient right after its statistics,
  *     while the row is in cache, instead of a second pass over the logits
  *     from memory.
+ * 10. Where the target asks (cpu): a mul of two values of its own shape,
+ *     read only by a sum_to over whole rows (a gain's gradient, the sum
+ *     over rows of dy times the gain's input), runs in the sum's kernel:
+ *     the product is never written out.
  *
- * Each rule is one function below (rule1_anchor ... rule9_loss_pair),
- * run in the order 1 and 2 (one walk), 3, 5, 4, 6, 7, 8, 9.
+ * Each rule is one function below (rule1_anchor ... rule10_product_into_sum),
+ * run in the order 1 and 2 (one walk), 3, 5, 4, 6, 7, 8, 9, 10.
  *
  * A loop region (docs/architecture.md, rule 5) is loop_state's group, the body, then
  * loop_next's group, the back edge, whose value aliases the state's buffer:
@@ -390,6 +394,44 @@ static void rule9_loss_pair(fuse *fu)
     }
 }
 
+/* A sum_to over whole rows: [R, D] (any leading axes) to the D of its last axis */
+static bool sums_rows(const lrc_graph *g, const lrc_node *n)
+{
+    const lrc_shape *x = &g->nodes[n->in[0]].shape, *o = &n->shape;
+    int64_t D = x->ndim ? x->dim[x->ndim - 1] : 1;
+    return n->op == LRC_OP_SUM_TO && lrc_shape_numel(o) == D && o->ndim && o->dim[o->ndim - 1] == D;
+}
+
+/* Rule 10 (see the header comment). */
+static void rule10_product_into_sum(fuse *fu)
+{
+    const lrc_graph *g = fu->g;
+    lrc_schedule *s = fu->s;
+    for (int c = 0; c < g->n_nodes; c++) {
+        const lrc_node *cn = &g->nodes[c];
+        if (cn->op != LRC_OP_SUM_TO || !sums_rows(g, cn) || !alone(fu, c)) continue;
+        int id = cn->in[0];
+        const lrc_node *m = &g->nodes[id];
+        if (m->op != LRC_OP_MUL || m->dtype != LRC_F32 || fu->n_uses[id] != 1 || fu->is_out[id] || !alone(fu, id)) continue;
+        bool same = true;
+        for (int k = 0; k < 2; k++)
+            same = same && g->nodes[m->in[k]].dtype == LRC_F32 && lrc_shape_eq(&g->nodes[m->in[k]].shape, &m->shape);
+        if (!same) continue;
+        fu->pg[s->group_of[id]].dead = true;
+        fu->pg[s->group_of[id]].size = 0;
+        s->group_of[id] = s->group_of[c];
+        fu->pg[s->group_of[c]].size++;
+    }
+}
+
+int lrc_group_sum_product(const lrc_graph *g, const lrc_group *gr)
+{
+    if (gr->kind != LRC_GROUP_OPAQUE || g->nodes[gr->anchor].op != LRC_OP_SUM_TO) return -1;
+    for (int j = 0; j < gr->n_nodes; j++)
+        if (g->nodes[gr->nodes[j]].op == LRC_OP_MUL) return gr->nodes[j];
+    return -1;
+}
+
 int lrc_group_loss_pair_grad(const lrc_graph *g, const lrc_group *gr)
 {
     if (gr->kind != LRC_GROUP_OPAQUE || g->nodes[gr->anchor].op != LRC_OP_CROSS_ENTROPY) return -1;
@@ -406,7 +448,7 @@ bool lrc_group_is_loss_head(const lrc_graph *g, const lrc_group *gr)
     return false;
 }
 
-int lrc_schedule_build(const lrc_graph *g, bool loss_head, bool loss_pair, lrc_schedule *s, lrc_err *err)
+int lrc_schedule_build(const lrc_graph *g, bool loss_head, bool loss_pair, bool sum_product, lrc_schedule *s, lrc_err *err)
 {
     int N = g->n_nodes;
     memset(s, 0, sizeof *s);
@@ -436,6 +478,7 @@ int lrc_schedule_build(const lrc_graph *g, bool loss_head, bool loss_pair, lrc_s
     rule7_lse_into_attention(&fu);
     if (loss_head) rule8_loss_head(&fu);
     if (loss_pair) rule9_loss_pair(&fu);
+    if (sum_product) rule10_product_into_sum(&fu);
     int n_pg = fu.n_pg;
 
     /* Renumber the live groups in an order that respects their dependencies

@@ -34,7 +34,7 @@ static int step_autodiff(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err)
 static int step_fuse(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err)
 {
     if (!ctx->schedule || ctx->scheduled) return LRC_OK;
-    int rc = lrc_schedule_build(*g, ctx->loss_head, ctx->loss_pair, ctx->schedule, err);
+    int rc = lrc_schedule_build(*g, ctx->loss_head, ctx->loss_pair, ctx->sum_product, ctx->schedule, err);
     ctx->scheduled = rc == LRC_OK;
     return rc;
 }

@@ -217,8 +217,10 @@ static int b_grads(lrc_graph *g, const int64_t *d)
     lrc_node st = {.op = LRC_OP_SUM_TO, .n_in = 1, .in = {dy}, .n_iattr = 1, .iattr = {d[2]}};
     lrc_node st2 = {.op = LRC_OP_SUM_TO, .n_in = 1, .in = {dy}, .n_iattr = 3, .iattr = {1, d[1], 1}};
     lrc_node eg = {.op = LRC_OP_EMBEDDING_GRAD, .n_in = 2, .in = {t, dy}, .iattr = {d[4]}};
+    /* a gain's gradient: the rows of x dy summed, the product inside the sum's kernel (fuse rule 10) */
+    lrc_node sp = {.op = LRC_OP_SUM_TO, .n_in = 1, .in = {op(g, LRC_OP_MUL, x, dy, 0, 0, 0)}, .n_iattr = 1, .iattr = {d[2]}};
     rc = rc || out(g, "sum_to", lrc_graph_add(g, &st, &err)) || out(g, "sum_to2", lrc_graph_add(g, &st2, &err)) ||
-         out(g, "embedding_grad", lrc_graph_add(g, &eg, &err));
+         out(g, "sum_product", lrc_graph_add(g, &sp, &err)) || out(g, "embedding_grad", lrc_graph_add(g, &eg, &err));
     int gam = param(g, "gamma", 1, vd), a1 = param(g, "a1", 0, sc), a2 = param(g, "a2", 0, sc), gy = input(g, "gy", 1, vd, LRC_F32);
     for (int w = 0; w < 5 && !rc; w++) {
         char name[32];
@@ -530,6 +532,65 @@ static void loss_pair_matches_unfused(void)
     lrc_tensor_free(labels);
 }
 
+/* The rows of a b summed, a b [2, R, D] (fuse rule 10: the product inside
+ * the sum's kernel), against the same sum with the product an output too,
+ * so its own kernel's buffer (apart): the same f32 products summed in the
+ * same order, so the same bits. Returns the kernels whose label holds
+ * "mul+sum_to" in *fused. */
+static int run_sum_product(bool apart, lrc_tensor *a, lrc_tensor *b, lrc_tensor *got, int *fused, lrc_err *err)
+{
+    lrc_graph *g = lrc_graph_new();
+    const lrc_shape *sh = &a->shape;
+    int xa = input(g, "a", 3, sh->dim, LRC_F32), xb = input(g, "b", 3, sh->dim, LRC_F32), m = op(g, LRC_OP_MUL, xa, xb, 0, 0, 0);
+    lrc_node st = {.op = LRC_OP_SUM_TO, .n_in = 1, .in = {m}, .n_iattr = 1, .iattr = {sh->dim[2]}};
+    int rc = out(g, "sum", lrc_graph_add(g, &st, err)) || (apart && out(g, "product", m));
+    lrc_tensor_set in, outs;
+    lrc_tensor_set_init(&in);
+    lrc_tensor_set_init(&outs);
+    lrc_tensor_set_add(&in, a, err), lrc_tensor_set_add(&in, b, err), lrc_tensor_set_add(&outs, got, err);
+    lrc_compiled c = {0};
+    lrc_pool *pool = lrc_pool_new(2, err);
+    lrc_exec *x = NULL;
+    rc = rc ? LRC_EUSER : lrc_compile_graph(g, NULL, &c, err);
+    *fused = 0;
+    for (int i = 0; !rc && i < c.plan.n_launches; i++) *fused += strstr(c.plan.launches[i].label, "mul+sum_to") != NULL;
+    if (!rc) rc = lrc_exec_new(&c.plan, pool, &x, err);
+    if (!rc) rc = lrc_exec_run_plan(x, &in, &outs, err);
+    lrc_exec_free(x);
+    lrc_pool_free(pool);
+    if (c.g) lrc_compiled_free(&c);
+    else lrc_graph_free(g);
+    for (int i = 0; i < outs.n; i++)
+        if (outs.items[i] != got) lrc_tensor_free(outs.items[i]);
+    free(in.items);
+    free(outs.items);
+    return rc;
+}
+
+static void sum_product_matches_unfused(void)
+{
+    lrc_err err;
+    lrc_rng r;
+    lrc_rng_seed(&r, 79);
+    /* D = 100: a block of 64 columns (two vector passes) and one of 36 (one pass, then 4 columns alone) */
+    lrc_shape sh = {3, {2, 37, 100}};
+    lrc_tensor *a = lrc_tensor_new("a", LRC_F32, &sh, &err), *b = lrc_tensor_new("b", LRC_F32, &sh, &err), *got[2];
+    fill(a, &r, 1), fill(b, &r, 1);
+    int rc = 0, fused[2];
+    for (int v = 0; v < 2; v++) {
+        got[v] = lrc_tensor_new("sum", LRC_F32, &(lrc_shape){1, {100}}, &err);
+        rc = rc || run_sum_product(v == 1, a, b, got[v], &fused[v], &err);
+    }
+    int differ = rc ? -1 : 0;
+    for (int i = 0; !rc && i < 100; i++) differ += memcmp((float *)got[0]->data + i, (float *)got[1]->data + i, 4) != 0;
+    CHECK(!rc && fused[0] == 1 && fused[1] == 0, "the summed product: %d fused kernels alone, %d with the product an output (%s)", fused[0],
+          fused[1], rc ? err.msg : "");
+    CHECK(differ == 0, "the summed product fused against apart: %d of 100 sums differ", differ);
+    for (int v = 0; v < 2; v++) lrc_tensor_free(got[v]);
+    lrc_tensor_free(a);
+    lrc_tensor_free(b);
+}
+
 /* Outputs `names` of b_loss_head's graph (logits an output when
  * logits_out: unfused), compiled for the cpu and run on in and params. */
 static int run_loss_head(const int64_t *d0, bool logits_out, lrc_tensor_set *in, lrc_tensor_set *params, lrc_tensor **got,
@@ -710,6 +771,7 @@ int main(void)
     setenv("LRC_CPU_LOSS_HEAD", "1", 1); /* fuse rule 8 is opt-in; its cases below check it ran */
     unsupported_is_an_error();
     loss_pair_matches_unfused();
+    sum_product_matches_unfused();
     loss_head_matches_unfused();
     tanh_sigmoid_accuracy();
     ops_distinguish_kernels();
