@@ -470,6 +470,24 @@ static double worst_pair_diff(lrc_tensor *got[2][2])
     return worst;
 }
 
+/* Compiles g (taken over) for the cpu with 2 threads and runs it on in into
+ * outs; *fused counts the launches whose label holds `label`. */
+static int compile_run_count(lrc_graph *g, const lrc_tensor_set *in, lrc_tensor_set *outs, const char *label, int *fused, lrc_err *err)
+{
+    lrc_compiled c = {0};
+    lrc_pool *pool = lrc_pool_new(2, err);
+    lrc_exec *x = NULL;
+    int rc = lrc_compile_graph(g, NULL, &c, err);
+    *fused = 0;
+    for (int i = 0; !rc && i < c.plan.n_launches; i++) *fused += strstr(c.plan.launches[i].label, label) != NULL;
+    if (!rc) rc = lrc_exec_new(&c.plan, pool, &x, err);
+    if (!rc) rc = lrc_exec_run_plan(x, in, outs, err);
+    lrc_exec_free(x);
+    lrc_pool_free(pool);
+    if (c.g) lrc_compiled_free(&c);
+    return rc;
+}
+
 /* A loss and its gradient over the same logits and labels run as one
  * kernel (fuse rule 9), with the same values as the two kernels apart
  * (there the gradient, over a copy of the logits, computes each row's
@@ -489,17 +507,7 @@ static int run_loss_pair(bool apart, lrc_tensor *logits, lrc_tensor *labels, lrc
     lrc_tensor_set_add(&in, logits, err), lrc_tensor_set_add(&in, labels, err);
     if (apart) lrc_tensor_set_add(&in, copy, err);
     lrc_tensor_set_add(&out_set, got[0], err), lrc_tensor_set_add(&out_set, got[1], err);
-    lrc_compiled c;
-    lrc_pool *pool = lrc_pool_new(2, err);
-    lrc_exec *x = NULL;
-    int rc = lrc_compile_graph(g, NULL, &c, err);
-    *fused = 0;
-    for (int i = 0; !rc && i < c.plan.n_launches; i++) *fused += strstr(c.plan.launches[i].label, "cross_entropy+cross_entropy_grad") != NULL;
-    if (!rc) rc = lrc_exec_new(&c.plan, pool, &x, err);
-    if (!rc) rc = lrc_exec_run_plan(x, &in, &out_set, err);
-    lrc_exec_free(x);
-    lrc_pool_free(pool);
-    if (c.g) lrc_compiled_free(&c);
+    int rc = compile_run_count(g, &in, &out_set, "cross_entropy+cross_entropy_grad", fused, err);
     lrc_tensor_free(copy);
     free(in.items);
     free(out_set.items);
@@ -548,18 +556,8 @@ static int run_sum_product(bool apart, lrc_tensor *a, lrc_tensor *b, lrc_tensor 
     lrc_tensor_set_init(&in);
     lrc_tensor_set_init(&outs);
     lrc_tensor_set_add(&in, a, err), lrc_tensor_set_add(&in, b, err), lrc_tensor_set_add(&outs, got, err);
-    lrc_compiled c = {0};
-    lrc_pool *pool = lrc_pool_new(2, err);
-    lrc_exec *x = NULL;
-    rc = rc ? LRC_EUSER : lrc_compile_graph(g, NULL, &c, err);
-    *fused = 0;
-    for (int i = 0; !rc && i < c.plan.n_launches; i++) *fused += strstr(c.plan.launches[i].label, "mul+sum_to") != NULL;
-    if (!rc) rc = lrc_exec_new(&c.plan, pool, &x, err);
-    if (!rc) rc = lrc_exec_run_plan(x, &in, &outs, err);
-    lrc_exec_free(x);
-    lrc_pool_free(pool);
-    if (c.g) lrc_compiled_free(&c);
-    else lrc_graph_free(g);
+    if (rc) lrc_graph_free(g), rc = LRC_EUSER;
+    else rc = compile_run_count(g, &in, &outs, "mul+sum_to", fused, err);
     for (int i = 0; i < outs.n; i++)
         if (outs.items[i] != got) lrc_tensor_free(outs.items[i]);
     free(in.items);
