@@ -159,12 +159,10 @@ typedef struct lrc_program {
     lrc_gemm_tiling tiling;
 } lrc_program;
 
-/* SUM_TO node n that sums whole leading rows of its input ([R, D] to the D
- * of its last axis, as a gain's gradient does): D, else 0. Kernels of such
- * sums, and embedding gradients, run in blocks of LRC_SUM_COLS columns, one
- * work item each. */
+/* Kernels of sums over whole rows (lrc_sum_to_columns, ir/passes), and of
+ * embedding gradients, run in blocks of LRC_SUM_COLS columns, one work item
+ * each. */
 #define LRC_SUM_COLS 64
-int64_t lrc_sum_to_columns(const lrc_graph *g, const lrc_node *n);
 
 /* Describes the launches of g under schedule s. Fails, naming the node,
  * when a group holds an op the renderers cannot generate. */

@@ -39,13 +39,6 @@ void lrc_gemm_dims(const lrc_graph *g, const lrc_node *n, int64_t *cols, int64_t
     else *cols = w->dim[w->ndim - 1], *inner = lrc_shape_numel(w) / w->dim[w->ndim - 1];
 }
 
-int64_t lrc_sum_to_columns(const lrc_graph *g, const lrc_node *n)
-{
-    const lrc_shape *x = &g->nodes[n->in[0]].shape, *o = &n->shape;
-    int64_t D = last_dim(x);
-    return n->op == LRC_OP_SUM_TO && lrc_shape_numel(o) == D && last_dim(o) == D ? D : 0;
-}
-
 /* ---- how an opaque kernel's work splits (a per-op table) ---------------- */
 
 /* The work items of an op's kernel of its own, as both renderers write it:

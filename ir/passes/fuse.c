@@ -394,12 +394,11 @@ static void rule9_loss_pair(fuse *fu)
     }
 }
 
-/* A sum_to over whole rows: [R, D] (any leading axes) to the D of its last axis */
-static bool sums_rows(const lrc_graph *g, const lrc_node *n)
+int64_t lrc_sum_to_columns(const lrc_graph *g, const lrc_node *n)
 {
     const lrc_shape *x = &g->nodes[n->in[0]].shape, *o = &n->shape;
     int64_t D = x->ndim ? x->dim[x->ndim - 1] : 1;
-    return n->op == LRC_OP_SUM_TO && lrc_shape_numel(o) == D && o->ndim && o->dim[o->ndim - 1] == D;
+    return n->op == LRC_OP_SUM_TO && lrc_shape_numel(o) == D && (o->ndim ? o->dim[o->ndim - 1] : 1) == D ? D : 0;
 }
 
 /* Rule 10 (see the header comment). */
@@ -409,7 +408,7 @@ static void rule10_product_into_sum(fuse *fu)
     lrc_schedule *s = fu->s;
     for (int c = 0; c < g->n_nodes; c++) {
         const lrc_node *cn = &g->nodes[c];
-        if (cn->op != LRC_OP_SUM_TO || !sums_rows(g, cn) || !alone(fu, c)) continue;
+        if (cn->op != LRC_OP_SUM_TO || !lrc_sum_to_columns(g, cn) || !alone(fu, c)) continue;
         int id = cn->in[0];
         const lrc_node *m = &g->nodes[id];
         if (m->op != LRC_OP_MUL || m->dtype != LRC_F32 || fu->n_uses[id] != 1 || fu->is_out[id] || !alone(fu, id)) continue;

@@ -148,6 +148,9 @@ bool lrc_group_is_loss_head(const lrc_graph *g, const lrc_group *gr);
 /* The cross_entropy_grad of rule 9's group gr (a cross_entropy and its
  * gradient), or -1 when gr is not one. */
 int lrc_group_loss_pair_grad(const lrc_graph *g, const lrc_group *gr);
+/* SUM_TO node n that sums whole leading rows of its input ([R, D] to the D
+ * of its last axis, as a gain's gradient does): D, else 0. */
+int64_t lrc_sum_to_columns(const lrc_graph *g, const lrc_node *n);
 /* The mul of rule 10's group gr (a sum_to over rows of a product), or -1
  * when gr is not one. */
 int lrc_group_sum_product(const lrc_graph *g, const lrc_group *gr);
