@@ -346,6 +346,15 @@ static void rule7_lse_into_attention(fuse *fu)
 /* Whether node id's group has it alone */
 static bool alone(const fuse *fu, int id) { return fu->s->group_of[id] >= 0 && fu->pg[fu->s->group_of[id]].size == 1; }
 
+/* Node id, alone in its group, joins group gi; its own group dies. */
+static void join_alone(fuse *fu, int id, int gi)
+{
+    fu->pg[fu->s->group_of[id]].dead = true;
+    fu->pg[fu->s->group_of[id]].size = 0;
+    fu->s->group_of[id] = gi;
+    fu->pg[gi].size++;
+}
+
 /* Rule 8 (see the header comment). */
 static void rule8_loss_head(fuse *fu)
 {
@@ -363,13 +372,8 @@ static void rule8_loss_head(fuse *fu)
                 c = id;
         if (c < 0) continue;
         int gl = s->group_of[L];
-        for (int j = 0; j < 2; j++) {
-            int m = j ? d : c;
-            fu->pg[s->group_of[m]].dead = true;
-            fu->pg[s->group_of[m]].size = 0;
-            s->group_of[m] = gl;
-            fu->pg[gl].size++;
-        }
+        join_alone(fu, c, gl);
+        join_alone(fu, d, gl);
         s->buffer_of[L] = d;
     }
 }
@@ -385,10 +389,7 @@ static void rule9_loss_pair(fuse *fu)
         for (int c = 0; c < g->n_nodes; c++) {
             const lrc_node *cn = &g->nodes[c];
             if (cn->op != LRC_OP_CROSS_ENTROPY || cn->in[0] != dn->in[0] || cn->in[1] != dn->in[1] || !alone(fu, c)) continue;
-            fu->pg[s->group_of[d]].dead = true;
-            fu->pg[s->group_of[d]].size = 0;
-            s->group_of[d] = s->group_of[c];
-            fu->pg[s->group_of[c]].size++;
+            join_alone(fu, d, s->group_of[c]);
             break;
         }
     }
@@ -408,7 +409,7 @@ static void rule10_product_into_sum(fuse *fu)
     lrc_schedule *s = fu->s;
     for (int c = 0; c < g->n_nodes; c++) {
         const lrc_node *cn = &g->nodes[c];
-        if (cn->op != LRC_OP_SUM_TO || !lrc_sum_to_columns(g, cn) || !alone(fu, c)) continue;
+        if (!lrc_sum_to_columns(g, cn) || !alone(fu, c)) continue;
         int id = cn->in[0];
         const lrc_node *m = &g->nodes[id];
         if (m->op != LRC_OP_MUL || m->dtype != LRC_F32 || fu->n_uses[id] != 1 || fu->is_out[id] || !alone(fu, id)) continue;
@@ -416,10 +417,7 @@ static void rule10_product_into_sum(fuse *fu)
         for (int k = 0; k < 2; k++)
             same = same && g->nodes[m->in[k]].dtype == LRC_F32 && lrc_shape_eq(&g->nodes[m->in[k]].shape, &m->shape);
         if (!same) continue;
-        fu->pg[s->group_of[id]].dead = true;
-        fu->pg[s->group_of[id]].size = 0;
-        s->group_of[id] = s->group_of[c];
-        fu->pg[s->group_of[c]].size++;
+        join_alone(fu, id, s->group_of[c]);
     }
 }
 
