@@ -3,6 +3,7 @@
 
     /usr/bin/python3 bench/cpu_train.py [--preset 60m] [--norms pre,layerrope] [--batch 4]
         [--seq 256] [--threads 2] [--steps 6] [--repeat 5] [--rounds 3] [--lrc build/lrc]
+        [--lrc-only]
 
 One step is: forward, next-token cross-entropy, backward, AdamW update of every parameter.
 Both sides run in this one invocation, interleaved in rounds (torch pre, torch layerrope,
@@ -26,7 +27,10 @@ Each side's figure is the median of its per-round medians. Targets: lrc's step >
 faster than torch's, per norm; lrc's LayerRoPE step no more than 2% slower than its
 Pre-Norm step, judged on the median over rounds of the ratio of the two runs of one round
 (the two run back to back, so a round's drift cancels); the ratio of the two sides'
-medians is printed beside it. Exit status: 0 measured (targets reported, enforced with --strict: 4),
+medians is printed beside it, and the ratio of the two norms' fastest steps over all
+rounds (a step is only ever slowed by what else the machine runs, so the fastest is the
+least disturbed). --lrc-only runs lrc alone, for that figure: a 2% difference needs more
+rounds than the torch side leaves time for on a noisy machine. Exit status: 0 measured (targets reported, enforced with --strict: 4),
 1 lrc failed, 3 torch is not on OpenBLAS.
 """
 
@@ -50,6 +54,7 @@ def parse_args():
     ap.add_argument("--norms", default="pre,layerrope")
     ap.add_argument("--steps", type=int, default=6, help="lrc train steps per round (step 1 dropped)")
     ap.add_argument("--repeat", type=int, default=5, help="timed torch steps per round and norm")
+    ap.add_argument("--lrc-only", action="store_true", help="no torch side: lrc's norms against each other alone")
     a = ap.parse_args()
     if min(a.repeat, a.rounds, a.threads, a.batch, a.seq) < 1 or a.steps < 2:
         ap.error("--repeat, --rounds, --threads, --batch, --seq must be positive and --steps >= 2")
@@ -96,12 +101,14 @@ def lrc_steps(lrc, a, norm, text, run):
 
 def main():
     a = parse_args()
-    chosen = common.choose_blas_core(a.blas_core)  # before torch is imported; may run this script again
-    common.set_omp_wait_policy(a.omp_wait_policy)  # before torch is imported
-    common.import_torch()
-    blas = common.torch_blas()
-    common.require_openblas(blas)
-    blas["num_threads"] = common.set_torch_threads(a.threads, blas)
+    chosen, blas = None, None
+    if not a.lrc_only:
+        chosen = common.choose_blas_core(a.blas_core)  # before torch is imported; may run this script again
+        common.set_omp_wait_policy(a.omp_wait_policy)  # before torch is imported
+        common.import_torch()
+        blas = common.torch_blas()
+        common.require_openblas(blas)
+        blas["num_threads"] = common.set_torch_threads(a.threads, blas)
     cfgs = {n: common.model_config(a.preset, n) for n in a.norms}
     cfg = cfgs[a.norms[0]]
     lin, att = common.forward_flops(cfg, a.batch, a.seq)
@@ -111,10 +118,11 @@ def main():
             a.model, a.preset, ",".join(a.norms), cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.d_ff, cfg.vocab)),
         ("shape", "batch %d x seq %d; about %.1f GFLOP per step (3x the forward's %.1f)" % (
             a.batch, a.seq, 3 * (lin + att) / 1e9, (lin + att) / 1e9)),
-        ("schedule", "%d rounds; torch %d timed steps per norm, lrc train --steps %d (step 1 dropped)" % (
-            a.rounds, a.repeat, a.steps)),
+        ("schedule", "%d rounds; %slrc train --steps %d (step 1 dropped)" % (
+            a.rounds, "" if a.lrc_only else "torch %d timed steps per norm, " % a.repeat, a.steps)),
         ("lrc", lrc),
-        ("BLAS core", chosen or "as the environment has it (--blas-core %s)" % a.blas_core),
+        ("BLAS core", "no torch side (--lrc-only)" if a.lrc_only else
+         chosen or "as the environment has it (--blas-core %s)" % a.blas_core),
         ("load avg", common.loadavg() + " (start)"),
     ])
     work = tempfile.mkdtemp(prefix="lrc-train-bench-")
@@ -124,14 +132,15 @@ def main():
         rng = random.Random(0)
         with open(text, "w") as f:  # what the bytes are does not change the step's time
             f.write("".join(rng.choice("abcdefghijklmnopqrstuvwxyz  \n") for _ in range(1 << 20)))
-        steppers = {n: torch_stepper(cfgs[n], a.batch, a.seq) for n in a.norms}
-        for n in a.norms:
+        steppers = {} if a.lrc_only else {n: torch_stepper(cfgs[n], a.batch, a.seq) for n in a.norms}
+        for n in steppers:
             steppers[n]()  # warm-up: allocations, AdamW state
-        sides = ["torch-" + n for n in a.norms] + ["lrc-" + n for n in a.norms]
+        sides = ["torch-" + n for n in steppers] + ["lrc-" + n for n in a.norms]
         round_med = {s: [] for s in sides}
+        lrc_all = {n: [] for n in a.norms}  # every timed step of every round
         for r in range(a.rounds):
             parts = []
-            for n in a.norms:
+            for n in steppers:
                 t = common.time_call(steppers[n], a.repeat)
                 round_med["torch-" + n].append(common.median(t))
                 parts.append("torch-%s %.0f ms" % (n, common.median(t) * 1e3))
@@ -152,6 +161,7 @@ def main():
                 shutil.rmtree(run, ignore_errors=True)
                 os.sync()
                 round_med["lrc-" + n].append(common.median(t))
+                lrc_all[n] += t
                 parts.append("lrc-%s %.0f ms" % (n, common.median(t) * 1e3))
             print("round %d/%d: %s" % (r + 1, a.rounds, "; ".join(parts)))
             sys.stdout.flush()
@@ -171,7 +181,7 @@ def main():
         print("-" * 78)
         missed = []
         for n in a.norms:
-            if "lrc-" + n not in med:
+            if "lrc-" + n not in med or "torch-" + n not in med:
                 continue
             ratio = med["torch-" + n] / med["lrc-" + n]
             ok = ratio >= STEP_TARGET
@@ -187,6 +197,9 @@ def main():
                 100 * over, " ".join("%+.1f%%" % (100 * (x - 1)) for x in pairs), 100 * LAYERROPE_OVERHEAD,
                 "PASS" if ok else "MISS"))
             print("  (ratio of the medians: %+.1f%%)" % (100 * (med["lrc-layerrope"] / med["lrc-pre"] - 1)))
+            best = {n: min(lrc_all[n]) for n in ("pre", "layerrope")}
+            print("  (fastest steps of %d each: pre %.1f ms, layerrope %.1f ms: %+.1f%%)" % (
+                len(lrc_all["pre"]), best["pre"] * 1e3, best["layerrope"] * 1e3, 100 * (best["layerrope"] / best["pre"] - 1)))
             if "torch-pre" in med and "torch-layerrope" in med:
                 print("  (torch layerrope vs pre: %+.1f%%)" % (100 * (med["torch-layerrope"] / med["torch-pre"] - 1)))
         return common.finish(lrc_error, ("lrc side FAILED", "torch figures above are still valid"), a.strict, missed,
