@@ -30,8 +30,10 @@ Pre-Norm step, judged on the median over rounds of the ratio of the two runs of 
 medians is printed beside it, and the ratio of the two norms' fastest steps over all
 rounds (a step is only ever slowed by what else the machine runs, so the fastest is the
 least disturbed). --lrc-only runs lrc alone, for that figure: a 2% difference needs more
-rounds than the torch side leaves time for on a noisy machine. Exit status: 0 measured (targets reported, enforced with --strict: 4),
-1 lrc failed, 3 torch is not on OpenBLAS.
+rounds than the torch side leaves time for on a noisy machine.
+
+Exit status: 0 measured (targets reported, enforced with --strict: 4), 1 lrc failed, 3 torch
+is not on OpenBLAS.
 """
 
 import json
