@@ -40,8 +40,8 @@ static void print_params(const lrc_graph *g)
 static int optimize(lrc_graph **g, lrc_tensor_set *consts, const lrc_target *t, int64_t kv_cache_len, bool last_rows,
                     const char *after, lrc_schedule *s, bool *have_schedule, lrc_err *err)
 {
-    lrc_pass_ctx ctx = {.consts = consts, .pad_multiple = t->pad_multiple ? t->pad_multiple() : 0, .loss_head = t->loss_head && t->loss_head(),
-                        .loss_pair = t->loss_pair, .sum_product = t->sum_product, .kv_cache_len = kv_cache_len, .last_rows = last_rows, .schedule = s};
+    lrc_pass_ctx ctx = {.consts = consts, .kv_cache_len = kv_cache_len, .last_rows = last_rows, .schedule = s};
+    if (t->pass_rules) t->pass_rules(&ctx);
     int rc = lrc_passes_run(g, &ctx, after, err);
     *have_schedule = ctx.scheduled;
     return rc;

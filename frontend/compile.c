@@ -111,7 +111,8 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
     double t0 = (1e3 * lrc_now_s());
     c->g = g;
     c->consts = consts;
-    lrc_pass_ctx ctx = {.consts = consts, .own_consts = true, .loss_head = lrc_cpu_loss_head(), .loss_pair = true, .sum_product = true, .schedule = &c->sched};
+    lrc_pass_ctx ctx = {.consts = consts, .own_consts = true, .schedule = &c->sched};
+    lrc_cpu_pass_rules(&ctx);
     lrc_llvm_target target;
     int rc = lrc_llvm_target_host(&target, err);
     if (!rc) rc = lrc_passes_run(&c->g, &ctx, NULL, err);
@@ -150,12 +151,14 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
     return rc;
 }
 
-bool lrc_cpu_loss_head(void) { return lrc_env_is("LRC_CPU_LOSS_HEAD", "1"); }
-
-int64_t lrc_cuda_pad_multiple(void)
+void lrc_cpu_pass_rules(lrc_pass_ctx *ctx)
 {
-    return lrc_env_is("LRC_PAD_HIDDEN", "0") ? 0 : LRC_CUDA_PAD_MULTIPLE;
+    ctx->loss_head = lrc_env_is("LRC_CPU_LOSS_HEAD", "1");
+    ctx->loss_pair = true;
+    ctx->sum_product = true;
 }
+
+void lrc_cuda_pass_rules(lrc_pass_ctx *ctx) { ctx->pad_multiple = lrc_env_is("LRC_PAD_HIDDEN", "0") ? 0 : LRC_CUDA_PAD_MULTIPLE; }
 
 int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arch, bool f32, lrc_compiled *c, lrc_err *err)
 {
@@ -164,7 +167,8 @@ int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arc
     c->g = g;
     c->consts = consts;
     snprintf(c->arch, sizeof c->arch, "%s", arch);
-    lrc_pass_ctx ctx = {.consts = consts, .own_consts = true, .pad_multiple = lrc_cuda_pad_multiple(), .schedule = &c->sched};
+    lrc_pass_ctx ctx = {.consts = consts, .own_consts = true, .schedule = &c->sched};
+    lrc_cuda_pass_rules(&ctx);
     int rc = lrc_passes_run(&c->g, &ctx, NULL, err);
     c->have_sched = ctx.scheduled;
     if (rc) return rc;

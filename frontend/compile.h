@@ -39,17 +39,21 @@ int lrc_compile_graph(lrc_graph *g, lrc_tensor_set *consts, lrc_compiled *c, lrc
  * plan's launches then have no fn); w_store is how the constant weights'
  * GEMM panels are stored (lrc compile --weights-dtype). */
 int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *object_path, lrc_wstore w_store, lrc_compiled *c, lrc_err *err);
+/* What the cpu target's schedule asks of the passes, set in ctx: a loss
+ * and its gradient in one kernel (fuse rule 9), a gain gradient's product
+ * in its row sum (rule 10), and an LM head's loss and its gradient in the
+ * head's GEMM (rule 8) with LRC_CPU_LOSS_HEAD=1. Rule 8 is off by default:
+ * the same values and no logits buffer, but on the 60m step the fused
+ * kernel took 180-187 ms where the head's GEMM and the two loss kernels
+ * took 152-160. lrc_compile_graph_to and lrc's commands (lrc_target's
+ * pass_rules) both set them here. */
+void lrc_cpu_pass_rules(lrc_pass_ctx *ctx);
+/* The cuda target's: pad_hidden's multiple, LRC_CUDA_PAD_MULTIPLE, or 0
+ * when LRC_PAD_HIDDEN=0 (to time what padding buys on a device). */
+void lrc_cuda_pass_rules(lrc_pass_ctx *ctx);
 /* Compiles g (taken over) for NVIDIA GPUs of architecture arch ("sm_90"):
  * CUDA C, a cubin and PTX from NVRTC, and the plan; no GPU needed.
  * Activations and weight matrices are stored as bf16, or f32 when f32. */
-/* The pad_hidden multiple for the cuda target: LRC_CUDA_PAD_MULTIPLE, or 0
- * when LRC_PAD_HIDDEN=0 (to time what padding buys on a device). */
-int64_t lrc_cuda_pad_multiple(void);
-/* Whether the cpu target puts an LM head's loss and its gradient in the
- * head's GEMM (fuse rule 8): LRC_CPU_LOSS_HEAD=1. Off by default: the same
- * values and no logits buffer, but on the 60m step the fused kernel took
- * 180-187 ms where the head's GEMM and the two loss kernels took 152-160. */
-bool lrc_cpu_loss_head(void);
 int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arch, bool f32, lrc_compiled *c, lrc_err *err);
 void lrc_compiled_free(lrc_compiled *c);
 /* A package's weights packed at compile time (pack.c): runs the plan's

@@ -290,7 +290,7 @@ static int cuda_functions(const lrc_compiled *c) { return c->cuda.n_symbols; }
 const lrc_target lrc_target_cuda = {
     .name = "cuda",
     .check = cuda_check,
-    .pad_multiple = lrc_cuda_pad_multiple,
+    .pass_rules = lrc_cuda_pass_rules,
     .supports_op = lrc_cuda_supports_op,
     .report = cuda_report,
     .prepare = cuda_prepare,

@@ -58,12 +58,9 @@ struct lrc_target {
      * that runs on it now, whether it can run here (cuda: the device
      * probed): 0, or EXIT_USAGE / EXIT_USER with the message in err. */
     int (*check)(const char *cmd, const cli_args *a, lrc_err *err);
-    /* the multiple pad_hidden widens hidden dimensions to when compiling for it (0: none) */
-    int64_t (*pad_multiple)(void);
-    /* whether its schedule puts an LM head's loss in the head's GEMM (fuse rule 8), or NULL */
-    bool (*loss_head)(void);
-    bool loss_pair; /* whether it puts a loss and its gradient in one kernel (fuse rule 9) */
-    bool sum_product; /* whether a row sum computes the product it sums (fuse rule 10) */
+    /* what its schedule asks of the passes (pad_hidden's multiple, fuse rules
+     * 8-10; compile.h), as its compile function sets them, or NULL: none */
+    void (*pass_rules)(lrc_pass_ctx *ctx);
     bool (*supports_op)(lrc_op op);
     /* lrc devices: whether this machine has it (to compile for, to run on), and if not, why */
     void (*report)(void);
