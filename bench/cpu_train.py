@@ -29,7 +29,10 @@ Pre-Norm step, judged on the median over rounds of the ratio of the two runs of 
 (the two run back to back, so a round's drift cancels); the ratio of the two sides'
 medians is printed beside it, and the ratio of the two norms' fastest steps over all
 rounds (a step is only ever slowed by what else the machine runs, so the fastest is the
-least disturbed). --lrc-only runs lrc alone, for that figure: a 2% difference needs more
+least disturbed). Each round also runs a 2-step `lrc train` with LRC_PROFILE=1 for the step's
+FLOPs and the FMA peak (probed with the same threads); the ceiling line divides the one by the
+highest of the other: the fastest a step can be here, lrc's share of it, and torch's step over it,
+the highest ratio any implementation could show against this torch. --lrc-only runs lrc alone, for that figure: a 2% difference needs more
 rounds than the torch side leaves time for on a noisy machine.
 
 Exit status: 0 measured (targets reported, enforced with --strict: 4), 1 lrc failed, 3 torch
@@ -39,6 +42,7 @@ is not on OpenBLAS.
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -101,6 +105,46 @@ def lrc_steps(lrc, a, norm, text, run):
     return [a.batch * a.seq / x for x in tps[1:]]
 
 
+PROBE = re.compile(r"([0-9.]+) GFLOP a step at [0-9.]+ GFLOP/s: [0-9.]+% of the FMA peak, ([0-9.]+) GFLOP/s measured now")
+
+
+def lrc_probe(lrc, a, norm, text, run):
+    """(GFLOP a step, FMA peak GFLOP/s) from a 2-step `lrc train` with LRC_PROFILE=1, which counts
+    the step's FLOPs and probes the FMA peak with the same threads; raises with lrc's output."""
+    cmd = [lrc, "train", a.model, "--preset", a.preset, "--set", "norm=" + norm, "--steps", "2", "--lr", "1e-4",
+           "--batch", str(a.batch), "--seq", str(a.seq), "--eval-every", "2", "--threads", str(a.threads),
+           "--data", text, "-o", run]
+    proc = subprocess.run(cmd, cwd=common.REPO, env=dict(common.ORIGINAL_ENV, LRC_PROFILE="1"), capture_output=True,
+                          text=True)
+    m = PROBE.search(proc.stderr + proc.stdout)
+    if proc.returncode != 0 or not m:
+        raise RuntimeError("%s\nexit %d, no FMA peak reported\n%s" % (" ".join(cmd), proc.returncode,
+                                                                      (proc.stderr or proc.stdout)[-3000:]))
+    return float(m.group(1)), float(m.group(2))
+
+
+def print_ceiling(med, lrc_probes, norms):
+    """The fastest step any f32 implementation could take here (the step's FLOPs at the FMA peak),
+    and so the highest ratio to torch there is to reach; the peak is the highest of the rounds'
+    probes, since a probe is only ever slowed by what else the machine runs."""
+    if not lrc_probes:
+        return
+    gflop, peak = lrc_probes[0][0], max(p for _, p in lrc_probes)
+    if gflop <= 0:  # printed to 0.1 GFLOP: a toy shape
+        print("ceiling: not computed (lrc counts %.1f GFLOP a step at this shape)" % gflop)
+        return
+    floor = gflop / peak
+    print("ceiling: %.1f GFLOP a step (lrc's count) at the FMA peak (%.1f GFLOP/s, the highest of %d probes: %s) "
+          "takes %.1f ms" % (gflop, peak, len(lrc_probes), " ".join("%.1f" % p for _, p in lrc_probes), floor * 1e3))
+    for n in norms:
+        if "lrc-" + n in med:
+            line = "  %-15s lrc at %.1f%% of the FMA peak" % (n, 100 * floor / med["lrc-" + n])
+            if "torch-" + n in med:
+                line += "; torch / that floor = %.2fx, the most any implementation reaches against this torch" % (
+                    med["torch-" + n] / floor)
+            print(line)
+
+
 def main():
     a = parse_args()
     chosen, blas = None, None
@@ -140,6 +184,7 @@ def main():
         sides = ["torch-" + n for n in steppers] + ["lrc-" + n for n in a.norms]
         round_med = {s: [] for s in sides}
         lrc_all = {n: [] for n in a.norms}  # every timed step of every round
+        lrc_probes = []  # per round: (GFLOP a step, FMA peak GFLOP/s)
         for r in range(a.rounds):
             parts = []
             for n in steppers:
@@ -165,6 +210,17 @@ def main():
                 round_med["lrc-" + n].append(common.median(t))
                 lrc_all[n] += t
                 parts.append("lrc-%s %.0f ms" % (n, common.median(t) * 1e3))
+            if lrc_error is None:
+                run = os.path.join(work, "probe-%d" % r)
+                try:
+                    lrc_probes.append(lrc_probe(lrc, a, a.norms[0], text, run))
+                except RuntimeError as e:
+                    lrc_error = "lrc train with LRC_PROFILE=1 failed"
+                    print("lrc FAILED: %s" % e)
+                shutil.rmtree(run, ignore_errors=True)
+                os.sync()
+                if lrc_probes:
+                    parts.append("FMA peak %.1f GFLOP/s" % lrc_probes[-1][1])
             print("round %d/%d: %s" % (r + 1, a.rounds, "; ".join(parts)))
             sys.stdout.flush()
 
@@ -190,6 +246,7 @@ def main():
             missed += [] if ok else ["step " + n]
             print("step %-15s torch %.1f ms / lrc %.1f ms = %.2fx (target >= %.1fx)  %s" % (
                 n, med["torch-" + n] * 1e3, med["lrc-" + n] * 1e3, ratio, STEP_TARGET, "PASS" if ok else "MISS"))
+        print_ceiling(med, lrc_probes, a.norms)
         if "lrc-pre" in med and "lrc-layerrope" in med:
             pairs = [l / p for p, l in zip(round_med["lrc-pre"], round_med["lrc-layerrope"])]
             over = common.median(pairs) - 1

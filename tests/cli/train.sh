@@ -100,7 +100,8 @@ LRC_PROFILE=1 run "LRC_PROFILE run" "$lrc" train "$model" "${args[@]}" --steps 2
 grep ' ms .*GFLOP/s' "$dir/prof.txt" | awk '{print $3 + 0}' >"$dir/prof_share.txt"
 check "LRC_PROFILE: a line per launch, the largest share first" \
   "[ \$(wc -l <'$dir/prof_share.txt') -gt 20 ] && sort -g -r -s '$dir/prof_share.txt' | cmp -s - '$dir/prof_share.txt'"
-# then the step (the first left out), split; the pool's busy share; the FLOP rate against the FMA probe
+# then the step (the first left out), split; the pool's busy share; the FLOP rate against the FMA
+# probe (bench/cpu_train.py's ceiling line reads the last one's GFLOP and probe)
 check "LRC_PROFILE: the step's split, the threads' busy share and the step's share of the FMA peak" \
   "grep -qE '^a step \(the mean of 1 after the first\): [0-9.]+ ms, of which the graph [0-9.]+ ms, the gradient check [0-9.]+ ms, AdamW [0-9.]+ ms\$' '$dir/prof.txt' &&
    grep -qE '^the 2 threads were busy [0-9.]+% of the pool.s runs \(idle [0-9.]+%\)\$' '$dir/prof.txt' &&
