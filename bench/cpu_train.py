@@ -29,11 +29,14 @@ Pre-Norm step, judged on the median over rounds of the ratio of the two runs of 
 (the two run back to back, so a round's drift cancels); the ratio of the two sides'
 medians is printed beside it, and the ratio of the two norms' fastest steps over all
 rounds (a step is only ever slowed by what else the machine runs, so the fastest is the
-least disturbed). Each round also runs a 2-step `lrc train` with LRC_PROFILE=1 for the step's
-FLOPs and the FMA peak (probed with the same threads); the ceiling line divides the one by the
-highest of the other: the fastest a step can be here, lrc's share of it, and torch's step over it,
-the highest ratio any implementation could show against this torch. --lrc-only runs lrc alone, for that figure: a 2% difference needs more
+least disturbed). --lrc-only runs lrc alone, for that figure: a 2% difference needs more
 rounds than the torch side leaves time for on a noisy machine.
+
+Each round also runs a 2-step `lrc train` of the first norm with LRC_PROFILE=1, for the step's
+FLOPs (lrc's count) and the FMA peak probed with the same threads. The ceiling line divides the
+one by the highest of the other: the fastest an f32 step can be here, lrc's step as a share of
+that peak, and torch's step over it, the highest ratio any implementation could show against
+this torch.
 
 Exit status: 0 measured (targets reported, enforced with --strict: 4), 1 lrc failed, 3 torch
 is not on OpenBLAS.
@@ -90,11 +93,15 @@ def torch_stepper(cfg, batch, seq, seed=0):
     return step
 
 
+def train_cmd(lrc, a, norm, steps, text, run):
+    return [lrc, "train", a.model, "--preset", a.preset, "--set", "norm=" + norm, "--steps", str(steps),
+            "--lr", "1e-4", "--batch", str(a.batch), "--seq", str(a.seq), "--eval-every", str(steps),
+            "--threads", str(a.threads), "--data", text, "-o", run]
+
+
 def lrc_steps(lrc, a, norm, text, run):
     """Seconds per step (steps 2..S) of one `lrc train` run, or raises with lrc's output."""
-    cmd = [lrc, "train", a.model, "--preset", a.preset, "--set", "norm=" + norm, "--steps", str(a.steps),
-           "--lr", "1e-4", "--batch", str(a.batch), "--seq", str(a.seq), "--eval-every", str(a.steps),
-           "--threads", str(a.threads), "--data", text, "-o", run]
+    cmd = train_cmd(lrc, a, norm, a.steps, text, run)
     proc = subprocess.run(cmd, cwd=common.REPO, env=common.ORIGINAL_ENV, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError("%s\nexit %d\n%s" % (" ".join(cmd), proc.returncode, (proc.stderr or proc.stdout)[-3000:]))
@@ -111,9 +118,7 @@ PROBE = re.compile(r"([0-9.]+) GFLOP a step at [0-9.]+ GFLOP/s: [0-9.]+% of the 
 def lrc_probe(lrc, a, norm, text, run):
     """(GFLOP a step, FMA peak GFLOP/s) from a 2-step `lrc train` with LRC_PROFILE=1, which counts
     the step's FLOPs and probes the FMA peak with the same threads; raises with lrc's output."""
-    cmd = [lrc, "train", a.model, "--preset", a.preset, "--set", "norm=" + norm, "--steps", "2", "--lr", "1e-4",
-           "--batch", str(a.batch), "--seq", str(a.seq), "--eval-every", "2", "--threads", str(a.threads),
-           "--data", text, "-o", run]
+    cmd = train_cmd(lrc, a, norm, 2, text, run)
     proc = subprocess.run(cmd, cwd=common.REPO, env=dict(common.ORIGINAL_ENV, LRC_PROFILE="1"), capture_output=True,
                           text=True)
     m = PROBE.search(proc.stderr + proc.stdout)
@@ -134,8 +139,8 @@ def print_ceiling(med, lrc_probes, norms):
         print("ceiling: not computed (lrc counts %.1f GFLOP a step at this shape)" % gflop)
         return
     floor = gflop / peak
-    print("ceiling: %.1f GFLOP a step (lrc's count) at the FMA peak (%.1f GFLOP/s, the highest of %d probes: %s) "
-          "takes %.1f ms" % (gflop, peak, len(lrc_probes), " ".join("%.1f" % p for _, p in lrc_probes), floor * 1e3))
+    print("ceiling: %.1f GFLOP a step (lrc's count, %s) at the FMA peak (%.1f GFLOP/s, the highest of %d probes: %s) "
+          "takes %.1f ms" % (gflop, norms[0], peak, len(lrc_probes), " ".join("%.1f" % p for _, p in lrc_probes), floor * 1e3))
     for n in norms:
         if "lrc-" + n in med:
             line = "  %-15s lrc at %.1f%% of the FMA peak" % (n, 100 * floor / med["lrc-" + n])
