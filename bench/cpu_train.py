@@ -93,18 +93,26 @@ def torch_stepper(cfg, batch, seq, seed=0):
     return step
 
 
-def train_cmd(lrc, a, norm, steps, text, run):
-    return [lrc, "train", a.model, "--preset", a.preset, "--set", "norm=" + norm, "--steps", str(steps),
-            "--lr", "1e-4", "--batch", str(a.batch), "--seq", str(a.seq), "--eval-every", str(steps),
-            "--threads", str(a.threads), "--data", text, "-o", run]
+def run_train(lrc, a, norm, steps, text, run, env=None, want=None):
+    """The output (stderr then stdout) of `lrc train` of norm for steps steps into run, with the
+    caller's environment plus env; raises with lrc's output when it fails or want (a compiled
+    pattern) is not in it."""
+    cmd = [lrc, "train", a.model, "--preset", a.preset, "--set", "norm=" + norm, "--steps", str(steps),
+           "--lr", "1e-4", "--batch", str(a.batch), "--seq", str(a.seq), "--eval-every", str(steps),
+           "--threads", str(a.threads), "--data", text, "-o", run]
+    proc = subprocess.run(cmd, cwd=common.REPO, env=dict(common.ORIGINAL_ENV, **(env or {})), capture_output=True,
+                          text=True)
+    out = proc.stderr + proc.stdout
+    if proc.returncode != 0 or (want and not want.search(out)):
+        missing = ", no %r" % want.pattern if want else ""
+        raise RuntimeError("%s\nexit %d%s\n%s" % (" ".join(cmd), proc.returncode, missing,
+                                                  (proc.stderr or proc.stdout)[-3000:]))
+    return out
 
 
 def lrc_steps(lrc, a, norm, text, run):
     """Seconds per step (steps 2..S) of one `lrc train` run, or raises with lrc's output."""
-    cmd = train_cmd(lrc, a, norm, a.steps, text, run)
-    proc = subprocess.run(cmd, cwd=common.REPO, env=common.ORIGINAL_ENV, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError("%s\nexit %d\n%s" % (" ".join(cmd), proc.returncode, (proc.stderr or proc.stdout)[-3000:]))
+    run_train(lrc, a, norm, a.steps, text, run)
     with open(os.path.join(run, "metrics.jsonl")) as f:
         tps = [json.loads(line)["tokens_per_s"] for line in f if line.strip()]
     if len(tps) != a.steps:
@@ -112,19 +120,14 @@ def lrc_steps(lrc, a, norm, text, run):
     return [a.batch * a.seq / x for x in tps[1:]]
 
 
-PROBE = re.compile(r"([0-9.]+) GFLOP a step at [0-9.]+ GFLOP/s: [0-9.]+% of the FMA peak, ([0-9.]+) GFLOP/s measured now")
+PROBE = re.compile(r"([0-9.]+) GFLOP a step at [0-9.]+ GFLOP/s: [0-9.]+% of the FMA peak, "
+                   r"([0-9.]+) GFLOP/s measured now")
 
 
 def lrc_probe(lrc, a, norm, text, run):
     """(GFLOP a step, FMA peak GFLOP/s) from a 2-step `lrc train` with LRC_PROFILE=1, which counts
     the step's FLOPs and probes the FMA peak with the same threads; raises with lrc's output."""
-    cmd = train_cmd(lrc, a, norm, 2, text, run)
-    proc = subprocess.run(cmd, cwd=common.REPO, env=dict(common.ORIGINAL_ENV, LRC_PROFILE="1"), capture_output=True,
-                          text=True)
-    m = PROBE.search(proc.stderr + proc.stdout)
-    if proc.returncode != 0 or not m:
-        raise RuntimeError("%s\nexit %d, no FMA peak reported\n%s" % (" ".join(cmd), proc.returncode,
-                                                                      (proc.stderr or proc.stdout)[-3000:]))
+    m = PROBE.search(run_train(lrc, a, norm, 2, text, run, env={"LRC_PROFILE": "1"}, want=PROBE))
     return float(m.group(1)), float(m.group(2))
 
 
@@ -139,8 +142,9 @@ def print_ceiling(med, lrc_probes, norms):
         print("ceiling: not computed (lrc counts %.1f GFLOP a step at this shape)" % gflop)
         return
     floor = gflop / peak
-    print("ceiling: %.1f GFLOP a step (lrc's count, %s) at the FMA peak (%.1f GFLOP/s, the highest of %d probes: %s) "
-          "takes %.1f ms" % (gflop, norms[0], peak, len(lrc_probes), " ".join("%.1f" % p for _, p in lrc_probes), floor * 1e3))
+    probes = " ".join("%.1f" % p for _, p in lrc_probes)
+    print("ceiling: %.1f GFLOP a step (lrc's count, %s) at the FMA peak (%.1f GFLOP/s, the highest of %d probes: "
+          "%s) takes %.1f ms" % (gflop, norms[0], peak, len(lrc_probes), probes, floor * 1e3))
     for n in norms:
         if "lrc-" + n in med:
             line = "  %-15s lrc at %.1f%% of the FMA peak" % (n, 100 * floor / med["lrc-" + n])
