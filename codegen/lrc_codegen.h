@@ -46,7 +46,10 @@ typedef struct lrc_gemm_tiling {
     int mc, nc; /* rows and columns of one work item (multiples of mr and NR; dW's 2 nc, lrc_gemm_item_cols) */
     int mc_wide; /* rows of an item whose second operand comes from beyond L2 each
                     item (lrc_gemm_item_rows), a multiple of mr */
-    int mc_min;  /* the fewest rows of an item, where mc or mc_wide leave too few items */
+    int mc_min;  /* the fewest rows the halving of an item's rows goes down to, where mc or
+                    mc_wide leave too few items (lrc_gemm_item_rows) */
+    int mc_head; /* rows of a block of an LM head's loss (fuse rule 8) at most: each block
+                    streams the whole weight, so they are taller than mc */
     int kc;     /* inner length a tile sums in one pass at most: longer sums run in
                    blocks, the partial sums kept in the work item's MC x NC buffer */
     lrc_wstore w_store; /* constant weights' panels (lrc compile --weights-dtype); others are f32 */

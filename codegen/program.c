@@ -327,7 +327,7 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
             k->any_split = true; /* an item a block of the output (its sums whole in it) */
             if (lrc_group_is_loss_head(g, gr)) { /* a block of rows, all the columns: each row's statistics at hand */
                 assert(t.vec > 0); /* only the cpu target, which tiles its GEMMs, asks for fuse rule 8 */
-                k->n_items = lrc_loss_head_blocks(rows_of(&a->shape), t.mc);
+                k->n_items = lrc_loss_head_blocks(rows_of(&a->shape), t.mc_head);
                 k->any_split = false; /* the loss combines the chunks' partial sums */
                 add_scratch(p, k, g, gr->anchor, 8 * LRC_CE_STATS * rows_of(&a->shape) + 64);
             }

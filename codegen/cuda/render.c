@@ -33,7 +33,7 @@ void cu_printf(cu_text *t, const char *fmt, ...)
 int64_t cu_last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 1] : 1; }
 int64_t cu_rows(const lrc_shape *s) { return lrc_shape_numel(s) / (cu_last_dim(s) ? cu_last_dim(s) : 1); }
 
-lrc_gemm_tiling lrc_cuda_tiling(void) { return (lrc_gemm_tiling){.mc = 1, .mc_wide = 1, .mc_min = 1, .nc = 1, .kc = 1, .w_store = LRC_WSTORE_F32}; }
+lrc_gemm_tiling lrc_cuda_tiling(void) { return (lrc_gemm_tiling){.mc = 1, .mc_wide = 1, .mc_min = 1, .mc_head = 1, .nc = 1, .kc = 1, .w_store = LRC_WSTORE_F32}; }
 
 lrc_cuda_storage cu_storage(const cu_gen *c, int id) { return c->st[c->s->buffer_of[id]]; }
 

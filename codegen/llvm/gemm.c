@@ -579,7 +579,7 @@ void kg_gemm(kgen *k)
     lrc_gemm_dims(k->g, a, &cols, &K);
     (void)cols; /* the output's last axis, as N below */
     gemm_shape gs = tile_shape(k, M);
-    int64_t mc = gs.head ? t->mc : lrc_gemm_item_rows(t, gs.a_trans, M, N, K);
+    int64_t mc = gs.head ? t->mc_head : lrc_gemm_item_rows(t, gs.a_trans, M, N, K);
     int64_t nc = lrc_gemm_item_cols(t, gs.a_trans), NR = gs.NR, NRT = NR * gs.np, n_nb = (N + nc - 1) / nc;
     /* Many rows over q8 panels: each panel widened to f32 once per work
      * item, into a copy that stays in L2 while every row tile of the item
@@ -616,7 +616,7 @@ void kg_gemm(kgen *k)
     LLVMValueRef nb = w_major ? LLVMBuildSDiv(e->b, item, em_i64(e, n_mb), "") : LLVMBuildSRem(e->b, item, em_i64(e, n_nb), "");
     if (gs.head) { /* an item is a block of rows: its column blocks in turn, then its rows' loss */
         mb = item;
-        n_mb = lrc_loss_head_blocks(M, t->mc);
+        n_mb = lrc_loss_head_blocks(M, t->mc_head);
     }
     /* The items split the row tiles, and the panels, as evenly as they go
      * (a block at most mc rows, nc columns): fixed blocks of mc left a short
@@ -707,5 +707,5 @@ void kg_gemm(kgen *k)
         head_loss_rows(k, &hl, m0, m1, N);
     }
     em_for_end(e, &li, em_i64(e, 1));
-    if (gs.head) kg_ce_finish(k, hl.sc, M, LLVMBuildSub(e->b, e->end, e->begin, ""), lrc_loss_head_blocks(M, t->mc), kg_ptr(k, hl.loss));
+    if (gs.head) kg_ce_finish(k, hl.sc, M, LLVMBuildSub(e->b, e->end, e->begin, ""), lrc_loss_head_blocks(M, t->mc_head), kg_ptr(k, hl.loss));
 }

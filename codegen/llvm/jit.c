@@ -75,9 +75,18 @@ int lrc_llvm_target_host(lrc_llvm_target *t, lrc_err *err)
      * spent more on carrying the partial sums than they saved: a row tile's
      * panels stream from L3 fast enough (an AMD EPYC, the 60m step's GEMMs
      * 1690 -> 1597 ms and 1734 -> 1581 ms, medians of 6 and 8 alternated
-     * runs; dX's 1024 x 512 x 1376, matmul_nn, 139.9 -> 168.2 GFLOP/s). */
-    t->tiling = avx512 ? (lrc_gemm_tiling){.mr = 12, .vec = 16, .nv = 2, .mc = 192, .mc_wide = 384, .mc_min = 96, .nc = 256, .kc = 256}
-                       : (lrc_gemm_tiling){.mr = 6, .vec = 8, .nv = 2, .mc = 96, .mc_wide = 96, .mc_min = 96, .nc = 256, .kc = 2048};
+     * runs; dX's 1024 x 512 x 1376, matmul_nn, 139.9 -> 168.2 GFLOP/s).
+     * AVX2's mc 48, not 96: a row tile reads the item's panels from L3
+     * either way (256 columns of K 512 fill the 512 KB L2), so shorter items
+     * cost nothing there, and twice as many of them leave two threads half
+     * the wait on the last one (an EPYC, 2 threads, medians of 5 alternated
+     * rounds: 1024 x 512 x 512 157.5 -> 168.7 GFLOP/s, x 1376 x 512 165.7
+     * -> 179.1, matmul_nn's 1024 x 512 x 1376 170.0 -> 174.6; one thread
+     * gains nothing). mc_head keeps an LM head's loss blocks at 96 rows. */
+    t->tiling = avx512 ? (lrc_gemm_tiling){.mr = 12, .vec = 16, .nv = 2, .mc = 192, .mc_wide = 384, .mc_min = 96, .mc_head = 192,
+                                           .nc = 256, .kc = 256}
+                       : (lrc_gemm_tiling){.mr = 6, .vec = 8, .nv = 2, .mc = 48, .mc_wide = 96, .mc_min = 96, .mc_head = 96,
+                                           .nc = 256, .kc = 2048};
     return LRC_OK;
 }
 
