@@ -257,8 +257,8 @@ def main():
                 n, med["torch-" + n] * 1e3, med["lrc-" + n] * 1e3, ratio, STEP_TARGET, "PASS" if ok else "MISS"))
             # each round's torch over lrc: a burst of load from other guests on a shared host
             # slows the one side that runs then, which the ratio of the medians hides
-            paired = [t / l for t, l in zip(round_med["torch-" + n], round_med["lrc-" + n])]
             if len(round_med["torch-" + n]) == len(round_med["lrc-" + n]):  # no failed round to misalign them
+                paired = [t / l for t, l in zip(round_med["torch-" + n], round_med["lrc-" + n])]
                 print("  (per-round ratios %s; their median %.2fx)" % (" ".join("%.2f" % x for x in paired),
                                                                       common.median(paired)))
         print_ceiling(med, lrc_probes, a.norms)

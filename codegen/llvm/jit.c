@@ -81,8 +81,8 @@ int lrc_llvm_target_host(lrc_llvm_target *t, lrc_err *err)
      * cost nothing there, and twice as many of them leave two threads half
      * the wait on the last one (an EPYC, 2 threads, medians of 5 alternated
      * rounds: 1024 x 512 x 512 157.5 -> 168.7 GFLOP/s, x 1376 x 512 165.7
-     * -> 179.1, matmul_nn's 1024 x 512 x 1376 170.0 -> 174.6; one thread
-     * gains nothing). mc_head keeps an LM head's loss blocks at 96 rows. */
+     * -> 179.1, matmul_nn's 1024 x 512 x 1376 170.0 -> 174.6; on one
+     * thread, an earlier test, no gain). mc_head keeps an LM head's loss blocks at 96 rows. */
     t->tiling = avx512 ? (lrc_gemm_tiling){.mr = 12, .vec = 16, .nv = 2, .mc = 192, .mc_wide = 384, .mc_min = 96, .mc_head = 192,
                                            .nc = 256, .kc = 256}
                        : (lrc_gemm_tiling){.mr = 6, .vec = 8, .nv = 2, .mc = 48, .mc_wide = 96, .mc_min = 96, .mc_head = 96,
