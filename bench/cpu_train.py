@@ -35,8 +35,9 @@ rounds than the torch side leaves time for on a noisy machine.
 Each round also runs a 2-step `lrc train` of the first norm with LRC_PROFILE=1, for the step's
 FLOPs (lrc's count) and the FMA peak probed with the same threads. The ceiling line divides the
 one by the highest of the other: the fastest an f32 step can be here, lrc's step as a share of
-that peak, and torch's step over it, the highest ratio any implementation could show against
-this torch.
+that peak, torch's step over it, the highest ratio any implementation could show against
+this torch, and the share of the peak a step at the 2.0x target would take (over 100%: no f32
+implementation of the step's FLOPs reaches the target on this machine).
 
 Exit status: 0 measured (targets reported, enforced with --strict: 4), 1 lrc failed, 3 torch
 is not on OpenBLAS.
@@ -149,8 +150,11 @@ def print_ceiling(med, lrc_probes, norms):
         if "lrc-" + n in med:
             line = "  %-15s lrc at %.1f%% of the FMA peak" % (n, 100 * floor / med["lrc-" + n])
             if "torch-" + n in med:
-                line += "; torch / that floor = %.2fx, the most any implementation reaches against this torch" % (
-                    med["torch-" + n] / floor)
+                best = med["torch-" + n] / floor
+                line += "; torch / that floor = %.2fx, the most any implementation reaches against this torch" % best
+                need = 100 * STEP_TARGET / best  # the share of the peak a step at STEP_TARGET x takes
+                line += "; %.1fx needs %.1f%% of the peak%s" % (
+                    STEP_TARGET, need, " (more than the peak: out of reach on this machine)" if need > 100 else "")
             print(line)
 
 
