@@ -2,9 +2,12 @@
 """lrc export --hf run in llama.cpp, side by side with lrc at f32, bf16 and q8 (llama.cpp's Q8_0).
 
     /usr/bin/python3 bench/hf_llamacpp.py --llamacpp-build DIR --converter .../convert_hf_to_gguf.py
-        [--lrc build/lrc] [--hf-python /work/hfenv/bin/python] [--preset 60m] [--norm layerrope]
+        [--lrc build/lrc] [--hf-python PY] [--preset 60m] [--norm layerrope]
         [--vocab 256] [--pp 128] [--tg 64] [--threads 2] [--rounds 3] [--repeat 3] [--keep DIR]
-        [--tokenizer auto|exported|byte-fallback] [--omp-wait-policy passive|env]
+        [--tokenizer auto|exported|byte-fallback] [--also-passive]
+
+--hf-python: a Python with transformers (and sentencepiece, protobuf) for the converter;
+default $LRC_HF_PYTHON (bench/cpu_llamacpp.sh makes one and passes it).
 
 1. `lrc init llama --preset P --set norm=N --set vocab=V --seed 0 -o W` (a byte-level
    model; with V > 256 the ids past 255 are tokens no text encodes to, as a 32 000-token
@@ -41,9 +44,11 @@
                 the same work (its logits are the full forward's last row, bit for bit);
      lrc tg:    lrc generate DEC --prompt-ids ID -n TG --temperature 0, DEC = lrc compile
                 --target cpu --ctx 1+TG (prints tokens/s on stderr).
-   llama.cpp runs with OMP_WAIT_POLICY=PASSIVE (--omp-wait-policy env: as the caller has
-   it; see llamacpp_env). Each figure is the median over rounds of the per-round medians; it prints the ratios
-   lrc / llama.cpp for pp and tg at each precision. A precision llama.cpp cannot run here
+   llama.cpp runs in its default environment: the caller's, without OMP_WAIT_POLICY (see
+   llamacpp_env). Each figure is the median over rounds of the per-round medians; it prints the ratios
+   lrc / llama.cpp for pp and tg at each precision. --also-passive also runs llama-bench with
+   OMP_WAIT_POLICY=PASSIVE in each round and prints those figures on lines of their own,
+   labelled "extra, not llama.cpp's default", which no ratio above uses. A precision llama.cpp cannot run here
    (llama-bench dies, as with SIGILL on an instruction the virtual CPU lacks) is reported as
    such, with its error, and has no ratio; the others are still measured.
 Exit status: 0 measured, 1 something failed (printed as RESULT).
@@ -142,24 +147,22 @@ def write_tokens(path, ids):
              struct.pack("<%di" % T, *ids))
 
 
-def llamacpp_env(a):
-    """llama.cpp's environment: the caller's, with OMP_WAIT_POLICY=PASSIVE unless --omp-wait-policy env.
-
-    Why: llama.cpp's CPU backend runs on OpenMP here, whose workers spin at every barrier
-    (libgomp's default). On a 2-core machine shared with other processes, a descheduled
-    spinning worker stalls the graph: measured (60m f32, 2 threads, load average 4-6) pp128
-    from 1217 down to 133 tokens/s and tg64 from 99 down to 2 between back-to-back runs;
-    with PASSIVE, 1073-1085 and 47-56. The same choice as common.set_omp_wait_policy for
-    torch. lrc runs with the caller's environment (it has no OpenMP)."""
-    env = dict(common.ORIGINAL_ENV)
-    if a.omp_wait_policy == "passive":
+def llamacpp_env(passive=False):
+    """llama.cpp's environment: the caller's without OMP_WAIT_POLICY, so that its OpenMP
+    workers wait as libgomp does by default (they spin), as a user's llama.cpp runs.
+    passive=True (--also-passive, extra lines only) sets OMP_WAIT_POLICY=PASSIVE: on a
+    machine shared with other processes a descheduled spinning worker can stall the graph,
+    and the PASSIVE figures show how much. lrc runs with the caller's environment (it has
+    no OpenMP)."""
+    env = {k: v for k, v in common.ORIGINAL_ENV.items() if k != "OMP_WAIT_POLICY"}
+    if passive:
         env["OMP_WAIT_POLICY"] = "PASSIVE"
     return env
 
 
-def llama_bench(a, gguf):
+def llama_bench(a, gguf, passive=False):
     p, _ = run([os.path.join(a.llamacpp_build, "bin", "llama-bench"), "-m", gguf, "-p", str(a.pp), "-n", str(a.tg),
-                "-t", str(a.threads), "-r", str(a.repeat), "-o", "json"], env=llamacpp_env(a))
+                "-t", str(a.threads), "-r", str(a.repeat), "-o", "json"], env=llamacpp_env(passive))
     must(p, "llama-bench %s" % os.path.basename(gguf))
     res, info = {}, {}
     for row in json.loads(p.stdout):
@@ -203,7 +206,8 @@ def main():
     ap.add_argument("--lrc", default=os.path.join(common.REPO, "build", "lrc"))
     ap.add_argument("--llamacpp-build", required=True, help="llama.cpp's CMake build (bin/llama-bench, bin/libllama.so)")
     ap.add_argument("--converter", required=True, help="llama.cpp's convert_hf_to_gguf.py (its folder: include/, gguf-py/)")
-    ap.add_argument("--hf-python", default="/work/hfenv/bin/python", help="a Python with transformers for the converter")
+    ap.add_argument("--hf-python", default=os.environ.get("LRC_HF_PYTHON"),
+                    help="a Python with transformers for the converter (default $LRC_HF_PYTHON)")
     ap.add_argument("--preset", default="60m")
     ap.add_argument("--norm", default="layerrope")
     ap.add_argument("--vocab", type=int, default=256, help="the model's vocabulary (>= 256; default 256, bytes)")
@@ -213,11 +217,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure per round (default 3)")
     ap.add_argument("--tokenizer", default="auto", choices=("auto", "exported", "byte-fallback"))
-    ap.add_argument("--omp-wait-policy", default="passive", choices=("passive", "env"),
-                    help="llama.cpp side only: OMP_WAIT_POLICY=PASSIVE (default; see llamacpp_env) or env "
-                         "(leave it as the environment has it: libgomp spins)")
+    ap.add_argument("--also-passive", action="store_true",
+                    help="also time llama.cpp with OMP_WAIT_POLICY=PASSIVE, printed as extra lines (no ratio)")
     ap.add_argument("--keep", help="work in this directory (kept) instead of a temporary one")
     a = ap.parse_args()
+    if not a.hf_python:
+        ap.error("--hf-python PY (or LRC_HF_PYTHON): a Python with transformers for llama.cpp's converter")
     a.lrc = os.path.abspath(a.lrc)
     a.llamacpp_build = os.path.abspath(a.llamacpp_build)
     a.converter = os.path.abspath(a.converter)
@@ -236,7 +241,10 @@ def main():
                         extra=[("model", "llama preset %s, norm=%s, vocab=%d (bytes%s), seed 0" % (
                                    a.preset, a.norm, a.vocab, " and unreachable ids" if a.vocab > 256 else "")),
                                ("load avg", "%s (start)" % common.loadavg()), ("lrc", a.lrc), ("llama.cpp", "%s (build %s)" % (src, a.llamacpp_build)),
-                               ("llama.cpp OMP", "OMP_WAIT_POLICY=%s" % llamacpp_env(a).get("OMP_WAIT_POLICY", "(unset)")),
+                               ("llama.cpp OMP", "OMP_WAIT_POLICY unset (llama.cpp's default)%s%s" % (
+                                   "; the caller's %s not passed on" % common.ORIGINAL_ENV["OMP_WAIT_POLICY"]
+                                   if "OMP_WAIT_POLICY" in common.ORIGINAL_ENV else "",
+                                   "; --also-passive: extra lines with PASSIVE" if a.also_passive else "")),
                                ("llama.cpp cmake", " ".join("%s=%s" % kv for kv in sorted(cache.items())) or "?")])
     tmp = a.keep or tempfile.mkdtemp(prefix="lrc-llamacpp-")
     if a.keep:
@@ -304,7 +312,7 @@ def main():
         print("prompt: %r (%d bytes)" % (PROMPT, len(want)))
         for t, kv, fa in (("f32", "f16", "auto"), ("f32", "f32", "auto"), ("f32", "f32", "off"), ("q8_0", "f16", "auto")):
             lf = os.path.join(tmp, "llamacpp_%s_%s_%s.f32" % (t, kv, fa))
-            p, _ = run([dumper, gg[t], PROMPT, lf, str(a.threads), kv, fa], env=llamacpp_env(a))
+            p, _ = run([dumper, gg[t], PROMPT, lf, str(a.threads), kv, fa], env=llamacpp_env())
             try:
                 must(p, "hf_llamacpp_logits %s" % t)
             except RuntimeError as e:  # a precision llama.cpp cannot run here: said, and the rest goes on
@@ -349,6 +357,7 @@ def main():
         for wd, gt in pairs:
             for k in ("pp", "tg"):
                 got["llama.cpp %s %s" % (gt, k)], got["lrc %s %s" % (wd, k)] = [], []
+        extra = {}  # --also-passive: llama.cpp with OMP_WAIT_POLICY=PASSIVE, kept apart from got
         info, broken = {}, {}
         for r in range(a.rounds):
             for wd, gt in pairs:
@@ -359,6 +368,14 @@ def main():
                         got["llama.cpp %s tg" % gt].append(res["tg"])
                     except RuntimeError as e:  # reported below, not dropped
                         broken[gt] = str(e)
+                if a.also_passive and gt not in broken:
+                    try:
+                        res, _ = llama_bench(a, gg[gt], passive=True)
+                        for k in ("pp", "tg"):
+                            extra.setdefault("llama.cpp %s %s" % (gt, k), []).append(res[k])
+                    except RuntimeError as e:  # the extra lines only; the comparison goes on
+                        print("extra, not llama.cpp's default: llama.cpp %s with OMP_WAIT_POLICY=PASSIVE failed: %s"
+                              % (gt, e))
                 got["lrc %s pp" % wd].append(lrc_pp(a, pkg[wd], bench_in, bench_out))
                 got["lrc %s tg" % wd].append(lrc_tg(a, dec[wd]))
         print("llama-bench: build %s (%s), cpu_info %s, backends %s, n_batch %s, n_ubatch %s, flash_attn %s, type_k %s" % (
@@ -379,6 +396,9 @@ def main():
             print("ratio lrc %s / llama.cpp %s: pp%d %.3f, tg%d %.3f" % (
                 wd, gt, a.pp, med["lrc %s pp" % wd] / med["llama.cpp %s pp" % gt], a.tg,
                 med["lrc %s tg" % wd] / med["llama.cpp %s tg" % gt]))
+        for k, v in extra.items():
+            print("extra, not llama.cpp's default: %s with OMP_WAIT_POLICY=PASSIVE %9.1f tokens/s   (rounds: %s)"
+                  % (k, common.median(v), ", ".join("%.1f" % x for x in v)))
     except RuntimeError as e:
         print("RESULT: %s" % e)
         return 1

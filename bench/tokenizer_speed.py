@@ -8,7 +8,7 @@ the whole text as one string (encode), and each verse on its own (the
 library's encode_batch on one thread; lrc tokenize --lines); the ids are
 checked equal before any time counts.
 
-  /work/hfenv/bin/python bench/tokenizer_speed.py [--lrc build/lrc] [--repeat 5]
+  "$LRC_HF_PYTHON" bench/tokenizer_speed.py [--lrc build/lrc] [--repeat 5]
       [--tokenizers tests/fixtures/tokenizers/bytelevel_16k,tests/fixtures/tokenizers/sp_16k]
 
 Prints MB/s for each side (median of --repeat) and the ratio lrc / tokenizers."""

@@ -368,7 +368,7 @@ static const struct {
 } commands[] = {
     {"inspect", "MODEL", "parameters by group, FLOPs per token, the IR", cmd_inspect},
     {"init", "MODEL", "initialise parameters from a seed into a safetensors file", cmd_init},
-    {"train", "MODEL", "train on text (next byte) or images (vit), with checkpoints and --resume", cmd_train},
+    {"train", "MODEL", "train on text (bytes, or a tokenizer's ids) or images, with checkpoints and --resume", cmd_train},
     {"eval", "MODEL", "test accuracy of an image model; validation loss of a language model", cmd_eval},
     {"plot", "RUN...", "loss (and accuracy) curves of training runs in one PNG", cmd_plot},
     {"sweep", "MODEL", "a grid of training runs (rates, seeds, config keys): eta*, L*, S per arm", cmd_sweep},
@@ -376,14 +376,15 @@ static const struct {
     {"analyze", "CHECKPOINT", "what the norm gains say about depth: percentiles, cosines, MDS, LayerRoPE", cmd_analyze},
     {"backward", "MODEL", "loss and parameter gradients of a batch (reverse mode)", cmd_backward},
     {"compile", "MODEL", "compile ahead of time into a package (kernels, plan, weights)", cmd_compile},
-    {"export", "RUN|W", "write a model's weights as a Hugging Face directory (--hf)", cmd_export},
+    {"export", "RUN|WEIGHTS", "write a model's weights as a Hugging Face directory (--hf)", cmd_export},
     {"forward", "MODEL", "run the model (or a package) on tokens or images from a safetensors file", cmd_forward},
-    {"generate", "MODEL", "continue a prompt, byte by byte, with a KV cache", cmd_generate},
+    {"generate", "MODEL", "continue a prompt with a KV cache (the model's tokenizer.json, or bytes)", cmd_generate},
     {"tokenize", "TOKENIZER", "text to token ids (or --decode) with a Hugging Face tokenizer.json", cmd_tokenize},
     {"profile", "MODEL", "per-kernel times against this machine's ceilings, and a trace", cmd_profile},
     {"demo", "", "build, initialise and run the default LayerRoPE LLaMA", cmd_demo},
     {"gemm-bench", "", "time one generated GEMM (for bench/cpu_gemm.py)", cmd_gemm_bench},
     {"devices", "", "the targets this machine can compile for and run (also --version)", cmd_devices},
+    {"cache", "", "the cache of compiled kernels: folder, entries, size; --clear", cmd_cache},
 };
 
 static void usage(FILE *f)
@@ -394,13 +395,27 @@ static void usage(FILE *f)
           "\n"
           "commands:\n",
           f);
+    /* the first column as wide as its widest entry, then two spaces */
+    int width = 0;
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
-        char head[32];
-        snprintf(head, sizeof head, "%s%s%s", commands[i].name, *commands[i].args ? " " : "", commands[i].args);
-        fprintf(f, "  %-16s%s\n", head, commands[i].summary);
+        int w = (int)(strlen(commands[i].name) + (*commands[i].args ? 1 + strlen(commands[i].args) : 0));
+        if (w > width) width = w;
     }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        char head[64];
+        snprintf(head, sizeof head, "%s%s%s", commands[i].name, *commands[i].args ? " " : "", commands[i].args);
+        fprintf(f, "  %-*s  %s\n", width, head, commands[i].summary);
+    }
+    /* the built-in models from the table embedded in this binary */
     fputs("\n"
-          "MODEL is a Lua file, or the name of a built-in model (llama, vit, parcae).\n"
+          "MODEL is a Lua file, a Hugging Face model directory, or a built-in model:", f);
+    for (int i = 0, n = 0; i < lrc_embedded_count; i++)
+        if (!strncmp(lrc_embedded_files[i].name, "models/", 7)) {
+            const char *name = lrc_embedded_files[i].name + 7;
+            fprintf(f, "%s%.*s", n++ ? ", " : " ", (int)(strcspn(name, ".")), name);
+        }
+    fputs(".\n"
+          "forward, generate and profile also run a package that lrc compile wrote.\n"
           "Every command takes --help. Exit status: 0 success, 1 bad input, 2 bad usage.\n",
           f);
 }

@@ -53,6 +53,25 @@ if ! "$lrc" --help >"$tmp/usage" 2>"$tmp/err"; then
 fi
 cmds=$(awk '/^commands:/ { on = 1; next } on && /^$/ { exit } on && /^  [a-z]/ { print $1 }' "$tmp/usage")
 [ -n "$cmds" ] || { echo "FAIL lrc --help lists no commands (no 'commands:' section)"; exit 1; }
+# The command table's two columns: COMMAND [ARG], at least two spaces, then
+# the description, which starts at the same column on every line (a column
+# too narrow runs them together: "analyze CHECKPOINTwhat the ...").
+awk '/^commands:/ { on = 1; next } on && /^$/ { exit } on' "$tmp/usage" >"$tmp/table"
+while IFS= read -r line; do
+    [[ $line =~ ^\ \ [a-z][a-z-]*(\ [A-Z][A-Z_.|]*)?\ \ +[a-z] ]] ||
+        fail "lrc --help: '$line' is not COMMAND [ARG], two spaces, a description"
+done <"$tmp/table"
+cols=$(grep -E '^  [a-z][a-z-]*( [A-Z][A-Z_.|]*)?  +[a-z]' "$tmp/table" |
+    sed -E 's/^(  [a-z][a-z-]*( [A-Z][A-Z_.|]*)? +).*/\1/' | awk '{ print length($0) }' | sort -u)
+[ "$(wc -l <<<"$cols")" -eq 1 ] || fail "lrc --help: the descriptions start at columns $(tr '\n' ' ' <<<"$cols")(not aligned)"
+# Every model of models/ is a built-in model lrc --help names.
+models_dir=$(cd "$(dirname "$0")/../.." && pwd)/models
+builtin=$(grep -E 'built-in model' "$tmp/usage")
+for f in "$models_dir"/*.lua; do
+    m=$(basename "$f" .lua)
+    grep -qE "(^|[^a-z0-9_-])$m([^a-z0-9_-]|$)" <<<"${builtin#*built-in model}" || fail "lrc --help does not name the built-in model $m (models/$m.lua): '$builtin'"
+    "$lrc" inspect "$m" --params >/dev/null 2>"$tmp/err" || fail "lrc inspect $m: not a built-in model: $(head -c 200 "$tmp/err")"
+done
 while read -r c; do
     grep -qx -- "$c" <<<"$cmds" || fail "$c: docs/cli.md's synopsis has 'lrc $c', which lrc --help does not list"
 done < <(docs_synopsis | sort -u)

@@ -4,7 +4,7 @@ steps, exported with `lrc export RUN --hf`, loaded by transformers 4.44.2's
 AutoModelForCausalLM (and its tokenizer by AutoTokenizer), gives the logits
 lrc gives, within 1e-5 relative (max |difference| / max |lrc logit|).
 
-    /work/hfenv/bin/python tests/reference/hf_export_check.py LRC [--steps N]
+    "$LRC_HF_PYTHON" tests/reference/hf_export_check.py LRC [--steps N]
 
 Cases: layerrope (exports as llama), layerrope with Llama 3's RoPE scaling
 (llama's rope_scaling), layerrope_peri (as gemma2), lns and peri, layerrope

@@ -15,7 +15,7 @@ loader that skipped them would be caught. Needs transformers 4.44.2 over
 Debian's torch 1.13 (a venv made with --system-site-packages; see
 tests/reference/README.md). CI does not run this: the fixtures are committed.
 
-    /work/hfenv/bin/python tests/reference/make_hf_fixtures.py [--out DIR] [--only CASE,CASE]
+    "$LRC_HF_PYTHON" tests/reference/make_hf_fixtures.py [--out DIR] [--only CASE,CASE]
 """
 
 import json

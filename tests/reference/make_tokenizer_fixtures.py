@@ -4,7 +4,7 @@ tokenizer.json implementation (tests/tokenizer/fixtures.sh), written by Hugging
 Face's `tokenizers` library, so that CI compares against them with no Python
 library. Run with the virtual environment of the Hugging Face fixtures:
 
-  /work/hfenv/bin/python tests/reference/make_tokenizer_fixtures.py
+  "$LRC_HF_PYTHON" tests/reference/make_tokenizer_fixtures.py
 
 Trains BPE tokenizers with the library's own BpeTrainer on the King James Bible
 (Debian's bible-kjv), in the forms the common checkpoints use, and writes for

@@ -2,7 +2,7 @@
 """tokenizer_diff.py — lrc's tokenizer.json against Hugging Face `tokenizers`
 on random text, run by hand (it needs the library):
 
-  /work/hfenv/bin/python tests/reference/tokenizer_diff.py [LRC]
+  "$LRC_HF_PYTHON" tests/reference/tokenizer_diff.py [LRC]
 
 Every fixture tokenizer and variants of them written here (added tokens with
 lstrip/rstrip, ByteLevel's add_prefix_space, ignore_merges, each Split
