@@ -47,9 +47,10 @@ static int pack_launch(lrc_compiled *c, void *dl, const lrc_plan_launch *l, lrc_
     }
     lrc_kernel_fn fn;
     memcpy(&fn, &sym, sizeof sym);
-    void *args[64];
-    for (int a = 0; a < l->n_args && a < 64; a++) args[a] = l->args[a] == src ? w->data : t->data;
+    void **args = lrc_xmalloc((size_t)l->n_args * sizeof(void *) + 1);
+    for (int a = 0; a < l->n_args; a++) args[a] = l->args[a] == src ? w->data : t->data;
     fn(args, 0, l->n_items);
+    free(args);
     lrc_plan_buf *b = &pl->bufs[dst];
     free(b->name);
     *b = (lrc_plan_buf){.kind = LRC_BUF_PARAM, .name = lrc_strdup(name), .dtype = LRC_U8, .shape = {1, {x->bytes}}, .bytes = x->bytes,

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 lrc_graph *lrc_graph_new(void)
 {
@@ -21,7 +22,55 @@ void lrc_graph_free(lrc_graph *g)
     free(g->nodes);
     free(g->outputs);
     free(g->output_names);
+    free(g->src_index);
     free(g);
+}
+
+/* ---- source nodes by name: open addressing over node ids, -1 empty ----- */
+
+static bool is_source_op(lrc_op op) { return (unsigned)op < LRC_OP_COUNT && lrc_op_table[op].fusion == LRC_FUSE_SOURCE; }
+
+static size_t name_slot(const char *name, int cap)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *c = name; *c; c++) h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+    return (size_t)(h & (uint64_t)(cap - 1));
+}
+
+/* Probes in insertion order, so a name's first node comes first, as a scan
+ * of the nodes would find it. */
+static void index_put(int *slots, int cap, const lrc_graph *g, int id)
+{
+    size_t i = name_slot(g->nodes[id].name, cap);
+    while (slots[i] >= 0) i = (i + 1) & (size_t)(cap - 1);
+    slots[i] = id;
+}
+
+static void index_add(lrc_graph *g, int id)
+{
+    if (2 * (g->src_count + 1) > g->src_cap) { /* half full at most; rebuilt in id order */
+        int cap = g->src_cap ? 2 * g->src_cap : 64;
+        int *slots = lrc_xmalloc((size_t)cap * sizeof(int));
+        for (int i = 0; i < cap; i++) slots[i] = -1;
+        for (int j = 0; j < id; j++)
+            if (is_source_op(g->nodes[j].op) && g->nodes[j].name) index_put(slots, cap, g, j);
+        free(g->src_index);
+        g->src_index = slots;
+        g->src_cap = cap;
+    }
+    index_put(g->src_index, g->src_cap, g, id);
+    g->src_count++;
+}
+
+/* The first source node called name, of op (or of any source op: -1). */
+static int index_find(const lrc_graph *g, int op, const char *name)
+{
+    if (!g->src_cap) return -1;
+    for (size_t i = name_slot(name, g->src_cap); g->src_index[i] >= 0; i = (i + 1) & (size_t)(g->src_cap - 1)) {
+        const lrc_node *n = &g->nodes[g->src_index[i]];
+        if ((op < 0 || (int)n->op == op) && !strcmp(n->name, name)) return g->src_index[i];
+    }
+    return -1;
 }
 
 static int node_where(lrc_err *err, const lrc_node *n)
@@ -83,14 +132,36 @@ int lrc_graph_add(lrc_graph *g, const lrc_node *proto, lrc_err *err)
     n.group = lrc_strdup(proto->group);
     n.loc = lrc_strdup(proto->loc);
     g->nodes[g->n_nodes] = n;
+    if (is_source_op(n.op) && n.name) index_add(g, g->n_nodes);
+    if (n.op == LRC_OP_PARAM) g->param_elems += lrc_shape_numel(&n.shape);
     return g->n_nodes++;
 }
 
 int lrc_graph_find(const lrc_graph *g, lrc_op op, const char *name)
 {
+    if (is_source_op(op)) return name ? index_find(g, op, name) : -1;
     for (int i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].op == op && g->nodes[i].name && !strcmp(g->nodes[i].name, name)) return i;
     return -1;
+}
+
+/* A parameter whose f32 elements, with the graph's others, exceed this
+ * machine's memory is refused where it is made: a model that could never be
+ * loaded (n_experts = 65536, a size typed with zeros too many) ends at once
+ * in one line, not after minutes of building a graph for it. */
+static int check_param_memory(const lrc_graph *g, const char *name, const lrc_shape *s, lrc_err *err)
+{
+    int64_t numel = 1;
+    for (int i = 0; i < s->ndim; i++) {
+        if (s->dim[i] <= 0 || numel > LRC_MAX_ELEMENTS / s->dim[i]) return LRC_OK; /* the shape checks say what is wrong */
+        numel *= s->dim[i];
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    int64_t total = g->param_elems + numel, bytes = pages > 0 && page > 0 ? (int64_t)pages * page : INT64_MAX;
+    if (total <= bytes / 4) return LRC_OK;
+    char b[96];
+    return lrc_err_set(err, "parameter '%s' %s: the model's parameters come to %lld elements so far, %.2f GB in f32, more than this machine's "
+                            "%.2f GB of memory", name, lrc_shape_str(s, b, sizeof b), (long long)total, 4e-9 * (double)total, 1e-9 * (double)bytes);
 }
 
 static int add_source(lrc_graph *g, lrc_op op, const char *name, lrc_dtype t, const lrc_shape *s,
@@ -109,6 +180,10 @@ static int add_source(lrc_graph *g, lrc_op op, const char *name, lrc_dtype t, co
     }
     if (s->ndim < 0 || s->ndim > LRC_MAX_DIMS) {
         lrc_err_set(err, "'%s': %d axes, at most %d are supported", name, s->ndim, LRC_MAX_DIMS);
+        if (loc) lrc_err_prefix(err, "%s", loc);
+        return -1;
+    }
+    if (op == LRC_OP_PARAM && check_param_memory(g, name, s, err)) {
         if (loc) lrc_err_prefix(err, "%s", loc);
         return -1;
     }
@@ -219,12 +294,11 @@ int lrc_graph_verify(const lrc_graph *g, lrc_err *err)
         }
         if (lrc_op_table[n->op].fusion == LRC_FUSE_SOURCE) {
             if (!n->name) return lrc_err_set(err, "node %d (%s) has no name", id, lrc_op_name(n->op));
-            for (int j = 0; j < id; j++)
-                if (lrc_op_table[g->nodes[j].op].fusion == LRC_FUSE_SOURCE &&
-                    !strcmp(g->nodes[j].name, n->name)) {
-                    lrc_err_set(err, "'%s' is defined twice (nodes %d and %d)", n->name, j, id);
-                    return node_where(err, n);
-                }
+            int j = index_find(g, -1, n->name); /* the first source of that name */
+            if (j >= 0 && j < id) {
+                lrc_err_set(err, "'%s' is defined twice (nodes %d and %d)", n->name, j, id);
+                return node_where(err, n);
+            }
         }
     }
     if (verify_loops(g, err)) return LRC_EUSER;

@@ -247,6 +247,10 @@ int lrc_cuda_exec_new(const lrc_plan *plan, const lrc_cuda_table *table, const v
     x->iteration = lrc_xcalloc((size_t)L + 1, sizeof(int64_t));
     x->gemm = lrc_xcalloc((size_t)L + 1, sizeof *x->gemm);
     x->on_device = lrc_xcalloc((size_t)n + 1, sizeof(bool));
+    int most = 0;
+    for (int li = 0; li < L; li++) most = plan->launches[li].n_args > most ? plan->launches[li].n_args : most;
+    x->argv = lrc_xcalloc((size_t)most + 1, sizeof(devptr)); /* + 1: the scratch */
+    x->params = lrc_xcalloc((size_t)most + 1, sizeof(void *));
     int rc = load_api(&x->api, err), r = 0;
     if (!rc) rc = take_table(x, table, err);
     cuda_api *a = &x->api;
@@ -362,6 +366,8 @@ void lrc_cuda_exec_free(lrc_cuda_exec *x)
     free(x->n_gemm);
     free(x->gemm);
     free(x->iteration);
+    free(x->argv);
+    free(x->params);
     free(x->on_device);
     free(x);
 }
@@ -697,10 +703,10 @@ static int launch_all(lrc_cuda_exec *x, lrc_err *err)
             if (!rc) rc = after_launch(x, li, timed, x->n_gemm[li] > 0, err);
             continue;
         }
-        devptr argv[65];
-        void *params[65];
+        devptr *argv = x->argv; /* cuLaunchKernel copies the values: reused by the next launch */
+        void **params = x->params;
         int na = 0;
-        for (int k = 0; k < l->n_args && na < 64; k++) argv[na] = x->ptr[l->args[k]], params[na] = &argv[na], na++;
+        for (int k = 0; k < l->n_args; k++) argv[na] = x->ptr[l->args[k]], params[na] = &argv[na], na++;
         if (x->scratch_of[li]) argv[na] = x->scratch, params[na] = &argv[na], na++;
         int r = x->api.launch(x->fn[li], (unsigned)x->grid[3 * li], (unsigned)x->grid[3 * li + 1], (unsigned)x->grid[3 * li + 2],
                               (unsigned)x->block[li], 1, 1, 0, x->stream, params, NULL);

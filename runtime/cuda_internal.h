@@ -116,6 +116,8 @@ struct lrc_cuda_exec {
     lrc_lt_gemm *lt_gemm; /* per launch */
     devptr lt_workspace;
     int64_t *iteration; /* per back edge: the loop's current iteration */
+    devptr *argv;       /* a launch's kernel arguments (and its scratch), room for the longest */
+    void **params;      /* their addresses, as cuLaunchKernel takes them */
     /* lrc_cuda_exec_profile / _trace: a pair of events around every launch
      * that ran, in order (loops run some more than once) */
     double *times_ns;

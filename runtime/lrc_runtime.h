@@ -98,15 +98,16 @@ typedef void (*lrc_task_fn)(void *ctx, int64_t begin, int64_t end, int thread);
  * skipped. n_items <= 0 returns at once; with one thread fn runs inline.
  *
  * Not reentrant: one run at a time per pool. Calling lrc_pool_run on a pool
- * from inside fn, or from two threads at once, is a bug (it aborts with a
- * message rather than deadlocking). Use one pool per calling thread. */
-void lrc_pool_run(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items);
+ * from inside fn, or from two threads at once, is a bug: that run does
+ * nothing and returns LRC_EUSER with a message in err (rather than
+ * deadlocking); the outer run goes on. Use one pool per calling thread. */
+int lrc_pool_run(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items, lrc_err *err);
 /* lrc_pool_run for tasks whose items are independent (any split of them
  * gives the same values): each thread starts on its chunk as above, one item
  * per call of fn, and a thread whose chunk is done takes the items left at
  * the end of another's, one at a time. On a machine whose other work delays
  * one thread the others finish its chunk instead of waiting for it. */
-void lrc_pool_run_stealing(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items);
+int lrc_pool_run_stealing(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items, lrc_err *err);
 /* A profile's view of the pool: while counting is on, each run's wall time
  * and each thread's time in its chunk are summed (from zero when asked);
  * the busy fraction is the threads' time over n_threads times the runs'
@@ -264,7 +265,8 @@ double lrc_now_s(void);
 double lrc_median(double *v, int64_t n);
 
 /* Copy bandwidth of this machine on the pool's threads, GB/s counting the
- * bytes read and written: the memory ceiling profiles compare against. */
+ * bytes read and written: the memory ceiling profiles compare against
+ * (0: not measured, out of memory or the pool busy; so for the next too). */
 double lrc_measure_copy_gbs(lrc_pool *pool, size_t bytes);
 /* FLOP/s of a program's FMA probe kernel (LRC_PEAK_SYMBOL) on the pool:
  * flops_per_item is what one work item computes. */
@@ -321,8 +323,9 @@ void lrc_cuda_exec_free(lrc_cuda_exec *x);
 /* 2: the kernels' file is named (kernels.so, or a cubin); 3: a cuda GEMM may
  * add a residual (c_arg); 4: scratch_storage, access_bytes; 5: a cuda GEMM
  * may add a bias (bias_arg); 6: a cuda package's weights in bf16 storage
- * are written as BF16 */
-#define LRC_PACKAGE_VERSION 7
+ * are written as BF16; 8: a cpu package's kernels.so holds the launch table
+ * its plan is checked against (lrc_launch_table.h) */
+#define LRC_PACKAGE_VERSION 8
 
 /* A directory: package.json (plan and metadata), the kernels (kernels.so
  * for cpu; kernels.cubin, kernels.ptx and kernels.cu for cuda), and
@@ -388,6 +391,13 @@ struct cJSON;
 int lrc_package_cuda_read(const struct cJSON *meta, const lrc_plan *p, const char *path, lrc_cuda_table *out, lrc_err *err);
 struct cJSON *lrc_package_cuda_json(const lrc_cuda_table *t);
 void lrc_cuda_table_free(lrc_cuda_table *t);
+/* A cpu plan's launches against the launch table of its kernels.so (the
+ * words of lrc_launch_table.h; NULL when the library has none): each
+ * launch's kernel, items, flags and argument buffers with their sizes and
+ * storage as compiled, launches that `lrc compile` packed away skipped. A
+ * mismatch names the launch and the key, after `where` (package.json's path);
+ * runtime/package_launches.c. */
+int lrc_package_check_launches(const lrc_plan *p, const void *table, const char *where, lrc_err *err);
 /* Writing a package: lrc_package_begin makes a directory beside dir, the
  * kernels and weights go into it, and lrc_package_finish writes
  * package.json and moves it into place (replacing an old package at dir
@@ -568,13 +578,14 @@ typedef struct lrc_adamw_cfg {
 typedef struct lrc_param_spans lrc_param_spans;
 lrc_param_spans *lrc_param_spans_new(lrc_tensor *const *tensors, int n);
 void lrc_param_spans_free(lrc_param_spans *ps);
-/* The global norm of the gradient tensors, in parallel and the same for
- * any thread count; *bad = the first tensor holding inf or nan, else -1. */
-double lrc_grads_check(lrc_pool *pool, lrc_param_spans *ps, lrc_tensor **grads, int *bad);
+/* *norm = the global norm of the gradient tensors, in parallel and the same
+ * for any thread count; *bad = the first tensor holding inf or nan, else -1.
+ * Fails only when the pool is already running (lrc_pool_run). */
+int lrc_grads_check(lrc_pool *pool, lrc_param_spans *ps, lrc_tensor **grads, double *norm, int *bad, lrc_err *err);
 /* One AdamW step (0-based) over the tensors; grad_norm (lrc_grads_check's)
- * is what --clip scales against. */
-void lrc_adamw_step(const lrc_adamw_cfg *c, lrc_pool *pool, const lrc_param_spans *ps, int64_t step, double lr,
-                    double grad_norm, lrc_tensor **params, lrc_tensor **grads, lrc_tensor **m, lrc_tensor **v);
+ * is what --clip scales against. Fails as lrc_grads_check does. */
+int lrc_adamw_step(const lrc_adamw_cfg *c, lrc_pool *pool, const lrc_param_spans *ps, int64_t step, double lr,
+                   double grad_norm, lrc_tensor **params, lrc_tensor **grads, lrc_tensor **m, lrc_tensor **v, lrc_err *err);
 
 /* lrc train's AdamW on the device (cuda_optim.c), over a training graph's
  * exec: the f32 master weights, the moments (and, for accum > 1, the summed

@@ -3,6 +3,7 @@
  * buffers, launches, checks), the kernels as a shared library, and the
  * weights when they were given at compile time. Loading needs only libc,
  * libdl and cJSON: no Lua, no LLVM, no compilation. */
+#include "lrc_launch_table.h"
 #include "lrc_runtime.h"
 
 #include <cjson/cJSON.h>
@@ -213,7 +214,7 @@ static int parse_plan(const cJSON *root, const char *path, lrc_plan *p, lrc_err 
         lrc_plan_launch *l = &p->launches[i];
         const cJSON *sym = cJSON_GetObjectItemCaseSensitive(o, "symbol"), *label = cJSON_GetObjectItemCaseSensitive(o, "label");
         const cJSON *args = cJSON_GetObjectItemCaseSensitive(o, "args");
-        if (!cJSON_IsString(sym) || !cJSON_IsArray(args) || cJSON_GetArraySize(args) > 64 || get_num(o, "items", 0, 1e15, &v))
+        if (!cJSON_IsString(sym) || !cJSON_IsArray(args) || get_num(o, "items", 0, 1e15, &v))
             return bad(err, path, "launch", i);
         l->symbol = lrc_strdup(sym->valuestring);
         l->label = lrc_strdup(cJSON_IsString(label) ? label->valuestring : "");
@@ -503,6 +504,11 @@ static int package_load(const char *dir, bool nested, lrc_package *pkg, lrc_err 
         void *sym = dlsym(pkg->dl, pkg->plan.launches[i].symbol);
         if (!sym) rc = lrc_err_set(err, "%s: kernel '%s' is missing (a damaged package?)", path, pkg->plan.launches[i].symbol);
         else memcpy(&pkg->plan.launches[i].fn, &sym, sizeof sym);
+    }
+    if (!rc && native) { /* the plan as the kernels were compiled for it: nothing runs otherwise */
+        char json[4096];
+        snprintf(json, sizeof json, "%.4000s/" PKG_JSON, dir);
+        rc = lrc_package_check_launches(&pkg->plan, dlsym(pkg->dl, LRC_LAUNCH_TABLE_SYMBOL), json, err);
     }
     lrc_tensor_set_init(&pkg->weights);
     snprintf(path, sizeof path, "%s/" PKG_WEIGHTS, dir);

@@ -47,9 +47,7 @@ double lrc_rng_normal(lrc_rng *r)
 /* FNV-1a, then mixed with the seed: the per-parameter stream. */
 uint64_t lrc_hash_str(const char *s, uint64_t seed)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-    uint64_t x = h ^ seed;
+    uint64_t x = lrc_fnv1a(LRC_FNV_SEED, s, strlen(s)) ^ seed;
     return splitmix64(&x);
 }
 
@@ -124,10 +122,12 @@ int lrc_params_init(const lrc_graph *g, uint64_t seed, lrc_pool *pool, lrc_tenso
     }
     /* the largest first, so that the last tensor a thread takes is a small one */
     qsort(j.items, (size_t)j.count, sizeof *j.items, by_size_desc);
-    if (pool) lrc_pool_run(pool, init_part, &j, lrc_pool_threads(pool));
+    int rc = LRC_OK;
+    if (pool) rc = lrc_pool_run(pool, init_part, &j, lrc_pool_threads(pool), err);
     else init_part(&j, 0, 1, 0);
     free(j.items);
-    return LRC_OK;
+    if (rc) lrc_tensor_set_clear(out);
+    return rc;
 }
 
 /* The index of name among the set's tensors not yet taken (NULL), or -1. */

@@ -12,6 +12,7 @@ struct lrc_exec {
     lrc_pool *pool;
     void *arena;
     void **ptr;          /* per buffer: where it is during a run */
+    void **args;         /* a launch's arguments: room for the plan's longest */
     bool prepared;       /* the `once` launches ran for the bound parameters */
     double *times_ns;    /* profiling, or NULL */
     int64_t *calls;
@@ -40,6 +41,9 @@ int lrc_exec_new(const lrc_plan *plan, lrc_pool *pool, lrc_exec **out, lrc_err *
     x->plan = plan;
     x->pool = pool;
     x->ptr = lrc_xcalloc((size_t)plan->n_bufs + 1, sizeof(void *));
+    int most = 0;
+    for (int li = 0; li < plan->n_launches; li++) most = plan->launches[li].n_args > most ? plan->launches[li].n_args : most;
+    x->args = lrc_xcalloc((size_t)most + 1, sizeof(void *));
     x->iteration = lrc_xcalloc((size_t)plan->n_launches + 1, sizeof(int64_t));
     x->arena = lrc_alloc_data((size_t)plan->arena_bytes);
     if (!x->arena) {
@@ -74,6 +78,7 @@ void lrc_exec_free(lrc_exec *x)
         if (x->plan->bufs[i].kind == LRC_BUF_PERSIST || x->plan->bufs[i].kind == LRC_BUF_STATE) free(x->ptr[i]);
     free(x->arena);
     free(x->ptr);
+    free(x->args);
     free(x->iteration);
     free(x);
 }
@@ -189,24 +194,24 @@ static void run_task(void *ctx, int64_t begin, int64_t end, int thread)
     t->fn(t->args, begin, end);
 }
 
-static void launch(lrc_exec *x, int li)
+/* Launch li's kernel over its items; its args read from x->args, which
+ * holds the longest launch's (a fused group may read any number of buffers). */
+static int launch(lrc_exec *x, int li, lrc_err *err)
 {
     const lrc_plan_launch *l = &x->plan->launches[li];
-    void *args[64];
-    for (int a = 0; a < l->n_args && a < 64; a++) args[a] = x->ptr[l->args[a]];
-    task t = {l->fn, args};
+    for (int a = 0; a < l->n_args; a++) x->args[a] = x->ptr[l->args[a]];
+    task t = {l->fn, x->args};
     bool timed = x->times_ns || x->events;
     double t0 = timed ? (1e9 * lrc_now_s()) : 0;
-    if (l->steal)
-        lrc_pool_run_stealing(x->pool, run_task, &t, l->n_items);
-    else
-        lrc_pool_run(x->pool, run_task, &t, l->n_items);
+    int rc = l->steal ? lrc_pool_run_stealing(x->pool, run_task, &t, l->n_items, err) : lrc_pool_run(x->pool, run_task, &t, l->n_items, err);
+    if (rc) return lrc_err_prefix(err, "%s", l->label && l->label[0] ? l->label : l->symbol);
     double dt = timed ? (1e9 * lrc_now_s()) - t0 : 0;
     if (x->times_ns) {
         x->times_ns[li] += dt;
         x->calls[li]++;
     }
     if (x->events && *x->n_events < x->events_cap) x->events[(*x->n_events)++] = (lrc_trace_event){li, t0, dt};
+    return LRC_OK;
 }
 
 int lrc_exec_run_plan(lrc_exec *x, const lrc_tensor_set *inputs, lrc_tensor_set *outputs, lrc_err *err)
@@ -235,9 +240,9 @@ int lrc_exec_run_plan(lrc_exec *x, const lrc_tensor_set *inputs, lrc_tensor_set 
     }
     if (!rc) rc = lrc_plan_check_ids(p, inputs, err);
     if (!rc && !x->prepared) {
-        for (int li = 0; li < p->n_launches; li++)
-            if (p->launches[li].once) launch(x, li);
-        x->prepared = true;
+        for (int li = 0; li < p->n_launches && !rc; li++)
+            if (p->launches[li].once) rc = launch(x, li, err);
+        x->prepared = !rc;
     }
     for (int li = 0; li < p->n_launches && !rc; li++) {
         if (p->launches[li].loop_to >= 0) { /* a loop's back edge */
@@ -248,7 +253,7 @@ int lrc_exec_run_plan(lrc_exec *x, const lrc_tensor_set *inputs, lrc_tensor_set 
                 x->iteration[li] = 0;
             }
         } else if (!p->launches[li].once) {
-            launch(x, li);
+            rc = launch(x, li, err);
         }
     }
     if (rc) /* no partial outputs */

@@ -27,7 +27,6 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -277,19 +276,29 @@ void lrc_pool_free(lrc_pool *p)
 
 int lrc_pool_threads(const lrc_pool *p) { return p->n_threads; }
 
-static void pool_run(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items, bool stealing);
+static int pool_run(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items, bool stealing, lrc_err *err);
 
-void lrc_pool_run(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items) { pool_run(p, fn, ctx, n_items, false); }
-
-void lrc_pool_run_stealing(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items)
+int lrc_pool_run(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items, lrc_err *err)
 {
-    /* a chunk's bounds are 32 bits in its slot's word */
-    pool_run(p, fn, ctx, n_items, n_items <= (int64_t)SPAN_MASK);
+    return pool_run(p, fn, ctx, n_items, false, err);
 }
 
-static void pool_run(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items, bool stealing)
+int lrc_pool_run_stealing(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items, lrc_err *err)
 {
-    if (n_items <= 0) return;
+    /* a chunk's bounds are 32 bits in its slot's word */
+    return pool_run(p, fn, ctx, n_items, n_items <= (int64_t)SPAN_MASK, err);
+}
+
+static int pool_run(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items, bool stealing, lrc_err *err)
+{
+    if (n_items <= 0) return LRC_OK;
+    /* A run inside a run (or from a second thread) would wait for workers
+     * that are busy with the outer run: a deadlock, refused instead. The
+     * one-thread pool runs inline, so it can nest, but refuses alike to
+     * keep the contract independent of the thread count. */
+    if (atomic_exchange_explicit(&p->busy, true, memory_order_relaxed))
+        return lrc_err_set(err, "thread pool: a run was started while another run on the same pool is going on "
+                                "(a task that runs the pool it runs on, or two threads sharing one pool)");
     double t0 = p->counting ? lrc_now_s() : 0;
     if (p->n_threads == 1) {
         fn(ctx, 0, n_items, 0);
@@ -297,11 +306,8 @@ static void pool_run(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items, bo
             double dt = lrc_now_s() - t0;
             p->wall_s += dt, p->busy_s[0] += dt;
         }
-        return;
-    }
-    if (atomic_exchange_explicit(&p->busy, true, memory_order_relaxed)) {
-        fputs("lrc_pool_run: nested or concurrent run on the same pool\n", stderr);
-        abort();
+        atomic_store_explicit(&p->busy, false, memory_order_relaxed);
+        return LRC_OK;
     }
     p->fn = fn;
     p->ctx = ctx;
@@ -317,6 +323,7 @@ static void pool_run(lrc_pool *p, lrc_task_fn fn, void *ctx, int64_t n_items, bo
     wait_for_workers(p);
     if (p->counting) p->wall_s += lrc_now_s() - t0;
     atomic_store_explicit(&p->busy, false, memory_order_relaxed);
+    return LRC_OK;
 }
 
 void lrc_pool_count_busy(lrc_pool *p, bool on, bool from_zero)

@@ -200,17 +200,18 @@ static void check_part(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
-double lrc_grads_check(lrc_pool *pool, lrc_param_spans *ps, lrc_tensor **grads, int *bad)
+int lrc_grads_check(lrc_pool *pool, lrc_param_spans *ps, lrc_tensor **grads, double *norm, int *bad, lrc_err *err)
 {
     check_job j = {ps->s, grads, ps->sq, ps->bad};
-    lrc_pool_run_stealing(pool, check_part, &j, ps->n); /* each span's sum its own: any thread's */
+    if (lrc_pool_run_stealing(pool, check_part, &j, ps->n, err)) return LRC_EUSER; /* each span's sum its own: any thread's */
     double sq = 0;
     *bad = -1;
     for (int64_t b = 0; b < ps->n; b++) {
         sq += ps->sq[b];
         if (ps->bad[b] && *bad < 0) *bad = ps->s[b].t;
     }
-    return sqrt(sq);
+    *norm = sqrt(sq);
+    return LRC_OK;
 }
 
 typedef struct {
@@ -267,13 +268,13 @@ static void adam_part(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
-void lrc_adamw_step(const lrc_adamw_cfg *c, lrc_pool *pool, const lrc_param_spans *ps, int64_t step, double lr,
-                    double grad_norm, lrc_tensor **params, lrc_tensor **grads, lrc_tensor **m, lrc_tensor **v)
+int lrc_adamw_step(const lrc_adamw_cfg *c, lrc_pool *pool, const lrc_param_spans *ps, int64_t step, double lr,
+                   double grad_norm, lrc_tensor **params, lrc_tensor **grads, lrc_tensor **m, lrc_tensor **v, lrc_err *err)
 {
     double scale = c->clip > 0 && grad_norm > c->clip ? c->clip / grad_norm : 1.0;
     /* the bias corrections in double, as PyTorch's 1 - beta ** step */
     adam_job j = {c, ps->s, params, grads, m, v, lr, scale, 1 - pow(c->beta1, (double)(step + 1)), 1 - pow(c->beta2, (double)(step + 1))};
-    lrc_pool_run_stealing(pool, adam_part, &j, ps->n); /* each element updated by one thread, a span by any */
+    return lrc_pool_run_stealing(pool, adam_part, &j, ps->n, err); /* each element updated by one thread, a span by any */
 }
 
 /* ---- looped models -------------------------------------------------------- */

@@ -34,10 +34,9 @@ static int cpu_run(void *dev, const lrc_tensor_set *in, lrc_tensor_set *outs, lr
  * whose norm is then that of the average. */
 static int cpu_grads(void *dev, const lrc_tensor_set *outs, int64_t micro, double *norm, int *bad, lrc_err *err)
 {
-    (void)err;
     cpu_device *s = dev;
     for (int i = 0; i < s->n; i++) s->pg[i] = lrc_tensor_set_find(outs, s->items[i]->name);
-    *norm = lrc_grads_check(s->pool, s->spans, s->pg, bad);
+    if (lrc_grads_check(s->pool, s->spans, s->pg, norm, bad, err)) return LRC_EUSER;
     if (*bad >= 0 || !s->acc) return LRC_OK;
     for (int i = 0; i < s->n; i++) {
         const float *gd = s->pg[i]->data;
@@ -50,18 +49,16 @@ static int cpu_grads(void *dev, const lrc_tensor_set *outs, int64_t micro, doubl
         }
     }
     int ignored;
-    if (micro == s->accum - 1) *norm = lrc_grads_check(s->pool, s->spans, s->pg, &ignored);
-    return LRC_OK;
+    return micro == s->accum - 1 ? lrc_grads_check(s->pool, s->spans, s->pg, norm, &ignored, err) : LRC_OK;
 }
 
 /* AdamW in place; the packing kernels then run again on the new weights */
 static int cpu_update(void *dev, int64_t step, double lr, double norm, lrc_err *err)
 {
-    (void)err;
     cpu_device *s = dev;
-    lrc_adamw_step(s->adam, s->pool, s->spans, step, lr, norm, s->items, s->pg, s->pm, s->pv);
+    int rc = lrc_adamw_step(s->adam, s->pool, s->spans, step, lr, norm, s->items, s->pg, s->pm, s->pv, err);
     lrc_exec_params_changed(s->x);
-    return LRC_OK;
+    return rc;
 }
 
 static int cpu_to_host(void *dev, lrc_err *err)

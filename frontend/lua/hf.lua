@@ -76,6 +76,11 @@ local function missing(self, key, what)
     self.family), 0)
 end
 
+-- The largest integer lrc takes from a config: its sizes and counts are C
+-- ints, and a larger value (num_hidden_layers = 2^53) would only have lrc
+-- build a graph for ever.
+local MAX_INT = 2147483647
+
 function Reader:int(key, default)
   local v = self:get(key)
   if v == nil then
@@ -83,6 +88,7 @@ function Reader:int(key, default)
     return default
   end
   if math.type(v) ~= "integer" then self:fail(key, "expected an integer") end
+  if v > MAX_INT or v < -MAX_INT then self:fail(key, "more than %d in magnitude, the largest integer lrc reads", MAX_INT) end
   return v
 end
 

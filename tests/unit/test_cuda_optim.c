@@ -161,7 +161,8 @@ static void check_precision(const char *model, const char *arch, bool f32)
     lrc_tensor **g1 = host_grads(&s);
     lrc_tensor **hp = copies(s.items, n, &err), **hm = copies(m, n, &err), **hv = copies(v, n, &err);
     int bad;
-    double host_norm = lrc_grads_check(pool, spans, g1, &bad), dev_norm = 0;
+    double host_norm = 0, dev_norm = 0;
+    TRY(lrc_grads_check(pool, spans, g1, &host_norm, &bad, &err));
     lrc_cuda_optim *o;
     TRY(lrc_cuda_optim_new(s.x, s.items, m, v, n, &cfg, 1, &o, &err));
     float lh = ((float *)lrc_tensor_set_find(&s.outs, "loss")->data)[0];
@@ -174,7 +175,7 @@ static void check_precision(const char *model, const char *arch, bool f32)
     snprintf(what, sizeof what, "%s: the gradients' global norm %.6g on the device, %.6g on the host", tag, dev_norm, host_norm);
     expect(bad < 0 && fabs(dev_norm - host_norm) <= 1e-9 * host_norm, what, fabs(dev_norm - host_norm) / host_norm);
     TRY(lrc_cuda_optim_step(o, 3, 1e-2, dev_norm, &err));
-    lrc_adamw_step(&cfg, pool, spans, 3, 1e-2, host_norm, hp, g1, hm, hv);
+    TRY(lrc_adamw_step(&cfg, pool, spans, 3, 1e-2, host_norm, hp, g1, hm, hv, &err));
     TRY(lrc_cuda_optim_download(o, &err));
     double ep = max_rel(s.items, hp, n, 1e-3), em = max_rel(m, hm, n, 1e-6), ev = max_rel(v, hv, n, 1e-9);
     snprintf(what, sizeof what, "%s: a step with decay and clipping, weights and moments as the host's (1e-6)", tag);
@@ -199,7 +200,7 @@ static void check_precision(const char *model, const char *arch, bool f32)
         for (int64_t k = 0; k < lrc_shape_numel(&ga[i]->shape); k++) a[k] = (a[k] + b[k]) / 2.f;
     }
     hp = copies(s.items, n, &err), hm = copies(m, n, &err), hv = copies(v, n, &err);
-    host_norm = lrc_grads_check(pool, spans, ga, &bad);
+    TRY(lrc_grads_check(pool, spans, ga, &host_norm, &bad, &err));
     TRY(lrc_cuda_optim_new(s.x, s.items, m, v, n, &cfg, 2, &o, &err));
     fill_tokens(&s.in, 2);
     loss_of(&s);
@@ -208,7 +209,7 @@ static void check_precision(const char *model, const char *arch, bool f32)
     loss_of(&s);
     TRY(lrc_cuda_optim_grads(o, 1, &dev_norm, &bad, &err));
     TRY(lrc_cuda_optim_step(o, 0, 3e-3, dev_norm, &err));
-    lrc_adamw_step(&cfg, pool, spans, 0, 3e-3, host_norm, hp, ga, hm, hv);
+    TRY(lrc_adamw_step(&cfg, pool, spans, 0, 3e-3, host_norm, hp, ga, hm, hv, &err));
     TRY(lrc_cuda_optim_download(o, &err));
     ep = max_rel(s.items, hp, n, 1e-3), em = max_rel(m, hm, n, 1e-6), ev = max_rel(v, hv, n, 1e-9);
     snprintf(what, sizeof what, "%s: two micro-batches averaged: norm %.6g (host %.6g), the step as the host's", tag, dev_norm, host_norm);
@@ -223,7 +224,8 @@ static void check_precision(const char *model, const char *arch, bool f32)
     TRY(lrc_cuda_exec_bind_params(s.x, &s.params, &err));
     lrc_tensor **gn = host_grads(&s);
     int host_bad;
-    lrc_grads_check(pool, spans, gn, &host_bad);
+    double gn_norm;
+    TRY(lrc_grads_check(pool, spans, gn, &gn_norm, &host_bad, &err));
     TRY(lrc_cuda_optim_new(s.x, s.items, m, v, n, &cfg, 1, &o, &err));
     loss_of(&s);
     TRY(lrc_cuda_optim_grads(o, 0, &dev_norm, &bad, &err));

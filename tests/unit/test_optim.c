@@ -56,12 +56,13 @@ static void check_case(const char *dir, const char *name)
     for (int64_t s = 0; s < c.steps; s++) {
         optim_average(&c, s, g);
         int bad;
-        double norm = lrc_grads_check(pool, spans, g, &bad);
+        double norm;
+        if (lrc_grads_check(pool, spans, g, &norm, &bad, &err)) optim_die("%s", err.msg);
         en = optim_worse(en, bad >= 0 ? INFINITY : fabs(norm - c.norm[s]) / c.norm[s]);
         clipped += c.cfg.clip > 0 && norm > c.cfg.clip;
         /* the schedule lrc train would give this step, against the closed form */
         elr = optim_worse(elr, fabs(lrc_lr_at(&c.sched, s) - c.lr[s]) / c.lr[s]);
-        lrc_adamw_step(&c.cfg, pool, spans, s, c.lr[s], norm, p, g, m, v);
+        if (lrc_adamw_step(&c.cfg, pool, spans, s, c.lr[s], norm, p, g, m, v, &err)) optim_die("%s", err.msg);
         for (int i = 0; i < OPTIM_N_PARAMS; i++) {
             ep = optim_worse(ep, optim_rel(p[i], optim_get(&c, "p", s, -1, i)));
             em = optim_worse(em, optim_rel(m[i], optim_get(&c, "m", s, -1, i)));

@@ -63,7 +63,7 @@ static void check_partition(lrc_pool *p, int T, int64_t n, int rep)
     visit_ctx v;
     memset(&v, 0, sizeof v);
     v.count = calloc((size_t)(n > 0 ? n : 1), 1);
-    lrc_pool_run(p, visit, &v, n);
+    lrc_pool_run(p, visit, &v, n, NULL);
     int64_t bad = 0;
     for (int64_t i = 0; i < n; i++) bad += v.count[i] != 1;
     CHECK(bad == 0, "T=%d n=%lld rep %d: %lld items not visited exactly once", T, (long long)n, rep,
@@ -152,7 +152,7 @@ static void test_visibility(void)
             memset(out, 0, N * sizeof *out);
             fill_ctx f = {out, mode == 1 ? 3 : -1};
             if (mode == 2) usleep(1000);
-            lrc_pool_run(p, fill, &f, N);
+            lrc_pool_run(p, fill, &f, N, NULL);
             int64_t bad = 0;
             for (int64_t i = 0; i < N; i++) bad += out[i] != 3 * i + 1;
             CHECK(bad == 0, "mode %d rep %d: %lld results not visible after run", mode, rep,
@@ -191,10 +191,10 @@ static void report_empty_run(lrc_pool *p)
 {
     enum { BATCHES = 100, PER_BATCH = 100 };
     double batch[BATCHES], total = 0;
-    for (int r = 0; r < 1000; r++) lrc_pool_run(p, nothing, NULL, 2); /* warm up */
+    for (int r = 0; r < 1000; r++) lrc_pool_run(p, nothing, NULL, 2, NULL); /* warm up */
     for (int b = 0; b < BATCHES; b++) {
         double t0 = now_us();
-        for (int r = 0; r < PER_BATCH; r++) lrc_pool_run(p, nothing, NULL, 2);
+        for (int r = 0; r < PER_BATCH; r++) lrc_pool_run(p, nothing, NULL, 2, NULL);
         batch[b] = (now_us() - t0) / PER_BATCH;
         total += batch[b];
     }
@@ -215,7 +215,7 @@ static void test_back_to_back(void)
         if (!p) continue;
         sum_ctx s;
         memset(&s, 0, sizeof s);
-        for (int r = 0; r < RUNS; r++) lrc_pool_run(p, sum, &s, 1 + r % 16);
+        for (int r = 0; r < RUNS; r++) lrc_pool_run(p, sum, &s, 1 + r % 16, NULL);
         int64_t total = 0, want = 0;
         for (int t = 0; t < T; t++) total += s.partial[t];
         for (int r = 0; r < RUNS; r++) want += (int64_t)(r % 16) * (r % 16 + 1) / 2;
@@ -254,7 +254,7 @@ static void test_determinism(void)
         int differ = 0;
         for (int r = 0; r < 50; r++) {
             fsum_ctx s = {.x = x};
-            lrc_pool_run(p, fsum, &s, N);
+            lrc_pool_run(p, fsum, &s, N, NULL);
             float total = s.partial[0] + s.partial[1] + s.partial[2];
             if (r == 0) first = total;
             else differ += memcmp(&total, &first, sizeof total) != 0;
@@ -334,7 +334,7 @@ static void test_lifecycle(void)
     if (p) {
         sum_ctx s;
         memset(&s, 0, sizeof s);
-        lrc_pool_run(p, sum, &s, 100);
+        lrc_pool_run(p, sum, &s, 100, NULL);
         usleep(2000);
         lrc_pool_free(p);
     }
@@ -342,7 +342,7 @@ static void test_lifecycle(void)
     if (p) {
         sum_ctx s;
         memset(&s, 0, sizeof s);
-        lrc_pool_run(p, sum, &s, 100);
+        lrc_pool_run(p, sum, &s, 100, NULL);
         double cpu0 = cpu_ms(), wall0 = now_us();
         usleep(200000);
         double cpu = cpu_ms() - cpu0, wall = (now_us() - wall0) / 1e3;
@@ -405,7 +405,7 @@ static void test_stealing(void)
                 steal_ctx v = {.count = calloc((size_t)n + 1, 1), .ran_on = calloc((size_t)n + 1, sizeof(int)), .chunk0_end = e0,
                                .hold_item0 = hold && e0 > 1};
                 atomic_init(&v.stolen, 0);
-                lrc_pool_run_stealing(p, steal_visit, &v, n);
+                lrc_pool_run_stealing(p, steal_visit, &v, n, NULL);
                 int64_t bad = 0;
                 for (int64_t i = 0; i < n; i++) bad += v.count[i] != 1;
                 CHECK(bad == 0, "stealing T=%d n=%lld: %lld items not run exactly once", T, (long long)n, (long long)bad);
@@ -436,18 +436,18 @@ static void test_busy_fraction(void)
     lrc_pool *one = lrc_pool_new(1, &err), *two = lrc_pool_new(2, &err);
     CHECK(one && two, "pools: %s", err.msg);
     if (!one || !two) return;
-    lrc_pool_run(two, nap, NULL, 1);
+    lrc_pool_run(two, nap, NULL, 1, NULL);
     CHECK(lrc_pool_busy_fraction(two) == 0, "counting off: busy %g", lrc_pool_busy_fraction(two));
     lrc_pool_count_busy(one, true, true);
-    lrc_pool_run(one, nap, NULL, 3);
+    lrc_pool_run(one, nap, NULL, 3, NULL);
     lrc_pool_count_busy(one, false, false);
     CHECK(lrc_pool_busy_fraction(one) == 1.0, "one thread: busy %.17g, expected 1", lrc_pool_busy_fraction(one));
     lrc_pool_count_busy(two, true, true);
-    lrc_pool_run(two, nap, NULL, 1);
+    lrc_pool_run(two, nap, NULL, 1, NULL);
     lrc_pool_count_busy(two, false, false);
     double f = lrc_pool_busy_fraction(two);
     CHECK(f > 0 && f <= 0.5, "two threads, one item: busy %g, expected in (0, 0.5]", f);
-    lrc_pool_run(two, nap, NULL, 2); /* paused: not counted */
+    lrc_pool_run(two, nap, NULL, 2, NULL); /* paused: not counted */
     CHECK(lrc_pool_busy_fraction(two) == f, "paused counting: busy %g, was %g", lrc_pool_busy_fraction(two), f);
     lrc_pool_count_busy(two, true, true); /* from zero again */
     lrc_pool_count_busy(two, false, false);
@@ -456,8 +456,74 @@ static void test_busy_fraction(void)
     lrc_pool_free(two);
 }
 
+/* ---- a nested run: refused with an error, the outer run unharmed ------- */
+
+typedef struct nest_ctx {
+    lrc_pool *pool;
+    bool stealing;
+    atomic_int refused, other, outer_items; /* nested runs refused / returning anything else; items the outer run did */
+    lrc_err err;                           /* the first refusal's message */
+    atomic_int inner_items;                /* items a nested run did: none */
+} nest_ctx;
+
+static void inner_item(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    atomic_fetch_add(&((nest_ctx *)ctx)->inner_items, (int)(end - begin));
+}
+
+static void nesting(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    nest_ctx *c = ctx;
+    (void)thread;
+    lrc_err e;
+    int rc = c->stealing ? lrc_pool_run_stealing(c->pool, inner_item, c, 5, &e) : lrc_pool_run(c->pool, inner_item, c, 5, &e);
+    if (rc == LRC_EUSER && atomic_fetch_add(&c->refused, 1) == 0) c->err = e; /* read after the run: the pool orders it */
+    if (rc != LRC_EUSER) atomic_fetch_add(&c->other, 1);
+    atomic_fetch_add(&c->outer_items, (int)(end - begin));
+}
+
+/* A task that runs the pool it runs on: before, lrc_pool_run aborted the
+ * process; now the inner run returns LRC_EUSER with a message and does
+ * nothing, the outer run completes, and the pool runs again afterwards. */
+static void test_nested_run(void)
+{
+    static const int threads[] = {1, 2, 4};
+    for (int ti = 0; ti < 3; ti++)
+        for (int steal = 0; steal < 2; steal++) {
+            int T = threads[ti];
+            lrc_err err;
+            lrc_pool *p = lrc_pool_new(T, &err);
+            CHECK(p != NULL, "T=%d: %s", T, err.msg);
+            if (!p) continue;
+            nest_ctx c = {.pool = p, .stealing = steal};
+            c.err.msg[0] = 0;
+            atomic_init(&c.refused, 0), atomic_init(&c.other, 0), atomic_init(&c.outer_items, 0), atomic_init(&c.inner_items, 0);
+            int rc = steal ? lrc_pool_run_stealing(p, nesting, &c, 8, &err) : lrc_pool_run(p, nesting, &c, 8, &err);
+            int calls = atomic_load(&c.refused) + atomic_load(&c.other);
+            CHECK(rc == LRC_OK && atomic_load(&c.outer_items) == 8, "T=%d steal=%d: the outer run returned %d after %d of 8 items", T, steal,
+                  rc, atomic_load(&c.outer_items));
+            CHECK(calls > 0 && atomic_load(&c.other) == 0 && atomic_load(&c.inner_items) == 0,
+                  "T=%d steal=%d: %d of %d nested runs not refused, %d items run by them", T, steal, atomic_load(&c.other), calls,
+                  atomic_load(&c.inner_items));
+            CHECK(strstr(c.err.msg, "thread pool") && strstr(c.err.msg, "another run") && !strchr(c.err.msg, '\n'),
+                  "T=%d steal=%d: the refusal says '%s'", T, steal, c.err.msg);
+            visit_ctx v;
+            memset(&v, 0, sizeof v);
+            v.count = calloc(16, 1);
+            rc = lrc_pool_run(p, visit, &v, 16, &err);
+            int64_t bad = 0;
+            for (int i = 0; i < 16; i++) bad += v.count[i] != 1;
+            CHECK(rc == LRC_OK && bad == 0, "T=%d steal=%d: the run after a refused one returned %d, %lld items wrong", T, steal, rc,
+                  (long long)bad);
+            free(v.count);
+            lrc_pool_free(p);
+        }
+}
+
 int main(void)
 {
+    test_nested_run();
     test_stealing();
     test_busy_fraction();
     test_formula();
