@@ -70,6 +70,11 @@ int cli_classifier_open(lrc_model *m, int64_t B, lrc_pool *pool, const lrc_tenso
         lrc_graph_free(g);
         return LRC_EUSER;
     }
+    char said[1024]; /* the model's other inputs (lrc.input): their defaults, as training fills them */
+    if (lrc_model_fill_defaults(m, g, &cl->in, said, sizeof said, err)) {
+        lrc_graph_free(g);
+        return LRC_EUSER;
+    }
     cl->have_comp = true;
     rc = lrc_compile_graph(g, NULL, &cl->c, err); /* parameters stay inputs: training changes them */
     if (!rc) rc = lrc_exec_new(&cl->c.plan, pool, &cl->x, err);

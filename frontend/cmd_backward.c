@@ -12,11 +12,8 @@ static int read_batch(const char *path, lrc_tensor_set *in, int64_t vocab, lrc_e
 {
     char b[96];
     if (lrc_safetensors_load(path, in, err)) return LRC_EUSER;
+    /* other tensors are the model's other inputs (lrc.input), checked once it is built */
     const lrc_tensor *t = lrc_tensor_set_find(in, "tokens"), *l = lrc_tensor_set_find(in, "labels");
-    for (int i = 0; i < in->n; i++)
-        if (strcmp(in->items[i]->name, "tokens") && strcmp(in->items[i]->name, "labels"))
-            return lrc_err_set(err, "%s: unexpected tensor '%s' (an input holds 'tokens' and may hold 'labels')", path,
-                               in->items[i]->name);
     if (!t || t->dtype != LRC_I32 || t->shape.ndim != 2 || t->shape.dim[0] < 1 || t->shape.dim[1] < 1)
         return lrc_err_set(err, "%s: needs 'tokens' I32 [B, T]", path);
     if (l && (l->dtype != LRC_I32 || !lrc_shape_eq(&l->shape, &t->shape)))
@@ -47,9 +44,6 @@ static int read_image_batch(const char *path, lrc_tensor_set *in, int64_t n_clas
 {
     char b[96];
     if (lrc_safetensors_load(path, in, err)) return LRC_EUSER;
-    for (int i = 0; i < in->n; i++)
-        if (strcmp(in->items[i]->name, "images") && strcmp(in->items[i]->name, "labels"))
-            return lrc_err_set(err, "%s: unexpected tensor '%s' (an input holds 'images' and 'labels')", path, in->items[i]->name);
     const lrc_tensor *t = lrc_tensor_set_find(in, "images"), *l = lrc_tensor_set_find(in, "labels");
     if (!t || t->dtype != LRC_F32 || t->shape.ndim != 4)
         return lrc_err_set(err, "%s: needs 'images' F32 [B, C, H, W]", path);
@@ -84,8 +78,10 @@ int cmd_backward(int argc, char **argv)
         "every parameter. IN holds 'tokens' (I32 [B, T]) and optionally 'labels'\n"
         "(I32 [B, T], -100 ignored; by default the tokens shifted left, the last\n"
         "position ignored); for an image model, 'images' (F32 [B, C, H, W]) and\n"
-        "'labels' (I32 [B]), the loss then the classes' cross-entropy. GRADS receives 'loss' (F32 scalar) and one tensor per\n"
-        "parameter, named as the parameter.\n"
+        "'labels' (I32 [B]), the loss then the classes' cross-entropy. IN also holds\n"
+        "the model's other inputs (lrc.input); one with a declared default may be left out.\n"
+        "GRADS receives 'loss' (F32 scalar) and one tensor per parameter, named as the\n"
+        "parameter.\n"
         "\n" MODEL_HELP
         "  --target NAME     ref (default), cpu (the training graph compiled through LLVM)\n"
         "                    or cuda (the same graph as CUDA C through NVRTC, on GPU 0)\n"

@@ -20,6 +20,9 @@ const char *lrc_lua_where(lua_State *L, char *buf, size_t n);
 void lrc_lua_push_tensor(lua_State *L, int id);
 /* Node id of the tensor handle at idx, or -1. */
 int lrc_lua_tensor_id(lua_State *L, int idx);
+/* The default lrc.input(name, shape, dtype, {default = v}) declared for
+ * input `name` in the latest build: v into *value, true; false when none. */
+bool lrc_lua_input_default(lua_State *L, const char *name, double *value);
 /* lrc.tap(name, x) in a model: a tensor a tool reads by name. While taps
  * are on, each call records x's node; lrc_lua_tap_list returns them in the
  * order tapped (*taps allocated, the count returned). */
@@ -92,12 +95,25 @@ int lrc_hf_write_json(struct lua_State *L, int idx, const char *path, lrc_err *e
 int lrc_hf_write_byte_tokenizer(const char *path, int64_t vocab, lrc_err *err);
 
 /* Checks the tensors of an input file (path) against the model's inputs
- * want[0..n) and adds what the model's config gives (m may be NULL): a
+ * want[0..n) and adds what the model gives (m may be NULL): an input's
+ * declared default (lrc_model_default_input), a
  * looped model's "iterations" (its config T for every row; in a training
  * graph T - min(T, mu_bwd) with "iteration_mask" for the unrolled rest) and
  * "h0" (TruncNormal(0, sqrt(2 / 5d)) from a fixed seed). */
 int lrc_model_complete_inputs(const lrc_plan_buf *want, int n, lrc_model *m, lrc_tensor_set *in, const char *path,
                               lrc_err *err);
+
+/* Input `want` filled with the default the model declared for it
+ * (lrc.input's {default = v}; v into *value when value is not NULL) into
+ * *out; *out NULL when it declares none. i32 inputs are filled as i32,
+ * the others as f32, as the executors take them. */
+int lrc_model_default_input(lrc_model *m, const lrc_plan_buf *want, lrc_tensor **out, double *value, lrc_err *err);
+
+/* Adds to `in` each input of g that it lacks, filled with the model's
+ * declared default, and says which into said ("input 'attention_mask'
+ * [4,256] f32 filled with its default 1", comma-separated; "" for none);
+ * an input with no default is an error naming it. */
+int lrc_model_fill_defaults(lrc_model *m, const lrc_graph *g, lrc_tensor_set *in, char *said, size_t cap, lrc_err *err);
 
 /* The INPUT nodes of g as plan buffers (names borrowed), at most cap;
  * returns how many. */

@@ -169,7 +169,36 @@ static int l_get_param(lua_State *L)
     return 1;
 }
 
-/* lrc.input(name, shape [, dtype]) */
+/* The defaults lrc.input declared, by input name: a number each (what
+ * fills the input where the data gives none). */
+#define INPUT_DEFAULTS_KEY "lrc.input_defaults"
+
+/* {default = v} at idx for input `name` of dtype t: v into *value, true; an
+ * absent table false. Unknown keys and a default that is no number (an
+ * integer for an i32 input) are errors at the user's line. */
+static bool read_input_options(lua_State *L, int idx, const char *name, lrc_dtype t, double *value)
+{
+    if (lua_isnoneornil(L, idx)) return false;
+    if (!lua_istable(L, idx)) raise_at(L, "input '%s': the options must be a table {default = v}, got %s", name, luaL_typename(L, idx));
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING || strcmp(lua_tostring(L, -1), "default"))
+            raise_at(L, "input '%s': unknown option '%s' (options: default)", name, luaL_tolstring(L, -1, NULL));
+    }
+    lua_getfield(L, idx, "default");
+    int ok = 0;
+    *value = lua_tonumberx(L, -1, &ok);
+    bool given = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (!given) return false;
+    if (!ok || !isfinite(*value)) raise_at(L, "input '%s': default must be a finite number", name);
+    if (t == LRC_I32 && (*value != floor(*value) || fabs(*value) > 2147483647.0))
+        raise_at(L, "input '%s': default %g of an i32 input must be a 32-bit integer", name, *value);
+    return true;
+}
+
+/* lrc.input(name, shape [, dtype [, {default = v}]]) */
 static int l_input(lua_State *L)
 {
     lrc_graph *g = graph_of(L);
@@ -179,6 +208,8 @@ static int l_input(lua_State *L)
     lrc_dtype t = LRC_F32;
     if (!lua_isnoneornil(L, 3) && (lrc_dtype_parse(luaL_checkstring(L, 3), &t) || t == LRC_I8 || t == LRC_U8)) /* file storage only */
         raise_at(L, "input '%s': unknown dtype '%s' (f32, bf16, f16, i32)", name, lua_tostring(L, 3));
+    double value = 0;
+    bool has_default = read_input_options(L, 4, name, t, &value);
     char loc[256];
     lrc_err err;
     int id = lrc_graph_add_input(g, name, t, &s, lrc_lua_where(L, loc, sizeof loc), &err);
@@ -186,8 +217,23 @@ static int l_input(lua_State *L)
         lua_pushstring(L, err.msg);
         return lua_error(L);
     }
+    /* set or cleared: a build declares its inputs anew */
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, INPUT_DEFAULTS_KEY);
+    if (has_default) lua_pushnumber(L, value);
+    else lua_pushnil(L);
+    lua_setfield(L, -2, name);
+    lua_pop(L, 1);
     lrc_lua_push_tensor(L, id);
     return 1;
+}
+
+bool lrc_lua_input_default(lua_State *L, const char *name, double *value)
+{
+    int top = lua_gettop(L);
+    bool found = lua_getfield(L, LUA_REGISTRYINDEX, INPUT_DEFAULTS_KEY) == LUA_TTABLE && lua_getfield(L, -1, name) == LUA_TNUMBER;
+    if (found) *value = (double)lua_tonumber(L, -1);
+    lua_settop(L, top);
+    return found;
 }
 
 /* Reads attribute table at idx into proto, by the names in the op table. */

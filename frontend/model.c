@@ -47,7 +47,7 @@ static int msgh(lua_State *L)
     const char *s = luaL_tolstring(L, 1, NULL);
     luaL_Buffer b;
     luaL_buffinit(L, &b);
-    for (; *s; s++) luaL_addchar(&b, *s == '\n' || *s == '\t' ? ' ' : *s);
+    for (; *s; s++) luaL_addchar(&b, *s == '\n' || *s == '\r' || *s == '\t' ? ' ' : *s);
     luaL_pushresult(&b);
     return 1;
 }
@@ -65,6 +65,37 @@ static int pcall_err(lua_State *L, int nargs, int nres, lrc_err *err)
         return LRC_EUSER;
     }
     return LRC_OK;
+}
+
+static int l_index(lua_State *L)
+{
+    lua_gettable(L, 1);
+    return 1;
+}
+
+/* t[k] for the table at idx, pushed, as lua_getfield but in a pcall: the
+ * model's tables are read outside the chunk's pcall, where a metamethod
+ * that fails or recurses without end (__index) would end the process in a
+ * Lua panic. Returns the value's type, or -1 with err set (nothing pushed). */
+static int get_field(lua_State *L, int idx, const char *k, lrc_err *err)
+{
+    idx = lua_absindex(L, idx);
+    lua_pushcfunction(L, l_index);
+    lua_pushvalue(L, idx);
+    lua_pushstring(L, k);
+    return pcall_err(L, 2, 1, err) ? -1 : lua_type(L, -1);
+}
+
+/* The value at idx for a message, pushed, without its __tostring (which,
+ * outside a pcall, could fail into a Lua panic too). */
+static const char *show(lua_State *L, int idx)
+{
+    int t = lua_type(L, idx);
+    if (t == LUA_TSTRING || t == LUA_TNUMBER) {
+        lua_pushvalue(L, idx);
+        return lua_tostring(L, -1);
+    }
+    return lua_pushstring(L, t == LUA_TBOOLEAN ? (lua_toboolean(L, idx) ? "true" : "false") : luaL_typename(L, idx));
 }
 
 static const lrc_embedded *find_embedded_model(const char *name)
@@ -141,7 +172,8 @@ static int apply_overrides(lrc_model *m, int over, int defaults, int cfg, lrc_er
         if (lua_type(L, -2) != LUA_TSTRING)
             return lrc_err_set(err, "%s: from_hf returned a key that is not a string", m->path);
         const char *key = lua_tostring(L, -2);
-        int dt = lua_getfield(L, defaults, key), vt = lua_type(L, -2);
+        int dt = get_field(L, defaults, key, err), vt = lua_type(L, -2);
+        if (dt < 0) return LRC_EUSER;
         bool ok = dt == vt && (dt != LUA_TNUMBER || !lua_isinteger(L, -1) || lua_isinteger(L, -2));
         if (dt == LUA_TNUMBER && vt == LUA_TNUMBER && !lua_isinteger(L, -1)) {
             lua_pushnumber(L, lua_tonumber(L, -2));
@@ -164,7 +196,9 @@ static int apply_config(lrc_model *m, const char *preset, int over, char *const 
     lua_State *L = m->L;
     char keys[2048];
     int mod = lua_gettop(L);
-    if (lua_getfield(L, mod, "defaults") != LUA_TTABLE)
+    int dt = get_field(L, mod, "defaults", err);
+    if (dt < 0) return LRC_EUSER;
+    if (dt != LUA_TTABLE)
         return lrc_err_set(err, "%s: the model table has no 'defaults' table", m->path);
     int defaults = lua_gettop(L);
     lua_newtable(L);
@@ -180,8 +214,9 @@ static int apply_config(lrc_model *m, const char *preset, int over, char *const 
     }
     if (over && apply_overrides(m, over, defaults, cfg, err)) return LRC_EUSER;
     if (preset) {
-        lua_getfield(L, mod, "presets");
-        if (!lua_istable(L, -1) || lua_getfield(L, -1, preset) != LUA_TTABLE) {
+        int pt = get_field(L, mod, "presets", err), t = LUA_TNIL;
+        if (pt < 0 || (pt == LUA_TTABLE && (t = get_field(L, -1, preset, err)) < 0)) return LRC_EUSER;
+        if (pt != LUA_TTABLE || t != LUA_TTABLE) {
             if (lua_istable(L, -2)) table_keys(L, lua_gettop(L) - 1, keys, sizeof keys);
             else snprintf(keys, sizeof keys, "none");
             return lrc_err_set(err, "%s: unknown preset '%s' (available: %s)", m->path, preset, keys);
@@ -192,7 +227,7 @@ static int apply_config(lrc_model *m, const char *preset, int over, char *const 
             lua_pushvalue(L, -2);
             if (lua_type(L, -1) != LUA_TSTRING || lua_rawget(L, defaults) == LUA_TNIL)
                 return lrc_err_set(err, "%s: preset '%s' sets '%s', which is not a config key", m->path, preset,
-                                   luaL_tolstring(L, -3, NULL));
+                                   show(L, -3));
             lua_pop(L, 1);
             lua_pushvalue(L, -2);
             lua_insert(L, -2);
@@ -205,7 +240,9 @@ static int apply_config(lrc_model *m, const char *preset, int over, char *const 
         if (!eq || eq == sets[i]) return lrc_err_set(err, "--set %s: expected KEY=VALUE", sets[i]);
         lua_pushlstring(L, sets[i], (size_t)(eq - sets[i]));
         const char *key = lua_tostring(L, -1);
-        if (lua_getfield(L, defaults, key) == LUA_TNIL) {
+        int kt = get_field(L, defaults, key, err);
+        if (kt < 0) return LRC_EUSER;
+        if (kt == LUA_TNIL) {
             table_keys(L, defaults, keys, sizeof keys);
             return lrc_err_set(err, "--set %s: unknown config key '%s' for %s (keys: %s)", sets[i], key, m->path, keys);
         }
@@ -317,15 +354,18 @@ int lrc_model_load(lrc_model *m, const char *model, const char *preset, char *co
     if (!lua_istable(L, -1))
         return lrc_err_set(err, "%s: a model file must return a table with defaults, presets and build, got %s",
                            m->path, luaL_typename(L, -1));
-    if (lua_getfield(L, -1, "build") != LUA_TFUNCTION)
+    int bt = get_field(L, -1, "build", err);
+    if (bt < 0) return LRC_EUSER;
+    if (bt != LUA_TFUNCTION)
         return lrc_err_set(err, "%s: the model table has no build function", m->path);
     lua_pop(L, 1);
-    int tt = lua_getfield(L, -1, "task");
+    int tt = get_field(L, -1, "task", err);
+    if (tt < 0) return LRC_EUSER;
     if (tt == LUA_TSTRING && !strcmp(lua_tostring(L, -1), "image-classification")) m->task = LRC_TASK_IMAGE;
     else if (tt == LUA_TSTRING && !strcmp(lua_tostring(L, -1), "language-model")) m->task = LRC_TASK_LM;
     else if (tt != LUA_TNIL)
         return lrc_err_set(err, "%s: task must be \"language-model\" or \"image-classification\", got %s", m->path,
-                           luaL_tolstring(L, -1, NULL));
+                           show(L, -1));
     lua_pop(L, 1);
     int over = 0;
     if (m->hf_dir) {
@@ -378,10 +418,13 @@ static int build(lrc_model *m, int64_t B, int64_t T, bool training, lrc_graph *g
         tokens = lrc_graph_add_input(g, "tokens", LRC_I32, &s, NULL, err);
     }
     if (tokens < 0) return LRC_EUSER;
-    lrc_lua_set_graph(L, g);
     lua_rawgeti(L, LUA_REGISTRYINDEX, m->mod_ref);
-    lua_getfield(L, -1, "build");
+    if (get_field(L, -1, "build", err) < 0) {
+        lua_pop(L, 1);
+        return LRC_EUSER;
+    }
     lua_remove(L, -2);
+    lrc_lua_set_graph(L, g);
     push_config_copy(m);
     lrc_lua_push_tensor(L, tokens);
     /* what the graph is for: a model may build differently for training
@@ -458,9 +501,10 @@ int lrc_model_build_export(lrc_model *m, lrc_graph **gp, int *config_ref, lrc_er
     int rc = build(m, 1, 1, false, *gp, err);
     if (rc) return rc;
     lua_rawgeti(L, LUA_REGISTRYINDEX, m->mod_ref);
-    if (lua_getfield(L, -1, "to_hf") != LUA_TFUNCTION) {
-        lua_pop(L, 2);
-        return lrc_err_set(err, "%s has no to_hf function, so lrc cannot write it as a Hugging Face model", m->path);
+    int ht = get_field(L, -1, "to_hf", err);
+    if (ht != LUA_TFUNCTION) {
+        lua_pop(L, ht < 0 ? 1 : 2);
+        return ht < 0 ? LRC_EUSER : lrc_err_set(err, "%s has no to_hf function, so lrc cannot write it as a Hugging Face model", m->path);
     }
     lua_remove(L, -2);
     push_config_copy(m);
@@ -547,6 +591,12 @@ int lrc_model_complete_inputs(const lrc_plan_buf *want, int n, lrc_model *m, lrc
     }
     for (int j = 0; j < n; j++) {
         if (lrc_tensor_set_find(in, want[j].name)) continue;
+        lrc_tensor *d = NULL;
+        if (m && lrc_model_default_input(m, &want[j], &d, NULL, err)) return LRC_EUSER;
+        if (d) {
+            if (lrc_tensor_set_add(in, d, err)) return LRC_EUSER;
+            continue;
+        }
         int64_t T = 0;
         /* a looped model's iteration count: its config T for every row; in a
          * training graph the loop runs those without gradients, the last
@@ -579,8 +629,55 @@ int lrc_model_complete_inputs(const lrc_plan_buf *want, int n, lrc_model *m, lrc
             if (lrc_tensor_set_add(in, t, err)) return LRC_EUSER;
             continue;
         }
-        return lrc_err_set(err, "%s: no tensor '%s' (the model's inputs: %s)", path, want[j].name, names);
+        if (!m) return lrc_err_set(err, "%s: no tensor '%s' (the model's inputs: %s)", path, want[j].name, names);
+        char b[96];
+        return lrc_err_set(err, "%s: no tensor '%s' (%s %s), an input the model declares without a default: give it in the "
+                                "--input file, or a default in the model with lrc.input(\"%s\", shape, dtype, {default = v})",
+                           path, want[j].name, lrc_dtype_name(want[j].dtype), lrc_shape_str(&want[j].shape, b, sizeof b),
+                           want[j].name);
     }
+    return LRC_OK;
+}
+
+int lrc_model_fill_defaults(lrc_model *m, const lrc_graph *g, lrc_tensor_set *in, char *said, size_t cap, lrc_err *err)
+{
+    lrc_plan_buf want[16];
+    int n = lrc_model_graph_inputs(g, want, 16);
+    size_t used = 0;
+    said[0] = 0;
+    for (int j = 0; j < n; j++) {
+        if (lrc_tensor_set_find(in, want[j].name)) continue;
+        lrc_tensor *t = NULL;
+        double v = 0;
+        char b[96];
+        lrc_shape_str(&want[j].shape, b, sizeof b);
+        if (lrc_model_default_input(m, &want[j], &t, &v, err)) return LRC_EUSER;
+        if (!t)
+            return lrc_err_set(err, "no data for input '%s' (%s %s) and the model declares no default for it: declare one "
+                                    "with lrc.input(\"%s\", shape, dtype, {default = v})",
+                               want[j].name, lrc_dtype_name(want[j].dtype), b, want[j].name);
+        if (lrc_tensor_set_add(in, t, err)) return LRC_EUSER;
+        if (used < cap)
+            used += (size_t)snprintf(said + used, cap - used, "%sinput '%s' %s %s filled with its default %g", used ? ", " : "",
+                                     want[j].name, b, lrc_dtype_name(want[j].dtype), v);
+    }
+    return LRC_OK;
+}
+
+int lrc_model_default_input(lrc_model *m, const lrc_plan_buf *want, lrc_tensor **out, double *value, lrc_err *err)
+{
+    double v = 0;
+    *out = NULL;
+    if (!lrc_lua_input_default(m->L, want->name, &v)) return LRC_OK;
+    if (value) *value = v;
+    bool i32 = want->dtype == LRC_I32;
+    lrc_tensor *t = lrc_tensor_new_uninit(want->name, i32 ? LRC_I32 : LRC_F32, &want->shape, err); /* every element written below */
+    if (!t) return LRC_EUSER;
+    int64_t count = lrc_shape_numel(&want->shape);
+    for (int64_t i = 0; i < count; i++)
+        if (i32) ((int32_t *)t->data)[i] = (int32_t)v; /* an integer: lrc.input checked it */
+        else ((float *)t->data)[i] = (float)v;
+    *out = t;
     return LRC_OK;
 }
 

@@ -80,6 +80,13 @@ int lrc_pass_pad_hidden(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err);
 int lrc_pass_cse(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err);
 int lrc_pass_dce(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err);
 
+/* Every output in a buffer of its own (the fuse step runs it first): an
+ * output whose value is a source's (an input, a parameter) or an earlier
+ * output's, through views or not, becomes a copy of it (scale by 1), so
+ * that gradients CSE merged, or an output that returns a parameter, each
+ * get their own output buffer. Adds nodes to g in place. */
+int lrc_pass_own_outputs(lrc_graph *g, lrc_err *err);
+
 /* One decoding step with a KV cache (ir/passes/decode.c): from a graph
  * built for the new tokens, caches of max_len positions as state buffers
  * "cache.L.k" / "cache.L.v" and an input "pos" (i32 [1]). */

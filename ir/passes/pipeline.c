@@ -34,7 +34,9 @@ static int step_autodiff(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err)
 static int step_fuse(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err)
 {
     if (!ctx->schedule || ctx->scheduled) return LRC_OK;
-    int rc = lrc_schedule_build(*g, ctx->loss_head, ctx->loss_pair, ctx->sum_product, ctx->schedule, err);
+    int rc = lrc_pass_own_outputs(*g, err);
+    if (rc) return rc;
+    rc = lrc_schedule_build(*g, ctx->loss_head, ctx->loss_pair, ctx->sum_product, ctx->schedule, err);
     ctx->scheduled = rc == LRC_OK;
     return rc;
 }
@@ -63,7 +65,8 @@ const lrc_pass lrc_passes[] = {
      lrc_pass_pad_hidden, false, false},
     {"cse", "common subexpressions merged", lrc_pass_cse, false, false},
     {"dce", "nodes that reach no output removed", lrc_pass_dce, false, false},
-    {"fuse", "nodes grouped into kernels: elementwise chains, row reductions with their prologue and epilogue, GEMMs "
+    {"fuse", "each output given a buffer of its own (a copy where it is an input, a parameter or another output's "
+             "value), then nodes grouped into kernels: elementwise chains, row reductions with their prologue and epilogue, GEMMs "
              "with their epilogue, attention with RoPE, and opaque ops",
      step_fuse, true, true},
     {"plan_memory", "every intermediate placed in one arena by its lifetime", step_plan_memory, true, true},

@@ -464,6 +464,52 @@ int lrc_pass_cse(lrc_graph **gp, lrc_pass_ctx *ctx, lrc_err *err)
     return finish(gp, ng, map, rc, err);
 }
 
+/* ---- outputs of their own ---------------------------------------------- */
+
+/* The node whose buffer holds node id's value: a view aliases its input, a
+ * loop's final state its state (as the schedule places them). */
+static int buffer_root(const lrc_graph *g, int id)
+{
+    for (;;) {
+        const lrc_node *n = &g->nodes[id];
+        if (lrc_op_table[n->op].fusion != LRC_FUSE_VIEW && n->op != LRC_OP_LOOP_NEXT) return id;
+        id = n->in[0];
+    }
+}
+
+int lrc_pass_own_outputs(lrc_graph *g, lrc_err *err)
+{
+    const int n0 = g->n_nodes; /* the copies added below are nobody else's buffer */
+    bool *taken = lrc_xcalloc((size_t)n0 + 1, sizeof(bool));
+    int rc = LRC_OK;
+    for (int i = 0; i < g->n_outputs && !rc; i++) {
+        const int out = g->outputs[i], root = buffer_root(g, out);
+        if (lrc_op_table[g->nodes[root].op].fusion != LRC_FUSE_SOURCE && !taken[root]) {
+            taken[root] = true;
+            continue;
+        }
+        /* the value is a source's (an input, a parameter, a constant folded
+         * from parameters) or another output's (two gradients CSE merged):
+         * this output gets a copy, since an executor writes each output
+         * into its own buffer and binds sources to the caller's */
+        if (g->nodes[out].dtype == LRC_I32) { /* scale takes floats alone */
+            const lrc_node *r = &g->nodes[root];
+            rc = lrc_op_table[r->op].fusion == LRC_FUSE_SOURCE
+                     ? lrc_err_set(err, "output '%s' is the i32 %s '%s' itself, which no kernel copies into an output",
+                                   g->output_names[i], lrc_op_name(r->op), r->name)
+                     : lrc_err_set(err, "output '%s' is the i32 value of an earlier output, which no kernel copies: return it once",
+                                   g->output_names[i]);
+            break;
+        }
+        lrc_node copy = {.op = LRC_OP_SCALE, .n_in = 1, .in = {out}, .fattr = {1.0}, .loc = g->nodes[out].loc};
+        int c = lrc_graph_add(g, &copy, err);
+        if (c < 0) rc = LRC_EUSER;
+        else g->outputs[i] = c;
+    }
+    free(taken);
+    return rc;
+}
+
 /* ---- DCE --------------------------------------------------------------- */
 
 /* The constants no PARAM of g names any more (weights folded or widened

@@ -6,9 +6,11 @@
  * and a LayerRoPE model has exactly as many kernels as its Pre-Norm twin.
  * pad_hidden widens LLaMA's d_ff = 91 and a ViT's biased d_ff = 30 to
  * multiples of 8 with the logits unchanged, and refuses a width one of
- * whose uses cannot take zero columns.
+ * whose uses cannot take zero columns. Outputs that share a value (each
+ * other's, a parameter's, an input's) get buffers of their own.
  * Usage: test_passes MODEL.lua FIXTURE_DIR... */
 #include "check.h"
+#include "frontend/compile.h"
 #include "frontend/lrc_frontend.h"
 #include "ir/passes/lrc_passes.h"
 #include "runtime/lrc_runtime.h"
@@ -290,6 +292,84 @@ static void pad_shared_vector(void)
     lrc_graph_free(g);
 }
 
+/* x [3, 16] and w [16] with outputs that share a value: silu(x) twice
+ * (cse merges the two) and once more under another name, w itself, and
+ * reshape(x) (a view of the input). */
+static lrc_graph *aliased_outputs(lrc_err *err)
+{
+    lrc_graph *g = lrc_graph_new();
+    int x = add_x(g, err), w = lrc_graph_add_param(g, "w", &(lrc_shape){1, {16}}, normal_init, NULL, NULL, err);
+    int s1 = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_SILU, .n_in = 1, .in = {x}}, err);
+    int s2 = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_SILU, .n_in = 1, .in = {x}}, err);
+    int r = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_RESHAPE, .n_in = 1, .in = {x}, .n_iattr = 1, .iattr = {48}}, err);
+    if (s1 < 0 || s2 < 0 || r < 0 || lrc_graph_add_output(g, "s1", s1, err) || lrc_graph_add_output(g, "s2", s2, err) ||
+        lrc_graph_add_output(g, "w_out", w, err) || lrc_graph_add_output(g, "x_flat", r, err) ||
+        lrc_graph_add_output(g, "s1_again", s1, err)) {
+        lrc_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+/* Outputs that are one value (two gradients cse merged), a parameter or an
+ * input (through a view) each get a buffer of their own in the schedule,
+ * and the cpu target runs the graph with every output's value right (the
+ * plan once refused it: "output 's2' is an input or parameter"). */
+static void own_outputs(void)
+{
+    const char *dir = "outputs of their own";
+    lrc_err err;
+    lrc_graph *g = aliased_outputs(&err), *g0 = aliased_outputs(&err);
+    lrc_schedule s;
+    lrc_pass_ctx ctx = {.schedule = &s};
+    lrc_tensor_set in, params, want, got;
+    lrc_tensor_set_init(&in), lrc_tensor_set_init(&params), lrc_tensor_set_init(&want), lrc_tensor_set_init(&got);
+    lrc_backend *be = lrc_backend_ref_new();
+    int rc = !g || !g0 || lrc_params_init(g0, 5, NULL, &params, &err) || make_inputs(g0, &in, &err) ||
+             lrc_exec_run(be, g0, &in, &params, &want, &err);
+    CHECK_IN(!rc, "setup: %s", err.msg);
+    if (!rc) rc = lrc_passes_run(&g, &ctx, NULL, &err);
+    CHECK_IN(!rc, "passes: %s", err.msg);
+    for (int i = 0; !rc && i < g->n_outputs; i++) {
+        int b = s.buffer_of[g->outputs[i]];
+        CHECK_IN(lrc_op_table[g->nodes[b].op].fusion != LRC_FUSE_SOURCE, "output '%s' is in the buffer of %s '%s'",
+                 g->output_names[i], lrc_op_name(g->nodes[b].op), g->nodes[b].name);
+        for (int j = 0; j < i; j++)
+            CHECK_IN(s.buffer_of[g->outputs[j]] != b, "outputs '%s' and '%s' share a buffer", g->output_names[j], g->output_names[i]);
+    }
+    if (ctx.scheduled) lrc_schedule_free(&s);
+    lrc_graph_free(g);
+    /* on the cpu: compiled, run, each output its value on ref */
+    lrc_compiled c = {0};
+    lrc_pool *pool = rc ? NULL : lrc_pool_new(2, &err);
+    lrc_exec *x = NULL;
+    if (!rc) rc = lrc_compile_graph(aliased_outputs(&err), NULL, &c, &err);
+    if (!rc) rc = lrc_exec_new(&c.plan, pool, &x, &err);
+    if (!rc) rc = lrc_exec_bind_params(x, &params, &err);
+    if (!rc) rc = lrc_exec_run_plan(x, &in, &got, &err);
+    CHECK_IN(!rc, "cpu: %s", err.msg);
+    for (int i = 0; !rc && i < want.n; i++) {
+        const lrc_tensor *a = lrc_tensor_set_find(&got, want.items[i]->name);
+        CHECK_IN(a && a->nbytes == want.items[i]->nbytes && rel_err(a, want.items[i]) <= 1e-6, "cpu: output '%s' %s (%.3e from ref)",
+                 want.items[i]->name, a ? "differs" : "missing", a && a->nbytes == want.items[i]->nbytes ? rel_err(a, want.items[i]) : 0);
+    }
+    lrc_exec_free(x);
+    lrc_pool_free(pool);
+    if (c.g) lrc_compiled_free(&c);
+    lrc_backend_close(be);
+    lrc_graph_free(g0);
+    lrc_tensor_set_clear(&in), lrc_tensor_set_clear(&params), lrc_tensor_set_clear(&want), lrc_tensor_set_clear(&got);
+    /* an i32 input returned as it is: no kernel copies i32, so one line naming it */
+    g = lrc_graph_new();
+    int ids = lrc_graph_add_input(g, "ids", LRC_I32, &(lrc_shape){1, {4}}, NULL, &err);
+    ctx = (lrc_pass_ctx){.schedule = &s};
+    rc = ids < 0 || lrc_graph_add_output(g, "ids_out", ids, &err) ? -1 : lrc_passes_run(&g, &ctx, NULL, &err);
+    CHECK_IN(rc == LRC_EUSER && strstr(err.msg, "output 'ids_out' is the i32 input 'ids' itself"), "an i32 input as an output: %s",
+             rc ? err.msg : "no error");
+    if (ctx.scheduled) lrc_schedule_free(&s);
+    lrc_graph_free(g);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -308,6 +388,7 @@ int main(int argc, char **argv)
     pad_model(vit, "vit d_ff=30 (bias, GELU)", vs, 4, 30, 32);
     pad_refused();
     pad_shared_vector();
+    own_outputs();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
