@@ -104,6 +104,21 @@ static int op_fixture_open(const char *path, lrc_tensor_set *f, lrc_graph **g, c
     return op_fixture_graph(f, *g, opname, n, want, err);
 }
 
+/* Each elementwise op's inputs where its constants decide its value
+ * (test_ops.c says why): test_ops holds ref and cpu to each op's
+ * definition there, test_cuda_ops the cuda target to ref. */
+typedef struct op_fixture_range {
+    lrc_op op;
+    double lo, hi; /* in0 uniform over [lo, hi]; a gradient's dy over [0.5, 1.5] */
+} op_fixture_range;
+
+static const op_fixture_range op_fixture_ranges[] = {
+    {LRC_OP_GELU_TANH, -4, -1.5}, {LRC_OP_GELU_TANH_GRAD, -4, -1.5}, {LRC_OP_GELU, -3, -0.5},     {LRC_OP_GELU_GRAD, -3, -0.5},
+    {LRC_OP_SILU, -8, -1},        {LRC_OP_SILU_GRAD, -8, -1},        {LRC_OP_SIGMOID, -12, -2},   {LRC_OP_SIGMOID_GRAD, 0.05, 0.95},
+    {LRC_OP_TANH, -0.6, 0.6},     {LRC_OP_TANH, 0.7, 4},             {LRC_OP_TANH_GRAD, -0.95, 0.95},
+    {LRC_OP_EXP, -10, 10},        {LRC_OP_SOFTPLUS, -15, -2},        {LRC_OP_SOFTPLUS, 2, 15},
+};
+
 /* What a target cannot run as a one-op graph, said out loud at every run:
  * the fixture must fail with exactly this error (any other failure, or a
  * pass, fails the test, so that the list stays true). */

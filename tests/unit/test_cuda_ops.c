@@ -5,7 +5,9 @@
  * (f32 storage: a one-op graph's inputs and output are f32), its launch
  * table the same after a trip through package.json's format. On a machine
  * with no cuda device it says why in one line and exits 77, which ctest
- * counts as skipped; CI runs it on the host emulator (tests/cuemu).
+ * counts as skipped; CI runs it on the host emulator (tests/cuemu). Then
+ * graphs against the reference backend: each elementwise op where its
+ * constants decide, attention, its gradients, the loss, decoding.
  * Usage: test_cuda_ops FIXTURE.safetensors... */
 #include "cuda_test.h"
 #include "frontend/compile.h"
@@ -211,6 +213,41 @@ static void graph_verdict(const char *what, double worst)
     }
 }
 
+/* Each elementwise op on inputs where its constants decide its value, the
+ * ranges of test_ops.c's generated cases (which hold ref to each op's
+ * definition there): the fixtures' wide ranges let prelude.c's gelu_tanh
+ * 0.044715 changed to 0.0447 pass at 9.8e-6 (gelu_tanh_1 and
+ * gelu_tanh_grad_0), and gelu's 0.70710678 as 0.7072 at 8.4e-6 (gelu_0);
+ * here they err by 1.5e-4 and 1.8e-4, and 2.7e-4, and gelu_tanh_grad's
+ * 0.107032224 as 0.1070 by 1.3e-4, while the kernels as they are stay
+ * within 3e-7. [8, 67]: rows no block divides evenly. */
+static void run_elementwise_ranges(const char *arch)
+{
+    const op_fixture_range *cases = op_fixture_ranges;
+    for (size_t i = 0; i < sizeof op_fixture_ranges / sizeof *op_fixture_ranges; i++) {
+        lrc_err err;
+        lrc_graph *g = lrc_graph_new();
+        lrc_tensor_set in;
+        lrc_tensor_set_init(&in);
+        const lrc_shape s = {2, {8, 67}};
+        lrc_node n = {.op = cases[i].op, .n_in = lrc_op_table[cases[i].op].n_in};
+        for (int k = 0; k < n.n_in; k++) {
+            lrc_tensor *t = random_input(g, k ? "dy" : "x", s, 31u + 7u * (uint32_t)i + (uint32_t)k, &n.in[k]);
+            const double lo = k ? 0.5 : cases[i].lo, hi = k ? 1.5 : cases[i].hi;
+            for (int64_t e = 0; e < lrc_shape_numel(&s); e++) /* random_input's [-2, 2) onto [lo, hi) */
+                ((float *)t->data)[e] = (float)(lo + (hi - lo) * (((float *)t->data)[e] + 2.0) / 4.0);
+            lrc_tensor_set_add(&in, t, &err);
+        }
+        int rc = lrc_graph_add_output(g, "y", lrc_graph_add(g, &n, &err), &err) < 0;
+        double worst = rc ? -1 : cuda_against_ref(g, &in, NULL, arch);
+        if (rc) lrc_graph_free(g);
+        char what[96];
+        snprintf(what, sizeof what, "%s over x in [%g, %g]", lrc_op_name(cases[i].op), cases[i].lo, cases[i].hi);
+        graph_verdict(what, worst);
+        lrc_tensor_set_clear(&in);
+    }
+}
+
 /* The loss over more rows than one block takes (the last block's sum of
  * the blocks' sums, ignored labels among them), and the embedding gradient
  * over more ids than one pass of a block reads, each id many times, rows
@@ -386,6 +423,7 @@ int main(int argc, char **argv)
     run_attention_grad_bf16(arch, 77, 64, 1, 2, 2);
     run_attention_grad_bf16(arch, 40, 16, 0, 3, 1);
     run_attention_grad_bf16(arch, 130, 128, 1, 3, 1);
+    run_elementwise_ranges(arch);
     run_loss_embedding_graph(arch);
     run_kv_attention_graph(arch, 32, 0, 0);
     run_kv_attention_graph(arch, 64, 0, 2.5);
