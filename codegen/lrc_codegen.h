@@ -176,4 +176,31 @@ void lrc_program_free(lrc_program *p);
  * columns, or -1. */
 int lrc_program_packed_of(const lrc_program *p, int w, int panel, bool transposed);
 
+/* ---- the on-disk cache of compiled kernels (kcache.c) --------------------
+ * Entries live in $LRC_CACHE_DIR/KIND/, else $XDG_CACHE_HOME/lrc/KIND/, else
+ * ~/.cache/lrc/KIND/ (KIND "llvm" or "nvrtc"), each named by a hash of the
+ * parts its result depends on. LRC_CACHE=off turns every kind off. */
+typedef enum { LRC_KCACHE_OFF, LRC_KCACHE_MISS, LRC_KCACHE_HIT, LRC_KCACHE_REBUILT } lrc_kcache_state;
+typedef struct { const void *data; size_t size; } lrc_kcache_blob;
+typedef struct { int64_t entries, bytes; } lrc_kcache_usage;
+
+/* "compiled, now cached", "from the cache", ... */
+const char *lrc_kcache_state_name(lrc_kcache_state s);
+/* The cache's root folder; false when no variable names one. */
+bool lrc_kcache_root(char *out, size_t n);
+/* Off with LRC_CACHE=off, or kind_var (e.g. "LRC_NVRTC_CACHE") set to off. */
+bool lrc_kcache_enabled(const char *kind_var);
+/* The entry for parts in KIND's folder, which it creates; false (and "")
+ * when there is no cache folder to be had. */
+bool lrc_kcache_path(const char *kind, const lrc_kcache_blob *parts, int n, char *out, size_t cap);
+bool lrc_kcache_exists(const char *path);
+/* The n segments of a whole, undamaged entry (each malloc'ed, zero
+ * terminated: the caller frees), or false. */
+bool lrc_kcache_read(const char *path, int n, lrc_kcache_blob *segs);
+/* Best effort: an entry that cannot be written only costs a compilation. */
+void lrc_kcache_write(const char *path, const lrc_kcache_blob *segs, int n);
+/* KIND's entries and bytes; with clear, removes them first (counting
+ * what it removed). False when there is no cache folder. */
+bool lrc_kcache_usage_of(const char *kind, bool clear, lrc_kcache_usage *u);
+
 #endif

@@ -176,6 +176,7 @@ int cmd_analyze(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
+int cmd_cache(int argc, char **argv);
 /* The inputs of a package's plan in `in` (from the file at path) checked,
  * with what the package gives: a looped model's "iterations" (its config's
  * T at compile time) and "h0". */

@@ -208,7 +208,8 @@ static int init_from_checkpoint(lrc_train_state *st, const char *path, bool leni
     return rc;
 }
 
-/* The graph's inputs: tokens or images, labels, a looped model's draws. */
+/* The graph's inputs: tokens or images, labels, a looped model's draws,
+ * the defaults of the others. */
 static int train_open_inputs(train_run_ctx *r, const lrc_graph *g, lrc_err *err)
 {
     lrc_shape bt = {2, {r->B, r->T}}, b1 = {1, {r->B}}, img = {0};
@@ -216,7 +217,11 @@ static int train_open_inputs(train_run_ctx *r, const lrc_graph *g, lrc_err *err)
     r->tok = r->images ? lrc_tensor_new("images", LRC_F32, &img, err) : lrc_tensor_new("tokens", LRC_I32, &bt, err);
     r->lab = r->tok ? lrc_tensor_new("labels", LRC_I32, r->images ? &b1 : &bt, err) : NULL;
     if (!r->lab || lrc_tensor_set_add(&r->tr.in, r->tok, err) || lrc_tensor_set_add(&r->tr.in, r->lab, err)) return LRC_EUSER;
-    return loop_inputs_open(&r->m, g, &r->tr.in, &r->loop, err);
+    if (loop_inputs_open(&r->m, g, &r->tr.in, &r->loop, err)) return LRC_EUSER;
+    char said[1024]; /* the model's other inputs: no data gives them, so their defaults, said once */
+    if (lrc_model_fill_defaults(&r->m, g, &r->tr.in, said, sizeof said, err)) return lrc_err_prefix(err, "train");
+    if (said[0]) printf("train: %s\n", said);
+    return LRC_OK;
 }
 
 /* The graph prepared on the target (which takes g; the cpu's kernels run
@@ -227,6 +232,11 @@ static int train_open_device(train_run_ctx *r, lrc_graph *g, lrc_err *err)
     const lrc_target *t = r->ta->target;
     lrc_target_plan *p = &r->plan;
     int rc = t->prepare(g, &(lrc_target_opts){.pool = r->pool}, p, err);
+    if (!rc && p->have_c) { /* the compile's time, and whether its kernels came from the cache */
+        bool cpu = p->target == &lrc_target_cpu;
+        printf("compile: %.1f ms (passes %.1f ms, %s %.1f ms)\n%s: %s\n", p->c.passes_ms + p->c.codegen_ms, p->c.passes_ms,
+               cpu ? "LLVM" : "NVRTC", p->c.codegen_ms, cpu ? "llvm" : "nvrtc", lrc_kcache_state_name((lrc_kcache_state)p->c.kernel_cache));
+    }
     if (!rc && p->device_name[0]) printf("training on %s (sm_%d)\n", p->device_name, p->device_sm);
     lrc_tensor_set *ck = &r->tr.st.ck;
     if (!rc) rc = t->bind(p, ck, err);

@@ -129,18 +129,18 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
     snprintf(c->cpu_name, sizeof c->cpu_name, "%s", target.cpu);
     if ((rc = lrc_llvm_generate(c->g, &c->sched, &c->prog, &target, &mod, err))) return rc;
     const char *dump = getenv("LRC_DUMP_IR"); /* a developer's look at the optimised kernels */
-    if (dump) {
+    if (dump && !(rc = lrc_llvm_module_optimize(mod, err))) {
         FILE *f = fopen(dump, "w");
         char *text = lrc_llvm_module_print(mod);
         if (f) fputs(text, f), fclose(f);
         free(text);
     }
-    if (object_path) {
-        rc = lrc_llvm_emit_object(mod, object_path, err);
-        lrc_llvm_module_free(mod);
-    } else {
-        rc = lrc_llvm_jit_new(mod, &c->jit, err);
-    }
+    lrc_llvm_object obj = {0};
+    if (!rc) rc = lrc_llvm_module_compile(mod, &obj, err);
+    lrc_llvm_module_free(mod);
+    if (!rc) rc = object_path ? lrc_llvm_object_write(&obj, object_path, err) : lrc_llvm_jit_new(&obj, &c->jit, err);
+    c->kernel_cache = (int)obj.cache;
+    lrc_llvm_object_free(&obj);
     if (rc) return rc;
     if ((rc = build_plan(c, err))) return rc;
     c->have_plan = true;
@@ -178,7 +178,7 @@ int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arc
     if ((rc = lrc_cuda_render(c->g, &c->sched, &c->prog, f32 ? LRC_CUDA_F32 : LRC_CUDA_BF16, &c->cuda, err))) return rc;
     c->have_cuda = true;
     if ((rc = lrc_nvrtc_compile(c->cuda.source, "kernels.cu", arch, &c->cubin, &c->cubin_size, &c->ptx, err))) return rc;
-    c->nvrtc_cache = (int)lrc_nvrtc_last_cache_state(); /* a later compile (another shape) would change it */
+    c->kernel_cache = (int)lrc_nvrtc_last_cache_state(); /* a later compile (another shape) would change it */
     if ((rc = build_plan(c, err))) return rc;
     c->have_plan = true;
     for (int i = 0; i < c->plan.n_launches; i++) { /* a GEMM alone has no kernel of its own */

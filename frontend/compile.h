@@ -26,7 +26,7 @@ typedef struct lrc_compiled {
     size_t cubin_size;
     char *ptx;
     char arch[16];
-    int nvrtc_cache; /* where NVRTC's result came from (lrc_nvrtc_cache_state), as this compile left it */
+    int kernel_cache; /* where the kernels came from (lrc_kcache_state): NVRTC or LLVM, as this compile left it */
 } lrc_compiled;
 
 /* Compiles g (taken over) for this CPU. With consts (the parameters'

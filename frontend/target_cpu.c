@@ -108,9 +108,11 @@ static int cpu_forward(const cli_args *a)
     if (!rc) rc = cli_engine_inputs(&e, &in, a->input, &err);
     if (!rc) rc = lrc_plan_check_ids(e.plan, &in, &err); /* before anything is printed */
     if (!rc)
-        printf("compile: %.1f ms (Lua to graph %.1f ms, passes %.1f ms, LLVM %.1f ms), kernels %d, arena %lld bytes\n",
+        printf("compile: %.1f ms (Lua to graph %.1f ms, passes %.1f ms, LLVM %.1f ms), kernels %d, arena %lld bytes\n"
+               "llvm: %s\n",
                e.build_ms + e.comp.passes_ms + e.comp.codegen_ms, e.build_ms, e.comp.passes_ms, e.comp.codegen_ms,
-               e.comp.sched.n_groups, (long long)e.comp.sched.arena_bytes);
+               e.comp.sched.n_groups, (long long)e.comp.sched.arena_bytes,
+               lrc_kcache_state_name((lrc_kcache_state)e.comp.kernel_cache));
     if (!rc && getenv("LRC_PROFILE")) { /* a developer's quick look; lrc profile is the tool */
         prof_ns = lrc_xcalloc((size_t)e.plan->n_launches + 1, sizeof(double));
         prof_calls = lrc_xcalloc((size_t)e.plan->n_launches + 1, sizeof(int64_t));
@@ -238,6 +240,7 @@ static int cpu_package_weight(const lrc_compiled *c, int b, lrc_tensor *t, lrc_t
 
 static void cpu_compile_report(const lrc_model *m, const cli_args *a, const lrc_compiled *c)
 {
+    printf("llvm: %s\n", lrc_kcache_state_name((lrc_kcache_state)c->kernel_cache));
     if (a->ctx > 0)
         printf("compiled %s%s%s for cpu (%s, %s) as a decoder with a KV cache of %lld positions in %.0f ms\n", m->path,
                a->m.preset ? " preset " : "", a->m.preset ? a->m.preset : "", c->cpu_name, c->cpu_features, (long long)a->ctx,

@@ -277,12 +277,12 @@ static int cuda_package_weight(const lrc_compiled *c, int b, lrc_tensor *t, lrc_
 
 static void cuda_compile_report(const lrc_model *m, const cli_args *a, const lrc_compiled *c)
 {
-    static const char *cache_says[] = {"no cache (LRC_NVRTC_CACHE=off, or no cache directory)", "compiled, now cached", "from the cache",
-                                       "a damaged cache entry, compiled again and replaced"};
     printf("compiled %s%s%s for cuda (%s, NVRTC %s): %d kernels in CUDA C, cubin %zu bytes, PTX for newer GPUs, in %.0f ms\n"
            "nvrtc: %s\n",
            m->path, a->m.preset ? " preset " : "", a->m.preset ? a->m.preset : "", c->arch, lrc_nvrtc_version(), c->cuda.n_symbols,
-           c->cubin_size, c->passes_ms + c->codegen_ms, cache_says[c->nvrtc_cache]);
+           c->cubin_size, c->passes_ms + c->codegen_ms,
+           c->kernel_cache == LRC_KCACHE_OFF ? "no cache (LRC_NVRTC_CACHE=off, or no cache directory)"
+                                            : lrc_kcache_state_name((lrc_kcache_state)c->kernel_cache));
 }
 
 static int cuda_functions(const lrc_compiled *c) { return c->cuda.n_symbols; }

@@ -402,6 +402,11 @@ struct lrc_graph {
     int *outputs; /* node ids of the graph's results */
     char **output_names;
     int n_outputs, cap_outputs;
+    /* the source nodes by name (graph.c), so that adding the n-th parameter
+     * does not compare its name with all the others: a model of many
+     * parameters builds in linear time; and the parameters' elements */
+    int *src_index, src_cap, src_count;
+    int64_t param_elems;
 };
 
 lrc_graph *lrc_graph_new(void);
@@ -438,6 +443,10 @@ char *lrc_strdup(const char *s);
 /* Whether environment variable name is set to value (a developer's switch,
  * such as LRC_PAD_HIDDEN=0). */
 bool lrc_env_is(const char *name, const char *value);
+/* FNV-1a over n bytes, continuing from h (LRC_FNV_SEED to start): the
+ * hash of package files, cache keys and parameter streams. */
+#define LRC_FNV_SEED 0xcbf29ce484222325ull
+uint64_t lrc_fnv1a(uint64_t h, const void *data, size_t n);
 void *lrc_xmalloc(size_t n); /* aborts on out-of-memory: not a user error */
 void *lrc_xcalloc(size_t n, size_t size);
 void *lrc_xrealloc(void *p, size_t n);

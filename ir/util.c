@@ -173,6 +173,13 @@ char *lrc_read_all(FILE *f, size_t *len)
     return buf;
 }
 
+uint64_t lrc_fnv1a(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
 bool lrc_env_is(const char *name, const char *value)
 {
     const char *v = getenv(name);

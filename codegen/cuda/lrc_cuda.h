@@ -51,10 +51,10 @@ const char *lrc_nvrtc_version(void);
 int lrc_nvrtc_compile(const char *source, const char *name, const char *arch, void **cubin, size_t *cubin_size,
                       char **ptx, lrc_err *err);
 /* Results are cached on disk by content (source, architecture, NVRTC
- * version, options) in $LRC_CACHE_DIR, else $XDG_CACHE_HOME/lrc, else
- * ~/.cache/lrc; a damaged entry is compiled again and replaced.
- * LRC_NVRTC_CACHE=off turns the cache off. */
-typedef enum { LRC_NVRTC_CACHE_OFF, LRC_NVRTC_CACHE_MISS, LRC_NVRTC_CACHE_HIT, LRC_NVRTC_CACHE_REBUILT } lrc_nvrtc_cache_state;
-lrc_nvrtc_cache_state lrc_nvrtc_last_cache_state(void);
+ * version, options) in the kernel cache's "nvrtc" folder (lrc_codegen.h);
+ * a damaged entry is compiled again and replaced. LRC_NVRTC_CACHE=off (or
+ * LRC_CACHE=off) turns the cache off. Where the last compile's result came
+ * from: */
+lrc_kcache_state lrc_nvrtc_last_cache_state(void);
 
 #endif

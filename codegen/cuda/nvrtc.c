@@ -5,13 +5,9 @@
 #include "lrc_cuda.h"
 
 #include <dlfcn.h>
-#include <errno.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 typedef struct nvrtc_prog *nvrtc_program;
 
@@ -121,116 +117,59 @@ static int compile_one(const char *source, const char *name, const char *arch, b
     return LRC_OK;
 }
 
-/* ---- the on-disk cache (docs/architecture.md, rule 7) ------------------------------------
- * An entry is named by a hash of everything the result depends on (source,
- * architecture, NVRTC version, options, whether PTX was asked for) and holds
- * a header (magic, sizes, a hash of the payload) before the cubin and PTX:
- * a damaged entry is detected, compiled again and replaced, never used. */
+/* ---- the on-disk cache (codegen/kcache.c) ------------------------------------------------
+ * An entry is named by everything the result depends on (source,
+ * architecture, NVRTC version, options, whether PTX was asked for) and
+ * holds the cubin and the PTX. */
 
-#define CACHE_MAGIC "LRCNVRT1"
-
-static lrc_nvrtc_cache_state last_state;
+static lrc_kcache_state last_state;
 static int compile_uncached(const char *source, const char *name, const char *arch, void **cubin, size_t *cubin_size,
                             char **ptx, lrc_err *err);
 
-lrc_nvrtc_cache_state lrc_nvrtc_last_cache_state(void) { return last_state; }
-
-static uint64_t fnv(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-
-static bool cache_dir(char *out, size_t n)
-{
-    const char *dir = getenv("LRC_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    char base[3800];
-    if (lrc_env_is("LRC_NVRTC_CACHE", "off")) return false;
-    if (dir && *dir) snprintf(base, sizeof base, "%s", dir);
-    else if (xdg && *xdg) snprintf(base, sizeof base, "%s/lrc", xdg);
-    else if (home && *home) snprintf(base, sizeof base, "%s/.cache/lrc", home);
-    else return false;
-    mkdir(base, 0755); /* parents of XDG/HOME exist; failures show up below */
-    snprintf(out, n, "%s/nvrtc", base);
-    return mkdir(out, 0755) == 0 || errno == EEXIST;
-}
+lrc_kcache_state lrc_nvrtc_last_cache_state(void) { return last_state; }
 
 static void cache_path(const char *source, const char *arch, bool want_ptx, char *out, size_t n)
 {
-    char dir[4000];
-    if (!cache_dir(dir, sizeof dir)) {
-        out[0] = 0;
-        return;
-    }
-    uint64_t h1 = 0xcbf29ce484222325ull, h2 = 0x84222325cbf29ce4ull;
+    out[0] = 0;
+    if (!lrc_kcache_enabled("LRC_NVRTC_CACHE")) return;
     const char *parts[] = {source, arch, api.version_str, OPTS[0], OPTS[1], OPTS[2], want_ptx ? "ptx" : "cubin"};
-    for (int i = 0; i < 7; i++) {
-        h1 = fnv(h1, parts[i], strlen(parts[i]) + 1);
-        h2 = fnv(h2, parts[i], strlen(parts[i]) + 1);
-    }
-    snprintf(out, n, "%s/%016llx%016llx.bin", dir, (unsigned long long)h1, (unsigned long long)h2);
+    lrc_kcache_blob blobs[7];
+    for (int i = 0; i < 7; i++) blobs[i] = (lrc_kcache_blob){parts[i], strlen(parts[i])};
+    lrc_kcache_path("nvrtc", blobs, 7, out, n);
 }
 
 static bool cache_read(const char *path, void **cubin, size_t *cubin_size, char **ptx)
 {
-    FILE *f = path[0] ? fopen(path, "rb") : NULL;
-    if (!f) return false;
-    char magic[8];
-    uint64_t hdr[3]; /* cubin bytes, PTX bytes, hash of both */
-    bool ok = fread(magic, 1, 8, f) == 8 && !memcmp(magic, CACHE_MAGIC, 8) && fread(hdr, 8, 3, f) == 3 && hdr[0] > 0 &&
-              hdr[0] < ((uint64_t)1 << 32) && hdr[1] < ((uint64_t)1 << 32) && (ptx ? hdr[1] > 0 : hdr[1] == 0);
-    char *data = ok ? lrc_xmalloc((size_t)(hdr[0] + hdr[1] + 1)) : NULL;
-    ok = ok && fread(data, 1, (size_t)(hdr[0] + hdr[1]), f) == hdr[0] + hdr[1] && fgetc(f) == EOF &&
-         fnv(0xcbf29ce484222325ull, data, (size_t)(hdr[0] + hdr[1])) == hdr[2];
-    fclose(f);
-    if (!ok) {
-        free(data);
+    lrc_kcache_blob segs[2];
+    if (!lrc_kcache_read(path, 2, segs)) return false;
+    if (!segs[0].size || (ptx != NULL) != (segs[1].size > 0)) {
+        free((void *)segs[0].data), free((void *)segs[1].data);
         return false;
     }
-    *cubin = lrc_xmalloc((size_t)hdr[0]);
-    memcpy(*cubin, data, (size_t)hdr[0]);
-    *cubin_size = (size_t)hdr[0];
-    if (ptx) {
-        *ptx = lrc_xmalloc((size_t)hdr[1] + 1);
-        memcpy(*ptx, data + hdr[0], (size_t)hdr[1]);
-        (*ptx)[hdr[1]] = 0;
-    }
-    free(data);
+    *cubin = (void *)segs[0].data;
+    *cubin_size = segs[0].size;
+    if (ptx) *ptx = (char *)segs[1].data;
+    else free((void *)segs[1].data);
     return true;
-}
-
-/* Best effort: a cache that cannot be written only costs a compilation. */
-static void cache_write(const char *path, const void *cubin, size_t cubin_size, const char *ptx)
-{
-    if (!path[0]) return;
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    uint64_t n_ptx = ptx ? strlen(ptx) : 0, h = fnv(fnv(0xcbf29ce484222325ull, cubin, cubin_size), ptx ? ptx : "", (size_t)n_ptx);
-    uint64_t hdr[3] = {cubin_size, n_ptx, h};
-    FILE *f = fopen(tmp, "wb");
-    bool ok = f && fwrite(CACHE_MAGIC, 1, 8, f) == 8 && fwrite(hdr, 8, 3, f) == 3 && fwrite(cubin, 1, cubin_size, f) == cubin_size &&
-              fwrite(ptx ? ptx : "", 1, (size_t)n_ptx, f) == n_ptx;
-    if (f && fclose(f)) ok = false;
-    if (!ok || rename(tmp, path)) remove(tmp);
 }
 
 int lrc_nvrtc_compile(const char *source, const char *name, const char *arch, void **cubin, size_t *cubin_size, char **ptx,
                       lrc_err *err)
 {
     if (!load()) return lrc_err_set(err, "%s", api.why);
-    char path[4200];
+    char path[4400];
     cache_path(source, arch, ptx != NULL, path, sizeof path);
-    struct stat st;
-    bool existed = path[0] && stat(path, &st) == 0;
+    bool existed = lrc_kcache_exists(path);
     if (cache_read(path, cubin, cubin_size, ptx)) {
-        last_state = LRC_NVRTC_CACHE_HIT;
+        last_state = LRC_KCACHE_HIT;
         return LRC_OK;
     }
-    last_state = existed ? LRC_NVRTC_CACHE_REBUILT : path[0] ? LRC_NVRTC_CACHE_MISS : LRC_NVRTC_CACHE_OFF;
+    last_state = existed ? LRC_KCACHE_REBUILT : path[0] ? LRC_KCACHE_MISS : LRC_KCACHE_OFF;
     int rc = compile_uncached(source, name, arch, cubin, cubin_size, ptx, err);
-    if (!rc) cache_write(path, *cubin, *cubin_size, ptx ? *ptx : NULL);
-    return rc;
+    if (rc) return rc; /* nothing to cache: *cubin and *ptx were not set */
+    lrc_kcache_blob segs[2] = {{*cubin, *cubin_size}, {ptx ? *ptx : "", ptx ? strlen(*ptx) : 0}};
+    lrc_kcache_write(path, segs, 2);
+    return LRC_OK;
 }
 
 static int compile_uncached(const char *source, const char *name, const char *arch, void **cubin, size_t *cubin_size,

@@ -1,19 +1,23 @@
 /* jit.c — the LLVM side of compiling: the host target machine, the module
- * and its optimisation (new pass manager, default<O3>), native code in an
- * object file (ahead of time) or loaded by ORC LLJIT (just in time). Both
- * paths go through the same target machine, so JIT and AOT code are the
- * same code. */
+ * and its optimisation (new pass manager, default<O3>), native code as an
+ * object, from the kernel cache (codegen/kcache.c) when the module's IR was
+ * compiled before with the same target, LLVM and options, written to a file
+ * (ahead of time) or loaded by ORC LLJIT (just in time). Both paths take the
+ * same object, so JIT and AOT code are the same code. */
 #include "emit.h"
 #include "lrc_llvm.h"
 
 #include <llvm/Config/llvm-config.h>
 #include <llvm-c/Analysis.h>
+#include <llvm-c/BitWriter.h>
 #include <llvm-c/Error.h>
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Orc.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +25,7 @@ struct lrc_llvm_module {
     em_t e;
     LLVMTargetMachineRef tm;
     lrc_llvm_target target;
+    bool optimized;
 };
 
 struct lrc_llvm_jit {
@@ -123,7 +128,7 @@ lrc_llvm_module *lrc_llvm_module_new(const char *name, const lrc_llvm_target *t,
 
 struct em *lrc_llvm_module_emitter(lrc_llvm_module *m) { return &m->e; }
 
-int lrc_llvm_module_finish(lrc_llvm_module *m, lrc_err *err)
+int lrc_llvm_module_verify(lrc_llvm_module *m, lrc_err *err)
 {
     char *msg = NULL;
     if (LLVMVerifyModule(m->e.mod, LLVMReturnStatusAction, &msg)) {
@@ -133,14 +138,85 @@ int lrc_llvm_module_finish(lrc_llvm_module *m, lrc_err *err)
         return LRC_EUSER;
     }
     LLVMDisposeMessage(msg);
+    return LRC_OK;
+}
+
+/* The optimisation and code generation options: part of every cache key. */
+#define OPT_PIPELINE "default<O3>"
+#define OPT_KEY OPT_PIPELINE ";loop-vectorize;slp-vectorize;loop-unroll;codegen-aggressive;pic;object"
+
+int lrc_llvm_module_optimize(lrc_llvm_module *m, lrc_err *err)
+{
+    if (m->optimized) return LRC_OK;
     LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
     LLVMPassBuilderOptionsSetLoopVectorization(opts, 1);
     LLVMPassBuilderOptionsSetSLPVectorization(opts, 1);
     LLVMPassBuilderOptionsSetLoopUnrolling(opts, 1);
-    LLVMErrorRef e = LLVMRunPasses(m->e.mod, "default<O3>", m->tm, opts);
+    LLVMErrorRef e = LLVMRunPasses(m->e.mod, OPT_PIPELINE, m->tm, opts);
     LLVMDisposePassBuilderOptions(opts);
     if (e) return error_msg(e, "LLVM optimisation", err);
+    m->optimized = true;
     return LRC_OK;
+}
+
+/* The cache entry for m's IR before optimisation (its bitcode), the
+ * target, LLVM's version and the options. */
+static void cache_path(lrc_llvm_module *m, char *path, size_t cap)
+{
+    path[0] = 0;
+    if (!lrc_kcache_enabled("LRC_LLVM_CACHE")) return;
+    LLVMMemoryBufferRef bc = LLVMWriteBitcodeToMemoryBuffer(m->e.mod);
+    const char *version = lrc_llvm_version();
+    const lrc_llvm_target *t = &m->target;
+    lrc_kcache_blob parts[] = {{LLVMGetBufferStart(bc), LLVMGetBufferSize(bc)},
+                               {t->triple, strlen(t->triple)},
+                               {t->cpu, strlen(t->cpu)},
+                               {t->features, strlen(t->features)},
+                               {version, strlen(version)},
+                               {OPT_KEY, strlen(OPT_KEY)}};
+    lrc_kcache_path("llvm", parts, (int)(sizeof parts / sizeof parts[0]), path, cap);
+    LLVMDisposeMemoryBuffer(bc);
+}
+
+int lrc_llvm_module_compile(lrc_llvm_module *m, lrc_llvm_object *obj, lrc_err *err)
+{
+    memset(obj, 0, sizeof *obj);
+    char path[4400];
+    /* an optimised module (LRC_DUMP_IR printed it) is not what keys name */
+    if (!m->optimized) cache_path(m, path, sizeof path);
+    else path[0] = 0;
+    bool existed = lrc_kcache_exists(path);
+    lrc_kcache_blob seg;
+    if (lrc_kcache_read(path, 1, &seg)) {
+        if (seg.size > 0) {
+            *obj = (lrc_llvm_object){(void *)seg.data, seg.size, LRC_KCACHE_HIT};
+            return LRC_OK;
+        }
+        free((void *)seg.data);
+    }
+    int rc = lrc_llvm_module_optimize(m, err);
+    if (rc) return rc;
+    char *msg = NULL;
+    LLVMMemoryBufferRef buf;
+    if (LLVMTargetMachineEmitToMemoryBuffer(m->tm, m->e.mod, LLVMObjectFile, &msg, &buf)) {
+        lrc_err_set(err, "LLVM code generation failed: %s", msg ? msg : "");
+        LLVMDisposeMessage(msg);
+        return LRC_EUSER;
+    }
+    size_t n = LLVMGetBufferSize(buf);
+    obj->data = lrc_xmalloc(n + 1);
+    memcpy(obj->data, LLVMGetBufferStart(buf), n);
+    obj->size = n;
+    LLVMDisposeMemoryBuffer(buf);
+    obj->cache = existed ? LRC_KCACHE_REBUILT : path[0] ? LRC_KCACHE_MISS : LRC_KCACHE_OFF;
+    lrc_kcache_write(path, &(lrc_kcache_blob){obj->data, obj->size}, 1);
+    return LRC_OK;
+}
+
+void lrc_llvm_object_free(lrc_llvm_object *obj)
+{
+    free(obj->data);
+    memset(obj, 0, sizeof *obj);
 }
 
 void lrc_llvm_module_free(lrc_llvm_module *m)
@@ -160,32 +236,22 @@ char *lrc_llvm_module_print(lrc_llvm_module *m)
     return copy;
 }
 
-int lrc_llvm_emit_object(lrc_llvm_module *m, const char *path, lrc_err *err)
+int lrc_llvm_object_write(const lrc_llvm_object *obj, const char *path, lrc_err *err)
 {
-    char *msg = NULL;
-    if (LLVMTargetMachineEmitToFile(m->tm, m->e.mod, (char *)path, LLVMObjectFile, &msg)) {
-        lrc_err_set(err, "%s: cannot write object code: %s", path, msg ? msg : "");
-        LLVMDisposeMessage(msg);
-        return LRC_EUSER;
-    }
+    FILE *f = fopen(path, "wb");
+    bool ok = f && fwrite(obj->data, 1, obj->size, f) == obj->size;
+    if (f && fclose(f)) ok = false;
+    if (!ok) return lrc_err_set(err, "%s: cannot write object code: %s", path, strerror(errno));
     return LRC_OK;
 }
 
-int lrc_llvm_jit_new(lrc_llvm_module *m, lrc_llvm_jit **out, lrc_err *err)
+int lrc_llvm_jit_new(const lrc_llvm_object *obj, lrc_llvm_jit **out, lrc_err *err)
 {
-    char *msg = NULL;
-    LLVMMemoryBufferRef obj;
-    if (LLVMTargetMachineEmitToMemoryBuffer(m->tm, m->e.mod, LLVMObjectFile, &msg, &obj)) {
-        lrc_err_set(err, "LLVM code generation failed: %s", msg ? msg : "");
-        LLVMDisposeMessage(msg);
-        lrc_llvm_module_free(m);
-        return LRC_EUSER;
-    }
-    lrc_llvm_module_free(m);
+    LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(obj->data, obj->size, "lrc kernels");
     lrc_llvm_jit *j = lrc_xcalloc(1, sizeof *j);
     LLVMErrorRef e = LLVMOrcCreateLLJIT(&j->jit, NULL);
     if (e) {
-        LLVMDisposeMemoryBuffer(obj);
+        LLVMDisposeMemoryBuffer(buf);
         free(j);
         return error_msg(e, "cannot create the LLVM JIT", err);
     }
@@ -193,8 +259,8 @@ int lrc_llvm_jit_new(lrc_llvm_module *m, lrc_llvm_jit **out, lrc_err *err)
     LLVMOrcDefinitionGeneratorRef gen;
     e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(&gen, LLVMOrcLLJITGetGlobalPrefix(j->jit), NULL, NULL);
     if (!e) LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(j->jit), gen);
-    if (!e) e = LLVMOrcLLJITAddObjectFile(j->jit, LLVMOrcLLJITGetMainJITDylib(j->jit), obj);
-    else LLVMDisposeMemoryBuffer(obj);
+    if (!e) e = LLVMOrcLLJITAddObjectFile(j->jit, LLVMOrcLLJITGetMainJITDylib(j->jit), buf);
+    else LLVMDisposeMemoryBuffer(buf);
     if (e) {
         lrc_llvm_jit_free(j);
         return error_msg(e, "cannot load the generated code", err);

@@ -721,7 +721,8 @@ int lrc_llvm_generate(const lrc_graph *g, const lrc_schedule *s, const lrc_progr
         return rc;
     }
     emit_peak_kernel(e, &p->tiling);
-    if (lrc_llvm_module_finish(m, err)) {
+    kg_emit_launch_table(e, g, p);
+    if (lrc_llvm_module_verify(m, err)) {
         lrc_llvm_module_free(m);
         return LRC_EUSER;
     }

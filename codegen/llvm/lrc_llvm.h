@@ -23,13 +23,15 @@ struct em;
 
 lrc_llvm_module *lrc_llvm_module_new(const char *name, const lrc_llvm_target *t, lrc_err *err);
 struct em *lrc_llvm_module_emitter(lrc_llvm_module *m);
-/* Verifies and optimises (default<O3>). */
-int lrc_llvm_module_finish(lrc_llvm_module *m, lrc_err *err);
+/* Checks the generated IR (an error here is a generator's bug). */
+int lrc_llvm_module_verify(lrc_llvm_module *m, lrc_err *err);
+/* Optimises (default<O3>), once. */
+int lrc_llvm_module_optimize(lrc_llvm_module *m, lrc_err *err);
 void lrc_llvm_module_free(lrc_llvm_module *m);
 /* Textual IR, for debugging (caller frees with free()). */
 char *lrc_llvm_module_print(lrc_llvm_module *m);
 
-/* Renders every kernel of p into a new optimised module. */
+/* Renders every kernel of p into a new verified module, not yet optimised. */
 int lrc_llvm_generate(const lrc_graph *g, const lrc_schedule *s, const lrc_program *p, const lrc_llvm_target *t,
                       lrc_llvm_module **out, lrc_err *err);
 
@@ -37,12 +39,25 @@ int lrc_llvm_generate(const lrc_graph *g, const lrc_schedule *s, const lrc_progr
  * groups, or none needed): read from its per-op table (kernels.c). */
 bool lrc_llvm_supports_op(lrc_op op);
 
-/* Native code for the module in an object file (ahead of time). */
-int lrc_llvm_emit_object(lrc_llvm_module *m, const char *path, lrc_err *err);
+/* Native code for a module, as an object file's bytes, and where it came
+ * from: the kernel cache's "llvm" folder (lrc_codegen.h) holds it under a
+ * hash of the module's IR before optimisation, the target (triple, CPU,
+ * features), LLVM's version and the options; on a miss the module is
+ * optimised, compiled and the entry written. LRC_LLVM_CACHE=off (or
+ * LRC_CACHE=off) compiles every time. */
+typedef struct lrc_llvm_object {
+    void *data;
+    size_t size;
+    lrc_kcache_state cache;
+} lrc_llvm_object;
+int lrc_llvm_module_compile(lrc_llvm_module *m, lrc_llvm_object *obj, lrc_err *err);
+void lrc_llvm_object_free(lrc_llvm_object *obj);
+/* The object in a file (ahead of time). */
+int lrc_llvm_object_write(const lrc_llvm_object *obj, const char *path, lrc_err *err);
 
 typedef struct lrc_llvm_jit lrc_llvm_jit;
-/* Compiles the module (which the JIT takes over) to native code in memory. */
-int lrc_llvm_jit_new(lrc_llvm_module *m, lrc_llvm_jit **out, lrc_err *err);
+/* Loads the object's native code into memory (just in time). */
+int lrc_llvm_jit_new(const lrc_llvm_object *obj, lrc_llvm_jit **out, lrc_err *err);
 lrc_kernel_fn lrc_llvm_jit_lookup(lrc_llvm_jit *j, const char *name, lrc_err *err);
 void lrc_llvm_jit_free(lrc_llvm_jit *j);
 
