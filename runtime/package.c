@@ -45,10 +45,10 @@ static int file_digest(const char *path, uint64_t *size, uint64_t *hash)
     FILE *f = fopen(path, "rb");
     if (!f) return -1;
     unsigned char buf[65536];
-    uint64_t h = 0xcbf29ce484222325ull, n = 0;
+    uint64_t h = LRC_FNV_SEED, n = 0;
     size_t got;
     while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
-        for (size_t i = 0; i < got; i++) h = (h ^ buf[i]) * 0x100000001b3ull;
+        h = lrc_fnv1a(h, buf, got);
         n += got;
     }
     int bad = ferror(f);

@@ -1,4 +1,4 @@
-# error_harness.sh — sourced by the bad-input tests (errors.sh, hf_errors.sh):
+# error_harness.sh — sourced by the bad-input tests (errors.sh, hf_errors.sh, size_bounds.sh):
 # a scratch directory as the working directory, and t/ok, which run lrc
 # and check what errors.sh's header says (exit status, one "lrc" line on
 # stderr matching the patterns, nothing on stdout, no file left or changed).
@@ -101,4 +101,19 @@ ok() {
     failed=$((failed + 1))
     echo "FAIL $name: control exited $rc | stderr: $(head -c 400 "$CAP/stderr" | tr '\n' '|')"
   fi
+}
+
+# cfg DIR PYTHON: a copy of $SRC (default $HF/llama_mha, a Hugging Face
+# fixture) as DIR, its config.json edited by the Python statements (c is the
+# config dict); the caller sets HF and PY
+cfg() {
+  rm -rf "$1"
+  cp -r "${SRC:-$HF/llama_mha}" "$1"
+  "$PY" - "$1/config.json" "$2" <<'PYEOF' || { echo "$(basename "$0"): editing $1 failed" >&2; exit 2; }
+import json, sys
+p, code = sys.argv[1], sys.argv[2]
+c = json.load(open(p))
+exec(code)
+json.dump(c, open(p, "w"), indent=2)
+PYEOF
 }

@@ -21,19 +21,6 @@ VERBOSE=${LRC_TESTS_VERBOSE:-0}
 # shellcheck source=error_harness.sh
 . "$ROOT/tests/cli/error_harness.sh"
 
-# cfg DIR PYTHON: a copy of llama_mha as DIR, its config.json edited by the
-# Python statements (c is the config dict)
-cfg() {
-  rm -rf "$1"
-  cp -r "${SRC:-$HF/llama_mha}" "$1"
-  "$PY" - "$1/config.json" "$2" <<'PYEOF' || { echo "hf_errors.sh: editing $1 failed" >&2; exit 2; }
-import json, sys
-p, code = sys.argv[1], sys.argv[2]
-c = json.load(open(p))
-exec(code)
-json.dump(c, open(p, "w"), indent=2)
-PYEOF
-}
 fwd() { # the directory's own input where it has one
   local in=$HF/llama_mha/input.safetensors
   [ -f "$1/input.safetensors" ] && in=$1/input.safetensors

@@ -6,13 +6,10 @@
 # filling the cache at once each leave a whole entry; LRC_LLVM_CACHE=off and
 # LRC_CACHE=off compile every time; lrc cache counts and clears the entries.
 set -u
-lrc=$1
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+lrc=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+source "$(dirname "$0")/../tools/check.sh"
 cd "$dir"
 export LRC_CACHE_DIR=$dir/cache
-passed=0 failed=0
-check() { if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL $1"; fi; }
 "$lrc" init llama --preset tiny --seed 3 -o w.st >/dev/null || exit 1
 # tokens [2, 8] as safetensors: an 8-byte header length, the JSON, the ids
 python3 -c '
@@ -52,5 +49,4 @@ fwd r1.st >r1.txt & fwd r2.st >r2.txt & wait
 check "two writers at once: both compile" "grep -q 'now cached' r1.txt && grep -q 'now cached' r2.txt"
 check "and compute the same bytes" "cmp -s o1.st r1.st && cmp -s o1.st r2.st"
 check "and leave one whole entry, no temporary file" "[ \"\$(ls cache/llvm | wc -l)\" = 1 ] && [ \"\$(fwd o9.st)\" = 'llvm: from the cache' ]"
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+summary

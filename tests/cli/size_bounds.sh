@@ -23,19 +23,6 @@ VERBOSE=${LRC_TESTS_VERBOSE:-0}
 # shellcheck source=error_harness.sh
 . "$ROOT/tests/cli/error_harness.sh"
 
-# cfg DIR PYTHON: a copy of llama_mha as DIR, its config.json edited by the
-# Python statements (c is the config dict)
-cfg() {
-  rm -rf "$1"
-  cp -r "${SRC:-$HF/llama_mha}" "$1"
-  "$PY" - "$1/config.json" "$2" <<'PYEOF' || { echo "size_bounds.sh: editing $1 failed" >&2; exit 2; }
-import json, sys
-p, code = sys.argv[1], sys.argv[2]
-c = json.load(open(p))
-exec(code)
-json.dump(c, open(p, "w"), indent=2)
-PYEOF
-}
 "$PY" "$ROOT/tests/tools/st.py" make in.safetensors '{"tokens": ["I32", [1, 4], [1, 2, 3, 4]]}' ||
   { echo "size_bounds.sh: st.py failed" >&2; exit 2; }
 
