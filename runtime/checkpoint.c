@@ -10,6 +10,7 @@
 #include "lrc_runtime.h"
 
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,7 +122,7 @@ static int file_version(const lrc_tensor_set *ck, const char *path, lrc_err *err
     return version;
 }
 
-int lrc_checkpoint_load(const char *path, const lrc_graph *g, lrc_train_state *s, lrc_err *err)
+static int load(const char *path, const lrc_graph *g, lrc_train_state *s, lrc_err *err)
 {
     memset(s, 0, sizeof *s);
     lrc_tensor_set_init(&s->ck);
@@ -148,6 +149,29 @@ int lrc_checkpoint_load(const char *path, const lrc_graph *g, lrc_train_state *s
     if (!rc) rc = lrc_params_bind(g, &model_part, path, &params, err);
     lrc_tensor_set_clear(&model_part);
     return rc ? rc : arrange(s, g, &params, path, err);
+}
+
+/* The messages name the file's tensors and quote its metadata, which may
+ * hold any character: a control character is written escaped (\n, \x01),
+ * so that the message stays one line (as safetensors.c's do). */
+static int one_line(lrc_err *err, int rc)
+{
+    if (!rc || !err) return rc;
+    char out[sizeof err->msg];
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)err->msg; *p && o + 5 < sizeof out; p++) {
+        if (*p >= 0x20 && *p != 0x7f) out[o++] = (char)*p;
+        else if (*p == '\n' || *p == '\r' || *p == '\t') out[o++] = '\\', out[o++] = *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't';
+        else o += (size_t)snprintf(out + o, sizeof out - o, "\\x%02x", *p);
+    }
+    out[o] = 0;
+    memcpy(err->msg, out, o + 1);
+    return rc;
+}
+
+int lrc_checkpoint_load(const char *path, const lrc_graph *g, lrc_train_state *s, lrc_err *err)
+{
+    return one_line(err, load(path, g, s, err));
 }
 
 int lrc_checkpoint_save(const char *path, lrc_train_state *s, lrc_err *err)

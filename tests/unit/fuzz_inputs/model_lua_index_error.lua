@@ -1,0 +1,2 @@
+-- a field read that fails
+return setmetatable({defaults = {}}, {__index = function(t, k) error("no field " .. k) end})
