@@ -202,7 +202,8 @@ static int infer_reshape(const lrc_graph *g, lrc_node *n, lrc_err *err)
         int64_t d = n->iattr[i];
         if (d == -1 && infer_at < 0) infer_at = i;
         else if (d <= 0) return lrc_err_set(err, "reshape: size %lld at axis %d is not positive", (long long)d, i);
-        else known *= d;
+        else if (__builtin_mul_overflow(known, d, &known))
+            return lrc_err_set(err, "reshape: the new shape's sizes multiply past 2^63 at axis %d", i);
         n->shape.dim[i] = d;
     }
     if (infer_at >= 0) {
@@ -316,9 +317,12 @@ static int infer_slice(const lrc_graph *g, lrc_node *n, lrc_err *err)
     if (axis < 0 || axis >= x->ndim)
         return lrc_err_set(err, "slice: axis %lld is not an axis of %s", (long long)axis, lrc_shape_str(x, b, sizeof b));
     if (size <= 0) return lrc_err_set(err, "slice: size must be positive, got %lld", (long long)size);
-    if (start >= x->dim[axis] || start + size <= 0)
+    int64_t end;
+    if (__builtin_add_overflow(start, size, &end))
+        return lrc_err_set(err, "slice: start %lld + size %lld is past 2^63", (long long)start, (long long)size);
+    if (start >= x->dim[axis] || end <= 0)
         return lrc_err_set(err, "slice: positions %lld..%lld miss every position of axis %lld of %s", (long long)start,
-                           (long long)(start + size - 1), (long long)axis, lrc_shape_str(x, b, sizeof b));
+                           (long long)(end - 1), (long long)axis, lrc_shape_str(x, b, sizeof b));
     n->dtype = IN(0)->dtype;
     n->shape = *x;
     n->shape.dim[axis] = size;

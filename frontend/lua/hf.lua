@@ -80,6 +80,11 @@ end
 -- ints, and a larger value (num_hidden_layers = 2^53) would only have lrc
 -- build a graph for ever.
 local MAX_INT = 2147483647
+-- Counts of a model's structure past any checkpoint's (the deepest open
+-- models have about 128 layers, the widest mixtures 256 experts), where a
+-- config's value would have lrc build a graph for seconds to minutes
+-- (65536 layers: 7 s; a million experts: 16 s) before anything could fail.
+local MAX_COUNT = { num_hidden_layers = 4096, num_local_experts = 4096, num_experts = 4096 }
 
 function Reader:int(key, default)
   local v = self:get(key)
@@ -89,6 +94,7 @@ function Reader:int(key, default)
   end
   if math.type(v) ~= "integer" then self:fail(key, "expected an integer") end
   if v > MAX_INT or v < -MAX_INT then self:fail(key, "more than %d in magnitude, the largest integer lrc reads", MAX_INT) end
+  if MAX_COUNT[key] and v > MAX_COUNT[key] then self:fail(key, "more than %d, the most lrc builds", MAX_COUNT[key]) end
   return v
 end
 

@@ -35,6 +35,12 @@ cfg negative 'c["vocab_size"] = -2**40'
 t "vocab_size = -2^40" 1 'negative/config.json: vocab_size = -1099511627776: more than 2147483647 in magnitude' -- inspect negative
 SRC=$HF/mixtral_moe cfg experts 'c["num_local_experts"] = 2**40'
 t "num_local_experts = 2^40" 1 'experts/config.json: num_local_experts = 1099511627776: more than 2147483647' -- inspect experts --params
+# under the integer bound, but past any checkpoint's depth or width: built,
+# they took 7 s (65536 layers) and 16 s (a million experts) to fail or pass
+cfg deep 'c["num_hidden_layers"] = 65536'
+t "num_hidden_layers = 65536" 1 'deep/config.json: num_hidden_layers = 65536: more than 4096, the most lrc builds' -- inspect deep
+SRC=$HF/mixtral_moe cfg wide_moe 'c["num_local_experts"] = 1000000'
+t "num_local_experts = 10^6" 1 'wide_moe/config.json: num_local_experts = 1000000: more than 4096' -- inspect wide_moe --params
 # under the integer bound, but too big for memory: the parameter that passes
 # it is named, with the line of the model that makes it
 cfg wide 'c["hidden_size"] = 400000; c["num_attention_heads"] = 4; c["num_key_value_heads"] = 4'
