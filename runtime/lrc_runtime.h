@@ -6,7 +6,7 @@
 #define LRC_RUNTIME_H
 
 #include "../ir/lrc_ir.h"
-#include "lrc_cuda_abi.h" /* the cuda launch table, shared with codegen/cuda */
+#include "../ir/lrc_cuda_abi.h" /* the cuda launch table, shared with codegen/cuda */
 
 typedef struct lrc_pool lrc_pool; /* the thread pool, below */
 

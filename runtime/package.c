@@ -3,7 +3,7 @@
  * buffers, launches, checks), the kernels as a shared library, and the
  * weights when they were given at compile time. Loading needs only libc,
  * libdl and cJSON: no Lua, no LLVM, no compilation. */
-#include "lrc_launch_table.h"
+#include "../ir/lrc_launch_table.h"
 #include "lrc_runtime.h"
 
 #include <cjson/cJSON.h>

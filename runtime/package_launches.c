@@ -4,7 +4,7 @@
  * by what it was compiled for; a package.json whose launch runs more items,
  * or hands a kernel other buffers (shifted, rotated, resized), would read
  * and write out of bounds or silently compute something else. */
-#include "lrc_launch_table.h"
+#include "../ir/lrc_launch_table.h"
 #include "lrc_runtime.h"
 
 #include <stdlib.h>

@@ -8,7 +8,7 @@
 #ifndef LRC_CUDA_H
 #define LRC_CUDA_H
 
-#include "../../runtime/lrc_cuda_abi.h" /* the storage enum and the launch table, shared with the executor */
+#include "../../ir/lrc_cuda_abi.h" /* the storage enum and the launch table, shared with the executor */
 #include "../lrc_codegen.h"
 
 typedef struct lrc_cuda_program {

@@ -195,9 +195,9 @@ const char *const cu_prelude =
  * computed in double and rounded once), and a bf16 weight the graph reads
  * is rounded from its f32 master. */
 const char *const cu_optimizer =
-    /* the structs from the header the executor reads (runtime/lrc_cuda_abi.h), and their sizes checked on both sides */
+    /* the structs from the header the executor reads (ir/lrc_cuda_abi.h), and their sizes checked on both sides */
     LRC_CUDA_STR(LRC_CUDA_OPT_STRUCTS(float *, bf16 *, const float *)) "\n"
-    "static_assert(sizeof(opt_tensor) == " LRC_CUDA_STR(LRC_CUDA_OPT_TENSOR_BYTES) " && sizeof(opt_hp) == " LRC_CUDA_STR(LRC_CUDA_OPT_HP_BYTES) ", \"the layouts of runtime/lrc_cuda_abi.h\");\n"
+    "static_assert(sizeof(opt_tensor) == " LRC_CUDA_STR(LRC_CUDA_OPT_TENSOR_BYTES) " && sizeof(opt_hp) == " LRC_CUDA_STR(LRC_CUDA_OPT_HP_BYTES) ", \"the layouts of ir/lrc_cuda_abi.h\");\n"
     "#define OPT_CHUNK " LRC_CUDA_STR(LRC_CUDA_OPT_CHUNK) "\n"
     "/* the tensor of this block (the table is in order of first_block) and its elements [*lo, *hi) */\n"
     "__device__ const opt_tensor *opt_find(const opt_tensor *tab, int n, long *lo, long *hi)\n"

@@ -63,7 +63,7 @@ void kg_expert_matmul(kgen *k, const lrc_node *n);
 void kg_expert_matmul_tn(kgen *k, const lrc_node *n);
 LLVMValueRef kg_topk_order_fn(em_t *e);
 /* The module's launch table, what kernels.so tells a package loader each
- * launch was compiled for (runtime/lrc_launch_table.h; launch_table.c). */
+ * launch was compiled for (ir/lrc_launch_table.h; launch_table.c). */
 void kg_emit_launch_table(em_t *e, const lrc_graph *g, const lrc_program *p);
 /* The GEMM tiling's vector width where it is wider than k->vec (16 floats
  * with AVX-512 against 8): for kernels whose values do not depend on it */

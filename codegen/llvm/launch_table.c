@@ -1,9 +1,9 @@
-/* launch_table.c — the launch table (runtime/lrc_launch_table.h) as a
+/* launch_table.c — the launch table (ir/lrc_launch_table.h) as a
  * constant of the kernels' module, so that kernels.so says what each launch
  * was compiled for: its items, and each argument's buffer, size and storage.
  * The buffers are the plan's as frontend/compile.c numbers and sizes them
  * (node ids, then the extra buffers; four bytes an element). */
-#include "../../runtime/lrc_launch_table.h"
+#include "../../ir/lrc_launch_table.h"
 #include "kgen.h"
 
 #include <stdlib.h>

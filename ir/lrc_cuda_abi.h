@@ -9,7 +9,7 @@
 #ifndef LRC_CUDA_ABI_H
 #define LRC_CUDA_ABI_H
 
-#include "../ir/lrc_ir.h"
+#include "lrc_ir.h"
 
 /* How a buffer is stored on the device (docs/architecture.md, numerics):
  * activations and weight matrices in bf16, and the biases of a forward
