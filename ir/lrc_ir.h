@@ -443,6 +443,10 @@ char *lrc_strdup(const char *s);
 /* Whether environment variable name is set to value (a developer's switch,
  * such as LRC_PAD_HIDDEN=0). */
 bool lrc_env_is(const char *name, const char *value);
+/* A message that quotes a file's strings (tensor names, metadata), which
+ * may hold any character, kept to one line: control characters written
+ * escaped (\n, \x01). Returns rc; does nothing when rc is 0. */
+int lrc_err_one_line(lrc_err *err, int rc);
 /* FNV-1a over n bytes, continuing from h (LRC_FNV_SEED to start): the
  * hash of package files, cache keys and parameter streams. */
 #define LRC_FNV_SEED 0xcbf29ce484222325ull

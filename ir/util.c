@@ -173,6 +173,21 @@ char *lrc_read_all(FILE *f, size_t *len)
     return buf;
 }
 
+int lrc_err_one_line(lrc_err *err, int rc)
+{
+    if (!rc || !err) return rc;
+    char out[sizeof err->msg];
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)err->msg; *p && o + 5 < sizeof out; p++) {
+        if (*p >= 0x20 && *p != 0x7f) out[o++] = (char)*p;
+        else if (*p == '\n' || *p == '\r' || *p == '\t') out[o++] = '\\', out[o++] = *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't';
+        else o += (size_t)snprintf(out + o, sizeof out - o, "\\x%02x", *p);
+    }
+    out[o] = 0;
+    memcpy(err->msg, out, o + 1);
+    return rc;
+}
+
 uint64_t lrc_fnv1a(uint64_t h, const void *data, size_t n)
 {
     const unsigned char *p = data;

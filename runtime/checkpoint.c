@@ -151,27 +151,10 @@ static int load(const char *path, const lrc_graph *g, lrc_train_state *s, lrc_er
     return rc ? rc : arrange(s, g, &params, path, err);
 }
 
-/* The messages name the file's tensors and quote its metadata, which may
- * hold any character: a control character is written escaped (\n, \x01),
- * so that the message stays one line (as safetensors.c's do). */
-static int one_line(lrc_err *err, int rc)
-{
-    if (!rc || !err) return rc;
-    char out[sizeof err->msg];
-    size_t o = 0;
-    for (const unsigned char *p = (const unsigned char *)err->msg; *p && o + 5 < sizeof out; p++) {
-        if (*p >= 0x20 && *p != 0x7f) out[o++] = (char)*p;
-        else if (*p == '\n' || *p == '\r' || *p == '\t') out[o++] = '\\', out[o++] = *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't';
-        else o += (size_t)snprintf(out + o, sizeof out - o, "\\x%02x", *p);
-    }
-    out[o] = 0;
-    memcpy(err->msg, out, o + 1);
-    return rc;
-}
 
 int lrc_checkpoint_load(const char *path, const lrc_graph *g, lrc_train_state *s, lrc_err *err)
 {
-    return one_line(err, load(path, g, s, err));
+    return lrc_err_one_line(err, load(path, g, s, err));
 }
 
 int lrc_checkpoint_save(const char *path, lrc_train_state *s, lrc_err *err)

@@ -26,23 +26,6 @@ static int cmp_span(const void *a, const void *b)
     return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 
-/* A message names tensors and shards by the file's strings, which may hold
- * any character: a control character is written escaped (\n, \x01), so
- * that the message stays one line. Returns rc. */
-static int one_line(lrc_err *err, int rc)
-{
-    if (!rc || !err) return rc;
-    char out[sizeof err->msg];
-    size_t o = 0;
-    for (const unsigned char *p = (const unsigned char *)err->msg; *p && o + 5 < sizeof out; p++) {
-        if (*p >= 0x20 && *p != 0x7f) out[o++] = (char)*p;
-        else if (*p == '\n' || *p == '\r' || *p == '\t') out[o++] = '\\', out[o++] = *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't';
-        else o += (size_t)snprintf(out + o, sizeof out - o, "\\x%02x", *p);
-    }
-    out[o] = 0;
-    memcpy(err->msg, out, o + 1);
-    return rc;
-}
 
 /* JSON numbers are doubles; offsets and sizes must be exact integers. */
 static int json_uint(const cJSON *v, uint64_t *out)
@@ -187,7 +170,7 @@ done:
     free(spans);
     cJSON_Delete(root);
     if (rc) lrc_tensor_set_clear(out);
-    return one_line(err, rc);
+    return lrc_err_one_line(err, rc);
 }
 
 int lrc_safetensors_load(const char *path, lrc_tensor_set *out, lrc_err *err)
@@ -195,8 +178,8 @@ int lrc_safetensors_load(const char *path, lrc_tensor_set *out, lrc_err *err)
     lrc_tensor_set_init(out);
     struct stat dst;
     /* safetensors_dir.c's messages name the index's tensors and shards */
-    if (stat(path, &dst) == 0 && S_ISDIR(dst.st_mode)) return one_line(err, lrc_safetensors_load_dir(path, out, err));
-    if (lrc_safetensors_is_index(path)) return one_line(err, lrc_safetensors_load_index(path, out, err));
+    if (stat(path, &dst) == 0 && S_ISDIR(dst.st_mode)) return lrc_err_one_line(err, lrc_safetensors_load_dir(path, out, err));
+    if (lrc_safetensors_is_index(path)) return lrc_err_one_line(err, lrc_safetensors_load_index(path, out, err));
     FILE *f = fopen(path, "rb");
     if (!f) return lrc_err_set(err, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
