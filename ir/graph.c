@@ -32,9 +32,7 @@ static bool is_source_op(lrc_op op) { return (unsigned)op < LRC_OP_COUNT && lrc_
 
 static size_t name_slot(const char *name, int cap)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (const char *c = name; *c; c++) h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
-    return (size_t)(h & (uint64_t)(cap - 1));
+    return (size_t)(lrc_fnv1a(LRC_FNV_SEED, name, strlen(name)) & (uint64_t)(cap - 1));
 }
 
 /* Probes in insertion order, so a name's first node comes first, as a scan

@@ -12,10 +12,7 @@ lrc=$1 compare=$2
 here=$(cd "$(dirname "$0")" && pwd)
 model=$here/input_mask.lua
 st="/usr/bin/python3 $here/../tools/st.py"
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-passed=0 failed=0
-check() { if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL $1"; fi; }
+source "$here/../tools/check.sh" # $dir, check, summary
 # CMD OUT ARGS...: a run that should succeed, its exit status a check of its own
 ok() {
   local what=$1
@@ -96,5 +93,4 @@ refused "lrc.input, an unknown option" "bad_key.lua:11: input 'attention_mask': 
   forward "$dir/bad_key.lua" "${w[@]}" --input "$dir/tok.st" -o "$dir/x.st"
 refused "lrc.input, a fraction for an i32 input" "bad_int.lua:11: input 'attention_mask': default 0.5 of an i32 input must be a 32-bit integer" \
   forward "$dir/bad_int.lua" "${w[@]}" --input "$dir/tok.st" -o "$dir/x.st"
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+summary

@@ -10,10 +10,7 @@ lrc=$1 compare=$2
 here=$(cd "$(dirname "$0")" && pwd)
 model=$here/parallel_residual.lua
 st="/usr/bin/python3 $here/../tools/st.py"
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-passed=0 failed=0
-check() { if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL $1"; fi; }
+source "$here/../tools/check.sh" # $dir, check, summary
 "$lrc" init "$model" --seed 3 -o "$dir/w.st" >/dev/null
 $st make "$dir/in.st" "{\"tokens\": [\"I32\", [2, 12], [$(awk 'BEGIN { for (i = 0; i < 24; i++) printf "%s%d", i ? "," : "", (37 * i + 5) % 256 }')]]}"
 for t in ref cpu; do
@@ -40,5 +37,4 @@ first=$(grep -o '"train_loss":[0-9.]*' "$dir/run20/metrics.jsonl" 2>/dev/null | 
 last=$(grep -o '"train_loss":[0-9.]*' "$dir/run20/metrics.jsonl" 2>/dev/null | tail -1 | cut -d: -f2)
 echo "training loss: ${first:-none} at step 1, ${last:-none} at step 20"
 check "the training loss falls over 20 steps" "[ -n '$first' ] && [ -n '$last' ] && awk 'BEGIN { exit !($last < $first - 0.1) }'"
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+summary
