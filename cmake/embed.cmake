@@ -2,7 +2,7 @@
 # the lrc binary carries its library and built-in models.
 # Run in script mode: cmake -DOUT=file.c -DROOT=dir -DFILES="name=path,..." -P embed.cmake
 string(REPLACE "," ";" FILES "${FILES}")
-set(body "#include \"frontend/lrc_frontend.h\"\n\n")
+set(body "#include \"frontend/lua/lrc_lua.h\"\n\n")
 set(table "const lrc_embedded lrc_embedded_files[] = {\n")
 set(i 0)
 foreach(entry IN LISTS FILES)

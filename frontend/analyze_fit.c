@@ -9,7 +9,7 @@
  * linear: sum_L e^r R^T gamma_L / sum_L e^2r (R is orthogonal), so the fit
  * minimises over (beta, alpha_rot, beta_rot) alone, by Nelder-Mead from a grid
  * of starts. alpha is 0: a common scale is gamma's. */
-#include "cli.h"
+#include "cli/cli.h"
 
 #include <math.h>
 #include <stdlib.h>

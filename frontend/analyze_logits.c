@@ -10,7 +10,7 @@
  * top-1 token, the largest |difference| of the logits and KL(before || after)
  * of their softmaxes; overall the relative RMS difference and the top-1
  * agreement. */
-#include "cli.h"
+#include "cli/cli.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

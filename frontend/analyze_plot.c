@@ -4,7 +4,7 @@
  * against the layer (the paper's Fig. 2a) beside the MDS of the unit gains,
  * each point labelled by its layer (Fig. 2b); PREFIX_layerrope.png: e^r(L)
  * of each LayerRoPE site beside Layer-Norm Scaling's 1 / sqrt(L + 1) (Fig. 19). */
-#include "cli.h"
+#include "cli/cli.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

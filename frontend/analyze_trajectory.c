@@ -13,7 +13,7 @@
  *   r_j  = |x_j - a_j m| / |x_j|        (what a scaled copy of m leaves)
  * Dimension j is deactivated when |x_j| < 0.1 |m| (a null route), and follows
  * the trajectory when it is not and r_j <= tol. */
-#include "cli.h"
+#include "cli/cli.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

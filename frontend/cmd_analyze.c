@@ -16,7 +16,7 @@
  * of the highest-frequency pair in degrees, and |gamma_eff_L| / |gamma_eff_0|
  * = (L + 1)^beta beside Layer-Norm Scaling's 1 / sqrt(L + 1). Every number
  * is in double; -o writes them as JSON. */
-#include "cli.h"
+#include "cli/cli.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

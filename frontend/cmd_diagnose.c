@@ -6,7 +6,7 @@
  * radius of the Jacobian J = dG/dh and its operator norm (power iteration on
  * J and on J^T J; J assembled from Jacobian-vector products by central
  * differences), and their gap, which non-normal J make positive. */
-#include "cli.h"
+#include "cli/cli.h"
 
 #include <math.h>
 #include <stdlib.h>

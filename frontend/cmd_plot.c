@@ -1,6 +1,6 @@
 /* cmd_plot.c — lrc plot: loss curves of one or more training runs in one
  * PNG, drawn by gnuplot (Debian's gnuplot-nox) from their metrics.jsonl. */
-#include "cli.h"
+#include "cli/cli.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -6,7 +6,7 @@
  * (lrc train --resume, bit for bit), so its table equals an uninterrupted
  * sweep's. Ctrl-C reaches the runs, which write their checkpoints. The
  * table and plots: frontend/sweep_table.c. */
-#include "cli.h"
+#include "cli/cli.h"
 #include "sweep.h"
 
 #include <cjson/cJSON.h>

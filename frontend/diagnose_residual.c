@@ -11,8 +11,8 @@
  * out; a ViT's class token) and every feature: sum (x - mean)^2 / count, the mean over the same
  * elements. A multiplier is reported as the root mean square of its
  * elements (a scalar's absolute value). */
-#include "cli.h"
-#include "targets.h"
+#include "cli/cli.h"
+#include "cli/cli_targets.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
-/* api.c — the embedding API (lrc.h) over the package loader, the cpu
- * executor and the cuda executor. lrc forward and lrc generate run
- * packages through it, so a program embedding lrc gets the messages the
- * command line prints. */
+/* api.c — the embedding API (lrc.h) over the package loader and the
+ * executor table (executors.c): a package runs on the executor of its
+ * target. lrc forward and lrc generate run packages through it, so a
+ * program embedding lrc gets the messages the command line prints. */
 #include "lrc.h"
 #include "lrc_runtime.h"
 
@@ -20,12 +20,11 @@ _Static_assert(LRC_ARRAY_MAX_DIMS >= LRC_MAX_DIMS, "lrc_array holds every shape 
 struct lrc_session {
     char *dir;
     lrc_package pkg;
-    bool cuda, bound;     /* bound: weights are bound, a run may start */
-    lrc_pool *pool;       /* cpu */
-    lrc_exec *x;          /* cpu */
-    lrc_cuda_exec *cx;    /* cuda */
-    lrc_cuda_device dev;  /* cuda */
-    lrc_tensor_set weights; /* bound: the cpu plan points into them; cuda keeps them to replace some */
+    bool bound;           /* weights are bound, a run may start */
+    const lrc_executor_ops *ex; /* the package's target's */
+    lrc_exec_host host;
+    void *x;              /* the executor of the package's own shape */
+    lrc_tensor_set weights; /* bound: a host plan points into them; a device keeps them to replace some */
     lrc_tensor_set in, out, step_in;
     bool ran;             /* in holds the inputs of a run */
     bool opened;          /* lrc_session_open succeeded: the session may run */
@@ -35,10 +34,8 @@ struct lrc_session {
     /* A shorter run (fewer rows or positions than compiled) pads its inputs
      * to one of the compiled shapes, pkg.shapes[i] (opened on first use) or
      * the package's own (i = -1), and cuts the outputs back. */
-    lrc_exec **sx;          /* cpu, per shape */
-    lrc_cuda_exec **scx;    /* cuda, per shape */
+    void **sx;              /* per shape */
     bool *sbound;           /* bound to the weights bound now */
-    bool cubin;             /* cuda: the GPU runs the cubin (else the PTX) */
     lrc_tensor_set pin, pout; /* the last shorter run's padded inputs and uncut outputs */
     int run_shape;          /* the shape that ran them */
     bool shorter;           /* the last run was a shorter one: s->out holds cut copies */
@@ -55,8 +52,9 @@ lrc_session_options lrc_session_default_options(void) { return (lrc_session_opti
 
 const char *lrc_session_error(const lrc_session *s) { return s ? s->err.msg : "no session (lrc_session_open failed or was not called)"; }
 
-lrc_exec *lrc_session_cpu_exec(struct lrc_session *s, const lrc_plan **plan)
+void *lrc_session_executor(struct lrc_session *s, const lrc_executor_ops **ops, const lrc_plan **plan)
 {
+    *ops = s->ex;
     *plan = &s->pkg.plan;
     return s->x;
 }
@@ -64,9 +62,10 @@ lrc_exec *lrc_session_cpu_exec(struct lrc_session *s, const lrc_plan **plan)
 /* Every call starts with an empty message and ends here on failure. */
 static lrc_status fail(lrc_session *s, lrc_status st) { return s->err.msg[0] ? st : (snprintf(s->err.msg, sizeof s->err.msg, "failed"), st); }
 
-/* The shapes package.json's meta gives; a cpu package's CPU features
- * checked, a cuda package's GPU found and its executor made. */
-static lrc_status read_meta(lrc_session *s)
+/* The shapes package.json's meta gives; the machine checked against what
+ * the package was compiled for (its executor's open_host) and the
+ * executor of its own shape made. */
+static lrc_status read_meta(lrc_session *s, int threads)
 {
     const lrc_package *k = &s->pkg;
     s->batch = k->batch;
@@ -74,29 +73,11 @@ static lrc_status read_meta(lrc_session *s)
     s->ctx = k->ctx;
     s->vocab = k->vocab;
     s->iterations = k->iterations;
-    snprintf(s->device, sizeof s->device, "%s", k->cpu);
-    int rc = s->cuda ? LRC_OK : lrc_cpu_check_features(k->requires[0] ? k->requires : "avx2,fma", &s->err);
-    int sm = strlen(k->arch) > 3 ? atoi(k->arch + 3) : 0;
-    if (rc) return fail(s, LRC_STATUS_PACKAGE);
-    if (!s->cuda) return LRC_STATUS_OK;
-    /* the cubin for its own architecture; PTX, compiled by the driver, for a newer one */
-    char why[256];
-    if (lrc_cuda_probe(&s->dev, why, sizeof why)) {
-        lrc_err_set(&s->err, "%s is compiled for cuda (sm_%d) and this machine cannot run it: %s", s->dir, sm, why);
-        return fail(s, LRC_STATUS_DEVICE);
-    }
-    snprintf(s->device, sizeof s->device, "%s", s->dev.name);
-    if (s->dev.sm < sm) {
-        lrc_err_set(&s->err, "%s is compiled for sm_%d, and %s is sm_%d: compile it again with --arch sm_%d", s->dir, sm,
-                    s->dev.name, s->dev.sm, s->dev.sm);
-        return fail(s, LRC_STATUS_DEVICE);
-    }
-    s->cubin = s->dev.sm == sm;
-    void *image = lrc_package_cuda_image(s->dir, s->cubin, &s->err);
-    if (!image) return fail(s, LRC_STATUS_PACKAGE);
-    rc = lrc_cuda_exec_new(&s->pkg.plan, &s->pkg.cuda, image, &s->cx, &s->err);
-    free(image);
-    return rc ? fail(s, LRC_STATUS_DEVICE) : LRC_STATUS_OK;
+    lrc_exec_host_opts ho = {.pkg = k, .dir = s->dir, .threads = threads};
+    int st = s->ex->open_host(&ho, &s->host, &s->err);
+    if (!st) snprintf(s->device, sizeof s->device, "%s", s->host.device);
+    if (!st) st = s->ex->create(&(lrc_exec_source){.plan = &k->plan, .cuda = &k->cuda, .dir = s->dir}, &s->host, &s->x, &s->err);
+    return st ? fail(s, (lrc_status)st) : LRC_STATUS_OK;
 }
 
 /* Whether set holds every parameter of the plan as it binds them (f32; on
@@ -108,7 +89,7 @@ static int check_params(const lrc_session *s, const lrc_tensor_set *set, lrc_err
         const lrc_plan_buf *b = &s->pkg.plan.bufs[i];
         if (b->kind != LRC_BUF_PARAM) continue;
         const lrc_tensor *t = lrc_tensor_set_find(set, b->name);
-        if (s->cuda && t && (t->dtype == LRC_BF16 || t->dtype == LRC_F16) && lrc_shape_eq(&t->shape, &b->shape)) continue;
+        if (s->ex->binds_half && t && (t->dtype == LRC_BF16 || t->dtype == LRC_F16) && lrc_shape_eq(&t->shape, &b->shape)) continue;
         if (lrc_plan_find_tensor(b, set, &t, err)) return LRC_EUSER;
     }
     return LRC_OK;
@@ -124,7 +105,7 @@ static lrc_status bind_set(lrc_session *s, lrc_tensor_set *set, const char *what
         lrc_tensor_set_clear(set);
         return fail(s, LRC_STATUS_INVALID);
     }
-    rc = s->cuda ? lrc_cuda_exec_bind_params(s->cx, set, &s->err) : lrc_exec_bind_params(s->x, set, &s->err);
+    rc = s->ex->bind(s->x, set, &s->err);
     if (rc) { /* a device failure: the check above found nothing wrong */
         lrc_tensor_set_clear(set);
         return fail(s, LRC_STATUS_DEVICE);
@@ -137,14 +118,15 @@ static lrc_status bind_set(lrc_session *s, lrc_tensor_set *set, const char *what
     return LRC_STATUS_OK;
 }
 
-/* Widens the tensors to f32 for the cpu plan (cuda binds bf16 and f16 as
- * they are; u8 is what the compiler packed, bound as it is). */
+/* Widens the tensors to f32 for a host plan (an executor that binds half
+ * floats takes bf16 and f16 as they are; u8 is what the compiler packed,
+ * bound as it is). */
 static int widen(const lrc_session *s, lrc_tensor_set *set, const char *what, lrc_err *err)
 {
     for (int i = 0; i < set->n; i++) {
         if (set->items[i]->dtype == LRC_I32)
             return lrc_err_set(err, "%s: tensor '%s' is I32, parameters are floats", what, set->items[i]->name);
-        if (s->cuda || set->items[i]->dtype == LRC_F32 || set->items[i]->dtype == LRC_U8) continue;
+        if (s->ex->binds_half || set->items[i]->dtype == LRC_F32 || set->items[i]->dtype == LRC_U8) continue;
         lrc_tensor *f = lrc_tensor_to_f32(set->items[i], err);
         if (!f) return LRC_EUSER;
         lrc_tensor_free(set->items[i]);
@@ -175,19 +157,13 @@ lrc_status lrc_session_open(const char *dir, const lrc_session_options *options,
         return fail(s, LRC_STATUS_INVALID);
     }
     if (lrc_package_load(dir, &s->pkg, &s->err)) return fail(s, LRC_STATUS_PACKAGE);
-    s->cuda = !strcmp(s->pkg.target, "cuda");
+    s->ex = lrc_executor_for_package(s->pkg.target);
     int ns = s->pkg.n_shapes ? s->pkg.n_shapes : 1;
     s->sx = lrc_xcalloc((size_t)ns, sizeof *s->sx);
-    s->scx = lrc_xcalloc((size_t)ns, sizeof *s->scx);
     s->sbound = lrc_xcalloc((size_t)ns, sizeof *s->sbound);
     s->run_shape = -2; /* none yet */
-    lrc_status st = read_meta(s);
+    lrc_status st = read_meta(s, o.threads);
     if (st) return st;
-    if (!s->cuda) {
-        if (!(s->pool = lrc_pool_new(o.threads > 0 ? o.threads : lrc_pool_default_threads(), &s->err)) ||
-            lrc_exec_new(&s->pkg.plan, s->pool, &s->x, &s->err))
-            return fail(s, LRC_STATUS_INVALID);
-    }
     if (!s->pkg.has_weights) {
         s->opened = true;
         return LRC_STATUS_OK;
@@ -208,18 +184,14 @@ lrc_status lrc_session_open(const char *dir, const lrc_session_options *options,
 void lrc_session_close(lrc_session *s)
 {
     if (!s) return;
-    for (int i = 0; s->sx && i < s->pkg.n_shapes; i++) {
-        lrc_exec_free(s->sx[i]);
-        lrc_cuda_exec_free(s->scx[i]);
-    }
+    for (int i = 0; s->sx && i < s->pkg.n_shapes; i++)
+        if (s->sx[i]) s->ex->destroy(s->sx[i]);
     free(s->sx);
-    free(s->scx);
     free(s->sbound);
     lrc_tensor_set_clear(&s->pin);
     lrc_tensor_set_clear(&s->pout);
-    lrc_exec_free(s->x);
-    lrc_pool_free(s->pool);
-    lrc_cuda_exec_free(s->cx);
+    if (s->x) s->ex->destroy(s->x);
+    lrc_exec_host_close(s->ex, &s->host);
     lrc_package_free(&s->pkg);
     lrc_tensor_set_clear(&s->weights);
     lrc_tensor_set_clear(&s->in);
@@ -263,8 +235,8 @@ lrc_status lrc_session_describe(lrc_session *s, lrc_session_info *info)
     info->has_weights = s->bound;
     info->n_inputs = n_inputs(s);
     for (int i = 0; i < s->pkg.plan.n_bufs; i++) info->n_outputs += s->pkg.plan.bufs[i].kind == LRC_BUF_OUTPUT;
-    info->threads = s->pool ? lrc_pool_threads(s->pool) : 0;
-    info->sm = s->cuda ? s->dev.sm : 0;
+    info->threads = s->host.pool ? lrc_pool_threads(s->host.pool) : 0;
+    info->sm = s->host.sm;
     return LRC_STATUS_OK;
 }
 
@@ -496,17 +468,10 @@ static int pick_shape(const lrc_session *s, int64_t rb, int64_t rt)
 static lrc_status open_shape(lrc_session *s, int i)
 {
     const lrc_package *v = &s->pkg.shapes[i];
-    int rc = LRC_OK;
-    if (s->cuda && !s->scx[i]) {
-        void *image = lrc_package_cuda_image(v->dir, s->cubin, &s->err);
-        if (!image) return fail(s, LRC_STATUS_PACKAGE);
-        rc = lrc_cuda_exec_new(&v->plan, &v->cuda, image, &s->scx[i], &s->err);
-        free(image);
-        if (rc) return fail(s, LRC_STATUS_DEVICE);
-    }
-    if (!s->cuda && !s->sx[i] && lrc_exec_new(&v->plan, s->pool, &s->sx[i], &s->err)) return fail(s, LRC_STATUS_INVALID);
+    int rc = s->sx[i] ? LRC_OK : s->ex->create(&(lrc_exec_source){.plan = &v->plan, .cuda = &v->cuda, .dir = v->dir}, &s->host, &s->sx[i], &s->err);
+    if (rc) return fail(s, (lrc_status)rc);
     if (s->sbound[i]) return LRC_STATUS_OK;
-    rc = s->cuda ? lrc_cuda_exec_bind_params(s->scx[i], &s->weights, &s->err) : lrc_exec_bind_params(s->sx[i], &s->weights, &s->err);
+    rc = s->ex->bind(s->sx[i], &s->weights, &s->err);
     if (rc) return lrc_err_prefix(&s->err, "%s", v->dir), fail(s, LRC_STATUS_PACKAGE);
     s->sbound[i] = true;
     return LRC_STATUS_OK;
@@ -517,8 +482,8 @@ static lrc_status run_shape(lrc_session *s, int i)
 {
     const lrc_plan *p = i < 0 ? &s->pkg.plan : &s->pkg.shapes[i].plan;
     if (lrc_plan_check_ids(p, &s->pin, &s->err)) return fail(s, LRC_STATUS_INVALID);
-    if (s->cuda) return lrc_cuda_exec_run(i < 0 ? s->cx : s->scx[i], &s->pin, &s->pout, &s->err) ? fail(s, LRC_STATUS_DEVICE) : LRC_STATUS_OK;
-    return lrc_exec_run_plan(i < 0 ? s->x : s->sx[i], &s->pin, &s->pout, &s->err) ? fail(s, LRC_STATUS_INVALID) : LRC_STATUS_OK;
+    int st = s->ex->run(i < 0 ? s->x : s->sx[i], &s->pin, &s->pout, &s->err);
+    return st ? fail(s, (lrc_status)st) : LRC_STATUS_OK;
 }
 
 /* rb rows and rt positions, fewer than compiled: the inputs padded to the
@@ -622,8 +587,8 @@ static lrc_status run_inputs(lrc_session *s)
     if (s->shorter) lrc_tensor_set_clear(&s->out); /* cut copies: the run writes its own */
     s->shorter = false;
     if (lrc_plan_check_ids(p, &s->in, &s->err)) return fail(s, LRC_STATUS_INVALID);
-    if (s->cuda && lrc_cuda_exec_run(s->cx, &s->in, &s->out, &s->err)) return fail(s, LRC_STATUS_DEVICE);
-    if (!s->cuda && lrc_exec_run_plan(s->x, &s->in, &s->out, &s->err)) return fail(s, LRC_STATUS_INVALID);
+    int rc = s->ex->run(s->x, &s->in, &s->out, &s->err);
+    if (rc) return fail(s, (lrc_status)rc);
     s->ran = true; /* only a run that succeeded is one to repeat */
     return LRC_STATUS_OK;
 }
@@ -715,7 +680,7 @@ lrc_status lrc_session_reset(lrc_session *s)
     /* a step at position p writes the caches' row p and reads rows 0..p
      * only, so position 0 alone starts a new sequence on either target;
      * the cpu's caches are cleared too, as a fresh exec has them */
-    if (s->x) lrc_exec_reset_state(s->x);
+    if (s->ex->reset_state) s->ex->reset_state(s->x);
     s->pos = 0;
     return LRC_STATUS_OK;
 }
@@ -731,20 +696,22 @@ lrc_status lrc_session_time(lrc_session *s, int64_t repeat, double *median_ms)
     int i = s->shorter ? s->run_shape : -1; /* a shorter run: the padded shape's plan */
     lrc_status st = i >= 0 ? open_shape(s, i) : LRC_STATUS_OK; /* bound again if the weights changed since */
     if (st) return st;
-    if (s->cuda)
-        return lrc_cuda_exec_time(i < 0 ? s->cx : s->scx[i], repeat, median_ms, &s->err) ? fail(s, LRC_STATUS_DEVICE) : LRC_STATUS_OK;
-    lrc_exec *x = i < 0 ? s->x : s->sx[i];
+    void *x = i < 0 ? s->x : s->sx[i];
+    if (s->ex->time) {
+        int rc = s->ex->time(x, repeat, median_ms, &s->err);
+        return rc ? fail(s, (lrc_status)rc) : LRC_STATUS_OK;
+    }
     lrc_tensor_set *in = s->shorter ? &s->pin : &s->in, *out = s->shorter ? &s->pout : &s->out;
     double *ms = lrc_xmalloc((size_t)repeat * sizeof(double));
     int rc = LRC_OK;
     for (int64_t r = 0; r < repeat && !rc; r++) {
         double t0 = lrc_now_s();
-        rc = lrc_exec_run_plan(x, in, out, &s->err); /* the outputs of one run are the buffers of the next */
+        rc = s->ex->run(x, in, out, &s->err); /* the outputs of one run are the buffers of the next */
         ms[r] = 1e3 * (lrc_now_s() - t0);
     }
     if (rc) { /* a median of the runs that happened would be a wrong figure */
         free(ms);
-        return fail(s, LRC_STATUS_INVALID);
+        return fail(s, (lrc_status)rc);
     }
     *median_ms = lrc_median(ms, repeat);
     free(ms);

@@ -378,11 +378,11 @@ void *lrc_package_symbol(const lrc_package *pkg, const char *name);
  * the GPU of its architecture, or its PTX, which the driver compiles for a
  * newer one. NULL and a message naming the file when it cannot be read. */
 void *lrc_package_cuda_image(const char *dir, bool cubin, lrc_err *err);
-/* The embedding API (lrc.h) runs packages; the cpu target's plan and
- * executor of an open session, for lrc forward's LRC_PROFILE look (NULL for
- * a cuda session). */
+/* The embedding API (lrc.h) runs packages; an open session's plan, and
+ * its executor (lrc_executor_ops, below) for lrc forward's LRC_PROFILE look. */
 struct lrc_session;
-lrc_exec *lrc_session_cpu_exec(struct lrc_session *s, const lrc_plan **plan);
+struct lrc_executor_ops;
+void *lrc_session_executor(struct lrc_session *s, const struct lrc_executor_ops **ops, const lrc_plan **plan);
 /* A cuda package's launch table and package.json's "cuda" object
  * (runtime/package_cuda.c, the one place that knows the format): _read
  * checks it against the plan, a damaged one named as in path's; _json
@@ -696,5 +696,80 @@ void lrc_trainer_free(lrc_trainer *t);
  * outputs. Intermediates are freed after their last use. */
 int lrc_exec_run(lrc_backend *be, const lrc_graph *g, const lrc_tensor_set *inputs,
                  const lrc_tensor_set *params, lrc_tensor_set *outputs, lrc_err *err);
+
+/* ---- executors: the run half of a target (runtime/executors.c) ---------- */
+
+/* One interface that every target's executor implements (ref: the
+ * interpreter over a graph; cpu: a compiled plan on the thread pool; cuda:
+ * a compiled plan on GPU 0), registered in one table, lrc_executors. The
+ * embedding API and lrc's commands run graphs and packages through it and
+ * hold no per-target branch of their own. Hooks that can fail return 0 or
+ * the lrc_status (lrc.h) the failure is: 1 the package, 2 the caller's data,
+ * 3 the device. */
+
+/* The machine an executor runs on, as open_host found it. */
+typedef struct lrc_exec_host {
+    char device[128];     /* the device's name: GPU 0's, a package's CPU, or "" for this CPU */
+    int sm, sms;          /* cuda: GPU 0's compute capability (90: sm_90) and multiprocessors */
+    int64_t memory_bytes; /* cuda: GPU 0's memory */
+    bool cubin;           /* cuda, a package: the GPU runs its cubin (else its PTX) */
+    lrc_pool *pool;       /* cpu: the threads runs use */
+    bool own_pool;        /* made by open_host (else borrowed) */
+} lrc_exec_host;
+
+/* What open_host is asked for. */
+typedef struct lrc_exec_host_opts {
+    const lrc_package *pkg; /* a package to run, or NULL: graphs compiled on this machine now */
+    const char *dir;        /* pkg's directory (messages) */
+    int threads;            /* cpu: <= 0 all cores */
+    lrc_pool *pool;         /* cpu: threads to borrow, or NULL: a pool of `threads` */
+} lrc_exec_host_opts;
+
+/* What one executor runs: a graph (ref) or a plan (cpu, cuda), all
+ * borrowed and outliving the executor. */
+typedef struct lrc_exec_source {
+    const lrc_graph *g;         /* ref */
+    const lrc_plan *plan;       /* cpu, cuda */
+    const lrc_cuda_table *cuda; /* cuda: the plan's launch table */
+    const void *image;          /* cuda: its cubin or PTX, or NULL: dir's, as the host's cubin says */
+    const char *dir;            /* a package (or one of its shapes) */
+} lrc_exec_source;
+
+typedef struct lrc_executor_ops {
+    const char *name;
+    /* binds BF16 and F16 weights as they are (a device that stores them
+     * so); the others bind F32 (and U8 panels) */
+    bool binds_half;
+    /* the machine, checked against what o->pkg was compiled for; NULL: it runs no packages */
+    int (*open_host)(const lrc_exec_host_opts *o, lrc_exec_host *h, lrc_err *err);
+    void (*close_host)(lrc_exec_host *h);
+    int (*create)(const lrc_exec_source *src, const lrc_exec_host *h, void **x, lrc_err *err);
+    int (*bind)(void *x, const lrc_tensor_set *params, lrc_err *err);
+    /* outputs already in *out (by name) are written in place */
+    int (*run)(void *x, const lrc_tensor_set *in, lrc_tensor_set *out, lrc_err *err);
+    /* the median of repeat runs of the last run's inputs, in device time;
+     * NULL: the caller times runs on the host */
+    int (*time)(void *x, int64_t repeat, double *median_ms, lrc_err *err);
+    /* from now on each run adds every launch's time to ns[launch] and counts it (NULL, NULL: off); NULL: none */
+    void (*profile)(void *x, double *ns, int64_t *calls);
+    void (*trace)(void *x, lrc_trace_event *ev, int64_t cap, int64_t *n);
+    /* zeros the state buffers (a decoder's new sequence), or NULL: position 0 alone starts one */
+    void (*reset_state)(void *x);
+    /* a trainer's device over the executor, or NULL: it does not train */
+    int (*train)(void *x, const lrc_exec_host *h, lrc_trainer *tr, lrc_err *err);
+    void (*destroy)(void *x);
+} lrc_executor_ops;
+
+extern const lrc_executor_ops lrc_executor_ref, lrc_executor_cpu, lrc_executor_cuda;
+extern const lrc_executor_ops *const lrc_executors[];
+extern const int lrc_n_executors;
+/* The executor named name, or NULL. */
+const lrc_executor_ops *lrc_executor_find(const char *name);
+/* The executor that runs a package of target name: as the loader reads
+ * packages, one that names no target known here runs on the first that
+ * runs packages (cpu). */
+const lrc_executor_ops *lrc_executor_for_package(const char *name);
+/* close_host, and h zeroed; a host never opened is fine */
+void lrc_exec_host_close(const lrc_executor_ops *ops, lrc_exec_host *h);
 
 #endif

@@ -17,7 +17,7 @@ static int64_t storage_of(const lrc_plan_buf *b)
 }
 
 /* Whether record r (words at w) is a pack launch that `lrc compile` ran
- * and removed (frontend/pack.c): a preparation kernel one of whose buffers
+ * and removed (frontend/compile/pack.c): a preparation kernel one of whose buffers
  * is now a parameter packed at compile time. */
 static bool packed_away(const lrc_plan *p, const int64_t *w)
 {

@@ -1,7 +1,7 @@
 /* launch_table.c — the launch table (ir/lrc_launch_table.h) as a
  * constant of the kernels' module, so that kernels.so says what each launch
  * was compiled for: its items, and each argument's buffer, size and storage.
- * The buffers are the plan's as frontend/compile.c numbers and sizes them
+ * The buffers are the plan's as frontend/compile/compile.c numbers and sizes them
  * (node ids, then the extra buffers; four bytes an element). */
 #include "../../ir/lrc_launch_table.h"
 #include "kgen.h"

@@ -1,6 +1,6 @@
 -- lrc.hf — a Hugging Face config.json as a model's config.
 --
--- lrc reads a model directory's config.json into a table (frontend/hf.c),
+-- lrc reads a model directory's config.json into a table (frontend/lua/hf.c),
 -- hf.family picks the built-in model for its model_type, and hf.map calls
 -- that model's from_hf[model_type](r) with a reader r over the config. The
 -- reader is strict: every key of config.json must be read by the family or
@@ -151,7 +151,7 @@ end
 -- at the top level.
 function Reader:finish()
   for _, k in ipairs(sorted_keys(self.c)) do
-    -- __array: frontend/hf.c's mark of an array or object, in every table
+    -- __array: frontend/lua/hf.c's mark of an array or object, in every table
     if not self.used[k] and not is_null(self.c[k]) and k ~= "__array" and not (self.path == "" and metadata[k]) then
       self:fail(k, "not a key lrc implements for model_type %s", self.family)
     end

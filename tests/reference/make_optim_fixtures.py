@@ -35,7 +35,7 @@ import safetensors_io as st  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "optim")
 
-# lrc train's constants (frontend/cmd_train.c: lrc_adamw_cfg {0.9, 0.999, 1e-8, ...}
+# lrc train's constants (frontend/cli/cmd_train.c: lrc_adamw_cfg {0.9, 0.999, 1e-8, ...}
 # and lrc_schedule_cfg {lr, warmup, 0.1, steps}; docs/cli.md says the same)
 BETAS = (0.9, 0.999)
 EPS = 1e-8
@@ -105,7 +105,7 @@ def run_case(name, weight_decay, decay_all, clip, accum, warmup, peak):
     for s in range(STEPS):
         for k, p in params.items():
             # lrc train --accum K: the K micro-batches' gradients summed in f32
-            # in order, then divided by K (frontend/cmd_train.c, engine_grads;
+            # in order, then divided by K (frontend/cli/cmd_train.c, engine_grads;
             # runtime/cuda_optim.c's lrc_opt_accum), clipping after, on the average
             acc = grads[s][0][k].clone()
             for j in range(1, accum):

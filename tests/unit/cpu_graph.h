@@ -5,7 +5,7 @@
 #ifndef LRC_TEST_CPU_GRAPH_H
 #define LRC_TEST_CPU_GRAPH_H
 
-#include "frontend/compile.h"
+#include "frontend/compile/lrc_compile.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -25,8 +25,8 @@
  *   tokenizer.json      fuzz_tokenizer.c    runtime/tokenizer_load.c, tokenizer.c
  *   safetensors         fuzz_safetensors.c  runtime/safetensors.c, safetensors_dir.c
  *   checkpoints         fuzz_checkpoint.c   runtime/checkpoint.c
- *   config.json         fuzz_hf_config.c    frontend/hf.c, frontend/lua/hf.lua
- *   model files (Lua)   fuzz_model_lua.c    frontend/model.c, lua_api.c
+ *   config.json         fuzz_hf_config.c    frontend/lua/hf.c, frontend/lua/hf.lua
+ *   model files (Lua)   fuzz_model_lua.c    frontend/lua/model.c, lua_api.c
  *   package directory   none yet: runtime/package.c's loader is being
  *                       changed. Its fuzzer takes fuzz_hf_config.c's shape: a
  *                       seed package's files copied into fuzz_scratch() once,

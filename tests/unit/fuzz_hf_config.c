@@ -1,5 +1,5 @@
 /* fuzz_hf_config.c — a Hugging Face directory's config.json as a model
- * (frontend/hf.c reads it, frontend/lua/hf.lua maps it onto a built-in
+ * (frontend/lua/hf.c reads it, frontend/lua/hf.lua maps it onto a built-in
  * model) under mutated input (tests/unit/fuzz.h):
  *
  *   fuzz_hf_config ITERATIONS CONFIG.json...
@@ -10,7 +10,7 @@
  * parameters counted. It must end in a model or a one-line error within
  * 10 s. The models run in fuzz_lua.c's state. */
 #include "fuzz.h"
-#include "frontend/lrc_frontend.h"
+#include "frontend/lua/lrc_lua.h"
 
 enum { MODELS, REFUSED_LOAD, REFUSED_BUILD };
 static FILE *devnull;

@@ -1,8 +1,8 @@
 /* fuzz_model_lua.c — model files (Lua) under mutated input
  * (tests/unit/fuzz.h), on the path `lrc inspect MODEL.lua --params` takes:
- * lrc_model_load (frontend/model.c: the file run, its defaults and presets
+ * lrc_model_load (frontend/lua/model.c: the file run, its defaults and presets
  * read) and lrc_model_build (the build function through lrc.* and lrc.nn,
- * frontend/lua_api.c) at inspect's default shape [1, 256], then the
+ * frontend/lua/lua_api.c) at inspect's default shape [1, 256], then the
  * parameters counted.
  *
  *   fuzz_model_lua ITERATIONS MODEL.lua...
@@ -13,7 +13,7 @@
  * machine, and this leaves it room on a loaded one. It runs in fuzz_lua.c's
  * Lua state: no os.execute, no io, 512 MB at most. */
 #include "fuzz.h"
-#include "frontend/lrc_frontend.h"
+#include "frontend/lua/lrc_lua.h"
 
 enum { GRAPHS, REFUSED_LOAD, REFUSED_BUILD };
 

@@ -8,7 +8,7 @@
  *        [--kinds forward,training,decoding] [--batch B] [--seq T] [--dump DIR] */
 #include "check.h"
 #include "codegen/cuda/lrc_cuda.h"
-#include "frontend/lrc_frontend.h"
+#include "frontend/lua/lrc_lua.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -10,7 +10,7 @@
  * constants decide, attention, its gradients, the loss, decoding.
  * Usage: test_cuda_ops FIXTURE.safetensors... */
 #include "cuda_test.h"
-#include "frontend/compile.h"
+#include "frontend/compile/lrc_compile.h"
 #include "op_fixture.h"
 
 #include <cjson/cJSON.h>

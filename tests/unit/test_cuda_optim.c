@@ -15,8 +15,8 @@
  * Usage: test_cuda_optim MODEL.lua [OPTIM_FIXTURE_DIR (default: this tree's)] */
 #include "cuda_test.h"
 #include "optim_fixture.h"
-#include "frontend/compile.h"
-#include "frontend/lrc_frontend.h"
+#include "frontend/compile/lrc_compile.h"
+#include "frontend/lua/lrc_lua.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

@@ -4,8 +4,8 @@
  * reference backend and compiled for the cpu target.
  * Usage: test_decode MODEL.lua FIXTURE_DIR... */
 #include "check.h"
-#include "frontend/compile.h"
-#include "frontend/lrc_frontend.h"
+#include "frontend/compile/lrc_compile.h"
+#include "frontend/lua/lrc_lua.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* test_fusion_rules — each rule of the fuse pass (ir/passes/fuse.c, rules 1
  * to 10) seen in the kernels it makes: for every rule a small graph where it
  * applies, run through the whole pipeline with the pass rules of the target
- * (frontend/compile.c: lrc_cpu_pass_rules, lrc_cuda_pass_rules), and the
+ * (frontend/compile/compile.c: lrc_cpu_pass_rules, lrc_cuda_pass_rules), and the
  * schedule it must give: how many kernels, which nodes share one, of which
  * kind and anchor. Rules 1 to 7 hold on both targets; 8 to 10 where the cpu
  * target asks for them (8 with LRC_CPU_LOSS_HEAD=1) and not on cuda. Every

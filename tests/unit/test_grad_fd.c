@@ -9,7 +9,7 @@
  * ir/ref_grad.c, checked against the forward ops alone.
  * Usage: test_grad_fd MODEL.lua FIXTURE_DIR... */
 #include "check.h"
-#include "frontend/lrc_frontend.h"
+#include "frontend/lua/lrc_lua.h"
 #include "ir/passes/lrc_passes.h"
 #include "runtime/lrc_runtime.h"
 

@@ -16,7 +16,7 @@
  * and its attributes as strings. */
 #include "check.h"
 #include "codegen/llvm/lrc_llvm.h"
-#include "frontend/compile.h"
+#include "frontend/compile/lrc_compile.h"
 #include "op_fixture.h"
 
 #include <cjson/cJSON.h>

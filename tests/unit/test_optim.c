@@ -18,7 +18,7 @@ static void expect(bool ok, const char *what, double figure)
 
 /* the gradient of step s as lrc train uses it: with --accum K, the K
  * micro-batches summed in f32 in order and divided by K, as
- * frontend/cmd_train.c's engine_grads does on the CPU (a static function of
+ * frontend/cli/cmd_train.c's engine_grads does on the CPU (a static function of
  * the command, so the host test repeats it here; the device's own sum,
  * runtime/cuda_optim.c's, is what test_cuda_optim checks) */
 static void optim_average(const optim_case *c, int64_t s, lrc_tensor **g)

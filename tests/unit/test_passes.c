@@ -10,8 +10,8 @@
  * other's, a parameter's, an input's) get buffers of their own.
  * Usage: test_passes MODEL.lua FIXTURE_DIR... */
 #include "check.h"
-#include "frontend/compile.h"
-#include "frontend/lrc_frontend.h"
+#include "frontend/compile/lrc_compile.h"
+#include "frontend/lua/lrc_lua.h"
 #include "ir/passes/lrc_passes.h"
 #include "runtime/lrc_runtime.h"
 

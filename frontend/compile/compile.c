@@ -1,9 +1,9 @@
 /* compile.c — the CPU compiler pipeline, end to end: passes on the graph,
  * kernel groups and memory plan, launch descriptions, kernels through LLVM
  * into the JIT, and the runtime plan that runs them. */
-#include "compile.h"
+#include "lrc_compile.h"
 
-#include "../codegen/llvm/lrc_llvm.h"
+#include "../../codegen/llvm/lrc_llvm.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * weights file holds as it is, and the launch and the weight it read leave
  * the plan. Loading a package then reads the panels: no f32 copy of a bf16
  * or q8 weight, no packing, and the file as small as the layout. */
-#include "compile.h"
+#include "lrc_compile.h"
 
 #include <dlfcn.h>
 #include <stdio.h>

@@ -6,8 +6,8 @@
  * random state) and the checkpoint that --resume continues bit for bit are
  * the runtime's (runtime/trainer.c, runtime/checkpoint.c). */
 #include "classify.h"
-#include "targets.h"
-#include "../codegen/llvm/lrc_llvm.h"
+#include "cli_targets.h"
+#include "../../codegen/llvm/lrc_llvm.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -231,26 +231,26 @@ static int train_open_device(train_run_ctx *r, lrc_graph *g, lrc_err *err)
 {
     const lrc_target *t = r->ta->target;
     lrc_target_plan *p = &r->plan;
-    int rc = t->prepare(g, &(lrc_target_opts){.pool = r->pool}, p, err);
+    int rc = lrc_target_prepare(t, g, &(lrc_target_opts){.pool = r->pool}, p, err);
     if (!rc && p->have_c) { /* the compile's time, and whether its kernels came from the cache */
-        bool cpu = p->target == &lrc_target_cpu;
+        bool cpu = !p->c.have_cuda; /* LLVM's code, or NVRTC's */
         printf("compile: %.1f ms (passes %.1f ms, %s %.1f ms)\n%s: %s\n", p->c.passes_ms + p->c.codegen_ms, p->c.passes_ms,
                cpu ? "LLVM" : "NVRTC", p->c.codegen_ms, cpu ? "llvm" : "nvrtc", lrc_kcache_state_name((lrc_kcache_state)p->c.kernel_cache));
     }
-    if (!rc && p->device_name[0]) printf("training on %s (sm_%d)\n", p->device_name, p->device_sm);
+    if (!rc && p->host.device[0]) printf("training on %s (sm_%d)\n", p->host.device, p->host.sm);
     lrc_tensor_set *ck = &r->tr.st.ck;
-    if (!rc) rc = t->bind(p, ck, err);
+    if (!rc) rc = lrc_target_bind(p, ck, err);
     if (!rc && r->images) {
         rc = cli_classifier_open(&r->m, r->B, r->pool, ck, &r->td.val, err);
         r->td.have_val = true;
     }
     /* a look at the host's kernels; a device's has lrc profile */
-    if (!rc && !p->device_name[0] && t->profile && getenv("LRC_PROFILE")) {
+    if (!rc && !p->host.device[0] && p->ex->profile && getenv("LRC_PROFILE")) {
         r->prof_ns = lrc_xcalloc((size_t)p->plan->n_launches + 1, sizeof(double));
         r->prof_calls = lrc_xcalloc((size_t)p->plan->n_launches + 1, sizeof(int64_t));
-        t->profile(p, r->prof_ns, r->prof_calls);
+        p->ex->profile(p->x, r->prof_ns, r->prof_calls);
     }
-    if (!rc) rc = t->train(p, &r->tr, err);
+    if (!rc) rc = lrc_target_train(p, &r->tr, err);
     return rc;
 }
 
@@ -587,7 +587,7 @@ int cli_run_load(const char *dir, cli_args *a, cJSON **keep, lrc_err *err)
     a->flip = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "flip"));
     const cJSON *target = cJSON_GetObjectItemCaseSensitive(o, "target");
     const lrc_target *t = cJSON_IsString(target) ? lrc_target_find(target->valuestring) : NULL;
-    if (t && t->train) a->target = target->valuestring;
+    if (t && t->ex->train) a->target = target->valuestring;
     return LRC_OK;
 }
 
@@ -720,10 +720,10 @@ int cmd_train(int argc, char **argv)
     const char *dir = a.resume ? a.resume : a.out;
     /* the commands' default target runs no training: the one that runs its compiled code does */
     const lrc_target *target = lrc_target_compiled(lrc_target_find(a.target));
-    if (!target || !target->train) {
+    if (!target || !target->ex->train) {
         char names[128];
         rc = cli_usage_error("train", "--target %s: training runs on the %s target", a.target,
-                             lrc_target_names(LRC_TARGET_TRAIN, " or ", names, sizeof names));
+                             cli_target_names(LRC_TARGET_TRAIN, " or ", names, sizeof names));
         goto out;
     }
     a.target = target->name;

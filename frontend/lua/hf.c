@@ -2,7 +2,7 @@
  * or its shards) as a model: reading config.json into a Lua table for
  * lrc.hf (frontend/lua/hf.lua), which maps it onto a built-in model and its
  * config keys. */
-#include "lrc_frontend.h"
+#include "lrc_lua.h"
 
 #include <math.h>
 #include <cjson/cJSON.h>

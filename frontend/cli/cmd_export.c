@@ -6,7 +6,7 @@
  * fold into ordinary norm weights and matrix rows exactly as lrc computes them. */
 #include "cli.h"
 
-#include "../ir/passes/lrc_passes.h"
+#include "../../ir/passes/lrc_passes.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -4,7 +4,7 @@
 #define LRC_CLASSIFY_H
 
 #include "cli.h"
-#include "compile.h"
+#include "../compile/lrc_compile.h"
 
 /* Loads the image data set (dir NULL: Debian's Fashion-MNIST) and checks
  * that model m takes its images and predicts at least its classes. */

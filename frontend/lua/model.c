@@ -1,9 +1,9 @@
 /* model.c — loading a model description (a Lua file returning a table with
  * defaults, presets and build), resolving its configuration from a preset
  * and --set KEY=VALUE, and building its graph. */
-#include "lrc_frontend.h"
+#include "lrc_lua.h"
 
-#include "../ir/passes/lrc_passes.h"
+#include "../../ir/passes/lrc_passes.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -1,13 +1,12 @@
-/* target_cpu.c — the cpu entry of the target table: graphs compiled
- * through LLVM for this CPU (in memory, or into a package's kernels.so)
- * and run on the thread pool (runtime/plan.c). */
+/* cli_target_cpu.c — the command line on the cpu target: lrc forward of a
+ * model compiled now, lrc forward's rule for a cpu package, lrc profile on
+ * this CPU, and lrc compile's summary line (the target itself:
+ * frontend/compile/target_cpu.c). */
 #include "engine.h"
-#include "targets.h"
+#include "cli_targets.h"
 
-#include "../codegen/llvm/lrc_link.h"
-#include "../codegen/llvm/lrc_llvm.h"
+#include "../../codegen/llvm/lrc_llvm.h"
 
-#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +17,7 @@ static int cpu_check(const char *cmd, const cli_args *a, lrc_err *err)
         if (a->precision) return lrc_err_set(err, "--precision is for --target cuda (the cpu target computes in f32)"), EXIT_USAGE;
         return LRC_OK;
     }
-    return lrc_target_f32_check(cmd, a, err);
+    return cli_target_f32_check(cmd, a, err);
 }
 
 static void cpu_report(void)
@@ -28,46 +27,6 @@ static void cpu_report(void)
     if (lrc_llvm_target_host(&t, &err)) printf("target cpu: not available: %s\n", err.msg);
     else printf("target cpu: available (%s, %d-float vectors, GEMM tile %dx%d)\n", t.triple, t.tiling.vec, t.tiling.mr,
                 t.tiling.vec * t.tiling.nv);
-}
-
-/* The plan's executor on the caller's pool, or on a pool of its own. */
-static int cpu_exec(const lrc_target_opts *o, lrc_target_plan *p, lrc_err *err)
-{
-    p->pool = o->pool;
-    if (!p->pool) {
-        p->pool = lrc_pool_new(o->threads > 0 ? (int)o->threads : lrc_pool_default_threads(), err);
-        p->own_pool = p->pool != NULL;
-        if (!p->pool) return LRC_EUSER;
-    }
-    p->plan = &p->c.plan;
-    return lrc_exec_new(&p->c.plan, p->pool, &p->x, err);
-}
-
-/* the graph compiled like any graph; without consts its parameters stay variables */
-static int cpu_prepare(lrc_graph *g, const lrc_target_opts *o, lrc_target_plan *p, lrc_err *err)
-{
-    p->target = &lrc_target_cpu;
-    p->have_c = true;
-    int rc = lrc_compile_graph(g, o->consts, &p->c, err);
-    return rc ? rc : cpu_exec(o, p, err);
-}
-
-static int cpu_bind(lrc_target_plan *p, const lrc_tensor_set *params, lrc_err *err) { return lrc_exec_bind_params(p->x, params, err); }
-
-static int cpu_run(lrc_target_plan *p, const lrc_tensor_set *in, lrc_tensor_set *out, lrc_err *err)
-{
-    return lrc_exec_run_plan(p->x, in, out, err);
-}
-
-static void cpu_profile(lrc_target_plan *p, double *ns, int64_t *calls) { lrc_exec_profile(p->x, ns, calls); }
-
-static int cpu_train(lrc_target_plan *p, lrc_trainer *tr, lrc_err *err) { return lrc_trainer_use_cpu(tr, p->x, p->pool, err); }
-
-static void cpu_release(lrc_target_plan *p)
-{
-    lrc_exec_free(p->x);
-    if (p->own_pool) lrc_pool_free(p->pool);
-    if (p->have_c && p->c.g) lrc_compiled_free(&p->c);
 }
 
 /* ---- lrc forward --------------------------------------------------------- */
@@ -141,7 +100,7 @@ static int cpu_package_args(const cli_args *a)
 
 /* ---- lrc profile --------------------------------------------------------- */
 
-int lrc_target_cpu_profile(const cli_args *a, bool pkg, int64_t repeat, const char *trace)
+int cli_target_cpu_profile(const cli_args *a, bool pkg, int64_t repeat, const char *trace)
 {
     (void)pkg; /* the engine opens either */
     int rc = cli_check_run_args("profile", a, "--input", a->input != NULL);
@@ -193,51 +152,6 @@ int lrc_target_cpu_profile(const cli_args *a, bool pkg, int64_t repeat, const ch
     return rc ? cli_user_error(&err) : 0;
 }
 
-/* ---- lrc compile: kernels.so --------------------------------------------- */
-
-static int cpu_compile_package(lrc_graph *g, lrc_tensor_set *consts, const cli_args *a, lrc_package_writer *w, lrc_compiled *c,
-                               lrc_err *err)
-{
-    char obj[4200], so[4200];
-    lrc_package_kernels_path(w, true, obj, sizeof obj);
-    lrc_package_kernels_path(w, false, so, sizeof so);
-    lrc_wstore store = LRC_WSTORE_F32;
-    if (a->weights_dtype) lrc_wstore_parse(a->weights_dtype, &store); /* checked with the options */
-    return lrc_compile_graph_to(g, consts, obj, store, c, err) || lrc_llvm_link_shared(obj, so, err) || lrc_compile_pack_weights(c, so, err)
-               ? LRC_EUSER
-               : LRC_OK;
-}
-
-static void cpu_package_meta(cJSON *o, const lrc_compiled *c)
-{
-    cJSON_AddStringToObject(o, "cpu", c->cpu_name);
-    cJSON_AddStringToObject(o, "requires", c->cpu_features);
-    cJSON_AddStringToObject(o, "weights_dtype", lrc_wstore_name(c->prog.tiling.w_store));
-    cJSON_AddNumberToObject(o, "peak_flops_per_item", lrc_peak_flops_per_item(&c->prog.tiling));
-    cJSON_AddStringToObject(o, "llvm", lrc_llvm_version());
-}
-
-/* --weights-dtype bf16: every weight matrix is written as bf16 (rounded to
- * nearest even, as the GEMMs' panels round it), half the file; the
- * loader widens them to f32 exactly, and packing them again is exact.
- * q8: as int8 with f16 scales per block of 32 along the axis the GEMM
- * reduces (the first when its panels are packed from W^T), as the pack
- * kernels quantize: read back, they pack to the same values and scales.
- * Vectors (norm gains, biases) stay f32. */
-static int cpu_package_weight(const lrc_compiled *c, int b, lrc_tensor *t, lrc_tensor **extra, lrc_err *err)
-{
-    *extra = NULL;
-    if (t->shape.ndim < 2 || c->prog.tiling.w_store == LRC_WSTORE_F32) return LRC_OK;
-    if (c->prog.tiling.w_store == LRC_WSTORE_BF16) {
-        lrc_tensor_round_bf16(t);
-        return LRC_OK;
-    }
-    int axis = t->shape.ndim - 1;
-    for (int x = 0; x < c->prog.n_extra; x++)
-        if (c->prog.extra[x].of_node == b && c->prog.extra[x].panel > 0 && c->prog.extra[x].transposed) axis = 0;
-    return lrc_tensor_quantize_q8(t, axis, extra, err);
-}
-
 static void cpu_compile_report(const lrc_model *m, const cli_args *a, const lrc_compiled *c)
 {
     printf("llvm: %s\n", lrc_kcache_state_name((lrc_kcache_state)c->kernel_cache));
@@ -251,34 +165,14 @@ static void cpu_compile_report(const lrc_model *m, const cli_args *a, const lrc_
                c->passes_ms + c->codegen_ms);
 }
 
-/* launches of equal structure share a function */
-static int cpu_functions(const lrc_compiled *c)
-{
-    int functions = 0;
-    for (int i = 0; i < c->prog.n_kernels; i++) functions += c->prog.kernels[i].impl == i;
-    return functions;
-}
-
-const lrc_target lrc_target_cpu = {
-    .name = "cpu",
+const cli_target cli_target_cpu = {
+    .t = &lrc_target_cpu,
     .check = cpu_check,
-    .supports_op = lrc_llvm_supports_op,
-    .pass_rules = lrc_cpu_pass_rules,
     .report = cpu_report,
-    .prepare = cpu_prepare,
-    .bind = cpu_bind,
-    .run = cpu_run,
-    .profile = cpu_profile,
-    .train = cpu_train,
-    .release = cpu_release,
     .forward_model = cpu_forward,
     .package_args = cpu_package_args,
     .package_host = true,
-    .time_session = lrc_target_host_time_session,
-    .profile_command = lrc_target_cpu_profile,
-    .compile_package = cpu_compile_package,
-    .package_meta = cpu_package_meta,
-    .package_weight = cpu_package_weight,
+    .time_session = cli_target_host_time_session,
+    .profile_command = cli_target_cpu_profile,
     .compile_report = cpu_compile_report,
-    .functions = cpu_functions,
 };

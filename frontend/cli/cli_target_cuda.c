@@ -1,14 +1,12 @@
-/* target_cuda.c — the cuda entry of the target table: graphs rendered as
- * CUDA C and compiled by NVRTC (codegen/cuda) for GPU 0's architecture, or
- * for --arch into a package (no GPU needed), and run by the cuda executor
- * (runtime/cuda_exec.c) with the launch table codegen filled. Also lrc
- * profile of a cuda package: the device checked against the package's
+/* cli_target_cuda.c — the command line on the cuda target (the target
+ * itself: frontend/compile/target_cuda.c, runtime/executors.c): lrc
+ * forward --repeat of a cuda package, lrc compile's summary line, lrc
+ * devices, and lrc profile of a cuda package: the device checked against the package's
  * architecture (its cubin, or its PTX on a newer GPU), the weights uploaded
  * once, the inputs run once, then every launch timed with CUDA events
  * against the device's ceilings measured now. */
-#include "targets.h"
+#include "cli_targets.h"
 
-#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -38,50 +36,6 @@ static void cuda_report(void)
     else
         printf("target cuda, run: available: %s (sm_%d, %.0f GiB; %d device%s; lrc forward runs cuda packages)\n", dev.name,
                dev.sm, (double)dev.memory_bytes / (1 << 30), dev.count, dev.count == 1 ? "" : "s");
-}
-
-/* For GPU 0's architecture through NVRTC, on the device. */
-static int cuda_prepare(lrc_graph *g, const lrc_target_opts *o, lrc_target_plan *p, lrc_err *err)
-{
-    p->target = &lrc_target_cuda;
-    char why[256], arch[16];
-    if (lrc_cuda_probe(&p->dev, why, sizeof why)) {
-        lrc_graph_free(g);
-        return lrc_err_set(err, "--target cuda: %s", why);
-    }
-    snprintf(arch, sizeof arch, "sm_%d", p->dev.sm);
-    snprintf(p->device_name, sizeof p->device_name, "%s", p->dev.name);
-    p->device_sm = p->dev.sm;
-    p->have_c = true;
-    int rc = lrc_compile_graph_cuda(g, o->consts, arch, o->precision && !strcmp(o->precision, "f32"), &p->c, err);
-    if (!rc) rc = lrc_cuda_exec_new(&p->c.plan, &p->c.cuda.table, p->c.cubin, &p->cx, err);
-    if (!rc) p->plan = &p->c.plan;
-    return rc;
-}
-
-static int cuda_bind(lrc_target_plan *p, const lrc_tensor_set *params, lrc_err *err)
-{
-    return lrc_cuda_exec_bind_params(p->cx, params, err);
-}
-
-static int cuda_run(lrc_target_plan *p, const lrc_tensor_set *in, lrc_tensor_set *out, lrc_err *err)
-{
-    return lrc_cuda_exec_run(p->cx, in, out, err);
-}
-
-static int cuda_time(lrc_target_plan *p, int64_t repeat, double *median_ms, lrc_err *err)
-{
-    return lrc_cuda_exec_time(p->cx, repeat, median_ms, err);
-}
-
-static void cuda_profile(lrc_target_plan *p, double *ns, int64_t *calls) { lrc_cuda_exec_profile(p->cx, ns, calls); }
-
-static int cuda_train(lrc_target_plan *p, lrc_trainer *tr, lrc_err *err) { return lrc_trainer_use_cuda(tr, p->cx, err); }
-
-static void cuda_release(lrc_target_plan *p)
-{
-    lrc_cuda_exec_free(p->cx);
-    if (p->have_c && p->c.g) lrc_compiled_free(&p->c);
 }
 
 /* lrc forward --repeat of a cuda package: the launches of one forward on
@@ -248,33 +202,6 @@ static int cuda_profile_command(const cli_args *a, bool pkg, int64_t repeat, con
     return rc;
 }
 
-/* ---- lrc compile: CUDA C, cubin and PTX ------------------------------------ */
-
-static int cuda_compile_package(lrc_graph *g, lrc_tensor_set *consts, const cli_args *a, lrc_package_writer *w, lrc_compiled *c,
-                                lrc_err *err)
-{
-    bool f32 = a->precision && !strcmp(a->precision, "f32");
-    if (lrc_compile_graph_cuda(g, consts, a->arch ? a->arch : "sm_90", f32, c, err)) return LRC_EUSER;
-    return lrc_package_write_cuda(w, c->cuda.source, c->cubin, c->cubin_size, c->ptx, err);
-}
-
-static void cuda_package_meta(cJSON *o, const lrc_compiled *c)
-{
-    cJSON_AddStringToObject(o, "arch", c->arch);
-    cJSON_AddStringToObject(o, "nvrtc", lrc_nvrtc_version());
-    cJSON_AddItemToObject(o, "cuda", lrc_package_cuda_json(&c->cuda.table)); /* the launch table, as the package stores it */
-}
-
-/* A weight the device stores as bf16 is written as bf16, rounded as the
- * upload would round it: half the file, and the same bits on the GPU. */
-static int cuda_package_weight(const lrc_compiled *c, int b, lrc_tensor *t, lrc_tensor **extra, lrc_err *err)
-{
-    (void)err;
-    *extra = NULL;
-    if (b < c->cuda.table.n_storage && c->cuda.table.storage[b] == LRC_CUDA_BF16) lrc_tensor_round_bf16(t);
-    return LRC_OK;
-}
-
 static void cuda_compile_report(const lrc_model *m, const cli_args *a, const lrc_compiled *c)
 {
     printf("compiled %s%s%s for cuda (%s, NVRTC %s): %d kernels in CUDA C, cubin %zu bytes, PTX for newer GPUs, in %.0f ms\n"
@@ -285,28 +212,12 @@ static void cuda_compile_report(const lrc_model *m, const cli_args *a, const lrc
                                             : lrc_kcache_state_name((lrc_kcache_state)c->kernel_cache));
 }
 
-static int cuda_functions(const lrc_compiled *c) { return c->cuda.n_symbols; }
-
-const lrc_target lrc_target_cuda = {
-    .name = "cuda",
+const cli_target cli_target_cuda = {
+    .t = &lrc_target_cuda,
     .check = cuda_check,
-    .pass_rules = lrc_cuda_pass_rules,
-    .supports_op = lrc_cuda_supports_op,
     .report = cuda_report,
-    .prepare = cuda_prepare,
-    .bind = cuda_bind,
-    .run = cuda_run,
-    .time = cuda_time,
-    .profile = cuda_profile,
-    .train = cuda_train,
-    .release = cuda_release,
     .time_session = cuda_time_session,
     .says_wrote = true,
     .profile_command = cuda_profile_command,
-    .device_package = true,
-    .compile_package = cuda_compile_package,
-    .package_meta = cuda_package_meta,
-    .package_weight = cuda_package_weight,
     .compile_report = cuda_compile_report,
-    .functions = cuda_functions,
 };

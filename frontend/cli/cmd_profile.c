@@ -2,7 +2,7 @@
  * repeated runs, against ceilings measured on this machine at the same
  * thread count (the FMA probe of the program, a large copy), and a trace
  * that Perfetto and chrome://tracing open. */
-#include "targets.h"
+#include "cli_targets.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -115,8 +115,8 @@ int cmd_profile(int argc, char **argv)
     bool pkg = lrc_package_is(a.m.model);
     /* a package's own target, else --target's; one not known here: the default's (which says what it takes) */
     const lrc_target *t = pkg ? lrc_target_of_package(a.m.model) : lrc_target_find(a.target);
-    if (!t || !t->profile_command) t = lrc_targets[0];
-    rc = t->profile_command(&a, pkg, repeat, trace);
+    if (!t || !cli_target_of(t)->profile_command) t = lrc_targets[0];
+    rc = cli_target_of(t)->profile_command(&a, pkg, repeat, trace);
 out:
     cli_model_opts_free(&a.m);
     return rc;

@@ -1,7 +1,7 @@
 /* lua_api.c — the `lrc` Lua module: tensor handles and one builder function
  * per op, generated from the op table, that add nodes to the graph being
  * built. Every error names the line of the user's model file. */
-#include "lrc_frontend.h"
+#include "lrc_lua.h"
 
 #include <lauxlib.h>
 #include <lua.h>

@@ -1,40 +1,32 @@
-/* targets.c — the table of targets and the ref entry: the reference
- * interpreter (runtime/ref, every op's plain-C implementation) behind the
- * same plan interface as the compiled targets (target_cpu.c,
- * target_cuda.c). */
-#include "targets.h"
+/* cli_targets.c — the command line's table of targets and the ref entry:
+ * what lrc forward of a model prints on the reference interpreter, and
+ * what the entries share (cli_targets.h). */
+#include "cli_targets.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* ref first: it is the commands' default target (cli_parse_args). */
-const lrc_target *const lrc_targets[] = {&lrc_target_ref, &lrc_target_cpu, &lrc_target_cuda};
-const int lrc_n_targets = (int)(sizeof lrc_targets / sizeof lrc_targets[0]);
+static const cli_target *const cli_targets[] = {&cli_target_ref, &cli_target_cpu, &cli_target_cuda};
 
-const lrc_target *lrc_target_find(const char *name)
+const cli_target *cli_target_of(const lrc_target *t)
 {
-    for (int i = 0; name && i < lrc_n_targets; i++)
-        if (!strcmp(lrc_targets[i]->name, name)) return lrc_targets[i];
+    for (size_t i = 0; t && i < sizeof cli_targets / sizeof cli_targets[0]; i++)
+        if (cli_targets[i]->t == t) return cli_targets[i];
     return NULL;
-}
-
-const lrc_target *lrc_target_compiled(const lrc_target *t)
-{
-    return t && t->compiled_by ? lrc_target_find(t->compiled_by) : t;
 }
 
 static bool can(const lrc_target *t, lrc_target_can c)
 {
     switch (c) {
-    case LRC_TARGET_FORWARD_MODEL: return t->forward_model != NULL;
-    case LRC_TARGET_PREPARE: return t->prepare != NULL;
-    case LRC_TARGET_TRAIN: return t->train != NULL;
+    case LRC_TARGET_FORWARD_MODEL: return cli_target_of(t)->forward_model != NULL;
+    case LRC_TARGET_PREPARE: return t->ex->create != NULL;
+    case LRC_TARGET_TRAIN: return t->ex->train != NULL;
     case LRC_TARGET_COMPILE: return t->compile_package != NULL;
     default: return true;
     }
 }
 
-const char *lrc_target_names(lrc_target_can c, const char *last, char *buf, size_t n)
+const char *cli_target_names(lrc_target_can c, const char *last, char *buf, size_t n)
 {
     int total = 0, k = 0;
     for (int i = 0; i < lrc_n_targets; i++) total += can(lrc_targets[i], c);
@@ -49,19 +41,11 @@ const char *lrc_target_names(lrc_target_can c, const char *last, char *buf, size
     return buf;
 }
 
-const lrc_target *lrc_target_of_package(const char *dir)
+lrc_compile_opts cli_compile_opts(const cli_args *a)
 {
-    char name[16] = "";
-    lrc_package_target(dir, name, sizeof name);
-    /* as the loader reads it: a package that names no target known here runs as a cpu one */
-    const lrc_target *t = lrc_target_find(name);
-    return t && t->time_session ? t : lrc_target_compiled(lrc_targets[0]);
-}
-
-void lrc_target_plan_free(lrc_target_plan *p)
-{
-    if (p->target && p->target->release) p->target->release(p);
-    memset(p, 0, sizeof *p);
+    lrc_compile_opts o = {.arch = a->arch, .f32 = a->precision && !strcmp(a->precision, "f32"), .w_store = LRC_WSTORE_F32};
+    if (a->weights_dtype) lrc_wstore_parse(a->weights_dtype, &o.w_store); /* checked with the options */
+    return o;
 }
 
 /* ---- shared by the entries ---------------------------------------------- */
@@ -80,7 +64,7 @@ void cli_print_times(const cli_args *a, double *ms, const lrc_tensor_set *in, in
            (long long)a->repeat, ms[0], ms[a->repeat - 1], tokens / (med / 1e3), threads);
 }
 
-int lrc_target_host_time_session(const cli_args *a, lrc_session *s, const lrc_array *arr, const lrc_tensor_set *in, lrc_err *err)
+int cli_target_host_time_session(const cli_args *a, lrc_session *s, const lrc_array *arr, const lrc_tensor_set *in, lrc_err *err)
 {
     lrc_session_info info;
     int rc = lrc_session_describe(s, &info) ? cli_session_error(s, err) : LRC_OK;
@@ -101,7 +85,7 @@ int lrc_target_host_time_session(const cli_args *a, lrc_session *s, const lrc_ar
 /* ---- ref ------------------------------------------------------------------ */
 
 /* ref and cpu compute in f32 and are timed by the commands themselves. */
-int lrc_target_f32_check(const char *cmd, const cli_args *a, lrc_err *err)
+int cli_target_f32_check(const char *cmd, const cli_args *a, lrc_err *err)
 {
     if (strcmp(cmd, "backward")) return LRC_OK;
     if (a->precision) return lrc_err_set(err, "--precision applies to --target cuda (ref and cpu compute in f32)"), EXIT_USER;
@@ -110,49 +94,20 @@ int lrc_target_f32_check(const char *cmd, const cli_args *a, lrc_err *err)
     return LRC_OK;
 }
 
-static bool ref_supports(lrc_op op) { return lrc_op_table[op].ref != NULL; }
-
 static void ref_report(void) { printf("target ref: available (the plain-C reference)\n"); }
-
-static int ref_prepare(lrc_graph *g, const lrc_target_opts *o, lrc_target_plan *p, lrc_err *err)
-{
-    (void)o; /* consts: the interpreter reads parameters as they are bound */
-    p->target = &lrc_target_ref;
-    p->g = g;
-    p->be = lrc_backend_open(lrc_target_ref.name, err);
-    return p->be ? LRC_OK : LRC_EUSER;
-}
-
-static int ref_bind(lrc_target_plan *p, const lrc_tensor_set *params, lrc_err *err)
-{
-    (void)err;
-    p->params = params;
-    return LRC_OK;
-}
-
-static int ref_run(lrc_target_plan *p, const lrc_tensor_set *in, lrc_tensor_set *out, lrc_err *err)
-{
-    return lrc_exec_run(p->be, p->g, in, p->params, out, err);
-}
-
-static void ref_release(lrc_target_plan *p)
-{
-    lrc_backend_close(p->be);
-    lrc_graph_free(p->g);
-}
 
 /* lrc forward of a model on the interpreter: once, then --repeat timed
  * times (each a fresh set of outputs, kept only from the first run). */
 static int ref_run_timed(const cli_args *a, lrc_target_plan *p, const lrc_tensor_set *in, lrc_tensor_set *outs, lrc_err *err)
 {
-    int rc = ref_run(p, in, outs, err);
+    int rc = lrc_target_run(p, in, outs, err);
     if (rc || a->repeat <= 0) return rc;
     double *ms = lrc_xmalloc((size_t)a->repeat * sizeof(double));
     for (int64_t r = 0; r < a->repeat && !rc; r++) {
         lrc_tensor_set again;
         lrc_tensor_set_init(&again);
         double t0 = lrc_now_s();
-        rc = ref_run(p, in, &again, err);
+        rc = lrc_target_run(p, in, &again, err);
         ms[r] = 1e3 * (lrc_now_s() - t0);
         lrc_tensor_set_clear(&again);
     }
@@ -176,7 +131,7 @@ static int ref_forward(const cli_args *a)
     lrc_plan_buf want[16];
     int64_t vocab = 0;
     int rc = EXIT_USER;
-    if (ref_prepare(NULL, NULL, &p, &err) || cli_model_load("forward", &a->m, &m, &err) ||
+    if (cli_model_load("forward", &a->m, &m, &err) ||
         (m.task == LRC_TASK_LM && lrc_model_config_int(&m, "vocab", &vocab, &err)) || lrc_safetensors_load(a->input, &in, &err) ||
         cli_check_tokens(&in, a->input, m.task == LRC_TASK_LM ? vocab : INT32_MAX, &tokens, &err) ||
         lrc_model_build(&m, tokens->shape.dim[0], tokens->dtype == LRC_I32 ? tokens->shape.dim[1] : 1, g, &err) ||
@@ -184,9 +139,10 @@ static int ref_forward(const cli_args *a)
         lrc_safetensors_load(a->weights, &wfile, &err) || lrc_params_bind(g, &wfile, a->weights, &params, &err)) {
         cli_user_error(&err);
     } else {
-        p.g = g; /* the plan's now */
+        lrc_graph *taken = g; /* the plan's now */
         g = NULL;
-        if (ref_bind(&p, &params, &err) || ref_run_timed(a, &p, &in, &outs, &err) || lrc_safetensors_save(a->out, &outs, &err))
+        if (lrc_target_prepare(&lrc_target_ref, taken, &(lrc_target_opts){0}, &p, &err) || lrc_target_bind(&p, &params, &err) ||
+            ref_run_timed(a, &p, &in, &outs, &err) || lrc_safetensors_save(a->out, &outs, &err))
             cli_user_error(&err);
         else rc = 0;
     }
@@ -200,17 +156,11 @@ static int ref_forward(const cli_args *a)
     return rc;
 }
 
-const lrc_target lrc_target_ref = {
-    .name = "ref",
-    .check = lrc_target_f32_check,
-    .supports_op = ref_supports,
+const cli_target cli_target_ref = {
+    .t = &lrc_target_ref,
+    .check = cli_target_f32_check,
     .report = ref_report,
-    .prepare = ref_prepare,
-    .bind = ref_bind,
-    .run = ref_run,
-    .release = ref_release,
     .forward_model = ref_forward,
     /* compiled code (lrc profile, lrc train) runs on the cpu in the default's place */
-    .profile_command = lrc_target_cpu_profile,
-    .compiled_by = "cpu",
+    .profile_command = cli_target_cpu_profile,
 };

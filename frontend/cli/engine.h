@@ -4,7 +4,7 @@
 #define LRC_ENGINE_H
 
 #include "cli.h"
-#include "compile.h"
+#include "../compile/lrc_compile.h"
 
 typedef struct cli_engine {
     bool is_package;

@@ -2,9 +2,9 @@
  * a model compiled just in time, or a package compiled ahead of time, with
  * its weights bound, a thread pool and a ready plan. */
 #include "engine.h"
-#include "targets.h"
+#include "cli_targets.h"
 
-#include "../codegen/llvm/lrc_llvm.h"
+#include "../../codegen/llvm/lrc_llvm.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * --clear to empty it. */
 #include "cli.h"
 
-#include "../codegen/lrc_codegen.h"
+#include "../../codegen/lrc_codegen.h"
 
 #include <getopt.h>
 #include <stdio.h>

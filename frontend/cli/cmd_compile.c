@@ -2,7 +2,7 @@
  * package (kernels.so, package.json with the plan, and the folded weights
  * when given) that lrc forward runs with no Lua, LLVM or compilation. */
 #include "shapes.h"
-#include "targets.h"
+#include "cli_targets.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -75,7 +75,8 @@ static char *package_meta(lrc_model *m, const cli_args *a, const lrc_target *t, 
 static int compile_into(const cli_args *a, lrc_graph *g, lrc_tensor_set *consts, lrc_package_writer *w, lrc_compiled *c,
                         lrc_err *err)
 {
-    return lrc_target_find(a->target)->compile_package(g, consts, a, w, c, err);
+    lrc_compile_opts o = cli_compile_opts(a);
+    return lrc_target_find(a->target)->compile_package(g, consts, &o, w, c, err);
 }
 
 /* A copy of every tensor of from, appended to to. */
@@ -176,10 +177,10 @@ int cli_compile_package(const cli_args *a)
     char names[128];
     if (!target || !target->compile_package) {
         lrc_err_set(&err, "--target %s: unknown target (lrc compiles for %s)", a->target,
-                    lrc_target_names(LRC_TARGET_COMPILE, " and ", names, sizeof names));
+                    cli_target_names(LRC_TARGET_COMPILE, " and ", names, sizeof names));
         return cli_user_error(&err);
     }
-    int bad = target->check("compile", a, &err); /* the options this target takes */
+    int bad = cli_target_of(target)->check("compile", a, &err); /* the options this target takes */
     if (bad) return bad == EXIT_USAGE ? cli_usage_error("compile", "%s", err.msg) : cli_user_error(&err);
     lrc_package_writer w;
     if (a->min_seq && a->ctx > 0) return cli_usage_error("compile", "--min-seq is for whole sequences (a decoder takes one token a step)");
@@ -272,7 +273,7 @@ int cli_compile_package(const cli_args *a)
         rc = EXIT_USER;
         goto done;
     }
-    target->compile_report(&m, a, &c);
+    cli_target_of(target)->compile_report(&m, a, &c);
     if (a->ctx == 0) print_shapes(a, &sh);
     printf("kernels %d\n", c.sched.n_groups);
     printf("functions %d (launches of equal structure share code)\n", target->functions(&c));

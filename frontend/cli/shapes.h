@@ -2,7 +2,7 @@
 #ifndef LRC_SHAPES_H
 #define LRC_SHAPES_H
 
-#include "lrc_frontend.h"
+#include "../lua/lrc_lua.h"
 
 /* A package compiled for [B, T] runs a batch of B' <= B rows and a
  * sequence of T' <= T positions, padded to the smallest compiled shape that

@@ -4,7 +4,7 @@
  * packing runs each time, as in a training step); bench/cpu_gemm.py runs it
  * beside OpenBLAS. */
 #include "cli.h"
-#include "compile.h"
+#include "../compile/lrc_compile.h"
 
 #include <float.h>
 #include <math.h>
