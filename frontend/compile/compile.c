@@ -105,23 +105,46 @@ int lrc_compile_graph(lrc_graph *g, lrc_tensor_set *consts, lrc_compiled *c, lrc
     return lrc_compile_graph_to(g, consts, NULL, LRC_WSTORE_F32, c, err);
 }
 
-int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *object_path, lrc_wstore w_store, lrc_compiled *c, lrc_err *err)
+/* The lowering every target shares, up to its renderer: g (taken over)
+ * through the pass pipeline under the target's rules, into kernel groups,
+ * a memory plan and launch descriptions for its tiling. *t1 is when the
+ * passes ended (the renderer's time starts there). */
+static int lower(lrc_graph *g, lrc_tensor_set *consts, void (*rules)(lrc_pass_ctx *), lrc_gemm_tiling tiling, lrc_compiled *c,
+                 double *t1, lrc_err *err)
 {
-    memset(c, 0, sizeof *c);
-    double t0 = (1e3 * lrc_now_s());
     c->g = g;
     c->consts = consts;
     lrc_pass_ctx ctx = {.consts = consts, .own_consts = true, .schedule = &c->sched};
-    lrc_cpu_pass_rules(&ctx);
-    lrc_llvm_target target;
-    int rc = lrc_llvm_target_host(&target, err);
-    if (!rc) rc = lrc_passes_run(&c->g, &ctx, NULL, err);
+    rules(&ctx);
+    int rc = lrc_passes_run(&c->g, &ctx, NULL, err);
     c->have_sched = ctx.scheduled;
-    if (rc) return rc;
+    if (!rc && !(rc = lrc_program_build(c->g, &c->sched, tiling, &c->prog, err))) c->have_prog = true;
+    *t1 = 1e3 * lrc_now_s();
+    return rc;
+}
+
+/* After the renderer: the runtime plan of the launches, and the times. */
+static int finish(lrc_compiled *c, double t0, double t1, lrc_err *err)
+{
+    int rc = build_plan(c, err);
+    c->have_plan = rc == LRC_OK;
+    c->passes_ms = t1 - t0;
+    c->codegen_ms = 1e3 * lrc_now_s() - t1;
+    return rc;
+}
+
+int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *object_path, lrc_wstore w_store, lrc_compiled *c, lrc_err *err)
+{
+    memset(c, 0, sizeof *c);
+    double t0 = 1e3 * lrc_now_s(), t1 = t0;
+    lrc_llvm_target target;
+    if (lrc_llvm_target_host(&target, err)) {
+        c->g = g; /* taken over: freed with c */
+        return LRC_EUSER;
+    }
     target.tiling.w_store = w_store;
-    if ((rc = lrc_program_build(c->g, &c->sched, target.tiling, &c->prog, err))) return rc;
-    c->have_prog = true;
-    double t1 = (1e3 * lrc_now_s());
+    int rc = lower(g, consts, lrc_cpu_pass_rules, target.tiling, c, &t1, err);
+    if (rc) return rc;
     lrc_llvm_module *mod = NULL;
     /* what the code needs of the CPU, checked when a package is loaded */
     snprintf(c->cpu_features, sizeof c->cpu_features, "avx2,fma%s%s", target.tiling.vec == 16 ? ",avx512f,avx512vl" : "",
@@ -142,12 +165,10 @@ int lrc_compile_graph_to(lrc_graph *g, lrc_tensor_set *consts, const char *objec
     c->kernel_cache = (int)obj.cache;
     lrc_llvm_object_free(&obj);
     if (rc) return rc;
-    if ((rc = build_plan(c, err))) return rc;
-    c->have_plan = true;
+    if ((rc = finish(c, t0, t1, err))) return rc;
     for (int i = 0; i < c->plan.n_launches && !rc && !object_path; i++)
         if (c->plan.launches[i].loop_to < 0 && !(c->plan.launches[i].fn = lrc_llvm_jit_lookup(c->jit, c->plan.launches[i].symbol, err))) rc = LRC_EUSER;
-    c->passes_ms = t1 - t0;
-    c->codegen_ms = (1e3 * lrc_now_s()) - t1;
+    c->codegen_ms = 1e3 * lrc_now_s() - t1; /* the symbols' lookup included */
     return rc;
 }
 
@@ -163,30 +184,19 @@ void lrc_cuda_pass_rules(lrc_pass_ctx *ctx) { ctx->pad_multiple = lrc_env_is("LR
 int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arch, bool f32, lrc_compiled *c, lrc_err *err)
 {
     memset(c, 0, sizeof *c);
-    double t0 = 1e3 * lrc_now_s();
-    c->g = g;
-    c->consts = consts;
+    double t0 = 1e3 * lrc_now_s(), t1 = t0;
     snprintf(c->arch, sizeof c->arch, "%s", arch);
-    lrc_pass_ctx ctx = {.consts = consts, .own_consts = true, .schedule = &c->sched};
-    lrc_cuda_pass_rules(&ctx);
-    int rc = lrc_passes_run(&c->g, &ctx, NULL, err);
-    c->have_sched = ctx.scheduled;
+    int rc = lower(g, consts, lrc_cuda_pass_rules, lrc_cuda_tiling(), c, &t1, err);
     if (rc) return rc;
-    if ((rc = lrc_program_build(c->g, &c->sched, lrc_cuda_tiling(), &c->prog, err))) return rc;
-    c->have_prog = true;
-    double t1 = 1e3 * lrc_now_s();
     if ((rc = lrc_cuda_render(c->g, &c->sched, &c->prog, f32 ? LRC_CUDA_F32 : LRC_CUDA_BF16, &c->cuda, err))) return rc;
     c->have_cuda = true;
     if ((rc = lrc_nvrtc_compile(c->cuda.source, "kernels.cu", arch, &c->cubin, &c->cubin_size, &c->ptx, err))) return rc;
     c->kernel_cache = (int)lrc_nvrtc_last_cache_state(); /* a later compile (another shape) would change it */
-    if ((rc = build_plan(c, err))) return rc;
-    c->have_plan = true;
+    if ((rc = finish(c, t0, t1, err))) return rc;
     for (int i = 0; i < c->plan.n_launches; i++) { /* a GEMM alone has no kernel of its own */
         free(c->plan.launches[i].symbol);
         c->plan.launches[i].symbol = lrc_strdup(c->cuda.table.launches[i].symbol);
     }
-    c->passes_ms = t1 - t0;
-    c->codegen_ms = 1e3 * lrc_now_s() - t1;
     return LRC_OK;
 }
 
