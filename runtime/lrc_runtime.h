@@ -51,6 +51,11 @@ int lrc_params_init(const lrc_graph *g, uint64_t seed, lrc_pool *pool, lrc_tenso
  * keeps only those, to be cleared. */
 int lrc_params_bind(const lrc_graph *g, lrc_tensor_set *file, const char *what,
                     lrc_tensor_set *out, lrc_err *err);
+/* The model input of an input file (path names it), checked: `tokens` I32
+ * [B, T] with B, T >= 1 and ids in [0, vocab), or `images` F32
+ * [B, C, H, W] (a model's build checks C, H and W). *out: the one found;
+ * other tensors are the model's to check once it is built. */
+int lrc_tokens_check(const lrc_tensor_set *in, const char *path, int64_t vocab, const lrc_tensor **out, lrc_err *err);
 
 /* Deterministic random numbers (splitmix64 seeding a xoshiro256** stream). */
 typedef struct lrc_rng {

@@ -5,6 +5,7 @@
 #include "../../runtime/lrc_runtime.h"
 #include "../../ir/passes/lrc_passes.h"
 #include "../lua/lrc_lua.h"
+#include "../tools/lrc_tools.h"
 
 #include <getopt.h>
 
@@ -190,40 +191,10 @@ int cli_run_load(const char *dir, cli_args *a, struct cJSON **keep, lrc_err *err
  * the tokenizer.json, so that a text is encoded once. */
 int cli_text_load(const char *path, const lrc_tokenizer *tok, const char *tok_json, const char *cache_dir, int64_t seq,
                   lrc_text *t, lrc_err *err);
-/* lrc analyze --fit-layerrope (frontend/analyze_fit.c): LayerRoPE's shared
- * gamma[d] and scalars s = (beta, alpha_rot, beta_rot), alpha 0, least
- * squares against the per-layer gains g[L][d]; the fit's relative error. */
-double cli_fit_layerrope_site(const double *const *g, int64_t L, int64_t d, double base, double *s, double *gamma);
-/* LRC_OK when the folder path's file would go in is writable, else a
- * located error (frontend/sweep_table.c) */
-int cli_check_folder(const char *path, lrc_err *err);
-/* The folders above path that are missing, as mkdir -p makes them; -1 with errno set. */
-int cli_make_parents(const char *path);
-/* gnuplot runs script, which must draw png (frontend/sweep_table.c) */
-int cli_gnuplot(const char *script, const char *png, lrc_err *err);
-/* lrc analyze --plot PREFIX: PNGs of its JSON object (frontend/analyze_plot.c) */
-struct cJSON;
-int cli_analyze_plot(const struct cJSON *out, const char *prefix, lrc_err *err);
-/* lrc analyze: the fraction of a site's dimensions on their head's shared
- * trajectory (g[L][d], heads of `head`; 0 or not dividing d: one group) into site. */
-void cli_analyze_trajectory(const double *const *g, int64_t L, int64_t d, int64_t head, double tol, struct cJSON *site);
-/* lrc analyze --fit-layerrope of a Hugging Face directory: its logits with its
- * gains and with fit_file's LayerRoPE, side by side, into out. */
-int cli_analyze_fit_logits(const char *dir, const char *fit_file, struct cJSON *out, lrc_err *err);
-/* lrc diagnose of a model without a loop: the residual stream after each
- * layer and the multipliers around it (frontend/diagnose_residual.c). */
-int cli_diagnose_residual(const cli_args *a, lrc_model *m, lrc_err *err);
-/* g run in f64 on its reference kernels (lrc_run64) with in and the weights
- * file bound to its parameters (into params, which the caller clears, as it
- * frees r's buffers when r->buf is set) */
-int cli_run64_weights(const lrc_graph *g, const lrc_tensor_set *in, const char *weights, lrc_tensor_set *params,
-                      struct lrc_run64 *r, lrc_err *err);
 /* --tokenizer T (a tokenizer.json or a directory with one): the tokenizer
  * and the file's text (a run copies it; the token cache's key covers it). */
 int cli_tokenizer_open(const char *path, lrc_tokenizer **tok, char **json, size_t *len, lrc_err *err);
 /* The bytes of text the labels of a batch stand for (n of them). */
 double cli_text_label_bytes(const lrc_tokenizer *tok, const int32_t *labels, int64_t n);
-/* Loss curves of runs in one PNG via gnuplot (frontend/cmd_plot.c). */
-int lrc_plot_runs(char *const *runs, int n_runs, const char *png, lrc_err *err);
 
 #endif

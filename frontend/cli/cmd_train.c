@@ -396,7 +396,7 @@ static int train_finish(train_run_ctx *r, lrc_err *err)
     lrc_err perr;
     snprintf(png, sizeof png, "%s/loss.png", r->dir);
     char *runs[1] = {(char *)r->dir};
-    if (lrc_plot_runs(runs, 1, png, &perr)) printf("no plot: %s\n", perr.msg); /* training itself succeeded */
+    if (lrc_plot_runs(&(lrc_plot_opts){runs, 1, png}, &perr)) printf("no plot: %s\n", perr.msg); /* training itself succeeded */
     else printf("loss curves %s\n", png);
     return LRC_OK;
 }
@@ -749,7 +749,7 @@ int cmd_train(int argc, char **argv)
         else if (a.steps < 1) rc = lrc_err_set(&err, "--steps %lld: train for at least one step", (long long)a.steps);
         else if (a.tokenizer && cli_tokenizer_open(a.tokenizer, &tok, &tok_json, &tok_len, &err)) rc = LRC_EUSER;
         else if (stat(a.out, &st) == 0) rc = lrc_err_set(&err, "%s exists: continue it with --resume %s, or choose another -o", a.out, a.out);
-        else if (cli_make_parents(a.out) || mkdir(a.out, 0755)) rc = lrc_err_set(&err, "%s: cannot create: %s", a.out, strerror(errno));
+        else if (lrc_make_parents(a.out) || mkdir(a.out, 0755)) rc = lrc_err_set(&err, "%s: cannot create: %s", a.out, strerror(errno));
         else made_dir = true;
         if (!rc && tok) rc = tokenizer_to_run(&a, tok, tok_json, tok_len, vocab_set, sizeof vocab_set, &err);
         if (!rc && a.eval_every == 0) a.eval_every = a.steps / 10 > 0 ? a.steps / 10 : 1;

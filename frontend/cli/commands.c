@@ -265,32 +265,7 @@ out:
  * build checks C, H and W against its config). */
 int cli_check_tokens(const lrc_tensor_set *in, const char *path, int64_t vocab, const lrc_tensor **out, lrc_err *err)
 {
-    char b[96];
-    /* other tensors are checked against the model's inputs once it is built (cli_complete_inputs) */
-    const lrc_tensor *im = lrc_tensor_set_find(in, "images");
-    if (im) {
-        if (im->dtype != LRC_F32 || im->shape.ndim != 4)
-            return lrc_err_set(err, "%s: 'images' is %s %s, expected F32 [B, C, H, W]", path, lrc_dtype_st_name(im->dtype),
-                               lrc_shape_str(&im->shape, b, sizeof b));
-        *out = im;
-        return LRC_OK;
-    }
-    const lrc_tensor *t = lrc_tensor_set_find(in, "tokens");
-    if (!t)
-        return lrc_err_set(err, "%s: no tensor 'tokens' (I32 [B, T]) or 'images' (F32 [B, C, H, W])%s%s%s", path,
-                           in->n ? "; it holds '" : "", in->n ? in->items[0]->name : "", in->n ? "'" : "");
-    if (t->dtype != LRC_I32 || t->shape.ndim != 2 || t->shape.dim[0] < 1 || t->shape.dim[1] < 1)
-        return lrc_err_set(err, "%s: 'tokens' is %s %s, expected I32 [B, T] with B, T >= 1", path,
-                           lrc_dtype_st_name(t->dtype), lrc_shape_str(&t->shape, b, sizeof b));
-    const int32_t *ids = t->data;
-    int64_t n = lrc_shape_numel(&t->shape);
-    for (int64_t i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= vocab)
-            return lrc_err_set(err, "%s: tokens[%lld,%lld] = %d is outside the vocabulary [0, %lld)", path,
-                               (long long)(i / t->shape.dim[1]), (long long)(i % t->shape.dim[1]), ids[i],
-                               (long long)vocab);
-    *out = t;
-    return LRC_OK;
+    return lrc_tokens_check(in, path, vocab, out, err);
 }
 
 /* The INPUT buffers of a plan, or of a graph's INPUT nodes, as cli_complete_inputs wants them. */

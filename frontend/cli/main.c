@@ -66,20 +66,6 @@ int cli_parse_int(const char *s, int64_t min, int64_t *out)
     return 0;
 }
 
-/* The folders above path that are missing, as mkdir -p makes them (a run
- * directory under runs/sweep-3/ needs no mkdir first); -1 with errno set. */
-int cli_make_parents(const char *path)
-{
-    char p[4096];
-    snprintf(p, sizeof p, "%s", path);
-    for (char *s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {
-        *s = 0;
-        if (mkdir(p, 0755) && errno != EEXIST) return -1;
-        *s = '/';
-    }
-    return 0;
-}
-
 int cli_model_load(const char *cmd, const cli_model_opts *o, lrc_model *m, lrc_err *err)
 {
     (void)cmd;

@@ -13,21 +13,6 @@
 static const char CACHE_MAGIC[8] = {'L', 'R', 'C', 'T', 'O', 'K', 'S', '\0'};
 enum { CACHE_VERSION = 1 };
 
-static int read_text(const char *path, char **buf, size_t *len, lrc_err *err)
-{
-    if (path) return (*buf = lrc_read_file(path, len, err)) ? LRC_OK : LRC_EUSER;
-    FILE *p = popen("bible -f Gen1:1-Rev22:21 2>/dev/null", "r");
-    *len = 0;
-    *buf = p ? lrc_read_all(p, len) : NULL;
-    int status = p ? pclose(p) : -1;
-    if (status != 0 || !*buf || *len == 0) {
-        free(*buf);
-        *buf = NULL;
-        return lrc_err_set(err, "no --data given and the King James Bible is not installed (apt-get install bible-kjv)");
-    }
-    return LRC_OK;
-}
-
 static uint64_t fnv(uint64_t h, const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
@@ -78,7 +63,7 @@ int cli_text_load(const char *path, const lrc_tokenizer *tok, const char *tok_js
     char *text;
     size_t len;
     const char *what = path ? path : "bible-kjv";
-    if (read_text(path, &text, &len, err)) return LRC_EUSER;
+    if (lrc_corpus_read(path, &text, &len, err)) return LRC_EUSER;
     if (!tok) {
         int rc = lrc_text_from_bytes(t, (const uint8_t *)text, (int64_t)len, seq, what, err);
         free(text);

@@ -1,6 +1,6 @@
-/* cmd_plot.c — lrc plot: loss curves of one or more training runs in one
+/* plot.c — lrc plot: loss curves of one or more training runs in one
  * PNG, drawn by gnuplot (Debian's gnuplot-nox) from their metrics.jsonl. */
-#include "cli/cli.h"
+#include "lrc_tools.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -39,8 +39,11 @@ static int write_series(const char *run, FILE *out, int *n_val, int *n_acc, lrc_
     return rc;
 }
 
-int lrc_plot_runs(char *const *runs, int n_runs, const char *png, lrc_err *err)
+int lrc_plot_runs(const lrc_plot_opts *o, lrc_err *err)
 {
+    char *const *runs = o->runs;
+    const int n_runs = o->n_runs;
+    const char *png = o->png;
     char data[] = "/tmp/lrc-plot-XXXXXX";
     int fd = mkstemp(data);
     if (fd < 0) return lrc_err_set(err, "cannot create a temporary file: %s", strerror(errno));
@@ -75,41 +78,5 @@ int lrc_plot_runs(char *const *runs, int n_runs, const char *png, lrc_err *err)
         }
     }
     remove(data);
-    return rc;
-}
-
-int cmd_plot(int argc, char **argv)
-{
-    static const char *help = "usage: lrc plot RUN_DIR... [-o PLOT.png]\n"
-                              "\n"
-                              "Train and validation loss of the runs, overlaid in one PNG (default\n"
-                              "loss.png), drawn by gnuplot from each RUN_DIR/metrics.jsonl.\n";
-    const char *out = "loss.png";
-    char **runs = lrc_xmalloc((size_t)argc * sizeof *runs);
-    int n = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help")) {
-            static const struct option opts[] = {{"help", no_argument, 0, OPT_HELP}, {0, 0, 0, 0}};
-            free(runs);
-            return cli_help("plot", opts, "o", help);
-        }
-        if (!strcmp(argv[i], "-o")) {
-            if (i + 1 >= argc) {
-                free(runs);
-                return cli_usage_error("plot", "-o needs a value");
-            }
-            out = argv[++i];
-        } else if (argv[i][0] == '-') {
-            free(runs);
-            return cli_usage_error("plot", "unknown option %s", argv[i]);
-        } else {
-            runs[n++] = argv[i];
-        }
-    }
-    lrc_err err;
-    int rc = n == 0 ? cli_usage_error("plot", "give at least one RUN_DIR")
-                    : lrc_plot_runs(runs, n, out, &err) ? cli_user_error(&err) : 0;
-    if (n && !rc) printf("wrote %s (%d run%s)\n", out, n, n > 1 ? "s" : "");
-    free(runs);
     return rc;
 }

@@ -4,7 +4,7 @@
  * against the layer (the paper's Fig. 2a) beside the MDS of the unit gains,
  * each point labelled by its layer (Fig. 2b); PREFIX_layerrope.png: e^r(L)
  * of each LayerRoPE site beside Layer-Norm Scaling's 1 / sqrt(L + 1) (Fig. 19). */
-#include "cli/cli.h"
+#include "lrc_tools.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -41,7 +41,7 @@ static int plot_site(const cJSON *site, const char *prefix, lrc_err *err)
     }
     fprintf(f, "unset multiplot\n");
     fclose(f);
-    int rc = cli_gnuplot(s, png, err);
+    int rc = lrc_gnuplot(s, png, err);
     free(s);
     if (!rc) printf("wrote %s\n", png);
     return rc;
@@ -66,13 +66,13 @@ static int plot_layerrope(const cJSON *lr, const char *prefix, lrc_err *err)
     cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(first, "layers")) fprintf(f, "%.9g %.9g\n", num(r, "layer"), num(r, "lns"));
     fprintf(f, "e\n");
     fclose(f);
-    int rc = cli_gnuplot(s, png, err);
+    int rc = lrc_gnuplot(s, png, err);
     free(s);
     if (!rc) printf("wrote %s\n", png);
     return rc;
 }
 
-int cli_analyze_plot(const cJSON *out, const char *prefix, lrc_err *err)
+int lrc_analyze_plot(const cJSON *out, const char *prefix, lrc_err *err)
 {
     int rc = LRC_OK;
     const cJSON *site;

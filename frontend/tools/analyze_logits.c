@@ -10,7 +10,7 @@
  * top-1 token, the largest |difference| of the logits and KL(before || after)
  * of their softmaxes; overall the relative RMS difference and the top-1
  * agreement. */
-#include "cli/cli.h"
+#include "lrc_tools.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -37,7 +37,7 @@ static double *logits_of(const char *dir, char *const *sets, int n_sets, const c
     if (tok) memcpy(tok->data, tokens->data, POSITIONS * sizeof(int32_t)), rc = lrc_tensor_set_add(&in, tok, err);
     if (!rc) rc = lrc_model_load(&m, dir, NULL, sets, n_sets, err);
     if (!rc) rc = lrc_model_build(&m, 1, POSITIONS, g, err);
-    if (!rc) rc = cli_run64_weights(g, &in, weights, &params, &r, err);
+    if (!rc) rc = lrc_run64_weights(g, &in, weights, &params, &r, err);
     if (!rc) {
         const lrc_shape *s = &g->nodes[g->outputs[0]].shape; /* logits [1, T, V] */
         *vocab = s->dim[s->ndim - 1];
@@ -74,7 +74,7 @@ static double kl(const double *p, const double *q, int64_t n)
     return s;
 }
 
-int cli_analyze_fit_logits(const char *dir, const char *fit_file, cJSON *out, lrc_err *err)
+int lrc_analyze_fit_logits(const char *dir, const char *fit_file, cJSON *out, lrc_err *err)
 {
     int64_t vocab = 0, v2 = 0;
     lrc_model m = {0};

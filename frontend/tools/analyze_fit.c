@@ -9,7 +9,7 @@
  * linear: sum_L e^r R^T gamma_L / sum_L e^2r (R is orthogonal), so the fit
  * minimises over (beta, alpha_rot, beta_rot) alone, by Nelder-Mead from a grid
  * of starts. alpha is 0: a common scale is gamma's. */
-#include "cli/cli.h"
+#include "lrc_tools.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -94,7 +94,7 @@ static double nelder_mead(const fit_data *f, double *x, double *tmp, int n)
 }
 
 /* The fit of one site: scalars s (beta, alpha_rot, beta_rot), gamma[d], and the relative error */
-double cli_fit_layerrope_site(const double *const *g, int64_t L, int64_t d, double base, double *s, double *gamma)
+double lrc_analyze_fit_site(const double *const *g, int64_t L, int64_t d, double base, double *s, double *gamma)
 {
     double *freq = lrc_xmalloc((size_t)(d / 2) * sizeof(double) + 8);
     for (int64_t j = 0; j < d / 2; j++) freq[j] = pow(base, -2.0 * (double)j / (double)d);

@@ -1,4 +1,4 @@
-/* cmd_diagnose.c — lrc diagnose: what a looped model's recurrence does to
+/* diagnose.c — lrc diagnose: what a looped model's recurrence does to
  * its state, in f64 on the reference kernels. Per iteration: the mean norm
  * of the state leaving the recurrent block and the mean pairwise cosine
  * similarity of its centred token states. At the fixed point of h -> G(h)
@@ -6,7 +6,7 @@
  * radius of the Jacobian J = dG/dh and its operator norm (power iteration on
  * J and on J^T J; J assembled from Jacobian-vector products by central
  * differences), and their gap, which non-normal J make positive. */
-#include "cli/cli.h"
+#include "lrc_tools.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -94,7 +94,42 @@ static void matvec(const double *J, const double *x, double *y, int64_t N, bool 
         }
 }
 
-static int diagnose(const cli_args *a, lrc_err *err)
+/* The spectral radius of J (N x N) as ||J^k v||^(1/k) (Gelfand), which
+ * also holds when the dominant eigenvalues are a complex pair, and its
+ * operator norm: the top eigenvalue of J^T J by power iteration. */
+static void spectrum(const double *J, int64_t N, double *rho_out, double *sigma_out)
+{
+    int64_t K = 400;
+    double *v = lrc_xmalloc((size_t)N * sizeof(double)), *w = lrc_xmalloc((size_t)N * sizeof(double));
+    lrc_rng rng;
+    lrc_rng_seed(&rng, 1);
+    for (int64_t i = 0; i < N; i++) v[i] = lrc_rng_normal(&rng);
+    double nv = norm2(v, N), logsum = 0;
+    for (int64_t i = 0; i < N; i++) v[i] /= nv;
+    for (int64_t k = 0; k < K; k++) {
+        matvec(J, v, w, N, false);
+        double nw = norm2(w, N);
+        if (nw == 0) {
+            logsum = -INFINITY;
+            break;
+        }
+        logsum += log(nw);
+        for (int64_t i = 0; i < N; i++) v[i] = w[i] / nw;
+    }
+    double rho = exp(logsum / (double)K), sigma = 0;
+    for (int64_t i = 0; i < N; i++) v[i] = lrc_rng_normal(&rng);
+    for (int64_t k = 0; k < K; k++) {
+        nv = norm2(v, N);
+        for (int64_t i = 0; i < N; i++) v[i] /= nv;
+        matvec(J, v, w, N, false);
+        matvec(J, w, v, N, true);
+        sigma = sqrt(norm2(v, N)); /* ||J^T J v|| -> sigma_max^2 */
+    }
+    free(v), free(w);
+    *rho_out = rho, *sigma_out = sigma;
+}
+
+int lrc_diagnose_run(const lrc_diagnose_opts *o, lrc_err *err)
 {
     lrc_model m = {0};
     lrc_graph *g = lrc_graph_new();
@@ -104,23 +139,23 @@ static int diagnose(const cli_args *a, lrc_err *err)
     lrc_tensor_set_init(&params);
     lrc_run64 r = {.g = g, .inputs = &in};
     loop_info L = {-1, -1, -1, 0, 0, 0};
-    double *J = NULL, *h = NULL, *gh = NULL, *v = NULL, *w = NULL, *up = NULL, *down = NULL;
-    const char *prompt = a->prompt ? a->prompt : "In the beginning God created";
+    double *J = NULL, *h = NULL, *gh = NULL, *up = NULL, *down = NULL;
+    const char *prompt = o->prompt ? o->prompt : "In the beginning God created";
     int64_t T = (int64_t)strlen(prompt);
     lrc_shape bt = {2, {1, T}};
     lrc_tensor *tok = T > 0 ? lrc_tensor_new("tokens", LRC_I32, &bt, err) : NULL;
     int rc = tok ? lrc_tensor_set_add(&in, tok, err) : lrc_err_set(err, "--prompt: give at least one byte");
     for (int64_t i = 0; !rc && i < T; i++) ((int32_t *)tok->data)[i] = (unsigned char)prompt[i];
-    if (!rc) rc = lrc_model_load(&m, a->m.model, a->m.preset, a->m.sets, a->m.n_sets, err);
+    if (!rc) rc = lrc_model_load(&m, o->model, o->preset, o->sets, o->n_sets, err);
     if (!rc && m.task != LRC_TASK_LM) { /* an image model (ViT): its residual stream */
-        rc = cli_diagnose_residual(a, &m, err);
+        rc = lrc_diagnose_residual(o, &m, err);
         goto out;
     }
     if (!rc) rc = lrc_model_build(&m, 1, T, g, err);
     for (int id = 0; !rc && id < g->n_nodes; id++)
         if (g->nodes[id].op == LRC_OP_LOOP_NEXT) L.next = id;
     if (!rc && L.next < 0) { /* not looped: the residual stream after each layer */
-        rc = cli_diagnose_residual(a, &m, err);
+        rc = lrc_diagnose_residual(o, &m, err);
         goto out;
     }
     if (!rc) {
@@ -136,8 +171,8 @@ static int diagnose(const cli_args *a, lrc_err *err)
     }
     lrc_plan_buf want[16];
     if (!rc) rc = lrc_model_complete_inputs(want, lrc_model_graph_inputs(g, want, 16), &m, &in, "diagnose", err);
-    if (!rc) rc = lrc_safetensors_load(a->weights, &wfile, err);
-    if (!rc) rc = lrc_params_bind(g, &wfile, a->weights, &params, err);
+    if (!rc) rc = lrc_safetensors_load(o->weights, &wfile, err);
+    if (!rc) rc = lrc_params_bind(g, &wfile, o->weights, &params, err);
     if (rc) goto out;
     lrc_run64_init(&r, g, &in, &params);
     r.user = &L;
@@ -149,7 +184,7 @@ static int diagnose(const cli_args *a, lrc_err *err)
     r.on_iteration = NULL;
 
     /* the fixed point of h -> G(h) for this input, from the state the run ended in */
-    int64_t N = L.B * L.T * L.D, it = 0, max_iter = a->steps > 0 ? a->steps : 1000;
+    int64_t N = L.B * L.T * L.D, it = 0, max_iter = o->steps > 0 ? o->steps : 1000;
     h = lrc_xmalloc((size_t)N * sizeof(double));
     gh = lrc_xmalloc((size_t)N * sizeof(double));
     memcpy(h, r.buf[L.next], (size_t)N * sizeof(double));
@@ -183,99 +218,17 @@ static int diagnose(const cli_args *a, lrc_err *err)
         for (int64_t i = 0; i < N; i++) J[i * N + j] = (up[i] - down[i]) / (2 * eps);
     }
     if (rc) goto out;
-    /* spectral radius: ||J^k v||^(1/k) (Gelfand), which also holds when the
-     * dominant eigenvalues are a complex pair; operator norm: the top
-     * eigenvalue of J^T J by power iteration */
-    int64_t K = 400;
-    v = lrc_xmalloc((size_t)N * sizeof(double));
-    w = lrc_xmalloc((size_t)N * sizeof(double));
-    lrc_rng rng;
-    lrc_rng_seed(&rng, 1);
-    for (int64_t i = 0; i < N; i++) v[i] = lrc_rng_normal(&rng);
-    double nv = norm2(v, N), logsum = 0;
-    for (int64_t i = 0; i < N; i++) v[i] /= nv;
-    for (int64_t k = 0; k < K; k++) {
-        matvec(J, v, w, N, false);
-        double nw = norm2(w, N);
-        if (nw == 0) {
-            logsum = -INFINITY;
-            break;
-        }
-        logsum += log(nw);
-        for (int64_t i = 0; i < N; i++) v[i] = w[i] / nw;
-    }
-    double rho = exp(logsum / (double)K), sigma = 0;
-    for (int64_t i = 0; i < N; i++) v[i] = lrc_rng_normal(&rng);
-    for (int64_t k = 0; k < K; k++) {
-        nv = norm2(v, N);
-        for (int64_t i = 0; i < N; i++) v[i] /= nv;
-        matvec(J, v, w, N, false);
-        matvec(J, w, v, N, true);
-        sigma = sqrt(norm2(v, N)); /* ||J^T J v|| -> sigma_max^2 */
-    }
+    double rho, sigma;
+    spectrum(J, N, &rho, &sigma);
     printf("Jacobian dG/dh at the fixed point (%lld x %lld): spectral radius %.4f, operator norm %.4f, "
            "non-normality gap %.4f\n", (long long)N, (long long)N, rho, sigma, sigma - rho);
 out:
-    free(J), free(h), free(gh), free(v), free(w), free(up), free(down);
+    free(J), free(h), free(gh), free(up), free(down);
     if (r.buf) lrc_run64_free(&r);
     lrc_tensor_set_clear(&in);
     lrc_tensor_set_clear(&wfile);
     lrc_tensor_set_clear(&params);
     lrc_graph_free(g);
     lrc_model_free(&m);
-    return rc;
-}
-
-int cmd_diagnose(int argc, char **argv)
-{
-    static const struct option opts[] = {MODEL_OPTS,
-                                         {"weights", required_argument, 0, OPT_WEIGHTS},
-                                         {"prompt", required_argument, 0, OPT_PROMPT},
-                                         {"steps", required_argument, 0, OPT_STEPS},
-                                         {"input", required_argument, 0, OPT_INPUT},
-                                         {"data", required_argument, 0, OPT_DATA},
-                                         {"batch", required_argument, 0, OPT_BATCH},
-                                         {"seq", required_argument, 0, OPT_SEQ},
-                                         {0, 0, 0, 0}};
-    static const char *help =
-        "usage: lrc diagnose MODEL [--preset P] [--set KEY=VALUE]... --weights W.safetensors\n"
-        "                    [--prompt TEXT] [--steps N] [--input IN | --data FILE] [--batch N] [--seq T] [-o OUT.json]\n"
-        "\n"
-        "For a model without a loop (llama and what builds on it, vit), in f64: the\n"
-        "variance of the residual stream after each layer over N sequences (--input's\n"
-        "tokens or images, or\n"
-        "N validation windows of T bytes of --data, the King James Bible by default;\n"
-        "N 8, T 128), position 0 left out as the LayerRoPE paper does, and beside it the\n"
-        "root mean square of the multipliers each block reads and writes the stream\n"
-        "with (the model's lrc.tap names: residual.L, read.attn.L, write.mlp.L, ...);\n"
-        "-o writes them as JSON.\n"
-        "\n"
-        "For a looped model (parcae) on the prompt's bytes, in f64: per iteration t of\n"
-        "the recurrent block (the config's T), the mean norm of the state leaving it and\n"
-        "the mean pairwise cosine similarity of its centred token states; then the\n"
-        "fixed point of h -> G(h) (at most N iterations, default 1000, to a relative\n"
-        "residual of 1e-9), and at it the spectral radius of the Jacobian dG/dh, its\n"
-        "operator norm and their gap (the Jacobian from central differences, so keep the\n"
-        "prompt short: at most 4096 state values).\n"
-        "\n" MODEL_HELP
-        "  --weights FILE    trained parameters\n"
-        "  --prompt TEXT     the input (default \"In the beginning God created\")\n"
-        "  --steps N         fixed-point iterations at most (default 1000)\n"
-        "  --input IN        not looped: tokens I32 [N, T] (safetensors)\n"
-        "  --data FILE       not looped: text whose validation windows are the input\n"
-        "  --batch N         not looped: sequences of --data (default 8)\n"
-        "  --seq T           not looped: positions a sequence (default 128)\n"
-        "  -o OUT.json       not looped: the numbers as JSON\n";
-    cli_args a;
-    int rc = cli_parse_args("diagnose", argc, argv, opts, help, true, &a);
-    if (rc >= 0) goto out;
-    if (!a.weights) {
-        rc = cli_usage_error("diagnose", "needs --weights");
-        goto out;
-    }
-    lrc_err err;
-    rc = diagnose(&a, &err) ? cli_user_error(&err) : 0;
-out:
-    cli_model_opts_free(&a.m);
     return rc;
 }
