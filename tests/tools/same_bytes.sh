@@ -1,6 +1,7 @@
 #!/bin/bash
 # same_bytes.sh OLD_LRC NEW_LRC — a refactoring's check that behaviour did not
-# change: on every PyTorch fixture (tests/fixtures/{llama,vit,parcae}/*), the
+# change: on every PyTorch fixture (tests/fixtures/{llama,vit,parcae}/*) and
+# every Hugging Face directory (tests/fixtures/hf/*, run as the model), the
 # logits of `lrc forward` and the loss and gradients of `lrc backward`, on ref
 # and on cpu (2 threads), written by the two binaries, are compared byte for byte (cmp).
 # Prints one line per case that differs and a count; exit 1 if any differs.
@@ -33,6 +34,25 @@ for family in llama vit parcae; do
                 fi
                 rm -f "$tmp/a.st" "$tmp/b.st"
             done
+        done
+    done
+done
+run_hf() { # BIN OUT CMD DIR TARGET: the directory is the model, its weights its own
+    "$1" "$3" "$4" --input "$4/input.safetensors" --target "$5" --threads 2 -o "$2" >/dev/null 2>"$2.err"
+}
+for dir in "$root"/tests/fixtures/hf/*/; do
+    case=$(basename "$dir")
+    for cmd in forward backward; do
+        for target in ref cpu; do
+            run_hf "$old" "$tmp/a.st" $cmd "$dir" $target
+            run_hf "$new" "$tmp/b.st" $cmd "$dir" $target
+            if [ -s "$tmp/a.st" ] && cmp -s "$tmp/a.st" "$tmp/b.st"; then
+                same=$((same + 1))
+            else
+                differ=$((differ + 1))
+                echo "DIFFER hf/$case $cmd --target $target: $(head -c 200 "$tmp/b.st.err")"
+            fi
+            rm -f "$tmp/a.st" "$tmp/b.st"
         done
     done
 done
