@@ -119,6 +119,7 @@ typedef struct cli_args {
     int64_t seq, batch, seed, threads, repeat, new_tokens, top_k, ctx;
     int64_t min_seq; /* compile: the shortest sequence of its own shape; 0: the default */
     bool one_shape;  /* compile: no shorter shapes (lrc profile's package of the input's shape) */
+    const struct lrc_exec_host *host; /* compile: for this machine's device (lrc profile's package), or NULL */
     double temperature, lr, warmup, clip, weight_decay;
     bool decay_all, flip;
     int64_t crop_pad; /* image training: random crop padding, -1 = the default */

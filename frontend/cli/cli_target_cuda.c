@@ -9,7 +9,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* lrc backward runs on the device now: a missing one is the first error */
 static int cuda_check(const char *cmd, const cli_args *a, lrc_err *err)
@@ -162,44 +161,13 @@ static int cuda_profile_package(const cli_args *a, int64_t repeat, const char *t
     return rc ? cli_user_error(&err) : 0;
 }
 
-/* lrc profile on GPU 0: a cuda package as it is, or MODEL compiled first
- * (as lrc compile --target cuda would, for this GPU and the input's shape)
- * into a package that lives as long as the profile. */
+/* lrc profile of a cuda package on GPU 0 (cmd_profile.c compiles a model
+ * into one first). */
 static int cuda_profile_command(const cli_args *a, bool pkg, int64_t repeat, const char *trace)
 {
-    if (!a->input || (!pkg && !a->weights)) return cli_usage_error("profile", pkg ? "needs --input" : "needs --weights and --input");
-    if (pkg) return cuda_profile_package(a, repeat, trace);
-    lrc_err err;
-    lrc_cuda_device dev;
-    char why[256], arch[16], tmp[64] = "/tmp/lrc-profile-XXXXXX", dir[128];
-    lrc_tensor_set in;
-    lrc_tensor_set_init(&in);
-    const lrc_tensor *t = NULL;
-    int rc = lrc_cuda_probe(&dev, why, sizeof why) ? lrc_err_set(&err, "--target cuda: %s", why) : LRC_OK;
-    if (!rc) rc = lrc_safetensors_load(a->input, &in, &err);
-    if (!rc && !(t = lrc_tensor_set_find(&in, "tokens")) && !(t = lrc_tensor_set_find(&in, "images")))
-        rc = lrc_err_set(&err, "%s: no tensor 'tokens' (I32 [B, T]) or 'images' (F32 [B, C, H, W])", a->input);
-    if (!rc && t->shape.ndim != 2 && t->shape.ndim != 4) rc = lrc_err_set(&err, "%s: '%s' must be [B, T] or [B, C, H, W]", a->input, t->name);
-    if (!rc && !mkdtemp(tmp)) rc = lrc_err_set(&err, "%s: cannot create a temporary directory", tmp);
-    if (rc) {
-        lrc_tensor_set_clear(&in);
-        return cli_user_error(&err);
-    }
-    cli_args b = *a;
-    snprintf(arch, sizeof arch, "sm_%d", dev.sm);
-    snprintf(dir, sizeof dir, "%s/pkg", tmp);
-    b.target = lrc_target_cuda.name, b.arch = arch, b.out = dir, b.one_shape = true; /* the input's shape alone */
-    b.batch = t->shape.dim[0], b.seq = t->shape.ndim == 2 ? t->shape.dim[1] : 1;
-    lrc_tensor_set_clear(&in);
-    rc = cli_compile_package(&b);
-    if (!rc) {
-        b = *a;
-        b.m.model = dir, b.weights = NULL; /* folded into the package */
-        rc = cuda_profile_package(&b, repeat, trace);
-    }
-    cli_package_remove(dir);
-    rmdir(tmp);
-    return rc;
+    (void)pkg;
+    if (!a->input) return cli_usage_error("profile", "needs --input");
+    return cuda_profile_package(a, repeat, trace);
 }
 
 static void cuda_compile_report(const lrc_model *m, const cli_args *a, const lrc_compiled *c)

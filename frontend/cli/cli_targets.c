@@ -43,56 +43,12 @@ const char *cli_target_names(lrc_target_can c, const char *last, char *buf, size
 
 lrc_compile_opts cli_compile_opts(const cli_args *a)
 {
-    lrc_compile_opts o = {.arch = a->arch, .f32 = a->precision && !strcmp(a->precision, "f32"), .w_store = LRC_WSTORE_F32};
+    lrc_compile_opts o = {.arch = a->arch, .f32 = a->precision && !strcmp(a->precision, "f32"), .w_store = LRC_WSTORE_F32, .host = a->host};
     if (a->weights_dtype) lrc_wstore_parse(a->weights_dtype, &o.w_store); /* checked with the options */
     return o;
 }
 
-/* ---- shared by the entries ---------------------------------------------- */
-
-void cli_print_times(const cli_args *a, double *ms, const lrc_tensor_set *in, int threads)
-{
-    for (int64_t i = 1; i < a->repeat; i++) /* insertion sort: a few runs */
-        for (int64_t j = i; j > 0 && ms[j - 1] > ms[j]; j--) {
-            double t = ms[j];
-            ms[j] = ms[j - 1];
-            ms[j - 1] = t;
-        }
-    const lrc_tensor *tok = lrc_tensor_set_find(in, "tokens");
-    double med = ms[a->repeat / 2], tokens = tok ? (double)lrc_shape_numel(&tok->shape) : 0;
-    printf("forward: median %.2f ms over %lld runs (min %.2f, max %.2f), %.0f tokens/s, %d threads\n", med,
-           (long long)a->repeat, ms[0], ms[a->repeat - 1], tokens / (med / 1e3), threads);
-}
-
-int cli_target_host_time_session(const cli_args *a, lrc_session *s, const lrc_array *arr, const lrc_tensor_set *in, lrc_err *err)
-{
-    lrc_session_info info;
-    int rc = lrc_session_describe(s, &info) ? cli_session_error(s, err) : LRC_OK;
-    if (rc) return rc;
-    double *ms = lrc_xmalloc((size_t)a->repeat * sizeof(double) + 8);
-    /* steady state, as a serving loop runs: the outputs of one run are the
-     * buffers of the next (every run still writes all of them) */
-    for (int64_t r = 0; r < a->repeat && !rc; r++) {
-        double t0 = lrc_now_s();
-        if (lrc_session_run(s, arr, in->n)) rc = cli_session_error(s, err);
-        ms[r] = 1e3 * (lrc_now_s() - t0);
-    }
-    if (!rc) cli_print_times(a, ms, in, info.threads);
-    free(ms);
-    return rc;
-}
-
 /* ---- ref ------------------------------------------------------------------ */
-
-/* ref and cpu compute in f32 and are timed by the commands themselves. */
-int cli_target_f32_check(const char *cmd, const cli_args *a, lrc_err *err)
-{
-    if (strcmp(cmd, "backward")) return LRC_OK;
-    if (a->precision) return lrc_err_set(err, "--precision applies to --target cuda (ref and cpu compute in f32)"), EXIT_USER;
-    /* it times the device's kernels; on ref and cpu it would be ignored without a word */
-    if (a->repeat) return lrc_err_set(err, "--repeat applies to --target cuda (it times the kernels on the device)"), EXIT_USER;
-    return LRC_OK;
-}
 
 static void ref_report(void) { printf("target ref: available (the plain-C reference)\n"); }
 

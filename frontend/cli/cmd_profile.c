@@ -4,84 +4,49 @@
  * that Perfetto and chrome://tracing open. */
 #include "cli_targets.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-typedef struct {
-    const char *key, *symbol, *label; /* key: the symbol, or for cuBLAS alone the label */
-    int first;                        /* its first launch */
-    int64_t calls;
-    double ns, flops, bytes;
-} row_t;
-
-static int by_time(const void *a, const void *b)
+/* MODEL on a target whose code runs on a device: compiled first, as lrc
+ * compile would, for this machine's device and the input's shape, into a
+ * package that lives as long as the profile. */
+static int profile_on_device(const cli_args *a, const lrc_target *t, int64_t repeat, const char *trace)
 {
-    const row_t *x = a, *y = b;
-    return x->ns < y->ns ? 1 : x->ns > y->ns ? -1 : 0;
-}
-
-/* One row per function: launches of equal structure (one per layer) share it. */
-static int aggregate(const lrc_plan *p, const double *ns, const int64_t *calls, row_t *rows)
-{
-    int n = 0;
-    for (int i = 0; i < p->n_launches; i++) {
-        if (!calls[i]) continue;
-        const lrc_plan_launch *l = &p->launches[i];
-        int r = 0;
-        const char *key = l->symbol[0] ? l->symbol : l->label; /* GEMMs alone: one row per call site */
-        while (r < n && strcmp(rows[r].key, key)) r++;
-        if (r == n) rows[n++] = (row_t){key, l->symbol[0] ? l->symbol : "cublas", l->label, i, 0, 0, 0, 0};
-        rows[r].calls += calls[i];
-        rows[r].ns += ns[i];
-        rows[r].flops += l->flops * (double)calls[i];
-        rows[r].bytes += l->bytes * (double)calls[i];
+    if (!a->input || !a->weights) return cli_usage_error("profile", "needs --weights and --input");
+    lrc_err err;
+    lrc_exec_host host = {0};
+    char tmp[64] = "/tmp/lrc-profile-XXXXXX", dir[128];
+    lrc_tensor_set in;
+    lrc_tensor_set_init(&in);
+    const lrc_tensor *x = NULL;
+    int rc = t->ex->open_host(&(lrc_exec_host_opts){0}, &host, &err) ? lrc_err_prefix(&err, "--target %s", t->name) : LRC_OK;
+    if (!rc) rc = lrc_safetensors_load(a->input, &in, &err);
+    if (!rc && !(x = lrc_tensor_set_find(&in, "tokens")) && !(x = lrc_tensor_set_find(&in, "images")))
+        rc = lrc_err_set(&err, "%s: no tensor 'tokens' (I32 [B, T]) or 'images' (F32 [B, C, H, W])", a->input);
+    if (!rc && x->shape.ndim != 2 && x->shape.ndim != 4) rc = lrc_err_set(&err, "%s: '%s' must be [B, T] or [B, C, H, W]", a->input, x->name);
+    if (!rc && !mkdtemp(tmp)) rc = lrc_err_set(&err, "%s: cannot create a temporary directory", tmp);
+    if (rc) {
+        lrc_tensor_set_clear(&in);
+        lrc_exec_host_close(t->ex, &host);
+        return cli_user_error(&err);
     }
-    qsort(rows, (size_t)n, sizeof *rows, by_time);
-    return n;
-}
-
-/* Why a GPU kernel that is not a GEMM stays under 60% of the copy
- * bandwidth, or "" when it does not: too short a call for the launch
- * around it to vanish, more arithmetic than bytes, too few blocks to keep
- * every SM's loads in flight, or accesses narrower than 16 bytes (a shape
- * that does not divide); else its shape, for a reader to judge. */
-static const char *why_slow(const row_t *r, double peak, double bw, const cli_gpu_shapes *gpu, char *buf, size_t n)
-{
-    double gb = r->bytes / r->ns, us = r->ns / 1e3 / (double)r->calls;
-    if (!strcmp(r->symbol, "cublas") || strstr(r->symbol, "gemm") || !(bw > 0) || gb >= 0.6 * bw) return "";
-    const int64_t blocks = gpu->blocks[r->first];
-    const int threads = gpu->threads[r->first], access = gpu->access[r->first];
-    if (us < 10) snprintf(buf, n, "  [launch-bound: %.0f KB a call in %.1f us]", r->bytes / (double)r->calls / 1e3, us);
-    else if (peak > 0 && r->flops / r->bytes > peak / bw) snprintf(buf, n, "  [compute-bound: %.2g FLOP a byte]", r->flops / r->bytes);
-    else if (gpu->sms > 0 && blocks < 2 * (int64_t)gpu->sms)
-        snprintf(buf, n, "  [%lld blocks for %d SMs: too few to keep the memory busy]", (long long)blocks, gpu->sms);
-    else if (access > 0 && access < 16)
-        snprintf(buf, n, "  [%d-byte accesses: the shape does not divide into 16 bytes]", access);
-    else if (access > 0) snprintf(buf, n, "  [under 60%%: %lld blocks of %d threads, 16-byte accesses]", (long long)blocks, threads);
-    else snprintf(buf, n, "  [under 60%%: %lld blocks of %d threads]", (long long)blocks, threads);
-    return buf;
-}
-
-void cli_print_profile(const lrc_plan *p, const double *ns, const int64_t *calls, int64_t repeat, double peak, double bw,
-                       const cli_gpu_shapes *gpu)
-{
-    row_t *rows = lrc_xcalloc((size_t)p->n_launches + 1, sizeof *rows);
-    int n = aggregate(p, ns, calls, rows);
-    double total = 0, flops = 0;
-    for (int i = 0; i < n; i++) total += rows[i].ns, flops += rows[i].flops;
-    printf("forward: %.3f ms per run, %.1f GFLOP/s, %d functions\n\n", total / 1e6 / (double)repeat, flops / total, n);
-    printf("%-11s %6s %10s %6s %9s %8s %6s  %s\n", "function", "calls", "total ms", "share", "GFLOP/s", "GB/s", "%peak", "kernel");
-    char why[128];
-    for (int i = 0; i < n; i++) {
-        double gf = rows[i].flops / rows[i].ns, gb = rows[i].bytes / rows[i].ns;
-        double frac = peak > 0 ? gf / peak : 0, fb = bw > 0 ? gb / bw : 0;
-        /* the ceiling that binds: compute or memory, whichever is closer */
-        printf("%-11s %6lld %10.3f %5.1f%% %9.1f %8.1f %5.0f%%%c  %s%s\n", rows[i].symbol, (long long)rows[i].calls, rows[i].ns / 1e6,
-               100 * rows[i].ns / total, gf, gb, 100 * (frac > fb ? frac : fb), frac > fb ? 'F' : 'B', rows[i].label,
-               gpu ? why_slow(&rows[i], peak, bw, gpu, why, sizeof why) : "");
+    cli_args b = *a;
+    snprintf(dir, sizeof dir, "%s/pkg", tmp);
+    b.target = t->name, b.host = &host, b.out = dir, b.one_shape = true; /* the input's shape alone */
+    b.batch = x->shape.dim[0], b.seq = x->shape.ndim == 2 ? x->shape.dim[1] : 1;
+    lrc_tensor_set_clear(&in);
+    rc = cli_compile_package(&b);
+    lrc_exec_host_close(t->ex, &host);
+    if (!rc) {
+        b = *a;
+        b.m.model = dir, b.weights = NULL; /* folded into the package */
+        rc = cli_target_of(t)->profile_command(&b, true, repeat, trace);
     }
-    printf("\n%%peak: F of the %s ceiling, B of the copy bandwidth, whichever is higher\n", gpu ? "GEMM" : "FMA");
-    free(rows);
+    cli_package_remove(dir);
+    rmdir(tmp);
+    return rc;
 }
 
 int cmd_profile(int argc, char **argv)
@@ -116,7 +81,8 @@ int cmd_profile(int argc, char **argv)
     /* a package's own target, else --target's; one not known here: the default's (which says what it takes) */
     const lrc_target *t = pkg ? lrc_target_of_package(a.m.model) : lrc_target_find(a.target);
     if (!t || !cli_target_of(t)->profile_command) t = lrc_targets[0];
-    rc = cli_target_of(t)->profile_command(&a, pkg, repeat, trace);
+    if (!pkg && t->device_package) rc = profile_on_device(&a, t, repeat, trace);
+    else rc = cli_target_of(t)->profile_command(&a, pkg, repeat, trace);
 out:
     cli_model_opts_free(&a.m);
     return rc;

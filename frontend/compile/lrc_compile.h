@@ -72,7 +72,8 @@ int lrc_compile_pack_weights(lrc_compiled *c, const char *so, lrc_err *err);
 
 /* What compiling for a target takes besides the graph. */
 typedef struct lrc_compile_opts {
-    const char *arch;   /* cuda: the architecture ("sm_90"); NULL: the host's GPU, or sm_90 for a package */
+    const char *arch;   /* cuda: the architecture ("sm_90"); NULL: the host's GPU, or sm_90 */
+    const struct lrc_exec_host *host; /* a package: compiled for this machine's device (its architecture), or NULL */
     bool f32;           /* cuda: activations and weight matrices stored as f32 (else bf16) */
     lrc_wstore w_store; /* cpu, a package: how weight panels are stored */
 } lrc_compile_opts;

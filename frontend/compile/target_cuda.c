@@ -20,7 +20,7 @@ static int cuda_compile(lrc_graph *g, lrc_tensor_set *consts, const lrc_compile_
 static int cuda_compile_package(lrc_graph *g, lrc_tensor_set *consts, const lrc_compile_opts *o, lrc_package_writer *w, lrc_compiled *c,
                                 lrc_err *err)
 {
-    if (cuda_compile(g, consts, o, NULL, c, err)) return LRC_EUSER;
+    if (cuda_compile(g, consts, o, o->host, c, err)) return LRC_EUSER;
     return lrc_package_write_cuda(w, c->cuda.source, c->cubin, c->cubin_size, c->ptx, err);
 }
 

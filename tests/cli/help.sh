@@ -33,7 +33,7 @@ fail() {
 # The options of the synopsis on stdin, one a line, with the value's name
 # after it when the option takes one ("--seq T", "-o PKG", "--flip"). An
 # option is a '-' at a line's start or after a space, '[' or '|', then a
-# letter; the same rule as frontend/cli/main.c's synopsis_option.
+# letter; the same rule as frontend/cli/cli_args.c's synopsis_option.
 options() {
     grep -oE '(^|[][ |])--?[A-Za-z][A-Za-z0-9-]*( [^][ |-][^][ ]*)?' | sed -E 's/^[][ |]//' | sort -u
 }

@@ -9,11 +9,14 @@
 #     binding's (liblrc_lua.a) leave undefined no function of a layer above
 #     them (cli_*, the tools' lrc_analyze/diagnose/sweep/plot_*, and for the
 #     compile half the Lua binding's lrc_model_*, lrc_hf_*, lua_*);
-#  3. cli_args, the command line's options, appears only in frontend/cli/.
+#  3. cli_args, the command line's options, appears only in frontend/cli/;
+#  4. no two files of frontend/ call one another in a circle (call_circles.py).
 # Prints one line per breach, then a summary; exits 1 on any.
 set -u
 repo=${1:?usage: layers.sh REPO BUILD}
 build=${2:?usage: layers.sh REPO BUILD}
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(realpath "$build")
 cd "$repo" || exit 2
 bad=0
 breach() { echo "layers: $*"; bad=$((bad + 1)); }
@@ -59,6 +62,8 @@ up=$( { calls_up liblrc_compile.a '^(cli_|lrc_model_|lrc_hf_|lua_|luaL_|lrc_(ana
 [ -n "$up" ] && while IFS= read -r l; do breach "$l"; done <<<"$up"
 
 while IFS= read -r l; do breach "cli_args outside frontend/cli/: $l"; done < <(git grep -n 'cli_args' -- ir codegen runtime frontend ':!frontend/cli')
+
+while IFS= read -r l; do breach "$l"; done < <("$here"/call_circles.py "$build" frontend/cli frontend/tools frontend/compile frontend/lua | grep '^circle' || true)
 
 echo "layers: $n_files files, $bad breaches"
 [ "$bad" -eq 0 ]
