@@ -166,7 +166,7 @@ int lrc_checkpoint_save(const char *path, lrc_train_state *s, lrc_err *err)
     free(s->ck.metadata_json); /* a version 1 file resumed is written as version 2 */
     char meta[64];
     snprintf(meta, sizeof meta, "{\"format\":\"" CK_FORMAT "\",\"version\":\"%d\"}", CK_VERSION);
-    s->ck.metadata_json = lrc_strdup(meta);
+    s->ck.metadata_json = lrc_xstrdup(meta);
     return lrc_safetensors_save(path, &s->ck, err); /* a temporary file renamed over: never partial */
 }
 

@@ -91,7 +91,7 @@ int lrc_trainer_use_cpu(lrc_trainer *t, lrc_exec *x, lrc_pool *pool, lrc_err *er
     t->dev = s;
     for (int i = 0; s->acc && i < s->n; i++)
         if (!(s->acc[i] = lrc_tensor_new(s->items[i]->name, LRC_F32, &s->items[i]->shape, err))) return LRC_EUSER;
-    s->spans = lrc_param_spans_new(s->items, s->n);
+    if (!(s->spans = lrc_param_spans_new(s->items, s->n))) return lrc_err_nomem(err, "for the optimizer's spans of %d parameters", s->n);
     return LRC_OK;
 }
 
