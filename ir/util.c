@@ -259,7 +259,8 @@ void *lrc_reallocarray(void *p, size_t n, size_t size)
 
 void *lrc_aligned_alloc(size_t align, size_t n)
 {
-    size_t rounded = n > SIZE_MAX - align ? 0 : (n + align - 1) / align * align;
+    if (!n) n = 1;
+    size_t rounded = n > SIZE_MAX - align ? 0 : (n + align - 1) / align * align; /* 0: n is too large */
     return counted(lrc_alloc_fails() || !rounded ? NULL : aligned_alloc(align, rounded));
 }
 

@@ -19,13 +19,18 @@
 #include "runtime/lrc.h"
 #include "runtime/lrc_runtime.h"
 
+#include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 /* far above any path's points: a loop that never ends is a failure */
 #define MAX_POINTS 100000
+
+/* failures of a pool's pthread_create seen (a point of the open path) */
+static int thread_failures;
 
 static char dir[256];
 static int32_t ids[2 * 7], ids5[2 * 5];
@@ -278,6 +283,7 @@ static int64_t sweep(const char *name, path_fn fn, bool after, char *last, size_
             break;
         }
         snprintf(last, cap, "%s", a.msg);
+        thread_failures += strstr(a.msg, "thread pool: cannot create thread") != NULL;
         CHECK(a.st == LRC_STATUS_NOMEM, "%s, allocation %lld of %lld failing%s: status %d (%s)", name, (long long)n, (long long)a.asked,
               after ? " with all after it" : "", a.st, a.msg);
         CHECK(strstr(a.msg, "out of memory") && !strchr(a.msg, '\n'), "%s, allocation %lld: message '%s'", name, (long long)n, a.msg);
@@ -302,6 +308,33 @@ static void sweep_both(const char *name, path_fn fn)
     /* the dir is the test's own: the package's name is enough */
     const char *at = strstr(last, dir);
     printf("%18s last failure: %s\n", "", at ? at + strlen(dir) + 1 : last);
+}
+
+/* The checked allocators themselves: sizes that overflow, the injection's
+ * ordinals, alone and with all after, and off. */
+static void test_allocators(void)
+{
+    int64_t before = lrc_alloc_failures();
+    errno = 0;
+    void *p = lrc_calloc(SIZE_MAX / 2, 4), *q = lrc_malloc(8);
+    CHECK(!p && errno == ENOMEM && lrc_alloc_failures() == before + 1, "calloc of SIZE_MAX / 2 x 4: refused, counted");
+    CHECK(q && !lrc_reallocarray(q, SIZE_MAX, 2) && lrc_alloc_failures() == before + 2, "reallocarray that overflows: refused, q kept");
+    free(q);
+    void *z = lrc_aligned_alloc(64, 0);
+    CHECK(z && !((uintptr_t)z % 64), "aligned_alloc of 0 bytes: one aligned block");
+    free(z);
+    for (int after = 0; after < 2; after++) {
+        lrc_alloc_fail_at(2, after);
+        void *a = lrc_malloc(1), *b = lrc_strdup("b"), *c = lrc_calloc(1, 1);
+        int64_t asked = lrc_alloc_count();
+        lrc_alloc_fail_at(0, false);
+        CHECK(a && !b && (c == NULL) == (after == 1) && asked == 3, "fail at 2%s: %p %p %p, %lld asked", after ? " and after" : "", a, (void *)b, c,
+              (long long)asked);
+        free(a), free(b), free(c);
+    }
+    void *d = lrc_malloc(1);
+    CHECK(d && lrc_alloc_count() == 0, "off: nothing fails, nothing is counted");
+    free(d);
 }
 
 /* The clean sessions' results that each path must give again. */
@@ -357,6 +390,7 @@ int main(int argc, char **argv)
              sh("%s compile %s --preset tiny --target cpu --weights w.st --ctx 8 -o pkg_dec >/dev/null", lrc, model) ||
              sh("%s compile %s %s --weights w.st --tokenizer %s -o pkg_tok >/dev/null", lrc, model, tiny, argv[3]) ||
              sh("%s compile %s --preset tiny --batch 2 --seq 7 --target cuda --arch sm_80 --weights w.st -o pkg_cu >/dev/null", lrc, model);
+    test_allocators();
     CHECK(!strcmp(lrc_status_string(LRC_STATUS_NOMEM), "out of memory") && !strcmp(lrc_status_string(LRC_STATUS_OK), "ok") &&
               !strcmp(lrc_status_string((lrc_status)99), "unknown status"),
           "lrc_status_string names the statuses");
@@ -371,6 +405,8 @@ int main(int argc, char **argv)
                      {"later step", path_step_later}, {"tokenize", path_tokenize}, {"detokenize", path_detokenize},
                      {"time", path_time},         {"cuda open", path_cuda_open}, {"cuda first run", path_cuda_run}};
         for (size_t i = 0; i < sizeof paths / sizeof paths[0] && failed <= 20; i++) sweep_both(paths[i].name, paths[i].fn);
+        CHECK(thread_failures > 0, "a pool thread that could not be created was among the points (%d times)", thread_failures);
+        printf("a pool's pthread_create failed %d times among them\n", thread_failures);
     }
     sh("rm -rf pkg pkg_now pkg_mins pkg_dec pkg_tok pkg_cu w.st w2.st");
     rmdir(dir);
