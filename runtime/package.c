@@ -302,7 +302,6 @@ static cJSON *read_package_json(const char *dir, char *path, size_t n, bool *ope
     snprintf(path, n, "%s/" PKG_JSON, dir);
     FILE *f = fopen(path, "rb");
     *opened = f != NULL;
-    *nomem = false;
     size_t len = 0;
     char *text = f ? lrc_read_all(f, &len) : NULL;
     *nomem = f && !text && errno == ENOMEM;

@@ -97,7 +97,6 @@ static int get_int(ctx *c, const cJSON *o, const char *path, const char *key, in
     return 0;
 }
 
-
 static const char *type_of(ctx *c, const cJSON *o, const char *path)
 {
     const char *t = NULL;
