@@ -5,10 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-lrc_graph *lrc_graph_new(void)
-{
-    return lrc_xcalloc(1, sizeof(lrc_graph));
-}
+/* lrc_graph_new is in xalloc.c: only the compile side makes graphs. */
 
 void lrc_graph_free(lrc_graph *g)
 {
@@ -44,11 +41,12 @@ static void index_put(int *slots, int cap, const lrc_graph *g, int id)
     slots[i] = id;
 }
 
-static void index_add(lrc_graph *g, int id)
+static int index_add(lrc_graph *g, int id, lrc_err *err)
 {
     if (2 * (g->src_count + 1) > g->src_cap) { /* half full at most; rebuilt in id order */
         int cap = g->src_cap ? 2 * g->src_cap : 64;
-        int *slots = lrc_xmalloc((size_t)cap * sizeof(int));
+        int *slots = lrc_calloc((size_t)cap, sizeof(int));
+        if (!slots) return lrc_err_nomem(err, "for the graph's index of %d names", cap);
         for (int i = 0; i < cap; i++) slots[i] = -1;
         for (int j = 0; j < id; j++)
             if (is_source_op(g->nodes[j].op) && g->nodes[j].name) index_put(slots, cap, g, j);
@@ -58,6 +56,7 @@ static void index_add(lrc_graph *g, int id)
     }
     index_put(g->src_index, g->src_cap, g, id);
     g->src_count++;
+    return LRC_OK;
 }
 
 /* The first source node called name, of op (or of any source op: -1). */
@@ -123,14 +122,23 @@ int lrc_graph_add(lrc_graph *g, const lrc_node *proto, lrc_err *err)
         return -1;
     }
     if (g->n_nodes == g->cap) {
-        g->cap = g->cap ? 2 * g->cap : 64;
-        g->nodes = lrc_xrealloc(g->nodes, (size_t)g->cap * sizeof *g->nodes);
+        int cap = g->cap ? 2 * g->cap : 64;
+        lrc_node *nodes = lrc_reallocarray(g->nodes, (size_t)cap, sizeof *g->nodes);
+        if (!nodes) return lrc_err_nomem(err, "for a graph of %d nodes", cap), -1;
+        g->nodes = nodes, g->cap = cap;
     }
     n.name = lrc_strdup(proto->name);
     n.group = lrc_strdup(proto->group);
     n.loc = lrc_strdup(proto->loc);
+    if ((proto->name && !n.name) || (proto->group && !n.group) || (proto->loc && !n.loc)) {
+        free(n.name), free(n.group), free(n.loc);
+        return lrc_err_nomem(err, "for the names of node %d", g->n_nodes), -1;
+    }
     g->nodes[g->n_nodes] = n;
-    if (is_source_op(n.op) && n.name) index_add(g, g->n_nodes);
+    if (is_source_op(n.op) && n.name && index_add(g, g->n_nodes, err)) {
+        free(n.name), free(n.group), free(n.loc);
+        return -1; /* the graph as it was: the node is not counted */
+    }
     if (n.op == LRC_OP_PARAM) g->param_elems += lrc_shape_numel(&n.shape);
     return g->n_nodes++;
 }
@@ -228,12 +236,18 @@ int lrc_graph_add_output(lrc_graph *g, const char *name, int node, lrc_err *err)
     for (int i = 0; i < g->n_outputs; i++)
         if (!strcmp(g->output_names[i], name)) return lrc_err_set(err, "output '%s' is defined twice", name);
     if (g->n_outputs == g->cap_outputs) {
-        g->cap_outputs = g->cap_outputs ? 2 * g->cap_outputs : 4;
-        g->outputs = lrc_xrealloc(g->outputs, (size_t)g->cap_outputs * sizeof *g->outputs);
-        g->output_names = lrc_xrealloc(g->output_names, (size_t)g->cap_outputs * sizeof(char *));
+        int cap = g->cap_outputs ? 2 * g->cap_outputs : 4;
+        int *outputs = lrc_reallocarray(g->outputs, (size_t)cap, sizeof *g->outputs);
+        if (outputs) g->outputs = outputs;
+        char **names = outputs ? lrc_reallocarray(g->output_names, (size_t)cap, sizeof(char *)) : NULL;
+        if (names) g->output_names = names;
+        if (!names) return lrc_err_nomem(err, "for output '%s'", name);
+        g->cap_outputs = cap;
     }
+    char *copy = lrc_strdup(name);
+    if (!copy) return lrc_err_nomem(err, "for output '%s'", name);
     g->outputs[g->n_outputs] = node;
-    g->output_names[g->n_outputs++] = lrc_strdup(name);
+    g->output_names[g->n_outputs++] = copy;
     return LRC_OK;
 }
 
@@ -253,7 +267,7 @@ static int verify_loops(const lrc_graph *g, lrc_err *err)
     for (int next = 0; next < g->n_nodes && !rc; next++) {
         if (g->nodes[next].op != LRC_OP_LOOP_NEXT) continue;
         int st = g->nodes[next].in[0];
-        if (!body) body = lrc_xcalloc((size_t)g->n_nodes, 1);
+        if (!body && !(body = lrc_calloc((size_t)g->n_nodes, 1))) return lrc_err_nomem(err, "checking the loops of a graph of %d nodes", g->n_nodes);
         memset(body, 0, (size_t)g->n_nodes);
         body[st] = 1;
         for (int j = st + 1; j < next; j++)

@@ -22,9 +22,13 @@
 /* ---- errors ------------------------------------------------------------ */
 
 /* A one-line message for a person: where, then what was expected. Functions
- * that can fail on user input return LRC_OK or LRC_EUSER and fill one. */
+ * that can fail on user input return LRC_OK or LRC_EUSER and fill one.
+ * nomem: the message says the memory ran out (lrc_err_nomem), which the
+ * embedding API returns as LRC_STATUS_NOMEM; lrc_err_set clears it, so it
+ * always belongs to the message there is. */
 typedef struct lrc_err {
     char msg[1024];
+    bool nomem;
 } lrc_err;
 
 enum { LRC_OK = 0, LRC_EUSER = 1 };
@@ -35,6 +39,10 @@ int lrc_err_set(lrc_err *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Prepends "prefix: " to an existing message (adds context on the way up). */
 int lrc_err_prefix(lrc_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* "out of memory " and the rest (what it was for: "for 4096 bytes of tensor
+ * 'x'"), marked nomem; returns LRC_EUSER as lrc_err_set does. */
+int lrc_err_nomem(lrc_err *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* ---- types ------------------------------------------------------------- */
@@ -105,7 +113,8 @@ typedef struct lrc_tensor_set {
 
 void lrc_tensor_set_init(lrc_tensor_set *s);
 void lrc_tensor_set_clear(lrc_tensor_set *s);
-/* Takes ownership of t. Fails on a duplicate name. */
+/* Takes ownership of t (freed when it fails). Fails on a duplicate name, or
+ * out of memory. */
 int lrc_tensor_set_add(lrc_tensor_set *s, lrc_tensor *t, lrc_err *err);
 lrc_tensor *lrc_tensor_set_find(const lrc_tensor_set *s, const char *name);
 
@@ -409,6 +418,9 @@ struct lrc_graph {
     int64_t param_elems;
 };
 
+/* A new, empty graph; in xalloc.c (it never returns NULL: an
+ * out-of-memory ends the process), since only the compile side makes
+ * graphs. */
 lrc_graph *lrc_graph_new(void);
 void lrc_graph_free(lrc_graph *g);
 
@@ -439,7 +451,6 @@ int64_t lrc_graph_param_count(const lrc_graph *g);
 double lrc_graph_flops(const lrc_graph *g, double *bwd_flops);
 
 /* Small helpers shared by the layers. */
-char *lrc_strdup(const char *s);
 /* Whether environment variable name is set to value (a developer's switch,
  * such as LRC_PAD_HIDDEN=0). */
 bool lrc_env_is(const char *name, const char *value);
@@ -451,20 +462,60 @@ int lrc_err_one_line(lrc_err *err, int rc);
  * hash of package files, cache keys and parameter streams. */
 #define LRC_FNV_SEED 0xcbf29ce484222325ull
 uint64_t lrc_fnv1a(uint64_t h, const void *data, size_t n);
-void *lrc_xmalloc(size_t n); /* aborts on out-of-memory: not a user error */
-void *lrc_xcalloc(size_t n, size_t size);
-void *lrc_xrealloc(void *p, size_t n);
 /* Everything left in f (a file or a pipe), with a 0 byte after it;
- * *len excludes it. Returns the buffer, or NULL on a read error. */
+ * *len excludes it. Returns the buffer, or NULL on a read error or when
+ * out of memory (errno ENOMEM). */
 char *lrc_read_all(FILE *f, size_t *len);
 /* The whole file (0-terminated, *len bytes), or NULL with err set naming it. */
 char *lrc_read_file(const char *path, size_t *len, lrc_err *err);
 /* Writes len bytes to path.tmp, then renames it over path: a reader never
  * sees a partial file, and a failure leaves none. */
 int lrc_write_atomic(const char *path, const void *data, size_t len, lrc_err *err);
+
+/* ---- memory ------------------------------------------------------------ */
+
+/* The checked allocators (util.c): NULL when out of memory (errno ENOMEM),
+ * never an exit, so that liblrc returns LRC_STATUS_NOMEM to its host. All
+ * of ir/ and runtime/ that liblrc links allocates through them. A size of
+ * 0 allocates 1 byte; lrc_calloc and lrc_reallocarray refuse an n * size
+ * that overflows; lrc_realloc leaves p as it was when it fails;
+ * lrc_strdup(NULL) is NULL. Release with free(). */
+void *lrc_malloc(size_t n);
+void *lrc_calloc(size_t n, size_t size);
+void *lrc_realloc(void *p, size_t n);
+void *lrc_reallocarray(void *p, size_t n, size_t size);
+void *lrc_aligned_alloc(size_t align, size_t n); /* n rounded up to align */
+char *lrc_strdup(const char *s);
 /* Tensor storage: 64-byte aligned (the cpu pack kernels' streaming stores
  * need whole aligned vectors), large sizes on huge pages; not zeroed;
  * NULL when out of memory; release with free(). */
 void *lrc_alloc_data(size_t n);
+
+/* Fault injection, for tests (SQLite's malloc tests): every checked
+ * allocation above, and every other point that can run out of memory or
+ * threads (cJSON's allocations through runtime's hooks, a pool's
+ * pthread_create), asks lrc_alloc_fails first. lrc_alloc_fail_at(n, false)
+ * makes the n-th of them from now fail and no other; (n, true) that one and
+ * all after it; n = 0 turns it off; n = INT64_MAX only counts.
+ * lrc_alloc_count is how many were asked since the last lrc_alloc_fail_at
+ * (counted only while it is on: off, a check is one relaxed load).
+ * lrc_alloc_failures is how many checked allocations failed on this thread,
+ * injected or not: a library that returns NULL for several reasons (cJSON)
+ * is told apart from a real out-of-memory by it. */
+bool lrc_alloc_fails(void);
+void lrc_alloc_fail_at(int64_t n, bool and_after);
+int64_t lrc_alloc_count(void);
+int64_t lrc_alloc_failures(void);
+
+/* xalloc.c: allocators that end the process with a message when out of
+ * memory, for the compiler side (ir/passes, codegen, frontend) and the
+ * CLI, where an out-of-memory ends the run anyway and a NULL checked at
+ * every site would buy nothing. Nothing liblrc links may call them (ctest
+ * liblrc_no_exit checks that it imports no exit). lrc_graph_new is the
+ * compile side's graph, made by lrc_xcalloc. */
+void *lrc_xmalloc(size_t n);
+void *lrc_xcalloc(size_t n, size_t size);
+void *lrc_xrealloc(void *p, size_t n);
+char *lrc_xstrdup(const char *s);
 
 #endif

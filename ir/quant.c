@@ -48,8 +48,12 @@ int lrc_tensor_quantize_q8(lrc_tensor *t, int axis, lrc_tensor **scale, lrc_err 
     char name[512];
     snprintf(name, sizeof name, "%s%s", t->name, LRC_Q8_SCALE_SUFFIX);
     lrc_tensor *s = lrc_tensor_new(name, LRC_F16, &ss, err);
-    int8_t *q = s ? lrc_xmalloc(t->shape.ndim && lrc_shape_numel(&t->shape) ? (size_t)lrc_shape_numel(&t->shape) : 1) : NULL;
+    int8_t *q = s ? lrc_malloc(t->shape.ndim && lrc_shape_numel(&t->shape) ? (size_t)lrc_shape_numel(&t->shape) : 1) : NULL;
     if (!s) return LRC_EUSER;
+    if (!q) {
+        lrc_tensor_free(s);
+        return lrc_err_nomem(err, "quantizing weight '%s' to q8", t->name);
+    }
     const float *x = t->data;
     for (int64_t r = 0; r < v.rows; r++)
         for (int64_t b = 0; b < v.nb; b++) {

@@ -32,7 +32,8 @@ int REF(embedding_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, 
 {
     (void)err;
     int64_t rows = lrc_shape_numel(SHAPE(0)), d = n->shape.dim[1], total = lrc_shape_numel(&n->shape);
-    double *acc = lrc_xcalloc((size_t)total, sizeof(double));
+    double *acc = lrc_calloc((size_t)total, sizeof(double));
+    if (!acc) return lrc_err_nomem(err, "for %s's scratch in the reference kernels", lrc_op_name(n->op));
     for (int64_t r = 0; r < rows; r++)
         for (int64_t i = 0; i < d; i++) acc[(int64_t)I(0)[r] * d + i] += F(1)[r * d + i];
     for (int64_t i = 0; i < total; i++) ((real *)out)[i] = (real)acc[i];
@@ -45,7 +46,8 @@ int REF(sum_to)(const lrc_graph *g, const lrc_node *n, void *const *in, void *ou
     (void)err;
     const lrc_shape *x = SHAPE(0), *o = &n->shape;
     int64_t total = lrc_shape_numel(o), count = lrc_shape_numel(x), idx[LRC_MAX_DIMS] = {0};
-    double *acc = lrc_xcalloc((size_t)total + 1, sizeof(double));
+    double *acc = lrc_calloc((size_t)total + 1, sizeof(double));
+    if (!acc) return lrc_err_nomem(err, "for %s's scratch in the reference kernels", lrc_op_name(n->op));
     for (int64_t i = 0; i < count; i++) {
         /* the output index: x's index with broadcast axes dropped or set to 0 */
         int64_t oi = 0;
@@ -111,8 +113,12 @@ int REF(attention_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, 
     int which = (int)n->iattr[1];
     int64_t window = n->iattr[2];
     double scale = n->fattr[0], cap = n->fattr[1];
-    double *P = lrc_xmalloc((size_t)(T * T) * sizeof(double)), *dS = lrc_xmalloc((size_t)(T * T) * sizeof(double));
-    double *dcap = cap > 0 ? lrc_xmalloc((size_t)(T * T) * sizeof(double)) : NULL;
+    double *P = lrc_malloc((size_t)(T * T) * sizeof(double)), *dS = lrc_malloc((size_t)(T * T) * sizeof(double));
+    double *dcap = cap > 0 ? lrc_malloc((size_t)(T * T) * sizeof(double)) : NULL;
+    if (!P || !dS || (cap > 0 && !dcap)) {
+        free(P), free(dS), free(dcap);
+        return lrc_err_nomem(err, "for %s's scratch in the reference kernels", lrc_op_name(n->op));
+    }
     if (which && G > 1) memset(out, 0, (size_t)lrc_shape_numel(&n->shape) * sizeof(real));
 #define AT(k, b, t, h) (F(k) + (((b) * T + (t)) * H + (h)) * D)
 #define KV(k, b, t, h) (F(k) + (((b) * T + (t)) * Hkv + (h) / G) * D)

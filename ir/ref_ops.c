@@ -183,7 +183,11 @@ int REF(attention)(const lrc_graph *g, const lrc_node *n, void *const *in, void 
     (void)err;
     int64_t B = n->shape.dim[0], T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3];
     int64_t Hkv = SHAPE(1)->dim[2], G = H / Hkv;
-    double *p = lrc_xmalloc((size_t)T * sizeof(double)), *acc = lrc_xmalloc((size_t)D * sizeof(double));
+    double *p = lrc_malloc((size_t)T * sizeof(double)), *acc = lrc_malloc((size_t)D * sizeof(double));
+    if (!p || !acc) {
+        free(p), free(acc);
+        return lrc_err_nomem(err, "for %s's scratch in the reference kernels", lrc_op_name(n->op));
+    }
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t t = 0; t < T; t++) {
@@ -210,7 +214,8 @@ int REF(attention_lse)(const lrc_graph *g, const lrc_node *n, void *const *in, v
     (void)err;
     (void)g;
     int64_t B = n->shape.dim[0], T = n->shape.dim[1], H = n->shape.dim[2];
-    double *p = lrc_xmalloc((size_t)T * sizeof(double));
+    double *p = lrc_malloc((size_t)T * sizeof(double));
+    if (!p) return lrc_err_nomem(err, "for %s's scratch in the reference kernels", lrc_op_name(n->op));
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++)
             for (int64_t h = 0; h < H; h++) {
@@ -327,8 +332,12 @@ int REF(kv_attention)(const lrc_graph *g, const lrc_node *n, void *const *in, vo
         return lrc_err_set(err, "kv_attention: positions %lld..%lld do not fit the cache of %lld", (long long)pos,
                            (long long)(pos + T - 1), (long long)Tmax);
     real *kc = in[3], *vc = in[4];
-    double *p = lrc_xmalloc((size_t)(pos + T) * sizeof(double)), *acc = lrc_xmalloc((size_t)D * sizeof(double));
-    double *qr = lrc_xmalloc((size_t)D * sizeof(double));
+    double *p = lrc_malloc((size_t)(pos + T) * sizeof(double)), *acc = lrc_malloc((size_t)D * sizeof(double));
+    double *qr = lrc_malloc((size_t)D * sizeof(double));
+    if (!p || !acc || !qr) {
+        free(p), free(acc), free(qr);
+        return lrc_err_nomem(err, "for %s's scratch in the reference kernels", lrc_op_name(n->op));
+    }
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++)
             for (int64_t h = 0; h < Hkv; h++) {

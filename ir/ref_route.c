@@ -17,8 +17,12 @@ int REF(topk)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out,
 {
     (void)err;
     int64_t E = last_dim(SHAPE(0)), rows = lrc_shape_numel(SHAPE(0)) / E, k = n->iattr[0];
-    real *v = lrc_xmalloc((size_t)E * sizeof *v);
-    int *ix = lrc_xmalloc((size_t)E * sizeof *ix);
+    real *v = lrc_malloc((size_t)E * sizeof *v);
+    int *ix = lrc_malloc((size_t)E * sizeof *ix);
+    if (!v || !ix) {
+        free(v), free(ix);
+        return lrc_err_nomem(err, "for %s's scratch in the reference kernels", lrc_op_name(n->op));
+    }
     for (int64_t r = 0; r < rows; r++) {
         for (int64_t j = 0; j < E; j++) v[j] = F(0)[r * E + j], ix[j] = (int)j;
         lrc_topk_order(v, ix, (long)E, (long)k);
@@ -50,7 +54,8 @@ int REF(gather_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, voi
 {
     int64_t E = n->iattr[0], k = last_dim(SHAPE(0)), count = lrc_shape_numel(SHAPE(0)), total = lrc_shape_numel(&n->shape);
     if (check_ids(n, I(0), count, E, err)) return LRC_EUSER;
-    double *acc = lrc_xcalloc((size_t)total, sizeof(double));
+    double *acc = lrc_calloc((size_t)total, sizeof(double));
+    if (!acc) return lrc_err_nomem(err, "for %s's scratch in the reference kernels", lrc_op_name(n->op));
     for (int64_t i = 0; i < count; i++) acc[(i / k) * E + I(0)[i]] += F(1)[i];
     for (int64_t i = 0; i < total; i++) ((real *)out)[i] = (real)acc[i];
     free(acc);
@@ -89,7 +94,8 @@ int REF(expert_matmul_tn)(const lrc_graph *g, const lrc_node *n, void *const *in
 {
     (void)err;
     int64_t rows = lrc_shape_numel(SHAPE(2)), N = n->shape.dim[0], K = n->shape.dim[1];
-    double *acc = lrc_xcalloc((size_t)(N * K), sizeof(double));
+    double *acc = lrc_calloc((size_t)(N * K), sizeof(double));
+    if (!acc) return lrc_err_nomem(err, "for %s's scratch in the reference kernels", lrc_op_name(n->op));
     for (int64_t r = 0; r < rows; r++) {
         if (I(2)[r] != n->iattr[0]) continue;
         const real *a = F(0) + routed_row(g, n, 0, r) * N, *b = F(1) + routed_row(g, n, 1, r) * K;

@@ -30,8 +30,13 @@ static lrc_tensor *tensor_new(const char *name, lrc_dtype t, const lrc_shape *s,
         }
         n *= (size_t)s->dim[i];
     }
-    lrc_tensor *x = lrc_xcalloc(1, sizeof *x);
-    x->name = lrc_strdup(name ? name : "");
+    lrc_tensor *x = lrc_calloc(1, sizeof *x);
+    if (x) x->name = lrc_strdup(name ? name : "");
+    if (!x || !x->name) {
+        free(x);
+        lrc_err_nomem(err, "for tensor '%s'", name ? name : "?");
+        return NULL;
+    }
     x->dtype = t;
     x->shape = *s;
     x->nbytes = n;
@@ -41,7 +46,7 @@ static lrc_tensor *tensor_new(const char *name, lrc_dtype t, const lrc_shape *s,
     x->data = lrc_alloc_data(n);
     if (x->data && zero) memset(x->data, 0, n);
     if (!x->data) {
-        lrc_err_set(err, "tensor '%s': out of memory for %zu bytes", x->name, n);
+        lrc_err_nomem(err, "for the %zu bytes of tensor '%s'", n, x->name);
         lrc_tensor_free(x);
         return NULL;
     }
@@ -174,8 +179,14 @@ int lrc_tensor_set_add(lrc_tensor_set *s, lrc_tensor *t, lrc_err *err)
         return LRC_EUSER;
     }
     if (s->n == s->cap) {
-        s->cap = s->cap ? 2 * s->cap : 16;
-        s->items = lrc_xrealloc(s->items, (size_t)s->cap * sizeof *s->items);
+        int cap = s->cap ? 2 * s->cap : 16;
+        lrc_tensor **items = lrc_reallocarray(s->items, (size_t)cap, sizeof *s->items);
+        if (!items) {
+            lrc_err_nomem(err, "for a set of %d tensors (adding '%s')", cap, t->name);
+            lrc_tensor_free(t); /* taken, as a duplicate is */
+            return LRC_EUSER;
+        }
+        s->items = items, s->cap = cap;
     }
     s->items[s->n++] = t;
     return LRC_OK;

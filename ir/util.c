@@ -2,6 +2,7 @@
 #include "lrc_ir.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,21 @@ int lrc_err_set(lrc_err *err, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
         va_end(ap);
+        err->nomem = false;
+    }
+    return LRC_EUSER;
+}
+
+int lrc_err_nomem(lrc_err *err, const char *fmt, ...)
+{
+    if (err) {
+        static const char head[] = "out of memory ";
+        memcpy(err->msg, head, sizeof head);
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg + sizeof head - 1, sizeof err->msg - (sizeof head - 1), fmt, ap);
+        va_end(ap);
+        err->nomem = true;
     }
     return LRC_EUSER;
 }
@@ -94,36 +110,6 @@ char *lrc_shape_str(const lrc_shape *s, char *buf, size_t n)
     return buf;
 }
 
-void *lrc_xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "lrc: out of memory allocating %zu bytes\n", n);
-        exit(1);
-    }
-    return p;
-}
-
-void *lrc_xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p) {
-        fprintf(stderr, "lrc: out of memory allocating %zu x %zu bytes\n", n, size);
-        exit(1);
-    }
-    return p;
-}
-
-void *lrc_xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n ? n : 1);
-    if (!q) {
-        fprintf(stderr, "lrc: out of memory allocating %zu bytes\n", n);
-        exit(1);
-    }
-    return q;
-}
-
 char *lrc_read_file(const char *path, size_t *len, lrc_err *err)
 {
     FILE *f = fopen(path, "rb");
@@ -134,13 +120,15 @@ char *lrc_read_file(const char *path, size_t *len, lrc_err *err)
     char *buf = lrc_read_all(f, len);
     int saved = errno;
     fclose(f);
-    if (!buf) lrc_err_set(err, "%s: read error: %s", path, strerror(saved));
+    if (!buf && saved == ENOMEM) lrc_err_nomem(err, "reading %s", path);
+    else if (!buf) lrc_err_set(err, "%s: read error: %s", path, strerror(saved));
     return buf;
 }
 
 int lrc_write_atomic(const char *path, const void *data, size_t len, lrc_err *err)
 {
-    char *tmp = lrc_xmalloc(strlen(path) + 5);
+    char *tmp = lrc_malloc(strlen(path) + 5);
+    if (!tmp) return lrc_err_nomem(err, "for the name of %s's temporary file", path);
     sprintf(tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
     int rc = LRC_OK;
@@ -160,7 +148,16 @@ char *lrc_read_all(FILE *f, size_t *len)
     char *buf = NULL;
     size_t n = 0, cap = 0, got;
     do {
-        if (n + 1 >= cap) buf = lrc_xrealloc(buf, cap = cap ? 2 * cap : 1 << 16);
+        if (n + 1 >= cap) {
+            size_t more = cap ? 2 * cap : 1 << 16;
+            char *b = more > cap ? lrc_realloc(buf, more) : NULL;
+            if (!b) {
+                free(buf);
+                errno = ENOMEM;
+                return NULL;
+            }
+            buf = b, cap = more;
+        }
         got = fread(buf + n, 1, cap - n - 1, f);
         n += got;
     } while (got > 0);
@@ -201,12 +198,78 @@ bool lrc_env_is(const char *name, const char *value)
     return v && !strcmp(v, value);
 }
 
+/* ---- the checked allocators and their fault injection ------------------- */
+
+/* fail_at: 0 off, else the ordinal (from the last lrc_alloc_fail_at) of
+ * the point that fails; asked: the points counted since. Tests arm it from
+ * one thread between calls; the counters are atomic so that a pool's
+ * threads may count too. */
+static atomic_int_fast64_t fail_at, asked;
+static atomic_bool fail_after;
+static _Thread_local int64_t failures;
+
+void lrc_alloc_fail_at(int64_t n, bool and_after)
+{
+    atomic_store(&fail_at, 0);
+    atomic_store(&asked, 0);
+    atomic_store(&fail_after, and_after);
+    atomic_store(&fail_at, n > 0 ? n : 0);
+}
+
+int64_t lrc_alloc_count(void) { return atomic_load(&asked); }
+
+int64_t lrc_alloc_failures(void) { return failures; }
+
+bool lrc_alloc_fails(void)
+{
+    int64_t at = atomic_load_explicit(&fail_at, memory_order_relaxed);
+    if (__builtin_expect(at == 0, 1)) return false;
+    int64_t k = atomic_fetch_add_explicit(&asked, 1, memory_order_relaxed) + 1;
+    return k == at || (k > at && atomic_load_explicit(&fail_after, memory_order_relaxed));
+}
+
+/* p, or the failure counted and errno set when NULL. */
+static void *counted(void *p)
+{
+    if (!p) {
+        failures++;
+        errno = ENOMEM;
+    }
+    return p;
+}
+
+void *lrc_malloc(size_t n) { return counted(lrc_alloc_fails() ? NULL : malloc(n ? n : 1)); }
+
+void *lrc_calloc(size_t n, size_t size)
+{
+    bool over = size && n > SIZE_MAX / size;
+    return counted(lrc_alloc_fails() || over ? NULL : calloc(n ? n : 1, size ? size : 1));
+}
+
+void *lrc_realloc(void *p, size_t n) { return counted(lrc_alloc_fails() ? NULL : realloc(p, n ? n : 1)); }
+
+void *lrc_reallocarray(void *p, size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size) {
+        lrc_alloc_fails(); /* counted as a point all the same: the same ordinals with any sizes */
+        return counted(NULL);
+    }
+    return lrc_realloc(p, n * size);
+}
+
+void *lrc_aligned_alloc(size_t align, size_t n)
+{
+    if (!n) n = 1;
+    size_t rounded = n > SIZE_MAX - align ? 0 : (n + align - 1) / align * align; /* 0: n is too large */
+    return counted(lrc_alloc_fails() || !rounded ? NULL : aligned_alloc(align, rounded));
+}
+
 char *lrc_strdup(const char *s)
 {
     if (!s) return NULL;
     size_t n = strlen(s) + 1;
-    char *d = lrc_xmalloc(n);
-    memcpy(d, s, n);
+    char *d = lrc_malloc(n);
+    if (d) memcpy(d, s, n);
     return d;
 }
 
@@ -217,11 +280,9 @@ void *lrc_alloc_data(size_t n)
      * tens of milliseconds. free() releases them. */
     size_t huge = (size_t)2 << 20;
     if (n >= huge) {
-        size_t rounded = (n + huge - 1) / huge * huge;
-        void *p = aligned_alloc(huge, rounded);
-        if (p) madvise(p, rounded, MADV_HUGEPAGE);
+        void *p = lrc_aligned_alloc(huge, n);
+        if (p) madvise(p, (n + huge - 1) / huge * huge, MADV_HUGEPAGE);
         return p;
     }
-    size_t rounded = (n + 63) / 64 * 64;
-    return aligned_alloc(64, rounded > 0 ? rounded : 64);
+    return lrc_aligned_alloc(64, n ? n : 64);
 }

@@ -48,6 +48,12 @@ static const lrc_dtype elem_dtype[] = {LRC_F32, LRC_BF16, LRC_F16, LRC_I32};
 
 const char *lrc_version(void) { return LRC_PROJECT_VERSION; }
 
+const char *lrc_status_string(lrc_status st)
+{
+    static const char *const names[] = {"ok", "package", "invalid", "device", "out of memory"}; /* by value, from 0 */
+    return (unsigned)st < sizeof names / sizeof names[0] ? names[st] : "unknown status";
+}
+
 lrc_session_options lrc_session_default_options(void) { return (lrc_session_options){.threads = 0}; }
 
 const char *lrc_session_error(const lrc_session *s) { return s ? s->err.msg : "no session (lrc_session_open failed or was not called)"; }
@@ -59,8 +65,15 @@ void *lrc_session_executor(struct lrc_session *s, const lrc_executor_ops **ops, 
     return s->x;
 }
 
-/* Every call starts with an empty message and ends here on failure. */
-static lrc_status fail(lrc_session *s, lrc_status st) { return s->err.msg[0] ? st : (snprintf(s->err.msg, sizeof s->err.msg, "failed"), st); }
+/* Every call starts with an empty message and ends here on failure; one
+ * that ran out of memory (lrc_err_nomem) is NOMEM, whatever the caller took it for. */
+static lrc_status fail(lrc_session *s, lrc_status st)
+{
+    return s->err.nomem ? LRC_STATUS_NOMEM : s->err.msg[0] ? st : (snprintf(s->err.msg, sizeof s->err.msg, "failed"), st);
+}
+
+/* lrc_session_open's session when it cannot allocate one: it did not open, so no call writes it; close leaves it. */
+static lrc_session no_memory = {.err = {"out of memory for a session (lrc_session_open)", true}};
 
 /* The shapes package.json's meta gives; the machine checked against what
  * the package was compiled for (its executor's open_host) and the
@@ -138,7 +151,8 @@ static int widen(const lrc_session *s, lrc_tensor_set *set, const char *what, lr
 lrc_status lrc_session_open(const char *dir, const lrc_session_options *options, lrc_session **out)
 {
     if (!out) return LRC_STATUS_INVALID;
-    lrc_session *s = *out = lrc_xcalloc(1, sizeof *s);
+    lrc_session *s = *out = lrc_calloc(1, sizeof *s);
+    if (!s) return *out = &no_memory, LRC_STATUS_NOMEM;
     lrc_tensor_set_init(&s->weights);
     lrc_tensor_set_init(&s->in);
     lrc_tensor_set_init(&s->out);
@@ -150,7 +164,7 @@ lrc_status lrc_session_open(const char *dir, const lrc_session_options *options,
         lrc_err_set(&s->err, "no package directory given");
         return fail(s, LRC_STATUS_INVALID);
     }
-    s->dir = lrc_strdup(dir);
+    if (!(s->dir = lrc_strdup(dir))) return lrc_err_nomem(&s->err, "for the package's path %s", dir), fail(s, LRC_STATUS_INVALID);
     if (o.threads < 0 || o.threads > LRC_POOL_MAX_THREADS) {
         lrc_err_set(&s->err, "threads %d: the thread count must be at least 1 (0: all cores) and at most %d", o.threads,
                     LRC_POOL_MAX_THREADS);
@@ -159,8 +173,9 @@ lrc_status lrc_session_open(const char *dir, const lrc_session_options *options,
     if (lrc_package_load(dir, &s->pkg, &s->err)) return fail(s, LRC_STATUS_PACKAGE);
     s->ex = lrc_executor_for_package(s->pkg.target);
     int ns = s->pkg.n_shapes ? s->pkg.n_shapes : 1;
-    s->sx = lrc_xcalloc((size_t)ns, sizeof *s->sx);
-    s->sbound = lrc_xcalloc((size_t)ns, sizeof *s->sbound);
+    s->sx = lrc_calloc((size_t)ns, sizeof *s->sx);
+    s->sbound = lrc_calloc((size_t)ns, sizeof *s->sbound);
+    if (!s->sx || !s->sbound) return lrc_err_nomem(&s->err, "for the executors of %d shapes of %s", ns, dir), fail(s, LRC_STATUS_INVALID);
     s->run_shape = -2; /* none yet */
     lrc_status st = read_meta(s, o.threads);
     if (st) return st;
@@ -183,8 +198,8 @@ lrc_status lrc_session_open(const char *dir, const lrc_session_options *options,
 
 void lrc_session_close(lrc_session *s)
 {
-    if (!s) return;
-    for (int i = 0; s->sx && i < s->pkg.n_shapes; i++)
+    if (!s || s == &no_memory) return;
+    for (int i = 0; s->sx && i < s->pkg.n_shapes; i++) /* missing: an open that ran out of memory */
         if (s->sx[i]) s->ex->destroy(s->sx[i]);
     free(s->sx);
     free(s->sbound);
@@ -209,6 +224,7 @@ static bool usable(lrc_session *s)
 {
     if (!s || !s->opened) return false;
     s->err.msg[0] = 0;
+    s->err.nomem = false;
     return true;
 }
 
@@ -335,9 +351,9 @@ lrc_status lrc_session_bind_weights(lrc_session *s, const lrc_array *weights, in
     if (!rc) rc = known_params(s, &given, "weights", &s->err);
     if (!rc) rc = widen(s, &given, "weights", &s->err);
     /* the new set: the given tensors, then copies of the bound ones not given */
-    if (!rc) {
-        for (int i = 0; i < given.n && !rc; i++) rc = lrc_tensor_set_add(&w, given.items[i], &s->err); /* names unique: no failure */
-        given.n = 0; /* moved into w */
+    if (!rc) { /* w is empty: it takes the given set whole, which cannot fail */
+        w = given;
+        lrc_tensor_set_init(&given);
     }
     for (int i = 0; i < s->weights.n && !rc; i++) {
         const lrc_tensor *old = s->weights.items[i];
@@ -648,14 +664,16 @@ lrc_status lrc_session_step(lrc_session *s, int32_t token, const float **logits,
     if (!s->step_in.n) {
         lrc_shape one = {2, {1, 1}}, p1 = {1, {1}};
         lrc_tensor *tok = lrc_tensor_new("tokens", LRC_I32, &one, &s->err), *pos = tok ? lrc_tensor_new("pos", LRC_I32, &p1, &s->err) : NULL;
-        if (tok) lrc_tensor_set_add(&s->step_in, tok, &s->err);
-        if (pos) lrc_tensor_set_add(&s->step_in, pos, &s->err);
-        if (!pos) return fail(s, LRC_STATUS_INVALID);
+        if (!pos) lrc_tensor_free(tok);
+        else if (lrc_tensor_set_add(&s->step_in, tok, &s->err)) lrc_tensor_free(pos); /* an add takes its tensor, failing or not */
+        else lrc_tensor_set_add(&s->step_in, pos, &s->err);
+        if (s->step_in.n < 2) return lrc_tensor_set_clear(&s->step_in), fail(s, LRC_STATUS_INVALID); /* both, or none kept */
     }
     ((int32_t *)s->step_in.items[0]->data)[0] = token;
     ((int32_t *)s->step_in.items[1]->data)[0] = (int32_t)s->pos;
     /* the step's inputs become the run's, so that lrc_session_time repeats the step */
     lrc_tensor_set_clear(&s->in);
+    s->ran = false;
     for (int i = 0; i < s->step_in.n; i++) {
         const lrc_tensor *t = s->step_in.items[i];
         lrc_tensor *c = lrc_tensor_new_uninit(t->name, t->dtype, &t->shape, &s->err);
@@ -702,7 +720,8 @@ lrc_status lrc_session_time(lrc_session *s, int64_t repeat, double *median_ms)
         return rc ? fail(s, (lrc_status)rc) : LRC_STATUS_OK;
     }
     lrc_tensor_set *in = s->shorter ? &s->pin : &s->in, *out = s->shorter ? &s->pout : &s->out;
-    double *ms = lrc_xmalloc((size_t)repeat * sizeof(double));
+    double *ms = lrc_malloc((size_t)repeat * sizeof(double));
+    if (!ms) return lrc_err_nomem(&s->err, "for the times of %lld runs", (long long)repeat), fail(s, LRC_STATUS_INVALID);
     int rc = LRC_OK;
     for (int64_t r = 0; r < repeat && !rc; r++) {
         double t0 = lrc_now_s();
@@ -729,7 +748,7 @@ static lrc_status session_tokenizer(lrc_session *s)
         snprintf(s->err.msg, sizeof s->err.msg, "%.900s: the package has no tokenizer (compile it with --tokenizer)", s->dir);
         return LRC_STATUS_INVALID;
     }
-    return lrc_tokenizer_load(path, &s->tok, &s->err) ? LRC_STATUS_PACKAGE : LRC_STATUS_OK;
+    return lrc_tokenizer_load(path, &s->tok, &s->err) ? fail(s, LRC_STATUS_PACKAGE) : LRC_STATUS_OK;
 }
 
 lrc_status lrc_session_tokenize(lrc_session *s, const char *text, size_t len, int add_special, const int32_t **ids,
@@ -739,7 +758,7 @@ lrc_status lrc_session_tokenize(lrc_session *s, const char *text, size_t len, in
     lrc_status st = session_tokenizer(s);
     if (st) return st;
     s->tok_ids.n = 0;
-    if (lrc_tokenizer_encode(s->tok, text ? text : "", len, add_special != 0, &s->tok_ids, &s->err)) return LRC_STATUS_INVALID;
+    if (lrc_tokenizer_encode(s->tok, text ? text : "", len, add_special != 0, &s->tok_ids, &s->err)) return fail(s, LRC_STATUS_INVALID);
     *ids = s->tok_ids.ids, *n = s->tok_ids.n;
     return LRC_STATUS_OK;
 }
@@ -757,7 +776,7 @@ lrc_status lrc_session_detokenize(lrc_session *s, const int32_t *ids, int64_t n,
         }
     free(s->tok_text);
     s->tok_text = NULL;
-    if (lrc_tokenizer_decode(s->tok, ids, n, false, &s->tok_text, len, &s->err)) return LRC_STATUS_INVALID;
+    if (lrc_tokenizer_decode(s->tok, ids, n, false, &s->tok_text, len, &s->err)) return fail(s, LRC_STATUS_INVALID);
     *text = s->tok_text;
     return LRC_STATUS_OK;
 }

@@ -23,7 +23,8 @@
 static lrc_tensor **moments(lrc_tensor_set *ck, const lrc_tensor_set *params, const char *prefix, const char *path,
                             lrc_err *err)
 {
-    lrc_tensor **out = lrc_xcalloc((size_t)params->n + 1, sizeof *out);
+    lrc_tensor **out = lrc_calloc((size_t)params->n + 1, sizeof *out);
+    if (!out) return lrc_err_nomem(err, "%s: for the moments of %d parameters", path, params->n), NULL;
     for (int i = 0; i < params->n; i++) {
         char name[600], b1[96], b2[96];
         const lrc_tensor *p = params->items[i];
@@ -66,7 +67,12 @@ static int arrange(lrc_train_state *s, const lrc_graph *g, lrc_tensor_set *param
     lrc_tensor_set_init(params);
     for (int i = 0; i < g->n_nodes && !rc; i++)
         if (g->nodes[i].op == LRC_OP_PARAM) {
-            s->params.items = lrc_xrealloc(s->params.items, (size_t)(s->params.n + 1) * sizeof *s->params.items);
+            lrc_tensor **items = lrc_realloc(s->params.items, (size_t)(s->params.n + 1) * sizeof *s->params.items);
+            if (!items) {
+                rc = lrc_err_nomem(err, "%s: for the list of %d parameters", path, s->params.n + 1);
+                break;
+            }
+            s->params.items = items;
             s->params.items[s->params.n++] = lrc_tensor_set_find(&s->ck, g->nodes[i].name);
         }
     if (!rc && (!(s->m = moments(&s->ck, &s->params, "adam.m/", path, err)) || !(s->v = moments(&s->ck, &s->params, "adam.v/", path, err))))
@@ -166,7 +172,7 @@ int lrc_checkpoint_save(const char *path, lrc_train_state *s, lrc_err *err)
     free(s->ck.metadata_json); /* a version 1 file resumed is written as version 2 */
     char meta[64];
     snprintf(meta, sizeof meta, "{\"format\":\"" CK_FORMAT "\",\"version\":\"%d\"}", CK_VERSION);
-    s->ck.metadata_json = lrc_strdup(meta);
+    if (!(s->ck.metadata_json = lrc_strdup(meta))) return lrc_err_nomem(err, "%s: for the checkpoint's metadata", path);
     return lrc_safetensors_save(path, &s->ck, err); /* a temporary file renamed over: never partial */
 }
 

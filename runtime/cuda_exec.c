@@ -167,7 +167,8 @@ int lrc_cuda_upload(lrc_cuda_exec *x, int i, const void *data, int64_t count, lr
 {
     int r;
     if (x->storage[i] == LRC_CUDA_BF16) {
-        uint16_t *h = lrc_xmalloc((size_t)count * 2 + 2);
+        uint16_t *h = lrc_malloc((size_t)count * 2 + 2);
+        if (!h) return lrc_err_nomem(err, "for %lld bf16 values on their way to the device", (long long)count);
         /* to nearest even, as the kernels' st() rounds a finite value */
         for (int64_t k = 0; k < count; k++) h[k] = lrc_f32_to_bf16(((const float *)data)[k]);
         r = x->api.htod(x->ptr[i], h, (size_t)count * 2);
@@ -182,7 +183,8 @@ int lrc_cuda_download(lrc_cuda_exec *x, int i, float *out, int64_t count, lrc_er
 {
     int r;
     if (x->storage[i] == LRC_CUDA_BF16) {
-        uint16_t *h = lrc_xmalloc((size_t)count * 2 + 2);
+        uint16_t *h = lrc_malloc((size_t)count * 2 + 2);
+        if (!h) return lrc_err_nomem(err, "for %lld bf16 values on their way from the device", (long long)count);
         r = x->api.dtoh(h, x->ptr[i], (size_t)count * 2);
         for (int64_t k = 0; k < count && !r; k++) out[k] = lrc_bf16_to_f32(h[k]);
         free(h);
@@ -231,26 +233,32 @@ static int take_table(lrc_cuda_exec *x, const lrc_cuda_table *t, lrc_err *err)
 
 int lrc_cuda_exec_new(const lrc_plan *plan, const lrc_cuda_table *table, const void *image, lrc_cuda_exec **out, lrc_err *err)
 {
-    lrc_cuda_exec *x = lrc_xcalloc(1, sizeof *x);
+    lrc_cuda_exec *x = lrc_calloc(1, sizeof *x);
+    if (!x) return lrc_err_nomem(err, "for a cuda executor");
     x->unsynced_first = -1;
     x->plan = plan;
     int n = plan->n_bufs, L = plan->n_launches;
-    x->storage = lrc_xcalloc((size_t)n + 1, sizeof *x->storage);
-    x->ptr = lrc_xcalloc((size_t)n + 1, sizeof(devptr));
-    x->fn = lrc_xcalloc((size_t)L + 1, sizeof(void *));
-    x->grid = lrc_xcalloc((size_t)L * 3 + 3, sizeof(int));
-    x->block = lrc_xcalloc((size_t)L + 1, sizeof(int));
-    x->scratch_of = lrc_xcalloc((size_t)L + 1, sizeof(int64_t));
-    x->scratch_st = lrc_xcalloc((size_t)L + 1, sizeof *x->scratch_st);
-    x->access = lrc_xcalloc((size_t)L + 1, sizeof(int));
-    x->n_gemm = lrc_xcalloc((size_t)L + 1, sizeof(int));
-    x->iteration = lrc_xcalloc((size_t)L + 1, sizeof(int64_t));
-    x->gemm = lrc_xcalloc((size_t)L + 1, sizeof *x->gemm);
-    x->on_device = lrc_xcalloc((size_t)n + 1, sizeof(bool));
+    x->storage = lrc_calloc((size_t)n + 1, sizeof *x->storage);
+    x->ptr = lrc_calloc((size_t)n + 1, sizeof(devptr));
+    x->fn = lrc_calloc((size_t)L + 1, sizeof(void *));
+    x->grid = lrc_calloc((size_t)L * 3 + 3, sizeof(int));
+    x->block = lrc_calloc((size_t)L + 1, sizeof(int));
+    x->scratch_of = lrc_calloc((size_t)L + 1, sizeof(int64_t));
+    x->scratch_st = lrc_calloc((size_t)L + 1, sizeof *x->scratch_st);
+    x->access = lrc_calloc((size_t)L + 1, sizeof(int));
+    x->n_gemm = lrc_calloc((size_t)L + 1, sizeof(int));
+    x->iteration = lrc_calloc((size_t)L + 1, sizeof(int64_t));
+    x->gemm = lrc_calloc((size_t)L + 1, sizeof *x->gemm);
+    x->on_device = lrc_calloc((size_t)n + 1, sizeof(bool));
     int most = 0;
     for (int li = 0; li < L; li++) most = plan->launches[li].n_args > most ? plan->launches[li].n_args : most;
-    x->argv = lrc_xcalloc((size_t)most + 1, sizeof(devptr)); /* + 1: the scratch */
-    x->params = lrc_xcalloc((size_t)most + 1, sizeof(void *));
+    x->argv = lrc_calloc((size_t)most + 1, sizeof(devptr)); /* + 1: the scratch */
+    x->params = lrc_calloc((size_t)most + 1, sizeof(void *));
+    if (!x->storage || !x->ptr || !x->fn || !x->grid || !x->block || !x->scratch_of || !x->scratch_st || !x->access || !x->n_gemm ||
+        !x->iteration || !x->gemm || !x->on_device || !x->argv || !x->params) {
+        lrc_cuda_exec_free(x); /* before the driver is loaded: host memory alone to free */
+        return lrc_err_nomem(err, "for the cuda executor of a plan of %d buffers and %d launches", n, L);
+    }
     int rc = load_api(&x->api, err), r = 0;
     if (!rc) rc = take_table(x, table, err);
     cuda_api *a = &x->api;
@@ -270,7 +278,8 @@ int lrc_cuda_exec_new(const lrc_plan *plan, const lrc_cuda_table *table, const v
         x->stream = NULL, x->graph_off = true;
         a->blas_set_stream(x->blas, NULL);
     }
-    x->lt_gemm = lrc_xcalloc((size_t)L + 1, sizeof *x->lt_gemm);
+    if (!rc && !(x->lt_gemm = lrc_calloc((size_t)L + 1, sizeof *x->lt_gemm)))
+        rc = lrc_err_nomem(err, "for the cuBLASLt state of %d launches", L);
     /* the arena, the scratch, and a buffer for every tensor that is not in the arena */
     const char *check = getenv("LRC_CUDA_CHECK");
     x->check = check && *check && strcmp(check, "0");
@@ -518,9 +527,12 @@ static int mark(lrc_cuda_exec *x, int li, lrc_err *err)
 {
     if (x->used_events == x->n_events) {
         if (x->n_events == x->cap_events) {
-            x->cap_events = x->cap_events ? 2 * x->cap_events : 256;
-            x->events = lrc_xrealloc(x->events, (size_t)x->cap_events * sizeof *x->events);
-            x->event_launch = lrc_xrealloc(x->event_launch, (size_t)x->cap_events * sizeof *x->event_launch);
+            int cap = x->cap_events ? 2 * x->cap_events : 256;
+            void *events = lrc_reallocarray(x->events, (size_t)cap, sizeof *x->events);
+            if (events) x->events = events;
+            int *launch = events ? lrc_reallocarray(x->event_launch, (size_t)cap, sizeof *x->event_launch) : NULL;
+            if (!launch) return lrc_err_nomem(err, "for %d timing events", cap);
+            x->event_launch = launch, x->cap_events = cap;
         }
         int r = x->api.event_create(&x->events[x->n_events], 0);
         if (r) return lrc_cuda_fail(x, r, "cuEventCreate", err);
@@ -628,7 +640,8 @@ int lrc_cuda_exec_run(lrc_cuda_exec *x, const lrc_tensor_set *inputs, lrc_tensor
 
 int lrc_cuda_exec_time(lrc_cuda_exec *x, int64_t repeat, double *median_ms, lrc_err *err)
 {
-    double *ms = lrc_xmalloc((size_t)repeat * sizeof(double) + 8);
+    double *ms = lrc_malloc((size_t)repeat * sizeof(double) + 8);
+    if (!ms) return lrc_err_nomem(err, "for the times of %lld runs", (long long)repeat);
     int rc = LRC_OK, r;
     for (int64_t i = 0; i < repeat && !rc; i++) {
         double t0 = lrc_now_s();
@@ -656,7 +669,8 @@ static int back_edge(lrc_cuda_exec *x, int li, bool *again, lrc_err *err)
                            lrc_cuda_storage_name(x->storage[l->args[1]]));
     int64_t rows = st->shape.ndim ? st->shape.dim[0] : 1, most = 0, t = x->iteration[li];
     int64_t row_bytes = lrc_shape_numel(&st->shape) / rows * (sb == LRC_CUDA_BF16 ? 2 : 4);
-    int32_t *counts = lrc_xmalloc((size_t)rows * 4);
+    int32_t *counts = lrc_malloc((size_t)rows * 4);
+    if (!counts) return lrc_err_nomem(err, "for a loop's %lld iteration counts", (long long)rows);
     int r = x->api.dtoh(counts, x->ptr[l->args[2]], (size_t)rows * 4);
     for (int64_t b = 0; b < rows && !r; b++) {
         if (t < counts[b])

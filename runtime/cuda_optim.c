@@ -75,15 +75,18 @@ static int find_buf(const lrc_plan *p, lrc_buf_kind kind, const char *name)
 int lrc_cuda_optim_new(lrc_cuda_exec *x, lrc_tensor *const *params, lrc_tensor *const *m, lrc_tensor *const *v, int n,
                        const lrc_adamw_cfg *cfg, int64_t accum, lrc_cuda_optim **out, lrc_err *err)
 {
-    lrc_cuda_optim *o = lrc_xcalloc(1, sizeof *o);
+    lrc_cuda_optim *o = lrc_calloc(1, sizeof *o);
+    if (!o) return lrc_err_nomem(err, "cuda: for the optimizer");
     o->x = x, o->cfg = *cfg, o->n = n, o->accum = accum > 1 ? accum : 1, o->params = params, o->m = m, o->v = v;
-    o->tab = lrc_xcalloc((size_t)n + 1, sizeof *o->tab);
-    o->grad_buf = lrc_xcalloc((size_t)n + 1, sizeof *o->grad_buf);
-    o->owned = lrc_xcalloc((size_t)(5 * n + 4), sizeof *o->owned);
-    o->owned_bytes = lrc_xcalloc((size_t)(5 * n + 4), sizeof *o->owned_bytes);
+    o->tab = lrc_calloc((size_t)n + 1, sizeof *o->tab);
+    o->grad_buf = lrc_calloc((size_t)n + 1, sizeof *o->grad_buf);
+    o->owned = lrc_calloc((size_t)(5 * n + 4), sizeof *o->owned);
+    o->owned_bytes = lrc_calloc((size_t)(5 * n + 4), sizeof *o->owned_bytes);
     cuda_api *a = &x->api;
     int rc = LRC_OK, r = 0;
-    if (a->get_function(&o->f_sumsq, x->module, "lrc_opt_sumsq") || a->get_function(&o->f_accum, x->module, "lrc_opt_accum") ||
+    if (!o->tab || !o->grad_buf || !o->owned || !o->owned_bytes)
+        rc = lrc_err_nomem(err, "cuda: for the optimizer's table of %d tensors", n);
+    else if (a->get_function(&o->f_sumsq, x->module, "lrc_opt_sumsq") || a->get_function(&o->f_accum, x->module, "lrc_opt_accum") ||
         a->get_function(&o->f_adamw, x->module, "lrc_opt_adamw"))
         rc = lrc_err_set(err, "cuda: the module has no optimizer kernels (not a training graph's)");
     for (int i = 0; i < n && !rc; i++) {
@@ -119,7 +122,7 @@ int lrc_cuda_optim_new(lrc_cuda_exec *x, lrc_tensor *const *params, lrc_tensor *
         if (!rc) x->on_device[gb] = true; /* lrc_cuda_exec_run leaves it here */
         o->grad_buf[i] = gb;
     }
-    o->sq = lrc_xcalloc((size_t)o->blocks + 1, sizeof *o->sq);
+    if (!rc && !(o->sq = lrc_calloc((size_t)o->blocks + 1, sizeof *o->sq))) rc = lrc_err_nomem(err, "cuda: for %lld sums", (long long)o->blocks);
     if (!rc) rc = opt_alloc(o, (size_t)n * sizeof *o->tab, &o->d_tab, "table", NULL, err);
     if (!rc) rc = opt_alloc(o, HP_SLOTS * HP_STRIDE, &o->d_hp, "settings", NULL, err);
     if (!rc) rc = opt_alloc(o, (size_t)o->blocks * sizeof *o->sq, &o->d_sq, "sums", NULL, err);
@@ -142,7 +145,7 @@ int lrc_cuda_optim_new(lrc_cuda_exec *x, lrc_tensor *const *params, lrc_tensor *
 void lrc_cuda_optim_free(lrc_cuda_optim *o)
 {
     if (!o) return;
-    for (int i = 0; i < o->n; i++) o->x->on_device[o->grad_buf[i]] = false; /* the gradients come back to the host again */
+    for (int i = 0; o->grad_buf && i < o->n; i++) o->x->on_device[o->grad_buf[i]] = false; /* the gradients come back to the host again */
     for (int i = 0; i < o->n_owned; i++) o->x->api.mem_free(o->owned[i]);
     free(o->owned);
     free(o->owned_bytes);
@@ -278,7 +281,8 @@ static const lrc_train_device_ops cuda_ops = {cuda_run, cuda_grads, cuda_update,
 
 int lrc_trainer_use_cuda(lrc_trainer *t, lrc_cuda_exec *x, lrc_err *err)
 {
-    cuda_device *d = lrc_xcalloc(1, sizeof *d);
+    cuda_device *d = lrc_calloc(1, sizeof *d);
+    if (!d) return lrc_err_nomem(err, "cuda: for the trainer's device");
     d->x = x;
     t->ops = &cuda_ops;
     t->dev = d;

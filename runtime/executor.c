@@ -34,8 +34,13 @@ int lrc_exec_run(lrc_backend *be, const lrc_graph *g, const lrc_tensor_set *inpu
     int rc = lrc_graph_verify(g, err);
     if (rc) return rc;
     int N = g->n_nodes;
-    void **buf = lrc_xcalloc((size_t)N, sizeof *buf);
-    int *last_use = lrc_xmalloc((size_t)N * sizeof *last_use);
+    void **buf = lrc_calloc((size_t)N, sizeof *buf);
+    int *last_use = lrc_malloc((size_t)N * sizeof *last_use);
+    int64_t *iteration = lrc_calloc((size_t)N + 1, sizeof(int64_t));
+    if (!buf || !last_use || !iteration) {
+        free(buf), free(last_use), free(iteration);
+        return lrc_err_nomem(err, "for the interpreter's %d buffers", N);
+    }
     for (int i = 0; i < N; i++) {
         last_use[i] = i;
         for (int k = 0; k < g->nodes[i].n_in; k++) last_use[g->nodes[i].in[k]] = i;
@@ -49,7 +54,6 @@ int lrc_exec_run(lrc_backend *be, const lrc_graph *g, const lrc_tensor_set *inpu
             for (int k = 0; k < g->nodes[j].n_in; k++)
                 if (last_use[g->nodes[j].in[k]] < id) last_use[g->nodes[j].in[k]] = id;
     }
-    int64_t *iteration = lrc_xcalloc((size_t)N + 1, sizeof(int64_t));
     for (int i = 0; i < N; i++)
         if (g->nodes[i].op == LRC_OP_STATE) last_use[i] = N; /* read back after the run */
 
@@ -62,9 +66,10 @@ int lrc_exec_run(lrc_backend *be, const lrc_graph *g, const lrc_tensor_set *inpu
         if (n->op == LRC_OP_LOOP_NEXT) { /* the back edge: rows still iterating take h_next */
             int st = n->in[0];
             int64_t rows = n->shape.ndim ? n->shape.dim[0] : 1;
-            int32_t *counts = lrc_xmalloc((size_t)rows * 4);
-            char *h = lrc_xmalloc(2 * buffer_bytes(n)), *next = h + buffer_bytes(n);
-            rc = be->ops->read(be, counts, buf[n->in[2]], (size_t)rows * 4, err);
+            int32_t *counts = lrc_malloc((size_t)rows * 4);
+            char *h = lrc_malloc(2 * buffer_bytes(n)), *next = h ? h + buffer_bytes(n) : NULL;
+            rc = counts && h ? be->ops->read(be, counts, buf[n->in[2]], (size_t)rows * 4, err)
+                             : lrc_err_nomem(err, "for a loop's back edge (%zu bytes)", 2 * buffer_bytes(n));
             for (int64_t b = 0; b < rows && !rc; b++)
                 if (counts[b] < 0) rc = lrc_err_set(err, "a loop's iteration count must be 0 or more, got %d", counts[b]);
             if (!rc) rc = be->ops->read(be, h, buf[st], buffer_bytes(n), err);
@@ -128,7 +133,11 @@ int lrc_exec_run(lrc_backend *be, const lrc_graph *g, const lrc_tensor_set *inpu
 
 lrc_backend *lrc_backend_open(const char *name, lrc_err *err)
 {
-    if (!strcmp(name, "ref")) return lrc_backend_ref_new();
+    if (!strcmp(name, "ref")) {
+        lrc_backend *be = lrc_backend_ref_new();
+        if (!be) lrc_err_nomem(err, "for the ref backend");
+        return be;
+    }
     lrc_err_set(err, "unknown target '%s' (targets: ref, cpu; see lrc --version)", name);
     return NULL;
 }
@@ -136,80 +145,4 @@ lrc_backend *lrc_backend_open(const char *name, lrc_err *err)
 void lrc_backend_close(lrc_backend *be)
 {
     if (be) be->ops->destroy(be);
-}
-
-/* ---- f64: the reference kernels with every float in double ------------- */
-
-int lrc_run64_exec(lrc_run64 *r, int first, int end, lrc_err *err)
-{
-    const lrc_graph *g = r->g;
-    if (!r->iteration) r->iteration = lrc_xcalloc((size_t)g->n_nodes + 1, sizeof *r->iteration);
-    for (int id = first; id < end; id++) {
-        const lrc_node *n = &g->nodes[id];
-        size_t count = (size_t)lrc_shape_numel(&n->shape);
-        if (n->op == LRC_OP_PARAM) {
-            r->buf[id] = r->param[id];
-            continue;
-        }
-        /* a buffer per node, reused when a loop's body runs again */
-        if (!r->buf[id]) r->buf[id] = lrc_xcalloc(count ? count : 1, n->dtype == LRC_I32 ? 4 : 8);
-        if (n->op == LRC_OP_INPUT) {
-            const lrc_tensor *t = lrc_tensor_set_find(r->inputs, n->name);
-            if (!t || lrc_shape_numel(&t->shape) != (int64_t)count) return lrc_err_set(err, "missing input '%s'", n->name);
-            if (t->dtype == LRC_F32) /* widened like the parameters */
-                for (size_t i = 0; i < count; i++) ((double *)r->buf[id])[i] = ((const float *)t->data)[i];
-            else memcpy(r->buf[id], t->data, count * 4);
-            continue;
-        }
-        if (n->op == LRC_OP_LOOP_NEXT) { /* the back edge, as the executors run it */
-            int st = n->in[0];
-            bool again = lrc_loop_rows(r->buf[n->in[2]], n->shape.dim[0], r->iteration[id], r->buf[st], r->buf[n->in[1]],
-                                       count / (size_t)n->shape.dim[0] * sizeof(double));
-            if (r->on_iteration) r->on_iteration(r, id, r->iteration[id]);
-            if (again && st >= first) { /* the body again */
-                r->iteration[id]++;
-                id = st;
-                continue;
-            }
-            r->iteration[id] = 0;
-            memcpy(r->buf[id], r->buf[st], count * sizeof(double));
-            continue;
-        }
-        if (!lrc_op_table[n->op].ref64) return lrc_err_set(err, "op %s has no ref64 kernel", lrc_op_name(n->op));
-        void *in[LRC_MAX_INPUTS];
-        for (int k = 0; k < n->n_in; k++) in[k] = r->buf[n->in[k]];
-        int rc = lrc_op_table[n->op].ref64(g, n, in, r->buf[id], err);
-        if (rc) return n->loc ? lrc_err_prefix(err, "%s", n->loc) : rc;
-    }
-    return LRC_OK;
-}
-
-void lrc_run64_init(lrc_run64 *r, const lrc_graph *g, const lrc_tensor_set *inputs, const lrc_tensor_set *params)
-{
-    memset(r, 0, sizeof *r);
-    r->g = g;
-    r->inputs = inputs;
-    r->param = lrc_xcalloc((size_t)g->n_nodes + 1, sizeof *r->param);
-    r->buf = lrc_xcalloc((size_t)g->n_nodes + 1, sizeof *r->buf);
-    for (int id = 0; id < g->n_nodes; id++) {
-        if (g->nodes[id].op != LRC_OP_PARAM) continue;
-        const lrc_tensor *t = lrc_tensor_set_find(params, g->nodes[id].name); /* bound: f32, the node's shape */
-        int64_t count = lrc_shape_numel(&g->nodes[id].shape);
-        r->param[id] = lrc_xmalloc((size_t)count * sizeof(double) + 8);
-        for (int64_t i = 0; i < count; i++) r->param[id][i] = ((const float *)t->data)[i];
-    }
-}
-
-void lrc_run64_free(lrc_run64 *r)
-{
-    for (int id = 0; r->buf && id < r->g->n_nodes; id++) {
-        if (r->g->nodes[id].op != LRC_OP_PARAM) free(r->buf[id]);
-        free(r->param[id]);
-    }
-    free(r->buf);
-    free(r->param);
-    free(r->iteration);
-    r->buf = NULL;
-    r->param = NULL;
-    r->iteration = NULL;
 }

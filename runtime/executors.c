@@ -19,8 +19,8 @@ typedef struct ref_exec {
 static int ref_create(const lrc_exec_source *src, const lrc_exec_host *h, void **x, lrc_err *err)
 {
     (void)h;
-    ref_exec *r = calloc(1, sizeof *r);
-    if (!r) return lrc_err_set(err, "out of memory making the ref executor"), LRC_STATUS_INVALID;
+    ref_exec *r = lrc_calloc(1, sizeof *r);
+    if (!r) return lrc_err_nomem(err, "for the ref executor"), LRC_STATUS_NOMEM;
     r->g = src->g;
     if (!(r->be = lrc_backend_open("ref", err))) {
         free(r);

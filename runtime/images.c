@@ -193,16 +193,25 @@ int lrc_images_load(lrc_images *im, const char *dir, lrc_err *err)
         im->n[first] = part == 0 ? n - N_VAL : n;
         if (part == 0) im->n[LRC_SPLIT_VAL] = N_VAL;
         for (int s = first; s <= last; s++) {
-            im->pixels[s] = lrc_xmalloc((size_t)(im->n[s] * hw));
+            if (!(im->pixels[s] = lrc_malloc((size_t)(im->n[s] * hw)))) {
+                lrc_err_nomem(err, "%s: for %lld images", fi.path, (long long)im->n[s]);
+                goto fail;
+            }
             if (idx_read(&fi, im->pixels[s], im->n[s] * hw, err)) goto fail;
         }
         if (idx_finish(&fi, err)) goto fail;
-        raw = lrc_xmalloc((size_t)n);
+        if (!(raw = lrc_malloc((size_t)n))) {
+            lrc_err_nomem(err, "%s: for %lld labels", fl.path, (long long)n);
+            goto fail;
+        }
         if (idx_read(&fl, raw, n, err) || idx_finish(&fl, err)) goto fail;
         /* bytes, so at most 256 classes: any label is valid */
         const uint8_t *r = raw;
         for (int s = first; s <= last; s++) {
-            im->labels[s] = lrc_xmalloc((size_t)im->n[s] * sizeof(int32_t));
+            if (!(im->labels[s] = lrc_malloc((size_t)im->n[s] * sizeof(int32_t)))) {
+                lrc_err_nomem(err, "%s: for %lld labels", fl.path, (long long)im->n[s]);
+                goto fail;
+            }
             for (int64_t i = 0; i < im->n[s]; i++) {
                 im->labels[s][i] = *r++;
                 if (im->labels[s][i] >= im->n_classes) im->n_classes = im->labels[s][i] + 1;
@@ -211,6 +220,12 @@ int lrc_images_load(lrc_images *im, const char *dir, lrc_err *err)
         free(raw);
         raw = NULL;
     }
+    /* the training split's order, shuffled per epoch (epoch_perm) in place */
+    if (!(im->perm = lrc_malloc((size_t)im->n[LRC_SPLIT_TRAIN] * sizeof(int64_t) + 8))) {
+        lrc_err_nomem(err, "%s: for the order of %lld images", fi.path, (long long)im->n[LRC_SPLIT_TRAIN]);
+        goto fail;
+    }
+    im->perm_epoch = -1; /* none shuffled yet */
 
     /* exact integer sums, so the statistics do not depend on summation order */
     uint64_t sum = 0, sq = 0;
@@ -258,8 +273,7 @@ static uint64_t stream_seed(uint64_t seed, uint64_t tag, uint64_t i) { return fm
 static const int64_t *epoch_perm(lrc_images *im, uint64_t seed, int64_t e)
 {
     int64_t n = im->n[LRC_SPLIT_TRAIN];
-    if (im->perm && im->perm_epoch == e && im->perm_seed == seed) return im->perm;
-    if (!im->perm) im->perm = lrc_xmalloc((size_t)n * sizeof(int64_t));
+    if (im->perm_epoch == e && im->perm_seed == seed) return im->perm; /* lrc_images_load made perm */
     for (int64_t i = 0; i < n; i++) im->perm[i] = i;
     lrc_rng r;
     lrc_rng_seed(&r, stream_seed(seed, TAG_SHUFFLE, (uint64_t)e));

@@ -23,9 +23,11 @@
  * after "lrc: ", since they run packages through this API. Bad input (a
  * missing or damaged package, weights of the wrong shape, inputs larger
  * than compiled, token ids outside the vocabulary) is always an error
- * code, never an abort. Like sqlite3_open, lrc_session_open returns a
- * session even when it fails, so that its message can be read: close it in
- * every case.
+ * code, never an abort. So is running out of memory: LRC_STATUS_NOMEM,
+ * with a message that begins or continues "out of memory" and says what
+ * for; the library never ends its host (no exit, no abort). Like
+ * sqlite3_open, lrc_session_open returns a session even when it fails, so
+ * that its message can be read: close it in every case.
  *
  * Threads. A session is used by one thread at a time; sessions are
  * independent of each other. The cpu target runs each call on the
@@ -56,6 +58,7 @@ typedef enum lrc_status {
     LRC_STATUS_PACKAGE = 1, /* the package: missing, damaged, another format version, for another CPU */
     LRC_STATUS_INVALID = 2, /* the caller's data or call: names, types, shapes, token ids, a full context */
     LRC_STATUS_DEVICE = 3,  /* the GPU: no driver or device, too old, or a failure while running */
+    LRC_STATUS_NOMEM = 4,   /* the host's memory (or threads) ran out: the call changed nothing, freed what it made, and may be retried */
 } lrc_status;
 
 /* Element types of the arrays passed in and out. */
@@ -103,6 +106,10 @@ typedef struct lrc_session lrc_session;
 
 /* This library's version, "0.1.0". */
 LRC_API const char *lrc_version(void);
+
+/* What a status means, for a person: "ok", "package", "invalid",
+ * "device", "out of memory"; "unknown status" for any other value. */
+LRC_API const char *lrc_status_string(lrc_status st);
 
 /* The default options: all cores. */
 LRC_API lrc_session_options lrc_session_default_options(void);

@@ -388,11 +388,22 @@ void *lrc_package_cuda_image(const char *dir, bool cubin, lrc_err *err);
 struct lrc_session;
 struct lrc_executor_ops;
 void *lrc_session_executor(struct lrc_session *s, const struct lrc_executor_ops **ops, const lrc_plan **plan);
+struct cJSON;
+/* json.c: cJSON allocates through ir/util.c's checked allocators (its
+ * hooks, set once for the process by lrc_json_hooks; malloc and free
+ * underneath), so that fault injection reaches it. lrc_json_parse is
+ * cJSON_ParseWithLengthOpts (end: where the value ended; may be NULL)
+ * that says in *nomem whether a NULL means out of memory, not bad JSON. A
+ * writer calls lrc_json_hooks first and compares lrc_alloc_failures
+ * before and after, since cJSON's builders drop what they cannot
+ * allocate. */
+void lrc_json_hooks(void);
+struct cJSON *lrc_json_parse(const char *text, size_t len, const char **end, bool *nomem);
 /* A cuda package's launch table and package.json's "cuda" object
  * (runtime/package_cuda.c, the one place that knows the format): _read
  * checks it against the plan, a damaged one named as in path's; _json
- * makes the object for the meta of lrc_package_finish. */
-struct cJSON;
+ * makes the object for the meta of lrc_package_finish (NULL when out of
+ * memory). */
 int lrc_package_cuda_read(const struct cJSON *meta, const lrc_plan *p, const char *path, lrc_cuda_table *out, lrc_err *err);
 struct cJSON *lrc_package_cuda_json(const lrc_cuda_table *t);
 void lrc_cuda_table_free(lrc_cuda_table *t);
@@ -581,6 +592,7 @@ typedef struct lrc_adamw_cfg {
  * parallel passes: made once for the n tensors' shapes, then passed to
  * every step (gradients, moments and accumulators share those shapes). */
 typedef struct lrc_param_spans lrc_param_spans;
+/* NULL when out of memory */
 lrc_param_spans *lrc_param_spans_new(lrc_tensor *const *tensors, int n);
 void lrc_param_spans_free(lrc_param_spans *ps);
 /* *norm = the global norm of the gradient tensors, in parallel and the same

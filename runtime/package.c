@@ -60,6 +60,8 @@ static int file_digest(const char *path, uint64_t *size, uint64_t *hash)
 
 int lrc_package_write_plan(const char *dir, const lrc_plan *p, const char *kernels_file, const char *meta_json, lrc_err *err)
 {
+    lrc_json_hooks();
+    int64_t failed = lrc_alloc_failures(); /* cJSON's builders drop what they cannot allocate */
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "format", "lrc-package");
     cJSON_AddNumberToObject(root, "version", LRC_PACKAGE_VERSION);
@@ -126,7 +128,7 @@ int lrc_package_write_plan(const char *dir, const lrc_plan *p, const char *kerne
     cJSON_Delete(root);
     char path[4096];
     snprintf(path, sizeof path, "%s/" PKG_JSON, dir);
-    int rc = lrc_write_atomic(path, text, strlen(text), err);
+    int rc = !text || lrc_alloc_failures() != failed ? lrc_err_nomem(err, "writing %s", path) : lrc_write_atomic(path, text, strlen(text), err);
     cJSON_free(text);
     return rc;
 }
@@ -173,8 +175,10 @@ static int parse_plan(const cJSON *root, const char *path, lrc_plan *p, lrc_err 
     if (get_num(root, "arena_bytes", 0, 1e15, &v) || !cJSON_IsArray(bufs) || !cJSON_IsArray(ls) || !cJSON_IsArray(cs))
         return bad(err, path, "the plan", -1);
     p->arena_bytes = (int64_t)v;
+    /* each count set once its array is there: lrc_plan_free walks them */
+    if (!(p->bufs = lrc_calloc((size_t)cJSON_GetArraySize(bufs) + 1, sizeof *p->bufs)))
+        return lrc_err_nomem(err, "for the %d buffers of %s", cJSON_GetArraySize(bufs), path);
     p->n_bufs = cJSON_GetArraySize(bufs);
-    p->bufs = lrc_xcalloc((size_t)p->n_bufs + 1, sizeof *p->bufs);
     int i = 0;
     for (const cJSON *o = bufs->child; o; o = o->next, i++) {
         lrc_plan_buf *b = &p->bufs[i];
@@ -187,7 +191,7 @@ static int parse_plan(const cJSON *root, const char *path, lrc_plan *p, lrc_err 
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
         const cJSON *dt = cJSON_GetObjectItemCaseSensitive(o, "dtype");
         const cJSON *sh = cJSON_GetObjectItemCaseSensitive(o, "shape");
-        if (cJSON_IsString(name)) b->name = lrc_strdup(name->valuestring);
+        if (cJSON_IsString(name) && !(b->name = lrc_strdup(name->valuestring))) return lrc_err_nomem(err, "for the name of buffer %d of %s", i, path);
         bool named = b->kind == LRC_BUF_INPUT || b->kind == LRC_BUF_PARAM || b->kind == LRC_BUF_OUTPUT || b->kind == LRC_BUF_STATE;
         if ((named && !b->name) || !cJSON_IsString(dt) || lrc_dtype_parse(dt->valuestring, &b->dtype) ||
             !cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > LRC_MAX_DIMS)
@@ -207,8 +211,9 @@ static int parse_plan(const cJSON *root, const char *path, lrc_plan *p, lrc_err 
             return bad(err, path, "buffer", i);
         if (parse_packed(cJSON_GetObjectItemCaseSensitive(o, "packed"), b)) return bad(err, path, "buffer", i);
     }
+    if (!(p->launches = lrc_calloc((size_t)cJSON_GetArraySize(ls) + 1, sizeof *p->launches)))
+        return lrc_err_nomem(err, "for the %d launches of %s", cJSON_GetArraySize(ls), path);
     p->n_launches = cJSON_GetArraySize(ls);
-    p->launches = lrc_xcalloc((size_t)p->n_launches + 1, sizeof *p->launches);
     i = 0;
     for (const cJSON *o = ls->child; o; o = o->next, i++) {
         lrc_plan_launch *l = &p->launches[i];
@@ -218,6 +223,7 @@ static int parse_plan(const cJSON *root, const char *path, lrc_plan *p, lrc_err 
             return bad(err, path, "launch", i);
         l->symbol = lrc_strdup(sym->valuestring);
         l->label = lrc_strdup(cJSON_IsString(label) ? label->valuestring : "");
+        if (!l->symbol || !l->label) return lrc_err_nomem(err, "for the names of launch %d of %s", i, path);
         l->n_items = (int64_t)v;
         l->once = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "once"));
         l->steal = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "steal"));
@@ -230,7 +236,7 @@ static int parse_plan(const cJSON *root, const char *path, lrc_plan *p, lrc_err 
         l->flops = cJSON_IsNumber(fl) ? fl->valuedouble : 0;
         l->bytes = cJSON_IsNumber(by) ? by->valuedouble : 0;
         l->n_args = cJSON_GetArraySize(args);
-        l->args = lrc_xcalloc((size_t)l->n_args + 1, sizeof(int));
+        if (!(l->args = lrc_calloc((size_t)l->n_args + 1, sizeof(int)))) return lrc_err_nomem(err, "for the arguments of launch %d of %s", i, path);
         int a = 0;
         for (const cJSON *x = args->child; x; x = x->next, a++) {
             if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble >= p->n_bufs ||
@@ -245,8 +251,9 @@ static int parse_plan(const cJSON *root, const char *path, lrc_plan *p, lrc_err 
                 return bad(err, path, "launch", i);
         }
     }
+    if (!(p->checks = lrc_calloc((size_t)cJSON_GetArraySize(cs) + 1, sizeof *p->checks)))
+        return lrc_err_nomem(err, "for the %d checks of %s", cJSON_GetArraySize(cs), path);
     p->n_checks = cJSON_GetArraySize(cs);
-    p->checks = lrc_xcalloc((size_t)p->n_checks + 1, sizeof *p->checks);
     i = 0;
     for (const cJSON *o = cs->child; o; o = o->next, i++) {
         double b, lo, hi;
@@ -288,16 +295,18 @@ bool lrc_package_is(const char *path)
 }
 
 /* dir/package.json parsed (NULL when it cannot be read or parsed); the
- * path in path. *opened says whether the file could be opened. */
-static cJSON *read_package_json(const char *dir, char *path, size_t n, bool *opened)
+ * path in path. *opened says whether the file could be opened, *nomem
+ * whether reading or parsing it ran out of memory. */
+static cJSON *read_package_json(const char *dir, char *path, size_t n, bool *opened, bool *nomem)
 {
     snprintf(path, n, "%s/" PKG_JSON, dir);
     FILE *f = fopen(path, "rb");
     *opened = f != NULL;
     size_t len = 0;
     char *text = f ? lrc_read_all(f, &len) : NULL;
+    *nomem = f && !text && errno == ENOMEM;
     if (f) fclose(f);
-    cJSON *root = text ? cJSON_ParseWithLength(text, len) : NULL;
+    cJSON *root = text ? lrc_json_parse(text, len, NULL, nomem) : NULL;
     free(text);
     return root;
 }
@@ -305,8 +314,8 @@ static cJSON *read_package_json(const char *dir, char *path, size_t n, bool *ope
 void lrc_package_target(const char *dir, char *out, size_t n)
 {
     char path[4096];
-    bool opened;
-    cJSON *root = read_package_json(dir, path, sizeof path, &opened);
+    bool opened, nomem;
+    cJSON *root = read_package_json(dir, path, sizeof path, &opened, &nomem);
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "meta");
     const cJSON *t = meta ? cJSON_GetObjectItemCaseSensitive(meta, "target") : NULL;
     snprintf(out, n, "%s", cJSON_IsString(t) ? t->valuestring : root ? "cpu" : "");
@@ -349,12 +358,13 @@ static void read_meta(const cJSON *meta, lrc_package *pkg)
 
 /* Where each input and output buffer holds the batch and the sequence, as
  * meta's prefix.axes says (-1: nowhere, or the axis is fixed). */
-static void read_axes(const cJSON *meta, lrc_package *pkg)
+static int read_axes(const cJSON *meta, lrc_package *pkg, const char *path, lrc_err *err)
 {
     const cJSON *axes = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(meta, "prefix"), "axes");
     int n = pkg->plan.n_bufs;
-    pkg->batch_axis = lrc_xmalloc((size_t)(n ? n : 1) * sizeof(int));
-    pkg->seq_axis = lrc_xmalloc((size_t)(n ? n : 1) * sizeof(int));
+    pkg->batch_axis = lrc_calloc((size_t)(n ? n : 1), sizeof(int));
+    pkg->seq_axis = lrc_calloc((size_t)(n ? n : 1), sizeof(int));
+    if (!pkg->batch_axis || !pkg->seq_axis) return lrc_err_nomem(err, "for the axes of the %d buffers of %s", n, path);
     for (int b = 0; b < n; b++) {
         const lrc_plan_buf *pb = &pkg->plan.bufs[b];
         const cJSON *e = pb->kind == LRC_BUF_INPUT || pb->kind == LRC_BUF_OUTPUT ? cJSON_GetObjectItemCaseSensitive(axes, pb->name) : NULL;
@@ -364,6 +374,7 @@ static void read_axes(const cJSON *meta, lrc_package *pkg)
         pkg->batch_axis[b] = ok && pkg->batch_prefix ? (int)ba : -1;
         pkg->seq_axis[b] = ok && pkg->seq_prefix ? (int)sa : -1;
     }
+    return LRC_OK;
 }
 
 /* lrc_package_load; nested: a shape of another package, which lists none itself */
@@ -419,7 +430,7 @@ static int load_shapes(const char *dir, const cJSON *meta, lrc_package *pkg, con
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(meta, "shapes");
     int n = cJSON_IsArray(list) ? cJSON_GetArraySize(list) : 0;
     if (n > LRC_PACKAGE_MAX_SHAPES) return bad(err, path, "the list of shapes", -1);
-    pkg->shapes = n ? lrc_xcalloc((size_t)n, sizeof *pkg->shapes) : NULL;
+    if (n && !(pkg->shapes = lrc_calloc((size_t)n, sizeof *pkg->shapes))) return lrc_err_nomem(err, "for the %d shapes %s lists", n, path);
     for (int i = 0; i < n; i++) {
         const cJSON *e = cJSON_GetArrayItem(list, i);
         double b, t;
@@ -446,13 +457,14 @@ static int package_load(const char *dir, bool nested, lrc_package *pkg, lrc_err 
 {
     memset(pkg, 0, sizeof *pkg);
     char path[4096];
-    bool opened;
-    cJSON *root = read_package_json(dir, path, sizeof path, &opened);
+    bool opened, nomem;
+    cJSON *root = read_package_json(dir, path, sizeof path, &opened, &nomem);
     if (!opened) return lrc_err_set(err, "%s: not an lrc package (no package.json: %s)", dir, strerror(errno));
     int rc = LRC_OK;
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
     const cJSON *ver = cJSON_GetObjectItemCaseSensitive(root, "version");
-    if (!root) rc = lrc_err_set(err, "%s: invalid JSON (a truncated or damaged package?)", path);
+    if (nomem) rc = lrc_err_nomem(err, "reading %s", path);
+    else if (!root) rc = lrc_err_set(err, "%s: invalid JSON (a truncated or damaged package?)", path);
     else if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "lrc-package"))
         rc = lrc_err_set(err, "%s: not an lrc package", path);
     else if (!cJSON_IsNumber(ver) || ver->valuedouble != LRC_PACKAGE_VERSION)
@@ -463,8 +475,9 @@ static int package_load(const char *dir, bool nested, lrc_package *pkg, lrc_err 
         const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "meta");
         pkg->meta_json = meta ? cJSON_PrintUnformatted(meta) : lrc_strdup("{}");
         read_meta(meta, pkg);
-        read_axes(meta, pkg);
+        rc = read_axes(meta, pkg, path, err);
         pkg->dir = lrc_strdup(dir);
+        if (!rc && (!pkg->meta_json || !pkg->dir)) rc = lrc_err_nomem(err, "reading %s", path);
     }
     uint64_t want_size = 0, size = 0, hash = 0;
     char want_hash[32] = "", hex[32], kfile[256] = "";
@@ -485,6 +498,7 @@ static int package_load(const char *dir, bool nested, lrc_package *pkg, lrc_err 
         snprintf(pkg->target, sizeof pkg->target, "%s", cJSON_IsString(target) ? target->valuestring : "cpu");
     }
     cJSON *shapes_meta = !rc && meta ? cJSON_Duplicate(meta, true) : NULL; /* read once the kernels are */
+    if (!rc && meta && !shapes_meta) rc = lrc_err_nomem(err, "reading %s", path);
     cJSON_Delete(root);
     if (!rc) {
         snprintf(path, sizeof path, "%s/%s", dir, kfile);
@@ -582,8 +596,10 @@ void *lrc_package_cuda_image(const char *dir, bool cubin, lrc_err *err)
     FILE *f = fopen(path, "rb");
     size_t len;
     char *buf = f ? lrc_read_all(f, &len) : NULL; /* 0-terminated: PTX is text */
+    bool nomem = f && !buf && errno == ENOMEM;
     if (f) fclose(f);
-    if (!buf) lrc_err_set(err, "%s: cannot read", path);
+    if (nomem) lrc_err_nomem(err, "reading %s", path);
+    else if (!buf) lrc_err_set(err, "%s: cannot read", path);
     return buf;
 }
 

@@ -20,6 +20,8 @@ void lrc_cuda_table_free(lrc_cuda_table *t)
 
 cJSON *lrc_package_cuda_json(const lrc_cuda_table *t)
 {
+    lrc_json_hooks();
+    int64_t failed = lrc_alloc_failures(); /* cJSON's builders drop what they cannot allocate: none, or NULL */
     cJSON *o = cJSON_CreateObject(), *ls = cJSON_AddArrayToObject(o, "launches"), *st = cJSON_AddArrayToObject(o, "storage");
     for (int i = 0; i < t->n_launches; i++) {
         const lrc_cuda_launch *l = &t->launches[i];
@@ -48,6 +50,7 @@ cJSON *lrc_package_cuda_json(const lrc_cuda_table *t)
         cJSON_AddItemToArray(ls, x);
     }
     for (int b = 0; b < t->n_storage; b++) cJSON_AddItemToArray(st, cJSON_CreateString(lrc_cuda_storage_name(t->storage[b])));
+    if (lrc_alloc_failures() != failed) cJSON_Delete(o), o = NULL;
     return o;
 }
 
@@ -93,10 +96,14 @@ int lrc_package_cuda_read(const cJSON *meta, const lrc_plan *p, const char *path
     if (!cJSON_IsArray(ls) || cJSON_GetArraySize(ls) != p->n_launches || !cJSON_IsArray(st) || cJSON_GetArraySize(st) > p->n_bufs)
         return lrc_err_set(err, "%s: the cuda launches or storage do not match the plan (a damaged package?)", path);
     out->n_storage = cJSON_GetArraySize(st);
-    out->storage = lrc_xcalloc((size_t)out->n_storage + 1, sizeof *out->storage);
+    out->storage = lrc_calloc((size_t)out->n_storage + 1, sizeof *out->storage);
+    out->launches = lrc_calloc((size_t)p->n_launches + 1, sizeof *out->launches);
+    if (!out->storage || !out->launches) {
+        lrc_cuda_table_free(out);
+        return lrc_err_nomem(err, "for the cuda launch table of %s", path);
+    }
     for (int i = 0; i < out->n_storage; i++) out->storage[i] = storage_of(cJSON_GetArrayItem(st, i));
     out->n_launches = p->n_launches;
-    out->launches = lrc_xcalloc((size_t)p->n_launches + 1, sizeof *out->launches);
     int rc = LRC_OK;
     for (int i = 0; i < p->n_launches && !rc; i++) {
         lrc_cuda_launch *l = &out->launches[i];

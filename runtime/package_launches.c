@@ -74,7 +74,8 @@ int lrc_package_check_launches(const lrc_plan *p, const void *table, const char 
     if (w[0] != LRC_LAUNCH_TABLE_MAGIC || w[1] < LRC_LT_HEADER || w[2] < 0 || w[2] > w[1])
         return lrc_err_set(err, "%s: the kernels' launch table is of another lrc or damaged: compile the model again", where);
     int64_t total = w[1], n_records = w[2], pos = LRC_LT_HEADER;
-    int *map = lrc_xmalloc((size_t)n_records * sizeof(int) + 1);
+    int *map = lrc_malloc((size_t)n_records * sizeof(int) + 1);
+    if (!map) return lrc_err_nomem(err, "checking the %lld launches of the kernels' launch table (%s)", (long long)n_records, where);
     int li = 0, rc = LRC_OK;
     for (int64_t r = 0; r < n_records && !rc; r++) {
         const int64_t *rec = &w[pos];

@@ -109,7 +109,8 @@ static int by_size_desc(const void *a, const void *b)
 int lrc_params_init(const lrc_graph *g, uint64_t seed, lrc_pool *pool, lrc_tensor_set *out, lrc_err *err)
 {
     lrc_tensor_set_init(out);
-    init_job j = {lrc_xmalloc((size_t)g->n_nodes * sizeof *j.items + 8), 0, seed, 0};
+    init_job j = {lrc_malloc((size_t)g->n_nodes * sizeof *j.items + 8), 0, seed, 0};
+    if (!j.items) return lrc_err_nomem(err, "initializing the parameters of a graph of %d nodes", g->n_nodes);
     for (int i = 0; i < g->n_nodes; i++) {
         const lrc_node *n = &g->nodes[i];
         if (n->op != LRC_OP_PARAM) continue;

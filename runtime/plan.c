@@ -37,26 +37,31 @@ void lrc_plan_free(lrc_plan *p)
 
 int lrc_exec_new(const lrc_plan *plan, lrc_pool *pool, lrc_exec **out, lrc_err *err)
 {
-    lrc_exec *x = lrc_xcalloc(1, sizeof *x);
+    lrc_exec *x = lrc_calloc(1, sizeof *x);
+    if (!x) return lrc_err_nomem(err, "for a plan's executor");
     x->plan = plan;
     x->pool = pool;
-    x->ptr = lrc_xcalloc((size_t)plan->n_bufs + 1, sizeof(void *));
+    x->ptr = lrc_calloc((size_t)plan->n_bufs + 1, sizeof(void *));
     int most = 0;
     for (int li = 0; li < plan->n_launches; li++) most = plan->launches[li].n_args > most ? plan->launches[li].n_args : most;
-    x->args = lrc_xcalloc((size_t)most + 1, sizeof(void *));
-    x->iteration = lrc_xcalloc((size_t)plan->n_launches + 1, sizeof(int64_t));
+    x->args = lrc_calloc((size_t)most + 1, sizeof(void *));
+    x->iteration = lrc_calloc((size_t)plan->n_launches + 1, sizeof(int64_t));
+    if (!x->ptr || !x->args || !x->iteration) {
+        lrc_exec_free(x);
+        return lrc_err_nomem(err, "for the executor of a plan of %d buffers and %d launches", plan->n_bufs, plan->n_launches);
+    }
     x->arena = lrc_alloc_data((size_t)plan->arena_bytes);
     if (!x->arena) {
         lrc_exec_free(x);
-        return lrc_err_set(err, "out of memory for a %lld-byte arena", (long long)plan->arena_bytes);
+        return lrc_err_nomem(err, "for a %lld-byte arena", (long long)plan->arena_bytes);
     }
     for (int i = 0; i < plan->n_bufs; i++) {
         const lrc_plan_buf *b = &plan->bufs[i];
         if (b->kind == LRC_BUF_ARENA) x->ptr[i] = (char *)x->arena + b->offset;
         if ((b->kind == LRC_BUF_PERSIST || b->kind == LRC_BUF_STATE) && !(x->ptr[i] = lrc_alloc_data((size_t)b->bytes))) {
             lrc_exec_free(x);
-            return lrc_err_set(err, "out of memory for %lld bytes of %s", (long long)b->bytes,
-                               b->kind == LRC_BUF_STATE ? "state (a KV cache)" : "packed weights or a kernel's scratch");
+            return lrc_err_nomem(err, "for %lld bytes of %s", (long long)b->bytes,
+                                 b->kind == LRC_BUF_STATE ? "state (a KV cache)" : "packed weights or a kernel's scratch");
         }
         if (b->kind == LRC_BUF_PERSIST) memset(x->ptr[i], 0, (size_t)b->bytes); /* a scratch's counter starts at zero */
     }
@@ -74,7 +79,7 @@ void lrc_exec_reset_state(lrc_exec *x)
 void lrc_exec_free(lrc_exec *x)
 {
     if (!x) return;
-    for (int i = 0; i < x->plan->n_bufs; i++)
+    for (int i = 0; x->ptr && i < x->plan->n_bufs; i++)
         if (x->plan->bufs[i].kind == LRC_BUF_PERSIST || x->plan->bufs[i].kind == LRC_BUF_STATE) free(x->ptr[i]);
     free(x->arena);
     free(x->ptr);

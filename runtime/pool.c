@@ -234,14 +234,14 @@ lrc_pool *lrc_pool_new(int n_threads, lrc_err *err)
                     LRC_POOL_MAX_THREADS);
         return NULL;
     }
-    /* aligned_alloc, because the struct's cache-line alignment exceeds malloc's. */
-    lrc_pool *p = aligned_alloc(_Alignof(lrc_pool), sizeof *p);
-    lrc_worker *workers = calloc((size_t)n_threads, sizeof *workers);
-    double *busy = calloc((size_t)n_threads, sizeof *busy);
-    lrc_chunk_slot *slots = aligned_alloc(_Alignof(lrc_chunk_slot), (size_t)n_threads * sizeof *slots);
+    /* aligned, because the struct's cache-line alignment exceeds malloc's. */
+    lrc_pool *p = lrc_aligned_alloc(_Alignof(lrc_pool), sizeof *p);
+    lrc_worker *workers = lrc_calloc((size_t)n_threads, sizeof *workers);
+    double *busy = lrc_calloc((size_t)n_threads, sizeof *busy);
+    lrc_chunk_slot *slots = lrc_aligned_alloc(_Alignof(lrc_chunk_slot), (size_t)n_threads * sizeof *slots);
     if (!p || !workers || !busy || !slots) {
         free(p), free(workers), free(busy), free(slots);
-        lrc_err_set(err, "thread pool: out of memory for %d threads", n_threads);
+        lrc_err_nomem(err, "for a thread pool of %d threads", n_threads);
         return NULL;
     }
     memset(p, 0, sizeof *p); /* the task fields; the atomics are set below */
@@ -258,10 +258,12 @@ lrc_pool *lrc_pool_new(int n_threads, lrc_err *err)
     for (int i = 0; i < n_threads - 1; i++) {
         workers[i].pool = p;
         workers[i].thread = i + 1;
-        int rc = pthread_create(&workers[i].handle, NULL, worker_main, &workers[i]);
+        /* a thread is memory too: a point of the tests' fault injection */
+        int rc = lrc_alloc_fails() ? EAGAIN : pthread_create(&workers[i].handle, NULL, worker_main, &workers[i]);
         if (rc) {
-            lrc_err_set(err, "thread pool: cannot create thread %d of %d: %s", i + 1, n_threads,
-                        strerror(rc));
+            /* EAGAIN: the system's threads or memory ran out, which the host may retry */
+            if (rc == EAGAIN) lrc_err_nomem(err, "or threads: thread pool: cannot create thread %d of %d: %s", i + 1, n_threads, strerror(rc));
+            else lrc_err_set(err, "thread pool: cannot create thread %d of %d: %s", i + 1, n_threads, strerror(rc));
             shut_down(p, i);
             return NULL;
         }

@@ -76,7 +76,8 @@ static void peak_part(void *ctx, int64_t begin, int64_t end, int thread)
 double lrc_measure_peak_gflops(lrc_pool *pool, lrc_kernel_fn probe, double flops_per_item)
 {
     int threads = lrc_pool_threads(pool);
-    float *sink = lrc_xcalloc((size_t)threads * 16, sizeof(float));
+    float *sink = lrc_calloc((size_t)threads * 16, sizeof(float));
+    if (!sink) return 0; /* unknown, as when a run fails */
     peak_job j = {probe, sink};
     int64_t items = 4 * (int64_t)threads;
     double t[5] = {0};

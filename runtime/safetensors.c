@@ -98,7 +98,9 @@ int lrc_safetensors_parse(const uint8_t *buf, size_t len, const char *what, lrc_
                            (unsigned long long)hlen, MAX_HEADER);
     const char *hdr = (const char *)buf + 8;
     const char *end_ptr = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(hdr, (size_t)hlen, &end_ptr, 0);
+    bool nomem;
+    cJSON *root = lrc_json_parse(hdr, (size_t)hlen, &end_ptr, &nomem);
+    if (nomem) return lrc_err_nomem(err, "reading the %llu-byte header of %s", (unsigned long long)hlen, what);
     if (!root) {
         const char *at = cJSON_GetErrorPtr();
         size_t off = at && at >= hdr && at <= hdr + hlen ? (size_t)(at - hdr) + 8 : 8;
@@ -119,7 +121,10 @@ int lrc_safetensors_parse(const uint8_t *buf, size_t len, const char *what, lrc_
         rc = lrc_err_set(err, "%s: the header at offset 8 is not a JSON object", what);
         goto done;
     }
-    spans = lrc_xcalloc((size_t)cJSON_GetArraySize(root) + 1, sizeof *spans);
+    if (!(spans = lrc_calloc((size_t)cJSON_GetArraySize(root) + 1, sizeof *spans))) {
+        rc = lrc_err_nomem(err, "for the %d entries of the header of %s", cJSON_GetArraySize(root), what);
+        goto done;
+    }
     for (const cJSON *e = root->child; e; e = e->next) {
         if (!strcmp(e->string, "__metadata__")) {
             if (!cJSON_IsObject(e)) {
@@ -132,7 +137,10 @@ int lrc_safetensors_parse(const uint8_t *buf, size_t len, const char *what, lrc_
                     goto done;
                 }
             free(out->metadata_json);
-            out->metadata_json = cJSON_PrintUnformatted(e);
+            if (!(out->metadata_json = cJSON_PrintUnformatted(e))) {
+                rc = lrc_err_nomem(err, "for the metadata of %s", what);
+                goto done;
+            }
             continue;
         }
         lrc_dtype dt;
@@ -210,7 +218,9 @@ int lrc_safetensors_load(const char *path, lrc_tensor_set *out, lrc_err *err)
     uint8_t *buf = (uint8_t *)lrc_read_all(f, &len);
     int saved = errno;
     fclose(f);
-    int rc = !buf ? lrc_err_set(err, "%s: read error: %s", path, strerror(saved)) : lrc_safetensors_parse(buf, len, path, out, err);
+    int rc = !buf && saved == ENOMEM ? lrc_err_nomem(err, "reading %s", path)
+             : !buf                  ? lrc_err_set(err, "%s: read error: %s", path, strerror(saved))
+                                     : lrc_safetensors_parse(buf, len, path, out, err);
     free(buf);
     return rc;
 }
@@ -219,10 +229,16 @@ static int write_all(FILE *f, const void *p, size_t n) { return fwrite(p, 1, n, 
 
 int lrc_safetensors_save(const char *path, const lrc_tensor_set *s, lrc_err *err)
 {
+    lrc_json_hooks();
+    int64_t failed = lrc_alloc_failures(); /* cJSON's builders drop what they cannot allocate */
     cJSON *root = cJSON_CreateObject();
     if (s->metadata_json) {
         /* Written only as the format allows it: an object of strings. */
         cJSON *m = cJSON_Parse(s->metadata_json);
+        if (!m && lrc_alloc_failures() != failed) {
+            cJSON_Delete(root);
+            return lrc_err_nomem(err, "writing %s", path);
+        }
         bool ok = cJSON_IsObject(m);
         for (const cJSON *v = ok ? m->child : NULL; v; v = v->next) ok = ok && cJSON_IsString(v);
         if (!ok) {
@@ -247,10 +263,13 @@ int lrc_safetensors_save(const char *path, const lrc_tensor_set *s, lrc_err *err
     }
     char *json = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
-    size_t jlen = strlen(json), padded = (jlen + 7) & ~(size_t)7;
-
     size_t tlen = strlen(path) + 32;
-    char *tmp = lrc_xmalloc(tlen);
+    char *tmp = json && lrc_alloc_failures() == failed ? lrc_malloc(tlen) : NULL;
+    if (!tmp) {
+        cJSON_free(json);
+        return lrc_err_nomem(err, "writing %s", path);
+    }
+    size_t jlen = strlen(json), padded = (jlen + 7) & ~(size_t)7;
     snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     int rc = LRC_OK;

@@ -18,9 +18,11 @@ static int read_index(const char *path, cJSON **out, lrc_err *err)
     size_t len = 0;
     char *buf = lrc_read_file(path, &len, err);
     if (!buf) return LRC_EUSER;
-    *out = len > MAX_INDEX ? NULL : cJSON_ParseWithLength(buf, len);
+    bool nomem = false;
+    *out = len > MAX_INDEX ? NULL : lrc_json_parse(buf, len, NULL, &nomem);
     int rc = LRC_OK;
     if (len > MAX_INDEX) rc = lrc_err_set(err, "%s: %zu bytes, over the %u-byte limit", path, len, MAX_INDEX);
+    else if (nomem) rc = lrc_err_nomem(err, "reading %s", path);
     else if (!*out) {
         const char *at = cJSON_GetErrorPtr();
         rc = lrc_err_set(err, "%s: invalid JSON near byte offset %zu", path,
@@ -96,7 +98,7 @@ char *lrc_safetensors_dir_file(const char *dir)
     if (stat(path, &st) == 0) return lrc_strdup(path);
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
     if (stat(path, &st) == 0) return lrc_strdup(path);
-    return lrc_strdup(dir);
+    return lrc_strdup(dir); /* NULL in all three when out of memory */
 }
 
 bool lrc_safetensors_is_index(const char *path)
@@ -109,7 +111,8 @@ bool lrc_safetensors_is_index(const char *path)
 int lrc_safetensors_load_index(const char *index, lrc_tensor_set *out, lrc_err *err)
 {
     lrc_tensor_set_init(out);
-    char *dir = lrc_strdup(index), *slash = strrchr(dir, '/');
+    char *dir = lrc_strdup(index), *slash = dir ? strrchr(dir, '/') : NULL;
+    if (!dir) return lrc_err_nomem(err, "reading %s", index);
     if (slash) *slash = 0;
     int rc = load_index(slash ? dir : ".", index, out, err);
     free(dir);
@@ -122,7 +125,8 @@ int lrc_safetensors_load_dir(const char *dir, lrc_tensor_set *out, lrc_err *err)
     lrc_tensor_set_init(out);
     char *file = lrc_safetensors_dir_file(dir);
     int rc;
-    if (!strcmp(file, dir))
+    if (!file) rc = lrc_err_nomem(err, "reading %s", dir);
+    else if (!strcmp(file, dir))
         rc = lrc_err_set(err, "%s: a directory with neither model.safetensors nor model.safetensors.index.json "
                               "(lrc reads safetensors: save_pretrained(..., safe_serialization=True))", dir);
     else if (lrc_safetensors_is_index(file)) rc = lrc_safetensors_load_index(file, out, err);

@@ -88,7 +88,7 @@ static bool reserve(void **buf, size_t *cap, size_t need, size_t elem)
     if (need <= *cap) return true;
     size_t c = *cap ? *cap : 64;
     while (c < need) c *= 2;
-    void *b = realloc(*buf, c * elem);
+    void *b = lrc_reallocarray(*buf, c, elem);
     if (!b) return false;
     *buf = b, *cap = c;
     return true;
@@ -507,11 +507,11 @@ int lrc_tokenizer_encode(const lrc_tokenizer *t, const char *text, size_t len, b
     if (!lrc_tok_utf8_valid(text, len, &bad))
         return lrc_err_set(err, "invalid UTF-8 at byte %zu (tokenizers takes only Unicode text; lrc refuses it too)", bad);
     scratch s = {.out = out, .md = pcre2_match_data_create(1, NULL)};
-    int rc = s.md ? 0 : lrc_err_set(err, "out of memory");
+    int rc = s.md ? 0 : lrc_err_nomem(err, "encoding %zu bytes", len);
     for (int i = 0; add_special && i < t->n_post_prefix; i++) push_id(&s, t->post_prefix[i]);
     if (!rc) rc = encode_segment(t, &s, text, 0, len, 0, err);
     for (int i = 0; add_special && i < t->n_post_suffix; i++) push_id(&s, t->post_suffix[i]);
-    if (!rc && s.oom) rc = lrc_err_set(err, "out of memory encoding %zu bytes", len);
+    if (!rc && s.oom) rc = lrc_err_nomem(err, "encoding %zu bytes", len);
     pcre2_match_data_free(s.md);
     free(s.a), free(s.p), free(s.q), free(s.s), free(s.h), free(s.w), free(s.mb), free(s.sp);
     return rc;

@@ -22,11 +22,11 @@ static void put(strs *l, const char *s, size_t n)
 {
     if (l->n == l->cap) {
         size_t c = l->cap ? l->cap * 2 : 16;
-        str *v = realloc(l->v, c * sizeof *v);
+        str *v = lrc_reallocarray(l->v, c, sizeof *v);
         if (!v) return (void)(l->oom = true);
         l->v = v, l->cap = c;
     }
-    char *d = malloc(n + 1);
+    char *d = lrc_malloc(n + 1);
     if (!d) return (void)(l->oom = true);
     memcpy(d, s, n);
     d[n] = 0;
@@ -51,7 +51,7 @@ static void add(buf *b, const void *p, size_t n)
 {
     if (b->n + n + 1 > b->cap) {
         size_t c = (b->cap + n + 1) * 2;
-        char *s = realloc(b->s, c);
+        char *s = lrc_realloc(b->s, c);
         if (!s) return (void)(b->oom = true);
         b->s = s, b->cap = c;
     }
@@ -217,7 +217,7 @@ int lrc_tokenizer_decode(const lrc_tokenizer *t, const int32_t *ids, int64_t n, 
     }
     bool oom = l.oom || b.oom;
     clear(&l);
-    if (oom) return free(b.s), lrc_err_set(err, "out of memory decoding %lld ids", (long long)n);
+    if (oom) return free(b.s), lrc_err_nomem(err, "decoding %lld ids", (long long)n);
     *text = b.s, *len = b.n;
     return LRC_OK;
 }

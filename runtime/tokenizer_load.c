@@ -28,11 +28,20 @@ static int fail(ctx *c, const char *path, const char *msg)
     char raw[1024], *o = c->err ? c->err->msg : NULL;
     snprintf(raw, sizeof raw, "%s: %s: %s", c->what, path, msg);
     if (!o) return LRC_EUSER;
+    c->err->nomem = false;
     size_t k = 0, cap = sizeof c->err->msg;
     for (const unsigned char *r = (const unsigned char *)raw; *r && k + 5 < cap; r++)
         if (*r < 0x20 || *r == 0x7f) k += (size_t)snprintf(o + k, cap - k, "\\x%02X", *r);
         else o[k++] = (char)*r;
     o[k] = 0;
+    return LRC_EUSER;
+}
+
+/* "WHAT: PATH: out of memory", marked as lrc_err_nomem marks it. */
+static int no_memory(ctx *c, const char *path)
+{
+    fail(c, path, "out of memory");
+    if (c->err) c->err->nomem = true;
     return LRC_EUSER;
 }
 
@@ -88,14 +97,6 @@ static int get_int(ctx *c, const cJSON *o, const char *path, const char *key, in
     return 0;
 }
 
-static char *dup(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
 static const char *type_of(ctx *c, const cJSON *o, const char *path)
 {
     const char *t = NULL;
@@ -115,7 +116,7 @@ static int get_pattern(ctx *c, const cJSON *o, const char *path, char **literal,
     snprintf(ps, sizeof ps, "%s.%s", pp, p->child->string);
     if (!strcmp(p->child->string, "String")) {
         if (!p->child->valuestring[0]) return fail(c, ps, "an empty pattern is not implemented");
-        return (*literal = dup(p->child->valuestring)) ? 0 : fail(c, ps, "out of memory");
+        return (*literal = lrc_strdup(p->child->valuestring)) ? 0 : no_memory(c, ps);
     }
     if (strcmp(p->child->string, "Regex") || !re) return fail(c, ps, "is not implemented here (String or Regex)");
     int code;
@@ -153,7 +154,14 @@ static int get_prepend(ctx *c, const cJSON *o, const char *path, tok_prepend *ou
 
 /* ---- normalizer, pre-tokenizer, decoder, post-processor ------------------------ */
 
-#define GROW(arr, n) (arr = realloc(arr, (size_t)((n) + 1) * sizeof *(arr)))
+/* Room for n + 1 entries in arr; false (arr as it was) when out of memory. */
+#define GROW(arr, n) grow((void **)&(arr), (size_t)(n) + 1, sizeof *(arr))
+static bool grow(void **arr, size_t n, size_t size)
+{
+    void *p = lrc_reallocarray(*arr, n, size);
+    if (p) *arr = p;
+    return p != NULL;
+}
 
 /* A "Sequence" of one stage: each item of o[key] through load, its path
  * PATH.key[i]. */
@@ -178,20 +186,20 @@ static int load_normalizer(ctx *c, lrc_tokenizer *t, const cJSON *o, const char 
     const char *type = type_of(c, o, path);
     if (!type) return 1;
     if (!strcmp(type, "Sequence")) return load_sequence(c, t, o, path, "normalizers", load_normalizer);
-    if (!GROW(t->norm, t->n_norm)) return fail(c, path, "out of memory");
+    if (!GROW(t->norm, t->n_norm)) return no_memory(c, path);
     tok_norm *n = &t->norm[t->n_norm];
     memset(n, 0, sizeof *n);
     const char *a = NULL;
     if (!strcmp(type, "Prepend")) {
         if (only(c, o, path, (const char *[]){"type", "prepend", NULL}) || get_str(c, o, path, "prepend", &a)) return 1;
         n->kind = NORM_PREPEND;
-        n->a = dup(a);
+        if (!(n->a = lrc_strdup(a))) return no_memory(c, path);
     } else if (!strcmp(type, "Replace")) {
         if (only(c, o, path, (const char *[]){"type", "pattern", "content", NULL}) ||
             get_pattern(c, o, path, &n->a, NULL) || get_str(c, o, path, "content", &a))
             return free(n->a), 1;
         n->kind = NORM_REPLACE;
-        n->b = dup(a);
+        if (!(n->b = lrc_strdup(a))) return free(n->a), no_memory(c, path);
     } else if (!strcmp(type, "NFC") || !strcmp(type, "NFD") || !strcmp(type, "NFKC") || !strcmp(type, "NFKD")) {
         if (only(c, o, path, (const char *[]){"type", NULL})) return 1;
         n->kind = NORM_UNICODE;
@@ -239,8 +247,8 @@ static int load_pre_one(ctx *c, lrc_tokenizer *t, const cJSON *o, const char *pa
             get_str(c, o, path, "replacement", &r) || get_prepend(c, o, path, &p->prepend) ||
             get_bool(c, o, path, "split", true, &p->split))
             return 1;
-        p->replacement = dup(r);
-        return 0;
+        p->replacement = lrc_strdup(r);
+        return p->replacement ? 0 : no_memory(c, path);
     }
     if (!strcmp(type, "ByteLevel")) {
         bool use_regex = false, trim = false;
@@ -275,7 +283,7 @@ static int load_pre(ctx *c, lrc_tokenizer *t, const cJSON *o, const char *path)
     if (!strcmp(type, "Sequence")) return load_sequence(c, t, o, path, "pretokenizers", load_pre);
     /* ByteLevel maps bytes to chars that a later step would see: only last */
     if (t->bytelevel) return fail(c, path, "a pre-tokenizer after ByteLevel is not implemented");
-    if (!GROW(t->pre, t->n_pre)) return fail(c, path, "out of memory");
+    if (!GROW(t->pre, t->n_pre)) return no_memory(c, path);
     tok_pre *p = &t->pre[t->n_pre++];
     memset(p, 0, sizeof *p);
     return load_pre_one(c, t, o, path, type, p);
@@ -288,7 +296,7 @@ static int load_decoder(ctx *c, lrc_tokenizer *t, const cJSON *o, const char *pa
     if (!type) return 1;
     t->has_decoder = true;
     if (!strcmp(type, "Sequence")) return load_sequence(c, t, o, path, "decoders", load_decoder);
-    if (!GROW(t->dec, t->n_dec)) return fail(c, path, "out of memory");
+    if (!GROW(t->dec, t->n_dec)) return no_memory(c, path);
     tok_dec *d = &t->dec[t->n_dec];
     memset(d, 0, sizeof *d);
     if (!strcmp(type, "ByteLevel")) {
@@ -300,13 +308,13 @@ static int load_decoder(ctx *c, lrc_tokenizer *t, const cJSON *o, const char *pa
                  (const char *[]){"type", "replacement", "prepend_scheme", "add_prefix_space", "split", "str_rep", NULL}) ||
             get_str(c, o, path, "replacement", &a) || get_prepend(c, o, path, &d->prepend))
             return 1;
-        d->a = dup(a);
+        if (!(d->a = lrc_strdup(a))) return no_memory(c, path);
     } else if (!strcmp(type, "Replace")) {
         d->kind = DEC_REPLACE;
         if (only(c, o, path, (const char *[]){"type", "pattern", "content", NULL}) ||
             get_pattern(c, o, path, &d->a, NULL) || get_str(c, o, path, "content", &b))
             return free(d->a), 1;
-        d->b = dup(b);
+        if (!(d->b = lrc_strdup(b))) return free(d->a), no_memory(c, path);
     } else if (!strcmp(type, "ByteFallback") || !strcmp(type, "Fuse")) {
         d->kind = type[0] == 'B' ? DEC_BYTEFALLBACK : DEC_FUSE;
         if (only(c, o, path, (const char *[]){"type", NULL})) return 1;
@@ -319,7 +327,8 @@ static int load_decoder(ctx *c, lrc_tokenizer *t, const cJSON *o, const char *pa
             return 1;
         int n;
         if (!a[0] || (lrc_tok_utf8_next(a, strlen(a), &n), a[n])) return fail(c, path, "Strip's content must be one char");
-        d->a = dup(a), d->start = (int)s, d->stop = (int)e;
+        if (!(d->a = lrc_strdup(a))) return no_memory(c, path);
+        d->start = (int)s, d->stop = (int)e;
     } else {
         char p[300], m[300];
         snprintf(p, sizeof p, "%s.type", path);
@@ -363,7 +372,7 @@ static int load_template(ctx *c, lrc_tokenizer *t, const cJSON *o, const char *p
                 return fail(c, p, "special_tokens' ids must be integers");
             int32_t **arr = seen_a ? &t->post_suffix : &t->post_prefix;
             int *n = seen_a ? &t->n_post_suffix : &t->n_post_prefix;
-            if (!GROW(*arr, *n)) return fail(c, p, "out of memory");
+            if (!GROW(*arr, *n)) return no_memory(c, p);
             (*arr)[(*n)++] = (int32_t)v->valuedouble;
         }
     }
@@ -401,7 +410,7 @@ static int load_vocab(ctx *c, lrc_tokenizer *t, const cJSON *v)
         double d = cJSON_IsNumber(e) ? e->valuedouble : -1;
         if (!(d >= 0 && d < MAX_ID) || d != (int32_t)d) return fail(c, p, "must be an id (an integer from 0, below 2^24)");
         if (lrc_tok_strmap_get(&t->vocab, e->string, (uint32_t)strlen(e->string)) >= 0) return fail(c, p, "is listed twice");
-        if (lrc_tok_strmap_put(&t->vocab, e->string, (uint32_t)strlen(e->string), (int32_t)d)) return fail(c, p, "out of memory");
+        if (lrc_tok_strmap_put(&t->vocab, e->string, (uint32_t)strlen(e->string), (int32_t)d)) return no_memory(c, p);
         if ((int64_t)d + 1 > t->n_vocab) t->n_vocab = (int64_t)d + 1;
     }
     return 0;
@@ -436,14 +445,14 @@ static int load_merges(ctx *c, lrc_tokenizer *t, const cJSON *v)
         } else
             return free(both), fail(c, p, "must be \"a b\" or [\"a\", \"b\"]");
         int32_t ia, ib, im;
-        char *nb_ = realloc(both, na + nb + 1);
-        if (!nb_) return free(both), fail(c, p, "out of memory");
+        char *nb_ = lrc_realloc(both, na + nb + 1);
+        if (!nb_) return free(both), no_memory(c, p);
         both = nb_;
         memcpy(both, a, na), memcpy(both + na, b, nb);
         if (merge_token(c, t, p, a, na, &ia) || merge_token(c, t, p, b, nb, &ib) ||
             merge_token(c, t, p, both, na + nb, &im))
             return free(both), 1;
-        if (lrc_tok_mergemap_put(&t->merges, ia, ib, rank, im)) return free(both), fail(c, p, "out of memory");
+        if (lrc_tok_mergemap_put(&t->merges, ia, ib, rank, im)) return free(both), no_memory(c, p);
     }
     free(both);
     return 0;
@@ -508,7 +517,7 @@ static int load_added(ctx *c, lrc_tokenizer *t, const cJSON *a)
         char p[64];
         snprintf(p, sizeof p, "added_tokens[%d]", i);
         if (!cJSON_IsObject(e)) return fail(c, p, "must be an object");
-        if (!GROW(t->added, t->n_added)) return fail(c, p, "out of memory");
+        if (!GROW(t->added, t->n_added)) return no_memory(c, p);
         tok_added *k = &t->added[t->n_added];
         memset(k, 0, sizeof *k);
         const char *content = NULL;
@@ -526,7 +535,8 @@ static int load_added(ctx *c, lrc_tokenizer *t, const cJSON *a)
         /* such a token matches the normalized text; lrc matches the raw text */
         if (k->normalized && t->n_norm)
             return snprintf(pp, sizeof pp, "%s.normalized", p), fail(c, pp, "true beside a normalizer is not implemented");
-        k->content = dup(content), k->len = strlen(content), k->id = (int32_t)id;
+        if (!(k->content = lrc_strdup(content))) return no_memory(c, p);
+        k->len = strlen(content), k->id = (int32_t)id;
         t->added_first[k->normalized][(uint8_t)content[0]] = true;
         t->n_added++;
         if (id + 1 > t->n_vocab) t->n_vocab = id + 1;
@@ -563,9 +573,9 @@ static int load_root(ctx *c, lrc_tokenizer *t, const cJSON *root)
 /* id → string, vocab first, then added tokens (which win). */
 static int index_pieces(lrc_tokenizer *t)
 {
-    t->piece = calloc((size_t)t->n_vocab + 1, sizeof *t->piece);
-    t->piece_len = calloc((size_t)t->n_vocab + 1, sizeof *t->piece_len);
-    t->is_special = calloc((size_t)t->n_vocab + 1, sizeof *t->is_special);
+    t->piece = lrc_calloc((size_t)t->n_vocab + 1, sizeof *t->piece);
+    t->piece_len = lrc_calloc((size_t)t->n_vocab + 1, sizeof *t->piece_len);
+    t->is_special = lrc_calloc((size_t)t->n_vocab + 1, sizeof *t->is_special);
     if (!t->piece || !t->piece_len || !t->is_special) return -1;
     for (uint32_t i = 0; i < t->vocab.n; i++) {
         t->piece[t->vocab.id[i]] = t->vocab.pool + t->vocab.off[i];
@@ -585,18 +595,20 @@ int lrc_tokenizer_parse(const char *json, size_t len, const char *what, lrc_toke
     size_t bad;
     if (!lrc_tok_utf8_valid(json, len, &bad)) return lrc_err_set(err, "%s: invalid UTF-8 at byte %zu", what, bad);
     const char *end = NULL;
-    cJSON *root = len > MAX_JSON ? NULL : cJSON_ParseWithLengthOpts(json, len, &end, 0);
+    bool nomem = false;
+    cJSON *root = len > MAX_JSON ? NULL : lrc_json_parse(json, len, &end, &nomem);
+    if (nomem) return lrc_err_nomem(err, "reading %s", what);
     if (!root) {
         const char *at = cJSON_GetErrorPtr();
         size_t off = at && at >= json && at <= json + len ? (size_t)(at - json) : len;
         return lrc_err_set(err, "%s: %s at byte %zu", what, off >= len ? "truncated JSON (it ends early)" : "invalid JSON",
                            off);
     }
-    lrc_tokenizer *t = calloc(1, sizeof *t);
+    lrc_tokenizer *t = lrc_calloc(1, sizeof *t);
     ctx c = {what, err};
-    int rc = !t ? lrc_err_set(err, "%s: out of memory", what) : load_root(&c, t, root);
+    int rc = !t ? lrc_err_nomem(err, "reading %s", what) : load_root(&c, t, root);
     cJSON_Delete(root);
-    if (!rc && index_pieces(t)) rc = lrc_err_set(err, "%s: out of memory", what);
+    if (!rc && index_pieces(t)) rc = lrc_err_nomem(err, "reading %s", what);
     if (rc) return lrc_tokenizer_free(t), LRC_EUSER;
     *out = t;
     return LRC_OK;

@@ -18,7 +18,7 @@ static uint64_t fnv(const char *s, uint32_t n)
 static int strmap_grow(tok_strmap *m)
 {
     uint32_t cap = m->cap ? m->cap * 2 : 1024;
-    uint32_t *slot = calloc(cap, sizeof *slot);
+    uint32_t *slot = lrc_calloc(cap, sizeof *slot);
     if (!slot) return -1;
     for (uint32_t i = 0; i < m->n; i++) {
         uint32_t h = (uint32_t)fnv(m->pool + m->off[i], m->len[i]) & (cap - 1);
@@ -47,18 +47,18 @@ int lrc_tok_strmap_put(tok_strmap *m, const char *s, uint32_t n, int32_t id)
     if ((m->n + 1) * 2 > m->cap && strmap_grow(m)) return -1;
     if (m->n == m->n_alloc) {
         uint32_t na = m->n_alloc ? m->n_alloc * 2 : 1024;
-        uint32_t *off = realloc(m->off, na * sizeof *off);
+        uint32_t *off = lrc_reallocarray(m->off, na, sizeof *off);
         if (off) m->off = off;
-        uint32_t *len = realloc(m->len, na * sizeof *len);
+        uint32_t *len = lrc_reallocarray(m->len, na, sizeof *len);
         if (len) m->len = len;
-        int32_t *ids = realloc(m->id, na * sizeof *ids);
+        int32_t *ids = lrc_reallocarray(m->id, na, sizeof *ids);
         if (ids) m->id = ids;
         if (!off || !len || !ids) return -1;
         m->n_alloc = na;
     }
     if (m->pool_n + n + 1 > m->pool_cap) {
         size_t pc = (m->pool_cap + n + 1) * 2;
-        char *p = realloc(m->pool, pc);
+        char *p = lrc_realloc(m->pool, pc);
         if (!p) return -1;
         m->pool = p;
         m->pool_cap = pc;
@@ -106,7 +106,7 @@ int lrc_tok_mergemap_put(tok_mergemap *m, int32_t a, int32_t b, int32_t rank, in
 {
     if ((m->n + 1) * 2 > m->cap) {
         uint32_t cap = m->cap ? m->cap * 2 : 1024;
-        tok_mergemap g = {calloc(cap, 8), malloc(cap * 4ull), malloc(cap * 4ull), cap, 0};
+        tok_mergemap g = {lrc_calloc(cap, 8), lrc_malloc(cap * 4ull), lrc_malloc(cap * 4ull), cap, 0};
         if (!g.key || !g.rank || !g.merged) {
             free(g.key), free(g.rank), free(g.merged);
             return -1;

@@ -24,13 +24,16 @@ static int text_from_ids(lrc_text *t, const int32_t *ids, int64_t n, int64_t seq
                            (long long)n, unit, (long long)seq, (long long)(need * 2));
     int64_t nb = (n + bs - 1) / bs;
     if (nb < 2) bs = n / 2, nb = 2; /* a short text: its second half is validation */
-    t->tok = lrc_xmalloc((size_t)n * sizeof *t->tok);
+    if (!(t->tok = lrc_malloc((size_t)n * sizeof *t->tok))) return lrc_err_nomem(err, "for %s: %lld %s of text", what, (long long)n, unit);
     memcpy(t->tok, ids, (size_t)n * sizeof *t->tok);
     t->n = n;
     t->block = bs;
     t->n_blocks = nb;
     for (int split = 0; split < 2; split++) {
-        t->cum[split] = lrc_xcalloc((size_t)nb + 1, sizeof(int64_t));
+        if (!(t->cum[split] = lrc_calloc((size_t)nb + 1, sizeof(int64_t)))) {
+            lrc_text_free(t);
+            return lrc_err_nomem(err, "for %s: the blocks of %lld %s of text", what, (long long)n, unit);
+        }
         int64_t total = 0;
         for (int64_t i = 0; i < nb; i++) {
             int64_t lo = i * bs, hi = i == nb - 1 ? n : lo + bs;
@@ -55,7 +58,8 @@ int lrc_text_from_ids(lrc_text *t, const int32_t *ids, int64_t n, int64_t seq, c
 
 int lrc_text_from_bytes(lrc_text *t, const uint8_t *bytes, int64_t n, int64_t seq, const char *what, lrc_err *err)
 {
-    int32_t *ids = lrc_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *ids);
+    int32_t *ids = lrc_malloc((size_t)(n > 0 ? n : 1) * sizeof *ids);
+    if (!ids) return lrc_err_nomem(err, "for %s: %lld bytes of text as ids", what, (long long)n);
     for (int64_t i = 0; i < n; i++) ids[i] = bytes[i];
     int rc = text_from_ids(t, ids, n, seq, what, "bytes", err);
     free(ids);
@@ -68,8 +72,11 @@ int lrc_text_load(lrc_text *t, const char *path, int64_t seq, lrc_err *err)
     if (!f) return lrc_err_set(err, "%s: cannot open: %s", path, strerror(errno));
     size_t len = 0;
     uint8_t *buf = (uint8_t *)lrc_read_all(f, &len);
+    bool nomem = !buf && errno == ENOMEM;
     fclose(f);
-    int rc = !buf ? lrc_err_set(err, "%s: read error", path) : lrc_text_from_bytes(t, buf, (int64_t)len, seq, path, err);
+    int rc = nomem ? lrc_err_nomem(err, "reading %s", path)
+             : !buf ? lrc_err_set(err, "%s: read error", path)
+                    : lrc_text_from_bytes(t, buf, (int64_t)len, seq, path, err);
     free(buf);
     return rc;
 }
@@ -150,11 +157,16 @@ struct lrc_param_spans {
 
 lrc_param_spans *lrc_param_spans_new(lrc_tensor *const *ts, int n)
 {
-    lrc_param_spans *ps = lrc_xcalloc(1, sizeof *ps);
+    lrc_param_spans *ps = lrc_calloc(1, sizeof *ps);
+    if (!ps) return NULL;
     for (int i = 0; i < n; i++) ps->n += (lrc_shape_numel(&ts[i]->shape) + SPAN - 1) / SPAN;
-    ps->s = lrc_xcalloc((size_t)ps->n + 1, sizeof *ps->s);
-    ps->sq = lrc_xcalloc((size_t)ps->n + 1, sizeof *ps->sq);
-    ps->bad = lrc_xcalloc((size_t)ps->n + 1, sizeof *ps->bad);
+    ps->s = lrc_calloc((size_t)ps->n + 1, sizeof *ps->s);
+    ps->sq = lrc_calloc((size_t)ps->n + 1, sizeof *ps->sq);
+    ps->bad = lrc_calloc((size_t)ps->n + 1, sizeof *ps->bad);
+    if (!ps->s || !ps->sq || !ps->bad) {
+        lrc_param_spans_free(ps);
+        return NULL;
+    }
     ps->n_tensors = n;
     int64_t k = 0;
     for (int i = 0; i < n; i++)

@@ -81,17 +81,19 @@ static const lrc_train_device_ops cpu_ops = {cpu_run, cpu_grads, cpu_update, cpu
 
 int lrc_trainer_use_cpu(lrc_trainer *t, lrc_exec *x, lrc_pool *pool, lrc_err *err)
 {
-    cpu_device *s = lrc_xcalloc(1, sizeof *s);
+    cpu_device *s = lrc_calloc(1, sizeof *s);
+    if (!s) return lrc_err_nomem(err, "for the trainer's device");
     lrc_train_state *st = &t->st;
     *s = (cpu_device){.x = x, .pool = pool, .adam = &t->adam, .items = st->params.items, .pm = st->m, .pv = st->v, .n = st->params.n,
                       .accum = t->accum};
-    s->pg = lrc_xcalloc((size_t)s->n + 1, sizeof *s->pg);
-    s->acc = t->accum > 1 ? lrc_xcalloc((size_t)s->n + 1, sizeof *s->acc) : NULL;
+    s->pg = lrc_calloc((size_t)s->n + 1, sizeof *s->pg);
+    s->acc = t->accum > 1 ? lrc_calloc((size_t)s->n + 1, sizeof *s->acc) : NULL;
     t->ops = &cpu_ops;
-    t->dev = s;
+    t->dev = s; /* freed by the trainer, whatever happens below */
+    if (!s->pg || (t->accum > 1 && !s->acc)) return lrc_err_nomem(err, "for the gradients of %d parameters", s->n);
     for (int i = 0; s->acc && i < s->n; i++)
         if (!(s->acc[i] = lrc_tensor_new(s->items[i]->name, LRC_F32, &s->items[i]->shape, err))) return LRC_EUSER;
-    s->spans = lrc_param_spans_new(s->items, s->n);
+    if (!(s->spans = lrc_param_spans_new(s->items, s->n))) return lrc_err_nomem(err, "for the optimizer's spans of %d parameters", s->n);
     return LRC_OK;
 }
 

@@ -231,7 +231,7 @@ void lrc_llvm_module_free(lrc_llvm_module *m)
 
 char *lrc_llvm_module_print(lrc_llvm_module *m)
 {
-    char *s = LLVMPrintModuleToString(m->e.mod), *copy = lrc_strdup(s);
+    char *s = LLVMPrintModuleToString(m->e.mod), *copy = lrc_xstrdup(s);
     LLVMDisposeMessage(s);
     return copy;
 }

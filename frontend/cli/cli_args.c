@@ -308,8 +308,10 @@ int cli_parse_args(const char *cmd, int argc, char **argv, const struct option *
         static const char *const uses[] = {"forward", "backward", "generate", "compile", "profile", "diagnose", "eval"};
         bool runs = false;
         for (size_t i = 0; i < sizeof uses / sizeof uses[0]; i++) runs |= !strcmp(cmd, uses[i]);
-        if (!a->weights && runs && lrc_hf_is_dir(a->m.model))
-            a->weights = a->m.hf_weights = lrc_safetensors_dir_file(a->m.model);
+        if (!a->weights && runs && lrc_hf_is_dir(a->m.model) && !(a->weights = a->m.hf_weights = lrc_safetensors_dir_file(a->m.model))) {
+            fprintf(stderr, "lrc: out of memory\n");
+            exit(1);
+        }
     }
     if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
     return -1;

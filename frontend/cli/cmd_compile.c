@@ -128,7 +128,7 @@ static int compile_shapes(const cli_args *a, lrc_model *m, cli_shapes *sh, const
         for (int b = 0; b < c.plan.n_bufs && !rc; b++)
             if (c.plan.bufs[b].kind == LRC_BUF_PARAM) {
                 *reads = lrc_xrealloc(*reads, (size_t)(*n_reads + 1) * sizeof **reads);
-                (*reads)[(*n_reads)++] = (shape_param){lrc_strdup(c.plan.bufs[b].name), c.plan.bufs[b].shape, sh->batch[i], sh->seq[i]};
+                (*reads)[(*n_reads)++] = (shape_param){lrc_xstrdup(c.plan.bufs[b].name), c.plan.bufs[b].shape, sh->batch[i], sh->seq[i]};
             }
         char *meta = rc ? NULL : package_meta(m, a, lrc_target_find(a->target), &c, vocab, sh->batch[i], sh->seq[i], NULL);
         if (!rc) rc = lrc_package_finish(&sub, &c.plan, meta, err);

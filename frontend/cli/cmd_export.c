@@ -135,7 +135,7 @@ static int export_hf(const cli_args *a, const char *weights, const char *out, lr
     if (!rc) rc = lrc_params_bind(g, &wfile, weights, &params, err);
     if (!rc) rc = evaluate(g, &params, &tensors, err);
     /* from_pretrained reads a safetensors file only with this mark */
-    if (!rc) tensors.metadata_json = lrc_strdup("{\"format\":\"pt\"}");
+    if (!rc) tensors.metadata_json = lrc_xstrdup("{\"format\":\"pt\"}");
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp-%ld", out, (long)getpid());
     if (!rc && mkdir(tmp, 0777)) rc = lrc_err_set(err, "%s: cannot create: %s", tmp, strerror(errno));

@@ -756,6 +756,7 @@ int cmd_train(int argc, char **argv)
         if (!rc) rc = save_run(a.out, &a, &err);
     }
     if (!rc && (a.threads == 0 || a.threads < -1)) rc = lrc_err_set(&err, "--threads %lld: the thread count must be at least 1", (long long)a.threads);
+    if (!rc && hf && !hf_weights) rc = lrc_err_nomem(&err, "reading %s", a.m.model);
     bool created = !a.resume && (!rc || made_dir);
     if (!rc) {
         bool lenient = false;

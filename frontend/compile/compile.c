@@ -17,7 +17,7 @@ static char *launch_label(const lrc_graph *g, const lrc_schedule *s, const lrc_k
     size_t used = 0;
     if (k->group < 0) {
         snprintf(buf, sizeof buf, "pack %s", g->nodes[k->args[0]].name ? g->nodes[k->args[0]].name : "weight");
-        return lrc_strdup(buf);
+        return lrc_xstrdup(buf);
     }
     const lrc_group *gr = &s->groups[k->group];
     used += (size_t)snprintf(buf, sizeof buf, "%s ", lrc_group_kind_name(gr->kind));
@@ -25,7 +25,7 @@ static char *launch_label(const lrc_graph *g, const lrc_schedule *s, const lrc_k
         used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%s", j ? "+" : "", lrc_op_name(g->nodes[gr->nodes[j]].op));
     const char *loc = g->nodes[gr->anchor].loc;
     if (loc && used < sizeof buf) snprintf(buf + used, sizeof buf - used, " (%s)", loc);
-    return lrc_strdup(buf);
+    return lrc_xstrdup(buf);
 }
 
 static int build_plan(lrc_compiled *c, lrc_err *err)
@@ -44,9 +44,9 @@ static int build_plan(lrc_compiled *c, lrc_err *err)
         b->dtype = n->dtype == LRC_I32 ? LRC_I32 : LRC_F32;
         b->shape = n->shape;
         b->bytes = lrc_shape_numel(&n->shape) * 4;
-        if (n->op == LRC_OP_INPUT) b->kind = LRC_BUF_INPUT, b->name = lrc_strdup(n->name);
-        else if (n->op == LRC_OP_PARAM) b->kind = LRC_BUF_PARAM, b->name = lrc_strdup(n->name);
-        else if (n->op == LRC_OP_STATE) b->kind = LRC_BUF_STATE, b->name = lrc_strdup(n->name);
+        if (n->op == LRC_OP_INPUT) b->kind = LRC_BUF_INPUT, b->name = lrc_xstrdup(n->name);
+        else if (n->op == LRC_OP_PARAM) b->kind = LRC_BUF_PARAM, b->name = lrc_xstrdup(n->name);
+        else if (n->op == LRC_OP_STATE) b->kind = LRC_BUF_STATE, b->name = lrc_xstrdup(n->name);
         else if (s->offset[id] >= 0) b->kind = LRC_BUF_ARENA, b->offset = s->offset[id];
     }
     for (int i = 0; i < g->n_outputs; i++) {
@@ -56,7 +56,7 @@ static int build_plan(lrc_compiled *c, lrc_err *err)
             return lrc_err_set(err, "output '%s' is an input or parameter", g->output_names[i]);
         }
         b->kind = LRC_BUF_OUTPUT;
-        b->name = lrc_strdup(g->output_names[i]);
+        b->name = lrc_xstrdup(g->output_names[i]);
         b->shape = g->nodes[g->outputs[i]].shape; /* the output's shape, even through a view */
     }
     for (int i = 0; i < p->n_extra; i++) {
@@ -70,7 +70,7 @@ static int build_plan(lrc_compiled *c, lrc_err *err)
     for (int i = 0; i < p->n_kernels; i++) {
         const lrc_kernel_desc *k = &p->kernels[i];
         lrc_plan_launch *l = &pl->launches[i];
-        l->symbol = lrc_strdup(p->kernels[k->impl].name);
+        l->symbol = lrc_xstrdup(p->kernels[k->impl].name);
         l->label = launch_label(g, s, k);
         l->n_args = k->n_args;
         l->args = lrc_xmalloc((size_t)k->n_args * sizeof(int) + 1);
@@ -195,7 +195,7 @@ int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arc
     if ((rc = finish(c, t0, t1, err))) return rc;
     for (int i = 0; i < c->plan.n_launches; i++) { /* a GEMM alone has no kernel of its own */
         free(c->plan.launches[i].symbol);
-        c->plan.launches[i].symbol = lrc_strdup(c->cuda.table.launches[i].symbol);
+        c->plan.launches[i].symbol = lrc_xstrdup(c->cuda.table.launches[i].symbol);
     }
     return LRC_OK;
 }

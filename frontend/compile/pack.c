@@ -53,7 +53,7 @@ static int pack_launch(lrc_compiled *c, void *dl, const lrc_plan_launch *l, lrc_
     free(args);
     lrc_plan_buf *b = &pl->bufs[dst];
     free(b->name);
-    *b = (lrc_plan_buf){.kind = LRC_BUF_PARAM, .name = lrc_strdup(name), .dtype = LRC_U8, .shape = {1, {x->bytes}}, .bytes = x->bytes,
+    *b = (lrc_plan_buf){.kind = LRC_BUF_PARAM, .name = lrc_xstrdup(name), .dtype = LRC_U8, .shape = {1, {x->bytes}}, .bytes = x->bytes,
                         .packed_panel = x->panel, .packed_cols = x->cols, .packed_inner = x->inner};
     snprintf(b->packed, sizeof b->packed, "%s", lrc_wstore_name(x->store));
     return 1;

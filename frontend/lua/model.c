@@ -304,10 +304,10 @@ static int hf_map(lrc_model *m, lrc_err *err)
 static int load_chunk(lrc_model *m, const char *model, const lrc_embedded *e)
 {
     if (!e) {
-        m->path = lrc_strdup(model);
+        m->path = lrc_xstrdup(model);
         return luaL_loadfilex(m->L, model, "t");
     }
-    m->path = lrc_strdup(e->name);
+    m->path = lrc_xstrdup(e->name);
     char chunk[300];
     snprintf(chunk, sizeof chunk, "@%s", e->name);
     return luaL_loadbufferx(m->L, e->source, e->len, chunk, "t");
@@ -332,7 +332,7 @@ int lrc_model_load(lrc_model *m, const char *model, const char *preset, char *co
         if (preset)
             return lrc_err_set(err, "%s: --preset does not apply to a Hugging Face directory (its config.json sets the model)",
                                model);
-        m->hf_dir = lrc_strdup(model);
+        m->hf_dir = lrc_xstrdup(model);
         if (!(e = hf_family(m, model, err))) return LRC_EUSER;
     } else if (exists && !S_ISDIR(st.st_mode)) {
         e = NULL; /* a model file */

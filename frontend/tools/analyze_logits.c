@@ -91,6 +91,7 @@ int lrc_analyze_fit_logits(const char *dir, const char *fit_file, cJSON *out, lr
         ((int32_t *)tokens->data)[i] = (int32_t)((z ^ (z >> 31)) % (uint64_t)vocab);
     }
     char *own = lrc_safetensors_dir_file(dir);
+    if (!own) return lrc_tensor_free(tokens), lrc_err_nomem(err, "reading %s", dir);
     char *sets[] = {"norm=layerrope"};
     double *before = logits_of(dir, NULL, 0, own, tokens, &vocab, err);
     double *after = before ? logits_of(dir, sets, 1, fit_file, tokens, &v2, err) : NULL;

@@ -241,9 +241,9 @@ static int finish_point(const lrc_sweep_opts *a, const char **vals, const char *
     char name[2048], arm[2048];
     point_name(a, vals, false, name, sizeof name);
     point_name(a, vals, true, arm, sizeof arm);
-    *p = (lrc_sweep_point){.run = lrc_strdup(name), .arm = lrc_strdup(arm), .diverged = diverged, .loss = NAN};
+    *p = (lrc_sweep_point){.run = lrc_xstrdup(name), .arm = lrc_xstrdup(arm), .diverged = diverged, .loss = NAN};
     for (int k = 0; k < a->n_axes; k++)
-        if (a->plot_key && !strcmp(a->axes[k].key, a->plot_key)) p->x = lrc_strdup(vals[k]);
+        if (a->plot_key && !strcmp(a->axes[k].key, a->plot_key)) p->x = lrc_xstrdup(vals[k]);
     char rj[4300];
     snprintf(rj, sizeof rj, "%s/run.json", dir);
     FILE *f = fopen(rj, "r");

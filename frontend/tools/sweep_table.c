@@ -16,7 +16,7 @@ void lrc_sweep_points_free(lrc_sweep_point *p, int n)
     free(p);
 }
 
-static char *dup_or_null(const char *s) { return s ? lrc_strdup(s) : NULL; }
+static char *dup_or_null(const char *s) { return s ? lrc_xstrdup(s) : NULL; }
 
 static int read_point(const cJSON *o, lrc_sweep_point *p, const char *path, int line, lrc_err *err)
 {
@@ -30,7 +30,7 @@ static int read_point(const cJSON *o, lrc_sweep_point *p, const char *path, int 
                                 "unless diverged, val_loss", path, line);
     if (!(lr->valuedouble > 0) || !(l0->valuedouble > 0))
         return lrc_err_set(err, "%s:%d: lr and l0 must be positive", path, line);
-    *p = (lrc_sweep_point){.run = lrc_strdup(run->valuestring), .arm = lrc_strdup(arm->valuestring),
+    *p = (lrc_sweep_point){.run = lrc_xstrdup(run->valuestring), .arm = lrc_xstrdup(arm->valuestring),
                            .x = dup_or_null(x ? x->valuestring : NULL), .lr = lr->valuedouble, .seed = (long long)seed->valuedouble,
                            .loss = cJSON_IsTrue(div) ? NAN : loss->valuedouble, .diverged = cJSON_IsTrue(div), .l0 = l0->valuedouble};
     return LRC_OK;

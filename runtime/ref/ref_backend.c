@@ -15,8 +15,8 @@ static bool ref_supports_op(const lrc_graph *g, const lrc_node *n)
 static void *ref_alloc(lrc_backend *be, size_t nbytes, lrc_err *err)
 {
     (void)be;
-    void *p = calloc(1, nbytes ? nbytes : 1);
-    if (!p) lrc_err_set(err, "ref: out of memory allocating %zu bytes", nbytes);
+    void *p = lrc_calloc(1, nbytes ? nbytes : 1);
+    if (!p) lrc_err_nomem(err, "ref: allocating %zu bytes", nbytes);
     return p;
 }
 
@@ -65,7 +65,7 @@ static const lrc_backend_ops ref_ops = {
 
 lrc_backend *lrc_backend_ref_new(void)
 {
-    lrc_backend *be = lrc_xcalloc(1, sizeof *be);
-    be->ops = &ref_ops;
+    lrc_backend *be = lrc_calloc(1, sizeof *be);
+    if (be) be->ops = &ref_ops;
     return be;
 }

@@ -122,7 +122,7 @@ static void file_path(char *out, size_t n, int which, bool gz)
 static void expect_error(const char *label, const char *path, const char *what)
 {
     lrc_images im;
-    lrc_err err = {{0}};
+    lrc_err err = {0};
     int rc = lrc_images_load(&im, dir, &err);
     CHECK(rc == LRC_EUSER, "%s: load returned %d, expected LRC_EUSER", label, rc);
     CHECK(strstr(err.msg, path) != NULL, "%s: message does not name %s: %s", label, path, err.msg);
@@ -147,7 +147,7 @@ static int64_t image_id(const lrc_images *im, const float *x)
 static void test_good(void)
 {
     lrc_images im;
-    lrc_err err = {{0}};
+    lrc_err err = {0};
     int rc = lrc_images_load(&im, dir, &err);
     CHECK(rc == LRC_OK, "load: %s", err.msg);
     if (rc) return;
@@ -319,7 +319,7 @@ static void find_shift(const lrc_images *im, const float *p, const float *o, int
 static void test_augment(void)
 {
     lrc_images im;
-    lrc_err err = {{0}};
+    lrc_err err = {0};
     int rc = lrc_images_load(&im, dir, &err);
     CHECK(rc == LRC_OK, "load: %s", err.msg);
     if (rc) return;
@@ -464,7 +464,7 @@ static bool test_real(void)
         return false;
     }
     lrc_images im;
-    lrc_err err = {{0}};
+    lrc_err err = {0};
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int rc = lrc_images_load(&im, NULL, &err);

@@ -314,7 +314,7 @@ static void test_lifecycle(void)
 {
     static const int invalid[] = {0, -1, -1000, LRC_POOL_MAX_THREADS + 1, 1 << 30};
     for (size_t k = 0; k < sizeof invalid / sizeof *invalid; k++) {
-        lrc_err err = {{0}};
+        lrc_err err = {0};
         lrc_pool *p = lrc_pool_new(invalid[k], &err);
         CHECK(p == NULL && err.msg[0] && !strchr(err.msg, '\n'),
               "lrc_pool_new(%d) must fail with a one-line message, got %p \"%s\"", invalid[k],

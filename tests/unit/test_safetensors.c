@@ -124,7 +124,7 @@ static void test_roundtrip(const char *dir)
     char path[512], bad[512];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     lrc_tensor_set s, r;
-    lrc_err err = {{0}};
+    lrc_err err = {0};
     fill_set(&s);
     CHECK(lrc_safetensors_save(path, &s, &err) == LRC_OK, "save: %s", err.msg);
     CHECK(count_tmp(dir) == 0, "a *.tmp.* file is left after a successful save");
@@ -189,7 +189,7 @@ static void expect_bad(const char *label, const uint8_t *bytes, size_t len, cons
     if (len) memcpy(buf, bytes, len);
     lrc_tensor_set s;
     memset(&s, 0xa5, sizeof s); /* parse must initialise the set itself */
-    lrc_err err = {{0}};
+    lrc_err err = {0};
     int rc = lrc_safetensors_parse(buf, len, "x.safetensors", &s, &err);
     CHECK(rc == LRC_EUSER, "%s: returned %d, want LRC_EUSER", label, rc);
     CHECK(s.n == 0 && !s.items && !s.metadata_json, "%s: set not empty after failure", label);
@@ -306,7 +306,7 @@ static void test_valid_minimal(void)
         size_t len;
         uint8_t *b = build(hdrs[i], 0, &len);
         lrc_tensor_set s;
-        lrc_err err = {{0}};
+        lrc_err err = {0};
         int rc = lrc_safetensors_parse(b, len, "x.safetensors", &s, &err);
         CHECK(rc == LRC_OK && s.n == 0, "header '%s': rc %d n %d: %s", hdrs[i], rc, s.n, err.msg);
         lrc_tensor_set_clear(&s);
@@ -320,7 +320,7 @@ static void test_valid_minimal(void)
     const uint8_t vals[] = {0x00, 0x3c, 0, 0, 0, 0, 0, 0, 0x02, 0x01, 0, 0, 0xfe, 0xff, 0xff, 0xff};
     memcpy(b + d, vals, 16);
     lrc_tensor_set s;
-    lrc_err err = {{0}};
+    lrc_err err = {0};
     CHECK(lrc_safetensors_parse(b, len, "x.safetensors", &s, &err) == LRC_OK, "hand-written file: %s", err.msg);
     lrc_tensor *v = lrc_tensor_set_find(&s, "v"), *h = lrc_tensor_set_find(&s, "h");
     CHECK(v && v->dtype == LRC_I32 && ((int32_t *)v->data)[0] == 258 && ((int32_t *)v->data)[1] == -2,
@@ -468,7 +468,7 @@ static void test_conversions(void)
 
 static void test_sets(void)
 {
-    lrc_err err = {{0}};
+    lrc_err err = {0};
     lrc_tensor_set s;
     lrc_tensor_set_init(&s);
     lrc_tensor *first = mk("w", LRC_F32, 1, (int64_t[]){2});
@@ -502,7 +502,7 @@ static void test_sets(void)
  * in the file's set; a refused file is left whole. */
 static void test_bind(void)
 {
-    lrc_err err = {{0}};
+    lrc_err err = {0};
     lrc_graph *g = lrc_graph_new();
     static const char *names[] = {"a.weight", "b.weight", "c.weight"};
     lrc_shape s = {1, {3}};
