@@ -89,12 +89,13 @@ static lrc_status read_meta(lrc_session *s, int threads)
     lrc_exec_host_opts ho = {.pkg = k, .dir = s->dir, .threads = threads};
     int st = s->ex->open_host(&ho, &s->host, &s->err);
     if (!st) snprintf(s->device, sizeof s->device, "%s", s->host.device);
-    if (!st) st = s->ex->create(&(lrc_exec_source){.plan = &k->plan, .cuda = &k->cuda, .dir = s->dir}, &s->host, &s->x, &s->err);
+    if (!st) st = s->ex->create(&(lrc_exec_source){.plan = &k->plan, .table = &k->cuda, .dir = s->dir}, &s->host, &s->x, &s->err);
     return st ? fail(s, (lrc_status)st) : LRC_STATUS_OK;
 }
 
 /* Whether set holds every parameter of the plan as it binds them (f32; on
- * cuda also bf16 or f16 of the right shape): the executors' own messages,
+ * an executor that binds half floats also bf16 or f16 of the right shape):
+ * the executors' own messages,
  * checked before anything changes. */
 static int check_params(const lrc_session *s, const lrc_tensor_set *set, lrc_err *err)
 {
@@ -484,7 +485,7 @@ static int pick_shape(const lrc_session *s, int64_t rb, int64_t rt)
 static lrc_status open_shape(lrc_session *s, int i)
 {
     const lrc_package *v = &s->pkg.shapes[i];
-    int rc = s->sx[i] ? LRC_OK : s->ex->create(&(lrc_exec_source){.plan = &v->plan, .cuda = &v->cuda, .dir = v->dir}, &s->host, &s->sx[i], &s->err);
+    int rc = s->sx[i] ? LRC_OK : s->ex->create(&(lrc_exec_source){.plan = &v->plan, .table = &v->cuda, .dir = v->dir}, &s->host, &s->sx[i], &s->err);
     if (rc) return fail(s, (lrc_status)rc);
     if (s->sbound[i]) return LRC_STATUS_OK;
     rc = s->ex->bind(s->sx[i], &s->weights, &s->err);
@@ -696,8 +697,8 @@ lrc_status lrc_session_reset(lrc_session *s)
     if (!usable(s)) return LRC_STATUS_INVALID;
     if (!decoder(s)) return fail(s, LRC_STATUS_INVALID);
     /* a step at position p writes the caches' row p and reads rows 0..p
-     * only, so position 0 alone starts a new sequence on either target;
-     * the cpu's caches are cleared too, as a fresh exec has them */
+     * only, so position 0 alone starts a new sequence on any executor; one
+     * that can also clears its caches, as a fresh executor has them */
     if (s->ex->reset_state) s->ex->reset_state(s->x);
     s->pos = 0;
     return LRC_STATUS_OK;

@@ -151,7 +151,7 @@ static int cuda_create(const lrc_exec_source *src, const lrc_exec_host *h, void 
     void *image = src->image ? NULL : lrc_package_cuda_image(src->dir, h->cubin, err);
     if (!src->image && !image) return LRC_STATUS_PACKAGE;
     lrc_cuda_exec *e = NULL;
-    int rc = lrc_cuda_exec_new(src->plan, src->cuda, src->image ? src->image : image, &e, err);
+    int rc = lrc_cuda_exec_new(src->plan, src->table, src->image ? src->image : image, &e, err);
     free(image);
     *x = e;
     return rc ? LRC_STATUS_DEVICE : LRC_STATUS_OK;

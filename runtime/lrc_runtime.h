@@ -747,7 +747,7 @@ typedef struct lrc_exec_host_opts {
 typedef struct lrc_exec_source {
     const lrc_graph *g;         /* ref */
     const lrc_plan *plan;       /* cpu, cuda */
-    const lrc_cuda_table *cuda; /* cuda: the plan's launch table */
+    const lrc_cuda_table *table; /* a device plan's launch table (cuda's), or NULL */
     const void *image;          /* cuda: its cubin or PTX, or NULL: dir's, as the host's cubin says */
     const char *dir;            /* a package (or one of its shapes) */
 } lrc_exec_source;

@@ -59,7 +59,7 @@ int lrc_target_prepare(const lrc_target *t, lrc_graph *g, const lrc_target_opts 
         p->have_c = true;
         if (t->compile(g, o->consts, &(lrc_compile_opts){.f32 = o->f32}, &p->host, &p->c, err)) return LRC_EUSER;
         p->plan = &p->c.plan;
-        src = (lrc_exec_source){.plan = &p->c.plan, .cuda = &p->c.cuda.table, .image = p->c.cubin};
+        src = (lrc_exec_source){.plan = &p->c.plan, .table = &p->c.cuda.table, .image = p->c.cubin};
     } else {
         p->g = g; /* the interpreter's now; consts: it reads parameters as they are bound */
     }
