@@ -61,8 +61,14 @@ lrc_exec *lrc_session_cpu_exec(struct lrc_session *s, const lrc_plan **plan)
     return s->x;
 }
 
-/* Every call starts with an empty message and ends here on failure. */
-static lrc_status fail(lrc_session *s, lrc_status st) { return s->err.msg[0] ? st : (snprintf(s->err.msg, sizeof s->err.msg, "failed"), st); }
+/* Every call starts with an empty message and ends here on failure: one
+ * line, though it quotes package.json's names. */
+static lrc_status fail(lrc_session *s, lrc_status st)
+{
+    if (!s->err.msg[0]) snprintf(s->err.msg, sizeof s->err.msg, "failed");
+    lrc_err_one_line(&s->err, LRC_EUSER);
+    return st;
+}
 
 /* The shapes package.json's meta gives; a cpu package's CPU features
  * checked, a cuda package's GPU found and its executor made. */
