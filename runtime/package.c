@@ -512,9 +512,9 @@ static int package_load(const char *dir, bool nested, lrc_package *pkg, lrc_err 
     if (!rc && (!cJSON_IsString(kf) || strchr(kf->valuestring, '/') || strlen(kf->valuestring) >= sizeof kfile))
         rc = bad(err, path, "the kernels' file name", -1);
     /* neither cpu nor cuda: no executor would load its kernels, and the cpu one would call none */
-    if (!rc && target && (!cJSON_IsString(target) || (strcmp(target->valuestring, "cpu") && strcmp(target->valuestring, "cuda"))))
-        rc = lrc_err_set(err, "%s: meta.target %s%.40s%s is not cpu or cuda (a damaged package?)", path, cJSON_IsString(target) ? "'" : "",
-                         cJSON_IsString(target) ? target->valuestring : "is not a string", cJSON_IsString(target) ? "'" : "");
+    if (!rc && target && !cJSON_IsString(target)) rc = lrc_err_set(err, "%s: meta.target is not a string (a damaged package?)", path);
+    else if (!rc && target && strcmp(target->valuestring, "cpu") && strcmp(target->valuestring, "cuda"))
+        rc = lrc_err_set(err, "%s: meta.target '%.40s' is not cpu or cuda (a damaged package?)", path, target->valuestring);
     if (!rc && cJSON_IsString(target) && !strcmp(target->valuestring, "cuda")) /* its launch table, checked against the plan */
         rc = lrc_package_cuda_read(meta, &pkg->plan, path, &pkg->cuda, err);
     if (!rc) {
