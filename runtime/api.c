@@ -65,11 +65,14 @@ void *lrc_session_executor(struct lrc_session *s, const lrc_executor_ops **ops, 
     return s->x;
 }
 
-/* Every call starts with an empty message and ends here on failure; one
- * that ran out of memory (lrc_err_nomem) is NOMEM, whatever the caller took it for. */
+/* Every call starts with an empty message and ends here on failure: one
+ * line, though it quotes package.json's names; one that ran out of memory
+ * (lrc_err_nomem) is NOMEM, whatever the caller took it for. */
 static lrc_status fail(lrc_session *s, lrc_status st)
 {
-    return s->err.nomem ? LRC_STATUS_NOMEM : s->err.msg[0] ? st : (snprintf(s->err.msg, sizeof s->err.msg, "failed"), st);
+    if (!s->err.msg[0]) snprintf(s->err.msg, sizeof s->err.msg, "failed");
+    lrc_err_one_line(&s->err, LRC_EUSER);
+    return s->err.nomem ? LRC_STATUS_NOMEM : st;
 }
 
 /* lrc_session_open's session when it cannot allocate one: it did not open, so no call writes it; close leaves it. */

@@ -364,6 +364,10 @@ typedef struct lrc_package {
     int n_shapes;
 } lrc_package;
 #define LRC_PACKAGE_MAX_SHAPES 64
+/* A looped model's iterations that a package runs when the caller gives
+ * none (meta's "iterations", the config's T): the most lrc compile writes
+ * and a package may say. */
+#define LRC_PACKAGE_MAX_ITERATIONS 4096
 
 /* package.json for plan p; kernels_file (in dir) is recorded with its size
  * and hash, so that a damaged one is never loaded. */

@@ -166,6 +166,36 @@ static int parse_packed(const cJSON *k, lrc_plan_buf *b)
     return 0;
 }
 
+/* What the plan makes the runtime allocate: an arena no larger than its
+ * buffers need (the planner rounds each up to 64 bytes), and with the
+ * caches, scratch and outputs no more than this machine's memory. A size
+ * edited larger in package.json is refused here, before an allocator
+ * fails on it or a memset of scratch touches it all. */
+static int check_memory(const lrc_plan *p, const char *path, lrc_err *err)
+{
+    int64_t end = 0;
+    double total = (double)p->arena_bytes, most = (double)p->arena_bytes;
+    int largest = -1;
+    for (int i = 0; i < p->n_bufs; i++) {
+        const lrc_plan_buf *b = &p->bufs[i];
+        if (b->kind == LRC_BUF_ARENA && b->offset + b->bytes > end) end = b->offset + b->bytes;
+        if (b->kind != LRC_BUF_PERSIST && b->kind != LRC_BUF_STATE && b->kind != LRC_BUF_OUTPUT) continue;
+        total += (double)b->bytes;
+        if ((double)b->bytes > most) most = (double)b->bytes, largest = i;
+    }
+    int64_t need = (end + 63) / 64 * 64;
+    if (p->arena_bytes > need)
+        return lrc_err_set(err, "%s: arena_bytes = %lld, more than the %lld bytes its buffers take (a damaged package?)", path,
+                           (long long)p->arena_bytes, (long long)need);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double machine = pages > 0 && page > 0 ? (double)pages * (double)page : 1e300;
+    if (total <= machine) return LRC_OK;
+    char what[64] = "arena_bytes";
+    if (largest >= 0) snprintf(what, sizeof what, "buffer %d", largest);
+    return lrc_err_set(err, "%s: the plan allocates %.0f bytes (%s the most, %.0f), more than this machine's %.2f GB of memory (a damaged package?)",
+                       path, total, what, most, 1e-9 * machine);
+}
+
 static int parse_plan(const cJSON *root, const char *path, lrc_plan *p, lrc_err *err)
 {
     double v;
@@ -211,6 +241,7 @@ static int parse_plan(const cJSON *root, const char *path, lrc_plan *p, lrc_err 
             return bad(err, path, "buffer", i);
         if (parse_packed(cJSON_GetObjectItemCaseSensitive(o, "packed"), b)) return bad(err, path, "buffer", i);
     }
+    if (check_memory(p, path, err)) return LRC_EUSER;
     if (!(p->launches = lrc_calloc((size_t)cJSON_GetArraySize(ls) + 1, sizeof *p->launches)))
         return lrc_err_nomem(err, "for the %d launches of %s", cJSON_GetArraySize(ls), path);
     p->n_launches = cJSON_GetArraySize(ls);
@@ -451,7 +482,8 @@ static int load_shapes(const char *dir, const cJSON *meta, lrc_package *pkg, con
     return LRC_OK;
 }
 
-int lrc_package_load(const char *dir, lrc_package *pkg, lrc_err *err) { return package_load(dir, false, pkg, err); }
+/* one line: package.json's strings (symbols, names) are quoted in its messages */
+int lrc_package_load(const char *dir, lrc_package *pkg, lrc_err *err) { return lrc_err_one_line(err, package_load(dir, false, pkg, err)); }
 
 static int package_load(const char *dir, bool nested, lrc_package *pkg, lrc_err *err)
 {
@@ -478,6 +510,9 @@ static int package_load(const char *dir, bool nested, lrc_package *pkg, lrc_err 
         rc = read_axes(meta, pkg, path, err);
         pkg->dir = lrc_strdup(dir);
         if (!rc && (!pkg->meta_json || !pkg->dir)) rc = lrc_err_nomem(err, "reading %s", path);
+        if (!rc && pkg->iterations > LRC_PACKAGE_MAX_ITERATIONS) /* a run that leaves them to the default would not end */
+            rc = lrc_err_set(err, "%s: meta.iterations = %lld, more than %d, the most a package runs by default (a damaged package?)", path,
+                             (long long)pkg->iterations, LRC_PACKAGE_MAX_ITERATIONS);
     }
     uint64_t want_size = 0, size = 0, hash = 0;
     char want_hash[32] = "", hex[32], kfile[256] = "";
@@ -489,6 +524,10 @@ static int package_load(const char *dir, bool nested, lrc_package *pkg, lrc_err 
     if (!rc && (!cJSON_IsNumber(kb) || !cJSON_IsString(kh))) rc = bad(err, path, "the kernels' size and hash", -1);
     if (!rc && (!cJSON_IsString(kf) || strchr(kf->valuestring, '/') || strlen(kf->valuestring) >= sizeof kfile))
         rc = bad(err, path, "the kernels' file name", -1);
+    /* neither cpu nor cuda: no executor would load its kernels, and the cpu one would call none */
+    if (!rc && target && !cJSON_IsString(target)) rc = lrc_err_set(err, "%s: meta.target is not a string (a damaged package?)", path);
+    else if (!rc && target && strcmp(target->valuestring, "cpu") && strcmp(target->valuestring, "cuda"))
+        rc = lrc_err_set(err, "%s: meta.target '%.40s' is not cpu or cuda (a damaged package?)", path, target->valuestring);
     if (!rc && cJSON_IsString(target) && !strcmp(target->valuestring, "cuda")) /* its launch table, checked against the plan */
         rc = lrc_package_cuda_read(meta, &pkg->plan, path, &pkg->cuda, err);
     if (!rc) {

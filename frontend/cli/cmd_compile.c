@@ -170,6 +170,18 @@ static void print_shapes(const cli_args *a, const cli_shapes *sh)
     else printf(" (%d shapes compiled besides [%lld, %lld])\n", sh->n, (long long)a->batch, (long long)a->seq);
 }
 
+/* A looped model's default iteration count (its config's T) as a package
+ * may say it (runtime/package.c refuses more). */
+static int check_loop_T(lrc_model *m, const lrc_graph *g, lrc_err *err)
+{
+    int64_t T = 0;
+    lrc_err ignored;
+    if (lrc_graph_find(g, LRC_OP_INPUT, "iterations") < 0 || lrc_model_config_int(m, "T", &T, &ignored) || T <= LRC_PACKAGE_MAX_ITERATIONS)
+        return LRC_OK;
+    return lrc_err_set(err, "T = %lld: a package runs at most %d iterations by default (give more at run time in the input 'iterations')",
+                       (long long)T, LRC_PACKAGE_MAX_ITERATIONS);
+}
+
 int cli_compile_package(const cli_args *a)
 {
     const lrc_target *target = lrc_target_find(a->target);
@@ -215,7 +227,7 @@ int cli_compile_package(const cli_args *a)
     if (!tpath && lrc_hf_is_dir(a->m.model) && stat(hf_tok, &tst) == 0) tpath = hf_tok;
     if ((tpath && cli_tokenizer_open(tpath, &tok, &tok_json, &tok_len, &err)) || lrc_model_load(&m, a->m.model, a->m.preset, a->m.sets, a->m.n_sets, &err) ||
         lrc_model_config_int(&m, m.task == LRC_TASK_IMAGE ? "n_classes" : "vocab", &vocab, &err) ||
-        lrc_model_build(&m, a->ctx > 0 ? 1 : a->batch, a->ctx > 0 ? 1 : a->seq, g, &err) ||
+        lrc_model_build(&m, a->ctx > 0 ? 1 : a->batch, a->ctx > 0 ? 1 : a->seq, g, &err) || check_loop_T(&m, g, &err) ||
         lrc_passes_run(&g, &decode, "last_rows", &err) || /* the pipeline's first steps; compiling runs the rest */
         (a->weights && (lrc_safetensors_load(a->weights, &wfile, &err) ||
                         lrc_params_bind(g, &wfile, a->weights, &params, &err)))) {

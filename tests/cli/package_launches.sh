@@ -6,7 +6,12 @@
 # launch table kernels.so holds, these crashed in a kernel (SIGSEGV, or
 # glibc's abort on a heap it overwrote) or ran and gave wrong logits; each
 # must now end in one line naming package.json, the launch and the key, exit
-# 1 (the rule and the checks of errors.sh, error_harness.sh).
+# 1 (the rule and the checks of errors.sh, error_harness.sh). And the edits
+# the package fuzzer found (package_fuzz, tests/unit/fuzz_package.c): a
+# target that is neither cpu nor cuda (a call of a kernel never loaded: a
+# SIGSEGV), sizes no machine holds (an arena, an output no launch writes:
+# an allocator that ends the process), and a looped model's default
+# iteration count of 2^31 - 1 (a run that never ends).
 #
 #   tests/cli/package_launches.sh PATH_TO_LRC MODELS_DIR
 set -u
@@ -27,7 +32,9 @@ VERBOSE=${LRC_TESTS_VERBOSE:-0}
   { echo "package_launches.sh: st.py failed" >&2; exit 2; }
 "$LRC" init "$MODELS/llama.lua" --preset tiny --seed 1 -o w.safetensors >/dev/null &&
   "$LRC" compile "$MODELS/llama.lua" --preset tiny --target cpu --weights w.safetensors --batch 1 --seq 8 -o pkg >/dev/null &&
-  "$LRC" compile "$MODELS/llama.lua" --preset tiny --target cpu --batch 1 --seq 8 -o bare >/dev/null ||
+  "$LRC" compile "$MODELS/llama.lua" --preset tiny --target cpu --batch 1 --seq 8 -o bare >/dev/null &&
+  "$LRC" init "$MODELS/parcae.lua" --preset tiny --seed 1 -o lw.safetensors >/dev/null &&
+  "$LRC" compile "$MODELS/parcae.lua" --preset tiny --target cpu --weights lw.safetensors --batch 1 --seq 8 -o loop >/dev/null ||
   { echo "package_launches.sh: compiling the packages failed" >&2; exit 2; }
 
 # mut SRC DST PYTHON: a copy of package SRC as DST, its package.json edited
@@ -71,7 +78,7 @@ mut pkg fewargs 'L[1]["args"] = L[1]["args"][:-1]'
 t "a launch with an argument fewer" 1 "${J}1 .*args has 1 buffers, the kernel was compiled for 2" -- $(fwd fewargs)
 mut pkg moreargs 'L[1]["args"] = L[1]["args"] + [0]'
 t "a launch with an argument more" 1 "${J}1 .*args has 3 buffers, the kernel was compiled for 2" -- $(fwd moreargs)
-mut pkg bigbuf 'b = L[1]["args"][1]; B[b]["shape"] = [1, 16, B[b]["shape"][-1]]; B[b]["bytes"] *= 2; d["arena_bytes"] += B[b]["bytes"]'
+mut pkg bigbuf 'b = L[1]["args"][1]; B[b]["shape"] = [1, 16, B[b]["shape"][-1]]; B[b]["bytes"] *= 2; d["arena_bytes"] = max(d["arena_bytes"], (B[b]["offset"] + B[b]["bytes"] + 63) // 64 * 64)'
 t "an argument's buffer made larger" 1 "${J}1 .*args\[1\], buffer [0-9]+, has [0-9]+ bytes of f32, the kernel was compiled for" -- $(fwd bigbuf)
 mut pkg dtype 'B[L[1]["args"][1]]["dtype"] = "I32"'
 t "an argument's buffer made i32" 1 "${J}1 .*args\[1\], buffer [0-9]+, has [0-9]+ bytes of i32, the kernel was compiled for [0-9]+ bytes of f32" -- $(fwd dtype)
@@ -87,6 +94,21 @@ mut bare bareitems 'i = next(i for i, l in enumerate(L) if l.get("once")); L[i][
 t "a pack launch's items raised" 1 "bareitems/${J}[0-9]+ \(pack[0-9]*\): items = " -- $(fwdw bareitems)
 mut bare bareonce 'i = next(i for i, l in enumerate(L) if l.get("once")); L[i]["once"] = False'
 t "a pack launch no longer once" 1 "${J}[0-9]+ .*once = false" -- $(fwdw bareonce)
+
+mut pkg target 'd["meta"]["target"] = ""'
+t "meta.target empty (a crash before)" 1 "target/${J%launch }meta\.target '' is not cpu or cuda" -- $(fwd target)
+mut pkg target2 'd["meta"]["target"] = 7'
+t "meta.target a number" 1 "meta\.target is not a string" -- $(fwd target2)
+mut pkg arena 'd["arena_bytes"] = 2**40'
+t "arena_bytes = 2^40 (an allocator's failure before)" 1 "arena/${J%launch }arena_bytes = 1099511627776, more than the [0-9]+ bytes its buffers take" -- $(fwd arena)
+mut pkg bigout 'o = dict(next(b for b in B if b["kind"] == "output")); o["name"] = "huge"; o["shape"] = [2**19, 2**19]; o["bytes"] = 2**40; B.append(o)'
+t "an output no launch writes of 2^40 bytes (an allocator's failure before)" 1 \
+  "bigout/${J%launch }the plan allocates [0-9]+ bytes \(buffer [0-9]+ the most, 1099511627776\), more than this machine's [0-9.]+ GB of memory" -- $(fwd bigout)
+mut loop iters 'd["meta"]["iterations"] = 2**31 - 1'
+t "meta.iterations = 2^31 - 1 (a run without end before)" 1 "iters/${J%launch }meta\.iterations = 2147483647, more than 4096" -- $(fwd iters)
+ok "a looped package with its default iterations runs" $(fwd loop)
+t "a looped model compiled with T = 5000" 1 "T = 5000: a package runs at most 4096 iterations by default" -- \
+  compile "$MODELS/parcae.lua" --preset tiny --set T=5000 --target cpu --batch 1 --seq 8 -o loop5000
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

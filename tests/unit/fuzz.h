@@ -13,7 +13,8 @@
  * runs each INPUT as it is (a saved failure, a regression input), each seed
  * unmutated, then ITERATIONS inputs made from a seed picked at random by 1 to
  * 8 mutations: the same arguments give the same inputs. Every input must end
- * in a result or a one-line error, within spec->timeout_s seconds; a crash,
+ * in a result or a one-line error, within spec->timeout_s seconds (three
+ * times that in a sanitizer build, which is that much slower); a crash,
  * a sanitizer report or a hang ends the run with the input saved as
  * fuzz_NAME-INDEX.in in the working directory. --keep-going runs the inputs
  * in a child process and, when one fails, saves it and goes on with the next
@@ -27,11 +28,8 @@
  *   checkpoints         fuzz_checkpoint.c   runtime/checkpoint.c
  *   config.json         fuzz_hf_config.c    frontend/lua/hf.c, frontend/lua/hf.lua
  *   model files (Lua)   fuzz_model_lua.c    frontend/lua/model.c, lua_api.c
- *   package directory   none yet: runtime/package.c's loader is being
- *                       changed. Its fuzzer takes fuzz_hf_config.c's shape: a
- *                       seed package's files copied into fuzz_scratch() once,
- *                       the input written over its package.json each time
- *                       (fuzz_write), the package opened through lrc.h. */
+ *   package.json and    fuzz_package.c      runtime/package.c, package_cuda.c,
+ *   a package directory                     package_launches.c, api.c, plan.c */
 #ifndef LRC_TEST_FUZZ_H
 #define LRC_TEST_FUZZ_H
 
@@ -101,7 +99,8 @@ static inline uint64_t fuzz_next(void)
 /* Scratch files for the parsers that read a path: a new directory, on
  * tmpfs where there is one (a checkpoint's save syncs its file), removed by
  * fuzz_scratch_remove with what fuzz_write and fuzz_link put in it (and
- * the names given to fuzz_scratch_also). */
+ * the names given to fuzz_scratch_also: "shape-1x4/" a subdirectory, before
+ * the files in it). */
 #define FUZZ_MAX_FILES 64
 static char fuzz_dir[256];
 static char *fuzz_files[FUZZ_MAX_FILES];
@@ -124,7 +123,7 @@ static inline const char *fuzz_scratch(const char *name)
 static inline const char *fuzz_path(const char *name)
 {
     static char path[512];
-    snprintf(path, sizeof path, "%s/%s", fuzz_dir, name);
+    snprintf(path, sizeof path, "%.255s/%.250s", fuzz_dir, name);
     return path;
 }
 
@@ -168,19 +167,39 @@ static inline void fuzz_scratch_unlink(void)
     if (fuzz_child || !fuzz_dir[0]) return;
     for (int i = 0; i < fuzz_n_files; i++)
         if (fuzz_files[i]) unlink(fuzz_path(fuzz_files[i]));
+    for (int i = fuzz_n_files - 1; i >= 0; i--) /* subdirectories, once their files are gone */
+        if (fuzz_files[i]) rmdir(fuzz_path(fuzz_files[i]));
     rmdir(fuzz_dir);
 }
 
-/* The directory and all in it (files and links only: a fuzzer's writes,
- * its children's under --keep-going included). */
+/* Files, links and (one level deep) subdirectories of fuzz_dir/sub ("" for
+ * fuzz_dir itself) removed, the subdirectories too. */
+static inline void fuzz_scratch_empty(const char *sub)
+{
+    char here[512], path[1024];
+    snprintf(here, sizeof here, "%.255s%s%.200s", fuzz_dir, *sub ? "/" : "", sub);
+    DIR *d = opendir(here);
+    for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d)) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(path, sizeof path, "%s/%s", here, e->d_name);
+        if (unlink(path) && errno == EISDIR && !*sub) {
+            char inner[256];
+            snprintf(inner, sizeof inner, "%.200s", e->d_name);
+            fuzz_scratch_empty(inner);
+            rmdir(path);
+        }
+    }
+    if (d) closedir(d);
+}
+
+/* The directory and all in it (files, links and the subdirectories of a
+ * package's shapes: a fuzzer's writes, its children's under --keep-going
+ * included). */
 static inline void fuzz_scratch_remove(void)
 {
     for (int i = 0; i < fuzz_n_files; i++) free(fuzz_files[i]);
     fuzz_n_files = 0;
-    DIR *d = fuzz_dir[0] ? opendir(fuzz_dir) : NULL;
-    for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) unlink(fuzz_path(e->d_name));
-    if (d) closedir(d);
+    if (fuzz_dir[0]) fuzz_scratch_empty("");
     if (fuzz_dir[0] && rmdir(fuzz_dir)) fprintf(stderr, "fuzz: cannot remove %s: %s\n", fuzz_dir, strerror(errno));
     fuzz_dir[0] = 0;
 }
@@ -210,6 +229,11 @@ typedef struct fuzz_spec {
     /* after the mutations: repairs what the parser would refuse at once
      * (a safetensors header's length); may change *n up to cap. NULL: none */
     void (*fix)(uint8_t *buf, size_t *n, size_t cap);
+    /* a mutation of the fuzzer's own that knows the format (a JSON
+     * document's launches, buffers, keys), tried for three mutations in
+     * four on buf[prefix..): false when it did nothing (the text no longer
+     * parses), and a byte mutation is made instead. NULL: none */
+    bool (*mutate)(uint8_t *buf, size_t *n, size_t cap);
     int (*one)(const uint8_t *d, size_t n); /* LLVMFuzzerTestOneInput */
     void (*finish)(void);             /* frees what add_seed kept (fuzz_main removes the scratch files); NULL: nothing */
 } fuzz_spec;
@@ -426,7 +450,8 @@ static inline size_t fuzz_make(const fuzz_run *r, long i, uint8_t **buf)
     else memcpy(b, r->seed[s], r->seed_n[s]), n = r->seed_n[s];
     for (int k = mutated ? 1 + (int)(fuzz_next() % (uint64_t)(sp->rounds ? sp->rounds : 8)) : 0; k > 0; k--) {
         size_t body = n - sp->prefix;
-        fuzz_mutate(b + sp->prefix, &body, cap - sp->prefix, sp);
+        if (!sp->mutate || fuzz_next() % 4 == 0 || !sp->mutate(b + sp->prefix, &body, cap - sp->prefix))
+            fuzz_mutate(b + sp->prefix, &body, cap - sp->prefix, sp);
         n = body + sp->prefix;
     }
     if (mutated && sp->fix) sp->fix(b, &n, cap);
@@ -507,6 +532,12 @@ static inline long fuzz_keep_going(const fuzz_run *r, long total, long *crashes,
 static inline int fuzz_main(int argc, char **argv, const fuzz_spec *spec)
 {
     fuzz_spec own = *spec, *sp = &own; /* LRC_FUZZ_TIMEOUT=S: another limit, for runs by hand */
+#ifdef FUZZ_ASAN
+    /* the same work as the plain build's limit: ASan and UBSan run lrc 2 to
+     * 4 times slower (a model file that ends at the graph's node limit in
+     * 5-8 s plain took 11-12 s, and over 20 s on a loaded machine) */
+    own.timeout_s *= 3;
+#endif
     if (getenv("LRC_FUZZ_TIMEOUT")) own.timeout_s = (unsigned)atoi(getenv("LRC_FUZZ_TIMEOUT"));
     bool keep_going = argc > 1 && !strcmp(argv[1], "--keep-going");
     if (keep_going) argc--, argv++;

@@ -135,6 +135,8 @@ static void test_packages(void)
     bad_package("pkg_badw", LRC_STATUS_PACKAGE,
                 "pkg_badw/weights.safetensors: parameter 'model.embed_tokens.weight' is F32 [256,16], the program expects F32 [256,32]",
                 true);
+    /* a name in package.json with a line break, quoted: still one line (package_fuzz found it; a decoder: no shapes) */
+    bad_package("pkg_nl", LRC_STATUS_PACKAGE, "pkg_nl/weights.safetensors: missing parameter 'model.embed\\ntokens.weight'", true);
 }
 
 static void test_inputs(void)
@@ -538,6 +540,7 @@ int main(int argc, char **argv)
              sh("cp -r pkg pkg_badso && head -c 1000 pkg/kernels.so >pkg_badso/kernels.so") ||
              sh("cp -r pkg pkg_noso && rm pkg_noso/kernels.so") ||
              sh("cp -r pkg pkg_badw && cp other_w.st pkg_badw/weights.safetensors") ||
+             sh("cp -r pkg_dec pkg_nl && sed -i 's/\"model.embed_tokens.weight\"/\"model.embed\\\\ntokens.weight\"/' pkg_nl/package.json") ||
              sh("%s init %s --preset tiny --seed 2 -o w2.st >/dev/null", lrc_bin, model) ||
              sh("%s compile %s --preset tiny --batch 1 --seq 3 --target cpu --weights w.st -o pkg_13 >/dev/null", lrc_bin, model) ||
              sh("%s compile %s --preset tiny --batch 2 --seq 5 --target cpu --weights w.st -o pkg_25 >/dev/null", lrc_bin, model) ||
@@ -560,7 +563,7 @@ int main(int argc, char **argv)
         test_tokenizer();
         test_misuse();
     }
-    sh("rm -rf pkg pkg_now pkg_dec pkg_cu pkg_cut pkg_v99 pkg_badso pkg_noso pkg_badw pkg_13 pkg_25 pkg_now13 pkg_mins pkg_mins_cut pkg_bi pkg_bi18 pkg_tok keep *.st bi.lua");
+    sh("rm -rf pkg pkg_now pkg_dec pkg_cu pkg_cut pkg_v99 pkg_badso pkg_noso pkg_badw pkg_nl pkg_13 pkg_25 pkg_now13 pkg_mins pkg_mins_cut pkg_bi pkg_bi18 pkg_tok keep *.st bi.lua");
     rmdir(dir);
     return check_summary();
 }
