@@ -54,12 +54,14 @@ typedef struct base {
 
 static base bases[MAX_BASES];
 static int n_bases;
+#ifndef LRC_LIBFUZZER
 static struct {
     const uint8_t *d;                /* the seed's bytes, as fuzz_main holds them */
     int base;
     char json[64];
 } seeds[MAX_SEEDS];
 static int n_seeds;
+#endif
 
 /* ---- the seed packages ------------------------------------------------- */
 
@@ -111,6 +113,7 @@ static int add_base(const char *arg)
     return n_bases++;
 }
 
+#ifndef LRC_LIBFUZZER
 /* The base whose package.json or shape's package.json path is. */
 static int base_of(const char *path, const char **rel)
 {
@@ -122,6 +125,7 @@ static int base_of(const char *path, const char **rel)
     }
     return -1;
 }
+#endif
 
 static int find_base(const char *name)
 {
@@ -287,6 +291,7 @@ static void change(int b, char op, const char *rel, uint32_t arg)
 
 /* ---- an input: the header, the package, the run ------------------------ */
 
+#ifndef LRC_LIBFUZZER
 /* fuzz_spec.start: the header for a seed (a change picked at random), then the seed's text. */
 static size_t start(uint8_t *buf, size_t cap, const uint8_t *seed, size_t n, int group)
 {
@@ -309,6 +314,7 @@ static size_t start(uint8_t *buf, size_t cap, const uint8_t *seed, size_t n, int
     memcpy(buf + HEADER, seed, n);
     return n + HEADER;
 }
+#endif
 
 static void check_msg(lrc_session *s)
 {
@@ -363,6 +369,7 @@ static void touch(const float *x, int64_t n)
 {
     volatile float sum = 0;
     for (int64_t i = 0; i < n; i++) sum += x[i];
+    (void)sum;
 }
 
 /* Every output of the last run read. */
@@ -534,6 +541,18 @@ int main(int argc, char **argv)
     return rc;
 }
 #else
+/* libFuzzer's own mutations, and in one call of three this fuzzer's edit
+ * of the document after the header. */
+size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t max);
+size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max, unsigned seed);
+size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max, unsigned seed)
+{
+    fuzz_sh->rng = (uint64_t)seed << 32 | 0x9e3779b9u;
+    size_t body = size > HEADER ? size - HEADER : 0;
+    if (body && max > size && pick(3) == 0 && mutate(data + HEADER, &body, max - HEADER)) return HEADER + body;
+    return LLVMFuzzerMutate(data, size, max);
+}
+
 /* LRC_FUZZ_PACKAGES="PKG[:WEIGHTS] ...": the packages a corpus's headers name. */
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
