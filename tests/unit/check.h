@@ -3,7 +3,9 @@
 #ifndef LRC_TEST_CHECK_H
 #define LRC_TEST_CHECK_H
 
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int passed, failed;
@@ -40,6 +42,20 @@ static inline int read_config_sets(const char *dir, char sets[][128], char **arg
     }
     if (f) fclose(f);
     return n;
+}
+
+/* Runs a shell command (printf's format) in folder dir; its exit status
+ * as system gives it. */
+static inline int check_sh(const char *dir, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline int check_sh(const char *dir, const char *fmt, ...)
+{
+    char cmd[4096], full[4400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    snprintf(full, sizeof full, "cd %s && %s", dir, cmd);
+    return system(full);
 }
 
 #endif

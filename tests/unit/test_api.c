@@ -23,19 +23,6 @@
 static const char *lrc_bin, *model;
 static char dir[256];
 
-/* Runs a command in the scratch directory; its exit status. */
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-    char cmd[4096], full[4400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    snprintf(full, sizeof full, "cd %s && %s", dir, cmd);
-    return system(full);
-}
-
 /* The one line `lrc ARGS` prints on stderr (its stdout dropped), without the newline. */
 static void cli_stderr(const char *args, char *out, size_t n)
 {
@@ -419,7 +406,7 @@ static void test_shapes(void)
           "a shorter sequence of a bidirectional model: '%s'", lrc_session_error(s));
     lrc_session_close(s);
     /* replacing a package removes its own shapes, never what a link named like one points to */
-    CHECK(sh("mkdir -p keep && touch keep/package.json && ln -s ../keep pkg_now13/shape-1x2 && "
+    CHECK(check_sh(dir, "mkdir -p keep && touch keep/package.json && ln -s ../keep pkg_now13/shape-1x2 && "
              "%s compile %s --preset tiny --batch 1 --seq 3 --target cpu -o pkg_now13 >/dev/null && test -f keep/package.json && "
              "test ! -e pkg_now13/shape-1x2 && ! ls -d pkg_now13.* 2>/dev/null", lrc_bin, model) == 0,
           "a link in a package replaced: the directory it points to is left alone");
@@ -529,29 +516,29 @@ int main(int argc, char **argv)
     snprintf(dir, sizeof dir, "/tmp/lrc_test_api.XXXXXX");
     if (!mkdtemp(dir)) return 2;
     const char *tiny = "--preset tiny --batch 2 --seq 7";
-    int rc = sh("%s init %s --preset tiny --seed 1 -o w.st >/dev/null", lrc_bin, model) ||
-             sh("%s init %s --preset tiny --set d_model=16 --seed 1 -o other_w.st >/dev/null", lrc_bin, model) ||
-             sh("%s compile %s %s --target cpu --weights w.st -o pkg >/dev/null", lrc_bin, model, tiny) ||
-             sh("%s compile %s %s --target cpu -o pkg_now >/dev/null", lrc_bin, model, tiny) ||
-             sh("%s compile %s --preset tiny --target cpu --weights w.st --ctx 8 -o pkg_dec >/dev/null", lrc_bin, model) ||
-             sh("%s compile %s %s --target cuda --arch sm_80 --weights w.st -o pkg_cu >/dev/null", lrc_bin, model, tiny) ||
-             sh("cp -r pkg pkg_cut && head -c 300 pkg/package.json >pkg_cut/package.json") ||
-             sh("cp -r pkg pkg_v99 && sed -i 's/\"version\":[[:space:]]*[0-9]*/\"version\": 99/' pkg_v99/package.json") ||
-             sh("cp -r pkg pkg_badso && head -c 1000 pkg/kernels.so >pkg_badso/kernels.so") ||
-             sh("cp -r pkg pkg_noso && rm pkg_noso/kernels.so") ||
-             sh("cp -r pkg pkg_badw && cp other_w.st pkg_badw/weights.safetensors") ||
-             sh("cp -r pkg_dec pkg_nl && sed -i 's/\"model.embed_tokens.weight\"/\"model.embed\\\\ntokens.weight\"/' pkg_nl/package.json") ||
-             sh("%s init %s --preset tiny --seed 2 -o w2.st >/dev/null", lrc_bin, model) ||
-             sh("%s compile %s --preset tiny --batch 1 --seq 3 --target cpu --weights w.st -o pkg_13 >/dev/null", lrc_bin, model) ||
-             sh("%s compile %s --preset tiny --batch 2 --seq 5 --target cpu --weights w.st -o pkg_25 >/dev/null", lrc_bin, model) ||
-             sh("%s compile %s --preset tiny --batch 1 --seq 3 --target cpu -o pkg_now13 >/dev/null", lrc_bin, model) ||
-             sh("%s compile %s --preset tiny --batch 2 --seq 8 --min-seq 2 --target cpu --weights w.st -o pkg_mins >/dev/null", lrc_bin, model) ||
-             sh("cp -r pkg_mins pkg_mins_cut && head -c 1000 pkg_mins/shape-1x4/kernels.so >pkg_mins_cut/shape-1x4/kernels.so") ||
+    int rc = check_sh(dir, "%s init %s --preset tiny --seed 1 -o w.st >/dev/null", lrc_bin, model) ||
+             check_sh(dir, "%s init %s --preset tiny --set d_model=16 --seed 1 -o other_w.st >/dev/null", lrc_bin, model) ||
+             check_sh(dir, "%s compile %s %s --target cpu --weights w.st -o pkg >/dev/null", lrc_bin, model, tiny) ||
+             check_sh(dir, "%s compile %s %s --target cpu -o pkg_now >/dev/null", lrc_bin, model, tiny) ||
+             check_sh(dir, "%s compile %s --preset tiny --target cpu --weights w.st --ctx 8 -o pkg_dec >/dev/null", lrc_bin, model) ||
+             check_sh(dir, "%s compile %s %s --target cuda --arch sm_80 --weights w.st -o pkg_cu >/dev/null", lrc_bin, model, tiny) ||
+             check_sh(dir, "cp -r pkg pkg_cut && head -c 300 pkg/package.json >pkg_cut/package.json") ||
+             check_sh(dir, "cp -r pkg pkg_v99 && sed -i 's/\"version\":[[:space:]]*[0-9]*/\"version\": 99/' pkg_v99/package.json") ||
+             check_sh(dir, "cp -r pkg pkg_badso && head -c 1000 pkg/kernels.so >pkg_badso/kernels.so") ||
+             check_sh(dir, "cp -r pkg pkg_noso && rm pkg_noso/kernels.so") ||
+             check_sh(dir, "cp -r pkg pkg_badw && cp other_w.st pkg_badw/weights.safetensors") ||
+             check_sh(dir, "cp -r pkg_dec pkg_nl && sed -i 's/\"model.embed_tokens.weight\"/\"model.embed\\\\ntokens.weight\"/' pkg_nl/package.json") ||
+             check_sh(dir, "%s init %s --preset tiny --seed 2 -o w2.st >/dev/null", lrc_bin, model) ||
+             check_sh(dir, "%s compile %s --preset tiny --batch 1 --seq 3 --target cpu --weights w.st -o pkg_13 >/dev/null", lrc_bin, model) ||
+             check_sh(dir, "%s compile %s --preset tiny --batch 2 --seq 5 --target cpu --weights w.st -o pkg_25 >/dev/null", lrc_bin, model) ||
+             check_sh(dir, "%s compile %s --preset tiny --batch 1 --seq 3 --target cpu -o pkg_now13 >/dev/null", lrc_bin, model) ||
+             check_sh(dir, "%s compile %s --preset tiny --batch 2 --seq 8 --min-seq 2 --target cpu --weights w.st -o pkg_mins >/dev/null", lrc_bin, model) ||
+             check_sh(dir, "cp -r pkg_mins pkg_mins_cut && head -c 1000 pkg_mins/shape-1x4/kernels.so >pkg_mins_cut/shape-1x4/kernels.so") ||
              write_file("bi.lua", bidirectional) ||
-             sh("%s init bi.lua -o bi_w.st >/dev/null", lrc_bin) ||
-             sh("%s compile bi.lua --batch 2 --seq 8 --min-seq 2 --target cpu --weights bi_w.st -o pkg_bi >/dev/null", lrc_bin) ||
-             sh("%s compile bi.lua --batch 1 --seq 8 --target cpu --weights bi_w.st -o pkg_bi18 >/dev/null", lrc_bin) ||
-             sh("%s compile %s %s --target cpu --weights w.st --tokenizer %s -o pkg_tok >/dev/null", lrc_bin, model, tiny, argv[3]);
+             check_sh(dir, "%s init bi.lua -o bi_w.st >/dev/null", lrc_bin) ||
+             check_sh(dir, "%s compile bi.lua --batch 2 --seq 8 --min-seq 2 --target cpu --weights bi_w.st -o pkg_bi >/dev/null", lrc_bin) ||
+             check_sh(dir, "%s compile bi.lua --batch 1 --seq 8 --target cpu --weights bi_w.st -o pkg_bi18 >/dev/null", lrc_bin) ||
+             check_sh(dir, "%s compile %s %s --target cpu --weights w.st --tokenizer %s -o pkg_tok >/dev/null", lrc_bin, model, tiny, argv[3]);
     CHECK(rc == 0, "the packages were made");
     write_tokens("in.st", 2, 7, -1);
     if (rc == 0) {
@@ -563,7 +550,7 @@ int main(int argc, char **argv)
         test_tokenizer();
         test_misuse();
     }
-    sh("rm -rf pkg pkg_now pkg_dec pkg_cu pkg_cut pkg_v99 pkg_badso pkg_noso pkg_badw pkg_nl pkg_13 pkg_25 pkg_now13 pkg_mins pkg_mins_cut pkg_bi pkg_bi18 pkg_tok keep *.st bi.lua");
+    check_sh(dir, "rm -rf pkg pkg_now pkg_dec pkg_cu pkg_cut pkg_v99 pkg_badso pkg_noso pkg_badw pkg_nl pkg_13 pkg_25 pkg_now13 pkg_mins pkg_mins_cut pkg_bi pkg_bi18 pkg_tok keep *.st bi.lua");
     rmdir(dir);
     return check_summary();
 }

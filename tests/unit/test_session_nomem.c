@@ -42,19 +42,6 @@ static char w_path[2][512];
 static int32_t want_tok[16];
 static int64_t want_ntok;
 
-/* Runs a command in the scratch directory; its exit status. */
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-    char cmd[4096], full[4400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    snprintf(full, sizeof full, "cd %s && %s", dir, cmd);
-    return system(full);
-}
-
 static lrc_status open_pkg(const char *name, lrc_session **s)
 {
     char path[512];
@@ -382,14 +369,14 @@ int main(int argc, char **argv)
     for (int i = 0; i < 10; i++) ids5[i] = (i * 53 + 7) % 256;
     for (int k = 0; k < 2; k++) snprintf(w_path[k], sizeof w_path[k], "%s/w%s.st", dir, k ? "2" : "");
     const char *tiny = "--preset tiny --batch 2 --seq 7 --target cpu";
-    int rc = sh("%s init %s --preset tiny --seed 1 -o w.st >/dev/null", lrc, model) ||
-             sh("%s init %s --preset tiny --seed 2 -o w2.st >/dev/null", lrc, model) ||
-             sh("%s compile %s %s --weights w.st -o pkg >/dev/null", lrc, model, tiny) ||
-             sh("%s compile %s %s -o pkg_now >/dev/null", lrc, model, tiny) ||
-             sh("%s compile %s --preset tiny --batch 2 --seq 8 --min-seq 2 --target cpu --weights w.st -o pkg_mins >/dev/null", lrc, model) ||
-             sh("%s compile %s --preset tiny --target cpu --weights w.st --ctx 8 -o pkg_dec >/dev/null", lrc, model) ||
-             sh("%s compile %s %s --weights w.st --tokenizer %s -o pkg_tok >/dev/null", lrc, model, tiny, argv[3]) ||
-             sh("%s compile %s --preset tiny --batch 2 --seq 7 --target cuda --arch sm_80 --weights w.st -o pkg_cu >/dev/null", lrc, model);
+    int rc = check_sh(dir, "%s init %s --preset tiny --seed 1 -o w.st >/dev/null", lrc, model) ||
+             check_sh(dir, "%s init %s --preset tiny --seed 2 -o w2.st >/dev/null", lrc, model) ||
+             check_sh(dir, "%s compile %s %s --weights w.st -o pkg >/dev/null", lrc, model, tiny) ||
+             check_sh(dir, "%s compile %s %s -o pkg_now >/dev/null", lrc, model, tiny) ||
+             check_sh(dir, "%s compile %s --preset tiny --batch 2 --seq 8 --min-seq 2 --target cpu --weights w.st -o pkg_mins >/dev/null", lrc, model) ||
+             check_sh(dir, "%s compile %s --preset tiny --target cpu --weights w.st --ctx 8 -o pkg_dec >/dev/null", lrc, model) ||
+             check_sh(dir, "%s compile %s %s --weights w.st --tokenizer %s -o pkg_tok >/dev/null", lrc, model, tiny, argv[3]) ||
+             check_sh(dir, "%s compile %s --preset tiny --batch 2 --seq 7 --target cuda --arch sm_80 --weights w.st -o pkg_cu >/dev/null", lrc, model);
     test_allocators();
     CHECK(!strcmp(lrc_status_string(LRC_STATUS_NOMEM), "out of memory") && !strcmp(lrc_status_string(LRC_STATUS_OK), "ok") &&
               !strcmp(lrc_status_string((lrc_status)99), "unknown status"),
@@ -408,7 +395,7 @@ int main(int argc, char **argv)
         CHECK(thread_failures > 0, "a pool thread that could not be created was among the points (%d times)", thread_failures);
         printf("a pool's pthread_create failed %d times among them\n", thread_failures);
     }
-    sh("rm -rf pkg pkg_now pkg_mins pkg_dec pkg_tok pkg_cu w.st w2.st");
+    check_sh(dir, "rm -rf pkg pkg_now pkg_mins pkg_dec pkg_tok pkg_cu w.st w2.st");
     rmdir(dir);
     return check_summary();
 }
