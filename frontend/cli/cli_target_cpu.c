@@ -62,7 +62,7 @@ static int cpu_forward(const cli_args *a)
     double *prof_ns = NULL;
     int64_t *prof_calls = NULL;
     int rc = lrc_safetensors_load(a->input, &in, &err);
-    if (!rc) rc = cli_check_tokens(&in, a->input, INT32_MAX, &tok, &err); /* ids: checked against the plan */
+    if (!rc) rc = lrc_tokens_check(&in, a->input, INT32_MAX, &tok, &err); /* ids: checked against the plan */
     if (!rc) rc = cli_engine_open(a, tok->shape.dim[0], tok->dtype == LRC_I32 ? tok->shape.dim[1] : 1, &e, &err);
     if (!rc) rc = cli_engine_inputs(&e, &in, a->input, &err);
     if (!rc) rc = lrc_plan_check_ids(e.plan, &in, &err); /* before anything is printed */

@@ -89,7 +89,7 @@ static int ref_forward(const cli_args *a)
     int rc = EXIT_USER;
     if (cli_model_load("forward", &a->m, &m, &err) ||
         (m.task == LRC_TASK_LM && lrc_model_config_int(&m, "vocab", &vocab, &err)) || lrc_safetensors_load(a->input, &in, &err) ||
-        cli_check_tokens(&in, a->input, m.task == LRC_TASK_LM ? vocab : INT32_MAX, &tokens, &err) ||
+        lrc_tokens_check(&in, a->input, m.task == LRC_TASK_LM ? vocab : INT32_MAX, &tokens, &err) ||
         lrc_model_build(&m, tokens->shape.dim[0], tokens->dtype == LRC_I32 ? tokens->shape.dim[1] : 1, g, &err) ||
         lrc_model_complete_inputs(want, lrc_model_graph_inputs(g, want, 16), &m, &in, a->input, &err) ||
         lrc_safetensors_load(a->weights, &wfile, &err) || lrc_params_bind(g, &wfile, a->weights, &params, &err)) {

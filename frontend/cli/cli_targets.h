@@ -49,9 +49,6 @@ lrc_compile_opts cli_compile_opts(const cli_args *a);
 
 /* The forward timing line of --repeat runs ms[0..repeat) (sorted here). */
 void cli_print_times(const cli_args *a, double *ms, const lrc_tensor_set *in, int threads);
-/* The model input of an input file, checked: `tokens` I32 [B, T] with ids
- * < vocab, or `images` F32 [B, C, H, W] (commands.c). */
-int cli_check_tokens(const lrc_tensor_set *in, const char *path, int64_t vocab, const lrc_tensor **out, lrc_err *err);
 
 /* The entries (cli_targets.c, cli_target_cpu.c, cli_target_cuda.c). */
 extern const cli_target cli_target_ref, cli_target_cpu, cli_target_cuda;

@@ -277,7 +277,7 @@ static int forward_package(const cli_args *a, const cli_target *t)
     const lrc_tensor *tok = NULL;
     int rc = cli_session_open(a, &s, &err);
     if (!rc) rc = lrc_safetensors_load(a->input, &in, &err);
-    if (!rc && t->package_host) rc = cli_check_tokens(&in, a->input, INT32_MAX, &tok, &err); /* ids: checked against the plan */
+    if (!rc && t->package_host) rc = lrc_tokens_check(&in, a->input, INT32_MAX, &tok, &err); /* ids: checked against the plan */
     if (!rc && t->package_host && getenv("LRC_PROFILE")) { /* a developer's quick look; lrc profile is the tool */
         const lrc_executor_ops *ex;
         void *x = lrc_session_executor(s, &ex, &plan);

@@ -1,18 +1,10 @@
-/* inputs.c — a run's inputs read from a file and checked: the model input
- * (tokens or images), and what a package or a model adds (a looped
- * model's iterations and initial state). */
+/* inputs.c — a run's inputs completed with what a package or a model adds
+ * (a looped model's iterations and initial state); the model input itself
+ * is checked by runtime/'s lrc_tokens_check. */
 #include "cli_targets.h"
 #include "engine.h"
 
 #include <string.h>
-
-/* Finds the model input in an input file and checks it: `tokens` I32
- * [B, T] with ids < vocab, or `images` F32 [B, C, H, W] (an image model's
- * build checks C, H and W against its config). */
-int cli_check_tokens(const lrc_tensor_set *in, const char *path, int64_t vocab, const lrc_tensor **out, lrc_err *err)
-{
-    return lrc_tokens_check(in, path, vocab, out, err);
-}
 
 /* The INPUT buffers of a plan, or of a graph's INPUT nodes, as cli_complete_inputs wants them. */
 static int inputs_of_plan(const lrc_plan *p, lrc_plan_buf *out, int cap)
