@@ -3,6 +3,10 @@
 # and check what errors.sh's header says (exit status, one "lrc" line on
 # stderr matching the patterns, nothing on stdout, no file left or changed).
 # Needs LRC and VERBOSE set; counts into passed and failed.
+#
+# LRC_ERRORS_SHARD=K/N runs only the cases whose number (from 0, in file
+# order) is K modulo N, so that ctest can run one script as N tests side by
+# side; the setup between cases, and every ok control, runs in every shard.
 T=$(mktemp -d "${TMPDIR:-/tmp}/lrc-errors.XXXXXX") || exit 2
 trap 'rm -rf "$T"' EXIT
 CAP=$(mktemp -d "${TMPDIR:-/tmp}/lrc-errors-cap.XXXXXX") || exit 2
@@ -11,6 +15,21 @@ cd "$T" || exit 2
 
 passed=0
 failed=0
+case_no=0
+shard_k=0
+shard_n=1
+if [ -n "${LRC_ERRORS_SHARD:-}" ]; then
+  if ! [[ $LRC_ERRORS_SHARD =~ ^([0-9]+)/([1-9][0-9]*)$ ]] || [ "${BASH_REMATCH[1]}" -ge "${BASH_REMATCH[2]}" ]; then
+    echo "$(basename "$0"): LRC_ERRORS_SHARD=$LRC_ERRORS_SHARD: expected K/N with 0 <= K < N" >&2
+    exit 2
+  fi
+  shard_k=${BASH_REMATCH[1]} shard_n=${BASH_REMATCH[2]}
+fi
+
+in_shard() { # counts the case, and says whether this shard runs it
+  case_no=$((case_no + 1))
+  [ $(((case_no - 1) % shard_n)) -eq "$shard_k" ]
+}
 
 snapshot() { # every path under the scratch directory, with the checksum of files
   find . -mindepth 1 -print0 | sort -z | while IFS= read -r -d '' p; do
@@ -24,6 +43,7 @@ snapshot() { # every path under the scratch directory, with the checksum of file
 #   address space (ulimit -v) for cases that would otherwise eat the machine;
 #   STDIN=FILE t ... gives lrc that file on stdin (else /dev/null).
 t() {
+  in_shard || return 0
   local name=$1 want=$2
   shift 2
   local pats=()
@@ -89,7 +109,7 @@ t() {
 
 # ok NAME ARGS...: a control that must succeed (exit 0), so that the bad cases
 # fail for the reason they are meant to.
-ok() {
+ok() { # a control, run in every shard: later cases read what it writes
   local name=$1
   shift
   timeout 20 "$LRC" "$@" >"$CAP/stdout" 2>"$CAP/stderr" </dev/null

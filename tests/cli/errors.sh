@@ -766,4 +766,5 @@ t "analyze: --head-dim 0" 2 '--head-dim 0: expected a positive integer' -- analy
 t "analyze: --fit-layerrope of LayerRoPE weights" 1 'no per-layer gains of an even width to fit' -- analyze lr_w.safetensors --layers 2 --fit-layerrope fit.st
 
 echo "$passed passed, $failed failed"
+[ $((passed + failed)) -gt 0 ] || { echo "errors.sh: no case ran" >&2; exit 1; }
 [ "$failed" -eq 0 ]
