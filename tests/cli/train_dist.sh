@@ -8,7 +8,7 @@
 # weights; mpirun -np 1 gives the bytes of one process without it. Bad
 # input is one line naming it, exit 1, and no run directory left: a rank
 # count that does not divide the batch or the step's micro-batches, ranks
-# whose options differ, libmpi that cannot be loaded; a rank killed mid-run
+# whose options or models differ, libmpi that cannot be loaded; a rank killed mid-run
 # stops the other within 10 s, and the last checkpoint resumes. Then
 # runtime/dist.c's unit test on 2 ranks.
 set -u
@@ -82,6 +82,13 @@ refused "--batch 6 over 4 ranks" "--batch 6 cannot be split over 4 ranks" "$dir/
   "${mpi[@]}" -np 4 "$lrc" train "$llama" "${short[@]}" --batch 6 -o "$dir/b6"
 refused "ranks with different options" "rank 1.s options differ from rank 0.s" "$dir/opts" \
   "${mpi[@]}" -np 1 "$lrc" train "$llama" "${args[@]}" -o "$dir/opts" : -np 1 "$lrc" train "$llama" "${args[@]}" --lr 1e-3 -o "$dir/opts"
+# the same options, but each rank's working directory holds another m.lua
+mkdir -p "$dir/w0" "$dir/w1"
+cp "$llama" "$dir/w0/m.lua"
+sed 's/d_ff = 88/d_ff = 96/' "$llama" >"$dir/w1/m.lua"
+check "the second m.lua differs" "! cmp -s '$dir/w0/m.lua' '$dir/w1/m.lua'"
+refused "ranks with different models" "rank 1.s model differs from rank 0.s" "$dir/models" \
+  "${mpi[@]}" -np 1 -wdir "$dir/w0" "$lrc" train m.lua "${args[@]}" -o "$dir/models" : -np 1 -wdir "$dir/w1" "$lrc" train m.lua "${args[@]}" -o "$dir/models"
 refused "a step of 2 micro-batches resumed by 4 ranks" ".*llama-acc: a step of 2 micro-batches .* cannot be shared by 4 ranks" "" \
   "${mpi[@]}" -np 4 "$lrc" train --resume "$dir/llama-acc" --threads 1
 refused "libmpi not loadable" "an MPI launcher started this process (OMPI_COMM_WORLD_SIZE is set) but /nonexistent/libmpi.so cannot be loaded" \
