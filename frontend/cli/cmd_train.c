@@ -632,8 +632,7 @@ static int tokenizer_to_run(cli_args *a, const lrc_tokenizer *tok, const char *j
     }
     char path[4200];
     snprintf(path, sizeof path, "%s/tokenizer.json", a->out);
-    if (!write) return LRC_OK;
-    return lrc_write_atomic(path, json, len, err);
+    return write ? lrc_write_atomic(path, json, len, err) : LRC_OK;
 }
 
 int cmd_train(int argc, char **argv)
@@ -790,8 +789,9 @@ int cmd_train(int argc, char **argv)
         }
         rmdir(a.out);
     }
-    rc = cli_dist_end(dist, rc, &err); /* LRC_EQUIET: another rank said why */
-    rc = rc == LRC_EINTERRUPTED ? 130 : rc == LRC_EQUIET ? EXIT_USER : rc ? cli_user_error(&err) : 0; /* 130: ended by SIGINT, as shells say */
+    cli_dist_name_rank(dist, rc, &err); /* the error said before MPI closes; LRC_EQUIET: another rank said it */
+    int status = rc == LRC_EINTERRUPTED ? 130 : rc == LRC_EQUIET ? EXIT_USER : rc ? cli_user_error(&err) : 0; /* 130: ended by SIGINT, as shells say */
+    rc = cli_dist_close(dist, rc, status);
     lrc_tokenizer_free(tok);
     free(tok_json);
     free(hf_weights);

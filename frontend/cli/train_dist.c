@@ -139,12 +139,17 @@ void cli_dist_step_comm(lrc_dist *d, double step_s, cJSON *metrics, char *line, 
     snprintf(line, n, "  all-reduce %.1f ms (%.0f%%)", 1e3 * s, step_s > 0 ? 100 * s / step_s : 0);
 }
 
-int cli_dist_end(lrc_dist *d, int rc, lrc_err *err)
+void cli_dist_name_rank(lrc_dist *d, int rc, lrc_err *err)
 {
-    if (!d) return rc;
-    if (rc && rc != LRC_EQUIET && lrc_dist_rank(d) != 0) lrc_err_prefix(err, "rank %d", lrc_dist_rank(d));
+    if (d && rc && rc != LRC_EQUIET && lrc_dist_rank(d) != 0) lrc_err_prefix(err, "rank %d", lrc_dist_rank(d));
+}
+
+int cli_dist_close(lrc_dist *d, int rc, int status)
+{
     /* after a failure that the ranks did not agree on, others may wait for
-     * this one in a collective: no MPI_Finalize, which would wait for them */
+     * this one in a collective: no MPI_Finalize, which would wait for them.
+     * Else MPI_Finalize waits for every rank, so that none exits (and has
+     * mpirun end the others) before the one that failed printed why. */
     lrc_dist_close(d, rc == LRC_OK || settled);
-    return rc;
+    return status;
 }

@@ -28,7 +28,9 @@ int cli_dist_val_sums(lrc_dist *d, double *loss, double *nats, double *bytes, lr
  * their share of step_s (empty for one process). */
 struct cJSON;
 void cli_dist_step_comm(lrc_dist *d, double step_s, struct cJSON *metrics, char *line, size_t n);
-/* MPI closed; rc, its error naming the rank where not rank 0. */
-int cli_dist_end(lrc_dist *d, int rc, lrc_err *err);
+/* rc's error names the rank, where not rank 0 (before it is printed). */
+void cli_dist_name_rank(lrc_dist *d, int rc, lrc_err *err);
+/* MPI closed, after the run ended with rc; returns the exit status. */
+int cli_dist_close(lrc_dist *d, int rc, int status);
 
 #endif

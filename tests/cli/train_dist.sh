@@ -9,13 +9,20 @@
 # input is one line naming it, exit 1, and no run directory left: a rank
 # count that does not divide the batch or the step's micro-batches, ranks
 # whose options or models differ, libmpi that cannot be loaded; a rank killed mid-run
-# stops the other within 10 s, and the last checkpoint resumes. Then
+# stops the other within 10 s, and the last checkpoint resumes; SIGINT to one
+# rank stops all after the same step with rank 0's checkpoint. Then
 # runtime/dist.c's unit test on 2 ranks.
 set -u
-lrc=$1 llama=$2 parcae=$3 compare=$4 test_dist=$5
+lrc=$(realpath "$1") llama=$(realpath "$2") parcae=$(realpath "$3") compare=$4 test_dist=$5 # -wdir below: whole paths
 command -v mpirun >/dev/null || { echo "FAIL mpirun not found: ./setup.sh --deps-only installs openmpi-bin"; exit 1; }
 # Open MPI refuses root without these (CI runs as root), and counts cores, not threads
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# the sanitized build: Open MPI keeps its memory until exit, and its
+# components stay loaded (no dlclose) with whole stacks, so that
+# LeakSanitizer names the libraries those allocations come from and skips
+# them, and still reports lrc's
+export OMPI_MCA_mca_base_component_disable_dlclose=1 ASAN_OPTIONS="fast_unwind_on_malloc=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export LSAN_OPTIONS="suppressions=$(realpath "$(dirname "$0")/../tools/lsan_openmpi.supp")${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 mpi=(mpirun --oversubscribe)
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -74,7 +81,7 @@ refused() { # NAME PATTERN RUN_DIR COMMAND...
   timeout 120 "$@" >/dev/null 2>"$dir/err"
   local s=$?
   check "$what: exit 1 (status $s)" "[ $s = 1 ]"
-  check "$what: one line naming it ($(grep '^lrc' "$dir/err" | head -c 300))" \
+  check "$what: one line naming it ($(grep '^lrc' "$dir/err" | head -c 300 || true); stderr: $(head -c 600 "$dir/err"))" \
     "[ \$(grep -c '^lrc' '$dir/err') = 1 ] && grep -q '^lrc: $pattern' '$dir/err'"
   [ -n "$out" ] && check "$what: no run directory left" "[ ! -e '$out' ]"
 }
@@ -94,26 +101,42 @@ refused "a step of 2 micro-batches resumed by 4 ranks" ".*llama-acc: a step of 2
 refused "libmpi not loadable" "an MPI launcher started this process (OMPI_COMM_WORLD_SIZE is set) but /nonexistent/libmpi.so cannot be loaded" \
   "$dir/nolib" env OMPI_COMM_WORLD_SIZE=2 LRC_MPI_LIB=/nonexistent/libmpi.so "$lrc" train "$llama" "${args[@]}" -o "$dir/nolib"
 
+# signal_rank SIG OUT: a long run of 2 ranks that evaluates every EVERY steps,
+# SIG sent to rank 1 after 5 steps; sets t (ms from the signal to mpirun's
+# end), s (its status) and victim (rank 1's pid); its output in OUT.log
+signal_rank() {
+  local sig=$1 out=$2
+  timeout 120 "${mpi[@]}" -np 2 "$lrc" train "$llama" --preset tiny --steps 1000000 --lr 1e-3 --seq 16 --eval-every "$every" \
+    --data "$dir/text.txt" --threads 1 --batch 4 -o "$out" >"$out.log" 2>&1 &
+  local job=$! p
+  for i in $(seq 1 600); do [ "$(cat "$out/metrics.jsonl" 2>/dev/null | wc -l)" -ge 5 ] && break; sleep 0.1; done
+  victim=
+  for p in $(pgrep -P "$(pgrep -P $job -x mpirun || echo $job)" -x lrc) $(pgrep -P $job -x lrc); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && victim=$p
+  done
+  check "$sig: the run under mpirun took 5 steps, and rank 1 is found (pid '$victim')" "[ -n '$victim' ]"
+  local t0=$(date +%s%N)
+  [ -n "$victim" ] && kill -"$sig" "$victim"
+  wait $job
+  s=$? t=$((($(date +%s%N) - t0) / 1000000))
+}
+resumes() { # RUN_DIR PATTERN: its checkpoint loads, at the step PATTERN matches
+  timeout 120 "$lrc" train --resume "$1" --threads 1 --stop-after 1 >"$1.resumed" 2>&1
+  local s=$?
+  check "$1's checkpoint loads (status $s: $(tail -c 300 "$1.resumed"))" "[ $s = 0 ] && grep -q '^trained to step $2 of 1000000' '$1.resumed'"
+}
 # a rank killed mid-run: mpirun ends the other within 10 s, and the last checkpoint resumes
-long=(--preset tiny --steps 1000000 --lr 1e-3 --seq 16 --eval-every 20 --data "$dir/text.txt" --threads 1 --batch 4)
-timeout 120 "${mpi[@]}" -np 2 "$lrc" train "$llama" "${long[@]}" -o "$dir/kill" >/dev/null 2>&1 &
-job=$!
-for i in $(seq 1 600); do [ -s "$dir/kill/checkpoint.safetensors" ] && break; sleep 0.1; done
-victim=
-for p in $(pgrep -P "$(pgrep -P $job -x mpirun || echo $job)" -x lrc) $(pgrep -P $job -x lrc); do
-  tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && victim=$p
-done
-check "the run under mpirun wrote a checkpoint, and rank 1 is found (pid '$victim')" "[ -n '$victim' ]"
-t0=$(date +%s%N)
-[ -n "$victim" ] && kill -9 "$victim"
-wait $job
-s=$? t=$((($(date +%s%N) - t0) / 1000000))
+every=2
+signal_rank KILL "$dir/kill"
 echo "a killed rank: mpirun ended the run in $t ms (status $s)"
 check "a killed rank ends the run within 10 s ($t ms), not 0 (status $s)" "[ $t -le 10000 ] && [ $s != 0 ] && [ $s != 124 ]"
-timeout 120 "$lrc" train --resume "$dir/kill" --threads 1 --stop-after 1 >"$dir/resumed" 2>&1
-s=$?
-check "the killed run's last checkpoint loads (status $s: $(tail -c 300 "$dir/resumed"))" \
-  "[ $s = 0 ] && grep -q '^trained to step [1-9][0-9]* of 1000000' '$dir/resumed'"
+resumes "$dir/kill" "[1-9][0-9]*"
+# Ctrl-C of one rank: every rank stops after the same step, and rank 0 writes its checkpoint
+every=1000000
+signal_rank INT "$dir/int"
+n=$(tr '\r' '\n' <"$dir/int.log" | sed -n 's/^interrupted after step \([0-9]*\);.*/\1/p')
+check "SIGINT to rank 1: status 130 ($s), rank 0 says where it stopped ('$n')" "[ $s = 130 ] && [ -n '$n' ]"
+resumes "$dir/int" "${n:-none}"
 
 # runtime/dist.c alone
 "${mpi[@]}" -np 2 "$test_dist" >"$dir/unit" 2>&1
