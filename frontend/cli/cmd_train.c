@@ -364,13 +364,13 @@ static int on_after_step(void *ctx, const lrc_train_step *s, lrc_err *err)
     double now = lrc_now_s(), step_s = now - r->tstep, tps = (double)(r->B * (r->images ? 1 : r->T) * r->ta->accum) / step_s;
     r->tstep = now;
     cJSON *o = cJSON_CreateObject();
-    char comm[64]; /* under mpirun: the step's all-reduce, and its share of the step */
-    cli_dist_step_comm(r->ta->dist, step_s, o, comm, sizeof comm);
     cJSON_AddNumberToObject(o, "step", (double)step + 1);
     cJSON_AddNumberToObject(o, "train_loss", s->loss);
     cJSON_AddNumberToObject(o, "lr", s->lr);
     cJSON_AddNumberToObject(o, "grad_norm", s->grad_norm);
     cJSON_AddNumberToObject(o, r->images ? "images_per_s" : "tokens_per_s", tps);
+    char comm[64]; /* under mpirun: the step's all-reduce, and its share of the step */
+    cli_dist_step_comm(r->ta->dist, step_s, o, comm, sizeof comm);
     double vl = 0, vacc = 0;
     rc = s->eval ? validate_unprofiled(r, s->step, o, &vl, &vacc, err) : LRC_OK;
     /* (the device's parameters reach the host for that where they live there) */
