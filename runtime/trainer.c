@@ -87,6 +87,8 @@ static const lrc_train_device_ops cpu_ops = {cpu_run, cpu_grads, cpu_update, cpu
 
 int lrc_trainer_use_cpu(lrc_trainer *t, lrc_exec *x, lrc_pool *pool, lrc_err *err)
 {
+    if (t->accum % lrc_dist_size(t->dist))
+        return lrc_err_set(err, "%lld micro-batches a step cannot be shared by %d ranks", (long long)t->accum, lrc_dist_size(t->dist));
     cpu_device *s = lrc_calloc(1, sizeof *s);
     if (!s) return lrc_err_nomem(err, "for the trainer's device");
     lrc_train_state *st = &t->st;
