@@ -13,8 +13,9 @@ cd "$(dirname "$0")"
 # Training: the King James Bible, lrc train's default text, and gnuplot for the loss curves.
 # Images: zlib for the gzipped IDX files, and Fashion-MNIST (runtime/images.c).
 # Embedding: pkgconf, so programs find the installed liblrc (pkg-config --libs lrc; tests/cli/embed.sh).
+# Data-parallel training: Open MPI, which lrc train loads at run time under mpirun (docs/distributed.md; tests/cli/train_dist.sh).
 packages=(build-essential cmake liblua5.4-dev libcjson-dev libpcre2-dev libunistring-dev python3-torch libopenblas0-pthread bible-kjv gnuplot-nox
-          zlib1g-dev dataset-fashion-mnist pkgconf)
+          zlib1g-dev dataset-fashion-mnist pkgconf openmpi-bin libopenmpi-dev)
 if ! command -v llvm-config-19 llvm-config-18 llvm-config-17 llvm-config-16 llvm-config-15 \
      llvm-config-14 llvm-config >/dev/null 2>&1; then
   packages+=(llvm-14-dev)

@@ -281,6 +281,7 @@ static const lrc_train_device_ops cuda_ops = {cuda_run, cuda_grads, cuda_update,
 
 int lrc_trainer_use_cuda(lrc_trainer *t, lrc_cuda_exec *x, lrc_err *err)
 {
+    if (t->dist) return lrc_err_set(err, "cuda: training over MPI ranks runs on the cpu and ref targets only");
     cuda_device *d = lrc_calloc(1, sizeof *d);
     if (!d) return lrc_err_nomem(err, "cuda: for the trainer's device");
     d->x = x;

@@ -627,6 +627,32 @@ int lrc_cuda_optim_step(lrc_cuda_optim *o, int64_t step, double lr, double grad_
 int lrc_cuda_optim_download(lrc_cuda_optim *o, lrc_err *err);
 void lrc_cuda_optim_free(lrc_cuda_optim *o);
 
+/* ---- the ranks of a data-parallel run over MPI (dist.c, docs/distributed.md) */
+
+typedef struct lrc_dist lrc_dist;
+/* The environment variable by which an MPI launcher (mpirun) started this
+ * process, or NULL: one process. */
+const char *lrc_dist_launcher(void);
+/* Under an MPI launcher: Open MPI's libmpi loaded (LRC_MPI_LIB, else
+ * libmpi.so.40) and initialised; *out stays NULL without a launcher. */
+int lrc_dist_open(lrc_dist **out, lrc_err *err);
+int lrc_dist_rank(const lrc_dist *d); /* 0 for NULL */
+int lrc_dist_size(const lrc_dist *d); /* 1 for NULL */
+/* Sums over the ranks, in place, the result the same on every rank. */
+int lrc_dist_sum_f32(lrc_dist *d, float *x, size_t n, lrc_err *err);
+int lrc_dist_sum_f64(lrc_dist *d, double *x, int n, lrc_err *err);
+int lrc_dist_max_int(lrc_dist *d, int *x, int n, lrc_err *err);
+/* f32 tensors summed in buckets; the time goes to lrc_dist_comm_s. */
+int lrc_dist_sum_tensors(lrc_dist *d, lrc_tensor *const *t, int n, lrc_err *err);
+double lrc_dist_comm_s(const lrc_dist *d);
+/* Rank 0's bytes to every rank. */
+int lrc_dist_bcast(lrc_dist *d, void *buf, size_t bytes, lrc_err *err);
+/* *differ = the highest rank whose h differs from rank 0's, else -1 (on every rank). */
+int lrc_dist_agree(lrc_dist *d, uint64_t h, int *differ, lrc_err *err);
+/* finalize false after an error: MPI_Finalize could wait for ranks that
+ * wait in a collective; the process exits and mpirun ends the others. */
+void lrc_dist_close(lrc_dist *d, bool finalize);
+
 /* ---- a training run: its state, checkpoint and loop (checkpoint.c, trainer.c) */
 
 /* What a checkpoint holds and --resume restores: with the run's settings
@@ -669,6 +695,11 @@ typedef struct lrc_trainer {
     lrc_schedule_cfg sched;
     lrc_adamw_cfg adam;
     int64_t accum, eval_every, stop; /* micro-batches a step; a checkpoint every eval_every steps; the step to end at */
+    /* NULL: one process. Else accum is the micro-batches of a step over all
+     * the ranks: rank r runs those r * accum / size .. (r + 1) * accum / size - 1,
+     * their gradients are summed over the ranks, and rank 0 alone writes the
+     * checkpoint, after the ranks compared their weights' checksum */
+    lrc_dist *dist;
     const lrc_train_device_ops *ops;
     void *dev;
     /* host seconds in the graph's runs, the gradient check and the update,

@@ -21,7 +21,8 @@ typedef struct {
     lrc_tensor **items, **pg, **pm, **pv; /* the parameters, their gradients and moments */
     lrc_tensor **acc;                     /* --accum K: the micro-batches' gradients summed */
     int n;
-    int64_t accum;
+    int64_t accum, local; /* the step's micro-batches, over all ranks and on this one */
+    lrc_dist *dist;
 } cpu_device;
 
 static int cpu_run(void *dev, const lrc_tensor_set *in, lrc_tensor_set *outs, lrc_err *err)
@@ -30,8 +31,9 @@ static int cpu_run(void *dev, const lrc_tensor_set *in, lrc_tensor_set *outs, lr
 }
 
 /* The gradients are the graph's outputs named as the parameters; with
- * --accum they are summed here, and averaged with the last micro-batch,
- * whose norm is then that of the average. */
+ * --accum they are summed here (micro counts this rank's micro-batches),
+ * over the ranks after this rank's last, and then averaged: the norm of
+ * the last call is that of the average. */
 static int cpu_grads(void *dev, const lrc_tensor_set *outs, int64_t micro, double *norm, int *bad, lrc_err *err)
 {
     cpu_device *s = dev;
@@ -43,13 +45,17 @@ static int cpu_grads(void *dev, const lrc_tensor_set *outs, int64_t micro, doubl
         int64_t count = lrc_shape_numel(&s->pg[i]->shape);
         float *a = s->acc[i]->data;
         for (int64_t k = 0; k < count; k++) a[k] = micro ? a[k] + gd[k] : gd[k];
-        if (micro == s->accum - 1) {
-            for (int64_t k = 0; k < count; k++) a[k] /= (float)s->accum;
-            s->pg[i] = s->acc[i];
-        }
+    }
+    if (micro != s->local - 1) return LRC_OK;
+    if (s->dist && lrc_dist_sum_tensors(s->dist, s->acc, s->n, err)) return LRC_EUSER;
+    for (int i = 0; i < s->n; i++) {
+        float *a = s->acc[i]->data;
+        int64_t count = lrc_shape_numel(&s->acc[i]->shape);
+        for (int64_t k = 0; k < count; k++) a[k] /= (float)s->accum;
+        s->pg[i] = s->acc[i];
     }
     int ignored;
-    return micro == s->accum - 1 ? lrc_grads_check(s->pool, s->spans, s->pg, norm, &ignored, err) : LRC_OK;
+    return lrc_grads_check(s->pool, s->spans, s->pg, norm, &ignored, err);
 }
 
 /* AdamW in place; the packing kernels then run again on the new weights */
@@ -81,11 +87,13 @@ static const lrc_train_device_ops cpu_ops = {cpu_run, cpu_grads, cpu_update, cpu
 
 int lrc_trainer_use_cpu(lrc_trainer *t, lrc_exec *x, lrc_pool *pool, lrc_err *err)
 {
+    if (t->accum % lrc_dist_size(t->dist))
+        return lrc_err_set(err, "%lld micro-batches a step cannot be shared by %d ranks", (long long)t->accum, lrc_dist_size(t->dist));
     cpu_device *s = lrc_calloc(1, sizeof *s);
     if (!s) return lrc_err_nomem(err, "for the trainer's device");
     lrc_train_state *st = &t->st;
     *s = (cpu_device){.x = x, .pool = pool, .adam = &t->adam, .items = st->params.items, .pm = st->m, .pv = st->v, .n = st->params.n,
-                      .accum = t->accum};
+                      .accum = t->accum, .local = t->accum / lrc_dist_size(t->dist), .dist = t->dist};
     s->pg = lrc_calloc((size_t)s->n + 1, sizeof *s->pg);
     s->acc = t->accum > 1 ? lrc_calloc((size_t)s->n + 1, sizeof *s->acc) : NULL;
     t->ops = &cpu_ops;
@@ -126,23 +134,56 @@ static int forward_backward(lrc_trainer *t, const lrc_train_hooks *h, int64_t st
 {
     int rc = LRC_OK;
     *loss = 0;
+    /* every rank draws every micro-batch (the random state stays the same
+     * on all), and runs its own */
+    int64_t per = t->accum / lrc_dist_size(t->dist), mine = lrc_dist_rank(t->dist) * per;
     for (int64_t micro = 0; micro < t->accum && !rc; micro++) {
         h->batch(h->ctx, step, micro, &t->st.rng);
+        if (micro < mine || micro >= mine + per) continue;
         float l = 0;
         int bad = -1;
         double t0 = lrc_now_s();
         if ((rc = lrc_trainer_loss(t, &l, err))) break;
         double t1 = lrc_now_s();
         *loss += l / (float)t->accum;
-        rc = t->ops->grads(t->dev, &t->outs, micro, norm, &bad, err);
+        rc = t->ops->grads(t->dev, &t->outs, micro - mine, norm, &bad, err);
         ph[0] += t1 - t0, ph[1] += lrc_now_s() - t1;
         if (!rc && bad >= 0)
             rc = lrc_err_set(err, "step %lld: the gradient of '%s' is not finite (the last checkpoint is kept)", (long long)step + 1,
                              t->st.params.items[bad]->name);
     }
+    if (!rc && t->dist) rc = lrc_dist_sum_f32(t->dist, loss, 1, err);
     if (!rc && !isfinite(*loss))
         rc = lrc_err_set(err, "step %lld: the loss is not finite (the last checkpoint is kept)", (long long)step + 1);
     return rc;
+}
+
+/* Ranks stop together: when any was interrupted. */
+static int ranks_agree_stop(lrc_trainer *t, bool *interrupted, lrc_err *err)
+{
+    int any = *interrupted;
+    if (lrc_dist_max_int(t->dist, &any, 1, err)) return LRC_EUSER;
+    *interrupted = any;
+    return LRC_OK;
+}
+
+/* Rank 0's checkpoint, once the ranks' weights are known to be the same:
+ * a rank that diverged (a fault, or a kernel that is not deterministic)
+ * stops the run, and the last checkpoint is kept. */
+static int checkpoint(lrc_trainer *t, const lrc_train_hooks *h, lrc_err *err)
+{
+    if (t->dist) {
+        uint64_t sum = LRC_FNV_SEED;
+        for (int i = 0; i < t->st.params.n; i++) sum = lrc_fnv1a(sum, t->st.params.items[i]->data, t->st.params.items[i]->nbytes);
+        int differ = -1;
+        if (lrc_dist_agree(t->dist, sum, &differ, err)) return LRC_EUSER;
+        if (differ >= 0)
+            return lrc_err_set(err, "step %lld: the weights of rank %d differ from rank 0's (their checksums): the ranks diverged "
+                                    "(the last checkpoint is kept)",
+                               (long long)t->st.step, differ);
+        if (lrc_dist_rank(t->dist) != 0) return LRC_OK;
+    }
+    return lrc_checkpoint_save(h->checkpoint, &t->st, err);
 }
 
 int lrc_trainer_run(lrc_trainer *t, const lrc_train_hooks *h, bool *interrupted, lrc_err *err)
@@ -166,7 +207,8 @@ int lrc_trainer_run(lrc_trainer *t, const lrc_train_hooks *h, bool *interrupted,
         rc = h->after_step(h->ctx, &s, err);
         t->st.step = step + 1;
         *interrupted = h->interrupted(h->ctx);
-        if (!rc && (s.eval || *interrupted) && !(rc = t->ops->to_host(t->dev, err))) rc = lrc_checkpoint_save(h->checkpoint, &t->st, err);
+        if (!rc && t->dist) rc = ranks_agree_stop(t, interrupted, err);
+        if (!rc && (s.eval || *interrupted) && !(rc = t->ops->to_host(t->dev, err))) rc = checkpoint(t, h, err);
         if (*interrupted) break;
     }
     return rc;

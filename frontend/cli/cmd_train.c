@@ -7,6 +7,7 @@
  * the runtime's (runtime/trainer.c, runtime/checkpoint.c). */
 #include "classify.h"
 #include "cli_targets.h"
+#include "train_dist.h"
 #include "../../codegen/llvm/lrc_llvm.h"
 
 #include <cjson/cJSON.h>
@@ -32,6 +33,7 @@ typedef struct {
     bool lenient;             /* init_from: --set changed the norms, so tensors may be missing or left over */
     lrc_augment aug; /* image models */
     const lrc_target *target; /* one that trains */
+    lrc_dist *dist;           /* the ranks under mpirun (train_dist.c), or NULL */
 } train_args;
 
 /* An image model's data (images [B, C, S, S], class labels [B]; a language
@@ -298,9 +300,11 @@ static int train_validate(train_run_ctx *r, cJSON *o, double *vl, double *vacc, 
         if (r->ta->val_tokens) lrc_text_val_windows(&r->text, e * r->B, r->B, r->T, r->tok->data, r->lab->data);
         else lrc_text_batch(&r->text, true, r->B, r->T, &vr, r->tok->data, r->lab->data);
         loop_inputs_draw(&r->loop, &vr, true); /* at the config's T */
+        if (e % lrc_dist_size(r->ta->dist) != lrc_dist_rank(r->ta->dist)) continue; /* each rank its share, all drawn */
         rc = lrc_trainer_loss(&r->tr, &l, err);
         if (!rc) *vl += l / (double)batches, nats += l * n, bytes += cli_text_label_bytes(r->ta->tok, r->lab->data, r->B * r->T);
     }
+    if (!rc) rc = cli_dist_val_sums(r->ta->dist, vl, &nats, &bytes, err);
     cJSON_AddNumberToObject(o, "val_loss", *vl);
     /* per byte of text: runs on different vocabularies compare */
     r->val_per_byte = bytes > 0 ? nats / bytes : 0;
@@ -357,7 +361,7 @@ static int on_after_step(void *ctx, const lrc_train_step *s, lrc_err *err)
     if (s->eval && r->td.have_val && (rc = lrc_trainer_to_host(&r->tr, err))) return rc;
     if (r->td.have_val) cli_classifier_params_changed(&r->td.val);
     int64_t step = s->step, stop = r->tr.stop;
-    double now = lrc_now_s(), tps = (double)(r->B * (r->images ? 1 : r->T) * r->ta->accum) / (now - r->tstep);
+    double now = lrc_now_s(), step_s = now - r->tstep, tps = (double)(r->B * (r->images ? 1 : r->T) * r->ta->accum) / step_s;
     r->tstep = now;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "step", (double)step + 1);
@@ -365,16 +369,18 @@ static int on_after_step(void *ctx, const lrc_train_step *s, lrc_err *err)
     cJSON_AddNumberToObject(o, "lr", s->lr);
     cJSON_AddNumberToObject(o, "grad_norm", s->grad_norm);
     cJSON_AddNumberToObject(o, r->images ? "images_per_s" : "tokens_per_s", tps);
+    char comm[64]; /* under mpirun: the step's all-reduce, and its share of the step */
+    cli_dist_step_comm(r->ta->dist, step_s, o, comm, sizeof comm);
     double vl = 0, vacc = 0;
     rc = s->eval ? validate_unprofiled(r, s->step, o, &vl, &vacc, err) : LRC_OK;
     /* (the device's parameters reach the host for that where they live there) */
     if (!rc && s->eval && r->has_layerrope && !r->td.have_val) rc = lrc_trainer_to_host(&r->tr, err);
     if (!rc && s->eval) r->has_layerrope = add_layerrope_scalars(&r->tr.st.params, o);
-    if (!rc) rc = append_metrics(r->dir, o, err);
+    if (!rc && lrc_dist_rank(r->ta->dist) == 0) rc = append_metrics(r->dir, o, err); /* rank 0's alone */
     else cJSON_Delete(o);
     double left = (now - r->t0) / (double)(step + 1 - r->step0) * (double)(stop - step - 1);
-    printf("\rstep %lld/%lld  loss %.4f  lr %.2e  %.0f %s/s  %.0f s left", (long long)step + 1, (long long)r->ta->steps, s->loss, s->lr,
-           tps, r->images ? "img" : "tok", left);
+    printf("\rstep %lld/%lld  loss %.4f  lr %.2e  %.0f %s/s%s  %.0f s left", (long long)step + 1, (long long)r->ta->steps, s->loss, s->lr,
+           tps, r->images ? "img" : "tok", comm, left);
     if (s->eval && r->images) printf("  val %.4f  acc %.4f\n", vl, vacc);
     else if (s->eval && r->ta->tok) printf("  val %.4f (%.4f a byte)\n", vl, r->val_per_byte);
     else if (s->eval) printf("  val %.4f\n", vl);
@@ -473,20 +479,21 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
     lrc_trainer *tr = &r.tr;
     tr->sched = (lrc_schedule_cfg){ta->lr, ta->warmup, 0.1, ta->steps};
     tr->adam = (lrc_adamw_cfg){0.9, 0.999, 1e-8, ta->weight_decay, ta->clip, ta->decay_all};
-    tr->accum = ta->accum, tr->eval_every = ta->eval_every;
+    tr->accum = ta->accum, tr->eval_every = ta->eval_every, tr->dist = ta->dist;
     tr->stop = ta->stop_after > 0 && ta->stop_after < ta->steps ? ta->stop_after : ta->steps;
     lrc_graph *g = lrc_graph_new();
     int rc = train_open_data(&r, a, g, err);
     /* parameters: from the checkpoint when resuming, else initialised */
     if (!rc) rc = ta->resume ? lrc_checkpoint_load(r.ckpath, g, &tr->st, err) : lrc_train_state_new(&tr->st, g, (uint64_t)ta->seed, r.pool, err);
     if (!rc && !ta->resume && ta->init_from) rc = init_from_checkpoint(&tr->st, ta->init_from, ta->lenient, err);
+    rc = cli_dist_agree_model(ta->dist, rc, g, &tr->st, err);
     if (!rc) rc = train_open_inputs(&r, g, err);
     if (!rc) {
         rc = train_open_device(&r, g, err);
         g = NULL; /* the compiler's now */
     }
     if (!rc) rc = train_steps(&r, err);
-    if (!rc) rc = train_finish(&r, err);
+    if (!rc && lrc_dist_rank(ta->dist) == 0) rc = train_finish(&r, err);
     lrc_graph_free(g);
     train_close(&r);
     return rc;
@@ -613,8 +620,8 @@ static const char *resume_extra(int argc, char **argv)
 }
 
 /* A new run with a tokenizer: vocab is its size unless --set gives one, and
- * RUN_DIR keeps a copy of it. */
-static int tokenizer_to_run(cli_args *a, const lrc_tokenizer *tok, const char *json, size_t len, char *vocab_set,
+ * RUN_DIR keeps a copy of it (rank 0's, under mpirun: write). */
+static int tokenizer_to_run(cli_args *a, const lrc_tokenizer *tok, const char *json, size_t len, bool write, char *vocab_set,
                             size_t n, lrc_err *err)
 {
     bool given = lrc_hf_is_dir(a->m.model); /* its config.json's vocab_size */
@@ -625,7 +632,7 @@ static int tokenizer_to_run(cli_args *a, const lrc_tokenizer *tok, const char *j
     }
     char path[4200];
     snprintf(path, sizeof path, "%s/tokenizer.json", a->out);
-    return lrc_write_atomic(path, json, len, err);
+    return write ? lrc_write_atomic(path, json, len, err) : LRC_OK;
 }
 
 int cmd_train(int argc, char **argv)
@@ -679,6 +686,7 @@ int cmd_train(int argc, char **argv)
         "batches the seed draws).\n"
         "--clip G scales the gradients down to a global norm of G (default: off).\n"
         "--accum K averages the gradients of K batches of B per step (default 1).\n"
+        "Under mpirun -np N, N ranks share each batch (docs/distributed.md).\n"
         "--weight-decay W: AdamW's decoupled decay (default 0), on weight matrices\n"
         "only unless --decay-all (then gains, biases and LayerRoPE scalars too).\n"
         "Ctrl-C finishes the step, writes the checkpoint and exits (status 130).\n"
@@ -731,38 +739,43 @@ int cmd_train(int argc, char **argv)
         rc = cli_usage_error("train", "needs --steps, --lr and -o RUN_DIR");
         goto out;
     }
+    lrc_dist *dist = NULL; /* the ranks, under mpirun */
+    int dist_rc = cli_dist_open(&dist, &a, &err), rank0 = lrc_dist_rank(dist) == 0;
     int64_t stop_after = a.stop_after, threads = a.threads;
     char *hf_weights = hf ? lrc_safetensors_dir_file(a.m.model) : NULL;
     lrc_tokenizer *tok = NULL;
     char *tok_json = NULL, vocab_set[64];
     size_t tok_len = 0;
     bool made_dir = false;
-    rc = LRC_OK;
-    if (a.resume) {
+    rc = dist_rc;
+    if (!rc && a.resume) {
         rc = cli_run_load(a.resume, &a, &keep, &err);
         a.stop_after = stop_after;
         a.threads = threads;
         if (!rc && a.tokenizer) rc = cli_tokenizer_open(a.tokenizer, &tok, &tok_json, &tok_len, &err);
-    } else {
+        if (!rc) rc = cli_dist_split(dist, &a, true, &err);
+    } else if (!rc) {
         struct stat st;
         if (a.threads == 0 || a.threads < -1) rc = lrc_err_set(&err, "--threads %lld: the thread count must be at least 1", (long long)a.threads);
         else if (a.steps < 1) rc = lrc_err_set(&err, "--steps %lld: train for at least one step", (long long)a.steps);
         else if (a.tokenizer && cli_tokenizer_open(a.tokenizer, &tok, &tok_json, &tok_len, &err)) rc = LRC_EUSER;
-        else if (stat(a.out, &st) == 0) rc = lrc_err_set(&err, "%s exists: continue it with --resume %s, or choose another -o", a.out, a.out);
-        else if (lrc_make_parents(a.out) || mkdir(a.out, 0755)) rc = lrc_err_set(&err, "%s: cannot create: %s", a.out, strerror(errno));
-        else made_dir = true;
-        if (!rc && tok) rc = tokenizer_to_run(&a, tok, tok_json, tok_len, vocab_set, sizeof vocab_set, &err);
+        else if (cli_dist_split(dist, &a, false, &err)) rc = LRC_EUSER;
+        else if (rank0 && stat(a.out, &st) == 0) rc = lrc_err_set(&err, "%s exists: continue it with --resume %s, or choose another -o", a.out, a.out);
+        else if (rank0 && (lrc_make_parents(a.out) || mkdir(a.out, 0755))) rc = lrc_err_set(&err, "%s: cannot create: %s", a.out, strerror(errno));
+        else made_dir = rank0; /* rank 0's run directory */
+        if (!rc && tok) rc = tokenizer_to_run(&a, tok, tok_json, tok_len, rank0, vocab_set, sizeof vocab_set, &err);
         if (!rc && a.eval_every == 0) a.eval_every = a.steps / 10 > 0 ? a.steps / 10 : 1;
-        if (!rc) rc = save_run(a.out, &a, &err);
+        if (!rc && rank0) rc = save_run(a.out, &a, &err);
     }
     if (!rc && (a.threads == 0 || a.threads < -1)) rc = lrc_err_set(&err, "--threads %lld: the thread count must be at least 1", (long long)a.threads);
     if (!rc && hf && !hf_weights) rc = lrc_err_nomem(&err, "reading %s", a.m.model);
-    bool created = !a.resume && (!rc || made_dir);
+    bool created = !a.resume && rank0 && (!rc || made_dir);
+    rc = cli_dist_agree_options(dist, rc, &a, &err);
     if (!rc) {
         bool lenient = false;
         for (int i = 0; i < a.m.n_sets; i++) lenient = lenient || !strncmp(a.m.sets[i], "norm=", 5);
         train_args ta = {a.steps, a.batch, a.seq, a.seed, a.eval_every, a.stop_after, a.accum, a.val_tokens, a.lr, a.warmup, a.clip, a.weight_decay, a.decay_all, a.data, a.resume,
-                         tok, tok_json, hf ? hf_weights : NULL, lenient, {a.crop_pad < 0 ? 0 : (int)a.crop_pad, a.flip}, lrc_target_compiled(lrc_target_find(a.target))};
+                         tok, tok_json, hf ? hf_weights : NULL, lenient, {a.crop_pad < 0 ? 0 : (int)a.crop_pad, a.flip}, lrc_target_compiled(lrc_target_find(a.target)), dist};
         rc = train_run(&a, &ta, dir, &err);
     }
     char ck[4200];
@@ -776,7 +789,9 @@ int cmd_train(int argc, char **argv)
         }
         rmdir(a.out);
     }
-    rc = rc == LRC_EINTERRUPTED ? 130 : rc ? cli_user_error(&err) : 0; /* 130: ended by SIGINT, as shells say */
+    cli_dist_name_rank(dist, rc, &err); /* the error said before MPI closes; LRC_EQUIET: another rank said it */
+    int status = rc == LRC_EINTERRUPTED ? 130 : rc == LRC_EQUIET ? EXIT_USER : rc ? cli_user_error(&err) : 0; /* 130: ended by SIGINT, as shells say */
+    rc = cli_dist_close(dist, rc, status);
     lrc_tokenizer_free(tok);
     free(tok_json);
     free(hf_weights);
