@@ -100,6 +100,14 @@ typedef enum { GROUP, ONE, ROWS, INPUT_ROWS, HEADS, COLUMNS, SUMMED_COLUMNS } it
 #define ITEMS_gather_grad ROWS
 #define ITEMS_expert_matmul COLUMNS /* blocks of LRC_SUM_COLS output columns, every row */
 #define ITEMS_expert_matmul_tn COLUMNS
+#define ITEMS_sum ONE /* the ops along one axis: one item walks [outer, len, inner] */
+#define ITEMS_mean ONE
+#define ITEMS_amax ONE
+#define ITEMS_logsumexp ONE
+#define ITEMS_cumsum ONE
+#define ITEMS_concat ONE
+#define ITEMS_expand ONE
+#define ITEMS_amax_grad ONE
 
 static const item_rule items_of[LRC_OP_COUNT] = {
 #define ITEMS_ENTRY(E, op) [LRC_OP_##E] = ITEMS_##op,
