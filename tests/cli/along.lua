@@ -1,7 +1,8 @@
 -- along.lua — every op along one axis in one small language model (ctest
 -- along_torch): reductions over the batch, sequence and feature axes, with
 -- and without keepdim, softmax over the sequence, cumsum both ways, expand,
--- concat and stack; tests/reference/along_ref.py is the same in PyTorch.
+-- concat (of more inputs than one concat node takes) and stack;
+-- tests/reference/along_ref.py is the same in PyTorch.
 local lrc = require "lrc"
 local nn = require "lrc.nn"
 
@@ -16,9 +17,14 @@ function M.build(cfg, tokens)
   local a = lrc.amax(x, { axis = 0, keepdim = true })         -- [1, T, d]
   local l = lrc.logsumexp(x, { axis = 1, keepdim = true })    -- [B, 1, d]
   local p = lrc.amax(lrc.mean(x, { axis = 2 }), { axis = 1 }) -- [B]
+  -- x again, from its d features as one-wide slices: a concat of more than
+  -- the IR's 6 inputs, which lrc.concat chains
+  local parts = {}
+  for i = 1, d do parts[i] = lrc.slice(x, { axis = 2, start = i - 1, size = 1 }) end
+  local xr = lrc.concat(parts, { axis = -1 })
   local u = lrc.concat({
     lrc.softmax(x, { axis = 1 }),
-    lrc.cumsum(x, { axis = 1 }),
+    lrc.cumsum(xr, { axis = 1 }),
     lrc.expand(s + l, { -1, T, -1 }),
   }, { axis = -1 })                                           -- [B, T, 3d]
   local st = lrc.stack({
