@@ -87,7 +87,11 @@ static int l_softmax(lua_State *L)
     int64_t axis = -1;
     int x = tensor_at(L, 1, "softmax", "argument 1");
     options(L, 2, "softmax", opts, 1, &axis);
-    int nd = lrc_lua_graph(L)->nodes[x].shape.ndim;
+    const lrc_shape *s = &lrc_lua_graph(L)->nodes[x].shape;
+    int nd = s->ndim;
+    char b[96];
+    if (axis < -nd || axis >= nd)
+        fail(L, "softmax: axis %lld is not an axis of %s (%d to %d)", (long long)axis, lrc_shape_str(s, b, sizeof b), -nd, nd - 1);
     if (axis == -1 || axis == nd - 1) {
         lrc_node p = {.op = LRC_OP_SOFTMAX, .n_in = 1, .in = {x}};
         lrc_lua_push_tensor(L, add(L, &p));

@@ -372,6 +372,8 @@ along_model sumaxis.lua 'lrc.sum(x, { axis = 3 })'
 t "a reduction over an axis that does not exist" 1 'sumaxis\.lua:6: ' 'sum: axis 3 is not an axis of \[1,1,8\] \(-3 to 2\)' -- init sumaxis.lua -o out.safetensors
 along_model amaxaxis.lua 'lrc.amax(x, { axis = -4, keepdim = true })'
 t "amax over an axis that does not exist" 1 'amaxaxis\.lua:6: ' 'amax: axis -4 is not an axis' -- init amaxaxis.lua -o out.safetensors
+along_model smaxis.lua 'lrc.softmax(x, { axis = 3 })'
+t "softmax over an axis that does not exist" 1 'smaxis\.lua:6: ' 'softmax: axis 3 is not an axis of \[1,1,8\]' -- init smaxis.lua -o out.safetensors
 along_model catshape.lua 'lrc.concat({ x, lrc.reshape(x, { 1, 2, 4 }) }, { axis = 1 })'
 t "concat of mismatched shapes" 1 'catshape\.lua:6: ' 'concat: input 2 \[1,2,4\] has size 4 at axis 2, input 1 \[1,1,8\] has 8' -- init catshape.lua -o out.safetensors
 along_model expshape.lua 'lrc.expand(x, { 3, 1, 5 })'
