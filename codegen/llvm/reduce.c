@@ -1,8 +1,9 @@
 /* reduce.c — the cpu kernels of the ops along one axis (ir/reduce.c): the
  * reductions sum, mean, amax and logsumexp, cumsum, concat, expand and
  * amax's gradient. Each walks its input as [outer, len, inner] about the
- * axis with strided loads (no transposed copy), sums in f64 as the
- * reference does, and runs as one work item. */
+ * axis with strided loads (no transposed copy) and sums in f64 as the
+ * reference does; a work item is an outer index (codegen/program.c's
+ * OUTER), expand's one item the whole output. */
 #include "kgen.h"
 
 #define C(v) em_i64(e, v)
@@ -24,7 +25,7 @@ void kg_reduce(kgen *k, const lrc_node *n)
     LLVMValueRef m = em_alloca(e, e->f64, "max"), s = em_alloca(e, e->f64, "sum");
     bool wants_max = n->op == LRC_OP_AMAX || n->op == LRC_OP_LOGSUMEXP;
     em_loop lo, li, lr;
-    LLVMValueRef o = em_for_begin(e, &lo, C(0), C(outer));
+    LLVMValueRef o = em_for_begin(e, &lo, e->begin, e->end);
     LLVMValueRef i = em_for_begin(e, &li, C(0), C(inner));
     LLVMValueRef base = em_iadd(e, em_imul(e, o, C(len * inner)), i);
     LLVMBuildStore(e->b, load_f64(e, X, base), m);
@@ -59,7 +60,7 @@ void kg_cumsum(kgen *k, const lrc_node *n)
     lrc_axis_split(&n->shape, (int)n->iattr[0], &outer, &len, &inner);
     LLVMValueRef X = kg_ptr(k, n->in[0]), O = kg_ptr(k, k->gr->anchor), s = em_alloca(e, e->f64, "sum");
     em_loop lo, li, lr;
-    LLVMValueRef o = em_for_begin(e, &lo, C(0), C(outer));
+    LLVMValueRef o = em_for_begin(e, &lo, e->begin, e->end);
     LLVMValueRef i = em_for_begin(e, &li, C(0), C(inner));
     LLVMValueRef base = em_iadd(e, em_imul(e, o, C(len * inner)), i);
     LLVMBuildStore(e->b, em_d64(e, 0), s);
@@ -85,7 +86,7 @@ void kg_concat(kgen *k, const lrc_node *n)
         int64_t span = k->g->nodes[n->in[q]].shape.dim[axis] * inner;
         LLVMValueRef X = kg_ptr(k, n->in[q]);
         em_loop lo, lc;
-        LLVMValueRef o = em_for_begin(e, &lo, C(0), C(outer));
+        LLVMValueRef o = em_for_begin(e, &lo, e->begin, e->end);
         LLVMValueRef src = em_imul(e, o, C(span)), dst = em_iadd(e, em_imul(e, o, C(total * inner)), C(at * inner));
         LLVMValueRef c = em_for_begin(e, &lc, C(0), C(span));
         em_store(e, O, em_iadd(e, dst, c), em_load(e, X, em_iadd(e, src, c), 1), 1);
@@ -126,7 +127,7 @@ void kg_amax_grad(kgen *k, const lrc_node *n)
     LLVMValueRef X = kg_ptr(k, n->in[0]), Y = kg_ptr(k, n->in[1]), DY = kg_ptr(k, n->in[2]), O = kg_ptr(k, k->gr->anchor);
     LLVMValueRef ties = em_alloca(e, e->f64, "ties");
     em_loop lo, li, lr;
-    LLVMValueRef o = em_for_begin(e, &lo, C(0), C(outer));
+    LLVMValueRef o = em_for_begin(e, &lo, e->begin, e->end);
     LLVMValueRef i = em_for_begin(e, &li, C(0), C(inner));
     LLVMValueRef base = em_iadd(e, em_imul(e, o, C(len * inner)), i), yi = em_iadd(e, em_imul(e, o, C(inner)), i);
     LLVMValueRef y = em_load(e, Y, yi, 1);
