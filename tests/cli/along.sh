@@ -4,7 +4,8 @@
 # softmax over the sequence, cumsum both ways, expand, concat, stack),
 # against tests/reference/along_ref.py, the same in PyTorch: the logits
 # (forward) within 1e-5 and the loss and every gradient (backward) within
-# 1e-4 on ref, cpu and cuda (f32; the emulator in CI, tests/cuemu).
+# 1e-4 on ref, cpu and cuda (f32; the emulator in CI, tests/cuemu), and
+# within 2e-2 with cuda's bf16 storage.
 set -u
 lrc=$1 compare=$2
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,5 +30,10 @@ for t in ref cpu cuda; do
   for p in loss embed.weight head.weight; do
     check "backward --target $t: $p within 1e-4 of torch" "'$compare' '$dir/b_$t.st' '$dir/torch.st' '$p' 1e-4 >/dev/null"
   done
+done
+"$lrc" backward "$model" --weights "$dir/w.st" --input "$dir/in.st" -o "$dir/b_bf16.st" --target cuda --precision bf16 >/dev/null 2>"$dir/b_bf16.err"
+check "backward --target cuda --precision bf16 exits 0 ($(head -c 300 "$dir/b_bf16.err"))" "[ -s '$dir/b_bf16.st' ]"
+for p in loss embed.weight head.weight; do
+  check "backward --target cuda --precision bf16: $p within 2e-2 of torch" "'$compare' '$dir/b_bf16.st' '$dir/torch.st' '$p' 2e-2 >/dev/null"
 done
 summary
