@@ -6,11 +6,12 @@
  * of 1, amax with ties. Each output within 1e-5 of ref (relative); on cpu
  * with guard bytes after every buffer, on cuda with LRC_CUDA_CHECK's guard
  * regions (exit 77 without a device; CI runs the emulator, tests/cuemu).
- * Then the shape rules' errors and the axes rule.
+ * Then the shape rules' errors, the axes rule and the rows rule.
  * Usage: test_reduce cpu|cuda */
 #include "check.h"
 #include "cpu_graph.h"
 #include "cuda_test.h"
+#include "ir/passes/lrc_passes.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -171,6 +172,19 @@ static void run_shape(const char *target, const char *arch, const lrc_shape *s, 
     lrc_tensor_set_clear(&in), lrc_tensor_set_clear(&params), lrc_tensor_set_clear(&want), lrc_tensor_set_clear(&got);
 }
 
+/* g's nodes and outputs added to the empty graph h */
+static int build_copy(const lrc_graph *g, lrc_graph *h, lrc_err *err)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        const lrc_node *n = &g->nodes[i];
+        int id = n->op == LRC_OP_INPUT ? lrc_graph_add_input(h, n->name, n->dtype, &n->shape, NULL, err) : lrc_graph_add(h, n, err);
+        if (id != i) return LRC_EUSER;
+    }
+    for (int o = 0; o < g->n_outputs; o++)
+        if (lrc_graph_add_output(h, g->output_names[o], g->outputs[o], err) < 0) return LRC_EUSER;
+    return LRC_OK;
+}
+
 /* One-line errors that name the axis and the sizes */
 static void shape_errors(void)
 {
@@ -222,6 +236,50 @@ static void axes_rule(void)
     }
 }
 
+/* The rows rule (the last_rows pass): logits = x * sum(x, axis 2, keepdim)
+ * + cumsum(x, axis 2) is cut to the last row through both ops, and that
+ * row is the full graph's; along the sequence (axis 1) both read every row. */
+static void rows_rule(void)
+{
+    for (int over_seq = 0; over_seq < 2; over_seq++) {
+        lrc_err err;
+        lrc_graph *g = lrc_graph_new();
+        lrc_shape s = {3, {2, 5, 7}};
+        int x = lrc_graph_add_input(g, "x", LRC_F32, &s, NULL, &err);
+        int r = along(g, LRC_OP_SUM, x, over_seq ? 1 : 2, 1);
+        int y = add(g, (lrc_node){.op = LRC_OP_ADD, .n_in = 2,
+                                  .in = {add(g, (lrc_node){.op = LRC_OP_MUL, .n_in = 2, .in = {x, r}}), along(g, LRC_OP_CUMSUM, x, over_seq ? 1 : 2, 0)}});
+        out(g, "logits", y);
+        lrc_graph *cut = lrc_graph_new();
+        int rc = build_copy(g, cut, &err) || lrc_pass_last_rows(&cut, &err);
+        CHECK(!rc, "last_rows: %s", rc ? err.msg : "");
+        int64_t rows_read[2] = {-1, -1}; /* the sum's and the cumsum's input rows in the cut graph */
+        for (int i = 0; !rc && i < cut->n_nodes; i++)
+            if (cut->nodes[i].op == LRC_OP_SUM || cut->nodes[i].op == LRC_OP_CUMSUM)
+                rows_read[cut->nodes[i].op == LRC_OP_CUMSUM] = cut->nodes[cut->nodes[i].in[0]].shape.dim[1];
+        CHECK(rc || (rows_read[0] == (over_seq ? 5 : 1) && rows_read[1] == rows_read[0]), "last_rows along axis %d: the sum reads %lld rows, cumsum %lld",
+              over_seq ? 1 : 2, (long long)rows_read[0], (long long)rows_read[1]);
+        lrc_tensor_set in, params, full, last;
+        lrc_tensor_set_init(&in), lrc_tensor_set_init(&params), lrc_tensor_set_init(&full), lrc_tensor_set_init(&last);
+        lrc_tensor *t = lrc_tensor_new("x", LRC_F32, &s, &err);
+        lrc_rng rng;
+        lrc_rng_seed(&rng, 9);
+        fill(t, &rng, 1);
+        lrc_tensor_set_add(&in, t, &err);
+        lrc_backend *ref = lrc_backend_ref_new();
+        if (!rc) rc = lrc_exec_run(ref, g, &in, &params, &full, &err) || lrc_exec_run(ref, cut, &in, &params, &last, &err);
+        lrc_backend_close(ref);
+        const float *a = rc ? NULL : full.items[0]->data, *b = rc ? NULL : last.items[0]->data;
+        bool same = !rc;
+        for (int bi = 0; same && bi < 2; bi++)
+            same = !memcmp(a + (bi * 5 + 4) * 7, b + bi * 7, 7 * sizeof(float));
+        CHECK(same, "last_rows over a sum along axis %d: the last row differs from the full graph's (%s)", over_seq ? 1 : 2, rc ? err.msg : "");
+        lrc_tensor_set_clear(&in), lrc_tensor_set_clear(&params), lrc_tensor_set_clear(&full), lrc_tensor_set_clear(&last);
+        lrc_graph_free(cut);
+        lrc_graph_free(g);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2 || (strcmp(argv[1], "cpu") && strcmp(argv[1], "cuda"))) {
@@ -230,7 +288,7 @@ int main(int argc, char **argv)
     }
     char arch[32] = "";
     if (!strcmp(argv[1], "cuda")) cuda_test_device(arch, sizeof arch);
-    else shape_errors(), axes_rule();
+    else shape_errors(), axes_rule(), rows_rule();
     static const lrc_shape shapes[] = {{1, {7}}, {2, {1, 5}}, {2, {9, 3}}, {3, {2, 1, 6}}, {3, {3, 4, 19}}, {4, {2, 3, 1, 5}}, {4, {1, 2, 4, 3}}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) run_shape(argv[1], arch, &shapes[i], 500 + i);
     return check_summary();
