@@ -334,7 +334,7 @@ typedef enum lrc_rows_rule {
     LRC_ROWS_FIRST,   /* input 0 (of the output's rank) row by row; the others whole (a matmul's W) */
     LRC_ROWS_EACH,    /* each input of the output's rank that carries the sequence row by row; the others broadcast */
     LRC_ROWS_RESHAPE, /* input 0 row by row, where the batch and sequence axes stay */
-    LRC_ROWS_SLICE,   /* input 0 row by row, where the slice is along an axis past the sequence's */
+    LRC_ROWS_SLICE,   /* input 0 row by row, where the slice (or an op along one axis, iattr[0]) is along an axis past the sequence's */
     LRC_ROWS_ROUTED,  /* x and ids (inputs 0 and 2) row by row, the weight whole (expert_matmul) */
 } lrc_rows_rule;
 
