@@ -46,7 +46,7 @@ void lrc_gemm_dims(const lrc_graph *g, const lrc_node *n, int64_t *cols, int64_t
  * entry names an undefined ITEMS_<op> and does not compile. Ops that only
  * anchor other kinds of group take their group's split (GROUP); sums into
  * shared rows run as ONE item. */
-typedef enum { GROUP, ONE, ROWS, INPUT_ROWS, HEADS, COLUMNS, SUMMED_COLUMNS } item_rule;
+typedef enum { GROUP, ONE, ROWS, INPUT_ROWS, HEADS, COLUMNS, SUMMED_COLUMNS, OUTER } item_rule;
 
 #define ITEMS_input GROUP /* sources and views: no kernel */
 #define ITEMS_param GROUP
@@ -100,6 +100,14 @@ typedef enum { GROUP, ONE, ROWS, INPUT_ROWS, HEADS, COLUMNS, SUMMED_COLUMNS } it
 #define ITEMS_gather_grad ROWS
 #define ITEMS_expert_matmul COLUMNS /* blocks of LRC_SUM_COLS output columns, every row */
 #define ITEMS_expert_matmul_tn COLUMNS
+#define ITEMS_sum OUTER /* the ops along one axis: input 0 as [outer, len, inner] about the axis, an item per outer index */
+#define ITEMS_mean OUTER
+#define ITEMS_amax OUTER
+#define ITEMS_logsumexp OUTER
+#define ITEMS_cumsum OUTER
+#define ITEMS_concat OUTER
+#define ITEMS_expand ONE
+#define ITEMS_amax_grad OUTER
 
 static const item_rule items_of[LRC_OP_COUNT] = {
 #define ITEMS_ENTRY(E, op) [LRC_OP_##E] = ITEMS_##op,
@@ -117,6 +125,11 @@ static int64_t opaque_items(const lrc_graph *g, const lrc_node *a)
     case HEADS: return a->shape.dim[0] * g->nodes[a->in[1]].shape.dim[2];
     case COLUMNS: return cdiv(last_dim(&a->shape), LRC_SUM_COLS);
     case SUMMED_COLUMNS: return lrc_sum_to_columns(g, a) ? cdiv(lrc_sum_to_columns(g, a), LRC_SUM_COLS) : 1;
+    case OUTER: {
+        int64_t outer, len, inner;
+        lrc_axis_split(&g->nodes[a->in[0]].shape, (int)a->iattr[0], &outer, &len, &inner);
+        return outer;
+    }
     default: return 1;
     }
 }

@@ -110,6 +110,32 @@ static int axes_routed(const lrc_graph *g, const lrc_node *n, const int *axis, c
     return LRC_OK;
 }
 
+/* the ops along iattr[0] (reduce.c): the other axes stay, shifted where a
+ * reduction drops its own; expand's aligned right, unless broadcast */
+static int axes_along(const lrc_graph *g, const lrc_node *n, const int *axis, const char *what, int *out, lrc_err *err)
+{
+    *out = -1;
+    for (int k = 0; k < n->n_in; k++) {
+        int a = axis[n->in[k]], m = a;
+        if (a < 0) continue;
+        if (n->op == LRC_OP_EXPAND) {
+            m = a + n->shape.ndim - IN(0)->shape.ndim;
+            if (IN(0)->shape.dim[a] != n->shape.dim[m]) return mixes(g, n, what, "broadcasts across the", err);
+        } else if (a == n->iattr[0] && n->op == LRC_OP_CONCAT) {
+            return mixes(g, n, what, "joins its inputs along the", err);
+        } else if (a == n->iattr[0] && n->op == LRC_OP_CUMSUM) { /* forwards: earlier positions only */
+            if (n->iattr[1]) return mixes(g, n, what, "sums from the end of the", err);
+        } else if (a == n->iattr[0]) {
+            return mixes(g, n, what, "reduces over the", err);
+        } else if (a > n->iattr[0] && n->op != LRC_OP_CUMSUM && n->op != LRC_OP_CONCAT && !n->iattr[1]) {
+            m = a - 1; /* a reduction without keepdim drops its axis */
+        }
+        if (*out >= 0 && *out != m) return mixes(g, n, what, "joins inputs that hold it at other axes, the", err);
+        *out = m;
+    }
+    return LRC_OK;
+}
+
 int lrc_graph_track_axis(const lrc_graph *g, const int *input_axis, const char *what, int *axis, lrc_err *err)
 {
     for (int i = 0; i < g->n_nodes; i++) {
@@ -126,6 +152,7 @@ int lrc_graph_track_axis(const lrc_graph *g, const int *input_axis, const char *
         case LRC_AXES_SLICE: rc = axes_slice(g, n, axis, what, &axis[i], err); break;
         case LRC_AXES_LOOP: rc = axes_loop(g, n, axis, what, &axis[i], err); break;
         case LRC_AXES_ROUTED: rc = axes_routed(g, n, axis, what, &axis[i], err); break;
+        case LRC_AXES_ALONG: rc = axes_along(g, n, axis, what, &axis[i], err); break;
         case LRC_AXES_MIXED:
             for (int k = 0; k < n->n_in && !rc; k++)
                 if (axis[n->in[k]] >= 0) rc = mixes(g, n, what, "mixes the whole", err);

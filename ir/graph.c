@@ -82,8 +82,9 @@ static int check_inputs(const lrc_graph *g, int id, const lrc_node *n, lrc_err *
     (void)g;
     if ((unsigned)n->op >= LRC_OP_COUNT) return lrc_err_set(err, "node %d: unknown op %d", id, (int)n->op);
     const lrc_op_info *info = &lrc_op_table[n->op];
-    if (n->n_in != info->n_in)
-        return lrc_err_set(err, "%s: expects %d inputs, got %d", info->name, info->n_in, n->n_in);
+    if (info->n_in >= 0 ? n->n_in != info->n_in : n->n_in < 1 || n->n_in > LRC_MAX_INPUTS) /* -1: 1 to LRC_MAX_INPUTS */
+        return info->n_in >= 0 ? lrc_err_set(err, "%s: expects %d inputs, got %d", info->name, info->n_in, n->n_in)
+                               : lrc_err_set(err, "%s: expects 1 to %d inputs, got %d", info->name, LRC_MAX_INPUTS, n->n_in);
     for (int k = 0; k < n->n_in; k++)
         if (n->in[k] < 0 || n->in[k] >= id)
             return lrc_err_set(err, "%s: input %d refers to node %d, which does not come before node %d",

@@ -204,6 +204,14 @@ int lrc_tensor_set_dequantize_q8(lrc_tensor_set *s, const char *what, lrc_err *e
                                       t < counts[b] (finished sequences keep theirs), and the body runs      \
                                       max(counts) times; the value is the final state. No gradient flows     \
                                       through a loop: gradients run through unrolled iterations */           \
+    X(SUM, sum)                    /* x -> its sum along `axis` (ir/reduce.c), that axis kept as 1 with        \
+                                      `keepdim`, else dropped; f64 sums in ref */                             \
+    X(MEAN, mean)                  /* x -> its mean along `axis` (`keepdim` as sum) */                        \
+    X(AMAX, amax)                  /* x -> its largest value along `axis` (`keepdim` as sum) */               \
+    X(LOGSUMEXP, logsumexp)        /* x -> log(sum(exp(x))) along `axis`, from the max (`keepdim` as sum) */  \
+    X(CUMSUM, cumsum)              /* x -> its inclusive running sum along `axis`; `reverse`: from the end */ \
+    X(CONCAT, concat)              /* 1 to LRC_MAX_INPUTS inputs, equal but along `axis` -> joined there */   \
+    X(EXPAND, expand)              /* x -> shape (a list): x broadcast as numpy broadcasts (torch's expand) */\
     /* gradients (reverse mode, ir/passes/autodiff.c) */                                                    \
     X(MATMUL_NN, matmul_nn)        /* dy[..., N], W[N, K] -> [..., K] = dy W */                             \
     X(MATMUL_TN, matmul_tn)        /* dy[..., N], x[..., K] -> [N, K] = sum over rows of dy^T x */          \
@@ -235,7 +243,9 @@ int lrc_tensor_set_dequantize_q8(lrc_tensor_set *s, const char *what, lrc_err *e
                                       x W^T where ids[..., s] == expert, else 0 (nn: x W, W[K, N]); only  \
                                       the selected rows are computed (a mixture of experts) */             \
     X(EXPERT_MATMUL_TN, expert_matmul_tn) /* a[..., S|1, N], b[..., S|1, K], ids [..., S] -> [N, K]: a^T b   \
-                                      over the rows where ids == expert (an expert weight's gradient) */
+                                      over the rows where ids == expert (an expert weight's gradient) */ \
+    X(AMAX_GRAD, amax_grad)        /* x, y (amax with keepdim), dy (its shape) -> dy split evenly among    \
+                                      the elements of x equal to the max, else 0 (torch's amax) */
 
 typedef enum lrc_op {
 #define LRC_OP_ENUM(E, op) LRC_OP_##E,
@@ -310,6 +320,9 @@ typedef enum lrc_axes_rule {
     LRC_AXES_SLICE,     /* along the tracked axis only from earlier positions (start <= 0), whole length */
     LRC_AXES_LOOP,      /* loop_next: state and body result as LOCAL, the counts per row of axis 0 */
     LRC_AXES_ROUTED,    /* expert_matmul: x[..., S|1, K] and ids[..., S] lead the output alike; the weight has none */
+    LRC_AXES_ALONG,     /* reductions, cumsum, concat along iattr[0] (`axis`), expand: the other
+                         * axes stay (shifted where a reduction drops its axis); along `axis`,
+                         * a reduction or concat mixes, cumsum reads earlier positions only */
     LRC_AXES_MIXED,     /* reduces or mixes every axis (a loss, a gradient, a KV cache) */
 } lrc_axes_rule;
 
@@ -321,7 +334,7 @@ typedef enum lrc_rows_rule {
     LRC_ROWS_FIRST,   /* input 0 (of the output's rank) row by row; the others whole (a matmul's W) */
     LRC_ROWS_EACH,    /* each input of the output's rank that carries the sequence row by row; the others broadcast */
     LRC_ROWS_RESHAPE, /* input 0 row by row, where the batch and sequence axes stay */
-    LRC_ROWS_SLICE,   /* input 0 row by row, where the slice is along an axis past the sequence's */
+    LRC_ROWS_SLICE,   /* input 0 row by row, where the slice (or an op along one axis, iattr[0]) is along an axis past the sequence's */
     LRC_ROWS_ROUTED,  /* x and ids (inputs 0 and 2) row by row, the weight whole (expert_matmul) */
 } lrc_rows_rule;
 
@@ -330,7 +343,7 @@ typedef enum lrc_rows_rule {
  * iattr[0..n_iattr) under that name. */
 typedef struct lrc_op_info {
     const char *name;
-    int n_in;
+    int n_in; /* -1: 1 to LRC_MAX_INPUTS (concat) */
     lrc_fusion fusion;
     const char *iattr[LRC_MAX_IATTR]; /* names of integer attributes */
     const char *fattr[LRC_MAX_FATTR]; /* names of float attributes */
@@ -451,6 +464,9 @@ int64_t lrc_graph_param_count(const lrc_graph *g);
 double lrc_graph_flops(const lrc_graph *g, double *bwd_flops);
 
 /* Small helpers shared by the layers. */
+/* s as [outer, len, inner] about axis: the sizes before it multiplied, its
+ * own, and those after it (the ops along one axis, ir/reduce.c). */
+void lrc_axis_split(const lrc_shape *s, int axis, int64_t *outer, int64_t *len, int64_t *inner);
 /* Whether environment variable name is set to value (a developer's switch,
  * such as LRC_PAD_HIDDEN=0). */
 bool lrc_env_is(const char *name, const char *value);

@@ -618,6 +618,18 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2, ROWS_UNIT = 4 };
 #define ROW_expert_matmul_tn                                                                                             \
     OP(3, OPAQUE, ATTRS("expert", "experts"), NONE, NULL, lrc_infer_expert_matmul_tn, lrc_flops_expert_matmul_tn, 0,    \
        REFS(expert_matmul_tn), NO_GRAD, ALL, MIXED, 0)
+/* the ops along one axis (reduce.c); concat takes 1 to LRC_MAX_INPUTS inputs (n_in -1) */
+#define AXIS_KEEP ATTRS("axis", "keepdim")
+#define ROW_sum OP(1, REDUCTION, AXIS_KEEP, NONE, NULL, lrc_infer_reduce, lrc_flops_along, 1, REFS(reduce), lrc_grad_reduce, ALL, ALONG, ROWS(SLICE))
+#define ROW_mean OP(1, REDUCTION, AXIS_KEEP, NONE, NULL, lrc_infer_reduce, lrc_flops_along, 1, REFS(reduce), lrc_grad_reduce, ALL, ALONG, ROWS(SLICE))
+#define ROW_amax OP(1, REDUCTION, AXIS_KEEP, NONE, NULL, lrc_infer_reduce, lrc_flops_along, 2, REFS(reduce), lrc_grad_amax, ALL, ALONG, ROWS(SLICE))
+#define ROW_logsumexp                                                                                                    \
+    OP(1, REDUCTION, AXIS_KEEP, NONE, NULL, lrc_infer_reduce, lrc_flops_along, 1, REFS(reduce), lrc_grad_logsumexp, ALL, ALONG, ROWS(SLICE))
+#define ROW_cumsum                                                                                                       \
+    OP(1, OPAQUE, ATTRS("axis", "reverse"), NONE, NULL, lrc_infer_cumsum, lrc_flops_along, 1, REFS(cumsum), lrc_grad_cumsum, ALL, ALONG, ROWS(SLICE))
+#define ROW_concat OP(-1, OPAQUE, ATTRS("axis"), NONE, NULL, lrc_infer_concat, lrc_flops_along, 0, REFS(concat), lrc_grad_concat, ALL, ALONG, 0)
+#define ROW_expand OP(1, OPAQUE, NONE, NONE, "shape", lrc_infer_expand, lrc_flops_along, 1, REFS(expand), lrc_grad_expand, ALL, ALONG, 0)
+#define ROW_amax_grad OP(3, OPAQUE, ATTRS("axis"), NONE, NULL, lrc_infer_amax_grad, flops_1, 0, REFS(amax_grad), NO_GRAD, ALL, MIXED, 0)
 
 /* The op table: LRC_OPS over the rows, each named by its op. */
 const lrc_op_info lrc_op_table[LRC_OP_COUNT] = {

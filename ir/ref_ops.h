@@ -53,7 +53,12 @@
     X(gather) \
     X(gather_grad) \
     X(expert_matmul) \
-    X(expert_matmul_tn)
+    X(expert_matmul_tn) \
+    X(reduce) \
+    X(cumsum) \
+    X(concat) \
+    X(expand) \
+    X(amax_grad)
 #define LRC_REF_DECLARE(name) int lrc_ref_##name(LRC_REF_ARGS); int lrc_ref64_##name(LRC_REF_ARGS);
 LRC_REF_KERNELS(LRC_REF_DECLARE)
 
@@ -94,6 +99,21 @@ int lrc_infer_expert_matmul_tn(const lrc_graph *g, lrc_node *n, lrc_err *err);
 double lrc_flops_topk(const lrc_graph *g, const lrc_node *n);
 double lrc_flops_expert_matmul(const lrc_graph *g, const lrc_node *n);
 double lrc_flops_expert_matmul_tn(const lrc_graph *g, const lrc_node *n);
+
+/* The ops along one axis (ir/reduce.c): shape rules, FLOPs, gradient
+ * rules, and a shape split as [outer, len, inner] about an axis. */
+int lrc_infer_reduce(const lrc_graph *g, lrc_node *n, lrc_err *err);
+int lrc_infer_cumsum(const lrc_graph *g, lrc_node *n, lrc_err *err);
+int lrc_infer_concat(const lrc_graph *g, lrc_node *n, lrc_err *err);
+int lrc_infer_expand(const lrc_graph *g, lrc_node *n, lrc_err *err);
+int lrc_infer_amax_grad(const lrc_graph *g, lrc_node *n, lrc_err *err);
+double lrc_flops_along(const lrc_graph *g, const lrc_node *n);
+int lrc_grad_reduce(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
+int lrc_grad_amax(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
+int lrc_grad_logsumexp(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
+int lrc_grad_cumsum(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
+int lrc_grad_concat(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
+int lrc_grad_expand(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 
 int lrc_ref_rotate(const lrc_node *n, const float *x, float *out, int sign);
 int lrc_ref64_rotate(const lrc_node *n, const double *x, double *out, int sign);

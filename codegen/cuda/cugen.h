@@ -107,6 +107,9 @@ void cu_attention_grad_body(cu_gen *c, const lrc_node *n, const int out_of[3], c
 /* a mixture of experts' ops (render_route.c): topk, gather, gather_grad,
  * expert_matmul, expert_matmul_tn; false for any other op */
 bool cu_render_route(cu_gen *c, const lrc_node *n);
+/* the ops along one axis (render_reduce.c): sum, mean, amax, logsumexp,
+ * cumsum, concat, expand, amax_grad; false for any other op */
+bool cu_render_along(cu_gen *c, const lrc_node *n);
 
 /* RoPE's inverse frequencies lrc_rope_inv_freq(rope, i, D), i < D/2, as a __device__ table
  * named by the returned string (emitted once per source). */

@@ -492,6 +492,14 @@ typedef struct cu_op {
 #define CU_gather_grad KERNEL(cu_render_route)
 #define CU_expert_matmul KERNEL(cu_render_route)
 #define CU_expert_matmul_tn KERNEL(cu_render_route)
+#define CU_sum KERNEL(cu_render_along)
+#define CU_mean KERNEL(cu_render_along)
+#define CU_amax KERNEL(cu_render_along)
+#define CU_logsumexp KERNEL(cu_render_along)
+#define CU_cumsum KERNEL(cu_render_along)
+#define CU_concat KERNEL(cu_render_along)
+#define CU_expand KERNEL(cu_render_along)
+#define CU_amax_grad KERNEL(cu_render_along)
 
 static const cu_op cu_ops[LRC_OP_COUNT] = {
 #define CU_ENTRY(E, op) [LRC_OP_##E] = CU_##op,

@@ -625,6 +625,14 @@ static void kg_rope_grad_kernel(kgen *k, const lrc_node *n) { kg_rope(k, n, -1.0
 #define KG_gather_grad KERNEL(kg_gather_grad)
 #define KG_expert_matmul KERNEL(kg_expert_matmul)
 #define KG_expert_matmul_tn KERNEL(kg_expert_matmul_tn)
+#define KG_sum KERNEL(kg_reduce)
+#define KG_mean KERNEL(kg_reduce)
+#define KG_amax KERNEL(kg_reduce)
+#define KG_logsumexp KERNEL(kg_reduce)
+#define KG_cumsum KERNEL(kg_cumsum)
+#define KG_concat KERNEL(kg_concat)
+#define KG_expand KERNEL(kg_expand)
+#define KG_amax_grad KERNEL(kg_amax_grad)
 
 static const kg_op kg_ops[LRC_OP_COUNT] = {
 #define KG_ENTRY(E, op) [LRC_OP_##E] = KG_##op,

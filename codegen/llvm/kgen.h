@@ -62,6 +62,13 @@ void kg_gather_grad(kgen *k, const lrc_node *n);
 void kg_expert_matmul(kgen *k, const lrc_node *n);
 void kg_expert_matmul_tn(kgen *k, const lrc_node *n);
 LLVMValueRef kg_topk_order_fn(em_t *e);
+/* the ops along one axis (reduce.c): sum, mean, amax, logsumexp; cumsum,
+ * concat, expand, amax_grad */
+void kg_reduce(kgen *k, const lrc_node *n);
+void kg_cumsum(kgen *k, const lrc_node *n);
+void kg_concat(kgen *k, const lrc_node *n);
+void kg_expand(kgen *k, const lrc_node *n);
+void kg_amax_grad(kgen *k, const lrc_node *n);
 /* The module's launch table, what kernels.so tells a package loader each
  * launch was compiled for (ir/lrc_launch_table.h; launch_table.c). */
 void kg_emit_launch_table(em_t *e, const lrc_graph *g, const lrc_program *p);

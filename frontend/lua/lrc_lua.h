@@ -16,6 +16,11 @@ void lrc_lua_set_graph(lua_State *L, lrc_graph *g);
 /* "model.lua:42", the innermost line of a user's model file on L's stack
  * (skipping lrc's own Lua library), or "?" */
 const char *lrc_lua_where(lua_State *L, char *buf, size_t n);
+/* The graph being built; raises a Lua error outside a build. */
+lrc_graph *lrc_lua_graph(lua_State *L);
+/* Replaces the generic builders of the ops along one axis in the `lrc`
+ * module that lrc_lua_open registered (lua_along.c). */
+void lrc_lua_open_along(lua_State *L);
 /* Pushes a tensor handle for node id of the graph being built. */
 void lrc_lua_push_tensor(lua_State *L, int id);
 /* Node id of the tensor handle at idx, or -1. */

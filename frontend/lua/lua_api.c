@@ -53,6 +53,8 @@ static lrc_graph *graph_of(lua_State *L)
     return g;
 }
 
+lrc_graph *lrc_lua_graph(lua_State *L) { return graph_of(L); }
+
 void lrc_lua_set_graph(lua_State *L, lrc_graph *g)
 {
     if (g) lua_pushlightuserdata(L, g);

@@ -323,6 +323,7 @@ int lrc_model_load(lrc_model *m, const char *model, const char *preset, char *co
     m->L = L;
     luaL_openlibs(L);
     lrc_lua_open(L);
+    lrc_lua_open_along(L);
     lua_sethook(L, count_hook, LUA_MASKCOUNT, 1000000);
 
     const lrc_embedded *e = NULL;

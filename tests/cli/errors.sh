@@ -353,6 +353,32 @@ return M
 EOF
 t "an error message with a newline" 1 'multiline\.lua:4: ' 'must be.even' -- init multiline.lua -o out.safetensors
 
+# the ops along one axis: an axis that does not exist, a concat of shapes
+# that differ off its axis (naming the axis and both sizes), an expand to a
+# shape that x does not broadcast to
+along_model() { # along_model FILE EXPRESSION: a model whose line 6 returns EXPRESSION of x [1, 1, 8]
+  model "$1" <<EOF
+local lrc = require "lrc"
+local nn = require "lrc.nn"
+local M = { defaults = { d_model = 8, vocab = 16 }, presets = {} }
+function M.build(cfg, tokens)
+  local x = nn.embedding("embed", cfg.vocab, cfg.d_model)(tokens)
+  return $2
+end
+return M
+EOF
+}
+along_model sumaxis.lua 'lrc.sum(x, { axis = 3 })'
+t "a reduction over an axis that does not exist" 1 'sumaxis\.lua:6: ' 'sum: axis 3 is not an axis of \[1,1,8\] \(-3 to 2\)' -- init sumaxis.lua -o out.safetensors
+along_model amaxaxis.lua 'lrc.amax(x, { axis = -4, keepdim = true })'
+t "amax over an axis that does not exist" 1 'amaxaxis\.lua:6: ' 'amax: axis -4 is not an axis' -- init amaxaxis.lua -o out.safetensors
+along_model smaxis.lua 'lrc.softmax(x, { axis = 3 })'
+t "softmax over an axis that does not exist" 1 'smaxis\.lua:6: ' 'softmax: axis 3 is not an axis of \[1,1,8\]' -- init smaxis.lua -o out.safetensors
+along_model catshape.lua 'lrc.concat({ x, lrc.reshape(x, { 1, 2, 4 }) }, { axis = 1 })'
+t "concat of mismatched shapes" 1 'catshape\.lua:6: ' 'concat: input 2 \[1,2,4\] has size 4 at axis 2, input 1 \[1,1,8\] has 8' -- init catshape.lua -o out.safetensors
+along_model expshape.lua 'lrc.expand(x, { 3, 1, 5 })'
+t "expand to a shape x does not broadcast to" 1 'expshape\.lua:6: ' 'expand: x \[1,1,8\] cannot expand to \[3,1,5\]: axis 2 has size 8' -- init expshape.lua -o out.safetensors
+
 t "model file that does not exist" 1 'nothere\.lua' 'llama' -- init nothere.lua -o out.safetensors
 mkdir adir.lua
 t "a directory as the model file" 1 'adir\.lua' '[Dd]irectory' -- init adir.lua -o out.safetensors

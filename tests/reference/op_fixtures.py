@@ -392,6 +392,46 @@ def routing(save, gen, randn):
         save("expert_matmul_tn_%d" % i, "expert_matmul_tn", [a, b, ids], out, {"expert": "2", "experts": "3"})
 
 
+def along(save, gen, randn):
+    # the ops along one axis: reductions over a first, middle and last axis
+    # (counted from the back too), keepdim both ways; amax with ties (values
+    # on a grid), where its gradient splits dy evenly as torch's amax does
+    cases = [((3, 4, 5), 1, 0), ((2, 7), -1, 1), ((4, 3, 2), 0, 1), ((6,), 0, 0)]
+    for op, fn in (("sum", torch.sum), ("mean", torch.mean), ("logsumexp", torch.logsumexp)):
+        for k, (shape, axis, keep) in enumerate(cases):
+            g = gen("ops/%s_%d" % (op, k))
+            x = randn(g, *shape, scale=3.0)
+            save("%s_%d" % (op, k), op, [x], fn(f64(x), dim=axis, keepdim=bool(keep)),
+                 {"axis": str(axis), "keepdim": str(keep)})
+    for k, (shape, axis, keep) in enumerate(cases):
+        g = gen("ops/amax_%d" % k)
+        x = torch.randint(-2, 3, shape, generator=g).to(torch.float32) * 0.5
+        save("amax_%d" % k, "amax", [x], torch.amax(f64(x), dim=axis, keepdim=bool(keep)),
+             {"axis": str(axis), "keepdim": str(keep)})
+        g = gen("ops/amax_grad_%d" % k)
+        y = torch.amax(x, dim=axis, keepdim=True)
+        dy = randn(g, *y.shape)
+        save("amax_grad_%d" % k, "amax_grad", [x, y, dy],
+             vjp(lambda t: torch.amax(t, dim=axis, keepdim=True), [x], 0, dy), {"axis": str(axis)})
+    for k, (shape, axis, rev) in enumerate([((3, 4, 5), 1, 0), ((2, 7), -1, 1), ((4, 3, 2), 0, 1)]):
+        g = gen("ops/cumsum_%d" % k)
+        x = randn(g, *shape)
+        out = f64(x).flip(axis).cumsum(axis).flip(axis) if rev else f64(x).cumsum(axis)
+        save("cumsum_%d" % k, "cumsum", [x], out, {"axis": str(axis), "reverse": str(rev)})
+    # concat: one, three and six inputs of different lengths along the axis
+    for k, (shapes, axis) in enumerate([([(2, 3, 4)], 1), ([(2, 1, 4), (2, 3, 4), (2, 2, 4)], 1),
+                                        ([(3, n) for n in (1, 2, 3, 1, 2, 5)], -1)]):
+        g = gen("ops/concat_%d" % k)
+        xs = [randn(g, *s) for s in shapes]
+        save("concat_%d" % k, "concat", xs, torch.cat([f64(x) for x in xs], dim=axis), {"axis": str(axis)})
+    # expand: new leading axes, axes of 1 repeated, -1 keeping a size
+    for k, (shape, to) in enumerate([((3, 1), (2, 3, 4)), ((1, 4, 1), (5, 4, 3)), ((2,), (3, 2))]):
+        g = gen("ops/expand_%d" % k)
+        x = randn(g, *shape)
+        spec = [-1 if i >= len(to) - len(shape) and shape[i - len(to) + len(shape)] == t else t for i, t in enumerate(to)]
+        save("expand_%d" % k, "expand", [x], f64(x).expand(*to), {"shape": lst(spec)})
+
+
 def make_more(save, gen, randn):
     elementwise(save, gen, randn)
     layout(save, gen, randn)
@@ -401,3 +441,4 @@ def make_more(save, gen, randn):
     unary_grads(save, gen, randn)
     composite_grads(save, gen, randn)
     routing(save, gen, randn)
+    along(save, gen, randn)

@@ -67,6 +67,11 @@ static int op_fixture_graph(const lrc_tensor_set *f, lrc_graph *g, char *opname,
     if (!f->metadata_json || !*want || op_fixture_read(f->metadata_json, &proto, opname, n))
         return lrc_err_set(err, "no op metadata or no 'out'"), -1;
     proto.n_in = lrc_op_table[proto.op].n_in;
+    if (proto.n_in < 0) { /* 1 to LRC_MAX_INPUTS (concat): as many in0.. as the fixture holds */
+        char name[16] = "in0";
+        for (proto.n_in = 0; proto.n_in < LRC_MAX_INPUTS && lrc_tensor_set_find(f, name);)
+            snprintf(name, sizeof name, "in%d", ++proto.n_in);
+    }
     if (!lrc_op_table[proto.op].ref || !proto.n_in)
         return lrc_err_set(err, "%s is not an op a one-op graph can run", opname), -1;
     for (int k = 0; k < proto.n_in; k++) {

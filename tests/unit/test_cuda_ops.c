@@ -79,7 +79,7 @@ static void run_fixture(const char *path, const char *arch)
         return;
     }
     /* the inputs, without the states (kv_attention's caches): the plan holds those, zeroed */
-    for (int k = 0; !rc && k < lrc_op_table[g->nodes[id].op].n_in; k++) {
+    for (int k = 0; !rc && k < g->nodes[id].n_in; k++) {
         const lrc_node *src = &g->nodes[g->nodes[id].in[k]];
         const lrc_tensor *t = lrc_tensor_set_find(&f, src->name);
         lrc_tensor *copy = src->op == LRC_OP_INPUT ? lrc_tensor_new(src->name, t->dtype, &t->shape, &err) : NULL;

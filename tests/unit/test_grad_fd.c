@@ -264,6 +264,81 @@ static void elementwise_rules(double *worst)
     }
 }
 
+/* The ops along one axis (ir/reduce.c): loss = cross_entropy of the rows
+ * of op(p) for a parameter p [3, 4, 5], each op along a middle, first or
+ * last axis, and softmax over a middle axis as lrc.softmax writes it
+ * (exp(x - logsumexp(x, keepdim))). */
+static int along_case(lrc_graph *g, int p, int k, lrc_err *err)
+{
+    lrc_node a = {.n_in = 1, .in = {p}};
+    switch (k) {
+    case 0: a.op = LRC_OP_SUM, a.iattr[0] = 1; break;
+    case 1: a.op = LRC_OP_MEAN, a.iattr[0] = 0, a.iattr[1] = 1; break;
+    case 2: a.op = LRC_OP_AMAX, a.iattr[0] = -1; break;
+    case 3: a.op = LRC_OP_AMAX, a.iattr[0] = 1, a.iattr[1] = 1; break;
+    case 4: a.op = LRC_OP_LOGSUMEXP, a.iattr[0] = 1, a.iattr[1] = 1; break;
+    case 5: a.op = LRC_OP_CUMSUM, a.iattr[0] = 1; break;
+    case 6: a.op = LRC_OP_CUMSUM, a.iattr[0] = 0, a.iattr[1] = 1; break;
+    case 7: { /* concat of p, 2 p and p along axis 1 */
+        lrc_node s = {.op = LRC_OP_SCALE, .n_in = 1, .in = {p}, .fattr = {2.0}};
+        a = (lrc_node){.op = LRC_OP_CONCAT, .n_in = 3, .in = {p, lrc_graph_add(g, &s, err), p}, .iattr = {1}};
+        break;
+    }
+    case 8: { /* expand of p's sum over axis 1 to [2, 3, 4, 5] */
+        lrc_node s = {.op = LRC_OP_SUM, .n_in = 1, .in = {p}, .iattr = {1, 1}};
+        a = (lrc_node){.op = LRC_OP_EXPAND, .n_in = 1, .in = {lrc_graph_add(g, &s, err)}, .n_iattr = 4, .iattr = {2, 3, 4, 5}};
+        break;
+    }
+    default: { /* softmax over axis 1 */
+        lrc_node l = {.op = LRC_OP_LOGSUMEXP, .n_in = 1, .in = {p}, .iattr = {1, 1}};
+        lrc_node s = {.op = LRC_OP_SCALE, .n_in = 1, .in = {lrc_graph_add(g, &l, err)}, .fattr = {-1.0}};
+        lrc_node d = {.op = LRC_OP_ADD, .n_in = 2, .in = {p, lrc_graph_add(g, &s, err)}};
+        a = (lrc_node){.op = LRC_OP_EXP, .n_in = 1, .in = {lrc_graph_add(g, &d, err)}};
+    }
+    }
+    return lrc_graph_add(g, &a, err);
+}
+
+static void along_rules(double *worst)
+{
+    for (int k = 0; k < 10; k++) {
+        lrc_err err;
+        lrc_graph *g = lrc_graph_new();
+        lrc_shape ps = {3, {3, 4, 5}};
+        int p = lrc_graph_add_param(g, "p", &ps, (lrc_init){LRC_INIT_NORMAL, 1.0}, NULL, NULL, &err);
+        int y = along_case(g, p, k, &err);
+        const lrc_shape *ys = y < 0 ? NULL : &g->nodes[y].shape;
+        int64_t V = ys ? ys->dim[ys->ndim - 1] : 1, rows = ys ? lrc_shape_numel(ys) / V : 1;
+        lrc_shape ls = {1, {rows}};
+        int labels = lrc_graph_add_input(g, "labels", LRC_I32, &ls, NULL, &err);
+        lrc_node r2 = {.op = LRC_OP_RESHAPE, .n_in = 1, .in = {y}, .n_iattr = 2, .iattr = {rows, V}};
+        int flat = y < 0 ? -1 : lrc_graph_add(g, &r2, &err);
+        lrc_node ce = {.op = LRC_OP_CROSS_ENTROPY, .n_in = 2, .in = {flat, labels}};
+        int loss = flat < 0 ? -1 : lrc_graph_add(g, &ce, &err);
+        int rc = loss < 0 ? LRC_EUSER : lrc_pass_autodiff(g, loss, &err);
+        char label[64];
+        snprintf(label, sizeof label, "cross_entropy(%s(p), case %d)", y < 0 ? "?" : lrc_op_name(g->nodes[y].op), k);
+        lrc_tensor_set in, params;
+        lrc_tensor_set_init(&in);
+        lrc_tensor_set_init(&params);
+        if (!rc) rc = lrc_params_init(g, 11 + k, NULL, &params, &err);
+        lrc_tensor *l = rc ? NULL : lrc_tensor_new("labels", LRC_I32, &ls, &err);
+        for (int64_t i = 0; l && i < rows; i++) ((int32_t *)l->data)[i] = (int32_t)((i * 3) % V);
+        if (!rc) rc = lrc_tensor_set_add(&in, l, &err);
+        CHECK(!rc, "%s: %s", label, err.msg);
+        if (!rc) {
+            lrc_run64 r;
+            lrc_run64_init(&r, g, &in, &params);
+            CHECK(!lrc_run64_exec(&r, 0, g->n_nodes, &err), "%s: %s", label, err.msg);
+            fd_check(g, &r, label, worst);
+            lrc_run64_free(&r);
+        }
+        lrc_tensor_set_clear(&in);
+        lrc_tensor_set_clear(&params);
+        lrc_graph_free(g);
+    }
+}
+
 /* Attention with GQA (6 query heads over 2), a window of 3 and the
  * soft-cap: q, k and v as parameters, the loss a cross-entropy of the
  * output's rows, every gradient rule against finite differences. */
@@ -315,6 +390,7 @@ int main(int argc, char **argv)
     }
     double worst = 0;
     elementwise_rules(&worst);
+    along_rules(&worst);
     for (int i = 2; i < argc; i++) run_case(argv[1], argv[i], false, &worst);
     run_attention_case(0, 0, &worst);
     run_attention_case(3, 2.0, &worst);

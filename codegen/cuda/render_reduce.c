@@ -1,0 +1,126 @@
+/* render_reduce.c — the cuda kernels of the ops along one axis
+ * (ir/reduce.c): the reductions sum, mean, amax and logsumexp, cumsum and
+ * amax's gradient run a thread per (outer, inner) pair that walks the axis
+ * with a stride of inner (no transposed copy), in f32; concat and expand a
+ * thread per output element. */
+#include "cugen.h"
+
+#define BLOCK 256
+#define OUT(buf) cu_arg(c, c->gr->anchor, buf, sizeof buf)
+#define IN(k, buf) cu_arg(c, n->in[k], buf, sizeof buf)
+#define L(v) ((long long)(v))
+
+static void launch(cu_gen *c, int64_t count)
+{
+    c->launch->block = BLOCK;
+    c->launch->grid[0] = (unsigned)((count + BLOCK - 1) / BLOCK);
+}
+
+/* the thread's (o, i) and its first element base = o * len * inner + i */
+static void begin_pairs(cu_gen *c, int64_t outer, int64_t len, int64_t inner)
+{
+    cu_kernel_begin(c, BLOCK);
+    cu_printf(c->t, "    const long t = (long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (t >= %lldL) return;\n", L(outer * inner));
+    cu_printf(c->t, "    const long base = (t / %lldL) * %lldL + t %% %lldL;\n", L(inner), L(len * inner), L(inner));
+    launch(c, outer * inner);
+}
+
+static void op_reduce(cu_gen *c, const lrc_node *n)
+{
+    char o[16], x[16];
+    int64_t outer, len, inner;
+    lrc_axis_split(&c->g->nodes[n->in[0]].shape, (int)n->iattr[0], &outer, &len, &inner);
+    begin_pairs(c, outer, len, inner);
+    IN(0, x);
+    cu_printf(c->t, "    float m = ld(%s, base), s = 0.f;\n", x);
+    if (n->op == LRC_OP_AMAX || n->op == LRC_OP_LOGSUMEXP)
+        cu_printf(c->t, "    for (long r = 1; r < %lldL; r++) { const float v = ld(%s, base + r * %lldL); if (v > m) m = v; }\n", L(len), x,
+                  L(inner));
+    if (n->op == LRC_OP_LOGSUMEXP)
+        cu_printf(c->t, "    for (long r = 0; r < %lldL; r++) s += expf(ld(%s, base + r * %lldL) - m);\n    s = m + logf(s);\n", L(len), x,
+                  L(inner));
+    else if (n->op == LRC_OP_AMAX) cu_printf(c->t, "    s = m;\n");
+    else cu_printf(c->t, "    for (long r = 0; r < %lldL; r++) s += ld(%s, base + r * %lldL);\n", L(len), x, L(inner));
+    if (n->op == LRC_OP_MEAN) cu_printf(c->t, "    s /= %lld.f;\n", L(len));
+    cu_printf(c->t, "    st(%s, t, s);\n}\n\n", OUT(o));
+}
+
+static void op_cumsum(cu_gen *c, const lrc_node *n)
+{
+    char o[16], x[16];
+    int64_t outer, len, inner;
+    lrc_axis_split(&n->shape, (int)n->iattr[0], &outer, &len, &inner);
+    begin_pairs(c, outer, len, inner);
+    cu_printf(c->t, "    float s = 0.f;\n    for (long j = 0; j < %lldL; j++) {\n", L(len));
+    if (n->iattr[1]) cu_printf(c->t, "        const long at = base + (%lldL - j) * %lldL;\n", L(len - 1), L(inner));
+    else cu_printf(c->t, "        const long at = base + j * %lldL;\n", L(inner));
+    cu_printf(c->t, "        s += ld(%s, at);\n        st(%s, at, s);\n    }\n}\n\n", IN(0, x), OUT(o));
+}
+
+static void op_amax_grad(cu_gen *c, const lrc_node *n)
+{
+    char o[16], x[16], y[16], dy[16];
+    int64_t outer, len, inner;
+    lrc_axis_split(&n->shape, (int)n->iattr[0], &outer, &len, &inner);
+    begin_pairs(c, outer, len, inner);
+    IN(0, x);
+    cu_printf(c->t, "    const float m = ld(%s, t);\n    int ties = 0;\n", IN(1, y));
+    cu_printf(c->t, "    for (long r = 0; r < %lldL; r++) ties += ld(%s, base + r * %lldL) == m;\n", L(len), x, L(inner));
+    cu_printf(c->t, "    const float share = ld(%s, t) / (float)ties;\n", IN(2, dy));
+    cu_printf(c->t, "    for (long r = 0; r < %lldL; r++) st(%s, base + r * %lldL, ld(%s, base + r * %lldL) == m ? share : 0.f);\n}\n\n",
+              L(len), OUT(o), L(inner), x, L(inner));
+}
+
+/* output element i: which input's block of the axis it lies in */
+static void op_concat(cu_gen *c, const lrc_node *n)
+{
+    char o[16], x[16];
+    int axis = (int)n->iattr[0];
+    int64_t outer, total, inner, at = 0, count = lrc_shape_numel(&n->shape);
+    lrc_axis_split(&n->shape, axis, &outer, &total, &inner);
+    cu_kernel_begin(c, BLOCK);
+    cu_printf(c->t, "    const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= %lldL) return;\n", L(count));
+    cu_printf(c->t, "    const long in = i %% %lldL, pos = (i / %lldL) %% %lldL, o = i / %lldL;\n", L(inner), L(inner), L(total),
+              L(total * inner));
+    for (int q = 0; q < n->n_in; q++) {
+        int64_t len = c->g->nodes[n->in[q]].shape.dim[axis];
+        cu_printf(c->t, "    %sif (pos < %lldL) st(%s, i, ld(%s, (o * %lldL + pos - %lldL) * %lldL + in));\n", q ? "else " : "", L(at + len),
+                  OUT(o), IN(q, x), L(len), L(at), L(inner));
+        at += len;
+    }
+    cu_printf(c->t, "}\n\n");
+    launch(c, count);
+}
+
+static void op_expand(cu_gen *c, const lrc_node *n)
+{
+    char o[16], x[16];
+    const lrc_shape *xs = &c->g->nodes[n->in[0]].shape, *os = &n->shape;
+    int64_t stride[LRC_MAX_DIMS] = {0}, st = 1, count = lrc_shape_numel(os);
+    for (int d = xs->ndim - 1; d >= 0; d--) {
+        stride[d + os->ndim - xs->ndim] = xs->dim[d] == 1 ? 0 : st;
+        st *= xs->dim[d];
+    }
+    cu_kernel_begin(c, BLOCK);
+    cu_printf(c->t, "    const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= %lldL) return;\n", L(count));
+    cu_printf(c->t, "    long at = 0, rest = i;\n");
+    for (int d = os->ndim - 1; d >= 0; d--)
+        cu_printf(c->t, "    at += (rest %% %lldL) * %lldL; rest /= %lldL;\n", L(os->dim[d]), L(stride[d]), L(os->dim[d]));
+    cu_printf(c->t, "    st(%s, i, ld(%s, at));\n}\n\n", OUT(o), IN(0, x));
+    launch(c, count);
+}
+
+bool cu_render_along(cu_gen *c, const lrc_node *n)
+{
+    switch (n->op) {
+    case LRC_OP_SUM:
+    case LRC_OP_MEAN:
+    case LRC_OP_AMAX:
+    case LRC_OP_LOGSUMEXP: op_reduce(c, n); return true;
+    case LRC_OP_CUMSUM: op_cumsum(c, n); return true;
+    case LRC_OP_AMAX_GRAD: op_amax_grad(c, n); return true;
+    case LRC_OP_CONCAT: op_concat(c, n); return true;
+    case LRC_OP_EXPAND: op_expand(c, n); return true;
+    default: return false;
+    }
+}

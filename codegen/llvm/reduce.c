@@ -1,0 +1,147 @@
+/* reduce.c — the cpu kernels of the ops along one axis (ir/reduce.c): the
+ * reductions sum, mean, amax and logsumexp, cumsum, concat, expand and
+ * amax's gradient. Each walks its input as [outer, len, inner] about the
+ * axis with strided loads (no transposed copy) and sums in f64 as the
+ * reference does; a work item is an outer index (codegen/program.c's
+ * OUTER), expand's one item the whole output. */
+#include "kgen.h"
+
+#define C(v) em_i64(e, v)
+
+static LLVMValueRef load_f64(em_t *e, LLVMValueRef p, LLVMValueRef at) { return em_to_f64(e, em_load(e, p, at, 1)); }
+static LLVMValueRef get(em_t *e, LLVMValueRef slot, LLVMTypeRef t) { return LLVMBuildLoad2(e->b, t, slot, ""); }
+
+/* x[o, r, i] for the loops' o and i: base + r * inner */
+static LLVMValueRef at_r(em_t *e, LLVMValueRef base, LLVMValueRef r, int64_t inner) { return em_iadd(e, base, em_imul(e, r, C(inner))); }
+
+/* sum, mean, amax, logsumexp: an output element per (o, i), its max first
+ * where the op needs it */
+void kg_reduce(kgen *k, const lrc_node *n)
+{
+    em_t *e = k->e;
+    int64_t outer, len, inner;
+    lrc_axis_split(&k->g->nodes[n->in[0]].shape, (int)n->iattr[0], &outer, &len, &inner);
+    LLVMValueRef X = kg_ptr(k, n->in[0]), O = kg_ptr(k, k->gr->anchor);
+    LLVMValueRef m = em_alloca(e, e->f64, "max"), s = em_alloca(e, e->f64, "sum");
+    bool wants_max = n->op == LRC_OP_AMAX || n->op == LRC_OP_LOGSUMEXP;
+    em_loop lo, li, lr;
+    LLVMValueRef o = em_for_begin(e, &lo, e->begin, e->end);
+    LLVMValueRef i = em_for_begin(e, &li, C(0), C(inner));
+    LLVMValueRef base = em_iadd(e, em_imul(e, o, C(len * inner)), i);
+    LLVMBuildStore(e->b, load_f64(e, X, base), m);
+    LLVMBuildStore(e->b, em_d64(e, 0), s);
+    if (wants_max) {
+        LLVMValueRef r = em_for_begin(e, &lr, C(1), C(len));
+        LLVMValueRef v = load_f64(e, X, at_r(e, base, r, inner)), cur = get(e, m, e->f64);
+        LLVMBuildStore(e->b, LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealOGT, v, cur, ""), v, cur, ""), m);
+        em_for_end(e, &lr, C(1));
+    }
+    if (n->op != LRC_OP_AMAX) {
+        LLVMValueRef r = em_for_begin(e, &lr, C(0), C(len));
+        LLVMValueRef v = load_f64(e, X, at_r(e, base, r, inner));
+        if (n->op == LRC_OP_LOGSUMEXP) v = em_libm(e, "exp", LLVMBuildFSub(e->b, v, get(e, m, e->f64), ""), NULL);
+        LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, get(e, s, e->f64), v, ""), s);
+        em_for_end(e, &lr, C(1));
+    }
+    LLVMValueRef y = get(e, s, e->f64);
+    if (n->op == LRC_OP_AMAX) y = get(e, m, e->f64);
+    else if (n->op == LRC_OP_MEAN) y = LLVMBuildFDiv(e->b, y, em_d64(e, (double)len), "");
+    else if (n->op == LRC_OP_LOGSUMEXP) y = LLVMBuildFAdd(e->b, get(e, m, e->f64), em_libm(e, "log", y, NULL), "");
+    em_store(e, O, em_iadd(e, em_imul(e, o, C(inner)), i), em_to_f32(e, y), 1);
+    em_for_end(e, &li, C(1));
+    em_for_end(e, &lo, C(1));
+}
+
+/* the running sum along the axis, from its end with `reverse` */
+void kg_cumsum(kgen *k, const lrc_node *n)
+{
+    em_t *e = k->e;
+    int64_t outer, len, inner;
+    lrc_axis_split(&n->shape, (int)n->iattr[0], &outer, &len, &inner);
+    LLVMValueRef X = kg_ptr(k, n->in[0]), O = kg_ptr(k, k->gr->anchor), s = em_alloca(e, e->f64, "sum");
+    em_loop lo, li, lr;
+    LLVMValueRef o = em_for_begin(e, &lo, e->begin, e->end);
+    LLVMValueRef i = em_for_begin(e, &li, C(0), C(inner));
+    LLVMValueRef base = em_iadd(e, em_imul(e, o, C(len * inner)), i);
+    LLVMBuildStore(e->b, em_d64(e, 0), s);
+    LLVMValueRef j = em_for_begin(e, &lr, C(0), C(len));
+    LLVMValueRef r = n->iattr[1] ? LLVMBuildSub(e->b, C(len - 1), j, "") : j, at = at_r(e, base, r, inner);
+    LLVMValueRef v = LLVMBuildFAdd(e->b, get(e, s, e->f64), load_f64(e, X, at), "");
+    LLVMBuildStore(e->b, v, s);
+    em_store(e, O, at, em_to_f32(e, v), 1);
+    em_for_end(e, &lr, C(1));
+    em_for_end(e, &li, C(1));
+    em_for_end(e, &lo, C(1));
+}
+
+/* each input's block of len * inner values per outer index, in turn */
+void kg_concat(kgen *k, const lrc_node *n)
+{
+    em_t *e = k->e;
+    int axis = (int)n->iattr[0];
+    int64_t outer, total, inner, at = 0;
+    lrc_axis_split(&n->shape, axis, &outer, &total, &inner);
+    LLVMValueRef O = kg_ptr(k, k->gr->anchor);
+    for (int q = 0; q < n->n_in; q++) {
+        int64_t span = k->g->nodes[n->in[q]].shape.dim[axis] * inner;
+        LLVMValueRef X = kg_ptr(k, n->in[q]);
+        em_loop lo, lc;
+        LLVMValueRef o = em_for_begin(e, &lo, e->begin, e->end);
+        LLVMValueRef src = em_imul(e, o, C(span)), dst = em_iadd(e, em_imul(e, o, C(total * inner)), C(at * inner));
+        LLVMValueRef c = em_for_begin(e, &lc, C(0), C(span));
+        em_store(e, O, em_iadd(e, dst, c), em_load(e, X, em_iadd(e, src, c), 1), 1);
+        em_for_end(e, &lc, C(1));
+        em_for_end(e, &lo, C(1));
+        at += k->g->nodes[n->in[q]].shape.dim[axis];
+    }
+}
+
+/* out[i] = x at i's index, with stride 0 where x has 1 or lacks the axis */
+void kg_expand(kgen *k, const lrc_node *n)
+{
+    em_t *e = k->e;
+    const lrc_shape *x = &k->g->nodes[n->in[0]].shape, *os = &n->shape;
+    int64_t stride[LRC_MAX_DIMS] = {0}, st = 1;
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        stride[d + os->ndim - x->ndim] = x->dim[d] == 1 ? 0 : st;
+        st *= x->dim[d];
+    }
+    em_loop l;
+    LLVMValueRef i = em_for_begin(e, &l, C(0), C(lrc_shape_numel(os)));
+    LLVMValueRef rest = i, src = C(0);
+    for (int d = os->ndim - 1; d >= 0; d--) {
+        LLVMValueRef digit = LLVMBuildSRem(e->b, rest, C(os->dim[d]), "");
+        rest = LLVMBuildSDiv(e->b, rest, C(os->dim[d]), "");
+        if (stride[d]) src = em_iadd(e, src, em_imul(e, digit, C(stride[d])));
+    }
+    em_store(e, kg_ptr(k, k->gr->anchor), i, em_load(e, kg_ptr(k, n->in[0]), src, 1), 1);
+    em_for_end(e, &l, C(1));
+}
+
+/* dy / (the count of maxima) where x equals the max y, else 0 */
+void kg_amax_grad(kgen *k, const lrc_node *n)
+{
+    em_t *e = k->e;
+    int64_t outer, len, inner;
+    lrc_axis_split(&n->shape, (int)n->iattr[0], &outer, &len, &inner);
+    LLVMValueRef X = kg_ptr(k, n->in[0]), Y = kg_ptr(k, n->in[1]), DY = kg_ptr(k, n->in[2]), O = kg_ptr(k, k->gr->anchor);
+    LLVMValueRef ties = em_alloca(e, e->f64, "ties");
+    em_loop lo, li, lr;
+    LLVMValueRef o = em_for_begin(e, &lo, e->begin, e->end);
+    LLVMValueRef i = em_for_begin(e, &li, C(0), C(inner));
+    LLVMValueRef base = em_iadd(e, em_imul(e, o, C(len * inner)), i), yi = em_iadd(e, em_imul(e, o, C(inner)), i);
+    LLVMValueRef y = em_load(e, Y, yi, 1);
+    LLVMBuildStore(e->b, em_d64(e, 0), ties);
+    LLVMValueRef r = em_for_begin(e, &lr, C(0), C(len));
+    LLVMValueRef hit = LLVMBuildFCmp(e->b, LLVMRealOEQ, em_load(e, X, at_r(e, base, r, inner), 1), y, "");
+    LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, get(e, ties, e->f64), LLVMBuildSelect(e->b, hit, em_d64(e, 1), em_d64(e, 0), ""), ""), ties);
+    em_for_end(e, &lr, C(1));
+    LLVMValueRef share = em_to_f32(e, LLVMBuildFDiv(e->b, load_f64(e, DY, yi), get(e, ties, e->f64), ""));
+    r = em_for_begin(e, &lr, C(0), C(len));
+    LLVMValueRef at = at_r(e, base, r, inner);
+    hit = LLVMBuildFCmp(e->b, LLVMRealOEQ, em_load(e, X, at, 1), y, "");
+    em_store(e, O, at, LLVMBuildSelect(e->b, hit, share, em_f32(e, 0), ""), 1);
+    em_for_end(e, &lr, C(1));
+    em_for_end(e, &li, C(1));
+    em_for_end(e, &lo, C(1));
+}
