@@ -195,8 +195,9 @@ static int infer_reshape(const lrc_graph *g, lrc_node *n, lrc_err *err)
     char b1[96], b2[96];
     int64_t known = 1, numel = lrc_shape_numel(&IN(0)->shape);
     int infer_at = -1;
-    if (n->n_iattr < 1 || n->n_iattr > LRC_MAX_DIMS)
-        return lrc_err_set(err, "reshape: the new shape must have 1 to %d axes", LRC_MAX_DIMS);
+    /* no axes: a scalar, as a reduction over every element leaves */
+    if (n->n_iattr < 0 || n->n_iattr > LRC_MAX_DIMS)
+        return lrc_err_set(err, "reshape: the new shape must have 0 to %d axes", LRC_MAX_DIMS);
     n->shape.ndim = n->n_iattr;
     for (int i = 0; i < n->n_iattr; i++) {
         int64_t d = n->iattr[i];

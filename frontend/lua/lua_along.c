@@ -1,6 +1,7 @@
 /* lua_along.c — the `lrc` functions of the ops along one axis whose Lua
- * form is not the op table's generic one: sum, mean, amax, logsumexp and
- * cumsum with the last axis by default; softmax over any axis; concat of a
+ * form is not the op table's generic one: sum, mean, amax and logsumexp
+ * over an axis or every element, cumsum with the last axis by default;
+ * softmax over any axis; concat of a
  * list of any length and stack. They replace the generic builders in the
  * `lrc` table (lrc_lua_open_along). Every error names the user's line. */
 #include "lrc_lua.h"
@@ -8,6 +9,8 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -65,17 +68,38 @@ static void options(lua_State *L, int idx, const char *fn, const char *const *na
     }
 }
 
-/* lrc.sum(x, {axis = -1, keepdim = false}), and mean, amax, logsumexp;
+/* x viewed as the shape of nd dims, each 1 or, with numel > 0, the one of
+ * all elements at axis `at` */
+static int view_flat(lua_State *L, int x, int nd, int at)
+{
+    const lrc_shape *s = &lrc_lua_graph(L)->nodes[x].shape;
+    lrc_node p = {.op = LRC_OP_RESHAPE, .n_in = 1, .in = {x}, .n_iattr = nd};
+    for (int d = 0; d < nd; d++) p.iattr[d] = d == at ? lrc_shape_numel(s) : 1;
+    return add(L, &p);
+}
+
+/* lrc.sum(x, {axis = , keepdim = false}), and mean, amax, logsumexp: over
+ * `axis`, or without one over every element as torch's x.sum() (a view of
+ * x as one axis, so amax's ties split evenly over all of them);
  * lrc.cumsum(x, {axis = -1, reverse = false}) — upvalue 1 is the op */
 static int l_along(lua_State *L)
 {
     lrc_op op = (lrc_op)lua_tointeger(L, lua_upvalueindex(1));
     const char *fn = lrc_op_name(op);
     static const char *const reduce_opts[] = {"axis", "keepdim"}, *const cumsum_opts[] = {"axis", "reverse"};
-    lrc_node p = {.op = op, .n_in = 1, .iattr = {-1, 0}};
+    bool cumsum = op == LRC_OP_CUMSUM;
+    lrc_node p = {.op = op, .n_in = 1, .iattr = {cumsum ? -1 : INT64_MIN, 0}};
     p.in[0] = tensor_at(L, 1, fn, "argument 1");
-    options(L, 2, fn, op == LRC_OP_CUMSUM ? cumsum_opts : reduce_opts, 2, p.iattr);
-    lrc_lua_push_tensor(L, add(L, &p));
+    options(L, 2, fn, cumsum ? cumsum_opts : reduce_opts, 2, p.iattr);
+    if (p.iattr[0] != INT64_MIN) {
+        lrc_lua_push_tensor(L, add(L, &p));
+        return 1;
+    }
+    int nd = lrc_lua_graph(L)->nodes[p.in[0]].shape.ndim, keepdim = (int)p.iattr[1];
+    p.in[0] = view_flat(L, p.in[0], 1, 0);
+    p.iattr[0] = 0, p.iattr[1] = 0;
+    int y = add(L, &p);
+    lrc_lua_push_tensor(L, keepdim && nd > 0 ? view_flat(L, y, nd, -1) : y);
     return 1;
 }
 

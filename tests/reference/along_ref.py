@@ -27,9 +27,11 @@ def forward(w, tokens):
     a = x.amax(0, keepdim=True)
     lse = torch.logsumexp(x, 1, keepdim=True)
     p = x.mean(2).amax(1)
-    u = torch.cat([torch.softmax(x, 1), x.cumsum(1), (s + lse).expand(-1, T, -1)], -1)
+    g = x.sum()
+    ga = x.amax(dim=(0, 1, 2), keepdim=True)
+    u = torch.cat([torch.softmax(x, 1), x.cumsum(1), (s + lse + g).expand(-1, T, -1)], -1)
     rev = x.flip(-1).cumsum(-1).flip(-1)
-    stk = torch.stack([rev, m.expand(B, T, d) * p.reshape(B, 1, 1).expand(B, T, d), a.expand(B, T, d)], 2)
+    stk = torch.stack([rev, m.expand(B, T, d) * p.reshape(B, 1, 1).expand(B, T, d), (a * ga).expand(B, T, d)], 2)
     h = torch.cat([u, stk.reshape(B, T, 3 * d)], 2)
     return h @ w["head.weight"].T
 
