@@ -4,6 +4,7 @@
  * prefix: a package compiled for [B, T] then runs [B', T'] by padding. */
 #include "lrc_ir.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define IN(k) (&g->nodes[n->in[k]])
@@ -136,12 +137,26 @@ static int axes_along(const lrc_graph *g, const lrc_node *n, const int *axis, co
     return LRC_OK;
 }
 
-int lrc_graph_track_axis(const lrc_graph *g, const int *input_axis, const char *what, int *axis, lrc_err *err)
+/* In a decoding step each position is computed alone: attention reads the
+ * earlier ones from its cache, but a slice shifting along the sequence (a
+ * token shift, a causal convolution) or a cumsum over it would see none. */
+static int reads_other_positions(const lrc_graph *g, const lrc_node *n, const int *axis, const char *what, lrc_err *err)
+{
+    int a = n->n_in ? axis[n->in[0]] : -1;
+    if (a < 0 || n->iattr[0] != a) return LRC_OK;
+    if (n->op == LRC_OP_SLICE && !n->iattr[3] && (n->iattr[1] != 0 || n->iattr[2] != IN(0)->shape.dim[a]))
+        return mixes(g, n, what, "reads other positions (one a step when decoding) of the", err);
+    if (n->op == LRC_OP_CUMSUM) return mixes(g, n, what, "sums (one position a step when decoding) along the", err);
+    return LRC_OK;
+}
+
+static int track(const lrc_graph *g, const int *input_axis, const char *what, bool stepwise, int *axis, lrc_err *err)
 {
     for (int i = 0; i < g->n_nodes; i++) {
         const lrc_node *n = &g->nodes[i];
         int rc = LRC_OK;
         axis[i] = -1;
+        if (stepwise && (rc = reads_other_positions(g, n, axis, what, err))) return rc;
         switch (lrc_op_table[n->op].axes) {
         case LRC_AXES_SOURCE: axis[i] = n->op == LRC_OP_INPUT ? input_axis[i] : -1; break;
         case LRC_AXES_LOCAL: rc = axes_local(g, n, axis, what, &axis[i], err); break;
@@ -161,4 +176,19 @@ int lrc_graph_track_axis(const lrc_graph *g, const int *input_axis, const char *
         if (rc) return rc;
     }
     return LRC_OK;
+}
+
+int lrc_graph_track_axis(const lrc_graph *g, const int *input_axis, const char *what, int *axis, lrc_err *err)
+{
+    return track(g, input_axis, what, false, axis, err);
+}
+
+int lrc_graph_check_stepwise(const lrc_graph *g, lrc_err *err)
+{
+    int *in = lrc_reallocarray(NULL, (size_t)g->n_nodes * 2, sizeof(int));
+    if (!in) return lrc_err_nomem(err, "checking the graph for decoding");
+    for (int i = 0; i < g->n_nodes; i++) in[i] = g->nodes[i].op == LRC_OP_INPUT && g->nodes[i].shape.ndim >= 2 ? 1 : -1;
+    int rc = track(g, in, "sequence", true, in + g->n_nodes, err);
+    free(in);
+    return rc;
 }

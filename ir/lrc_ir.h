@@ -387,6 +387,12 @@ extern const lrc_op_info lrc_op_table[LRC_OP_COUNT];
  * that a prefix of it is not what the graph built for the shorter shape
  * computes (attention without a causal mask, a mean over positions). */
 int lrc_graph_track_axis(const lrc_graph *g, const int *input_axis, const char *what, int *axis, lrc_err *err);
+/* Whether each position of a graph (inputs of two or more axes carry the
+ * sequence at axis 1) can be computed one a step, as a KV-cache decoder
+ * does: lrc_graph_track_axis's rules, and no slice shifting along the
+ * sequence nor cumsum over it, which would see no earlier position (causal
+ * attention is what the decoder caches). Fails naming the node. */
+int lrc_graph_check_stepwise(const lrc_graph *g, lrc_err *err);
 
 const char *lrc_op_name(lrc_op op);
 /* Returns 0 and sets *out for a known op name, else -1. */

@@ -12,7 +12,11 @@
 
 int lrc_pass_kv_cache(lrc_graph **gp, int64_t max_len, lrc_err *err)
 {
-    lrc_graph *g = *gp, *ng = lrc_graph_new();
+    lrc_graph *g = *gp;
+    /* a model that mixes positions other than by causal attention has no
+     * one-token step (its error names the node, its line first) */
+    if (lrc_graph_check_stepwise(g, err)) return LRC_EUSER;
+    lrc_graph *ng = lrc_graph_new();
     /* attention without RoPE decodes as kv_attention with base 0 only in a
      * model with no RoPE at all: a RoPE that reaches q or k other than
      * directly would stay in the one-token graph, rotating to position 0 */

@@ -614,6 +614,23 @@ t "generate: empty prompt" 1 'prompt' -- generate pkg_dec --prompt "" -n 2
 t "generate: negative temperature" 2 '--temperature' -- generate pkg_dec --prompt "In" --temperature -1
 t "generate: -n abc" 2 '-n abc' -- generate pkg_dec --prompt "In" -n abc
 t "generate without --prompt" 2 '--prompt' -- generate pkg_dec
+# a model mixing positions other than by causal attention has no one-token
+# decoding step: a cumsum over the sequence
+model cumsum.lua <<'EOF'
+local lrc = require "lrc"
+local nn = require "lrc.nn"
+local M = { defaults = { d = 8, vocab = 256 }, presets = {} }
+function M.build(cfg, tokens)
+  local x = nn.embedding("embed", cfg.vocab, cfg.d)(tokens)
+  local q = lrc.reshape(x, { x.shape[1], x.shape[2], 2, 4 })
+  local a = lrc.reshape(lrc.attention(q, q, q, { causal = true, scale = 0.5 }), x.shape)
+  local m = lrc.cumsum(a, { axis = 1 })
+  return nn.linear("head", cfg.d, cfg.vocab)(a + m)
+end
+return M
+EOF
+ok "init the cumsum model" init cumsum.lua -o cumsum_w.safetensors
+t "generate: cumsum over the sequence" 1 'cumsum\.lua:8: ' 'cumsum sums .*decoding.* sequence' -- generate cumsum.lua --weights cumsum_w.safetensors --prompt "In" -n 2
 t "-n on another command" 2 '-n' -- inspect llama -n 3
 t "inspect: unknown target" 2 "unknown target 'gpu'" 'ref, cpu or cuda' -- inspect llama --target gpu
 ok "backward on a fixture" backward "$MODEL" "${SETS[@]}" --weights "$W" --input "$IN" -o grads_ok.safetensors
