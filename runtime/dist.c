@@ -24,6 +24,8 @@ struct lrc_dist {
     mpi_handle comm, f32, f64, i32, byte, sum, max;
     int (*allreduce)(const void *, void *, int, mpi_handle, mpi_handle, mpi_handle);
     int (*bcast)(void *, int, mpi_handle, int, mpi_handle);
+    int (*send)(const void *, int, mpi_handle, int, int, mpi_handle);
+    int (*recv)(void *, int, mpi_handle, int, int, mpi_handle, void *);
     int (*finalize)(void);
     float *bucket; /* LRC_DIST_BUCKET floats, for the packed small tensors */
     double comm_s; /* seconds in the gradients' all-reduce, summed */
@@ -68,6 +70,8 @@ int lrc_dist_open(lrc_dist **out, lrc_err *err)
     int (*comm_size)(mpi_handle, int *) = (int (*)(mpi_handle, int *))sym(d, "MPI_Comm_size", &missing);
     d->allreduce = (int (*)(const void *, void *, int, mpi_handle, mpi_handle, mpi_handle))sym(d, "MPI_Allreduce", &missing);
     d->bcast = (int (*)(void *, int, mpi_handle, int, mpi_handle))sym(d, "MPI_Bcast", &missing);
+    d->send = (int (*)(const void *, int, mpi_handle, int, int, mpi_handle))sym(d, "MPI_Send", &missing);
+    d->recv = (int (*)(void *, int, mpi_handle, int, int, mpi_handle, void *))sym(d, "MPI_Recv", &missing);
     d->finalize = (int (*)(void))sym(d, "MPI_Finalize", &missing);
     d->comm = sym(d, "ompi_mpi_comm_world", &missing);
     d->f32 = sym(d, "ompi_mpi_float", &missing);
@@ -150,6 +154,37 @@ int lrc_dist_bcast(lrc_dist *d, void *buf, size_t bytes, lrc_err *err)
     for (size_t at = 0; at < bytes; at += 1u << 30) {
         size_t k = bytes - at < (1u << 30) ? bytes - at : (1u << 30);
         if (d->bcast((char *)buf + at, (int)k, d->byte, 0, d->comm)) return lrc_err_set(err, "MPI_Bcast failed");
+    }
+    return LRC_OK;
+}
+
+/* A rank's floats to every rank (bcast), or from one rank to another:
+ * in calls of at most 2^30 elements, which an int counts */
+enum { CHUNK = 1 << 30 };
+
+int lrc_dist_bcast_f32(lrc_dist *d, float *x, size_t n, int root, lrc_err *err)
+{
+    for (size_t at = 0; at < n; at += CHUNK) {
+        size_t k = n - at < CHUNK ? n - at : CHUNK;
+        if (d->bcast(x + at, (int)k, d->f32, root, d->comm)) return lrc_err_set(err, "MPI_Bcast from rank %d failed", root);
+    }
+    return LRC_OK;
+}
+
+int lrc_dist_send_f32(lrc_dist *d, const float *x, size_t n, int to, lrc_err *err)
+{
+    for (size_t at = 0; at < n; at += CHUNK) {
+        size_t k = n - at < CHUNK ? n - at : CHUNK;
+        if (d->send(x + at, (int)k, d->f32, to, 0, d->comm)) return lrc_err_set(err, "MPI_Send to rank %d failed", to);
+    }
+    return LRC_OK;
+}
+
+int lrc_dist_recv_f32(lrc_dist *d, float *x, size_t n, int from, lrc_err *err)
+{
+    for (size_t at = 0; at < n; at += CHUNK) { /* MPI_STATUS_IGNORE: Open MPI's is NULL */
+        size_t k = n - at < CHUNK ? n - at : CHUNK;
+        if (d->recv(x + at, (int)k, d->f32, from, 0, d->comm, NULL)) return lrc_err_set(err, "MPI_Recv from rank %d failed", from);
     }
     return LRC_OK;
 }

@@ -598,6 +598,9 @@ typedef struct lrc_adamw_cfg {
 typedef struct lrc_param_spans lrc_param_spans;
 /* NULL when out of memory */
 lrc_param_spans *lrc_param_spans_new(lrc_tensor *const *tensors, int n);
+/* A shard's: the elements [lo, hi) of the n tensors end to end. AdamW over
+ * it takes moments that hold tensor i's elements of the shard alone. */
+lrc_param_spans *lrc_param_spans_shard(lrc_tensor *const *tensors, int n, int64_t lo, int64_t hi);
 void lrc_param_spans_free(lrc_param_spans *ps);
 /* *norm = the global norm of the gradient tensors, in parallel and the same
  * for any thread count; *bad = the first tensor holding inf or nan, else -1.
@@ -647,6 +650,11 @@ int lrc_dist_sum_tensors(lrc_dist *d, lrc_tensor *const *t, int n, lrc_err *err)
 double lrc_dist_comm_s(const lrc_dist *d);
 /* Rank 0's bytes to every rank. */
 int lrc_dist_bcast(lrc_dist *d, void *buf, size_t bytes, lrc_err *err);
+/* root's n floats to every rank, in place */
+int lrc_dist_bcast_f32(lrc_dist *d, float *x, size_t n, int root, lrc_err *err);
+/* n floats from this rank to rank `to`, which receives them with _recv */
+int lrc_dist_send_f32(lrc_dist *d, const float *x, size_t n, int to, lrc_err *err);
+int lrc_dist_recv_f32(lrc_dist *d, float *x, size_t n, int from, lrc_err *err);
 /* *differ = the highest rank whose h differs from rank 0's, else -1 (on every rank). */
 int lrc_dist_agree(lrc_dist *d, uint64_t h, int *differ, lrc_err *err);
 /* finalize false after an error: MPI_Finalize could wait for ranks that
@@ -655,15 +663,30 @@ void lrc_dist_close(lrc_dist *d, bool finalize);
 
 /* ---- a training run: its state, checkpoint and loop (checkpoint.c, trainer.c) */
 
+typedef struct lrc_train_state lrc_train_state;
+
 /* What a checkpoint holds and --resume restores: with the run's settings
  * (run.json, the caller's) all that a run continues from bit for bit. */
-typedef struct lrc_train_state {
+struct lrc_train_state {
     lrc_tensor_set ck;     /* owns every tensor: the parameters, adam.m/NAME, adam.v/NAME, train.step, train.rng */
     lrc_tensor_set params; /* ck's parameters in the graph's order (owns none of them) */
     lrc_tensor **m, **v;   /* AdamW's moments, per parameter, in ck */
     int64_t step;          /* steps done */
     lrc_rng rng;           /* the random state of the text batches and a looped model's draws */
-} lrc_train_state;
+};
+
+/* --zero 1 (zero.c): AdamW's moments sharded over the ranks of d. _new
+ * takes this rank's shard of st's moments and frees st's (all ranks);
+ * _step updates this rank's shard of the weights (from the whole
+ * gradients) and then every rank's shard reaches every rank; _gather makes
+ * st's moments whole on rank 0 (for a checkpoint), until the next _step. */
+typedef struct lrc_zero lrc_zero;
+int lrc_zero_new(lrc_dist *d, lrc_train_state *st, lrc_zero **out, lrc_err *err);
+int lrc_zero_step(lrc_zero *z, const lrc_adamw_cfg *c, lrc_pool *pool, int64_t step, double lr, double norm, lrc_tensor **params,
+                  lrc_tensor **grads, lrc_err *err);
+int lrc_zero_gather(lrc_zero *z, lrc_err *err);
+size_t lrc_zero_bytes(const lrc_zero *z); /* the moments this rank holds */
+void lrc_zero_free(lrc_zero *z);
 /* A new run: g's parameters initialised from the seed, zero moments, step 0. */
 int lrc_train_state_new(lrc_train_state *s, const lrc_graph *g, uint64_t seed, lrc_pool *pool, lrc_err *err);
 /* Reads a checkpoint for g (docs/formats.md): a file of another kind, of a
@@ -700,6 +723,8 @@ typedef struct lrc_trainer {
      * their gradients are summed over the ranks, and rank 0 alone writes the
      * checkpoint, after the ranks compared their weights' checksum */
     lrc_dist *dist;
+    int zero;          /* 1: AdamW's moments sharded over the ranks (lrc_zero; cpu only) */
+    size_t opt_bytes;  /* the optimizer state (AdamW's moments) this rank holds, set by the device */
     const lrc_train_device_ops *ops;
     void *dev;
     /* host seconds in the graph's runs, the gradient check and the update,

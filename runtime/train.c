@@ -153,25 +153,47 @@ struct lrc_param_spans {
     int n_tensors;
     double *sq;
     bool *bad;
+    int64_t *moff; /* a shard's: per tensor, the element its moments begin at; NULL: whole tensors */
 };
 
-lrc_param_spans *lrc_param_spans_new(lrc_tensor *const *ts, int n)
+/* Tensor i's elements in [lo, hi) of all the tensors end to end */
+static void overlap(lrc_tensor *const *ts, int i, int64_t at, int64_t lo, int64_t hi, int64_t *a, int64_t *b)
+{
+    int64_t num = lrc_shape_numel(&ts[i]->shape);
+    *a = lo > at ? lo - at : 0;
+    *b = hi < at + num ? hi - at : num;
+    if (*b < *a) *b = *a;
+}
+
+lrc_param_spans *lrc_param_spans_shard(lrc_tensor *const *ts, int n, int64_t lo, int64_t hi)
 {
     lrc_param_spans *ps = lrc_calloc(1, sizeof *ps);
     if (!ps) return NULL;
-    for (int i = 0; i < n; i++) ps->n += (lrc_shape_numel(&ts[i]->shape) + SPAN - 1) / SPAN;
+    int64_t at = 0, a, b;
+    for (int i = 0; i < n; at += lrc_shape_numel(&ts[i]->shape), i++) overlap(ts, i, at, lo, hi, &a, &b), ps->n += (b - a + SPAN - 1) / SPAN;
     ps->s = lrc_calloc((size_t)ps->n + 1, sizeof *ps->s);
     ps->sq = lrc_calloc((size_t)ps->n + 1, sizeof *ps->sq);
     ps->bad = lrc_calloc((size_t)ps->n + 1, sizeof *ps->bad);
-    if (!ps->s || !ps->sq || !ps->bad) {
+    ps->moff = lrc_calloc((size_t)n + 1, sizeof *ps->moff);
+    if (!ps->s || !ps->sq || !ps->bad || !ps->moff) {
         lrc_param_spans_free(ps);
         return NULL;
     }
     ps->n_tensors = n;
     int64_t k = 0;
-    for (int i = 0; i < n; i++)
-        for (int64_t lo = 0, num = lrc_shape_numel(&ts[i]->shape); lo < num; lo += SPAN)
-            ps->s[k++] = (span){i, lo, lo + SPAN < num ? lo + SPAN : num};
+    at = 0;
+    for (int i = 0; i < n; at += lrc_shape_numel(&ts[i]->shape), i++) {
+        overlap(ts, i, at, lo, hi, &a, &b);
+        ps->moff[i] = a;
+        for (int64_t s = a; s < b; s += SPAN) ps->s[k++] = (span){i, s, s + SPAN < b ? s + SPAN : b};
+    }
+    return ps;
+}
+
+lrc_param_spans *lrc_param_spans_new(lrc_tensor *const *ts, int n)
+{
+    lrc_param_spans *ps = lrc_param_spans_shard(ts, n, 0, INT64_MAX);
+    if (ps) free(ps->moff), ps->moff = NULL;
     return ps;
 }
 
@@ -181,6 +203,7 @@ void lrc_param_spans_free(lrc_param_spans *ps)
     free(ps->s);
     free(ps->sq);
     free(ps->bad);
+    free(ps->moff);
     free(ps);
 }
 
@@ -229,6 +252,7 @@ int lrc_grads_check(lrc_pool *pool, lrc_param_spans *ps, lrc_tensor **grads, dou
 typedef struct {
     const lrc_adamw_cfg *c;
     const span *s;
+    const int64_t *moff;
     lrc_tensor **p, **g, **m, **v;
     double lr, scale, bc1, bc2;
 } adam_job;
@@ -276,7 +300,9 @@ static void adam_part(void *ctx, int64_t begin, int64_t end, int thread)
         double wd = j->p[i]->shape.ndim >= 2 || c->decay_all ? c->weight_decay : 0;
         const float hp[9] = {(float)c->beta1, (float)(1 - c->beta1), (float)c->beta2, (float)(1 - c->beta2), (float)j->scale,
                              (float)(1 - j->lr * wd), (float)(-j->lr / j->bc1), (float)sqrt(j->bc2), (float)c->eps};
-        adam_span(j->p[i]->data, j->g[i]->data, j->m[i]->data, j->v[i]->data, j->s[b].lo, j->s[b].hi, hp);
+        int64_t off = j->moff ? j->moff[i] : 0; /* a shard's moments begin at its first element */
+        adam_span((float *)j->p[i]->data + off, (const float *)j->g[i]->data + off, j->m[i]->data, j->v[i]->data, j->s[b].lo - off,
+                  j->s[b].hi - off, hp);
     }
 }
 
@@ -285,7 +311,7 @@ int lrc_adamw_step(const lrc_adamw_cfg *c, lrc_pool *pool, const lrc_param_spans
 {
     double scale = c->clip > 0 && grad_norm > c->clip ? c->clip / grad_norm : 1.0;
     /* the bias corrections in double, as PyTorch's 1 - beta ** step */
-    adam_job j = {c, ps->s, params, grads, m, v, lr, scale, 1 - pow(c->beta1, (double)(step + 1)), 1 - pow(c->beta2, (double)(step + 1))};
+    adam_job j = {c, ps->s, ps->moff, params, grads, m, v, lr, scale, 1 - pow(c->beta1, (double)(step + 1)), 1 - pow(c->beta2, (double)(step + 1))};
     return lrc_pool_run_stealing(pool, adam_part, &j, ps->n, err); /* each element updated by one thread, a span by any */
 }
 

@@ -23,6 +23,7 @@ typedef struct {
     int n;
     int64_t accum, local; /* the step's micro-batches, over all ranks and on this one */
     lrc_dist *dist;
+    lrc_zero *zero; /* --zero 1: this rank's shard of the moments */
 } cpu_device;
 
 static int cpu_run(void *dev, const lrc_tensor_set *in, lrc_tensor_set *outs, lrc_err *err)
@@ -62,15 +63,16 @@ static int cpu_grads(void *dev, const lrc_tensor_set *outs, int64_t micro, doubl
 static int cpu_update(void *dev, int64_t step, double lr, double norm, lrc_err *err)
 {
     cpu_device *s = dev;
-    int rc = lrc_adamw_step(s->adam, s->pool, s->spans, step, lr, norm, s->items, s->pg, s->pm, s->pv, err);
+    int rc = s->zero ? lrc_zero_step(s->zero, s->adam, s->pool, step, lr, norm, s->items, s->pg, err)
+                     : lrc_adamw_step(s->adam, s->pool, s->spans, step, lr, norm, s->items, s->pg, s->pm, s->pv, err);
     lrc_exec_params_changed(s->x);
     return rc;
 }
 
 static int cpu_to_host(void *dev, lrc_err *err)
 {
-    (void)dev, (void)err;
-    return LRC_OK; /* the weights and moments live on the host */
+    cpu_device *s = dev; /* the weights and moments live on the host; --zero's moments on their ranks */
+    return s->zero ? lrc_zero_gather(s->zero, err) : LRC_OK;
 }
 
 static void cpu_free(void *dev)
@@ -80,6 +82,7 @@ static void cpu_free(void *dev)
     free(s->acc);
     free(s->pg);
     lrc_param_spans_free(s->spans);
+    lrc_zero_free(s->zero);
     free(s);
 }
 
@@ -102,6 +105,11 @@ int lrc_trainer_use_cpu(lrc_trainer *t, lrc_exec *x, lrc_pool *pool, lrc_err *er
     for (int i = 0; s->acc && i < s->n; i++)
         if (!(s->acc[i] = lrc_tensor_new(s->items[i]->name, LRC_F32, &s->items[i]->shape, err))) return LRC_EUSER;
     if (!(s->spans = lrc_param_spans_new(s->items, s->n))) return lrc_err_nomem(err, "for the optimizer's spans of %d parameters", s->n);
+    for (int i = 0; i < s->n; i++) t->opt_bytes += st->m[i]->nbytes + st->v[i]->nbytes;
+    if (!t->zero) return LRC_OK;
+    if (!t->dist) return lrc_err_set(err, "--zero 1 shards AdamW's moments over MPI ranks: start lrc train with mpirun");
+    if (lrc_zero_new(t->dist, st, &s->zero, err)) return LRC_EUSER;
+    t->opt_bytes = lrc_zero_bytes(s->zero);
     return LRC_OK;
 }
 

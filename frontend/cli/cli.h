@@ -61,6 +61,7 @@ enum {
     OPT_RESUME,
     OPT_CLIP,
     OPT_ACCUM,
+    OPT_ZERO,
     OPT_ARCH,
     OPT_WEIGHT_DECAY,
     OPT_DECAY_ALL,
@@ -124,6 +125,7 @@ typedef struct cli_args {
     bool decay_all, flip;
     int64_t crop_pad; /* image training: random crop padding, -1 = the default */
     int64_t steps, eval_every, stop_after, accum;
+    int64_t zero; /* train --zero: 1 shards AdamW's moments over the MPI ranks */
     int64_t val_tokens; /* train: validation on this many tokens of fixed windows; 0: four seeded batches */
     const char *data, *resume;
     const char *weights, *input, *out, *target, *prompt, *arch;

@@ -198,6 +198,9 @@ static bool parse_int_option(const char *cmd, int c, const char *arg, cli_args *
         if (cli_parse_int(arg, 1, &a->accum) || a->accum > 1 << 20)
             *rc = cli_usage_error(cmd, "--accum %s: expected an integer from 1 to %d", arg, 1 << 20);
         return true;
+    case OPT_ZERO:
+        if (cli_parse_int(arg, 0, &a->zero) || a->zero > 1) *rc = cli_usage_error(cmd, "--zero %s: expected 0 or 1", arg);
+        return true;
     case OPT_CROP_PAD:
         if (cli_parse_int(arg, 0, &a->crop_pad) || a->crop_pad > 64)
             *rc = cli_usage_error(cmd, "--crop-pad %s: expected an integer from 0 to 64", arg);

@@ -165,6 +165,7 @@ typedef struct {
 static const char *sweep_help =
     "usage: lrc sweep MODEL [--preset P] [--set KEY=VALUE]... --grid KEY=V1,V2,... [--grid ...]\n"
     "                 --steps N [lrc train's options] [--jobs N] [--plot-key KEY] -o SWEEP_DIR\n"
+    "                 [--point I | --slurm | --gather]\n"
     "       lrc sweep --table SWEEP_DIR [--plot-key KEY]\n"
     "\n"
     "Trains every point of a grid: --grid lr=1e-3,3e-3,1e-2 --grid norm=pre,layerrope\n"
@@ -188,12 +189,19 @@ static const char *sweep_help =
     "L(rate) - L* over the rates that every arm swept. Then L(rate) per rate and\n"
     "arm. SWEEP_DIR/sweep.png: the loss against the rate, a curve per arm; with\n"
     "--plot-key KEY (a grid key) also sweep-KEY.png: L* against KEY, a curve per\n"
-    "arm less KEY. --table rewrites both from sweep.jsonl alone.\n";
+    "arm less KEY. --table rewrites both from sweep.jsonl alone.\n"
+    "\n"
+    "Under mpirun -np N, rank r runs the points p with p mod N = r (each with its\n"
+    "--jobs) and rank 0 writes the table, the one process's. --point I runs\n"
+    "point I alone (0 .. points - 1; no table). --slurm writes\n"
+    "SWEEP_DIR/sweep.sbatch, a Slurm job array whose task I runs --point I, and\n"
+    "runs nothing; once every task has finished, --gather writes the table (one\n"
+    "line naming a point that has not).\n";
 
 /* The sweep's own options that take a value (as "--grid V" or "--grid=V") */
 static bool own_option(const char *s, size_t len)
 {
-    static const char *own[] = {"--grid", "--jobs", "-o", "--table", "--plot-key"};
+    static const char *own[] = {"--grid", "--jobs", "-o", "--table", "--plot-key", "--point"};
     for (size_t k = 0; k < sizeof own / sizeof *own; k++)
         if (strlen(own[k]) == len && !strncmp(s, own[k], len)) return true;
     return false;
@@ -202,7 +210,7 @@ static bool own_option(const char *s, size_t len)
 static int sweep_parse(int argc, char **argv, sweep_cmd *c, lrc_err *err)
 {
     lrc_sweep_opts *a = &c->o;
-    a->jobs = 1;
+    a->jobs = 1, a->point = -1;
     a->train = lrc_xcalloc((size_t)argc + 1, sizeof *a->train);
     c->specs = lrc_xcalloc((size_t)argc + 1, sizeof *c->specs);
     for (int i = 1; i < argc; i++) {
@@ -211,6 +219,8 @@ static int sweep_parse(int argc, char **argv, sweep_cmd *c, lrc_err *err)
         if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
             fputs(sweep_help, stdout);
             return -1;
+        } else if (!strcmp(s, "--gather") || !strcmp(s, "--slurm")) {
+            *(s[2] == 'g' ? &a->gather : &a->slurm) = true;
         } else if (own_option(s, len)) {
             if (!eq && i + 1 == argc) return cli_usage_error("sweep", "%s needs a value", s);
             v = eq ? eq + 1 : argv[++i];
@@ -220,6 +230,8 @@ static int sweep_parse(int argc, char **argv, sweep_cmd *c, lrc_err *err)
             if (!strncmp(s, "--jobs", len)) a->jobs = (int)(j > LRC_SWEEP_MAX_JOBS ? LRC_SWEEP_MAX_JOBS : j);
             if (!strncmp(s, "-o", len) || !strncmp(s, "--table", len)) a->out = v, a->table_only = !strncmp(s, "--table", len);
             if (!strncmp(s, "--plot-key", len)) a->plot_key = v;
+            if (!strncmp(s, "--point", len) && cli_parse_int(v, 0, &j)) return cli_usage_error("sweep", "--point %s: expected an integer >= 0", v);
+            if (!strncmp(s, "--point", len)) a->point = (int)(j > INT32_MAX ? INT32_MAX : j);
         } else if (!strncmp(s, "--threads", len) || !strncmp(s, "--resume", len)) {
             return cli_usage_error("sweep", "%.*s is the sweep's own to give each run", (int)len, s);
         } else {
@@ -229,7 +241,8 @@ static int sweep_parse(int argc, char **argv, sweep_cmd *c, lrc_err *err)
     for (int k = 0; k < c->n_specs; k++)
         if (lrc_sweep_grid_add(a, c->specs[k], err)) return cli_user_error(err);
     if (!a->out) return cli_usage_error("sweep", "needs -o SWEEP_DIR (or --table SWEEP_DIR)");
-    if (a->table_only) return a->n_train || a->n_axes ? cli_usage_error("sweep", "--table takes only --plot-key") : 0;
+    if (a->table_only) return a->n_train || a->n_axes || a->gather || a->slurm || a->point >= 0 ? cli_usage_error("sweep", "--table takes only --plot-key") : 0;
+    if ((a->point >= 0) + a->gather + a->slurm > 1) return cli_usage_error("sweep", "--point, --slurm and --gather: one at most");
     if (!a->n_axes) return cli_usage_error("sweep", "needs at least one --grid KEY=V1,V2,...");
     for (int i = 0; i < a->n_train; i++)
         for (int k = 0; k < a->n_axes; k++)

@@ -34,6 +34,7 @@ typedef struct {
     lrc_augment aug; /* image models */
     const lrc_target *target; /* one that trains */
     lrc_dist *dist;           /* the ranks under mpirun (train_dist.c), or NULL */
+    int zero;                 /* --zero 1: AdamW's moments sharded over the ranks */
 } train_args;
 
 /* An image model's data (images [B, C, S, S], class labels [B]; a language
@@ -479,7 +480,7 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
     lrc_trainer *tr = &r.tr;
     tr->sched = (lrc_schedule_cfg){ta->lr, ta->warmup, 0.1, ta->steps};
     tr->adam = (lrc_adamw_cfg){0.9, 0.999, 1e-8, ta->weight_decay, ta->clip, ta->decay_all};
-    tr->accum = ta->accum, tr->eval_every = ta->eval_every, tr->dist = ta->dist;
+    tr->accum = ta->accum, tr->eval_every = ta->eval_every, tr->dist = ta->dist, tr->zero = ta->zero;
     tr->stop = ta->stop_after > 0 && ta->stop_after < ta->steps ? ta->stop_after : ta->steps;
     lrc_graph *g = lrc_graph_new();
     int rc = train_open_data(&r, a, g, err);
@@ -492,6 +493,7 @@ static int train_run(const cli_args *a, const train_args *ta, const char *dir, l
         rc = train_open_device(&r, g, err);
         g = NULL; /* the compiler's now */
     }
+    if (!rc) rc = cli_dist_opt_bytes(ta->dist, tr->opt_bytes, err);
     if (!rc) rc = train_steps(&r, err);
     if (!rc && lrc_dist_rank(ta->dist) == 0) rc = train_finish(&r, err);
     lrc_graph_free(g);
@@ -604,12 +606,12 @@ int cli_run_load(const char *dir, cli_args *a, cJSON **keep, lrc_err *err)
  * getopt_long allows (which then refuses an ambiguous one). */
 static const char *resume_extra(int argc, char **argv)
 {
-    static const char *takes[] = {"--resume", "--stop-after", "--threads"};
+    static const char *takes[] = {"--resume", "--stop-after", "--threads", "--zero"};
     for (int i = 1; i < argc; i++) {
         const char *eq = strchr(argv[i], '=');
         size_t n = eq ? (size_t)(eq - argv[i]) : strlen(argv[i]);
         bool ok = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
-        for (int k = 0; k < 3 && !ok; k++)
+        for (int k = 0; k < 4 && !ok; k++)
             if (n > 2 && n <= strlen(takes[k]) && !strncmp(argv[i], takes[k], n)) {
                 ok = true;
                 if (!eq) i++; /* its value */
@@ -652,6 +654,7 @@ int cmd_train(int argc, char **argv)
                                          {"resume", required_argument, 0, OPT_RESUME},
                                          {"clip", required_argument, 0, OPT_CLIP},
                                          {"accum", required_argument, 0, OPT_ACCUM},
+                                         {"zero", required_argument, 0, OPT_ZERO},
                                          {"weight-decay", required_argument, 0, OPT_WEIGHT_DECAY},
                                          {"decay-all", no_argument, 0, OPT_DECAY_ALL},
                                          {"target", required_argument, 0, OPT_TARGET},
@@ -663,8 +666,8 @@ int cmd_train(int argc, char **argv)
         "usage: lrc train MODEL [--preset P] [--set KEY=VALUE]... --steps N --lr X [--batch B] [--seq T]\n"
         "                 [--warmup F] [--eval-every K] [--val-tokens N] [--seed S] [--threads N] [--stop-after K]\n"
         "                 [--clip G] [--accum K] [--weight-decay W [--decay-all]] [--data FILE|DIR]\n"
-        "                 [--tokenizer T] [--crop-pad P] [--flip] [--target cpu|cuda] -o RUN_DIR\n"
-        "       lrc train --resume RUN_DIR [--stop-after K] [--threads N]\n"
+        "                 [--tokenizer T] [--crop-pad P] [--flip] [--target cpu|cuda] [--zero 0|1] -o RUN_DIR\n"
+        "       lrc train --resume RUN_DIR [--stop-after K] [--threads N] [--zero 0|1]\n"
         "\n"
         "Trains on text, one token per byte (the King James Bible from Debian's\n"
         "bible-kjv unless --data), or the tokens of a Hugging Face tokenizer.json\n"
@@ -686,7 +689,8 @@ int cmd_train(int argc, char **argv)
         "batches the seed draws).\n"
         "--clip G scales the gradients down to a global norm of G (default: off).\n"
         "--accum K averages the gradients of K batches of B per step (default 1).\n"
-        "Under mpirun -np N, N ranks share each batch (docs/distributed.md).\n"
+        "Under mpirun -np N, N ranks share each batch (docs/distributed.md); --zero 1\n"
+        "shards AdamW's moments over them (a checkpoint still holds them whole).\n"
         "--weight-decay W: AdamW's decoupled decay (default 0), on weight matrices\n"
         "only unless --decay-all (then gains, biases and LayerRoPE scalars too).\n"
         "Ctrl-C finishes the step, writes the checkpoint and exits (status 130).\n"
@@ -705,7 +709,7 @@ int cmd_train(int argc, char **argv)
     const char *extra = resuming ? resume_extra(argc, argv) : NULL;
     cli_args a;
     int rc = extra ? cli_usage_error("train", "%s does not apply to --resume, which goes on as the run's run.json says "
-                                              "(only --stop-after and --threads may be given)", extra)
+                                              "(only --stop-after, --threads and --zero may be given)", extra)
                    : cli_parse_args("train", argc, argv, opts, help, !resuming, &a);
     if (extra) return rc;
     if (rc >= 0) goto out;
@@ -741,7 +745,7 @@ int cmd_train(int argc, char **argv)
     }
     lrc_dist *dist = NULL; /* the ranks, under mpirun */
     int dist_rc = cli_dist_open(&dist, &a, &err), rank0 = lrc_dist_rank(dist) == 0;
-    int64_t stop_after = a.stop_after, threads = a.threads;
+    int64_t stop_after = a.stop_after, threads = a.threads, zero = a.zero; /* not run.json's: a run resumes with or without */
     char *hf_weights = hf ? lrc_safetensors_dir_file(a.m.model) : NULL;
     lrc_tokenizer *tok = NULL;
     char *tok_json = NULL, vocab_set[64];
@@ -751,7 +755,7 @@ int cmd_train(int argc, char **argv)
     if (!rc && a.resume) {
         rc = cli_run_load(a.resume, &a, &keep, &err);
         a.stop_after = stop_after;
-        a.threads = threads;
+        a.threads = threads, a.zero = zero;
         if (!rc && a.tokenizer) rc = cli_tokenizer_open(a.tokenizer, &tok, &tok_json, &tok_len, &err);
         if (!rc) rc = cli_dist_split(dist, &a, true, &err);
     } else if (!rc) {
@@ -775,7 +779,7 @@ int cmd_train(int argc, char **argv)
         bool lenient = false;
         for (int i = 0; i < a.m.n_sets; i++) lenient = lenient || !strncmp(a.m.sets[i], "norm=", 5);
         train_args ta = {a.steps, a.batch, a.seq, a.seed, a.eval_every, a.stop_after, a.accum, a.val_tokens, a.lr, a.warmup, a.clip, a.weight_decay, a.decay_all, a.data, a.resume,
-                         tok, tok_json, hf ? hf_weights : NULL, lenient, {a.crop_pad < 0 ? 0 : (int)a.crop_pad, a.flip}, lrc_target_compiled(lrc_target_find(a.target)), dist};
+                         tok, tok_json, hf ? hf_weights : NULL, lenient, {a.crop_pad < 0 ? 0 : (int)a.crop_pad, a.flip}, lrc_target_compiled(lrc_target_find(a.target)), dist, (int)a.zero};
         rc = train_run(&a, &ta, dir, &err);
     }
     char ck[4200];

@@ -17,7 +17,7 @@ static bool settled;
 int cli_dist_open(lrc_dist **d, cli_args *a, lrc_err *err)
 {
     if (lrc_dist_open(d, err)) return LRC_EUSER;
-    if (!*d) return LRC_OK;
+    if (!*d) return a->zero ? lrc_err_set(err, "--zero 1 shards AdamW's moments over MPI ranks: start lrc train with mpirun") : LRC_OK;
     int rank = lrc_dist_rank(*d), size = lrc_dist_size(*d);
     /* the progress, summary and compile lines are rank 0's; errors still reach stderr */
     if (rank != 0 && !freopen("/dev/null", "w", stdout)) return lrc_err_set(err, "rank %d: cannot close its output", rank);
@@ -63,7 +63,7 @@ static uint64_t options_hash(const cli_args *a)
     for (int i = 0; i < a->m.n_sets; i++) h = hash_str(h, a->m.sets[i]);
     const double nums[] = {(double)a->steps, a->lr, (double)a->batch, (double)a->seq, a->warmup, (double)a->eval_every,
                            (double)a->val_tokens, (double)a->seed, a->clip, (double)a->accum, a->weight_decay, a->decay_all,
-                           (double)a->crop_pad, a->flip, (double)a->stop_after};
+                           (double)a->crop_pad, a->flip, (double)a->stop_after, (double)a->zero};
     for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) h = hash_num(h, nums[i]);
     h = hash_str(h, a->data);
     h = hash_str(h, a->tokenizer);
@@ -152,4 +152,21 @@ int cli_dist_close(lrc_dist *d, int rc, int status)
      * mpirun end the others) before the one that failed printed why. */
     lrc_dist_close(d, rc == LRC_OK || settled);
     return status;
+}
+
+int cli_dist_opt_bytes(lrc_dist *d, size_t bytes, lrc_err *err)
+{
+    int size = lrc_dist_size(d);
+    if (!d) return LRC_OK;
+    double *b = lrc_calloc((size_t)size, sizeof *b);
+    if (!b) return lrc_err_nomem(err, "for %d ranks' counts", size);
+    b[lrc_dist_rank(d)] = (double)bytes;
+    int rc = lrc_dist_sum_f64(d, b, size, err);
+    if (!rc) {
+        printf("optimizer state (AdamW's moments) a rank, in bytes:");
+        for (int r = 0; r < size; r++) printf(" %.0f", b[r]);
+        printf("\n");
+    }
+    free(b);
+    return rc;
 }

@@ -29,6 +29,8 @@ int cli_dist_val_sums(lrc_dist *d, double *loss, double *nats, double *bytes, lr
 struct cJSON;
 void cli_dist_step_comm(lrc_dist *d, double step_s, struct cJSON *metrics, char *line, size_t n);
 /* rc's error names the rank, where not rank 0 (before it is printed). */
+/* Rank 0 prints the bytes of optimizer state each rank holds (--zero 1 shards them). */
+int cli_dist_opt_bytes(lrc_dist *d, size_t bytes, lrc_err *err);
 void cli_dist_name_rank(lrc_dist *d, int rc, lrc_err *err);
 /* MPI closed, after the run ended with rc; returns the exit status. */
 int cli_dist_close(lrc_dist *d, int rc, int status);

@@ -88,6 +88,9 @@ typedef struct lrc_sweep_opts {
     const char *plot_key; /* a grid key, or NULL */
     int jobs;             /* runs at a time, 1 .. LRC_SWEEP_MAX_JOBS */
     bool table_only;      /* --table: the table and plots from sweep.jsonl alone */
+    int point;            /* --point I: point I of the grid alone, no table; -1: every point */
+    bool gather;          /* --gather: the table of points run elsewhere, each one needed */
+    bool slurm;           /* --slurm: writes SWEEP_DIR/sweep.sbatch, a job array of the points */
     lrc_run_model_fn run_model;
 } lrc_sweep_opts;
 

@@ -4,8 +4,11 @@
  * the cores divided between them. A finished point is a line of
  * sweep.jsonl; a sweep started again skips those and resumes a stopped one
  * (lrc train --resume, bit for bit), so its table equals an uninterrupted
- * sweep's. Ctrl-C reaches the runs, which write their checkpoints. The
- * table and plots: sweep_table.c. */
+ * sweep's. Ctrl-C reaches the runs, which write their checkpoints. Under
+ * mpirun, rank r runs the points p with p mod N = r and rank 0 writes the
+ * table; --point I runs one point (a Slurm array task, --slurm's script)
+ * and --gather writes the table afterwards. The table and plots:
+ * sweep_table.c. */
 #include "lrc_tools.h"
 
 #include <cjson/cJSON.h>
@@ -17,6 +20,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig)
@@ -170,16 +175,23 @@ static pid_t start_point(const lrc_sweep_opts *a, const char **vals, const char 
         argv[n++] = "-o", argv[n++] = (char *)dir;
     }
     argv[n++] = "--threads", argv[n++] = th;
+    /* a run is one process: without the launcher's variables, which would
+     * make lrc train join the sweep's MPI job as a rank */
+    size_t n_env = 0;
+    while (environ[n_env]) n_env++;
+    char **envp = lrc_xcalloc(n_env + 1, sizeof *envp);
+    for (size_t i = 0, k = 0; i < n_env; i++)
+        if (strncmp(environ[i], "OMPI_", 5) && strncmp(environ[i], "PMIX_", 5)) envp[k++] = environ[i];
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
         FILE *f = freopen(log, "a", stdout);
         if (!f || dup2(fileno(stdout), 2) < 0) _exit(127);
-        execv("/proc/self/exe", argv);
+        execve("/proc/self/exe", argv, envp);
         fprintf(stderr, "lrc sweep: cannot run lrc train: %s\n", strerror(errno));
         _exit(127);
     }
-    free(argv);
+    free(argv), free(envp);
     return pid;
 }
 
@@ -316,6 +328,37 @@ static int reap(const lrc_sweep_opts *a, job *jobs, int *n_jobs, const char *jso
     return rc;
 }
 
+static int grid_total(const lrc_sweep_opts *a)
+{
+    int total = 1;
+    for (int k = 0; k < a->n_axes; k++) total *= a->axes[k].n;
+    return total;
+}
+
+/* The points in the grid's order, whatever order the ranks, jobs or array
+ * tasks finished them in (the arms' order and each sum's follow it), so the
+ * table is the one process's. With --gather every point must be there. */
+static int grid_order(const lrc_sweep_opts *a, lrc_sweep_point *pts, int n, lrc_err *err)
+{
+    int total = grid_total(a), k = 0;
+    for (int p = 0; p < total; p++) {
+        const char *vals[LRC_SWEEP_MAX_AXES];
+        char name[2048];
+        point_values(a, p, vals);
+        point_name(a, vals, false, name, sizeof name);
+        int i = k;
+        while (i < n && strcmp(pts[i].run, name)) i++;
+        if (i == n) {
+            if (a->gather) return lrc_err_set(err, "sweep: point %d (%s) is not in sweep.jsonl: run it (--point %d)", p, name, p);
+            continue;
+        }
+        lrc_sweep_point t = pts[i]; /* moved to k, the others kept in their order */
+        memmove(pts + k + 1, pts + k, (size_t)(i - k) * sizeof *pts);
+        pts[k++] = t;
+    }
+    return LRC_OK;
+}
+
 /* The table (sweep.md, printed) and the plots from sweep.jsonl */
 static int write_table(const lrc_sweep_opts *a, const char *jsonl, lrc_err *err)
 {
@@ -324,6 +367,7 @@ static int write_table(const lrc_sweep_opts *a, const char *jsonl, lrc_err *err)
     if (access(jsonl, F_OK)) return lrc_err_set(err, "sweep: %s is not a sweep (no sweep.jsonl)", a->out);
     if (lrc_sweep_read(jsonl, &pts, &n, err)) return LRC_EUSER;
     if (n == 0) return lrc_sweep_points_free(pts, n), lrc_err_set(err, "%s: no finished run", jsonl);
+    if (grid_order(a, pts, n, err)) return lrc_sweep_points_free(pts, n), LRC_EUSER;
     lrc_sweep_arm *arms;
     int n_arms;
     lrc_sweep_arms(pts, n, &arms, &n_arms);
@@ -349,15 +393,33 @@ static int write_table(const lrc_sweep_opts *a, const char *jsonl, lrc_err *err)
     return rc;
 }
 
+/* Threads per run: the cores of this machine (a Slurm task's, when it says)
+ * over the runs at a time on it: --jobs, times the ranks on it under mpirun */
+static int run_threads(const lrc_sweep_opts *a, const lrc_dist *d)
+{
+    const char *slurm = getenv("SLURM_CPUS_PER_TASK"), *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    long cores = a->point >= 0 && slurm && atol(slurm) > 0 ? atol(slurm) : sysconf(_SC_NPROCESSORS_ONLN);
+    long per = (long)a->jobs * (d && local && atol(local) > 0 ? atol(local) : 1);
+    return (int)(cores / per > 1 ? cores / per : 1);
+}
+
+/* Whether this process runs point p: --point's alone, or under mpirun the
+ * points of this rank (p mod N) */
+static bool mine(const lrc_sweep_opts *a, const lrc_dist *d, int p)
+{
+    return a->point >= 0 ? p == a->point : p % lrc_dist_size(d) == lrc_dist_rank(d);
+}
+
 /* The grid's runs, --jobs at a time; points already in sweep.jsonl skipped */
-static int run_grid(const lrc_sweep_opts *a, const char *jsonl, bool *was_interrupted, lrc_err *err)
+static int run_grid(const lrc_sweep_opts *a, lrc_dist *d, const char *jsonl, bool *was_interrupted, lrc_err *err)
 {
     lrc_sweep_point *done = NULL;
-    int n_done = 0, total = 1, rc = LRC_OK;
-    if (access(jsonl, F_OK) == 0 && lrc_sweep_read(jsonl, &done, &n_done, err)) return LRC_EUSER;
-    for (int k = 0; k < a->n_axes; k++) total *= a->axes[k].n;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = (int)(cores / a->jobs > 1 ? cores / a->jobs : 1), n_jobs = 0, skipped = 0;
+    int n_done = 0, total = grid_total(a), rc = LRC_OK;
+    int bad = access(jsonl, F_OK) == 0 && lrc_sweep_read(jsonl, &done, &n_done, err);
+    /* every rank reads sweep.jsonl before any appends to it */
+    if (d && lrc_dist_max_int(d, &bad, 1, err)) return LRC_EUSER;
+    if (bad) return err->msg[0] ? LRC_EUSER : lrc_err_set(err, "sweep: another rank cannot read %s", jsonl);
+    int threads = run_threads(a, d), n_jobs = 0, skipped = 0;
     job jobs[LRC_SWEEP_MAX_JOBS];
     bool stop = false;
     struct sigaction sa = {0}, old_sa;
@@ -366,6 +428,7 @@ static int run_grid(const lrc_sweep_opts *a, const char *jsonl, bool *was_interr
     for (int p = 0; p < total && !rc; p++) {
         const char *vals[LRC_SWEEP_MAX_AXES];
         char name[2048], dir[4200];
+        if (!mine(a, d, p)) continue;
         point_values(a, p, vals);
         point_name(a, vals, false, name, sizeof name);
         if (recorded(done, n_done, name)) {
@@ -375,7 +438,8 @@ static int run_grid(const lrc_sweep_opts *a, const char *jsonl, bool *was_interr
         while (n_jobs == a->jobs && !rc) rc = reap(a, jobs, &n_jobs, jsonl, &stop, was_interrupted, err);
         if (stop || interrupted || rc) break;
         snprintf(dir, sizeof dir, "%s/%s", a->out, name);
-        printf("sweep: %s (point %d of %d, %d threads)\n", name, p + 1, total, threads);
+        printf("sweep: %s (point %d of %d, %d threads", name, p + 1, total, threads);
+        printf(d ? ", rank %d of %d)\n" : ")\n", lrc_dist_rank(d), lrc_dist_size(d));
         jobs[n_jobs++] = (job){start_point(a, vals, dir, threads), p};
     }
     while (n_jobs > 0) {
@@ -389,21 +453,101 @@ static int run_grid(const lrc_sweep_opts *a, const char *jsonl, bool *was_interr
     return rc;
 }
 
+/* After every rank's runs: whether any failed or was interrupted. Rank 0
+ * alone goes on to the table; it names a failure of another rank, whose
+ * own line says why. */
+static int ranks_agree(lrc_dist *d, int rc, bool *was_interrupted, bool *any_failed, lrc_err *err)
+{
+    int flags[2] = {rc != 0, *was_interrupted};
+    *any_failed = true;
+    if (lrc_dist_max_int(d, flags, 2, err)) return LRC_EUSER;
+    *was_interrupted = flags[1], *any_failed = flags[0];
+    if (!rc && flags[0] && lrc_dist_rank(d) == 0) return lrc_err_set(err, "sweep: a run on another rank failed (that rank's line says why)");
+    return rc;
+}
+
+static void shell_word(FILE *f, const char *s)
+{
+    fputs(" '", f);
+    for (; *s; s++) *s == '\'' ? fputs("'\\''", f) : fputc(*s, f);
+    fputc('\'', f);
+}
+
+/* lrc sweep's command line less --jobs: the grid, the train options, -o */
+static void sweep_words(FILE *f, const char *exe, const lrc_sweep_opts *a)
+{
+    shell_word(f, exe), fputs(" sweep", f);
+    for (int i = 0; i < a->n_train; i++) shell_word(f, a->train[i]);
+    for (int k = 0; k < a->n_axes; k++) {
+        char spec[4096];
+        int at = snprintf(spec, sizeof spec, "%s=", a->axes[k].key);
+        for (int j = 0; j < a->axes[k].n && at < (int)sizeof spec; j++)
+            at += snprintf(spec + at, sizeof spec - (size_t)at, "%s%s", j ? "," : "", a->axes[k].vals[j]);
+        fputs(" --grid", f), shell_word(f, spec);
+    }
+    if (a->plot_key) fputs(" --plot-key", f), shell_word(f, a->plot_key);
+    fputs(" -o", f), shell_word(f, a->out);
+}
+
+/* --slurm: SWEEP_DIR/sweep.sbatch, a job array whose task I runs point I
+ * with this binary in this folder; --gather writes the table after */
+static int write_slurm(const lrc_sweep_opts *a, lrc_err *err)
+{
+    char exe[4096], cwd[4096], path[4300];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len < 0 || !getcwd(cwd, sizeof cwd)) return lrc_err_set(err, "sweep: --slurm: cannot find this binary or folder: %s", strerror(errno));
+    exe[len] = 0;
+    snprintf(path, sizeof path, "%s/sweep.sbatch", a->out);
+    FILE *f = fopen(path, "w");
+    if (!f) return lrc_err_set(err, "cannot write %s: %s", path, strerror(errno));
+    int total = grid_total(a);
+    fprintf(f, "#!/bin/bash\n#SBATCH --job-name=lrc-sweep\n#SBATCH --array=0-%d\n", total - 1);
+    fprintf(f, "#SBATCH --output=%s%s%s/slurm-%%a.out\n", a->out[0] == '/' ? "" : cwd, a->out[0] == '/' ? "" : "/", a->out);
+    fprintf(f, "# lrc sweep's grid of %d points as a Slurm job array: task I trains point I.\n", total);
+    fprintf(f, "# Submit with sbatch %s; once every task has finished, the table:\n#  ", path);
+    sweep_words(f, exe, a);
+    fputs(" --gather\ncd", f), shell_word(f, cwd), fputs(" || exit 1\nexec", f);
+    sweep_words(f, exe, a);
+    fputs(" --point \"$SLURM_ARRAY_TASK_ID\"\n", f);
+    if (fclose(f)) return lrc_err_set(err, "cannot write %s", path);
+    chmod(path, 0755);
+    printf("sweep: wrote %s, a job array of %d tasks (sbatch %s); then the same command with --gather writes the table\n", path, total,
+           path);
+    return LRC_OK;
+}
+
 int lrc_sweep_run(const lrc_sweep_opts *a, bool *was_interrupted, lrc_err *err)
 {
     *was_interrupted = false;
-    if (!a->table_only && check_grid(a, err)) return LRC_EUSER;
+    bool runs = !a->table_only && !a->gather && !a->slurm;
+    if (lrc_dist_launcher() && !(runs && a->point < 0))
+        return lrc_err_set(err, "sweep: --table, --gather, --slurm and --point run as one process, not under mpirun");
+    if (a->point >= grid_total(a))
+        return lrc_err_set(err, "sweep: --point %d: the grid has points 0 to %d", a->point, grid_total(a) - 1);
+    if (runs && check_grid(a, err)) return LRC_EUSER;
     char jsonl[4200];
     snprintf(jsonl, sizeof jsonl, "%s/sweep.jsonl", a->out);
     int rc = LRC_OK;
-    if (!a->table_only) {
+    if (!a->table_only && !a->gather && (lrc_make_parents(a->out) || mkdir(a->out, 0755)) && errno != EEXIST)
+        return lrc_err_set(err, "cannot make %s: %s", a->out, strerror(errno));
+    if (a->slurm) return write_slurm(a, err);
+    if (runs) {
+        lrc_dist *d = NULL;
+        if (lrc_dist_open(&d, err)) return LRC_EUSER;
         interrupted = 0;
-        if ((lrc_make_parents(a->out) || mkdir(a->out, 0755)) && errno != EEXIST) rc = lrc_err_set(err, "cannot make %s: %s", a->out, strerror(errno));
-        if (!rc) rc = run_grid(a, jsonl, was_interrupted, err);
+        rc = run_grid(a, d, jsonl, was_interrupted, err);
+        if (d) {
+            bool any_failed, rank0 = lrc_dist_rank(d) == 0;
+            rc = ranks_agree(d, rc, was_interrupted, &any_failed, err);
+            /* MPI_Finalize waits for every rank: only when none failed */
+            lrc_dist_close(d, !any_failed);
+            if (!rank0) return rc;
+        }
     }
     if (!rc && *was_interrupted) {
         printf("sweep: interrupted; the runs wrote their checkpoints: the same command finishes the grid\n");
         return LRC_OK;
     }
+    if (!rc && a->point >= 0) return LRC_OK;
     return rc ? rc : write_table(a, jsonl, err);
 }

@@ -10,7 +10,12 @@
 # count that does not divide the batch or the step's micro-batches, ranks
 # whose options or models differ, libmpi that cannot be loaded; a rank killed mid-run
 # stops the other within 10 s, and the last checkpoint resumes; SIGINT to one
-# rank stops all after the same step with rank 0's checkpoint. Then
+# rank stops all after the same step with rank 0's checkpoint. --zero 1
+# (AdamW's moments sharded) gives the weights and losses of 2 ranks without
+# it within 1e-6 with each rank's optimizer state half (the bytes each rank
+# prints), and the tiny LLaMA's resumes use it (2 ranks with --zero 1 ->
+# one process, one process -> 2 ranks with --zero 1); --zero 1 without
+# mpirun is one line, exit 1. Then
 # runtime/dist.c's unit test on 2 ranks.
 set -u
 lrc=$(realpath "$1") llama=$(realpath "$2") parcae=$(realpath "$3") compare=$4 test_dist=$5 # -wdir below: whole paths
@@ -31,7 +36,7 @@ check() { if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1))
 run() {
   local what=$1
   shift
-  timeout 120 "$@" >/dev/null 2>"$dir/run.err"
+  timeout 120 "$@" >"$dir/run.out" 2>"$dir/run.err"
   local s=$?
   check "$what exits 0 (status $s: $(head -c 300 "$dir/run.err"))" "[ $s = 0 ]"
 }
@@ -55,14 +60,27 @@ for m in llama parcae; do
   args=(--preset tiny --steps 20 --lr 3e-3 --seq 16 --eval-every 5 --data "$dir/text.txt" --threads 1)
   run "$m: one process, --accum 2" "$lrc" train "$model" "${args[@]}" --batch 4 --accum 2 -o "$dir/$m-acc"
   run "$m: 2 ranks" "${mpi[@]}" -np 2 "$lrc" train "$model" "${args[@]}" --batch 8 -o "$dir/$m-np2"
+  cp "$dir/run.out" "$dir/$m-np2.out"
+  run "$m: 2 ranks, --zero 1" "${mpi[@]}" -np 2 "$lrc" train "$model" "${args[@]}" --batch 8 --zero 1 -o "$dir/$m-zero"
+  check "$m: --zero 1 gives the weights of 2 ranks without it within 1e-6" "same_weights '$dir/$m-zero' '$dir/$m-np2'"
+  check "$m: --zero 1 gives every step's losses within 1e-6" "losses_match '$dir/$m-zero/metrics.jsonl' '$dir/$m-np2/metrics.jsonl'"
+  # "optimizer state ... in bytes: R0 R1": each rank's half of one rank's without --zero (shards differ by one element at most)
+  read -r w0 w1 <<<"$(sed -n 's/^optimizer state.*in bytes: //p' "$dir/$m-np2.out")"
+  read -r z0 z1 <<<"$(sed -n 's/^optimizer state.*in bytes: //p' "$dir/run.out")"
+  check "$m: --zero 1 halves each rank's optimizer state (measured: $z0 and $z1 bytes against $w0 and $w1)" \
+    "[ -n '$w0' ] && [ '$w0' = '$w1' ] && [ -n '$z1' ] && [ \$(($z0 + $z1)) = $w0 ] && [ \$((2 * $z0 - $w0)) -le 8 ] && [ \$(($w0 - 2 * $z1)) -le 8 ]"
   check "$m: 2 ranks give the weights of --accum 2 within 1e-6" "same_weights '$dir/$m-np2' '$dir/$m-acc'"
   check "$m: 2 ranks give every step's losses of --accum 2 within 1e-6" "losses_match '$dir/$m-np2/metrics.jsonl' '$dir/$m-acc/metrics.jsonl'"
   check "$m: the progress reports the all-reduce" "grep -q '\"allreduce_s\":' '$dir/$m-np2/metrics.jsonl'"
   # resumed at another rank count: 2 -> 1 and 1 -> 2
-  run "$m: 2 ranks stopped at 10" "${mpi[@]}" -np 2 "$lrc" train "$model" "${args[@]}" --batch 8 --stop-after 10 -o "$dir/$m-21"
+  zero=()
+  [ $m = llama ] && zero=(--zero 1)
+  run "$m: 2 ranks ${zero[*]} stopped at 10" "${mpi[@]}" -np 2 "$lrc" train "$model" "${args[@]}" --batch 8 --stop-after 10 "${zero[@]}" -o "$dir/$m-21"
   run "$m: ... resumed by one process" "$lrc" train --resume "$dir/$m-21" --threads 1
   run "$m: one process stopped at 10" "$lrc" train "$model" "${args[@]}" --batch 4 --accum 2 --stop-after 10 -o "$dir/$m-12"
-  run "$m: ... resumed by 2 ranks" "${mpi[@]}" -np 2 "$lrc" train --resume "$dir/$m-12" --threads 1
+  zero=() # LLaMA's resumes shard the moments (--zero 1): 2 ranks stopped at 10 with them, 2 ranks resuming with them
+  [ $m = llama ] && zero=(--zero 1)
+  run "$m: ... resumed by 2 ranks ${zero[*]}" "${mpi[@]}" -np 2 "$lrc" train --resume "$dir/$m-12" --threads 1 "${zero[@]}"
   check "$m: resumed 2 -> 1, the same weights within 1e-6" "same_weights '$dir/$m-21' '$dir/$m-acc'"
   check "$m: resumed 1 -> 2, the same weights within 1e-6" "same_weights '$dir/$m-12' '$dir/$m-acc'"
 done
@@ -85,6 +103,8 @@ refused() { # NAME PATTERN RUN_DIR COMMAND...
     "[ \$(grep -c '^lrc' '$dir/err') = 1 ] && grep -q '^lrc: $pattern' '$dir/err'"
   [ -n "$out" ] && check "$what: no run directory left" "[ ! -e '$out' ]"
 }
+refused "--zero 1 without mpirun" "--zero 1 shards AdamW.s moments over MPI ranks: start lrc train with mpirun" "$dir/z" \
+  "$lrc" train "$llama" "${args[@]}" --zero 1 -o "$dir/z"
 refused "--batch 6 over 4 ranks" "--batch 6 cannot be split over 4 ranks" "$dir/b6" \
   "${mpi[@]}" -np 4 "$lrc" train "$llama" "${short[@]}" --batch 6 -o "$dir/b6"
 refused "ranks with different options" "rank 1.s options differ from rank 0.s" "$dir/opts" \
