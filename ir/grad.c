@@ -94,6 +94,9 @@ int lrc_grad_rope(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
 int lrc_grad_attention(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
 {
     NODE;
+    const lrc_shape *qs = &g->nodes[n.in[0]].shape, *ks = &g->nodes[n.in[1]].shape, *vs = &g->nodes[n.in[2]].shape;
+    if (n.n_in > 3 || qs->dim[1] != ks->dim[1] || vs->dim[3] != qs->dim[3])
+        return lrc_err_set(err, "attention: no gradient yet through a bias, Tq != Tk or a value width other than q's");
     lrc_node l = {.op = LRC_OP_ATTENTION_LSE, .n_in = 3, .in = {n.in[0], n.in[1], n.in[2]}, .iattr = {n.iattr[0], n.iattr[1]},
                   .fattr = {n.fattr[0], n.fattr[1]}};
     int lse = lrc_graph_add(g, &l, err);

@@ -82,7 +82,7 @@ static int check_inputs(const lrc_graph *g, int id, const lrc_node *n, lrc_err *
     (void)g;
     if ((unsigned)n->op >= LRC_OP_COUNT) return lrc_err_set(err, "node %d: unknown op %d", id, (int)n->op);
     const lrc_op_info *info = &lrc_op_table[n->op];
-    if (n->n_in != info->n_in)
+    if (n->n_in != info->n_in && !(info->opt_in && n->n_in == info->n_in + 1))
         return lrc_err_set(err, "%s: expects %d inputs, got %d", info->name, info->n_in, n->n_in);
     for (int k = 0; k < n->n_in; k++)
         if (n->in[k] < 0 || n->in[k] >= id)

@@ -167,15 +167,44 @@ static int want_window_softcap(const lrc_node *n, int w_at, int c_at, bool causa
     return LRC_OK;
 }
 
+/* attention's general form: q [B,Tq,H,Dqk], k [B,Tk,Hkv,Dqk] and
+ * v [B,Tk,Hkv,Dv] (Hkv dividing H), and the optional additive bias
+ * [B|1,H|1,Tq,Tk] (input 3), broadcast over its size-1 axes. */
+static int want_qkv_bias(const lrc_graph *g, const lrc_node *n, lrc_err *err)
+{
+    char b1[96], b2[96];
+    const lrc_shape *q = &IN(0)->shape, *k = &IN(1)->shape, *v = &IN(2)->shape;
+    const char *op = lrc_op_table[n->op].name;
+    if (k->dim[0] != q->dim[0] || k->dim[3] != q->dim[3])
+        return lrc_err_set(err, "%s: q %s and k %s must agree in B and Dqk ([B,Tq,H,Dqk] and [B,Tk,Hkv,Dqk])", op,
+                           lrc_shape_str(q, b1, sizeof b1), lrc_shape_str(k, b2, sizeof b2));
+    if (v->dim[0] != k->dim[0] || v->dim[1] != k->dim[1] || v->dim[2] != k->dim[2])
+        return lrc_err_set(err, "%s: k %s and v %s must agree in B, Tk and Hkv ([B,Tk,Hkv,Dqk] and [B,Tk,Hkv,Dv])", op,
+                           lrc_shape_str(k, b1, sizeof b1), lrc_shape_str(v, b2, sizeof b2));
+    if (q->dim[2] % k->dim[2])
+        return lrc_err_set(err, "%s: k and v have %lld heads, which do not divide q's %lld heads", op, (long long)k->dim[2],
+                           (long long)q->dim[2]);
+    if (n->n_in < 4) return LRC_OK;
+    if (want_float(g, n, 3, err) || want_rank(g, n, 3, 4, err)) return LRC_EUSER;
+    const lrc_shape *bs = &IN(3)->shape;
+    if ((bs->dim[0] != 1 && bs->dim[0] != q->dim[0]) || (bs->dim[1] != 1 && bs->dim[1] != q->dim[2]) || bs->dim[2] != q->dim[1] ||
+        bs->dim[3] != k->dim[1])
+        return lrc_err_set(err, "%s: bias %s does not broadcast to [B, H, Tq, Tk] = [%lld, %lld, %lld, %lld]", op,
+                           lrc_shape_str(bs, b1, sizeof b1), (long long)q->dim[0], (long long)q->dim[2], (long long)q->dim[1],
+                           (long long)k->dim[1]);
+    return LRC_OK;
+}
+
 static int infer_attention(const lrc_graph *g, lrc_node *n, lrc_err *err)
 {
     for (int k = 0; k < 3; k++)
         if (want_float(g, n, k, err) || want_rank(g, n, k, 4, err)) return LRC_EUSER;
-    if (want_kv_heads(g, n, err)) return LRC_EUSER;
+    if (want_qkv_bias(g, n, err)) return LRC_EUSER;
     if (!(n->fattr[0] > 0)) return lrc_err_set(err, "attention: scale must be positive, got %g", n->fattr[0]);
     if (want_window_softcap(n, 1, 1, n->iattr[0] != 0, err)) return LRC_EUSER;
     n->dtype = IN(0)->dtype;
     n->shape = IN(0)->shape;
+    n->shape.dim[3] = IN(2)->shape.dim[3];
     return LRC_OK;
 }
 
@@ -487,8 +516,9 @@ static double flops_attention(const lrc_graph *g, const lrc_node *n)
     double B = (double)q->dim[0], T = (double)q->dim[1], H = (double)q->dim[2], D = (double)q->dim[3];
     int w_at = n->op == LRC_OP_ATTENTION_GRAD ? 2 : 1;
     /* q.k and p.v, 2 FLOPs each per multiply-add; causal attends to t+1 keys */
-    double pairs = attention_pairs(T, n->iattr[0] != 0, (double)n->iattr[w_at]);
-    return B * H * pairs * (4 * D + 5);
+    double pairs = attention_pairs(T, n->iattr[0] != 0, (double)n->iattr[w_at]), Tk = (double)IN(1)->shape.dim[1];
+    if (Tk != T) pairs = T * Tk; /* cross-attention: counted without its mask */
+    return B * H * pairs * (2 * D + 2 * (double)IN(2)->shape.dim[3] + 5);
 }
 
 static double flops_kv_attention(const lrc_graph *g, const lrc_node *n)
@@ -548,10 +578,10 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2, ROWS_UNIT = 4 };
 #define ROW_rope OP(1, OPAQUE, NONE, ATTRS("base", ROPE_ATTRS), NULL, infer_rope, flops_4, 1, REFS(rope), lrc_grad_rope, ALL, LOCAL, 0)
 #define ROW_attention                                                                                                    \
     OP(3, ATTENTION, ATTRS("causal", "window"), ATTRS("scale", "softcap"), NULL, infer_attention, flops_attention, 2.5, REFS(attention),   \
-       lrc_grad_attention, ALL, ATTENTION, 0)
+       lrc_grad_attention, ALL, ATTENTION, 0), .opt_in = "bias"
 #define ROW_attention_lse                                                                                                \
     OP(3, ATTENTION, ATTRS("causal", "window"), ATTRS("scale", "softcap"), NULL, infer_attention_lse, flops_zero, 0,   \
-       REFS(attention_lse), NO_GRAD, ALL, MIXED, 0)
+       REFS(attention_lse), NO_GRAD, ALL, MIXED, 0), .opt_in = "bias"
 #define ROW_softmax OP(1, ROW, NONE, NONE, NULL, infer_same, flops_5, 1, REFS(softmax), lrc_grad_softmax, ALL, LOCAL, ROWS(FIRST))
 #define ROW_reshape OP(1, VIEW, NONE, NONE, "shape", infer_reshape, flops_zero, 0, REFS(reshape), lrc_grad_reshape, NONE, RESHAPE, ROWS(RESHAPE))
 #define ROW_transpose OP(1, OPAQUE, NONE, NONE, "perm", infer_transpose, flops_zero, 0, REFS(transpose), lrc_grad_transpose, ALL, TRANSPOSE, 0)

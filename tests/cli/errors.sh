@@ -256,6 +256,31 @@ return M
 EOF
 t "GQA: key-value heads that do not divide the query heads" 1 'gqa_heads\.lua:8: ' "k and v have 4 heads, which do not divide q's 6 heads" -- init gqa_heads.lua -o out.safetensors
 
+# attention's general form: a bias that does not broadcast to [B, H, Tq, Tk], a bias that is
+# not a tensor, k and v of other lengths, q and k of other widths
+model attn_bias.lua <<'EOF'
+local lrc = require "lrc"
+local nn = require "lrc.nn"
+local M = { defaults = { d_model = 48, vocab = 16, case = "bias" }, presets = {} }
+function M.build(cfg, tokens)
+  local x = nn.embedding("embed", cfg.vocab, cfg.d_model)(tokens)
+  local q = lrc.reshape(x, { -1, 1, 6, 8 })
+  local kv = lrc.reshape(nn.linear("kv", cfg.d_model, 16)(x), { -1, 1, 2, 8 })
+  local k, v, opt = kv, kv, { causal = true }
+  if cfg.case == "bias" then opt.bias = lrc.input("bias", { 1, 1, 1, 2 }, "f32", { default = 0 }) end
+  if cfg.case == "number" then opt.bias = 3 end
+  if cfg.case == "tk" then v = lrc.reshape(kv, { -1, 2, 2, 4 }) end
+  if cfg.case == "dqk" then k = lrc.reshape(nn.linear("k", cfg.d_model, 12)(x), { -1, 1, 2, 6 }) end
+  local y = lrc.attention(q, k, v, opt)
+  return nn.linear("head", cfg.d_model, cfg.vocab)(lrc.reshape(y, { -1, 1, 48 }))
+end
+return M
+EOF
+t "attention: a bias that does not broadcast" 1 'attn_bias\.lua:13: ' 'bias \[1,1,1,2\] does not broadcast to \[B, H, Tq, Tk\]' -- init attn_bias.lua -o out.safetensors
+t "attention: a bias that is not a tensor" 1 'attn_bias\.lua:13: ' 'attention: bias must be a tensor, got number' -- init attn_bias.lua --set case=number -o out.safetensors
+t "attention: k and v of other lengths" 1 'attn_bias\.lua:13: ' 'must agree in B, Tk and Hkv' -- init attn_bias.lua --set case=tk -o out.safetensors
+t "attention: q and k of other widths" 1 'attn_bias\.lua:13: ' 'must agree in B and Dqk' -- init attn_bias.lua --set case=dqk -o out.safetensors
+
 model twice.lua <<'EOF'
 local lrc = require "lrc"
 local nn = require "lrc.nn"
