@@ -286,7 +286,8 @@ void kg_attention(kgen *k)
     int64_t Hkv = k->g->nodes[a->in[1]].shape.dim[2], G = H / Hkv, W = a->iattr[1];
     double cap = a->fattr[1];
     qk_src q = source_of(k, a->in[0], T, D), kk = source_of(k, a->in[1], Tk, D);
-    LLVMValueRef Bias = bs ? kg_ptr(k, a->in[3]) : NULL, V = kg_ptr(k, a->in[2]), O = a->op == LRC_OP_ATTENTION ? kg_ptr(k, k->gr->anchor) : NULL, L = NULL;
+    LLVMValueRef Bias = bs ? kg_ptr(k, a->in[3]) : NULL;
+    LLVMValueRef V = kg_ptr(k, a->in[2]), O = a->op == LRC_OP_ATTENTION ? kg_ptr(k, k->gr->anchor) : NULL, L = NULL;
     for (int j = 0; j < k->gr->n_nodes; j++) /* the rows' log-sum-exp, for the backward (fuse rule 7) */
         if (k->g->nodes[k->gr->nodes[j]].op == LRC_OP_ATTENTION_LSE) L = kg_ptr(k, k->gr->nodes[j]);
     LLVMTypeRef vt = em_vty(e, vec);
@@ -313,7 +314,9 @@ void kg_attention(kgen *k)
     LLVMValueRef kv0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, Tk * Hkv)), LLVMBuildSDiv(e->b, h, em_i64(e, G), "")), em_i64(e, D));
     /* the output's and the values' rows, Dv wide (the same as q's and k's when Dv == D) */
     LLVMValueRef ohead0 = Dv == D ? head0 : em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T * H)), h), em_i64(e, Dv));
-    LLVMValueRef vv0 = Dv == D ? kv0 : em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, Tk * Hkv)), LLVMBuildSDiv(e->b, h, em_i64(e, G), "")), em_i64(e, Dv));
+    LLVMValueRef vv0 = Dv == D ? kv0
+                               : em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, Tk * Hkv)), LLVMBuildSDiv(e->b, h, em_i64(e, G), "")),
+                                         em_i64(e, Dv));
     #define ROW(tv) em_iadd(e, head0, em_imul(e, (tv), em_i64(e, H * D)))
     #define OROW(tv) em_iadd(e, ohead0, em_imul(e, (tv), em_i64(e, H * Dv)))
     #define KROW(tv) em_iadd(e, vv0, em_imul(e, (tv), em_i64(e, Hkv * Dv)))
