@@ -404,8 +404,8 @@ void kg_attention(kgen *k)
         LLVMBuildStore(e->b, em_fw(e, 0, vec), sumv[r]);
         LLVMBuildStore(e->b, em_f32(e, 0), sums[r]);
         j = em_for_begin(e, &lp, js, nkb);
-        LLVMValueRef sv = em_load(e, S, em_iadd(e, base, j), vec);
-        LLVMValueRef pv = em_exp(e, LLVMBuildFSub(e->b, sv, em_splat(e, mx, vec), ""), vec);
+        LLVMValueRef mxv = em_splat(e, mx, vec), sv = em_load(e, S, em_iadd(e, base, j), vec); /* in this order: the same IR as before */
+        LLVMValueRef pv = em_exp(e, LLVMBuildFSub(e->b, sv, mxv, ""), vec);
         LLVMValueRef jv = LLVMBuildAdd(e->b, splat_i64(e, j, vec), LLVMConstVector(idxv, (unsigned)vec), "");
         LLVMValueRef seen = seen_keys(e, jv, nk[r], first[r], vec);
         if (bs) /* a -inf bias masks: em_exp's clamp would give it e^-87, not 0 */
