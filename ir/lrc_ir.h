@@ -13,7 +13,7 @@
 #include <stdio.h>
 
 #define LRC_MAX_DIMS 6
-#define LRC_MAX_INPUTS 6
+#define LRC_MAX_INPUTS 7
 #define LRC_MAX_IATTR 8
 #define LRC_MAX_FATTR 8
 #define LRC_MAX_NODES (1 << 21)             /* far above any real model (depth-L512: ~15k) */
@@ -214,8 +214,8 @@ int lrc_tensor_set_dequantize_q8(lrc_tensor_set *s, const char *what, lrc_err *e
     X(RMSNORM_GRAD, rmsnorm_grad)  /* x, dy -> dx of x / sqrt(mean(x^2) + eps) */                           \
     X(SILU_GRAD, silu_grad)        /* x, dy -> dy * d silu / dx */                                          \
     X(ROPE_GRAD, rope_grad)        /* dy -> dy rotated back (the transpose of RoPE) */                      \
-    X(ATTENTION_GRAD, attention_grad) /* q, k, v, dy, y, lse -> dq, dk or dv (`which` 0, 1, 2), each its     \
-                                      input's shape; y the forward's output, lse its attention_lse */       \
+    X(ATTENTION_GRAD, attention_grad) /* q, k, v, dy, y, lse [, bias] -> dq, dk, dv or dbias (`which` 0 to 3), \
+                                      each its input's shape; y the forward's output, lse its attention_lse */ \
     X(SOFTMAX_GRAD, softmax_grad)  /* y, dy -> y * (dy - sum(dy * y)) */                                    \
     X(DEPTH_GAIN_GRAD, depth_gain_grad) /* gamma, alpha, beta, alpha_rot, beta_rot, dy -> the gradient of   \
                                       input `which` (0: gamma [d]; 1..4: a scalar) */                        \

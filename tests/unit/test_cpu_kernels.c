@@ -433,6 +433,20 @@ static void unsupported_is_an_error(void)
     CHECK(rc != 0 && strstr(err.msg, "attention") && strstr(err.msg, "head dimension 1026"), "unsupported: rc %d, '%s'", rc,
           rc ? err.msg : "");
     lrc_compiled_free(&c);
+    /* the gradient of attention's general form: the ref target's only, for now */
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        lrc_graph *h = lrc_graph_new();
+        int64_t qs[4] = {1, 3, 2, 4}, ks[4] = {1, with_bias ? 3 : 5, 2, 4}, bs[4] = {1, 1, 3, 3};
+        int qi = input(h, "q", 4, qs, LRC_F32), ki = input(h, "k", 4, ks, LRC_F32), b = input(h, "b", 4, bs, LRC_F32);
+        lrc_node l = {.op = LRC_OP_ATTENTION_LSE, .n_in = 3 + with_bias, .in = {qi, ki, ki, b}, .fattr = {0.5}};
+        int lse = lrc_graph_add(h, &l, &err);
+        lrc_node d = {.op = LRC_OP_ATTENTION_GRAD, .n_in = 6 + with_bias, .in = {qi, ki, ki, qi, qi, lse, b}, .fattr = {0.5}};
+        out(h, "dq", lrc_graph_add(h, &d, &err));
+        rc = lrc_compile_graph(h, NULL, &c, &err);
+        CHECK(rc != 0 && strstr(err.msg, "the gradient of the general form") && strstr(err.msg, "ref target only"),
+              "general attention_grad (%s): rc %d, '%s'", with_bias ? "a bias" : "Tk != Tq", rc, rc ? err.msg : "");
+        lrc_compiled_free(&c);
+    }
 }
 
 

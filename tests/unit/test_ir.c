@@ -277,19 +277,27 @@ static void test_attention_heads(void)
     a.n_in = 5;
     CHECK(lrc_graph_add(g, &a, &err) < 0 && strstr(err.msg, "attention: expects 3 inputs, got 5"), "5 inputs: '%s'", err.msg);
     a.n_in = 3;
-    /* the gradient rule: the general form has none yet, and says so (autodiff adds the Lua line) */
-    int dyq = input(g, "dyq", S(4, 2, 7, 6, 8)), dx[LRC_MAX_INPUTS] = {-1, -1, -1, -1, -1, -1};
+    /* the gradient rule: dq, dk, dv, and dbias (which 3) only where the bias reads a parameter */
+    int dyq = input(g, "dyq", S(4, 2, 7, 6, 8)), dx[LRC_MAX_INPUTS] = {-1, -1, -1, -1, -1, -1, -1};
     a.in[1] = a.in[2] = k, a.n_in = 4, a.in[3] = bias_ok[0];
     y = lrc_graph_add(g, &a, &err);
-    CHECK(y >= 0 && lrc_op_table[LRC_OP_ATTENTION].grad(g, y, dyq, dx, &err) != 0 && strstr(err.msg, "no gradient yet through a bias"),
-          "gradient through a bias: '%s'", err.msg);
-    a.n_in = 3, a.in[1] = a.in[2] = kt;
+    CHECK(y >= 0 && lrc_op_table[LRC_OP_ATTENTION].grad(g, y, dyq, dx, &err) == 0 && dx[0] >= 0 && dx[2] >= 0 && dx[3] < 0 &&
+              g->nodes[dx[0]].n_in == 7,
+          "gradient with a mask (an input): %s", err.msg);
+    int pb = lrc_graph_add_param(g, "alibi", &(lrc_shape){4, {1, 6, 7, 7}}, (lrc_init){LRC_INIT_NORMAL, 1}, NULL, NULL, &err);
+    lrc_node twice = {.op = LRC_OP_ADD, .n_in = 2, .in = {pb, pb}};
+    a.in[3] = lrc_graph_add(g, &twice, &err);
     y = lrc_graph_add(g, &a, &err);
-    CHECK(y >= 0 && lrc_op_table[LRC_OP_ATTENTION].grad(g, y, dyq, dx, &err) != 0 && strstr(err.msg, "Tq != Tk"), "gradient, Tk != Tq: '%s'", err.msg);
-    a.in[1] = a.in[2] = k;
+    dx[3] = -1;
+    CHECK(y >= 0 && lrc_op_table[LRC_OP_ATTENTION].grad(g, y, dyq, dx, &err) == 0 && dx[3] >= 0 &&
+              lrc_shape_eq(&g->nodes[dx[3]].shape, &g->nodes[pb].shape),
+          "gradient with a learned bias: %s", err.msg);
+    a.n_in = 3, a.in[1] = a.in[2] = kt, dx[3] = -1;
     y = lrc_graph_add(g, &a, &err);
-    CHECK(y >= 0 && lrc_op_table[LRC_OP_ATTENTION].grad(g, y, dyq, dx, &err) == 0 && dx[0] >= 0 && dx[1] >= 0 && dx[2] >= 0,
-          "gradient of the plain form: %s", err.msg);
+    CHECK(y >= 0 && lrc_op_table[LRC_OP_ATTENTION].grad(g, y, dyq, dx, &err) == 0 && lrc_shape_eq(&g->nodes[dx[1]].shape, &g->nodes[kt].shape) &&
+              dx[3] < 0,
+          "gradient, Tk != Tq: %s", err.msg);
+    a.in[1] = k;
     a.in[2] = k, a.iattr[0] = 0;
     CHECK(lrc_graph_add(g, &a, &err) < 0 && strstr(err.msg, "a sliding window needs causal attention"), "window: '%s'", err.msg);
     a.iattr[0] = 1, a.iattr[1] = -1;
@@ -314,7 +322,7 @@ static void test_attention_heads(void)
         d.in[5] = y;
         CHECK(lrc_graph_add(g, &d, &err) < 0 && strstr(err.msg, "attention_grad: input 6 must have 3 axes"), "attention_grad lse of rank 4: '%s'", err.msg);
         d.in[5] = lse, d.in[4] = k;
-        CHECK(lrc_graph_add(g, &d, &err) < 0 && strstr(err.msg, "dy and y must have q's shape"), "attention_grad y of k's shape: '%s'",
+        CHECK(lrc_graph_add(g, &d, &err) < 0 && strstr(err.msg, "dy and y must have the forward's output shape"), "attention_grad y of k's shape: '%s'",
               err.msg);
         d.in[4] = y, d.in[1] = d.in[2] = k4;
         CHECK(lrc_graph_add(g, &d, &err) < 0 && strstr(err.msg, "attention_grad: k and v have 4 heads, which do not divide q's 6 heads"),
