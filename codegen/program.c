@@ -266,11 +266,20 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
                 return n->loc ? lrc_err_prefix(err, "%s", n->loc) : LRC_EUSER;
             }
         }
-        if ((gr->kind == LRC_GROUP_ATTENTION || (a->op == LRC_OP_ATTENTION_GRAD && t.vec > 0)) && g->nodes[a->in[0]].shape.dim[3] > 1024) {
+        if (a->op == LRC_OP_ATTENTION_GRAD && (a->n_in > 6 || g->nodes[a->in[1]].shape.dim[1] != g->nodes[a->in[0]].shape.dim[1] ||
+                                               g->nodes[a->in[2]].shape.dim[3] != g->nodes[a->in[0]].shape.dim[3])) {
+            lrc_program_free(p);
+            free(kernel_of);
+            lrc_err_set(err, "attention: the gradient of the general form (a bias, Tq != Tk or Dv != Dqk) runs on the ref target only");
+            return a->loc ? lrc_err_prefix(err, "%s", a->loc) : LRC_EUSER;
+        }
+        int64_t head_dim = g->nodes[a->in[0]].shape.dim[3], vdim = a->n_in > 2 ? g->nodes[a->in[2]].shape.dim[3] : 0; /* Dqk, Dv */
+        if (vdim > head_dim) head_dim = vdim;
+        if ((gr->kind == LRC_GROUP_ATTENTION || (a->op == LRC_OP_ATTENTION_GRAD && t.vec > 0)) && head_dim > 1024) {
             lrc_program_free(p);
             free(kernel_of);
             lrc_err_set(err, "%s: head dimension %lld is over the 1024 the cpu kernels hold in registers",
-                        lrc_op_name(a->op), (long long)g->nodes[a->in[0]].shape.dim[3]);
+                        lrc_op_name(a->op), (long long)head_dim);
             return a->loc ? lrc_err_prefix(err, "%s", a->loc) : LRC_EUSER;
         }
         /* GEMM weights: packed once (when parameters) into panels; a kernel

@@ -4,6 +4,7 @@
  * ir/passes/autodiff.c. */
 #include "ref_ops.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static int add_op(lrc_graph *g, lrc_op op, int a, int b, lrc_err *err)
@@ -91,16 +92,40 @@ int lrc_grad_rope(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
 /* The backward reads the forward's output and each row's log-sum-exp,
  * which the forward's kernel writes beside it (fuse rule 7), instead of
  * computing the softmax's statistics again (flash attention's backward). */
+/* Whether node id depends on a parameter (into *reads): the gradient of a
+ * bias made from run-time inputs alone (a mask) is never needed. Nodes
+ * come after their inputs, so one pass over [0, id] decides it. */
+static int reads_param(const lrc_graph *g, int id, bool *reads_out, lrc_err *err)
+{
+    bool *reads = lrc_malloc((size_t)(id + 1) * sizeof(bool));
+    if (!reads) return lrc_err_nomem(err, "for the attention gradient's walk over %d nodes", id + 1);
+    for (int i = 0; i <= id; i++) {
+        const lrc_node *n = &g->nodes[i];
+        reads[i] = n->op == LRC_OP_PARAM;
+        for (int k = 0; k < n->n_in && !reads[i]; k++) reads[i] = reads[n->in[k]];
+    }
+    *reads_out = reads[id];
+    free(reads);
+    return LRC_OK;
+}
+
 int lrc_grad_attention(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
 {
     NODE;
-    lrc_node l = {.op = LRC_OP_ATTENTION_LSE, .n_in = 3, .in = {n.in[0], n.in[1], n.in[2]}, .iattr = {n.iattr[0], n.iattr[1]},
-                  .fattr = {n.fattr[0], n.fattr[1]}};
+    const lrc_shape *qs = &g->nodes[n.in[0]].shape, *ks = &g->nodes[n.in[1]].shape, *vs = &g->nodes[n.in[2]].shape;
+    bool bias = n.n_in > 3, general = bias || qs->dim[1] != ks->dim[1] || vs->dim[3] != qs->dim[3];
+    /* the general form's nodes carry the attention's line: the compiled targets refuse them (codegen/program.c) */
+    char *loc = general ? n.loc : NULL;
+    lrc_node l = {.op = LRC_OP_ATTENTION_LSE, .n_in = n.n_in, .in = {n.in[0], n.in[1], n.in[2], n.in[3]}, .iattr = {n.iattr[0], n.iattr[1]},
+                  .fattr = {n.fattr[0], n.fattr[1]}, .loc = loc};
     int lse = lrc_graph_add(g, &l, err);
     if (lse < 0) return LRC_EUSER;
-    for (int k = 0; k < 3; k++) {
-        lrc_node p = {.op = LRC_OP_ATTENTION_GRAD, .n_in = 6, .in = {n.in[0], n.in[1], n.in[2], dy, id, lse},
-                      .iattr = {n.iattr[0], k, n.iattr[1]}, .fattr = {n.fattr[0], n.fattr[1]}};
+    bool learned = false;
+    if (bias && reads_param(g, n.in[3], &learned, err)) return LRC_EUSER;
+    int last = learned ? 3 : 2;
+    for (int k = 0; k <= last; k++) {
+        lrc_node p = {.op = LRC_OP_ATTENTION_GRAD, .n_in = bias ? 7 : 6, .in = {n.in[0], n.in[1], n.in[2], dy, id, lse, n.in[3]},
+                      .iattr = {n.iattr[0], k, n.iattr[1]}, .fattr = {n.fattr[0], n.fattr[1]}, .loc = loc};
         if ((dx[k] = lrc_graph_add(g, &p, err)) < 0) return LRC_EUSER;
     }
     return LRC_OK;

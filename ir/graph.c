@@ -82,7 +82,9 @@ static int check_inputs(const lrc_graph *g, int id, const lrc_node *n, lrc_err *
     (void)g;
     if ((unsigned)n->op >= LRC_OP_COUNT) return lrc_err_set(err, "node %d: unknown op %d", id, (int)n->op);
     const lrc_op_info *info = &lrc_op_table[n->op];
-    if (info->n_in >= 0 ? n->n_in != info->n_in : n->n_in < 1 || n->n_in > LRC_MAX_INPUTS) /* -1: 1 to LRC_MAX_INPUTS */
+    /* n_in -1: 1 to LRC_MAX_INPUTS (concat); opt_in: one more, optional */
+    if (info->n_in < 0 ? n->n_in < 1 || n->n_in > LRC_MAX_INPUTS
+                       : n->n_in != info->n_in && !(info->opt_in && n->n_in == info->n_in + 1))
         return info->n_in >= 0 ? lrc_err_set(err, "%s: expects %d inputs, got %d", info->name, info->n_in, n->n_in)
                                : lrc_err_set(err, "%s: expects 1 to %d inputs, got %d", info->name, LRC_MAX_INPUTS, n->n_in);
     for (int k = 0; k < n->n_in; k++)

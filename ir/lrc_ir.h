@@ -13,7 +13,7 @@
 #include <stdio.h>
 
 #define LRC_MAX_DIMS 6
-#define LRC_MAX_INPUTS 6
+#define LRC_MAX_INPUTS 7
 #define LRC_MAX_IATTR 8
 #define LRC_MAX_FATTR 8
 #define LRC_MAX_NODES (1 << 21)             /* far above any real model (depth-L512: ~15k) */
@@ -174,8 +174,10 @@ int lrc_tensor_set_dequantize_q8(lrc_tensor_set *s, const char *what, lrc_err *e
     X(SCALE, scale)                /* x * s, s a constant attribute */                                      \
     X(SILU, silu)                  /* x * sigmoid(x) */                                                     \
     X(ROPE, rope)                  /* sequence RoPE, rotate-half, x[B,T,H,Dh] */                            \
-    X(ATTENTION, attention)        /* softmax(q k^T * scale [soft-capped] [+ causal/window mask]) v,        \
-                                      q [B,T,H,Dh], k and v [B,T,Hkv,Dh] (Hkv dividing H: GQA) */            \
+    X(ATTENTION, attention)        /* softmax(q k^T * scale [soft-capped] [+ bias] [+ causal/window mask]) v, \
+                                      q [B,Tq,H,Dqk], k [B,Tk,Hkv,Dqk], v [B,Tk,Hkv,Dv] (Hkv dividing H:  \
+                                      GQA), optional bias [B|1,H|1,Tq,Tk] -> [B,Tq,H,Dv]; a row that sees  \
+                                      no key gives zeros */                                                 \
     X(SOFTMAX, softmax)            /* over the last axis */                                                 \
     X(RESHAPE, reshape)            /* same elements, new shape */                                           \
     X(TRANSPOSE, transpose)        /* permute axes */                                                       \
@@ -220,8 +222,8 @@ int lrc_tensor_set_dequantize_q8(lrc_tensor_set *s, const char *what, lrc_err *e
     X(RMSNORM_GRAD, rmsnorm_grad)  /* x, dy -> dx of x / sqrt(mean(x^2) + eps) */                           \
     X(SILU_GRAD, silu_grad)        /* x, dy -> dy * d silu / dx */                                          \
     X(ROPE_GRAD, rope_grad)        /* dy -> dy rotated back (the transpose of RoPE) */                      \
-    X(ATTENTION_GRAD, attention_grad) /* q, k, v, dy, y, lse -> dq, dk or dv (`which` 0, 1, 2), each its     \
-                                      input's shape; y the forward's output, lse its attention_lse */       \
+    X(ATTENTION_GRAD, attention_grad) /* q, k, v, dy, y, lse [, bias] -> dq, dk, dv or dbias (`which` 0 to 3), \
+                                      each its input's shape; y the forward's output, lse its attention_lse */ \
     X(SOFTMAX_GRAD, softmax_grad)  /* y, dy -> y * (dy - sum(dy * y)) */                                    \
     X(DEPTH_GAIN_GRAD, depth_gain_grad) /* gamma, alpha, beta, alpha_rot, beta_rot, dy -> the gradient of   \
                                       input `which` (0: gamma [d]; 1..4: a scalar) */                        \
@@ -232,7 +234,7 @@ int lrc_tensor_set_dequantize_q8(lrc_tensor_set *s, const char *what, lrc_err *e
     X(TANH_GRAD, tanh_grad)        /* y = tanh(x), dy -> dy (1 - y^2) (from the output, as torch) */        \
     X(SIGMOID_GRAD, sigmoid_grad)  /* y = sigmoid(x), dy -> dy y (1 - y) (from the output, as torch) */     \
     X(GELU_TANH_GRAD, gelu_tanh_grad) /* x, dy -> dy * d gelu_tanh / dx */                                  \
-    X(ATTENTION_LSE, attention_lse) /* q, k, v -> [B,T,H]: each query row's log-sum-exp of its scores, the   \
+    X(ATTENTION_LSE, attention_lse) /* q, k, v [, bias] -> [B,Tq,H]: each query row's log-sum-exp, the       \
                                       statistic attention_grad reads; computed by the attention kernel   \
                                       over the same inputs (fuse rule 7) */                                  \
     X(TOPK, topk)                  /* x[..., E] -> i32 [..., k]: where the k largest are, as torch.topk      \
@@ -348,6 +350,9 @@ typedef struct lrc_op_info {
     const char *iattr[LRC_MAX_IATTR]; /* names of integer attributes */
     const char *fattr[LRC_MAX_FATTR]; /* names of float attributes */
     const char *ilist;                /* name of the integer-list attribute */
+    /* An optional input after the n_in required ones, given in the Lua
+     * attribute table under this name (attention's bias), or NULL. */
+    const char *opt_in;
     /* Fills n->dtype and n->shape from the inputs, or explains what is wrong. */
     int (*infer)(const lrc_graph *g, lrc_node *n, lrc_err *err);
     /* Floating-point operations of the forward computation. */

@@ -167,15 +167,44 @@ static int want_window_softcap(const lrc_node *n, int w_at, int c_at, bool causa
     return LRC_OK;
 }
 
+/* attention's general form: q [B,Tq,H,Dqk], k [B,Tk,Hkv,Dqk] and
+ * v [B,Tk,Hkv,Dv] (Hkv dividing H), and the optional additive bias
+ * [B|1,H|1,Tq,Tk] (input 3), broadcast over its size-1 axes. */
+static int want_qkv_bias(const lrc_graph *g, const lrc_node *n, int bias_at, lrc_err *err)
+{
+    char b1[96], b2[96];
+    const lrc_shape *q = &IN(0)->shape, *k = &IN(1)->shape, *v = &IN(2)->shape;
+    const char *op = lrc_op_table[n->op].name;
+    if (k->dim[0] != q->dim[0] || k->dim[3] != q->dim[3])
+        return lrc_err_set(err, "%s: q %s and k %s must agree in B and Dqk ([B,Tq,H,Dqk] and [B,Tk,Hkv,Dqk])", op,
+                           lrc_shape_str(q, b1, sizeof b1), lrc_shape_str(k, b2, sizeof b2));
+    if (v->dim[0] != k->dim[0] || v->dim[1] != k->dim[1] || v->dim[2] != k->dim[2])
+        return lrc_err_set(err, "%s: k %s and v %s must agree in B, Tk and Hkv ([B,Tk,Hkv,Dqk] and [B,Tk,Hkv,Dv])", op,
+                           lrc_shape_str(k, b1, sizeof b1), lrc_shape_str(v, b2, sizeof b2));
+    if (q->dim[2] % k->dim[2])
+        return lrc_err_set(err, "%s: k and v have %lld heads, which do not divide q's %lld heads", op, (long long)k->dim[2],
+                           (long long)q->dim[2]);
+    if (n->n_in <= bias_at) return LRC_OK;
+    if (want_float(g, n, bias_at, err) || want_rank(g, n, bias_at, 4, err)) return LRC_EUSER;
+    const lrc_shape *bs = &IN(bias_at)->shape;
+    if ((bs->dim[0] != 1 && bs->dim[0] != q->dim[0]) || (bs->dim[1] != 1 && bs->dim[1] != q->dim[2]) || bs->dim[2] != q->dim[1] ||
+        bs->dim[3] != k->dim[1])
+        return lrc_err_set(err, "%s: bias %s does not broadcast to [B, H, Tq, Tk] = [%lld, %lld, %lld, %lld]", op,
+                           lrc_shape_str(bs, b1, sizeof b1), (long long)q->dim[0], (long long)q->dim[2], (long long)q->dim[1],
+                           (long long)k->dim[1]);
+    return LRC_OK;
+}
+
 static int infer_attention(const lrc_graph *g, lrc_node *n, lrc_err *err)
 {
     for (int k = 0; k < 3; k++)
         if (want_float(g, n, k, err) || want_rank(g, n, k, 4, err)) return LRC_EUSER;
-    if (want_kv_heads(g, n, err)) return LRC_EUSER;
+    if (want_qkv_bias(g, n, 3, err)) return LRC_EUSER;
     if (!(n->fattr[0] > 0)) return lrc_err_set(err, "attention: scale must be positive, got %g", n->fattr[0]);
     if (want_window_softcap(n, 1, 1, n->iattr[0] != 0, err)) return LRC_EUSER;
     n->dtype = IN(0)->dtype;
     n->shape = IN(0)->shape;
+    n->shape.dim[3] = IN(2)->shape.dim[3];
     return LRC_OK;
 }
 
@@ -403,24 +432,28 @@ static int infer_same_as_first(const lrc_graph *g, lrc_node *n, lrc_err *err)
     return LRC_OK;
 }
 
-/* q, k, v, dy, y, lse -> the gradient of q (which 0, q's shape), k or v
- * (1, 2: [B,T,Hkv,Dh], the sum over the query heads of each key-value
- * head). y is the forward's output and lse its attention_lse: the
+/* q, k, v, dy, y, lse [, bias] -> the gradient of q (which 0, q's shape),
+ * k or v (1, 2: [B,Tk,Hkv,Dqk] or [B,Tk,Hkv,Dv], the sum over the query
+ * heads of each key-value head) or the bias (3: its shape, the sum over its
+ * broadcast axes). y is the forward's output and lse its attention_lse: the
  * gradient's statistics, saved. */
 static int infer_attention_grad(const lrc_graph *g, lrc_node *n, lrc_err *err)
 {
-    if (n->iattr[1] < 0 || n->iattr[1] > 2) return lrc_err_set(err, "attention_grad: which must be 0, 1 or 2");
+    if (n->iattr[1] < 0 || n->iattr[1] > 3) return lrc_err_set(err, "attention_grad: which must be 0, 1, 2 or 3");
+    if (n->iattr[1] == 3 && n->n_in < 7) return lrc_err_set(err, "attention_grad: which 3 (the bias's gradient) needs the bias");
     for (int k = 0; k < 6; k++)
         if (want_float(g, n, k, err) || want_rank(g, n, k, k == 5 ? 3 : 4, err)) return LRC_EUSER;
-    if (want_kv_heads(g, n, err)) return LRC_EUSER;
-    if (!lrc_shape_eq(&IN(0)->shape, &IN(3)->shape) || !lrc_shape_eq(&IN(0)->shape, &IN(4)->shape))
-        return lrc_err_set(err, "attention_grad: dy and y must have q's shape");
+    if (want_qkv_bias(g, n, 6, err)) return LRC_EUSER;
     const lrc_shape *q = &IN(0)->shape, *lse = &IN(5)->shape;
+    lrc_shape out = *q;
+    out.dim[3] = IN(2)->shape.dim[3];
+    if (!lrc_shape_eq(&out, &IN(3)->shape) || !lrc_shape_eq(&out, &IN(4)->shape))
+        return lrc_err_set(err, "attention_grad: dy and y must have the forward's output shape [B,Tq,H,Dv]");
     if (lse->dim[0] != q->dim[0] || lse->dim[1] != q->dim[1] || lse->dim[2] != q->dim[2])
         return lrc_err_set(err, "attention_grad: lse must be [B,T,H] of q's [B,T,H,Dh]");
     if (want_window_softcap(n, 2, 1, n->iattr[0] != 0, err)) return LRC_EUSER;
     n->dtype = IN(0)->dtype;
-    n->shape = IN(n->iattr[1] ? 1 : 0)->shape;
+    n->shape = IN(n->iattr[1] == 3 ? 6 : n->iattr[1])->shape;
     return LRC_OK;
 }
 
@@ -488,8 +521,9 @@ static double flops_attention(const lrc_graph *g, const lrc_node *n)
     double B = (double)q->dim[0], T = (double)q->dim[1], H = (double)q->dim[2], D = (double)q->dim[3];
     int w_at = n->op == LRC_OP_ATTENTION_GRAD ? 2 : 1;
     /* q.k and p.v, 2 FLOPs each per multiply-add; causal attends to t+1 keys */
-    double pairs = attention_pairs(T, n->iattr[0] != 0, (double)n->iattr[w_at]);
-    return B * H * pairs * (4 * D + 5);
+    double pairs = attention_pairs(T, n->iattr[0] != 0, (double)n->iattr[w_at]), Tk = (double)IN(1)->shape.dim[1];
+    if (Tk != T) pairs = T * Tk; /* cross-attention: counted without its mask */
+    return B * H * pairs * (2 * D + 2 * (double)IN(2)->shape.dim[3] + 5);
 }
 
 static double flops_kv_attention(const lrc_graph *g, const lrc_node *n)
@@ -549,10 +583,10 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2, ROWS_UNIT = 4 };
 #define ROW_rope OP(1, OPAQUE, NONE, ATTRS("base", ROPE_ATTRS), NULL, infer_rope, flops_4, 1, REFS(rope), lrc_grad_rope, ALL, LOCAL, 0)
 #define ROW_attention                                                                                                    \
     OP(3, ATTENTION, ATTRS("causal", "window"), ATTRS("scale", "softcap"), NULL, infer_attention, flops_attention, 2.5, REFS(attention),   \
-       lrc_grad_attention, ALL, ATTENTION, 0)
+       lrc_grad_attention, ALL, ATTENTION, 0), .opt_in = "bias"
 #define ROW_attention_lse                                                                                                \
     OP(3, ATTENTION, ATTRS("causal", "window"), ATTRS("scale", "softcap"), NULL, infer_attention_lse, flops_zero, 0,   \
-       REFS(attention_lse), NO_GRAD, ALL, MIXED, 0)
+       REFS(attention_lse), NO_GRAD, ALL, MIXED, 0), .opt_in = "bias"
 #define ROW_softmax OP(1, ROW, NONE, NONE, NULL, infer_same, flops_5, 1, REFS(softmax), lrc_grad_softmax, ALL, LOCAL, ROWS(FIRST))
 #define ROW_reshape OP(1, VIEW, NONE, NONE, "shape", infer_reshape, flops_zero, 0, REFS(reshape), lrc_grad_reshape, NONE, RESHAPE, ROWS(RESHAPE))
 #define ROW_transpose OP(1, OPAQUE, NONE, NONE, "perm", infer_transpose, flops_zero, 0, REFS(transpose), lrc_grad_transpose, ALL, TRANSPOSE, 0)
@@ -592,7 +626,7 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2, ROWS_UNIT = 4 };
 #define ROW_rope_grad OP(1, OPAQUE, NONE, ATTRS("base", ROPE_ATTRS), NULL, infer_rope, flops_4, 0, REFS(rope_grad), NO_GRAD, ALL, MIXED, 0)
 #define ROW_attention_grad                                                                                               \
     OP(6, OPAQUE, ATTRS("causal", "which", "window"), ATTRS("scale", "softcap"), NULL, infer_attention_grad, flops_attention_grad, 0,      \
-       REFS(attention_grad), NO_GRAD, ALL, MIXED, SHARES_KERNEL)
+       REFS(attention_grad), NO_GRAD, ALL, MIXED, SHARES_KERNEL), .opt_in = "bias"
 #define ROW_softmax_grad OP(2, OPAQUE, NONE, NONE, NULL, infer_same_as_first, flops_4, 0, REFS(softmax_grad), NO_GRAD, ALL, MIXED, 0)
 #define ROW_depth_gain_grad                                                                                              \
     OP(6, OPAQUE, ATTRS("layer", "which"), ATTRS("base"), NULL, infer_depth_gain_grad, flops_depth_gain, 0,           \

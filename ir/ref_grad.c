@@ -99,6 +99,107 @@ int REF(rope_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, void 
     return REF(rotate)(n, F(0), out, -1);
 }
 
+/* Row t's probabilities P[t][j] over keys j < Tk and dS[t][j] =
+ * P o (dP - rowsum(dP o P)), dP = dy_t . v_j, times the soft-cap's
+ * tanh'; dSb the same before that factor (the bias's gradient: the bias is
+ * added after the cap). A row that sees no key has P and dS zeros. */
+static void attn_grad_row(const lrc_graph *g, const lrc_node *n, void *const *in, int64_t b, int64_t h, int64_t t, double *P, double *dS,
+                          double *dSb)
+{
+    const lrc_shape *qs = SHAPE(0), *ks = SHAPE(1);
+    int64_t Tq = qs->dim[1], H = qs->dim[2], D = qs->dim[3], Tk = ks->dim[1], Hkv = ks->dim[2], G = H / Hkv, Dv = SHAPE(2)->dim[3];
+    int64_t keys = n->iattr[0] && t + 1 < Tk ? t + 1 : Tk, first = attn_first_key(t, n->iattr[2]);
+    double scale = n->fattr[0], cap = n->fattr[1], mx = -INFINITY, sum = 0, rowdot = 0;
+    const real *q = F(0) + ((b * Tq + t) * H + h) * D, *dy = F(3) + ((b * Tq + t) * H + h) * Dv, *bias = NULL;
+    if (n->n_in > 6) {
+        const lrc_shape *bs = SHAPE(6);
+        bias = F(6) + (((bs->dim[0] > 1 ? b : 0) * bs->dim[1] + (bs->dim[1] > 1 ? h : 0)) * Tq + t) * Tk;
+    }
+    for (int64_t j = 0; j < Tk; j++) {
+        double s = -INFINITY, dcap = 1;
+        if (j >= first && j < keys) {
+            const real *k = F(1) + ((b * Tk + j) * Hkv + h / G) * D;
+            s = 0;
+            for (int64_t i = 0; i < D; i++) s += (double)q[i] * k[i];
+            s *= scale;
+            if (cap > 0) {
+                double th = tanh(s / cap);
+                s = cap * th;
+                dcap = 1 - th * th;
+            }
+            if (bias) s += bias[j];
+        }
+        P[j] = s;
+        dS[j] = dcap; /* for now */
+        if (s > mx) mx = s;
+    }
+    for (int64_t j = 0; j < Tk; j++) sum += (P[j] = mx > -INFINITY && P[j] > -INFINITY ? exp(P[j] - mx) : 0);
+    for (int64_t j = 0; j < Tk; j++) {
+        const real *v = F(2) + ((b * Tk + j) * Hkv + h / G) * Dv;
+        double dp = 0;
+        if (sum > 0) P[j] /= sum;
+        for (int64_t i = 0; i < Dv; i++) dp += (double)dy[i] * v[i];
+        double dcap = dS[j];
+        dS[j] = dp;
+        dSb[j] = dcap; /* the factor, kept until rowdot is known */
+        rowdot += dp * P[j];
+    }
+    for (int64_t j = 0; j < Tk; j++) {
+        double dcap = dSb[j], d = P[j] * (dS[j] - rowdot);
+        dSb[j] = d;
+        dS[j] = P[j] != 0 ? d * dcap : d;
+    }
+}
+
+/* The general form (a bias, input 6; Tq != Tk; Dv != Dqk): the gradient of
+ * q (which 0), k (1), v (2) or the bias (3: dS summed over the bias's
+ * broadcast axes), from the definition as below. */
+static int attention_grad_general(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    const lrc_shape *qs = SHAPE(0), *ks = SHAPE(1);
+    int64_t B = qs->dim[0], Tq = qs->dim[1], H = qs->dim[2], D = qs->dim[3], Tk = ks->dim[1], Hkv = ks->dim[2], G = H / Hkv;
+    int64_t Dv = SHAPE(2)->dim[3];
+    int which = (int)n->iattr[1];
+    double scale = n->fattr[0];
+    double *P = lrc_malloc((size_t)(Tq * Tk) * sizeof(double)), *dS = lrc_malloc((size_t)(Tq * Tk) * sizeof(double));
+    double *dSb = lrc_malloc((size_t)(Tq * Tk) * sizeof(double));
+    if (!P || !dS || !dSb) {
+        free(P), free(dS), free(dSb);
+        return lrc_err_nomem(err, "for %s's scratch in the reference kernels", lrc_op_name(n->op));
+    }
+    int64_t total = lrc_shape_numel(&n->shape);
+    double *acc = lrc_malloc((size_t)total * sizeof(double));
+    if (!acc) {
+        free(P), free(dS), free(dSb);
+        return lrc_err_nomem(err, "for %s's scratch in the reference kernels", lrc_op_name(n->op));
+    }
+    memset(acc, 0, (size_t)total * sizeof(double));
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            for (int64_t t = 0; t < Tq; t++) attn_grad_row(g, n, in, b, h, t, P + t * Tk, dS + t * Tk, dSb + t * Tk);
+            if (which == 3) {
+                const lrc_shape *bs = &n->shape;
+                double *o = acc + ((bs->dim[0] > 1 ? b : 0) * bs->dim[1] + (bs->dim[1] > 1 ? h : 0)) * Tq * Tk;
+                for (int64_t x = 0; x < Tq * Tk; x++) o[x] += dSb[x];
+                continue;
+            }
+            int64_t rows = which ? Tk : Tq, width = which == 2 ? Dv : D, inner = which ? Tq : Tk;
+            for (int64_t t = 0; t < rows; t++)
+                for (int64_t i = 0; i < width; i++) {
+                    double s = 0;
+                    for (int64_t j = 0; j < inner; j++) {
+                        if (which == 0) s += dS[t * Tk + j] * F(1)[((b * Tk + j) * Hkv + h / G) * D + i] * scale;
+                        else if (which == 1) s += dS[j * Tk + t] * F(0)[((b * Tq + j) * H + h) * D + i] * scale;
+                        else s += P[j * Tk + t] * F(3)[((b * Tq + j) * H + h) * Dv + i];
+                    }
+                    acc[which ? ((b * Tk + t) * Hkv + h / G) * width + i : ((b * Tq + t) * H + h) * D + i] += s;
+                }
+        }
+    for (int64_t x = 0; x < total; x++) ((real *)out)[x] = (real)acc[x];
+    free(P), free(dS), free(dSb), free(acc);
+    return LRC_OK;
+}
+
 /* Recomputes each (batch, query head)'s probabilities from q and k: the
  * reference takes the definition, not the forward's y and lse (inputs 4
  * and 5), which the compiled targets read;
@@ -107,7 +208,8 @@ int REF(rope_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, void 
  * head sum over the query heads that read it (GQA). */
 int REF(attention_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
-    (void)err;
+    if (n->n_in > 6 || SHAPE(1)->dim[1] != SHAPE(0)->dim[1] || SHAPE(2)->dim[3] != SHAPE(0)->dim[3])
+        return attention_grad_general(g, n, in, out, err);
     const lrc_shape *qs = SHAPE(0);
     int64_t B = qs->dim[0], T = qs->dim[1], H = qs->dim[2], D = qs->dim[3], Hkv = SHAPE(1)->dim[2], G = H / Hkv;
     int which = (int)n->iattr[1];

@@ -157,33 +157,43 @@ int REF(rope)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out,
     return REF(rotate)(n, F(0), out, 1);
 }
 
-/* Row t of query head h: its scaled, soft-capped scores against keys
- * [*first, *keys) into p[], and their max. k has Hkv heads (Hkv dividing
- * H): query head h reads head h / (H / Hkv). */
-static double attn_scores(const lrc_node *n, void *const *in, const lrc_shape *ks, int64_t b, int64_t h, int64_t t, double *p,
+/* Row t of query head h: its scaled, soft-capped scores, plus the bias
+ * when there is one (input 3, [B|1,H|1,Tq,Tk]), against keys
+ * [*first, *keys) into p[], and their max (-inf: the row sees no key).
+ * k has Hkv heads (Hkv dividing H): query head h reads head h / (H / Hkv).
+ * Causal with Tq != Tk is torch's is_causal: query t sees keys j <= t. */
+static double attn_scores(const lrc_graph *g, const lrc_node *n, void *const *in, int64_t b, int64_t h, int64_t t, double *p,
                           int64_t *first, int64_t *keys)
 {
-    int64_t T = ks->dim[1], Hkv = ks->dim[2], D = ks->dim[3], H = n->shape.dim[2]; /* [B,T,H,D] or [B,T,H] */
-    const real *q = F(0) + ((b * T + t) * H + h) * D;
+    const lrc_shape *qs = SHAPE(0), *ks = SHAPE(1);
+    int64_t Tq = qs->dim[1], H = qs->dim[2], D = qs->dim[3], Tk = ks->dim[1], Hkv = ks->dim[2];
+    const real *q = F(0) + ((b * Tq + t) * H + h) * D, *bias = NULL;
+    if (n->n_in > 3) {
+        const lrc_shape *bs = SHAPE(3);
+        bias = F(3) + (((bs->dim[0] > 1 ? b : 0) * bs->dim[1] + (bs->dim[1] > 1 ? h : 0)) * Tq + t) * Tk;
+    }
     double mx = -INFINITY;
-    *keys = n->iattr[0] ? t + 1 : T;
+    *keys = n->iattr[0] && t + 1 < Tk ? t + 1 : Tk;
     *first = attn_first_key(t, n->iattr[1]);
     for (int64_t j = *first; j < *keys; j++) {
-        const real *k = F(1) + ((b * T + j) * Hkv + h / (H / Hkv)) * D;
+        const real *k = F(1) + ((b * Tk + j) * Hkv + h / (H / Hkv)) * D;
         double s = 0;
         for (int64_t i = 0; i < D; i++) s += (double)q[i] * k[i];
         p[j] = attn_softcap(s * n->fattr[0], n->fattr[1]);
+        if (bias) p[j] += bias[j];
         if (p[j] > mx) mx = p[j];
     }
     return mx;
 }
 
+/* A row whose every key is masked (-inf bias) gives zeros, and its
+ * log-sum-exp is -inf (torch's SDPA gives NaN there). */
 int REF(attention)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
     int64_t B = n->shape.dim[0], T = n->shape.dim[1], H = n->shape.dim[2], D = n->shape.dim[3];
-    int64_t Hkv = SHAPE(1)->dim[2], G = H / Hkv;
-    double *p = lrc_malloc((size_t)T * sizeof(double)), *acc = lrc_malloc((size_t)D * sizeof(double));
+    int64_t Tk = SHAPE(1)->dim[1], Hkv = SHAPE(1)->dim[2], G = H / Hkv;
+    double *p = lrc_malloc((size_t)Tk * sizeof(double)), *acc = lrc_malloc((size_t)D * sizeof(double));
     if (!p || !acc) {
         free(p), free(acc);
         return lrc_err_nomem(err, "for %s's scratch in the reference kernels", lrc_op_name(n->op));
@@ -192,14 +202,18 @@ int REF(attention)(const lrc_graph *g, const lrc_node *n, void *const *in, void 
         for (int64_t h = 0; h < H; h++)
             for (int64_t t = 0; t < T; t++) {
                 int64_t first, keys;
-                double mx = attn_scores(n, in, SHAPE(1), b, h, t, p, &first, &keys), sum = 0;
+                double mx = attn_scores(g, n, in, b, h, t, p, &first, &keys), sum = 0;
+                real *o = (real *)out + ((b * T + t) * H + h) * D;
+                if (mx == -INFINITY) {
+                    for (int64_t i = 0; i < D; i++) o[i] = 0;
+                    continue;
+                }
                 for (int64_t j = first; j < keys; j++) sum += (p[j] = exp(p[j] - mx));
                 for (int64_t i = 0; i < D; i++) acc[i] = 0;
                 for (int64_t j = first; j < keys; j++) {
-                    const real *v = F(2) + ((b * T + j) * Hkv + h / G) * D;
+                    const real *v = F(2) + ((b * Tk + j) * Hkv + h / G) * D;
                     for (int64_t i = 0; i < D; i++) acc[i] += p[j] * v[i];
                 }
-                real *o = (real *)out + ((b * T + t) * H + h) * D;
                 for (int64_t i = 0; i < D; i++) o[i] = (real)(acc[i] / sum);
             }
     free(p);
@@ -212,17 +226,16 @@ int REF(attention)(const lrc_graph *g, const lrc_node *n, void *const *in, void 
 int REF(attention_lse)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
-    (void)g;
     int64_t B = n->shape.dim[0], T = n->shape.dim[1], H = n->shape.dim[2];
-    double *p = lrc_malloc((size_t)T * sizeof(double));
+    double *p = lrc_malloc((size_t)SHAPE(1)->dim[1] * sizeof(double));
     if (!p) return lrc_err_nomem(err, "for %s's scratch in the reference kernels", lrc_op_name(n->op));
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++)
             for (int64_t h = 0; h < H; h++) {
                 int64_t first, keys;
-                double mx = attn_scores(n, in, SHAPE(1), b, h, t, p, &first, &keys), sum = 0;
+                double mx = attn_scores(g, n, in, b, h, t, p, &first, &keys), sum = 0;
                 for (int64_t j = first; j < keys; j++) sum += exp(p[j] - mx);
-                ((real *)out)[(b * T + t) * H + h] = (real)(mx + log(sum));
+                ((real *)out)[(b * T + t) * H + h] = (real)(mx == -INFINITY ? mx : mx + log(sum));
             }
     free(p);
     return LRC_OK;

@@ -70,62 +70,87 @@ void cu_render_attention(cu_gen *c)
     if (cu_render_attention_tc(c)) return; /* bf16 storage: the tensor cores */
     const lrc_node *a = &c->g->nodes[c->gr->anchor], *rq, *rk;
     /* the anchor is the attention, or an attention_lse alone (no output rows, no values) */
-    const lrc_shape *qs = &c->g->nodes[a->in[0]].shape;
+    /* q [B,T,H,D], k [B,Tk,Hkv,D], v [B,Tk,Hkv,Dv], the bias [B|1,H|1,T,Tk] (the general form's own lines only where it differs) */
+    const lrc_shape *qs = &c->g->nodes[a->in[0]].shape, *vs = &c->g->nodes[a->in[2]].shape;
+    const lrc_shape *bs = a->n_in > 3 ? &c->g->nodes[a->in[3]].shape : NULL;
     const bool rows = a->op == LRC_OP_ATTENTION;
     const int lse = cu_attention_lse_of(c);
-    int64_t B = qs->dim[0], T = qs->dim[1], H = qs->dim[2], D = qs->dim[3];
+    int64_t B = qs->dim[0], T = qs->dim[1], H = qs->dim[2], D = qs->dim[3], Tk = vs->dim[1], Dv = vs->dim[3];
     int q = cu_attention_source(c, a->in[0], &rq), k = cu_attention_source(c, a->in[1], &rk);
     bool causal = a->iattr[0] != 0;
     /* GQA: query head h reads key-value head h / G; a window of W keys
      * (attn_first_key, ir/ref_template.h); the soft-cap before the mask */
     int64_t Hkv = c->g->nodes[a->in[1]].shape.dim[2], G = H / Hkv, W = a->iattr[1];
     double cap = a->fattr[1];
-    int BK = D > 128 ? 8 : D > 64 ? 16 : 32; /* two tiles of BK x D floats fit in 48 KB */
-    char va[16], o[16], la[16];
+    int64_t Dm = Dv > D ? Dv : D;
+    int BK = Dm > 128 ? 8 : Dm > 64 ? 16 : 32; /* two tiles of BK x D floats fit in 48 KB */
+    char va[16], o[16], la[16], ba[16];
     cu_arg(c, a->in[2], va, sizeof va);
     cu_arg(c, c->gr->anchor, o, sizeof o);
     if (lse >= 0) cu_arg(c, lse, la, sizeof la);
+    if (bs) cu_arg(c, a->in[3], ba, sizeof ba);
     cu_kernel_begin(c, BQ);
-    cu_printf(c->t, "    __shared__ float Ks[%d][%lld], Vs[%d][%lld];\n", BK, (long long)D, BK, (long long)D);
+    cu_printf(c->t, "    __shared__ float Ks[%d][%lld], Vs[%d][%lld];\n", BK, (long long)D, BK, (long long)Dv);
     /* (batch, head) on grid x, which takes 2^31 - 1, query blocks on y (65 535 at most, as z) */
     cu_printf(c->t, "    const long b = blockIdx.x / %lld, h = blockIdx.x %% %lld, t = (long)blockIdx.y * %d + threadIdx.x;\n",
               (long long)H, (long long)H, BQ);
     cu_printf(c->t, "    const bool active = t < %lld;\n    float q[%lld], acc[%lld], m = -INFINITY, l = 0.f;\n", (long long)T,
-              (long long)D, (long long)D);
+              (long long)D, (long long)Dv);
     cu_printf(c->t, "    if (active) {\n        const long off = ((b * %lld + t) * %lld + h) * %lld;\n", (long long)T, (long long)H,
               (long long)D);
     emit_row(c, "q", q, rq, D, "off", "t", 1.0); /* scaled after the product, as the gradient's kernel does: the same scores */
-    cu_printf(c->t, "        for (int i = 0; i < %lld; i++) acc[i] = 0.f;\n    }\n", (long long)D);
-    if (causal) cu_printf(c->t, "    const long last = min(%lldL, (long)blockIdx.y * %d + %d);\n", (long long)(T - 1), BQ, BQ - 1);
-    else cu_printf(c->t, "    const long last = %lldL;\n", (long long)(T - 1));
+    cu_printf(c->t, "        for (int i = 0; i < %lld; i++) acc[i] = 0.f;\n    }\n", (long long)Dv);
+    if (causal) cu_printf(c->t, "    const long last = min(%lldL, (long)blockIdx.y * %d + %d);\n", (long long)(Tk - 1), BQ, BQ - 1);
+    else cu_printf(c->t, "    const long last = %lldL;\n", (long long)(Tk - 1));
     if (W > 0) cu_printf(c->t, "    const long j00 = max(0L, (long)blockIdx.y * %d - %lld);\n", BQ, (long long)(W - 1));
     cu_printf(c->t, "    for (long j0 = %s; j0 <= last; j0 += %d) {\n", W > 0 ? "j00" : "0", BK);
-    cu_printf(c->t, "        for (int idx = threadIdx.x; idx < %lld; idx += %d) {\n", (long long)(BK * D), BQ);
-    cu_printf(c->t, "            const int jj = idx / %lld, i = idx %% %lld;\n            const long j = j0 + jj;\n", (long long)D,
-              (long long)D);
-    cu_printf(c->t, "            float kv = 0.f, vv = 0.f;\n            if (j < %lld) {\n", (long long)T);
-    cu_printf(c->t, "                const long off = ((b * %lld + j) * %lld + h / %lld) * %lld;\n", (long long)T, (long long)Hkv,
-              (long long)G, (long long)D);
-    cu_attention_element(c, "                ", "kv", k, rk, D, "off", "j", 1.0);
-    cu_printf(c->t, "                vv = ld(%s, off + i);\n            }\n            Ks[jj][i] = kv;\n            Vs[jj][i] = vv;\n        }\n",
-              va);
+    if (Tk == T && Dv == D) {
+        cu_printf(c->t, "        for (int idx = threadIdx.x; idx < %lld; idx += %d) {\n", (long long)(BK * D), BQ);
+        cu_printf(c->t, "            const int jj = idx / %lld, i = idx %% %lld;\n            const long j = j0 + jj;\n", (long long)D,
+                  (long long)D);
+        cu_printf(c->t, "            float kv = 0.f, vv = 0.f;\n            if (j < %lld) {\n", (long long)T);
+        cu_printf(c->t, "                const long off = ((b * %lld + j) * %lld + h / %lld) * %lld;\n", (long long)T, (long long)Hkv,
+                  (long long)G, (long long)D);
+        cu_attention_element(c, "                ", "kv", k, rk, D, "off", "j", 1.0);
+        cu_printf(c->t, "                vv = ld(%s, off + i);\n            }\n            Ks[jj][i] = kv;\n            Vs[jj][i] = vv;\n        }\n",
+                  va);
+    } else { /* keys and values apart: Tk rows, Dqk and Dv wide */
+        cu_printf(c->t, "        for (int idx = threadIdx.x; idx < %lld; idx += %d) {\n", (long long)(BK * D), BQ);
+        cu_printf(c->t, "            const int jj = idx / %lld, i = idx %% %lld;\n            const long j = j0 + jj;\n", (long long)D,
+                  (long long)D);
+        cu_printf(c->t, "            float kv = 0.f;\n            if (j < %lld) {\n", (long long)Tk);
+        cu_printf(c->t, "                const long off = ((b * %lld + j) * %lld + h / %lld) * %lld;\n", (long long)Tk, (long long)Hkv,
+                  (long long)G, (long long)D);
+        cu_attention_element(c, "                ", "kv", k, rk, D, "off", "j", 1.0);
+        cu_printf(c->t, "            }\n            Ks[jj][i] = kv;\n        }\n");
+        cu_printf(c->t, "        for (int idx = threadIdx.x; idx < %lld; idx += %d) {\n", (long long)(BK * Dv), BQ);
+        cu_printf(c->t, "            const int jj = idx / %lld, i = idx %% %lld;\n            const long j = j0 + jj;\n", (long long)Dv,
+                  (long long)Dv);
+        cu_printf(c->t, "            Vs[jj][i] = j < %lld ? ld(%s, ((b * %lld + j) * %lld + h / %lld) * %lld + i) : 0.f;\n        }\n",
+                  (long long)Tk, va, (long long)Tk, (long long)Hkv, (long long)G, (long long)Dv);
+    }
     cu_printf(c->t, "        __syncthreads();\n        if (active)\n            for (int jj = 0; jj < %d; jj++) {\n", BK);
-    cu_printf(c->t, "                const long j = j0 + jj;\n                if (j >= %lld%s) break;\n", (long long)T, causal ? " || j > t" : "");
+    cu_printf(c->t, "                const long j = j0 + jj;\n                if (j >= %lld%s) break;\n", (long long)Tk, causal ? " || j > t" : "");
     if (W > 0) cu_printf(c->t, "                if (j <= t - %lldL) continue;\n", (long long)W);
     cu_printf(c->t, "                float s = 0.f;\n#pragma unroll\n                for (int i = 0; i < %lld; i++) s = fmaf(q[i], Ks[jj][i], s);\n",
               (long long)D);
     cu_printf(c->t, "                s *= %.9ef;\n", a->fattr[0]);
     if (cap > 0) cu_printf(c->t, "                s = %.9ef * tanhf(s / %.9ef);\n", cap, cap);
+    if (bs) { /* the bias, after the soft-cap; a -inf entry masks (a row all masked keeps m = -inf, l = 0: zeros out) */
+        cu_printf(c->t, "                s += ld(%s, ((%s * %lld + %s) * %lld + t) * %lld + j);\n", ba, bs->dim[0] > 1 ? "b" : "0L",
+                  (long long)bs->dim[1], bs->dim[1] > 1 ? "h" : "0L", (long long)T, (long long)Tk);
+        cu_printf(c->t, "                if (s == -INFINITY) continue;\n");
+    }
     cu_printf(c->t, "                const float mn = fmaxf(m, s), corr = __expf(m - mn), p = __expf(s - mn);\n");
     cu_printf(c->t, "                l = l * corr + p;\n");
     if (rows)
-        cu_printf(c->t, "#pragma unroll\n                for (int i = 0; i < %lld; i++) acc[i] = fmaf(p, Vs[jj][i], acc[i] * corr);\n", (long long)D);
+        cu_printf(c->t, "#pragma unroll\n                for (int i = 0; i < %lld; i++) acc[i] = fmaf(p, Vs[jj][i], acc[i] * corr);\n", (long long)Dv);
     cu_printf(c->t, "                m = mn;\n            }\n        __syncthreads();\n    }\n");
-    cu_printf(c->t, "    if (active) {\n        const long off = ((b * %lld + t) * %lld + h) * %lld;\n        const float inv = 1.f / l;\n",
-              (long long)T, (long long)H, (long long)D);
-    if (rows) cu_printf(c->t, "        for (int i = 0; i < %lld; i++) st(%s, off + i, acc[i] * inv);\n", (long long)D, o);
-    if (lse >= 0) /* the row's log-sum-exp, [B,T,H]: what the backward reads */
-        cu_printf(c->t, "        st(%s, off / %lld, m + logf(l));\n", la, (long long)D);
+    cu_printf(c->t, "    if (active) {\n        const long off = ((b * %lld + t) * %lld + h) * %lld;\n        const float inv = %s;\n",
+              (long long)T, (long long)H, (long long)Dv, bs ? "l > 0.f ? 1.f / l : 0.f" : "1.f / l");
+    if (rows) cu_printf(c->t, "        for (int i = 0; i < %lld; i++) st(%s, off + i, acc[i] * inv);\n", (long long)Dv, o);
+    if (lse >= 0) /* the row's log-sum-exp, [B,T,H]: what the backward reads (-inf for a row the bias masks whole) */
+        cu_printf(c->t, "        st(%s, off / %lld, %s);\n", la, (long long)Dv, bs ? "l > 0.f ? m + logf(l) : -INFINITY" : "m + logf(l)");
     cu_printf(c->t, "    }\n}\n\n");
     c->launch->block = BQ;
     c->launch->grid[0] = (unsigned)(B * H);

@@ -33,6 +33,8 @@ bool cu_render_attention_tc(cu_gen *c)
      * kernel's (render_attention.c) for now: this one reads k and v with q's
      * heads and masks only the causal triangle */
     if (c->g->nodes[a->in[1]].shape.dim[2] != H || a->iattr[1] || a->fattr[1]) return false;
+    /* so is the general form: a bias, Tq != Tk, Dv != Dqk */
+    if (a->n_in > 3 || c->g->nodes[a->in[1]].shape.dim[1] != T || c->g->nodes[a->in[0]].shape.dim[3] != D) return false;
     const int lse = cu_attention_lse_of(c);
     const bool causal = a->iattr[0] != 0;
     const long long TT = (long long)T, HH = (long long)H, DD = (long long)D;

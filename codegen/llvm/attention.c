@@ -217,9 +217,11 @@ static LLVMValueRef transposed_keys(kgen *k, const qk_src *kk, LLVMValueRef kv0,
 
 /* O[ooff..+D) = the accumulators over their row sum, where `in` (a row
  * inside the sequence) holds (O NULL: none); and, when L (attention_lse,
- * fuse rule 7), L[loff] = max + log(sum), the row's log-sum-exp. */
+ * fuse rule 7), L[loff] = max + log(sum), the row's log-sum-exp. With
+ * `empty_rows` (a bias, whose -inf masks may hide a whole row), a sum of 0
+ * gives zeros and a log-sum-exp of -inf. */
 static void store_row(kgen *k, LLVMValueRef O, LLVMValueRef ooff, LLVMValueRef in, int64_t D, LLVMValueRef *acc, LLVMValueRef *accs,
-                      LLVMValueRef sumv, LLVMValueRef sums, LLVMValueRef L, LLVMValueRef loff, LLVMValueRef maxs)
+                      LLVMValueRef sumv, LLVMValueRef sums, LLVMValueRef L, LLVMValueRef loff, LLVMValueRef maxs, bool empty_rows)
 {
     em_t *e = k->e;
     int vec = k->p->tiling.vec;
@@ -229,6 +231,7 @@ static void store_row(kgen *k, LLVMValueRef O, LLVMValueRef ooff, LLVMValueRef i
     em_if_begin(e, &store, in);
     LLVMValueRef sum = em_add(e, em_hsum(e, LLVMBuildLoad2(e->b, vt, sumv, ""), vec), LLVMBuildLoad2(e->b, e->f32, sums, ""));
     LLVMValueRef inv = LLVMBuildFDiv(e->b, em_f32(e, 1.0), sum, "");
+    if (empty_rows) inv = LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealOEQ, sum, em_f32(e, 0), ""), em_f32(e, 0), inv, "");
     if (L) {
         LLVMValueRef lg = em_libm(e, "log", em_to_f64(e, sum), NULL);
         em_store(e, L, loff, em_to_f32(e, LLVMBuildFAdd(e->b, em_to_f64(e, LLVMBuildLoad2(e->b, e->f32, maxs, "")), lg, "")), 1);
@@ -263,8 +266,10 @@ void kg_attention(kgen *k)
         return;
     }
     /* the group's anchor is the attention, or an attention_lse alone (no output rows, no values read) */
-    const lrc_shape *qs = &k->g->nodes[a->in[0]].shape;
-    int64_t T = qs->dim[1], H = qs->dim[2], D = qs->dim[3];
+    /* q [B,T,H,D], k [B,Tk,Hkv,D], v [B,Tk,Hkv,Dv], the bias [B|1,H|1,T,Tk] */
+    const lrc_shape *qs = &k->g->nodes[a->in[0]].shape, *vs = &k->g->nodes[a->in[2]].shape;
+    int64_t T = qs->dim[1], H = qs->dim[2], D = qs->dim[3], Tk = vs->dim[1], Dv = vs->dim[3];
+    const lrc_shape *bs = a->n_in > 3 ? &k->g->nodes[a->in[3]].shape : NULL;
     /* QB query rows share each key load; the value loop takes them RG rows
      * by CG vectors of D at a time, so that its accumulators, the value
      * vectors and the broadcasts fit the registers: AVX-512 has 32, AVX2 16
@@ -274,13 +279,14 @@ void kg_attention(kgen *k)
     /* keys padded to whole vectors plus one, so that rows of the transposed
      * keys are not a power of two apart (they would share a few L1 sets);
      * the padding also holds the scores' last block of NB vectors */
-    int64_t nch = D / vec, tail = D % vec, Tp = (T + vec - 1) / vec * vec + vec;
+    int64_t nch = Dv / vec, tail = Dv % vec, Tp = (Tk + vec - 1) / vec * vec + vec;
     bool causal = a->iattr[0] != 0;
     /* GQA: query head h reads key-value head h / G; a sliding window of W
      * keys hides keys before row t - W + 1 (attn_first_key, ir/ref_template.h) */
     int64_t Hkv = k->g->nodes[a->in[1]].shape.dim[2], G = H / Hkv, W = a->iattr[1];
     double cap = a->fattr[1];
-    qk_src q = source_of(k, a->in[0], T, D), kk = source_of(k, a->in[1], T, D);
+    qk_src q = source_of(k, a->in[0], T, D), kk = source_of(k, a->in[1], Tk, D);
+    LLVMValueRef Bias = bs ? kg_ptr(k, a->in[3]) : NULL;
     LLVMValueRef V = kg_ptr(k, a->in[2]), O = a->op == LRC_OP_ATTENTION ? kg_ptr(k, k->gr->anchor) : NULL, L = NULL;
     for (int j = 0; j < k->gr->n_nodes; j++) /* the rows' log-sum-exp, for the backward (fuse rule 7) */
         if (k->g->nodes[k->gr->nodes[j]].op == LRC_OP_ATTENTION_LSE) L = kg_ptr(k, k->gr->nodes[j]);
@@ -305,10 +311,16 @@ void kg_attention(kgen *k)
     LLVMValueRef item = em_for_begin(e, &litem, e->begin, e->end);
     LLVMValueRef b = LLVMBuildSDiv(e->b, item, em_i64(e, H), ""), h = LLVMBuildSRem(e->b, item, em_i64(e, H), "");
     LLVMValueRef head0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T * H)), h), em_i64(e, D));
-    LLVMValueRef kv0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T * Hkv)), LLVMBuildSDiv(e->b, h, em_i64(e, G), "")), em_i64(e, D));
+    LLVMValueRef kv0 = em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, Tk * Hkv)), LLVMBuildSDiv(e->b, h, em_i64(e, G), "")), em_i64(e, D));
+    /* the output's and the values' rows, Dv wide (the same as q's and k's when Dv == D) */
+    LLVMValueRef ohead0 = Dv == D ? head0 : em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T * H)), h), em_i64(e, Dv));
+    LLVMValueRef vv0 = Dv == D ? kv0
+                               : em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, Tk * Hkv)), LLVMBuildSDiv(e->b, h, em_i64(e, G), "")),
+                                         em_i64(e, Dv));
     #define ROW(tv) em_iadd(e, head0, em_imul(e, (tv), em_i64(e, H * D)))
-    #define KROW(tv) em_iadd(e, kv0, em_imul(e, (tv), em_i64(e, Hkv * D)))
-    LLVMValueRef Kt = transposed_keys(k, &kk, kv0, T, Hkv, D, Tp), S = em_malloc(e, em_i64(e, QB * Tp * 4)), j;
+    #define OROW(tv) em_iadd(e, ohead0, em_imul(e, (tv), em_i64(e, H * Dv)))
+    #define KROW(tv) em_iadd(e, vv0, em_imul(e, (tv), em_i64(e, Hkv * Dv)))
+    LLVMValueRef Kt = transposed_keys(k, &kk, kv0, Tk, Hkv, D, Tp), S = em_malloc(e, em_i64(e, QB * Tp * 4)), j;
 
     LLVMValueRef t0 = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, T));
     /* rows past T repeat the last row: computed, never stored */
@@ -317,12 +329,14 @@ void kg_attention(kgen *k)
         LLVMValueRef tr = em_iadd(e, t0, em_i64(e, r));
         LLVMValueRef in = LLVMBuildICmp(e->b, LLVMIntSLT, tr, em_i64(e, T), "");
         trow[r] = LLVMBuildSelect(e->b, in, tr, em_i64(e, T - 1), "");
-        nk[r] = causal ? em_iadd(e, trow[r], em_i64(e, 1)) : em_i64(e, T);
+        nk[r] = causal ? em_iadd(e, trow[r], em_i64(e, 1)) : em_i64(e, Tk);
+        if (causal && T > Tk) /* torch's is_causal: row t sees keys j <= t, all Tk of them from t = Tk - 1 on */
+            nk[r] = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, nk[r], em_i64(e, Tk), ""), nk[r], em_i64(e, Tk), "");
         first[r] = W > 0 ? kg_first_key(e, trow[r], W) : NULL;
         load_row(k, &q, ROW(trow[r]), trow[r], D, a->fattr[0], qp, em_i64(e, r * D));
         LLVMBuildStore(e->b, em_f32(e, -INFINITY), maxs[r]);
     }
-    LLVMValueRef nkb = causal ? nk[QB - 1] : em_i64(e, T); /* keys any row of the block sees */
+    LLVMValueRef nkb = causal ? nk[QB - 1] : em_i64(e, Tk); /* keys any row of the block sees */
     /* from the first key of the block's first row, down to a whole vector */
     LLVMValueRef js = W > 0 ? em_imul(e, LLVMBuildSDiv(e->b, first[0], em_i64(e, vec), ""), em_i64(e, vec)) : em_i64(e, 0);
     /* scores, NB vectors of keys at a time for every row of the block: each
@@ -356,6 +370,16 @@ void kg_attention(kgen *k)
             em_store(e, S, em_iadd(e, j, em_i64(e, r * Tp + n * vec)), sv, vec);
         }
     em_for_end(e, &lk, em_i64(e, NB * vec));
+    if (bs) /* the bias, after the soft-cap: each row's seen keys, one at a time (its rows are Tk long, not padded) */
+        for (int r = 0; r < QB; r++) {
+            LLVMValueRef bb = bs->dim[0] > 1 ? b : em_i64(e, 0), bh = bs->dim[1] > 1 ? h : em_i64(e, 0);
+            LLVMValueRef brow = em_imul(e, em_iadd(e, em_imul(e, em_iadd(e, em_imul(e, bb, em_i64(e, bs->dim[1])), bh), em_i64(e, T)), trow[r]),
+                                        em_i64(e, Tk));
+            j = em_for_begin(e, &lk, js, nk[r]);
+            LLVMValueRef at = em_iadd(e, j, em_i64(e, r * Tp));
+            em_store(e, S, at, em_add(e, em_load(e, S, at, 1), em_load(e, Bias, em_iadd(e, brow, j), 1)), 1);
+            em_for_end(e, &lk, em_i64(e, 1));
+        }
     LLVMValueRef idxv[16];
     for (int i = 0; i < vec; i++) idxv[i] = LLVMConstInt(e->i64, (unsigned long long)i, 0);
     /* each row's max over the keys it sees */
@@ -368,7 +392,10 @@ void kg_attention(kgen *k)
         LLVMValueRef x = LLVMBuildSelect(e->b, seen, em_load(e, S, em_iadd(e, j, em_i64(e, r * Tp)), vec), em_fw(e, -INFINITY, vec), "");
         LLVMBuildStore(e->b, em_intr2(e, "maxnum", x, LLVMBuildLoad2(e->b, vt, mv, "")), mv);
         em_for_end(e, &lk, em_i64(e, vec));
-        LLVMBuildStore(e->b, em_hmax(e, LLVMBuildLoad2(e->b, vt, mv, ""), vec), maxs[r]);
+        LLVMValueRef mx = em_hmax(e, LLVMBuildLoad2(e->b, vt, mv, ""), vec);
+        if (bs) /* a row the bias masks whole: max 0, so that its exponentials are zeros, not NaN */
+            mx = LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealOEQ, mx, em_f32(e, -INFINITY), ""), em_f32(e, 0), mx, "");
+        LLVMBuildStore(e->b, mx, maxs[r]);
     }
     /* p = exp(s - max) for seen keys, exact zeros for the others (S rows
      * are padded to whole vectors); row sums */
@@ -377,9 +404,13 @@ void kg_attention(kgen *k)
         LLVMBuildStore(e->b, em_fw(e, 0, vec), sumv[r]);
         LLVMBuildStore(e->b, em_f32(e, 0), sums[r]);
         j = em_for_begin(e, &lp, js, nkb);
-        LLVMValueRef pv = em_exp(e, LLVMBuildFSub(e->b, em_load(e, S, em_iadd(e, base, j), vec), em_splat(e, mx, vec), ""), vec);
+        LLVMValueRef mxv = em_splat(e, mx, vec), sv = em_load(e, S, em_iadd(e, base, j), vec); /* in this order: the same IR as before */
+        LLVMValueRef pv = em_exp(e, LLVMBuildFSub(e->b, sv, mxv, ""), vec);
         LLVMValueRef jv = LLVMBuildAdd(e->b, splat_i64(e, j, vec), LLVMConstVector(idxv, (unsigned)vec), "");
-        pv = LLVMBuildSelect(e->b, seen_keys(e, jv, nk[r], first[r], vec), pv, em_fw(e, 0, vec), "");
+        LLVMValueRef seen = seen_keys(e, jv, nk[r], first[r], vec);
+        if (bs) /* a -inf bias masks: em_exp's clamp would give it e^-87, not 0 */
+            seen = LLVMBuildAnd(e->b, seen, LLVMBuildFCmp(e->b, LLVMRealOGT, sv, em_fw(e, -INFINITY, vec), ""), "");
+        pv = LLVMBuildSelect(e->b, seen, pv, em_fw(e, 0, vec), "");
         em_store(e, S, em_iadd(e, base, j), pv, vec);
         LLVMBuildStore(e->b, em_add(e, pv, LLVMBuildLoad2(e->b, vt, sumv[r], "")), sumv[r]);
         em_for_end(e, &lp, em_i64(e, vec));
@@ -407,14 +438,15 @@ void kg_attention(kgen *k)
     for (int r = 0; r < QB; r++) {
         LLVMValueRef tr = em_iadd(e, t0, em_i64(e, r));
         LLVMValueRef loff = em_iadd(e, em_imul(e, em_iadd(e, em_imul(e, b, em_i64(e, T)), tr), em_i64(e, H)), h);
-        store_row(k, O, ROW(tr), LLVMBuildICmp(e->b, LLVMIntSLT, tr, em_i64(e, T), ""), D, acc[r], accs[r], sumv[r], sums[r], L, loff,
-                  maxs[r]);
+        store_row(k, O, OROW(tr), LLVMBuildICmp(e->b, LLVMIntSLT, tr, em_i64(e, T), ""), Dv, acc[r], accs[r], sumv[r], sums[r], L, loff,
+                  maxs[r], bs != NULL);
     }
     em_for_end(e, &lt, em_i64(e, QB));
     em_free(e, Kt);
     em_free(e, S);
     em_for_end(e, &litem, em_i64(e, 1));
     #undef ROW
+    #undef OROW
     #undef KROW
 }
 

@@ -274,6 +274,12 @@ static void read_attrs(lua_State *L, int idx, const lrc_op_info *info, lrc_node 
                 if (!ok || !isfinite(proto->fattr[a]))
                     raise_at(L, "%s: attribute %s must be a finite number", info->name, key);
             }
+        if (!found && info->opt_in && !strcmp(key, info->opt_in)) { /* an optional input, attention's bias */
+            found = true;
+            int id = lrc_lua_tensor_id(L, -1);
+            if (id < 0) raise_at(L, "%s: %s must be a tensor, got %s", info->name, key, luaL_typename(L, -1));
+            proto->in[proto->n_in++] = id;
+        }
         if (!found) raise_at(L, "%s: unknown attribute '%s'", info->name, key);
         lua_pop(L, 1);
     }
@@ -302,6 +308,8 @@ static int l_op(lua_State *L)
     lrc_node proto = {.op = op, .n_in = info->n_in};
     for (int k = 0; k < info->n_in; k++) proto.in[k] = check_tensor(L, k + 1, info->name, k + 1);
     int extra = lua_gettop(L) - info->n_in;
+    if (op == LRC_OP_ATTENTION && graph_of(L)->nodes[proto.in[0]].shape.ndim == 4) /* scale's default, 1 / sqrt(Dqk) */
+        proto.fattr[0] = 1.0 / sqrt((double)graph_of(L)->nodes[proto.in[0]].shape.dim[3]);
     if (extra > 1) raise_at(L, "%s: takes %d tensors and an attribute table, got %d arguments", info->name,
                             info->n_in, lua_gettop(L));
     if (extra == 1 && !lua_isnil(L, info->n_in + 1)) read_attrs(L, info->n_in + 1, info, &proto);

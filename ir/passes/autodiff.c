@@ -28,7 +28,8 @@ int lrc_pass_autodiff(lrc_graph *g, int loss, lrc_err *err)
             if (n.loc) lrc_err_prefix(err, "%s", n.loc);
             break;
         }
-        int dx[LRC_MAX_INPUTS] = {-1, -1, -1, -1, -1, -1};
+        int dx[LRC_MAX_INPUTS];
+        for (int k = 0; k < LRC_MAX_INPUTS; k++) dx[k] = -1;
         if ((rc = info->grad(g, id, grad[id] == -2 ? -1 : grad[id], dx, err))) {
             if (n.loc) lrc_err_prefix(err, "%s", n.loc);
             break;

@@ -34,8 +34,10 @@ int lrc_pass_kv_cache(lrc_graph **gp, int64_t max_len, lrc_err *err)
             const lrc_node *q = &g->nodes[n->in[0]], *k = &g->nodes[n->in[1]];
             /* RoPE on both (kv_attention rotates them), or on neither (base 0) */
             bool roped = q->op == LRC_OP_ROPE && k->op == LRC_OP_ROPE;
-            if (!n->iattr[0] || (!roped && any_rope) || (roped && memcmp(q->fattr, k->fattr, sizeof q->fattr))) {
-                rc = lrc_err_set(err, "decoding with a KV cache needs causal attention with the same RoPE on q and k, or none");
+            bool general = n->n_in > 3 || q->shape.dim[1] != k->shape.dim[1] || n->shape.dim[3] != q->shape.dim[3]; /* a bias, cross */
+            if (!n->iattr[0] || general || (!roped && any_rope) || (roped && memcmp(q->fattr, k->fattr, sizeof q->fattr))) {
+                rc = lrc_err_set(err, "decoding with a KV cache needs causal self-attention without a bias, "
+                                      "with the same RoPE on q and k, or none");
                 if (n->loc) lrc_err_prefix(err, "%s", n->loc);
                 break;
             }

@@ -256,6 +256,36 @@ return M
 EOF
 t "GQA: key-value heads that do not divide the query heads" 1 'gqa_heads\.lua:8: ' "k and v have 4 heads, which do not divide q's 6 heads" -- init gqa_heads.lua -o out.safetensors
 
+# attention's general form: a bias that does not broadcast to [B, H, Tq, Tk], a bias that is
+# not a tensor, k and v of other lengths, q and k of other widths
+model attn_bias.lua <<'EOF'
+local lrc = require "lrc"
+local nn = require "lrc.nn"
+local M = { defaults = { d_model = 48, vocab = 16, case = "bias" }, presets = {} }
+function M.build(cfg, tokens)
+  local x = nn.embedding("embed", cfg.vocab, cfg.d_model)(tokens)
+  local q = lrc.reshape(x, { -1, 1, 6, 8 })
+  local kv = lrc.reshape(nn.linear("kv", cfg.d_model, 16)(x), { -1, 1, 2, 8 })
+  local k, v, opt = kv, kv, { causal = true }
+  if cfg.case == "bias" then opt.bias = lrc.input("bias", { 1, 1, 1, 2 }, "f32", { default = 0 }) end
+  if cfg.case == "number" then opt.bias = 3 end
+  if cfg.case == "tk" then v = lrc.reshape(kv, { -1, 2, 2, 4 }) end
+  if cfg.case == "dqk" then k = lrc.reshape(nn.linear("k", cfg.d_model, 12)(x), { -1, 1, 2, 6 }) end
+  if cfg.case == "learned" then opt.bias = lrc.param("alibi", { 1, 6, 1, 1 }, "zeros") end
+  local y = lrc.attention(q, k, v, opt)
+  return lrc.reshape(nn.linear("head", cfg.d_model, cfg.vocab)(lrc.reshape(y, { -1, 1, 48 })), { tokens.shape[1], tokens.shape[2], cfg.vocab })
+end
+return M
+EOF
+t "attention: a bias that does not broadcast" 1 'attn_bias\.lua:14: ' 'bias \[1,1,1,2\] does not broadcast to \[B, H, Tq, Tk\]' -- init attn_bias.lua -o out.safetensors
+t "attention: a bias that is not a tensor" 1 'attn_bias\.lua:14: ' 'attention: bias must be a tensor, got number' -- init attn_bias.lua --set case=number -o out.safetensors
+t "attention: k and v of other lengths" 1 'attn_bias\.lua:14: ' 'must agree in B, Tk and Hkv' -- init attn_bias.lua --set case=tk -o out.safetensors
+t "attention: q and k of other widths" 1 'attn_bias\.lua:14: ' 'must agree in B and Dqk' -- init attn_bias.lua --set case=dqk -o out.safetensors
+# the general form's gradient (here a learned bias's) is the ref target's only for now
+"$LRC" init attn_bias.lua --set case=learned -o attn_w.st >/dev/null
+st make attn_in.st '{"tokens": ["I32", [2, 3], [1, 2, 3, 4, 5, 6]], "labels": ["I32", [2, 3], [6, 5, 4, 3, 2, 1]]}'
+t "attention: the general form's gradient on cpu" 1 'attn_bias\.lua:14: ' 'runs on the ref target only' -- backward attn_bias.lua --set case=learned --weights attn_w.st --input attn_in.st -o g.st --target cpu
+
 model twice.lua <<'EOF'
 local lrc = require "lrc"
 local nn = require "lrc.nn"

@@ -132,6 +132,48 @@ static int b_attention_ext(lrc_graph *g, const int64_t *d)
            out(g, "gqa_full", attn(g, q, k, v, 0, 0, 0.3, 0));
 }
 
+/* attention's general form: an optional bias (-1: none) as the fourth input */
+static int attn_bias(lrc_graph *g, int q, int k, int v, int bias, int64_t causal, int64_t window, double scale, double cap)
+{
+    lrc_err err;
+    lrc_node n = {.op = LRC_OP_ATTENTION, .n_in = bias >= 0 ? 4 : 3, .in = {q, k, v, bias}, .iattr = {causal, window}, .fattr = {scale, cap}};
+    int id = lrc_graph_add(g, &n, &err);
+    if (id < 0) printf("  build: %s\n", err.msg);
+    return id;
+}
+
+static int b_attention_general(lrc_graph *g, const int64_t *d)
+{ /* d: B, Tq, Tk, Dqk, Dv; 4 query heads over 2 key-value heads; biases [1,1,Tq,Tk], [B,1,Tq,Tk] and
+   * [B,4,Tq,Tk]; a padding mask ("mask", -inf entries and a whole row of them, pad_mask); RoPE fused */
+    int64_t B = d[0], Tq = d[1], Tk = d[2], qs[4] = {B, Tq, 4, d[3]}, ks[4] = {B, Tk, 2, d[3]}, vs[4] = {B, Tk, 2, d[4]};
+    int64_t b11[4] = {1, 1, Tq, Tk}, bb1[4] = {B, 1, Tq, Tk}, bbh[4] = {B, 4, Tq, Tk};
+    int q = input(g, "q", 4, qs, LRC_F32), k = input(g, "k", 4, ks, LRC_F32), v = input(g, "v", 4, vs, LRC_F32);
+    int x11 = input(g, "b11", 4, b11, LRC_F32), xb1 = input(g, "bb1", 4, bb1, LRC_F32), xbh = input(g, "bbh", 4, bbh, LRC_F32);
+    int mask = input(g, "mask", 4, bb1, LRC_F32);
+    int rq = op(g, LRC_OP_ROPE, q, 0, 0, 500.0, 0), rk = op(g, LRC_OP_ROPE, k, 0, 0, 500.0, 0);
+    double sc = 1.0 / sqrt((double)d[3]);
+    return out(g, "plain_full", attn_bias(g, q, k, v, -1, 0, 0, sc, 0)) || out(g, "plain_causal", attn_bias(g, q, k, v, -1, 1, 0, sc, 0)) ||
+           out(g, "b11", attn_bias(g, q, k, v, x11, 0, 0, 0.4, 0)) ||
+           out(g, "bb1_causal_cap", attn_bias(g, q, k, v, xb1, 1, 0, sc, 1.5)) ||
+           out(g, "bbh_window", attn_bias(g, q, k, v, xbh, 1, 3, sc, 0)) ||
+           out(g, "mask", attn_bias(g, q, k, v, mask, 0, 0, sc, 0)) ||
+           out(g, "mask_causal", attn_bias(g, q, k, v, mask, 1, 0, sc, 0)) ||
+           out(g, "rope_b11_causal", attn_bias(g, rq, rk, v, x11, 1, 0, sc, 0));
+}
+
+/* A padding mask [B,1,Tq,Tk] over its random values: batch b hides its last
+ * b keys, and the last batch's last query row sees no key at all (zeros
+ * out). */
+static void pad_mask(lrc_tensor *t)
+{
+    const lrc_shape *s = &t->shape;
+    int64_t B = s->dim[0], Tq = s->dim[2], Tk = s->dim[3];
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < Tq; i++)
+            for (int64_t j = 0; j < Tk; j++)
+                if (j >= Tk - b || (b == B - 1 && i == Tq - 1)) ((float *)t->data)[(b * Tq + i) * Tk + j] = -INFINITY;
+}
+
 static int b_misc(lrc_graph *g, const int64_t *d)
 { /* embedding, transpose, LayerRoPE depth_gain, cross-entropy and its gradient (which reads the loss's statistics) */
     int64_t ids[2] = {d[0], d[1]}, tab[2] = {d[2], d[3]}, gd[1] = {d[3]}, sc[1] = {1};
@@ -287,6 +329,7 @@ static void run_case(const char *name, build_fn build, const int64_t *d, uint64_
         lrc_tensor *t = guarded(n->name, n->dtype, &n->shape);
         int64_t range = !strcmp(n->name, "labels") ? d[4] : vocab;
         fill(t, &r, range);
+        if (!strcmp(n->name, "mask")) pad_mask(t);
         lrc_tensor_set_add(n->op == LRC_OP_INPUT ? &in : &params, t, &err);
     }
     for (int i = 0; i < g->n_outputs; i++)
@@ -390,6 +433,20 @@ static void unsupported_is_an_error(void)
     CHECK(rc != 0 && strstr(err.msg, "attention") && strstr(err.msg, "head dimension 1026"), "unsupported: rc %d, '%s'", rc,
           rc ? err.msg : "");
     lrc_compiled_free(&c);
+    /* the gradient of attention's general form: the ref target's only, for now */
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        lrc_graph *h = lrc_graph_new();
+        int64_t qs[4] = {1, 3, 2, 4}, ks[4] = {1, with_bias ? 3 : 5, 2, 4}, bs[4] = {1, 1, 3, 3};
+        int qi = input(h, "q", 4, qs, LRC_F32), ki = input(h, "k", 4, ks, LRC_F32), b = input(h, "b", 4, bs, LRC_F32);
+        lrc_node l = {.op = LRC_OP_ATTENTION_LSE, .n_in = 3 + with_bias, .in = {qi, ki, ki, b}, .fattr = {0.5}};
+        int lse = lrc_graph_add(h, &l, &err);
+        lrc_node d = {.op = LRC_OP_ATTENTION_GRAD, .n_in = 6 + with_bias, .in = {qi, ki, ki, qi, qi, lse, b}, .fattr = {0.5}};
+        out(h, "dq", lrc_graph_add(h, &d, &err));
+        rc = lrc_compile_graph(h, NULL, &c, &err);
+        CHECK(rc != 0 && strstr(err.msg, "the gradient of the general form") && strstr(err.msg, "ref target only"),
+              "general attention_grad (%s): rc %d, '%s'", with_bias ? "a bias" : "Tk != Tq", rc, rc ? err.msg : "");
+        lrc_compiled_free(&c);
+    }
 }
 
 
@@ -594,6 +651,12 @@ int main(void)
         {"gemm", b_gemm, {1, 3, 40, 4500, 0}},
         {"gemm_grads", b_gemm_grads, {3, 700, 20, 30, 0}},
         {"loss_head", b_loss_head, {1, 10, 0, 2200, 50}},
+        /* attention's general form: Tq below and above Tk, Dv below and above Dqk, one query row, Tq == Tk */
+        {"attention_general", b_attention_general, {2, 5, 9, 6, 10}},
+        {"attention_general", b_attention_general, {1, 19, 7, 18, 5}},
+        {"attention_general", b_attention_general, {2, 33, 17, 8, 34}},
+        {"attention_general", b_attention_general, {1, 1, 3, 2, 1}},
+        {"attention_general", b_attention_general, {1, 12, 12, 16, 24}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(cases[i].name, cases[i].fn, cases[i].d, 1000 + i);
     printf("%d passed, %d failed\n", passed, failed);

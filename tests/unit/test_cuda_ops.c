@@ -409,6 +409,66 @@ static void run_attention_grad_bf16(const char *arch, int64_t T, int64_t D, int 
     lrc_tensor_set_clear(&in);
 }
 
+/* Attention's general form (render_attention.c): Tq != Tk, Dv != Dqk, GQA
+ * 4/2, biases [1,1,Tq,Tk], [B,1,Tq,Tk] and [B,4,Tq,Tk], and a padding mask
+ * whose -inf entries hide batch b's last b + 1 keys and the whole of the
+ * last batch's last query row (zeros out), with and without causal, the
+ * soft-cap and a window; f32 within 1e-5 of the reference, and bf16 storage
+ * (inputs rounded to bf16 on both sides, then doubled by an add so that the
+ * attention reads bf16 intermediates) within 2e-2. */
+static void run_attention_general(const char *arch, int64_t Tq, int64_t Tk, int64_t Dqk, int64_t Dv, bool f32)
+{
+    const int64_t B = 2, H = 4, Hkv = 2;
+    char what[160];
+    snprintf(what, sizeof what, "attention, general form (%s; Tq %lld, Tk %lld, Dqk %lld, Dv %lld, biases, a -inf mask)", f32 ? "f32" : "bf16",
+             (long long)Tq, (long long)Tk, (long long)Dqk, (long long)Dv);
+    lrc_err err;
+    lrc_graph *g = lrc_graph_new();
+    lrc_tensor_set in;
+    lrc_tensor_set_init(&in);
+    int id[7];
+    const char *names[7] = {"q", "k", "v", "b11", "bb1", "bbh", "mask"};
+    const lrc_shape shapes[7] = {{4, {B, Tq, H, Dqk}}, {4, {B, Tk, Hkv, Dqk}}, {4, {B, Tk, Hkv, Dv}}, {4, {1, 1, Tq, Tk}},
+                                 {4, {B, 1, Tq, Tk}},  {4, {B, H, Tq, Tk}},    {4, {B, 1, Tq, Tk}}};
+    for (int i = 0; i < 7; i++) {
+        lrc_tensor *t = random_input(g, names[i], shapes[i], 21 + (uint32_t)i, &id[i]);
+        for (int64_t e = 0; e < lrc_shape_numel(&t->shape) && !f32; e++) { /* to bf16, nearest even */
+            uint32_t u;
+            memcpy(&u, (float *)t->data + e, 4);
+            u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+            memcpy((float *)t->data + e, &u, 4);
+        }
+        if (i == 6)
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t r = 0; r < Tq; r++)
+                    for (int64_t j = 0; j < Tk; j++)
+                        if (j >= Tk - 1 - b || (b == B - 1 && r == Tq - 1)) ((float *)t->data)[(b * Tq + r) * Tk + j] = -INFINITY;
+        lrc_tensor_set_add(&in, t, &err);
+        lrc_node twice = {.op = LRC_OP_ADD, .n_in = 2, .in = {id[i], id[i]}}; /* exact: an intermediate, stored bf16 when not f32 */
+        id[i] = lrc_graph_add(g, &twice, &err);
+    }
+    const struct {
+        const char *name;
+        int bias, causal, window;
+        double cap;
+    } outs[] = {{"plain", -1, 0, 0, 0}, {"plain_causal", -1, 1, 0, 0}, {"b11", 3, 0, 0, 0}, {"bb1_causal_cap", 4, 1, 0, 1.5},
+                {"bbh_window", 5, 1, 3, 0}, {"mask", 6, 0, 0, 0}, {"mask_causal", 6, 1, 0, 0}};
+    int rc = 0;
+    for (size_t i = 0; i < sizeof outs / sizeof *outs && !rc; i++) {
+        lrc_node a = {.op = LRC_OP_ATTENTION, .n_in = outs[i].bias >= 0 ? 4 : 3, .in = {id[0], id[1], id[2], outs[i].bias >= 0 ? id[outs[i].bias] : 0},
+                      .iattr = {outs[i].causal, outs[i].window}, .fattr = {1.0 / sqrt((double)Dqk), outs[i].cap}};
+        rc = lrc_graph_add_output(g, outs[i].name, lrc_graph_add(g, &a, &err), &err) < 0;
+    }
+    if (rc) printf("  %s\n", err.msg);
+    double worst = rc ? -1 : cuda_against_ref_at(g, &in, NULL, arch, f32, NULL);
+    if (rc) lrc_graph_free(g);
+    const double allowed = f32 ? 1e-5 : 2e-2;
+    const bool ok = worst >= 0 && worst <= allowed;
+    printf("%s %s worst relative error %.3e (%.0e allowed)\n", ok ? "ok  " : "FAIL", what, worst, allowed);
+    ok ? passed++ : failed++;
+    lrc_tensor_set_clear(&in);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -428,6 +488,10 @@ int main(int argc, char **argv)
     run_kv_attention_graph(arch, 32, 0, 0);
     run_kv_attention_graph(arch, 64, 0, 2.5);
     run_kv_attention_graph(arch, 80, 37, 0);
+    run_attention_general(arch, 9, 70, 8, 12, true); /* keys over one tile of 32 and partial */
+    run_attention_general(arch, 70, 5, 16, 6, true); /* query rows over one block of 64 */
+    run_attention_general(arch, 9, 70, 16, 24, false);
+    run_attention_general(arch, 70, 5, 16, 8, false);
     failed += op_fixture_walk("cuda", lrc_cuda_supports_op); /* every op the renderer's table has was tested */
     if (excepted) printf("%d listed exceptions on cuda (see above)\n", excepted);
     printf("%d passed, %d failed\n", passed, failed);

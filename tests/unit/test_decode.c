@@ -224,6 +224,31 @@ static void run_attention_case(int64_t H, int64_t Hkv, int64_t window, double ca
     lrc_tensor_set_clear(&params);
 }
 
+/* The decoder takes causal self-attention only: with a bias, Tk != Tq or
+ * Dv != Dqk the kv_cache pass refuses it in one line. */
+static void run_general_refused(void)
+{
+    const char *what[3] = {"a bias", "Tk != Tq", "Dv != Dqk"};
+    for (int c = 0; c < 3; c++) {
+        lrc_err err;
+        lrc_graph *g = lrc_graph_new();
+        lrc_shape qs = {4, {1, 4, 2, 8}}, ks = {4, {1, c == 1 ? 3 : 4, 2, 8}}, vs = {4, {1, c == 1 ? 3 : 4, 2, c == 2 ? 6 : 8}};
+        lrc_shape bs = {4, {1, 1, 4, 4}};
+        lrc_node a = {.op = LRC_OP_ATTENTION, .n_in = c == 0 ? 4 : 3, .iattr = {1}, .fattr = {0.35}};
+        a.in[0] = lrc_graph_add_input(g, "q", LRC_F32, &qs, NULL, &err);
+        a.in[1] = lrc_graph_add_input(g, "k", LRC_F32, &ks, NULL, &err);
+        a.in[2] = lrc_graph_add_input(g, "v", LRC_F32, &vs, NULL, &err);
+        a.in[3] = lrc_graph_add_input(g, "bias", LRC_F32, &bs, NULL, &err);
+        int y = lrc_graph_add(g, &a, &err), rc = y < 0 || lrc_graph_add_output(g, "y", y, &err);
+        lrc_pass_ctx decode = {.kv_cache_len = 8};
+        if (!rc) rc = lrc_passes_run(&g, &decode, "kv_cache", &err) == 0 ? -1 : 0;
+        bool ok = rc == 0 && strstr(err.msg, "needs causal self-attention without a bias");
+        printf("%s kv_cache refuses attention with %s: %s\n", ok ? "ok  " : "FAIL", what[c], err.msg);
+        ok ? passed++ : failed++;
+        lrc_graph_free(g);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -238,6 +263,7 @@ int main(int argc, char **argv)
     const struct { int64_t H, Hkv, window; double cap; } attn[] = {{6, 2, 0, 0}, {4, 1, 0, 0}, {2, 2, 3, 0}, {2, 2, 0, 1.5}, {6, 2, 3, 1.5}};
     for (size_t i = 0; i < sizeof attn / sizeof attn[0]; i++)
         for (int compiled = 0; compiled < 2; compiled++) run_attention_case(attn[i].H, attn[i].Hkv, attn[i].window, attn[i].cap, compiled);
+    run_general_refused();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -382,6 +382,66 @@ static void run_attention_case(int64_t window, double cap, double *worst)
     lrc_graph_free(g);
 }
 
+/* Attention's general form (GQA 4/2, Tq != Tk, Dv != Dqk) with a learned
+ * bias of shape bias_b x bias_h (dbias: dS summed over its broadcast axes),
+ * and, with `mask`, a run-time -inf padding mask [B,1,Tq,Tk] added to it
+ * (batch b hides its last b + 1 keys, the last batch's last row all of
+ * them): q, k, v and the bias as parameters against finite differences. */
+static void run_attention_general(int64_t Tq, int64_t Tk, int64_t Dv, int64_t bias_b, int64_t bias_h, int causal, double cap, bool mask,
+                                  double *worst)
+{
+    const int64_t B = 2, H = 4, Hkv = 2, D = 4;
+    char label[128];
+    snprintf(label, sizeof label, "attention Tq %lld Tk %lld Dv %lld bias [%lld,%lld,Tq,Tk]%s%s softcap %g", (long long)Tq, (long long)Tk,
+             (long long)Dv, (long long)bias_b, (long long)bias_h, causal ? " causal" : "", mask ? " -inf mask" : "", cap);
+    lrc_err err;
+    lrc_graph *g = lrc_graph_new();
+    lrc_shape qs = {4, {B, Tq, H, D}}, ks = {4, {B, Tk, Hkv, D}}, vs = {4, {B, Tk, Hkv, Dv}}, ls = {1, {B * Tq}};
+    lrc_shape bs = {4, {bias_b, bias_h, Tq, Tk}}, ms = {4, {B, 1, Tq, Tk}};
+    lrc_init init = {LRC_INIT_NORMAL, 1.5};
+    int q = lrc_graph_add_param(g, "q", &qs, init, "attention", NULL, &err);
+    int k = lrc_graph_add_param(g, "k", &ks, init, "attention", NULL, &err);
+    int v = lrc_graph_add_param(g, "v", &vs, init, "attention", NULL, &err);
+    int bias = lrc_graph_add_param(g, "bias", &bs, init, "attention", NULL, &err);
+    int labels = lrc_graph_add_input(g, "labels", LRC_I32, &ls, NULL, &err);
+    int m = mask ? lrc_graph_add_input(g, "mask", LRC_F32, &ms, NULL, &err) : -1;
+    if (mask) {
+        lrc_node add = {.op = LRC_OP_ADD, .n_in = 2, .in = {bias, m}};
+        bias = lrc_graph_add(g, &add, &err);
+    }
+    lrc_node a = {.op = LRC_OP_ATTENTION, .n_in = 4, .in = {q, k, v, bias}, .iattr = {causal, 0}, .fattr = {0.5, cap}};
+    lrc_node r2 = {.op = LRC_OP_RESHAPE, .n_in = 1, .n_iattr = 2, .iattr = {B * Tq, H * Dv}};
+    lrc_node ce = {.op = LRC_OP_CROSS_ENTROPY, .n_in = 2, .in = {-1, labels}};
+    int rc = q < 0 || k < 0 || v < 0 || bias < 0 || labels < 0 || (r2.in[0] = lrc_graph_add(g, &a, &err)) < 0 ||
+             (ce.in[0] = lrc_graph_add(g, &r2, &err)) < 0;
+    int loss = rc ? -1 : lrc_graph_add(g, &ce, &err);
+    if (!rc) rc = loss < 0 || lrc_pass_autodiff(g, loss, &err);
+    lrc_tensor_set in, params;
+    lrc_tensor_set_init(&in);
+    lrc_tensor_set_init(&params);
+    if (!rc) rc = lrc_params_init(g, 7, NULL, &params, &err);
+    lrc_tensor *l = rc ? NULL : lrc_tensor_new("labels", LRC_I32, &ls, &err);
+    for (int64_t i = 0; l && i < B * Tq; i++) ((int32_t *)l->data)[i] = (int32_t)((i * 7) % (H * Dv));
+    if (!rc) rc = lrc_tensor_set_add(&in, l, &err);
+    lrc_tensor *mt = rc || !mask ? NULL : lrc_tensor_new("mask", LRC_F32, &ms, &err);
+    for (int64_t b = 0; mt && b < B; b++)
+        for (int64_t t = 0; t < Tq; t++)
+            for (int64_t j = 0; j < Tk; j++)
+                ((float *)mt->data)[(b * Tq + t) * Tk + j] = j >= Tk - 1 - b || (b == B - 1 && t == Tq - 1) ? -INFINITY : 0.f;
+    if (mt) rc = lrc_tensor_set_add(&in, mt, &err);
+    CHECK(!rc, "%s: %s", label, err.msg);
+    if (!rc) {
+        lrc_run64 r;
+        lrc_run64_init(&r, g, &in, &params);
+        CHECK(!lrc_run64_exec(&r, 0, g->n_nodes, &err), "%s: %s", label, err.msg);
+        fd_check(g, &r, label, worst);
+        lrc_run64_free(&r);
+    }
+    lrc_tensor_set_clear(&in);
+    lrc_tensor_set_clear(&params);
+    lrc_graph_free(g);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -394,6 +454,10 @@ int main(int argc, char **argv)
     for (int i = 2; i < argc; i++) run_case(argv[1], argv[i], false, &worst);
     run_attention_case(0, 0, &worst);
     run_attention_case(3, 2.0, &worst);
+    run_attention_general(3, 6, 5, 1, 4, 0, 0, false, &worst);
+    run_attention_general(6, 3, 3, 2, 1, 1, 2.0, false, &worst);
+    run_attention_general(5, 7, 6, 2, 4, 1, 0, true, &worst);
+    run_attention_general(4, 4, 2, 1, 1, 0, 0, true, &worst);
     printf("worst relative error against finite differences over all cases: %.2e (tolerance %.0e)\n", worst, TOL);
     double torch_worst = 0;
     for (int i = 2; i < argc; i++) run_case(argv[1], argv[i], true, &torch_worst);

@@ -247,11 +247,57 @@ static void test_attention_heads(void)
     CHECK(lrc_graph_add(g, &a, &err) < 0 && strstr(err.msg, "attention: k and v have 4 heads, which do not divide q's 6 heads"),
           "4 heads for 6: '%s'", err.msg);
     a.in[1] = a.in[2] = kd;
-    CHECK(lrc_graph_add(g, &a, &err) < 0 && strstr(err.msg, "must agree in B, T and Dh"), "Dh differs: '%s'", err.msg);
+    CHECK(lrc_graph_add(g, &a, &err) < 0 && strstr(err.msg, "q [2,7,6,8] and k [2,7,2,6] must agree in B and Dqk"), "Dqk differs: '%s'", err.msg);
+    /* the general form: Tk != Tq (cross-attention), Dv != Dqk, and a bias [B|1,H|1,Tq,Tk] */
     a.in[1] = a.in[2] = kt;
-    CHECK(lrc_graph_add(g, &a, &err) < 0 && strstr(err.msg, "must agree in B, T and Dh"), "T differs: '%s'", err.msg);
+    y = lrc_graph_add(g, &a, &err);
+    CHECK(y >= 0 && lrc_shape_eq(&g->nodes[y].shape, &g->nodes[q].shape), "Tk 5 for Tq 7: %s", y < 0 ? err.msg : "");
+    a.in[1] = k, a.in[2] = kd;
+    y = lrc_graph_add(g, &a, &err);
+    CHECK(y >= 0 && g->nodes[y].shape.dim[3] == 6 && g->nodes[y].shape.dim[1] == 7, "Dv 6 for Dqk 8: %s", y < 0 ? err.msg : "");
+    a.in[2] = kt;
+    CHECK(lrc_graph_add(g, &a, &err) < 0 && strstr(err.msg, "k [2,7,2,8] and v [2,5,2,8] must agree in B, Tk and Hkv"), "Tk of k, v: '%s'", err.msg);
     a.in[1] = k, a.in[2] = k1;
-    CHECK(lrc_graph_add(g, &a, &err) < 0 && strstr(err.msg, "k [2,7,2,8] and v [2,7,1,8] must have the same shape"), "k, v: '%s'", err.msg);
+    CHECK(lrc_graph_add(g, &a, &err) < 0 && strstr(err.msg, "k [2,7,2,8] and v [2,7,1,8] must agree in B, Tk and Hkv"), "k, v: '%s'", err.msg);
+    int bias_ok[3] = {input(g, "b11", S(4, 1, 1, 7, 7)), input(g, "bb1", S(4, 2, 1, 7, 7)), input(g, "bbh", S(4, 2, 6, 7, 7))};
+    int bias_bad[3] = {input(g, "bt", S(4, 1, 1, 7, 5)), input(g, "bh", S(4, 1, 3, 7, 7)), input(g, "b3", S(3, 2, 7, 7))};
+    a.in[2] = k, a.n_in = 4;
+    for (int i = 0; i < 3; i++) {
+        a.in[3] = bias_ok[i];
+        y = lrc_graph_add(g, &a, &err);
+        CHECK(y >= 0 && lrc_shape_eq(&g->nodes[y].shape, &g->nodes[q].shape), "bias %d: %s", i, y < 0 ? err.msg : "");
+    }
+    a.in[3] = bias_bad[0];
+    CHECK(lrc_graph_add(g, &a, &err) < 0 && strstr(err.msg, "attention: bias [1,1,7,5] does not broadcast to [B, H, Tq, Tk] = [2, 6, 7, 7]"),
+          "bias Tk: '%s'", err.msg);
+    a.in[3] = bias_bad[1];
+    CHECK(lrc_graph_add(g, &a, &err) < 0 && strstr(err.msg, "does not broadcast"), "bias H: '%s'", err.msg);
+    a.in[3] = bias_bad[2];
+    CHECK(lrc_graph_add(g, &a, &err) < 0 && strstr(err.msg, "attention"), "bias rank 3: '%s'", err.msg);
+    a.n_in = 5;
+    CHECK(lrc_graph_add(g, &a, &err) < 0 && strstr(err.msg, "attention: expects 3 inputs, got 5"), "5 inputs: '%s'", err.msg);
+    a.n_in = 3;
+    /* the gradient rule: dq, dk, dv, and dbias (which 3) only where the bias reads a parameter */
+    int dyq = input(g, "dyq", S(4, 2, 7, 6, 8)), dx[LRC_MAX_INPUTS] = {-1, -1, -1, -1, -1, -1, -1};
+    a.in[1] = a.in[2] = k, a.n_in = 4, a.in[3] = bias_ok[0];
+    y = lrc_graph_add(g, &a, &err);
+    CHECK(y >= 0 && lrc_op_table[LRC_OP_ATTENTION].grad(g, y, dyq, dx, &err) == 0 && dx[0] >= 0 && dx[2] >= 0 && dx[3] < 0 &&
+              g->nodes[dx[0]].n_in == 7,
+          "gradient with a mask (an input): %s", err.msg);
+    int pb = lrc_graph_add_param(g, "alibi", &(lrc_shape){4, {1, 6, 7, 7}}, (lrc_init){LRC_INIT_NORMAL, 1}, NULL, NULL, &err);
+    lrc_node twice = {.op = LRC_OP_ADD, .n_in = 2, .in = {pb, pb}};
+    a.in[3] = lrc_graph_add(g, &twice, &err);
+    y = lrc_graph_add(g, &a, &err);
+    dx[3] = -1;
+    CHECK(y >= 0 && lrc_op_table[LRC_OP_ATTENTION].grad(g, y, dyq, dx, &err) == 0 && dx[3] >= 0 &&
+              lrc_shape_eq(&g->nodes[dx[3]].shape, &g->nodes[pb].shape),
+          "gradient with a learned bias: %s", err.msg);
+    a.n_in = 3, a.in[1] = a.in[2] = kt, dx[3] = -1;
+    y = lrc_graph_add(g, &a, &err);
+    CHECK(y >= 0 && lrc_op_table[LRC_OP_ATTENTION].grad(g, y, dyq, dx, &err) == 0 && lrc_shape_eq(&g->nodes[dx[1]].shape, &g->nodes[kt].shape) &&
+              dx[3] < 0,
+          "gradient, Tk != Tq: %s", err.msg);
+    a.in[1] = k;
     a.in[2] = k, a.iattr[0] = 0;
     CHECK(lrc_graph_add(g, &a, &err) < 0 && strstr(err.msg, "a sliding window needs causal attention"), "window: '%s'", err.msg);
     a.iattr[0] = 1, a.iattr[1] = -1;
@@ -276,7 +322,7 @@ static void test_attention_heads(void)
         d.in[5] = y;
         CHECK(lrc_graph_add(g, &d, &err) < 0 && strstr(err.msg, "attention_grad: input 6 must have 3 axes"), "attention_grad lse of rank 4: '%s'", err.msg);
         d.in[5] = lse, d.in[4] = k;
-        CHECK(lrc_graph_add(g, &d, &err) < 0 && strstr(err.msg, "dy and y must have q's shape"), "attention_grad y of k's shape: '%s'",
+        CHECK(lrc_graph_add(g, &d, &err) < 0 && strstr(err.msg, "dy and y must have the forward's output shape"), "attention_grad y of k's shape: '%s'",
               err.msg);
         d.in[4] = y, d.in[1] = d.in[2] = k4;
         CHECK(lrc_graph_add(g, &d, &err) < 0 && strstr(err.msg, "attention_grad: k and v have 4 heads, which do not divide q's 6 heads"),
