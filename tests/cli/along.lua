@@ -20,7 +20,7 @@ function M.build(cfg, tokens)
   local g = lrc.sum(x)                                        -- [], every element
   local ga = lrc.amax(x, { keepdim = true })                  -- [1, 1, 1]
   -- x again, from its d features as one-wide slices: a concat of more than
-  -- the IR's 6 inputs, which lrc.concat chains
+  -- the IR's LRC_MAX_INPUTS (7), which lrc.concat chains
   local parts = {}
   for i = 1, d do parts[i] = lrc.slice(x, { axis = 2, start = i - 1, size = 1 }) end
   local xr = lrc.concat(parts, { axis = -1 })
