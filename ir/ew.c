@@ -6,7 +6,6 @@
  * rules. An expression keeps the operation order the kernels have always
  * had, so that results stay the same bit for bit. */
 #include "lrc_ew.h"
-#include "ref_ops.h"
 
 #include <math.h>
 

@@ -1,5 +1,6 @@
-/* grad.c — the gradient rule of every differentiable op (the op table's
- * `grad`): nodes that compute the gradients of an op's inputs from the
+/* grad.c — the gradient rule of every differentiable op that is not
+ * elementwise (the op table's `grad`; the elementwise ops' rules are in
+ * ew.c): nodes that compute the gradients of an op's inputs from the
  * gradient of its output. Reverse mode over the graph is
  * ir/passes/autodiff.c. */
 #include "ref_ops.h"

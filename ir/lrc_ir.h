@@ -223,7 +223,7 @@ int lrc_tensor_set_dequantize_q8(lrc_tensor_set *s, const char *what, lrc_err *e
  * shape rule, float attribute, FLOPs per element, backward/forward FLOP
  * ratio, flags) per op; they follow LRC_OPS in the enum. Each op's value is
  * ONE expression over the primitives (lrc_ew.h) and its gradient ONE rule,
- * both in ir/ew.c (ew_<op>, ewgrad_<op>); ref, the cpu and cuda renderers
+ * both in ir/ew.c (expr_<op>, grad_<op>); ref, the cpu and cuda renderers
  * and autodiff read them from there and never name an elementwise op. So
  * an elementwise op is this row, its two functions in ew.c, and its line
  * in docs/ir.md.

@@ -12,8 +12,8 @@ typedef struct ew_cuda {
     cu_text *t;
     const char *indent, *prefix;
     bool f64;
-    int n;
-    char names[192][48]; /* the temporaries' names and the constants */
+    int n, cap;
+    char **names; /* the temporaries' names and the constants, each its own allocation: values point into them */
 } ew_cuda;
 
 static const char *const f32_tpl[LRC_PRIM_COUNT] = {
@@ -84,17 +84,22 @@ static const char *const f64_tpl[LRC_PRIM_COUNT] = {
     [LRC_PRIM_FMA] = "fma($0, $1, $2)",
 };
 
-static const char *slot(ew_cuda *c)
+#define NAME_LEN 48
+
+static char *slot(ew_cuda *c)
 {
-    if (c->n < (int)(sizeof c->names / sizeof c->names[0])) return c->names[c->n++];
-    return c->names[c->n - 1]; /* no expression comes near: the cuda ew_walk test renders every op */
+    if (c->n == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 32;
+        c->names = lrc_xrealloc(c->names, (size_t)c->cap * sizeof *c->names);
+    }
+    return c->names[c->n++] = lrc_xmalloc(NAME_LEN);
 }
 
 static lrc_ew_val cu_const(lrc_ew_alg *A, double v)
 {
     ew_cuda *c = A->ctx;
-    char *s = (char *)slot(c);
-    snprintf(s, sizeof c->names[0], c->f64 ? "%.17e" : "%.9ef", v);
+    char *s = slot(c);
+    snprintf(s, NAME_LEN, c->f64 ? "%.17e" : "%.9ef", v);
     return (lrc_ew_val){.s = s};
 }
 
@@ -102,8 +107,8 @@ static lrc_ew_val cu_const(lrc_ew_alg *A, double v)
 static lrc_ew_val emit(lrc_ew_alg *A, lrc_prim p, const lrc_ew_val *x)
 {
     ew_cuda *c = A->ctx;
-    char *name = (char *)slot(c);
-    snprintf(name, sizeof c->names[0], "%s_%d", c->prefix, c->n - 1);
+    char *name = slot(c);
+    snprintf(name, NAME_LEN, "%s_%d", c->prefix, c->n - 1);
     cu_printf(c->t, "%sconst %s %s = ", c->indent, c->f64 ? "double" : "float", name);
     for (const char *s = (c->f64 ? f64_tpl : f32_tpl)[p]; *s; s++) {
         if (s[0] == '$' && s[1] >= '0' && s[1] <= '2') cu_printf(c->t, "%s", x[*++s - '0'].s);
@@ -130,18 +135,18 @@ void cu_ew_prims(lrc_ew_prim_fn *prims)
 void cu_ew_emit(cu_text *t, const lrc_node *n, const char *const *x, const char *indent, const char *prefix, bool f64, char *out,
                 size_t len)
 {
-    ew_cuda *c = lrc_xcalloc(1, sizeof *c);
-    *c = (ew_cuda){.t = t, .indent = indent, .prefix = prefix, .f64 = f64};
+    ew_cuda ctx = {.t = t, .indent = indent, .prefix = prefix, .f64 = f64}, *c = &ctx;
     lrc_ew_prim_fn prims[LRC_PRIM_COUNT];
     cu_ew_prims(prims);
     lrc_ew_alg A = {cu_const, prims, c};
     lrc_ew_val in[LRC_MAX_INPUTS];
     for (int k = 0; k < n->n_in; k++) { /* each operand once, into a temporary */
-        char *name = (char *)slot(c);
-        snprintf(name, sizeof c->names[0], "%s_%d", prefix, c->n - 1);
+        char *name = slot(c);
+        snprintf(name, NAME_LEN, "%s_%d", prefix, c->n - 1);
         cu_printf(t, "%sconst %s %s = %s%s;\n", indent, f64 ? "double" : "float", name, f64 ? "(double)" : "", x[k]);
         in[k].s = name;
     }
     snprintf(out, len, "%s", lrc_ew_eval(&A, n, in).s);
-    free(c);
+    for (int i = 0; i < c->n; i++) free(c->names[i]);
+    free(c->names);
 }

@@ -101,5 +101,3 @@ LLVMValueRef lrc_ew_llvm_eval(em_t *e, const lrc_node *n, const LLVMValueRef *in
     for (int k = 0; k < n->n_in; k++) x[k].p = in[k];
     return lrc_ew_eval(&A, n, x).p;
 }
-
-lrc_ew_alg lrc_ew_llvm_algebra(ew_llvm *ctx) { return (lrc_ew_alg){ll_const, lrc_ew_llvm_prims, ctx}; }

@@ -13,7 +13,6 @@ typedef struct ew_llvm {
 } ew_llvm;
 
 extern const lrc_ew_prim_fn lrc_ew_llvm_prims[LRC_PRIM_COUNT];
-lrc_ew_alg lrc_ew_llvm_algebra(ew_llvm *ctx);
 /* Elementwise node n's value from its inputs' values in[] (f32 of width w,
  * or f64 scalars) */
 LLVMValueRef lrc_ew_llvm_eval(em_t *e, const lrc_node *n, const LLVMValueRef *in, int w, bool f64);
