@@ -191,7 +191,7 @@ static int op_fixture_random_ew(lrc_op op, int c, lrc_tensor_set *f, lrc_err *er
             s.dim[d] = op_fixture_rand(&seed) % 3 == 0 ? 1 : od;
         }
         if (k > 0 && (lrc_ew_flags(op) & LRC_EW_GRAD_OP)) s = in[0]->shape; /* x and dy: one shape */
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "in%d", k);
         in[k] = lrc_tensor_new(name, LRC_F32, &s, err);
         for (int d = 0; d < o.ndim; d++) { /* the broadcast shape */

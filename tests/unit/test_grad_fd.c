@@ -230,7 +230,7 @@ static bool positive_input(lrc_op op, int k)
 static int rule_input(lrc_graph *g, lrc_op op, int k, lrc_err *err)
 {
     static const lrc_shape shapes[3] = {{2, {4, 9}}, {1, {9}}, {2, {4, 1}}}; /* broadcast on both sides */
-    char name[8];
+    char name[16];
     snprintf(name, sizeof name, "p%d", k);
     if (op == LRC_OP_WHERE && k == 0) return lrc_graph_add_input(g, "c", LRC_F32, &shapes[0], NULL, err);
     int p = lrc_graph_add_param(g, name, &shapes[k], (lrc_init){LRC_INIT_ZEROS, 0}, NULL, NULL, err);
