@@ -181,6 +181,13 @@ GRAD(where)
 }
 EXPR(fma) { (void)n; return ew_fma(A, x[0], x[1], x[2]); }
 GRAD(fma) { UNUSED; dx[0] = ew_mul(A, dy, x[1]), dx[1] = ew_mul(A, dy, x[0]), dx[2] = dy; }
+EXPR(softsign) { (void)n; return ew_div(A, x[0], ew_add(A, ew_c(A, 1.0), ew_abs(A, x[0]))); }
+GRAD(softsign) /* 1 / (1 + |x|)^2 */
+{
+    UNUSED;
+    lrc_ew_val d = ew_add(A, ew_c(A, 1.0), ew_abs(A, x[0]));
+    dx[0] = ew_div(A, dy, ew_mul(A, d, d));
+}
 EXPR(full) { (void)x; return ew_c(A, n->fattr[0]); }
 GRAD(full) { UNUSED; }
 

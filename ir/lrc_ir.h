@@ -280,6 +280,7 @@ int lrc_tensor_set_dequantize_q8(lrc_tensor_set *s, const char *what, lrc_err *e
     X(GE, ge, 2, BCAST, NULL, 1, 0, LRC_EW_ROWS_EACH)                                       /* a >= b */                \
     X(WHERE, where, 3, BCAST, NULL, 1, 1, LRC_EW_ROWS_EACH)                                 /* c != 0 ? a : b */        \
     X(FMA, fma, 3, BCAST, NULL, 2, 2, LRC_EW_ROWS_EACH)                                     /* a * b + c */             \
+    X(SOFTSIGN, softsign, 1, SAME, NULL, 4, 2, LRC_EW_KEEPS_ZERO | LRC_EW_ROWS_FIRST)       /* x / (1 + |x|) */         \
     X(FULL, full, 0, FULL, "value", 0, 0, LRC_EW_ALONE)                                     /* `shape` filled with value */
 
 enum { LRC_EW_KEEPS_ZERO = 1, LRC_EW_ROWS_FIRST = 2, LRC_EW_ROWS_EACH = 4, LRC_EW_GRAD_OP = 8, LRC_EW_ALONE = 16, LRC_EW_F64 = 32 };
