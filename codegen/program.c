@@ -71,23 +71,6 @@ typedef enum { GROUP, ONE, ROWS, INPUT_ROWS, HEADS, COLUMNS, SUMMED_COLUMNS, OUT
 #define ITEMS_attention_grad HEADS /* (batch, key-value head) pairs */
 #define ITEMS_sum_to SUMMED_COLUMNS /* blocks of LRC_SUM_COLS columns where the sum is to a vector */
 #define ITEMS_embedding_grad COLUMNS /* blocks of LRC_SUM_COLS columns */
-#define ITEMS_add ONE /* alone: a broadcast */
-#define ITEMS_mul ONE
-#define ITEMS_scale ONE
-#define ITEMS_silu ONE
-#define ITEMS_silu_grad ONE
-#define ITEMS_gelu ONE
-#define ITEMS_gelu_grad ONE
-#define ITEMS_relu ONE
-#define ITEMS_relu_grad ONE
-#define ITEMS_exp ONE
-#define ITEMS_softplus ONE
-#define ITEMS_tanh ONE
-#define ITEMS_tanh_grad ONE
-#define ITEMS_sigmoid ONE
-#define ITEMS_sigmoid_grad ONE
-#define ITEMS_gelu_tanh ONE
-#define ITEMS_gelu_tanh_grad ONE
 #define ITEMS_transpose ONE
 #define ITEMS_slice ONE
 #define ITEMS_depth_gain ONE
@@ -113,6 +96,9 @@ static const item_rule items_of[LRC_OP_COUNT] = {
 #define ITEMS_ENTRY(E, op) [LRC_OP_##E] = ITEMS_##op,
     LRC_OPS(ITEMS_ENTRY)
 #undef ITEMS_ENTRY
+#define ITEMS_EW_ENTRY(E, ...) [LRC_OP_##E] = ONE, /* an elementwise op alone: a broadcast, no inputs, or in double */
+    LRC_EW_OPS(ITEMS_EW_ENTRY)
+#undef ITEMS_EW_ENTRY
 };
 
 static int64_t opaque_items(const lrc_graph *g, const lrc_node *a)

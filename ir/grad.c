@@ -1,5 +1,6 @@
-/* grad.c — the gradient rule of every differentiable op (the op table's
- * `grad`): nodes that compute the gradients of an op's inputs from the
+/* grad.c — the gradient rule of every differentiable op that is not
+ * elementwise (the op table's `grad`; the elementwise ops' rules are in
+ * ew.c): nodes that compute the gradients of an op's inputs from the
  * gradient of its output. Reverse mode over the graph is
  * ir/passes/autodiff.c. */
 #include "ref_ops.h"
@@ -10,15 +11,6 @@
 static int add_op(lrc_graph *g, lrc_op op, int a, int b, lrc_err *err)
 {
     lrc_node p = {.op = op, .n_in = lrc_op_table[op].n_in, .in = {a, b}};
-    return lrc_graph_add(g, &p, err);
-}
-
-/* x summed over the axes a broadcast to x's shape repeated, back to `to`. */
-static int sum_to(lrc_graph *g, int x, const lrc_shape *to, lrc_err *err)
-{
-    if (x < 0 || lrc_shape_eq(&g->nodes[x].shape, to)) return x;
-    lrc_node p = {.op = LRC_OP_SUM_TO, .n_in = 1, .in = {x}, .n_iattr = to->ndim};
-    for (int i = 0; i < to->ndim; i++) p.iattr[i] = to->dim[i];
     return lrc_graph_add(g, &p, err);
 }
 
@@ -38,38 +30,6 @@ int lrc_grad_embedding(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
     lrc_node p = {.op = LRC_OP_EMBEDDING_GRAD, .n_in = 2, .in = {n.in[0], dy}, .iattr = {g->nodes[n.in[1]].shape.dim[0]}};
     dx[1] = lrc_graph_add(g, &p, err);
     return dx[1] < 0 ? LRC_EUSER : LRC_OK;
-}
-
-int lrc_grad_add(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
-{
-    NODE;
-    for (int k = 0; k < 2; k++) dx[k] = sum_to(g, dy, &g->nodes[n.in[k]].shape, err);
-    return dx[0] < 0 || dx[1] < 0 ? LRC_EUSER : LRC_OK;
-}
-
-int lrc_grad_mul(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
-{
-    NODE;
-    for (int k = 0; k < 2; k++) {
-        int prod = add_op(g, LRC_OP_MUL, dy, n.in[1 - k], err);
-        dx[k] = prod < 0 ? -1 : sum_to(g, prod, &g->nodes[n.in[k]].shape, err);
-    }
-    return dx[0] < 0 || dx[1] < 0 ? LRC_EUSER : LRC_OK;
-}
-
-int lrc_grad_scale(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
-{
-    NODE;
-    lrc_node p = {.op = LRC_OP_SCALE, .n_in = 1, .in = {dy}, .fattr = {n.fattr[0]}};
-    dx[0] = lrc_graph_add(g, &p, err);
-    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
-}
-
-int lrc_grad_silu(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
-{
-    NODE;
-    dx[0] = add_op(g, LRC_OP_SILU_GRAD, n.in[0], dy, err);
-    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
 }
 
 int lrc_grad_rmsnorm(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
@@ -183,13 +143,6 @@ int lrc_grad_layernorm(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
     return dx[0] < 0 ? LRC_EUSER : LRC_OK;
 }
 
-int lrc_grad_gelu(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
-{
-    NODE;
-    dx[0] = add_op(g, LRC_OP_GELU_GRAD, n.in[0], dy, err);
-    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
-}
-
 /* the transpose of a slice is the slice that puts the values back */
 int lrc_grad_slice(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
 {
@@ -209,48 +162,3 @@ int lrc_grad_stop(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
     return LRC_OK;
 }
 
-int lrc_grad_relu(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
-{
-    NODE;
-    dx[0] = add_op(g, LRC_OP_RELU_GRAD, n.in[0], dy, err);
-    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
-}
-
-/* d e^x = e^x dx: the output itself */
-int lrc_grad_exp(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
-{
-    dx[0] = add_op(g, LRC_OP_MUL, dy, id, err);
-    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
-}
-
-/* d softplus = sigmoid(x) dx = e^(x - softplus(x)) dx */
-int lrc_grad_softplus(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
-{
-    NODE;
-    lrc_node neg = {.op = LRC_OP_SCALE, .n_in = 1, .in = {id}, .fattr = {-1.0}};
-    int y = lrc_graph_add(g, &neg, err);
-    int d = y < 0 ? -1 : add_op(g, LRC_OP_ADD, n.in[0], y, err);
-    int sg = d < 0 ? -1 : add_op(g, LRC_OP_EXP, d, -1, err);
-    dx[0] = sg < 0 ? -1 : add_op(g, LRC_OP_MUL, dy, sg, err);
-    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
-}
-
-/* d tanh = (1 - y^2) dx and d sigmoid = y (1 - y) dx, from the output y */
-int lrc_grad_tanh(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
-{
-    dx[0] = add_op(g, LRC_OP_TANH_GRAD, id, dy, err);
-    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
-}
-
-int lrc_grad_sigmoid(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
-{
-    dx[0] = add_op(g, LRC_OP_SIGMOID_GRAD, id, dy, err);
-    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
-}
-
-int lrc_grad_gelu_tanh(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
-{
-    NODE;
-    dx[0] = add_op(g, LRC_OP_GELU_TANH_GRAD, n.in[0], dy, err);
-    return dx[0] < 0 ? LRC_EUSER : LRC_OK;
-}

@@ -169,10 +169,6 @@ int lrc_tensor_set_dequantize_q8(lrc_tensor_set *s, const char *what, lrc_err *e
     X(EMBEDDING, embedding)        /* ids[...] i32, W[V,d] -> [..., d] */                                   \
     X(MATMUL, matmul)              /* x[..., K], W[N, K] (nn.Linear layout) -> [..., N] */                  \
     X(RMSNORM, rmsnorm)            /* x / sqrt(mean(x^2) + eps) over the last axis */                       \
-    X(ADD, add)                    /* a + b, numpy broadcasting */                                          \
-    X(MUL, mul)                    /* a * b, numpy broadcasting */                                          \
-    X(SCALE, scale)                /* x * s, s a constant attribute */                                      \
-    X(SILU, silu)                  /* x * sigmoid(x) */                                                     \
     X(ROPE, rope)                  /* sequence RoPE, rotate-half, x[B,T,H,Dh] */                            \
     X(ATTENTION, attention)        /* softmax(q k^T * scale [soft-capped] [+ bias] [+ causal/window mask]) v, \
                                       q [B,Tq,H,Dqk], k [B,Tk,Hkv,Dqk], v [B,Tk,Hkv,Dv] (Hkv dividing H:  \
@@ -188,16 +184,8 @@ int lrc_tensor_set_dequantize_q8(lrc_tensor_set *s, const char *what, lrc_err *e
                                       RoPE at positions pos.., k and v written into the caches, causal       \
                                       attention over cache positions [0, pos + t] (or its last `window`) */  \
     X(LAYERNORM, layernorm)        /* (x - mean) / sqrt(var + eps) over the last axis (no gain, no bias) */ \
-    X(GELU, gelu)                  /* x * Phi(x), the exact (erf) GELU */                                   \
     X(SLICE, slice)                /* along `axis`: out[i] = x[i + start] where that is inside x, else 0;   \
                                       `size` output positions (a narrowing, a zero padding, or both) */      \
-    X(RELU, relu)                  /* max(x, 0) */                                                          \
-    X(EXP, exp)                    /* e^x */                                                                \
-    X(SOFTPLUS, softplus)          /* log(1 + e^x) */                                                       \
-    X(TANH, tanh)                  /* tanh(x) */                                                            \
-    X(SIGMOID, sigmoid)            /* 1 / (1 + e^-x), without overflow at either end */                     \
-    X(GELU_TANH, gelu_tanh)        /* x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2, torch's              \
-                                      gelu(approximate="tanh"), HF's gelu_pytorch_tanh / gelu_new */       \
     X(LOOP_STATE, loop_state)      /* a loop region's carried state (rule 5 of docs/architecture.md):     \
                                       init -> the state h_t the body reads; its kernels run once per        \
                                       iteration */                                                           \
@@ -220,7 +208,6 @@ int lrc_tensor_set_dequantize_q8(lrc_tensor_set *s, const char *what, lrc_err *e
     X(EMBEDDING_GRAD, embedding_grad) /* ids[...], dy[..., d] -> [vocab, d], rows summed by id */           \
     X(SUM_TO, sum_to)              /* x -> shape (a list): sums the axes a broadcast repeated */            \
     X(RMSNORM_GRAD, rmsnorm_grad)  /* x, dy -> dx of x / sqrt(mean(x^2) + eps) */                           \
-    X(SILU_GRAD, silu_grad)        /* x, dy -> dy * d silu / dx */                                          \
     X(ROPE_GRAD, rope_grad)        /* dy -> dy rotated back (the transpose of RoPE) */                      \
     X(ATTENTION_GRAD, attention_grad) /* q, k, v, dy, y, lse [, bias] -> dq, dk, dv or dbias (`which` 0 to 3), \
                                       each its input's shape; y the forward's output, lse its attention_lse */ \
@@ -229,11 +216,6 @@ int lrc_tensor_set_dequantize_q8(lrc_tensor_set *s, const char *what, lrc_err *e
                                       input `which` (0: gamma [d]; 1..4: a scalar) */                        \
     X(CROSS_ENTROPY_GRAD, cross_entropy_grad) /* logits, labels -> d(mean loss) / d logits */               \
     X(LAYERNORM_GRAD, layernorm_grad) /* x, dy -> dx of (x - mean) / sqrt(var + eps) */                     \
-    X(GELU_GRAD, gelu_grad)        /* x, dy -> dy * d gelu / dx */                                          \
-    X(RELU_GRAD, relu_grad)        /* x, dy -> dy where x > 0, else 0 */                                    \
-    X(TANH_GRAD, tanh_grad)        /* y = tanh(x), dy -> dy (1 - y^2) (from the output, as torch) */        \
-    X(SIGMOID_GRAD, sigmoid_grad)  /* y = sigmoid(x), dy -> dy y (1 - y) (from the output, as torch) */     \
-    X(GELU_TANH_GRAD, gelu_tanh_grad) /* x, dy -> dy * d gelu_tanh / dx */                                  \
     X(ATTENTION_LSE, attention_lse) /* q, k, v [, bias] -> [B,Tq,H]: each query row's log-sum-exp, the       \
                                       statistic attention_grad reads; computed by the attention kernel   \
                                       over the same inputs (fuse rule 7) */                                  \
@@ -249,10 +231,79 @@ int lrc_tensor_set_dequantize_q8(lrc_tensor_set *s, const char *what, lrc_err *e
     X(AMAX_GRAD, amax_grad)        /* x, y (amax with keepdim), dy (its shape) -> dy split evenly among    \
                                       the elements of x equal to the max, else 0 (torch's amax) */
 
+/* The elementwise ops, once: LRC_EW_OPS(X) calls X(ENUM, op, inputs,
+ * shape rule, float attribute, FLOPs per element, backward/forward FLOP
+ * ratio, flags) per op; they follow LRC_OPS in the enum. Each op's value is
+ * ONE expression over the primitives (lrc_ew.h) and its gradient ONE rule,
+ * both in ir/ew.c (expr_<op>, grad_<op>); ref, the cpu and cuda renderers
+ * and autodiff read them from there and never name an elementwise op. So
+ * an elementwise op is this row, its two functions in ew.c, and its line
+ * in docs/ir.md.
+ * Shape rules: SAME (one float input), BCAST (numpy broadcasting of every
+ * input), FIRST (x, dy: the same shape; a gradient op), FULL (no inputs:
+ * the `shape` list). Flags: LRC_EW_KEEPS_ZERO, LRC_EW_ROWS_FIRST /
+ * LRC_EW_ROWS_EACH (the last_rows rule), LRC_EW_GRAD_OP (a gradient op:
+ * axes mixed, no gradient rule of its own), LRC_EW_ALONE (a kernel of its
+ * own, never fused), LRC_EW_F64 (computed in double, alone). */
+#define LRC_EW_OPS(X) \
+    X(ADD, add, 2, BCAST, NULL, 1, 1, LRC_EW_KEEPS_ZERO | LRC_EW_ROWS_EACH)                 /* a + b */                 \
+    X(MUL, mul, 2, BCAST, NULL, 1, 2, LRC_EW_KEEPS_ZERO | LRC_EW_ROWS_EACH)                 /* a * b */                 \
+    X(SCALE, scale, 1, SAME, "s", 1, 1, LRC_EW_KEEPS_ZERO | LRC_EW_ROWS_FIRST)              /* x * s, s an attribute */ \
+    X(SILU, silu, 1, SAME, NULL, 4, 2, LRC_EW_KEEPS_ZERO | LRC_EW_ROWS_FIRST)               /* x * sigmoid(x) */        \
+    X(GELU, gelu, 1, SAME, NULL, 8, 2, LRC_EW_KEEPS_ZERO | LRC_EW_ROWS_FIRST)               /* x * Phi(x), erf GELU */  \
+    X(RELU, relu, 1, SAME, NULL, 1, 1, LRC_EW_KEEPS_ZERO | LRC_EW_ROWS_FIRST)               /* max(x, 0) */             \
+    X(EXP, exp, 1, SAME, NULL, 8, 1, LRC_EW_ROWS_FIRST)                                     /* e^x */                   \
+    /* in double with libm, for the few values (gates of a parameter vector) it sees */                                 \
+    X(SOFTPLUS, softplus, 1, SAME, NULL, 8, 3, LRC_EW_ROWS_FIRST | LRC_EW_F64)              /* log(1 + e^x) */          \
+    X(TANH, tanh, 1, SAME, NULL, 8, 1, LRC_EW_KEEPS_ZERO | LRC_EW_ROWS_FIRST)               /* tanh(x) */               \
+    /* sigmoid(0) = 1/2: a zero padding does not stay zero through it */                                                \
+    X(SIGMOID, sigmoid, 1, SAME, NULL, 4, 1, LRC_EW_ROWS_FIRST)                             /* 1 / (1 + e^-x) */        \
+    X(GELU_TANH, gelu_tanh, 1, SAME, NULL, 8, 2, LRC_EW_KEEPS_ZERO | LRC_EW_ROWS_FIRST)     /* torch's gelu(approximate="tanh") */ \
+    X(SILU_GRAD, silu_grad, 2, FIRST, NULL, 5, 0, LRC_EW_GRAD_OP)                           /* x, dy -> dy silu'(x) */  \
+    X(GELU_GRAD, gelu_grad, 2, FIRST, NULL, 8, 0, LRC_EW_GRAD_OP)                           /* x, dy -> dy gelu'(x) */  \
+    X(RELU_GRAD, relu_grad, 2, FIRST, NULL, 1, 0, LRC_EW_GRAD_OP)                           /* x, dy -> dy where x > 0 */ \
+    X(TANH_GRAD, tanh_grad, 2, FIRST, NULL, 4, 0, LRC_EW_GRAD_OP)                           /* y, dy -> dy (1 - y^2) */ \
+    X(SIGMOID_GRAD, sigmoid_grad, 2, FIRST, NULL, 4, 0, LRC_EW_GRAD_OP)                     /* y, dy -> dy y (1 - y) */ \
+    X(GELU_TANH_GRAD, gelu_tanh_grad, 2, FIRST, NULL, 8, 0, LRC_EW_GRAD_OP)                 /* x, dy -> dy gelu_tanh'(x) */ \
+    /* the primitives (lrc_ew.h's LRC_PRIMS) as ops of their own */                                                     \
+    X(NEG, neg, 1, SAME, NULL, 1, 1, LRC_EW_ROWS_FIRST)                                     /* -x */                    \
+    X(ABS, abs, 1, SAME, NULL, 1, 1, LRC_EW_ROWS_FIRST)                                     /* |x| */                   \
+    X(SQRT, sqrt, 1, SAME, NULL, 4, 2, LRC_EW_ROWS_FIRST)                                   /* sqrt(x) */               \
+    X(RSQRT, rsqrt, 1, SAME, NULL, 4, 2, LRC_EW_ROWS_FIRST)                                 /* 1 / sqrt(x) */           \
+    X(LOG, log, 1, SAME, NULL, 8, 1, LRC_EW_ROWS_FIRST)                                     /* ln x */                  \
+    X(LOG1P, log1p, 1, SAME, NULL, 8, 1, LRC_EW_ROWS_FIRST)                                 /* ln(1 + x) */             \
+    X(EXPM1, expm1, 1, SAME, NULL, 8, 1, LRC_EW_ROWS_FIRST)                                 /* e^x - 1 */               \
+    X(SIN, sin, 1, SAME, NULL, 8, 1, LRC_EW_ROWS_FIRST)                                     /* sin x */                 \
+    X(COS, cos, 1, SAME, NULL, 8, 1, LRC_EW_ROWS_FIRST)                                     /* cos x */                 \
+    X(ERF, erf, 1, SAME, NULL, 8, 1, LRC_EW_ROWS_FIRST)                                     /* erf x */                 \
+    X(FLOOR, floor, 1, SAME, NULL, 1, 0, LRC_EW_ROWS_FIRST)                                 /* floor x (gradient 0) */  \
+    X(SIGN, sign, 1, SAME, NULL, 1, 0, LRC_EW_ROWS_FIRST)                                   /* -1, 0, 1 (gradient 0) */ \
+    X(RECIPROCAL, reciprocal, 1, SAME, NULL, 1, 2, LRC_EW_ROWS_FIRST)                       /* 1 / x */                 \
+    X(SUB, sub, 2, BCAST, NULL, 1, 1, LRC_EW_ROWS_EACH)                                     /* a - b */                 \
+    X(DIV, div, 2, BCAST, NULL, 1, 3, LRC_EW_ROWS_EACH)                                     /* a / b */                 \
+    X(POW, pow, 2, BCAST, NULL, 8, 3, LRC_EW_ROWS_EACH)                                     /* a ^ b */                 \
+    X(MAXIMUM, maximum, 2, BCAST, NULL, 1, 1, LRC_EW_ROWS_EACH)                             /* max(a, b) */             \
+    X(MINIMUM, minimum, 2, BCAST, NULL, 1, 1, LRC_EW_ROWS_EACH)                             /* min(a, b) */             \
+    X(LT, lt, 2, BCAST, NULL, 1, 0, LRC_EW_ROWS_EACH)                                       /* a < b: 1 or 0, no gradient */ \
+    X(LE, le, 2, BCAST, NULL, 1, 0, LRC_EW_ROWS_EACH)                                       /* a <= b */                \
+    X(EQ, eq, 2, BCAST, NULL, 1, 0, LRC_EW_ROWS_EACH)                                       /* a == b */                \
+    X(NE, ne, 2, BCAST, NULL, 1, 0, LRC_EW_ROWS_EACH)                                       /* a != b */                \
+    X(GT, gt, 2, BCAST, NULL, 1, 0, LRC_EW_ROWS_EACH)                                       /* a > b */                 \
+    X(GE, ge, 2, BCAST, NULL, 1, 0, LRC_EW_ROWS_EACH)                                       /* a >= b */                \
+    X(WHERE, where, 3, BCAST, NULL, 1, 1, LRC_EW_ROWS_EACH)                                 /* c != 0 ? a : b */        \
+    X(FMA, fma, 3, BCAST, NULL, 2, 2, LRC_EW_ROWS_EACH)                                     /* a * b + c */             \
+    X(SOFTSIGN, softsign, 1, SAME, NULL, 4, 2, LRC_EW_KEEPS_ZERO | LRC_EW_ROWS_FIRST)       /* x / (1 + |x|) */         \
+    X(FULL, full, 0, FULL, "value", 0, 0, LRC_EW_ALONE)                                     /* `shape` filled with value */
+
+enum { LRC_EW_KEEPS_ZERO = 1, LRC_EW_ROWS_FIRST = 2, LRC_EW_ROWS_EACH = 4, LRC_EW_GRAD_OP = 8, LRC_EW_ALONE = 16, LRC_EW_F64 = 32 };
+
 typedef enum lrc_op {
 #define LRC_OP_ENUM(E, op) LRC_OP_##E,
     LRC_OPS(LRC_OP_ENUM)
 #undef LRC_OP_ENUM
+#define LRC_EW_ENUM(E, op, ...) LRC_OP_##E,
+    LRC_EW_OPS(LRC_EW_ENUM)
+#undef LRC_EW_ENUM
     LRC_OP_COUNT
 } lrc_op;
 

@@ -2,6 +2,7 @@
  * rule, fusion class, FLOP count, reference kernels, gradient rule and byte
  * rule (docs/architecture.md, rule 1). */
 #include "lrc_ir.h"
+#include "lrc_ew.h"
 #include "ref_ops.h"
 
 #include <math.h>
@@ -101,26 +102,49 @@ static int infer_rmsnorm(const lrc_graph *g, lrc_node *n, lrc_err *err)
     return LRC_OK;
 }
 
-/* numpy broadcasting: align trailing axes; each pair must match or be 1. */
+/* numpy broadcasting of every input: align trailing axes; each pair must
+ * match or be 1. */
 static int infer_broadcast(const lrc_graph *g, lrc_node *n, lrc_err *err)
 {
     char b1[96], b2[96];
-    if (want_float(g, n, 0, err) || want_float(g, n, 1, err)) return LRC_EUSER;
-    const lrc_shape *a = &IN(0)->shape, *b = &IN(1)->shape;
-    int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
-    n->shape.ndim = nd;
-    for (int i = 0; i < nd; i++) {
-        int ia = a->ndim - nd + i, ib = b->ndim - nd + i;
-        int64_t da = ia >= 0 ? a->dim[ia] : 1, db = ib >= 0 ? b->dim[ib] : 1;
-        if (da != db && da != 1 && db != 1)
-            return lrc_err_set(err, "%s: shapes %s and %s do not broadcast", lrc_op_table[n->op].name,
-                               lrc_shape_str(a, b1, sizeof b1), lrc_shape_str(b, b2, sizeof b2));
-        n->shape.dim[i] = da == 1 ? db : da;
+    n->shape = IN(0)->shape;
+    for (int k = 0; k < n->n_in; k++)
+        if (want_float(g, n, k, err)) return LRC_EUSER;
+    for (int k = 1; k < n->n_in; k++) {
+        lrc_shape a = n->shape;
+        const lrc_shape *b = &IN(k)->shape;
+        int nd = a.ndim > b->ndim ? a.ndim : b->ndim;
+        n->shape.ndim = nd;
+        for (int i = 0; i < nd; i++) {
+            int ia = a.ndim - nd + i, ib = b->ndim - nd + i;
+            int64_t da = ia >= 0 ? a.dim[ia] : 1, db = ib >= 0 ? b->dim[ib] : 1;
+            if (da != db && da != 1 && db != 1)
+                return lrc_err_set(err, "%s: shapes %s and %s do not broadcast", lrc_op_table[n->op].name,
+                                   lrc_shape_str(&a, b1, sizeof b1), lrc_shape_str(b, b2, sizeof b2));
+            n->shape.dim[i] = da == 1 ? db : da;
+        }
+        if (IN(k)->dtype != IN(0)->dtype)
+            return lrc_err_set(err, "%s: dtypes differ (%s and %s)", lrc_op_table[n->op].name,
+                               lrc_dtype_name(IN(0)->dtype), lrc_dtype_name(IN(k)->dtype));
     }
-    if (IN(0)->dtype != IN(1)->dtype)
-        return lrc_err_set(err, "%s: dtypes differ (%s and %s)", lrc_op_table[n->op].name,
-                           lrc_dtype_name(IN(0)->dtype), lrc_dtype_name(IN(1)->dtype));
     n->dtype = IN(0)->dtype;
+    return LRC_OK;
+}
+
+/* full: the `shape` list ([] for a scalar), f32 */
+static int infer_full(const lrc_graph *g, lrc_node *n, lrc_err *err)
+{
+    (void)g;
+    if (n->n_iattr > LRC_MAX_DIMS) return lrc_err_set(err, "full: the shape must have at most %d axes", LRC_MAX_DIMS);
+    int64_t numel = 1;
+    n->shape.ndim = n->n_iattr;
+    for (int i = 0; i < n->n_iattr; i++) {
+        if (n->iattr[i] <= 0) return lrc_err_set(err, "full: size %lld at axis %d is not positive", (long long)n->iattr[i], i);
+        if (__builtin_mul_overflow(numel, n->iattr[i], &numel) || numel > LRC_MAX_ELEMENTS)
+            return lrc_err_set(err, "full: more than 2^40 elements");
+        n->shape.dim[i] = n->iattr[i];
+    }
+    n->dtype = LRC_F32;
     return LRC_OK;
 }
 
@@ -490,6 +514,7 @@ static double flops_attention_grad(const lrc_graph *g, const lrc_node *n) { retu
 static double numel_of(const lrc_node *n) { return (double)lrc_shape_numel(&n->shape); }
 static double flops_zero(const lrc_graph *g, const lrc_node *n) { (void)g; (void)n; return 0; }
 static double flops_1(const lrc_graph *g, const lrc_node *n) { (void)g; return numel_of(n); }
+static double flops_2(const lrc_graph *g, const lrc_node *n) { (void)g; return 2 * numel_of(n); }
 static double flops_4(const lrc_graph *g, const lrc_node *n) { (void)g; return 4 * numel_of(n); }
 static double flops_5(const lrc_graph *g, const lrc_node *n) { (void)g; return 5 * numel_of(n); }
 static double flops_8(const lrc_graph *g, const lrc_node *n) { (void)g; return 8 * numel_of(n); }
@@ -575,10 +600,6 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2, ROWS_UNIT = 4 };
 #define ROW_embedding OP(2, OPAQUE, NONE, NONE, NULL, infer_embedding, flops_zero, 1, REFS(embedding), lrc_grad_embedding, GATHER, GATHER, 0)
 #define ROW_matmul OP(2, GEMM, NONE, NONE, NULL, infer_matmul, flops_matmul, 2, REFS(matmul), lrc_grad_matmul, ALL, LOCAL, ROWS(FIRST))
 #define ROW_rmsnorm OP(1, ROW, NONE, ATTRS("eps"), NULL, infer_rmsnorm, flops_rmsnorm, 2, REFS(rmsnorm), lrc_grad_rmsnorm, ALL, LOCAL, ROWS(FIRST))
-#define ROW_add OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_broadcast, flops_1, 1, REFS(binary), lrc_grad_add, ALL, LOCAL, KEEPS_ZERO | ROWS(EACH))
-#define ROW_mul OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_broadcast, flops_1, 2, REFS(binary), lrc_grad_mul, ALL, LOCAL, KEEPS_ZERO | ROWS(EACH))
-#define ROW_scale OP(1, ELEMENTWISE, NONE, ATTRS("s"), NULL, infer_same, flops_1, 1, REFS(scale), lrc_grad_scale, ALL, LOCAL, KEEPS_ZERO | ROWS(FIRST))
-#define ROW_silu OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_4, 2, REFS(silu), lrc_grad_silu, ALL, LOCAL, KEEPS_ZERO | ROWS(FIRST))
 #define ROPE_ATTRS "factor", "low_freq", "high_freq", "orig_ctx" /* the scaling (lrc_rope) */
 #define ROW_rope OP(1, OPAQUE, NONE, ATTRS("base", ROPE_ATTRS), NULL, infer_rope, flops_4, 1, REFS(rope), lrc_grad_rope, ALL, LOCAL, 0)
 #define ROW_attention                                                                                                    \
@@ -601,18 +622,9 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2, ROWS_UNIT = 4 };
     OP(6, ATTENTION, ATTRS("window"), ATTRS("scale", "base", "softcap", ROPE_ATTRS), NULL, infer_kv_attention, flops_kv_attention, 0, REFS(kv_attention), \
        NO_GRAD, ALL, MIXED, 0)
 #define ROW_layernorm OP(1, ROW, NONE, ATTRS("eps"), NULL, infer_layernorm, flops_5, 2, REFS(layernorm), lrc_grad_layernorm, ALL, LOCAL, ROWS(FIRST))
-#define ROW_gelu OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 2, REFS(gelu), lrc_grad_gelu, ALL, LOCAL, KEEPS_ZERO | ROWS(FIRST))
 #define ROW_slice                                                                                                        \
     OP(1, OPAQUE, ATTRS("axis", "start", "size", "positions"), NONE, NULL, infer_slice, flops_zero, 0, REFS(slice), lrc_grad_slice, \
        ALL, SLICE, ROWS(SLICE))
-#define ROW_relu OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_1, 1, REFS(relu), lrc_grad_relu, ALL, LOCAL, KEEPS_ZERO | ROWS(FIRST))
-#define ROW_exp OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 1, REFS(exp), lrc_grad_exp, ALL, LOCAL, ROWS(FIRST))
-/* opaque: in double with libm, for the few values (gates of a parameter vector) it sees */
-#define ROW_softplus OP(1, OPAQUE, NONE, NONE, NULL, infer_same, flops_8, 3, REFS(softplus), lrc_grad_softplus, ALL, LOCAL, ROWS(FIRST))
-#define ROW_tanh OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 1, REFS(tanh), lrc_grad_tanh, ALL, LOCAL, KEEPS_ZERO | ROWS(FIRST))
-/* sigmoid(0) = 1/2: a zero padding does not stay zero through it */
-#define ROW_sigmoid OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_4, 1, REFS(sigmoid), lrc_grad_sigmoid, ALL, LOCAL, ROWS(FIRST))
-#define ROW_gelu_tanh OP(1, ELEMENTWISE, NONE, NONE, NULL, infer_same, flops_8, 2, REFS(gelu_tanh), lrc_grad_gelu_tanh, ALL, LOCAL, KEEPS_ZERO | ROWS(FIRST))
 #define ROW_loop_state OP(1, OPAQUE, NONE, NONE, NULL, infer_same, flops_zero, 0, REFS(loop_state), lrc_grad_stop, ALL, LOCAL, 0)
 #define ROW_loop_next OP(3, OPAQUE, NONE, NONE, NULL, infer_loop_next, flops_zero, 0, NO_REF, lrc_grad_stop, ALL, LOOP, 0)
 #define ROW_matmul_nn OP(2, GEMM, NONE, NONE, NULL, infer_matmul_nn, flops_matmul_nn, 0, REFS(matmul_nn), NO_GRAD, ALL, MIXED, 0)
@@ -622,7 +634,6 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2, ROWS_UNIT = 4 };
 #define ROW_sum_to OP(1, OPAQUE, NONE, NONE, "shape", infer_sum_to, flops_1, 0, REFS(sum_to), NO_GRAD, ALL, MIXED, 0)
 #define ROW_rmsnorm_grad                                                                                                 \
     OP(2, OPAQUE, NONE, ATTRS("eps"), NULL, infer_same_as_first, flops_5, 0, REFS(rmsnorm_grad), NO_GRAD, ALL, MIXED, 0)
-#define ROW_silu_grad OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_5, 0, REFS(silu_grad), NO_GRAD, ALL, MIXED, 0)
 #define ROW_rope_grad OP(1, OPAQUE, NONE, ATTRS("base", ROPE_ATTRS), NULL, infer_rope, flops_4, 0, REFS(rope_grad), NO_GRAD, ALL, MIXED, 0)
 #define ROW_attention_grad                                                                                               \
     OP(6, OPAQUE, ATTRS("causal", "which", "window"), ATTRS("scale", "softcap"), NULL, infer_attention_grad, flops_attention_grad, 0,      \
@@ -636,12 +647,6 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2, ROWS_UNIT = 4 };
        ALL, MIXED, 0)
 #define ROW_layernorm_grad                                                                                               \
     OP(2, OPAQUE, NONE, ATTRS("eps"), NULL, infer_same_as_first, flops_8, 0, REFS(layernorm_grad), NO_GRAD, ALL, MIXED, 0)
-#define ROW_gelu_grad OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_8, 0, REFS(gelu_grad), NO_GRAD, ALL, MIXED, 0)
-#define ROW_relu_grad OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_1, 0, REFS(relu_grad), NO_GRAD, ALL, MIXED, 0)
-#define ROW_tanh_grad OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_4, 0, REFS(tanh_grad), NO_GRAD, ALL, MIXED, 0)
-#define ROW_sigmoid_grad OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_4, 0, REFS(sigmoid_grad), NO_GRAD, ALL, MIXED, 0)
-#define ROW_gelu_tanh_grad                                                                                               \
-    OP(2, ELEMENTWISE, NONE, NONE, NULL, infer_same_as_first, flops_8, 0, REFS(gelu_tanh_grad), NO_GRAD, ALL, MIXED, 0)
 /* a mixture of experts' routing (route.c) */
 #define ROW_topk OP(1, OPAQUE, ATTRS("k"), NONE, NULL, lrc_infer_topk, lrc_flops_topk, 0, REFS(topk), lrc_grad_stop, ALL, LOCAL, ROWS(FIRST))
 #define ROW_gather OP(2, OPAQUE, NONE, NONE, NULL, lrc_infer_gather, flops_zero, 1, REFS(gather), lrc_grad_gather, ALL, LOCAL, ROWS(EACH))
@@ -666,11 +671,38 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2, ROWS_UNIT = 4 };
 #define ROW_expand OP(1, OPAQUE, NONE, NONE, "shape", lrc_infer_expand, lrc_flops_along, 1, REFS(expand), lrc_grad_expand, ALL, ALONG, 0)
 #define ROW_amax_grad OP(3, OPAQUE, ATTRS("axis"), NONE, NULL, lrc_infer_amax_grad, flops_1, 0, REFS(amax_grad), NO_GRAD, ALL, MIXED, 0)
 
-/* The op table: LRC_OPS over the rows, each named by its op. */
+/* The elementwise ops' rows, from their LRC_EW_OPS entries: computed by
+ * their expression (ir/ew.c) in ref's lrc_ref_ew, differentiated by their
+ * rule through lrc_ew_grad. */
+#define EW_INFER_SAME infer_same
+#define EW_INFER_BCAST infer_broadcast
+#define EW_INFER_FIRST infer_same_as_first
+#define EW_INFER_FULL infer_full
+#define EW_ILIST_SAME NULL
+#define EW_ILIST_BCAST NULL
+#define EW_ILIST_FIRST NULL
+#define EW_ILIST_FULL "shape"
+#define EW_FLOPS_0 flops_zero
+#define EW_FLOPS_1 flops_1
+#define EW_FLOPS_2 flops_2
+#define EW_FLOPS_4 flops_4
+#define EW_FLOPS_5 flops_5
+#define EW_FLOPS_8 flops_8
+#define EW_HAS(flags, f) (((flags) & LRC_EW_##f) != 0)
+#define EW_ROW(E, op, nin, shape, fattr_, flops_, ratio, flags)                                                       \
+    [LRC_OP_##E] = {.name = #op, .n_in = nin, .fattr = {fattr_}, .ilist = EW_ILIST_##shape, .infer = EW_INFER_##shape,   \
+                    .fusion = EW_HAS(flags, ALONE) || EW_HAS(flags, F64) ? LRC_FUSE_OPAQUE : LRC_FUSE_ELEMENTWISE,          \
+                    .flops = EW_FLOPS_##flops_, .bwd_flops_ratio = ratio, .ref = lrc_ref_ew, .ref64 = lrc_ref64_ew,         \
+                    .grad = EW_HAS(flags, GRAD_OP) ? NULL : lrc_ew_grad, .bytes = LRC_BYTES_ALL,                            \
+                    .axes = EW_HAS(flags, GRAD_OP) ? LRC_AXES_MIXED : LRC_AXES_LOCAL, .keeps_zero = EW_HAS(flags, KEEPS_ZERO), \
+                    .rows = EW_HAS(flags, ROWS_FIRST) ? LRC_ROWS_FIRST : EW_HAS(flags, ROWS_EACH) ? LRC_ROWS_EACH : LRC_ROWS_NONE},
+
+/* The op table: LRC_OPS over the rows, then LRC_EW_OPS, each named by its op. */
 const lrc_op_info lrc_op_table[LRC_OP_COUNT] = {
 #define LRC_OP_ROW(E, op) [LRC_OP_##E] = {.name = #op, ROW_##op},
     LRC_OPS(LRC_OP_ROW)
 #undef LRC_OP_ROW
+    LRC_EW_OPS(EW_ROW)
 };
 
 const char *lrc_op_name(lrc_op op) { return lrc_op_table[op].name; }

@@ -81,17 +81,6 @@ int REF(rmsnorm_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, vo
     return LRC_OK;
 }
 
-int REF(silu_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
-{
-    (void)err;
-    (void)g;
-    for (int64_t i = 0; i < lrc_shape_numel(&n->shape); i++) {
-        double x = F(0)[i], s = 1.0 / (1.0 + exp(-x));
-        ((real *)out)[i] = (real)(F(1)[i] * s * (1.0 + x * (1.0 - s)));
-    }
-    return LRC_OK;
-}
-
 int REF(rope_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
@@ -355,61 +344,6 @@ int REF(layernorm_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, 
         sdyx /= (double)d;
         for (int64_t i = 0; i < d; i++)
             ((real *)out)[r * d + i] = (real)(inv * (dy[i] - sdy - (x[i] - mean) * inv * sdyx));
-    }
-    return LRC_OK;
-}
-
-/* d/dx x Phi(x) = Phi(x) + x phi(x) */
-int REF(gelu_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
-{
-    (void)err;
-    (void)g;
-    int64_t count = lrc_shape_numel(&n->shape);
-    for (int64_t i = 0; i < count; i++) {
-        double x = F(0)[i];
-        double cdf = 0.5 * (1.0 + erf(x * 0.70710678118654752440)), pdf = exp(-0.5 * x * x) * 0.39894228040143267794;
-        ((real *)out)[i] = (real)((double)F(1)[i] * (cdf + x * pdf));
-    }
-    return LRC_OK;
-}
-
-int REF(relu_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
-{
-    (void)g, (void)err;
-    for (int64_t i = 0; i < lrc_shape_numel(&n->shape); i++) ((real *)out)[i] = F(0)[i] > 0 ? F(1)[i] : 0;
-    return LRC_OK;
-}
-
-/* tanh and sigmoid from their output y, as torch's tanh_backward and
- * sigmoid_backward: no transcendental in the backward pass */
-int REF(tanh_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
-{
-    (void)g, (void)err;
-    for (int64_t i = 0; i < lrc_shape_numel(&n->shape); i++) {
-        double y = F(0)[i];
-        ((real *)out)[i] = (real)((double)F(1)[i] * (1.0 - y * y));
-    }
-    return LRC_OK;
-}
-
-int REF(sigmoid_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
-{
-    (void)g, (void)err;
-    for (int64_t i = 0; i < lrc_shape_numel(&n->shape); i++) {
-        double y = F(0)[i];
-        ((real *)out)[i] = (real)((double)F(1)[i] * y * (1.0 - y));
-    }
-    return LRC_OK;
-}
-
-/* d/dx x s(2u) = s + 2 x s (1 - s) u', s = sigmoid(2u) (= (1 + tanh u) / 2),
- * with 1 - s = sigmoid(-2u), which does not cancel for large x */
-int REF(gelu_tanh_grad)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
-{
-    (void)g, (void)err;
-    for (int64_t i = 0; i < lrc_shape_numel(&n->shape); i++) {
-        double x = F(0)[i], du, u = ref_gelu_tanh_u(x, &du), s = ref_sigmoid(2.0 * u);
-        ((real *)out)[i] = (real)((double)F(1)[i] * s * (1.0 + 2.0 * x * ref_sigmoid(-2.0 * u) * du));
     }
     return LRC_OK;
 }

@@ -4,6 +4,7 @@
  * (docs/architecture.md, rule 2). The `ref` backend runs these, and passes use them to fold
  * constants. Compiled twice, at f32 and f64 storage (ref_template.h). */
 #include "ref_template.h"
+#include "lrc_ew.h"
 
 /* integer tensors (ids, labels) stay i32 at either precision */
 static size_t elem_bytes(const lrc_node *n) { return n->dtype == LRC_I32 ? 4 : sizeof(real); }
@@ -85,46 +86,26 @@ static void broadcast_strides(const lrc_shape *in, const lrc_shape *out, int64_t
     }
 }
 
-int REF(binary)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+/* Every elementwise op: its expression (ir/ew.c) over the reference's
+ * algebra, in double, each input broadcast to the output (numpy rules). */
+int REF(ew)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;
-    int64_t sa[LRC_MAX_DIMS], sb[LRC_MAX_DIMS], idx[LRC_MAX_DIMS] = {0};
-    broadcast_strides(SHAPE(0), &n->shape, sa);
-    broadcast_strides(SHAPE(1), &n->shape, sb);
-    int64_t count = lrc_shape_numel(&n->shape), ia = 0, ib = 0;
+    int64_t st[LRC_MAX_INPUTS][LRC_MAX_DIMS], at[LRC_MAX_INPUTS] = {0}, idx[LRC_MAX_DIMS] = {0};
+    for (int k = 0; k < n->n_in; k++) broadcast_strides(SHAPE(k), &n->shape, st[k]);
+    lrc_ew_alg A = {lrc_ew_ref_const, lrc_ew_ref_prims, NULL};
+    int64_t count = lrc_shape_numel(&n->shape);
     real *o = out;
     for (int64_t i = 0; i < count; i++) {
-        double a = F(0)[ia], b = F(1)[ib];
-        o[i] = (real)(n->op == LRC_OP_ADD ? a + b : a * b);
+        lrc_ew_val x[LRC_MAX_INPUTS];
+        for (int k = 0; k < n->n_in; k++) x[k].d = F(k)[at[k]];
+        o[i] = (real)lrc_ew_eval(&A, n, x).d;
         for (int d = n->shape.ndim - 1; d >= 0; d--) { /* odometer increment */
-            ia += sa[d];
-            ib += sb[d];
+            for (int k = 0; k < n->n_in; k++) at[k] += st[k][d];
             if (++idx[d] < n->shape.dim[d]) break;
-            ia -= sa[d] * n->shape.dim[d];
-            ib -= sb[d] * n->shape.dim[d];
+            for (int k = 0; k < n->n_in; k++) at[k] -= st[k][d] * n->shape.dim[d];
             idx[d] = 0;
         }
-    }
-    return LRC_OK;
-}
-
-int REF(scale)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
-{
-    (void)err;
-    int64_t count = lrc_shape_numel(&n->shape);
-    for (int64_t i = 0; i < count; i++) ((real *)out)[i] = (real)((double)F(0)[i] * n->fattr[0]);
-    (void)g;
-    return LRC_OK;
-}
-
-int REF(silu)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
-{
-    (void)err;
-    (void)g;
-    int64_t count = lrc_shape_numel(&n->shape);
-    for (int64_t i = 0; i < count; i++) {
-        double x = F(0)[i];
-        ((real *)out)[i] = (real)(x / (1.0 + exp(-x)));
     }
     return LRC_OK;
 }
@@ -408,18 +389,6 @@ int REF(layernorm)(const lrc_graph *g, const lrc_node *n, void *const *in, void 
     return LRC_OK;
 }
 
-int REF(gelu)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
-{
-    (void)err;
-    (void)g;
-    int64_t count = lrc_shape_numel(&n->shape);
-    for (int64_t i = 0; i < count; i++) {
-        double x = F(0)[i];
-        ((real *)out)[i] = (real)(0.5 * x * (1.0 + erf(x * 0.70710678118654752440)));
-    }
-    return LRC_OK;
-}
-
 /* out[.., i, ..] = x[.., i + start, ..] along the axis, zero outside x */
 int REF(slice)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
@@ -450,54 +419,3 @@ int REF(loop_state)(const lrc_graph *g, const lrc_node *n, void *const *in, void
     return LRC_OK;
 }
 
-int REF(relu)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
-{
-    (void)g, (void)err;
-    for (int64_t i = 0; i < lrc_shape_numel(&n->shape); i++) ((real *)out)[i] = F(0)[i] > 0 ? F(0)[i] : 0;
-    return LRC_OK;
-}
-
-int REF(exp)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
-{
-    (void)g, (void)err;
-    for (int64_t i = 0; i < lrc_shape_numel(&n->shape); i++) ((real *)out)[i] = (real)exp((double)F(0)[i]);
-    return LRC_OK;
-}
-
-/* log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow */
-int REF(softplus)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
-{
-    (void)g, (void)err;
-    for (int64_t i = 0; i < lrc_shape_numel(&n->shape); i++) {
-        double x = F(0)[i];
-        ((real *)out)[i] = (real)((x > 0 ? x : 0) + log1p(exp(-fabs(x))));
-    }
-    return LRC_OK;
-}
-
-int REF(tanh)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
-{
-    (void)g, (void)err;
-    for (int64_t i = 0; i < lrc_shape_numel(&n->shape); i++) ((real *)out)[i] = (real)tanh((double)F(0)[i]);
-    return LRC_OK;
-}
-
-int REF(sigmoid)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
-{
-    (void)g, (void)err;
-    for (int64_t i = 0; i < lrc_shape_numel(&n->shape); i++) ((real *)out)[i] = (real)ref_sigmoid((double)F(0)[i]);
-    return LRC_OK;
-}
-
-/* x (1 + tanh u) / 2 written as x sigmoid(2u), the same function: 1 + tanh u
- * cancels for negative x (all of it once tanh u rounds to -1), sigmoid does
- * not */
-int REF(gelu_tanh)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
-{
-    (void)g, (void)err;
-    for (int64_t i = 0; i < lrc_shape_numel(&n->shape); i++) {
-        double x = F(0)[i];
-        ((real *)out)[i] = (real)(x * ref_sigmoid(2.0 * ref_gelu_tanh_u(x, NULL)));
-    }
-    return LRC_OK;
-}

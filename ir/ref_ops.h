@@ -8,11 +8,9 @@
 /* Every reference kernel, declared at both storage precisions. */
 #define LRC_REF_KERNELS(X) \
     X(embedding) \
+    X(ew) \
     X(matmul) \
     X(rmsnorm) \
-    X(binary) \
-    X(scale) \
-    X(silu) \
     X(rope) \
     X(attention) \
     X(attention_lse) \
@@ -27,28 +25,15 @@
     X(embedding_grad) \
     X(sum_to) \
     X(rmsnorm_grad) \
-    X(silu_grad) \
     X(rope_grad) \
     X(attention_grad) \
     X(softmax_grad) \
     X(depth_gain_grad) \
     X(cross_entropy_grad) \
     X(layernorm) \
-    X(gelu) \
     X(slice) \
     X(loop_state) \
-    X(relu) \
-    X(exp) \
-    X(softplus) \
-    X(relu_grad) \
     X(layernorm_grad) \
-    X(gelu_grad) \
-    X(tanh) \
-    X(sigmoid) \
-    X(gelu_tanh) \
-    X(tanh_grad) \
-    X(sigmoid_grad) \
-    X(gelu_tanh_grad) \
     X(topk) \
     X(gather) \
     X(gather_grad) \
@@ -66,10 +51,6 @@ LRC_REF_KERNELS(LRC_REF_DECLARE)
 int lrc_grad_embedding(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_matmul(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_rmsnorm(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
-int lrc_grad_add(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
-int lrc_grad_mul(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
-int lrc_grad_scale(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
-int lrc_grad_silu(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_rope(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_attention(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_softmax(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
@@ -78,14 +59,7 @@ int lrc_grad_transpose(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_depth_gain(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_cross_entropy(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_layernorm(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
-int lrc_grad_gelu(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_slice(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
-int lrc_grad_relu(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
-int lrc_grad_exp(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
-int lrc_grad_softplus(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
-int lrc_grad_tanh(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
-int lrc_grad_sigmoid(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
-int lrc_grad_gelu_tanh(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_stop(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_gather(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_expert_matmul(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);

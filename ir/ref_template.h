@@ -52,12 +52,3 @@ static inline double ref_sigmoid(double x)
     double t = exp(-fabs(x));
     return x >= 0 ? 1.0 / (1.0 + t) : t / (1.0 + t);
 }
-
-/* gelu_tanh's tanh argument u = sqrt(2/pi) (x + 0.044715 x^3) (torch's kBeta
- * and kKappa) and its derivative du/dx. */
-static inline double ref_gelu_tanh_u(double x, double *du)
-{
-    const double beta = 0.79788456080286535588, kappa = 0.044715;
-    if (du) *du = beta * (1.0 + 3.0 * kappa * x * x);
-    return beta * (x + kappa * x * x * x);
-}

@@ -5,6 +5,7 @@
 #define LRC_CUGEN_H
 
 #include "lrc_cuda.h"
+#include "ir/lrc_ew.h"
 
 #include <stdio.h>
 
@@ -69,10 +70,18 @@ extern const char *const cu_optimizer;
  * entry in the per-op table (render_ops.c): fills c->launch's
  * grid/block/scratch; false when the table has no kernel for the op. */
 bool cu_render_anchor(cu_gen *c, const lrc_node *n);
-/* The CUDA expression of elementwise op n on operands x0 (and x1) into buf,
- * from the per-op table; false for any other op. Shared by fused members
- * and lone broadcasts. */
-bool cu_elementwise_expr(const lrc_node *n, const char *x0, const char *x1, char *buf, size_t len);
+/* Elementwise node n (an op of LRC_EW_OPS; false for any other) on operand
+ * expressions x[]: its expression's statements, temporaries named
+ * <prefix>_<k>, each line after indent, and its value (an expression) into
+ * out. Shared by fused members and lone broadcasts. */
+bool cu_elementwise_emit(cu_gen *c, const lrc_node *n, const char *const *x, const char *indent, const char *prefix, char *out,
+                         size_t len);
+/* ew_cuda.c: the same for any elementwise node, in double where f64; and
+ * the algebra's primitives (NULL where one has no template), for ctest
+ * ew_walk */
+void cu_ew_emit(cu_text *t, const lrc_node *n, const char *const *x, const char *indent, const char *prefix, bool f64, char *out,
+                size_t len);
+void cu_ew_prims(lrc_ew_prim_fn *prims);
 /* Row and GEMM groups (render.c) and attention (render_attention.c): the
  * kernels of the ops that anchor them. */
 void cu_render_row(cu_gen *c);

@@ -95,11 +95,15 @@ const char *cu_value(cu_gen *c, int id, int64_t D, char *buf, size_t n)
 
 static void emit_member(cu_gen *c, const lrc_node *n, int id, int64_t D)
 {
-    char x[128], y[128] = "", e[400];
-    cu_value(c, n->in[0], D, x, sizeof x);
-    if (n->n_in > 1) cu_value(c, n->in[1], D, y, sizeof y);
+    char x[LRC_MAX_INPUTS][128], e[64], prefix[24];
+    const char *xs[LRC_MAX_INPUTS];
+    /* the operands a kernel's other members have always read (a member
+     * that is not elementwise: its first two) */
+    int nv = lrc_ew_is(n->op) ? n->n_in : n->n_in > 1 ? 2 : 1;
+    for (int k = 0; k < nv; k++) xs[k] = cu_value(c, n->in[k], D, x[k], sizeof x[k]);
+    snprintf(prefix, sizeof prefix, "m%d", id);
     /* the anchor of another kind of group is its kernel's to define */
-    if (cu_elementwise_expr(n, x, y, e, sizeof e)) cu_printf(c->t, "        float m%d = %s;\n", id, e);
+    if (cu_elementwise_emit(c, n, xs, "        ", prefix, e, sizeof e)) cu_printf(c->t, "        float m%d = %s;\n", id, e);
 }
 
 void cu_emit_members(cu_gen *c, int64_t D, bool *done, int stop_at)

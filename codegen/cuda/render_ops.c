@@ -91,13 +91,15 @@ static void op_transpose(cu_gen *c, const lrc_node *n)
     elementwise_launch(c, count);
 }
 
-/* elementwise ops alone (a broadcast the fused kernels cannot index,
- * softplus): each input's element found from the output index with its own
- * strides */
+/* elementwise ops alone (a broadcast the fused kernels cannot index, an op
+ * with no inputs, one computed in double): each input's element found
+ * from the output index with its own strides */
 static void op_broadcast(cu_gen *c, const lrc_node *n)
 {
-    char o[16], x[2][16];
+    char o[16], x[LRC_MAX_INPUTS][16], ld_[LRC_MAX_INPUTS][64], expr[64];
+    const char *xs[LRC_MAX_INPUTS];
     int64_t count = lrc_shape_numel(&n->shape);
+    bool f64 = (lrc_ew_flags(n->op) & LRC_EW_F64) != 0;
     cu_kernel_begin(c, BLOCK);
     cu_printf(c->t, "    const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= %lldL) return;\n", (long long)count);
     for (int k = 0; k < n->n_in; k++) {
@@ -110,11 +112,12 @@ static void op_broadcast(cu_gen *c, const lrc_node *n)
             cu_printf(c->t, "      at%d += (rest %% %lld) * %lldL; rest /= %lld;\n", k, (long long)n->shape.dim[d],
                       (long long)(id >= 0 ? stride[id] : 0), (long long)n->shape.dim[d]);
         }
-        cu_printf(c->t, "    }\n    const float x%d = ld(%s, at%d);\n", k, IN(k, x[k]), k);
+        cu_printf(c->t, "    }\n");
+        snprintf(ld_[k], sizeof ld_[k], "ld(%s, at%d)", IN(k, x[k]), k);
+        xs[k] = ld_[k];
     }
-    char expr[400];
-    cu_elementwise_expr(n, "x0", "x1", expr, sizeof expr); /* the table sends elementwise ops only */
-    cu_printf(c->t, "    st(%s, i, %s);\n}\n\n", OUT(o), expr);
+    cu_ew_emit(c->t, n, xs, "    ", "v", f64, expr, sizeof expr); /* the table sends elementwise ops only */
+    cu_printf(c->t, "    st(%s, i, %s%s);\n}\n\n", OUT(o), f64 ? "(float)" : "", expr);
     elementwise_launch(c, count);
 }
 
@@ -371,31 +374,6 @@ static void op_row_grad(cu_gen *c, const lrc_node *n)
     c->launch->grid[0] = (unsigned)rows;
 }
 
-/* ---- the elementwise ops' expressions ------------------------------------ */
-
-#define EXPR_FN(name) static void name(const lrc_node *n, const char *x0, const char *x1, char *buf, size_t len)
-EXPR_FN(expr_add) { (void)n; snprintf(buf, len, "%s + %s", x0, x1); }
-EXPR_FN(expr_mul) { (void)n; snprintf(buf, len, "%s * %s", x0, x1); }
-EXPR_FN(expr_scale) { (void)x1; snprintf(buf, len, "%s * %.9ef", x0, n->fattr[0]); }
-EXPR_FN(expr_silu) { (void)n, (void)x1; snprintf(buf, len, "silu(%s)", x0); }
-EXPR_FN(expr_silu_grad) { (void)n; snprintf(buf, len, "silu_grad(%s, %s)", x0, x1); }
-EXPR_FN(expr_gelu) { (void)n, (void)x1; snprintf(buf, len, "gelu(%s)", x0); }
-EXPR_FN(expr_gelu_grad) { (void)n; snprintf(buf, len, "gelu_grad(%s, %s)", x0, x1); }
-EXPR_FN(expr_relu) { (void)n, (void)x1; snprintf(buf, len, "fmaxf(%s, 0.f)", x0); }
-EXPR_FN(expr_relu_grad) { (void)n; snprintf(buf, len, "(%s > 0.f ? %s : 0.f)", x0, x1); }
-EXPR_FN(expr_exp) { (void)n, (void)x1; snprintf(buf, len, "expf(%s)", x0); }
-EXPR_FN(expr_tanh) { (void)n, (void)x1; snprintf(buf, len, "tanhf(%s)", x0); }
-EXPR_FN(expr_tanh_grad) { (void)n; snprintf(buf, len, "tanh_grad(%s, %s)", x0, x1); }
-EXPR_FN(expr_sigmoid) { (void)n, (void)x1; snprintf(buf, len, "sigmoid(%s)", x0); }
-EXPR_FN(expr_sigmoid_grad) { (void)n; snprintf(buf, len, "sigmoid_grad(%s, %s)", x0, x1); }
-EXPR_FN(expr_gelu_tanh) { (void)n, (void)x1; snprintf(buf, len, "gelu_tanh(%s)", x0); }
-EXPR_FN(expr_gelu_tanh_grad) { (void)n; snprintf(buf, len, "gelu_tanh_grad(%s, %s)", x0, x1); }
-EXPR_FN(expr_softplus) /* in double, as the reference (a parameter vector's few values) */
-{
-    (void)n, (void)x1;
-    snprintf(buf, len, "(float)(fmax((double)%s, 0.0) + log1p(exp(-fabs((double)%s))))", x0, x0);
-}
-#undef EXPR_FN
 
 /* ---- the kernels of group anchors ------------------------------------------ */
 
@@ -427,7 +405,7 @@ KERNEL_FN(k_kv_attention, cu_render_kv_attention(c))
  * GEMM or attention group), or nothing at all (sources, views, a loop's
  * back edge). */
 typedef struct cu_op {
-    void (*expr)(const lrc_node *n, const char *x0, const char *x1, char *buf, size_t len);
+    bool elementwise; /* its expression (ir/ew.c) over the algebra of ew_cuda.c */
     bool (*kernel)(cu_gen *c, const lrc_node *n);
     bool no_kernel;
 } cu_op;
@@ -435,7 +413,6 @@ typedef struct cu_op {
 /* CU_<op> for every op of LRC_OPS (ir/lrc_ir.h): an op without an entry
  * names an undefined CU_<op> and does not compile. NOT_RENDERED is what an
  * op this renderer has no code for would say, out loud. */
-#define ELEMENTWISE(f) {.expr = f, .kernel = op_alone} /* alone: a broadcast the fused kernels cannot index */
 #define KERNEL(f) {.kernel = f}
 #define NO_KERNEL {.no_kernel = true}
 #define NOT_RENDERED {0}
@@ -445,23 +422,6 @@ typedef struct cu_op {
 #define CU_state NO_KERNEL
 #define CU_reshape NO_KERNEL
 #define CU_loop_next NO_KERNEL /* the back edge: the executor's copies */
-#define CU_add ELEMENTWISE(expr_add)
-#define CU_mul ELEMENTWISE(expr_mul)
-#define CU_scale ELEMENTWISE(expr_scale)
-#define CU_silu ELEMENTWISE(expr_silu)
-#define CU_silu_grad ELEMENTWISE(expr_silu_grad)
-#define CU_gelu ELEMENTWISE(expr_gelu)
-#define CU_gelu_grad ELEMENTWISE(expr_gelu_grad)
-#define CU_relu ELEMENTWISE(expr_relu)
-#define CU_relu_grad ELEMENTWISE(expr_relu_grad)
-#define CU_exp ELEMENTWISE(expr_exp)
-#define CU_softplus ELEMENTWISE(expr_softplus)
-#define CU_tanh ELEMENTWISE(expr_tanh)
-#define CU_tanh_grad ELEMENTWISE(expr_tanh_grad)
-#define CU_sigmoid ELEMENTWISE(expr_sigmoid)
-#define CU_sigmoid_grad ELEMENTWISE(expr_sigmoid_grad)
-#define CU_gelu_tanh ELEMENTWISE(expr_gelu_tanh)
-#define CU_gelu_tanh_grad ELEMENTWISE(expr_gelu_tanh_grad)
 #define CU_embedding KERNEL(k_embedding)
 #define CU_matmul KERNEL(k_gemm)
 #define CU_matmul_nn KERNEL(k_gemm)
@@ -505,18 +465,23 @@ static const cu_op cu_ops[LRC_OP_COUNT] = {
 #define CU_ENTRY(E, op) [LRC_OP_##E] = CU_##op,
     LRC_OPS(CU_ENTRY)
 #undef CU_ENTRY
+/* every elementwise op: its expression in a fused group, op_broadcast by itself */
+#define CU_EW_ENTRY(E, ...) [LRC_OP_##E] = {.elementwise = true, .kernel = op_alone},
+    LRC_EW_OPS(CU_EW_ENTRY)
+#undef CU_EW_ENTRY
 };
 
 bool lrc_cuda_supports_op(lrc_op op)
 {
     const cu_op *o = &cu_ops[op];
-    return o->no_kernel || o->expr || o->kernel;
+    return o->no_kernel || o->elementwise || o->kernel;
 }
 
-bool cu_elementwise_expr(const lrc_node *n, const char *x0, const char *x1, char *buf, size_t len)
+bool cu_elementwise_emit(cu_gen *c, const lrc_node *n, const char *const *x, const char *indent, const char *prefix, char *out,
+                         size_t len)
 {
-    if (!cu_ops[n->op].expr) return false;
-    cu_ops[n->op].expr(n, x0, x1, buf, len);
+    if (!cu_ops[n->op].elementwise) return false;
+    cu_ew_emit(c->t, n, x, indent, prefix, false, out, len);
     return true;
 }
 

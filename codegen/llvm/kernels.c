@@ -1,6 +1,7 @@
 /* kernels.c — LLVM renderings of elementwise, row and opaque kernel groups,
  * the per-element evaluation that every group's elementwise members share,
  * and the driver that renders a whole program into one module. */
+#include "ew_llvm.h"
 #include "kgen.h"
 #include "lrc_llvm.h"
 
@@ -16,7 +17,7 @@ static int64_t last_dim(const lrc_shape *s) { return s->ndim ? s->dim[s->ndim - 
  * own (an opaque group, or the anchor of a row, GEMM or attention group),
  * or nothing at all (sources, views, a loop's back edge). */
 typedef struct kg_op {
-    LLVMValueRef (*value)(kgen *k, const lrc_node *n, LLVMValueRef a, LLVMValueRef row, LLVMValueRef col, int64_t D, int w);
+    bool elementwise; /* its expression (ir/ew.c) over the algebra of ew_llvm.c */
     void (*kernel)(kgen *k, const lrc_node *n);
     bool no_kernel;
 } kg_op;
@@ -47,88 +48,6 @@ static LLVMValueRef load_input(kgen *k, int id, LLVMValueRef row, LLVMValueRef c
     return em_load(e, p, em_iadd(e, em_imul(e, row, em_i64(e, D)), col), w);
 }
 
-/* Phi(x) = (1 + erf(x / sqrt 2)) / 2, GELU's gate */
-static LLVMValueRef normal_cdf(em_t *e, LLVMValueRef x, int w)
-{
-    LLVMValueRef erf = em_erf(e, em_mul(e, x, em_fw(e, 0.70710678118654752440, w)), w);
-    return em_mul(e, em_fw(e, 0.5, w), em_add(e, em_fw(e, 1.0, w), erf));
-}
-
-/* gelu_tanh's 2u = 2 sqrt(2/pi) x (1 + 0.044715 x^2), torch's kBeta and kKappa */
-#define GELU_BETA 0.79788456080286535588
-#define GELU_KAPPA 0.044715
-static LLVMValueRef gelu_tanh_2u(em_t *e, LLVMValueRef x, int w)
-{
-    LLVMValueRef inner = em_fma(e, em_mul(e, x, x), em_fw(e, GELU_KAPPA, w), em_fw(e, 1.0, w));
-    return em_mul(e, em_mul(e, x, em_fw(e, 2.0 * GELU_BETA, w)), inner);
-}
-
-/* ---- the elementwise ops' values ----------------------------------------- */
-
-/* Each gets its operand a (input 0, already evaluated) and loads the rest
- * itself, in the order the kernel's code has always been emitted. */
-#define VALUE_FN(name) static LLVMValueRef name(kgen *k, const lrc_node *n, LLVMValueRef a, LLVMValueRef row, LLVMValueRef col, int64_t D, int w)
-#define B kg_value(k, n->in[1], row, col, D, w) /* input 1 at this element */
-
-VALUE_FN(value_add) { return em_add(k->e, a, B); }
-VALUE_FN(value_mul) { return em_mul(k->e, a, B); }
-VALUE_FN(value_scale) { (void)row, (void)col, (void)D; return em_mul(k->e, a, em_fw(k->e, n->fattr[0], w)); }
-VALUE_FN(value_silu) /* x / (1 + exp(-x)) */
-{
-    (void)n, (void)row, (void)col, (void)D;
-    em_t *e = k->e;
-    return LLVMBuildFDiv(e->b, a, em_add(e, em_fw(e, 1.0, w), em_exp(e, LLVMBuildFNeg(e->b, a, ""), w)), "");
-}
-VALUE_FN(value_silu_grad) /* dy s (1 + x (1 - s)), s = sigmoid(x) */
-{
-    em_t *e = k->e;
-    LLVMValueRef sg = LLVMBuildFDiv(e->b, em_fw(e, 1.0, w), em_add(e, em_fw(e, 1.0, w), em_exp(e, LLVMBuildFNeg(e->b, a, ""), w)), "");
-    LLVMValueRef one_m = LLVMBuildFSub(e->b, em_fw(e, 1.0, w), sg, "");
-    return em_mul(e, em_mul(e, B, sg), em_fma(e, a, one_m, em_fw(e, 1.0, w)));
-}
-VALUE_FN(value_relu) { (void)n, (void)row, (void)col, (void)D; return em_intr2(k->e, "maxnum", a, em_fw(k->e, 0.0, w)); }
-VALUE_FN(value_exp) { (void)n, (void)row, (void)col, (void)D; return em_exp(k->e, a, w); }
-VALUE_FN(value_relu_grad)
-{
-    em_t *e = k->e;
-    return LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealOGT, a, em_fw(e, 0.0, w), ""), B, em_fw(e, 0.0, w), "");
-}
-VALUE_FN(value_gelu) { (void)n, (void)row, (void)col, (void)D; return em_mul(k->e, a, normal_cdf(k->e, a, w)); } /* x Phi(x) */
-VALUE_FN(value_gelu_grad) /* dy (Phi(x) + x phi(x)) */
-{
-    em_t *e = k->e;
-    LLVMValueRef cdf = normal_cdf(e, a, w);
-    LLVMValueRef pdf = em_mul(e, em_exp(e, em_mul(e, em_mul(e, a, a), em_fw(e, -0.5, w)), w), em_fw(e, 0.39894228040143267794, w));
-    return em_mul(e, B, em_fma(e, a, pdf, cdf));
-}
-VALUE_FN(value_tanh) { (void)n, (void)row, (void)col, (void)D; return em_tanh(k->e, a, w); }
-VALUE_FN(value_sigmoid) { (void)n, (void)row, (void)col, (void)D; return em_sigmoid(k->e, a, w); }
-VALUE_FN(value_tanh_grad) /* dy (1 - y^2), y the forward output */
-{
-    em_t *e = k->e;
-    return em_mul(e, B, em_fma(e, LLVMBuildFNeg(e->b, a, ""), a, em_fw(e, 1.0, w)));
-}
-VALUE_FN(value_sigmoid_grad) /* dy y (1 - y), y the forward output */
-{
-    em_t *e = k->e;
-    return em_mul(e, em_mul(e, B, a), LLVMBuildFSub(e->b, em_fw(e, 1.0, w), a, ""));
-}
-VALUE_FN(value_gelu_tanh) /* x (1 + tanh u) / 2 = x sigmoid(2u), without 1 + tanh u's cancellation */
-{
-    (void)n, (void)row, (void)col, (void)D;
-    return em_mul(k->e, a, em_sigmoid(k->e, gelu_tanh_2u(k->e, a, w), w));
-}
-VALUE_FN(value_gelu_tanh_grad) /* dy s (1 + 2 x (1 - s) u'), s = sigmoid(2u), 1 - s = sigmoid(-2u) */
-{
-    em_t *e = k->e;
-    LLVMValueRef s, sn, x2 = em_mul(e, a, a);
-    em_sigmoid_pair(e, gelu_tanh_2u(e, a, w), w, &s, &sn);
-    LLVMValueRef du = em_fma(e, x2, em_fw(e, 3.0 * GELU_KAPPA * GELU_BETA, w), em_fw(e, GELU_BETA, w));
-    LLVMValueRef twox_sn = em_mul(e, em_mul(e, a, em_fw(e, 2.0, w)), sn);
-    return em_mul(e, em_mul(e, B, s), em_fma(e, twox_sn, du, em_fw(e, 1.0, w)));
-}
-#undef B
-#undef VALUE_FN
 
 static const kg_op kg_ops[LRC_OP_COUNT];
 
@@ -140,10 +59,12 @@ LLVMValueRef kg_value(kgen *k, int id, LLVMValueRef row, LLVMValueRef col, int64
     LLVMValueRef v;
     if (!k->member[id]) {
         v = load_input(k, id, row, col, D, w);
+    } else if (kg_ops[n->op].elementwise) {
+        LLVMValueRef x[LRC_MAX_INPUTS];
+        for (int q = 0; q < n->n_in; q++) x[q] = kg_value(k, n->in[q], row, col, D, w);
+        v = lrc_ew_llvm_eval(e, n, x, w, false);
     } else {
-        LLVMValueRef a = kg_value(k, n->in[0], row, col, D, w);
-        if (kg_ops[n->op].value) v = kg_ops[n->op].value(k, n, a, row, col, D, w);
-        else v = LLVMGetUndef(em_vty(e, w)); /* anchors are set by their kernel before members are evaluated */
+        v = LLVMGetUndef(em_vty(e, w)); /* anchors are set by their kernel before members are evaluated */
     }
     k->memo[id] = v;
     return v;
@@ -503,14 +424,16 @@ static void kg_slice(kgen *k, const lrc_node *n)
     em_for_end(e, &lo, em_i64(e, 1));
 }
 
-/* add or mul with a broadcast the fused kernels cannot index (a [1, T, d]
- * position table over a batch): each input's element found from the
+/* an elementwise op alone: a broadcast the fused kernels cannot index (a
+ * [1, T, d] position table over a batch), an op with no inputs, or one
+ * computed in double (LRC_EW_F64); each input's element found from the
  * output index with its own strides */
-static void kg_broadcast(kgen *k, const lrc_node *n)
+static void kg_ew_alone(kgen *k, const lrc_node *n)
 {
     em_t *e = k->e;
-    int64_t stride[2][LRC_MAX_DIMS] = {{0}};
-    for (int q = 0; q < 2; q++) {
+    bool f64 = (lrc_ew_flags(n->op) & LRC_EW_F64) != 0;
+    int64_t stride[LRC_MAX_INPUTS][LRC_MAX_DIMS] = {{0}};
+    for (int q = 0; q < n->n_in; q++) {
         const lrc_shape *in = &k->g->nodes[n->in[q]].shape;
         int64_t st = 1;
         for (int d = n->shape.ndim - 1; d >= 0; d--) {
@@ -522,28 +445,20 @@ static void kg_broadcast(kgen *k, const lrc_node *n)
     }
     em_loop l;
     LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, lrc_shape_numel(&n->shape)));
-    LLVMValueRef rest = i, at[2] = {em_i64(e, 0), em_i64(e, 0)};
+    LLVMValueRef rest = i, at[LRC_MAX_INPUTS], x[LRC_MAX_INPUTS];
+    for (int q = 0; q < n->n_in; q++) at[q] = lrc_shape_eq(&k->g->nodes[n->in[q]].shape, &n->shape) ? i : em_i64(e, 0);
     for (int d = n->shape.ndim - 1; d >= 0; d--) {
         LLVMValueRef digit = LLVMBuildSRem(e->b, rest, em_i64(e, n->shape.dim[d]), "");
         rest = LLVMBuildSDiv(e->b, rest, em_i64(e, n->shape.dim[d]), "");
-        for (int q = 0; q < 2; q++) at[q] = em_iadd(e, at[q], em_imul(e, digit, em_i64(e, stride[q][d])));
+        for (int q = 0; q < n->n_in; q++)
+            if (at[q] != i) at[q] = em_iadd(e, at[q], em_imul(e, digit, em_i64(e, stride[q][d])));
     }
-    LLVMValueRef a = em_load(e, kg_ptr(k, n->in[0]), at[0], 1), b = em_load(e, kg_ptr(k, n->in[1]), at[1], 1);
-    em_store(e, kg_ptr(k, k->gr->anchor), i, n->op == LRC_OP_ADD ? em_add(e, a, b) : em_mul(e, a, b), 1);
-    em_for_end(e, &l, em_i64(e, 1));
-}
-
-/* max(x, 0) + log1p(e^-|x|) in double, one value at a time */
-static void kg_softplus(kgen *k, const lrc_node *n)
-{
-    em_t *e = k->e;
-    em_loop l;
-    LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, lrc_shape_numel(&n->shape)));
-    LLVMValueRef x = em_to_f64(e, em_load(e, kg_ptr(k, n->in[0]), i, 1));
-    LLVMValueRef ax = em_intr1(e, "fabs", x);
-    LLVMValueRef lp = em_libm(e, "log1p", em_libm(e, "exp", LLVMBuildFNeg(e->b, ax, ""), NULL), NULL);
-    LLVMValueRef y = LLVMBuildFAdd(e->b, em_intr2(e, "maxnum", x, em_d64(e, 0.0)), lp, "");
-    em_store(e, kg_ptr(k, k->gr->anchor), i, em_to_f32(e, y), 1);
+    for (int q = 0; q < n->n_in; q++) {
+        x[q] = em_load(e, kg_ptr(k, n->in[q]), at[q], 1);
+        if (f64) x[q] = em_to_f64(e, x[q]);
+    }
+    LLVMValueRef y = lrc_ew_llvm_eval(e, n, x, 1, f64);
+    em_store(e, kg_ptr(k, k->gr->anchor), i, f64 ? em_to_f32(e, y) : y, 1);
     em_for_end(e, &l, em_i64(e, 1));
 }
 
@@ -567,7 +482,6 @@ static void kg_rope_grad_kernel(kgen *k, const lrc_node *n) { kg_rope(k, n, -1.0
 /* KG_<op> for every op of LRC_OPS (ir/lrc_ir.h): an op without an entry
  * names an undefined KG_<op> and does not compile. NOT_RENDERED is what an
  * op this renderer has no code for would say, out loud. */
-#define VALUE(f) {.value = f}
 #define KERNEL(f) {.kernel = f}
 #define NO_KERNEL {.no_kernel = true}
 #define NOT_RENDERED {0}
@@ -584,24 +498,6 @@ static void kg_rope_grad_kernel(kgen *k, const lrc_node *n) { kg_rope(k, n, -1.0
 #define KG_rmsnorm KERNEL(kg_row_kernel)
 #define KG_layernorm KERNEL(kg_row_kernel)
 #define KG_softmax KERNEL(kg_row_kernel)
-/* add and mul alone: a broadcast the fused kernels cannot index */
-#define KG_add {.value = value_add, .kernel = kg_broadcast}
-#define KG_mul {.value = value_mul, .kernel = kg_broadcast}
-#define KG_scale VALUE(value_scale)
-#define KG_silu VALUE(value_silu)
-#define KG_silu_grad VALUE(value_silu_grad)
-#define KG_gelu VALUE(value_gelu)
-#define KG_gelu_grad VALUE(value_gelu_grad)
-#define KG_relu VALUE(value_relu)
-#define KG_relu_grad VALUE(value_relu_grad)
-#define KG_exp VALUE(value_exp)
-#define KG_softplus KERNEL(kg_softplus)
-#define KG_tanh VALUE(value_tanh)
-#define KG_tanh_grad VALUE(value_tanh_grad)
-#define KG_sigmoid VALUE(value_sigmoid)
-#define KG_sigmoid_grad VALUE(value_sigmoid_grad)
-#define KG_gelu_tanh VALUE(value_gelu_tanh)
-#define KG_gelu_tanh_grad VALUE(value_gelu_tanh_grad)
 #define KG_rope KERNEL(kg_rope_kernel)
 #define KG_rope_grad KERNEL(kg_rope_grad_kernel)
 #define KG_attention KERNEL(kg_attention_kernel)
@@ -638,12 +534,16 @@ static const kg_op kg_ops[LRC_OP_COUNT] = {
 #define KG_ENTRY(E, op) [LRC_OP_##E] = KG_##op,
     LRC_OPS(KG_ENTRY)
 #undef KG_ENTRY
+/* every elementwise op: its expression in a fused group, kg_ew_alone by itself */
+#define KG_EW_ENTRY(E, ...) [LRC_OP_##E] = {.elementwise = true, .kernel = kg_ew_alone},
+    LRC_EW_OPS(KG_EW_ENTRY)
+#undef KG_EW_ENTRY
 };
 
 bool lrc_llvm_supports_op(lrc_op op)
 {
     const kg_op *o = &kg_ops[op];
-    return o->no_kernel || o->value || o->kernel;
+    return o->no_kernel || o->elementwise || o->kernel;
 }
 
 /* ---- the FMA peak probe ------------------------------------------------- */

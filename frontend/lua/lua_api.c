@@ -2,6 +2,7 @@
  * per op, generated from the op table, that add nodes to the graph being
  * built. Every error names the line of the user's model file. */
 #include "lrc_lua.h"
+#include "ir/lrc_ew.h"
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -300,13 +301,28 @@ static int add_node(lua_State *L, lrc_node *proto)
     return 1;
 }
 
+/* A number operand of + - * / as a tensor: full's [] scalar, which
+ * broadcasts to the other side */
+static int scalar_node(lua_State *L, int idx, const char *what)
+{
+    if (!lua_isnumber(L, idx)) raise_at(L, "%s needs tensors or a number, got %s", what, luaL_typename(L, idx));
+    lrc_node proto = {.op = LRC_OP_FULL};
+    proto.fattr[0] = lua_tonumber(L, idx);
+    add_node(L, &proto);
+    int id = lrc_lua_tensor_id(L, -1);
+    lua_pop(L, 1);
+    return id;
+}
+
 /* lrc.<op>(t1, ..., tn [, attrs]) — upvalue 1 is the op. */
 static int l_op(lua_State *L)
 {
     lrc_op op = (lrc_op)lua_tointeger(L, lua_upvalueindex(1));
     const lrc_op_info *info = &lrc_op_table[op];
     lrc_node proto = {.op = op, .n_in = info->n_in};
-    for (int k = 0; k < info->n_in; k++) proto.in[k] = check_tensor(L, k + 1, info->name, k + 1);
+    for (int k = 0; k < info->n_in; k++) /* an elementwise op takes a number for a tensor (lrc.maximum(x, 0)) */
+        proto.in[k] = lrc_ew_is(op) && lua_type(L, k + 1) == LUA_TNUMBER ? scalar_node(L, k + 1, info->name)
+                                                                           : check_tensor(L, k + 1, info->name, k + 1);
     int extra = lua_gettop(L) - info->n_in;
     if (op == LRC_OP_ATTENTION && graph_of(L)->nodes[proto.in[0]].shape.ndim == 4) /* scale's default, 1 / sqrt(Dqk) */
         proto.fattr[0] = 1.0 / sqrt((double)graph_of(L)->nodes[proto.in[0]].shape.dim[3]);
@@ -333,18 +349,22 @@ static int binary(lua_State *L, lrc_op op, int a, int b)
     return add_node(L, &proto);
 }
 
-static int m_add(lua_State *L)
+/* tensor OP tensor, or a number on either side */
+static int arith(lua_State *L, lrc_op op, const char *what)
 {
     int a = lrc_lua_tensor_id(L, 1), b = lrc_lua_tensor_id(L, 2);
-    if (a < 0 || b < 0) raise_at(L, "+ needs two tensors (a number plus a tensor is not an op)");
-    return binary(L, LRC_OP_ADD, a, b);
+    if (a < 0) a = scalar_node(L, 1, what);
+    if (b < 0) b = scalar_node(L, 2, what);
+    return binary(L, op, a, b);
 }
+
+static int m_add(lua_State *L) { return arith(L, LRC_OP_ADD, "+"); }
 
 static int m_sub(lua_State *L)
 {
     int a = lrc_lua_tensor_id(L, 1), b = lrc_lua_tensor_id(L, 2);
-    if (a < 0 || b < 0) raise_at(L, "- needs two tensors");
-    unary_scale(L, b, -1.0);
+    if (a < 0 || b < 0) return arith(L, LRC_OP_SUB, "-");
+    unary_scale(L, b, -1.0); /* a + (-b): what models have always computed */
     return binary(L, LRC_OP_ADD, a, lrc_lua_tensor_id(L, -1));
 }
 
@@ -360,8 +380,8 @@ static int m_mul(lua_State *L)
 static int m_div(lua_State *L)
 {
     int a = lrc_lua_tensor_id(L, 1);
-    if (a < 0 || !lua_isnumber(L, 2)) raise_at(L, "/ divides a tensor by a number");
-    return unary_scale(L, a, 1.0 / lua_tonumber(L, 2));
+    if (a >= 0 && lua_isnumber(L, 2)) return unary_scale(L, a, 1.0 / lua_tonumber(L, 2));
+    return arith(L, LRC_OP_DIV, "/");
 }
 
 static int m_unm(lua_State *L) { return unary_scale(L, check_tensor(L, 1, "-", 1), -1.0); }
@@ -445,6 +465,23 @@ int lrc_lua_tap_list(lua_State *L, lrc_tap **taps)
     return n;
 }
 
+/* lrc.full(shape, v): a tensor of the shape ({} for a scalar) holding v */
+static int l_full(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    if (!lua_isnumber(L, 2)) raise_at(L, "lrc.full: the value must be a number, got %s", luaL_typename(L, 2));
+    lrc_node proto = {.op = LRC_OP_FULL};
+    proto.n_iattr = (int)lua_rawlen(L, 1);
+    if (proto.n_iattr > LRC_MAX_DIMS) raise_at(L, "lrc.full: the shape has %d axes, at most %d", proto.n_iattr, LRC_MAX_DIMS);
+    for (int i = 0; i < proto.n_iattr; i++) {
+        lua_rawgeti(L, 1, i + 1);
+        if (!to_int(L, -1, &proto.iattr[i])) raise_at(L, "lrc.full: size %d of the shape is not an integer", i + 1);
+        lua_pop(L, 1);
+    }
+    proto.fattr[0] = lua_tonumber(L, 2);
+    return add_node(L, &proto);
+}
+
 /* lrc.fail(fmt, ...): an error at the user's line, for library code. */
 static int l_fail(lua_State *L)
 {
@@ -467,6 +504,8 @@ static int open_lrc(lua_State *L)
         lua_pushcclosure(L, l_op, 1);
         lua_setfield(L, -2, lrc_op_table[op].name);
     }
+    lua_pushcfunction(L, l_full); /* full(shape, v), not the op table's attribute form */
+    lua_setfield(L, -2, "full");
     /* JSON's null, as lrc.hf reads config.json and a to_hf writes it */
     lua_pushlightuserdata(L, NULL);
     lua_setfield(L, -2, "null");

@@ -432,6 +432,64 @@ def along(save, gen, randn):
         save("expand_%d" % k, "expand", [x], f64(x).expand(*to), {"shape": lst(spec)})
 
 
+def primitives(save, gen, randn):
+    """The primitives of ir/lrc_ew.h as ops: unary ones on shapes whose last axis is no
+    multiple of the cpu's vector (its scalar tail), binary and ternary ones broadcast
+    on both sides (numpy rules, a lower-rank operand aligned right), comparisons with
+    ties; torch's functions in f64."""
+    unary = [
+        ("neg", torch.neg, 1.0, 0.0), ("abs", torch.abs, 1.0, 0.0), ("sqrt", torch.sqrt, 2.0, None),
+        ("rsqrt", torch.rsqrt, 2.0, None), ("log", torch.log, 2.0, None), ("log1p", torch.log1p, 2.0, -0.9),
+        ("expm1", torch.expm1, 2.0, 0.0), ("sin", torch.sin, 4.0, 0.0), ("cos", torch.cos, 4.0, 0.0),
+        ("erf", torch.erf, 2.0, 0.0), ("floor", torch.floor, 3.0, 0.0), ("sign", torch.sign, 1.0, 0.0),
+        ("reciprocal", torch.reciprocal, 1.0, None),
+    ]
+    for op, fn, scale, low in unary:
+        g = gen("ops/%s_0" % op)
+        x = randn(g, 3, 4, 13, scale=scale)
+        if low is None:  # a domain of positive values (reciprocal: away from 0 either side)
+            x = x.abs() + 0.25
+            if op == "reciprocal":
+                x = x * torch.where(randn(g, 3, 4, 13) < 0, -1.0, 1.0)
+        elif low != 0.0:
+            x = x.abs() + low
+        x.view(-1)[:2] = torch.tensor([1.0, 2.0])  # floor and sign: whole numbers and their edges
+        if op in ("sign", "floor", "neg", "abs"):
+            x.view(-1)[2:5] = torch.tensor([0.0, -0.0, -3.0])
+        save("%s_0" % op, op, [x], fn(f64(x)))
+
+    shapes = [((3, 1, 5), (4, 1)), ((2, 3, 13), (13,)), ((1,), (2, 3))]
+    binary = [
+        ("sub", torch.sub), ("div", torch.div), ("pow", torch.pow), ("maximum", torch.maximum),
+        ("minimum", torch.minimum), ("lt", torch.lt), ("le", torch.le), ("eq", torch.eq), ("ne", torch.ne),
+        ("gt", torch.gt), ("ge", torch.ge),
+    ]
+    for op, fn in binary:
+        for k, (sa, sb) in enumerate(shapes):
+            g = gen("ops/%s_%d" % (op, k))
+            a, b = randn(g, *sa), randn(g, *sb)
+            if op == "div":
+                b = b.abs() + 0.25
+            if op == "pow":
+                a = a.abs() + 0.5
+            if op in ("maximum", "minimum", "lt", "le", "eq", "ne", "gt", "ge"):
+                a = torch.round(a * 2) / 2  # ties
+                b = torch.round(b * 2) / 2
+            out = fn(f64(a), f64(b))
+            save("%s_%d" % (op, k), op, [a, b], out.to(torch.float64))
+
+    for k, (sc, sa, sb) in enumerate([((3, 1, 5), (4, 1), (5,)), ((2, 3, 7), (1, 7), (2, 1, 1))]):
+        g = gen("ops/where_%d" % k)
+        c = (randn(g, *sc) > 0).to(torch.float32)
+        a, b = randn(g, *sa), randn(g, *sb)
+        save("where_%d" % k, "where", [c, a, b], torch.where(c != 0, f64(a), f64(b)))
+        g = gen("ops/fma_%d" % k)
+        a, b, c = randn(g, *sa), randn(g, *sc), randn(g, *sb)
+        save("fma_%d" % k, "fma", [a, b, c], f64(a) * f64(b) + f64(c))
+
+    save("full_0", "full", [], torch.full((2, 3, 5), 1.5, dtype=torch.float64), {"shape": "2,3,5", "value": "1.5"})
+
+
 def make_more(save, gen, randn):
     elementwise(save, gen, randn)
     layout(save, gen, randn)
@@ -442,3 +500,4 @@ def make_more(save, gen, randn):
     composite_grads(save, gen, randn)
     routing(save, gen, randn)
     along(save, gen, randn)
+    primitives(save, gen, randn)

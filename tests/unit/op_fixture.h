@@ -5,6 +5,7 @@
 #ifndef LRC_TEST_OP_FIXTURE_H
 #define LRC_TEST_OP_FIXTURE_H
 
+#include "ir/lrc_ew.h"
 #include "ir/lrc_ir.h"
 
 #include <cjson/cJSON.h>
@@ -72,7 +73,7 @@ static int op_fixture_graph(const lrc_tensor_set *f, lrc_graph *g, char *opname,
         for (proto.n_in = 0; proto.n_in < LRC_MAX_INPUTS && lrc_tensor_set_find(f, name);)
             snprintf(name, sizeof name, "in%d", ++proto.n_in);
     }
-    if (!lrc_op_table[proto.op].ref || !proto.n_in)
+    if (!lrc_op_table[proto.op].ref) /* sources: nothing to run */
         return lrc_err_set(err, "%s is not an op a one-op graph can run", opname), -1;
     for (int k = 0; k < proto.n_in; k++) {
         char name[16];
@@ -123,6 +124,106 @@ static const op_fixture_range op_fixture_ranges[] = {
     {LRC_OP_TANH, -0.6, 0.6},     {LRC_OP_TANH, 0.7, 4},             {LRC_OP_TANH_GRAD, -0.95, 0.95},
     {LRC_OP_EXP, -10, 10},        {LRC_OP_SOFTPLUS, -15, -2},        {LRC_OP_SOFTPLUS, 2, 15},
 };
+
+/* ---- every elementwise op on random shapes with broadcasting ------------ */
+
+/* How many random cases each elementwise op gets (op_fixture_random_ew). */
+#define OP_FIXTURE_RANDOM_CASES 3
+
+static uint32_t op_fixture_rand(uint32_t *seed)
+{
+    *seed = *seed * 1664525u + 1013904223u;
+    return *seed >> 8;
+}
+
+/* Values for case `c` of op: multiples of 1/8 in [-2, 2] (ties, zeros and
+ * both signs, so comparisons, where, maximum, sign and floor meet their
+ * edges); positive ones in [1/4, 9/4] where the op's value would not be
+ * finite (log, sqrt, pow, a divisor) */
+static float op_fixture_value(uint32_t *seed, bool positive)
+{
+    int q = (int)(op_fixture_rand(seed) % 33);
+    return positive ? (float)(2 + q % 17) / 8.0f : (float)(q - 16) / 8.0f;
+}
+
+/* out, from the inputs by the op's expression over the reference's
+ * algebra, each input's element found from the output's index by numpy's
+ * rules here (not by the reference kernel's odometer); false where a value
+ * is not finite */
+static bool op_fixture_eval(const lrc_node *n, const lrc_tensor *const *in, lrc_tensor *out)
+{
+    lrc_ew_alg A = {lrc_ew_ref_const, lrc_ew_ref_prims, NULL};
+    bool finite = true;
+    for (int64_t i = 0; i < lrc_shape_numel(&out->shape); i++) {
+        lrc_ew_val x[LRC_MAX_INPUTS];
+        for (int k = 0; k < n->n_in; k++) {
+            const lrc_shape *s = &in[k]->shape;
+            int64_t rest = i, at = 0, stride = 1;
+            for (int d = out->shape.ndim - 1; d >= 0; d--) {
+                int64_t idx = rest % out->shape.dim[d];
+                rest /= out->shape.dim[d];
+                int dk = s->ndim - out->shape.ndim + d;
+                if (dk < 0) continue;
+                if (s->dim[dk] > 1) at += idx * stride;
+                stride *= s->dim[dk];
+            }
+            x[k].d = ((const float *)in[k]->data)[at];
+        }
+        double v = lrc_ew_eval(&A, n, x).d;
+        finite = finite && isfinite(v);
+        ((float *)out->data)[i] = (float)v;
+    }
+    return finite;
+}
+
+/* Case c of elementwise op as a fixture: an output of 1 to 4 axes (the last
+ * one 1 to 19 long: vector bodies and scalar tails), each input a suffix of
+ * it with some axes 1 (broadcast on every side), out from op_fixture_eval;
+ * scale's s and full's shape and value in the metadata. */
+static int op_fixture_random_ew(lrc_op op, int c, lrc_tensor_set *f, lrc_err *err)
+{
+    uint32_t seed = 0x5eed0000u + 131u * (uint32_t)op + 17u * (uint32_t)c;
+    lrc_shape o = {1 + (int)(op_fixture_rand(&seed) % 4), {0}};
+    for (int d = 0; d < o.ndim; d++) o.dim[d] = 1 + (int64_t)(op_fixture_rand(&seed) % (d == o.ndim - 1 ? 19 : 5));
+    const int n_in = lrc_op_table[op].n_in;
+    lrc_tensor *in[LRC_MAX_INPUTS] = {NULL};
+    lrc_shape out = n_in ? (lrc_shape){0, {0}} : o;
+    for (int k = 0; k < n_in; k++) {
+        lrc_shape s = {(int)(op_fixture_rand(&seed) % (unsigned)(o.ndim + 1)), {0}};
+        if (k == 0) s.ndim = o.ndim; /* the output keeps o's rank */
+        for (int d = 0; d < s.ndim; d++) {
+            int64_t od = o.dim[o.ndim - s.ndim + d];
+            s.dim[d] = op_fixture_rand(&seed) % 3 == 0 ? 1 : od;
+        }
+        if (k > 0 && (lrc_ew_flags(op) & LRC_EW_GRAD_OP)) s = in[0]->shape; /* x and dy: one shape */
+        char name[16];
+        snprintf(name, sizeof name, "in%d", k);
+        in[k] = lrc_tensor_new(name, LRC_F32, &s, err);
+        for (int d = 0; d < o.ndim; d++) { /* the broadcast shape */
+            int dk = s.ndim - o.ndim + d;
+            int64_t sd = dk >= 0 ? s.dim[dk] : 1;
+            out.ndim = o.ndim;
+            if (k == 0 || sd > out.dim[d]) out.dim[d] = sd;
+        }
+    }
+    lrc_node n = {.op = op, .n_in = n_in, .fattr = {-0.375}};
+    lrc_tensor *want = lrc_tensor_new("out", LRC_F32, &out, err);
+    for (int positive = 0; positive < 2; positive++) {
+        for (int k = 0; k < n_in; k++)
+            for (int64_t e = 0; e < lrc_shape_numel(&in[k]->shape); e++) ((float *)in[k]->data)[e] = op_fixture_value(&seed, positive);
+        if (op == LRC_OP_FULL) n.fattr[0] = 1.25;
+        if (op_fixture_eval(&n, (const lrc_tensor *const *)in, want)) break;
+    }
+    for (int k = 0; k < n_in; k++) lrc_tensor_set_add(f, in[k], err);
+    lrc_tensor_set_add(f, want, err);
+    char meta[256], dims[96] = "";
+    for (int d = 0; d < o.ndim; d++) snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%s%lld", d ? "," : "", (long long)o.dim[d]);
+    if (op == LRC_OP_FULL) snprintf(meta, sizeof meta, "{\"op\":\"full\",\"shape\":\"%s\",\"value\":\"1.25\"}", dims);
+    else if (op == LRC_OP_SCALE) snprintf(meta, sizeof meta, "{\"op\":\"scale\",\"s\":\"-0.375\"}");
+    else snprintf(meta, sizeof meta, "{\"op\":\"%s\"}", lrc_op_name(op));
+    f->metadata_json = lrc_strdup(meta);
+    return LRC_OK;
+}
 
 /* What a target cannot run as a one-op graph, said out loud at every run:
  * the fixture must fail with exactly this error (any other failure, or a

@@ -7,7 +7,8 @@
  * with no cuda device it says why in one line and exits 77, which ctest
  * counts as skipped; CI runs it on the host emulator (tests/cuemu). Then
  * graphs against the reference backend: each elementwise op where its
- * constants decide, attention, its gradients, the loss, decoding.
+ * constants decide, every elementwise op on random broadcast shapes,
+ * attention, its gradients, the loss, decoding.
  * Usage: test_cuda_ops FIXTURE.safetensors... */
 #include "cuda_test.h"
 #include "frontend/compile/lrc_compile.h"
@@ -62,26 +63,20 @@ static int table_round_trip(const lrc_compiled *c, lrc_err *err)
     return rc;
 }
 
-static void run_fixture(const char *path, const char *arch)
+/* Node id of g (taken), the one-op graph of fixture f (a file's, or a
+ * random elementwise case; id < 0: it failed, with err) on cuda; file
+ * names it in the lines. */
+static void run_set(const char *file, lrc_tensor_set *f, lrc_graph *g, int id, const lrc_tensor *want, const char *opname,
+                    lrc_err err, const char *arch)
 {
-    lrc_err err;
-    lrc_tensor_set f, in, outs;
+    lrc_tensor_set in, outs;
     lrc_tensor_set_init(&in);
     lrc_tensor_set_init(&outs);
-    char opname[64] = "?";
-    const char *file = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    lrc_graph *g;
-    const lrc_tensor *want;
-    int id = op_fixture_open(path, &f, &g, opname, sizeof opname, &want, &err), rc = id < 0 ? LRC_EUSER : LRC_OK;
-    if (!g) {
-        printf("FAIL %s: %s\n", file, err.msg);
-        failed++;
-        return;
-    }
+    int rc = id < 0 ? LRC_EUSER : LRC_OK;
     /* the inputs, without the states (kv_attention's caches): the plan holds those, zeroed */
     for (int k = 0; !rc && k < g->nodes[id].n_in; k++) {
         const lrc_node *src = &g->nodes[g->nodes[id].in[k]];
-        const lrc_tensor *t = lrc_tensor_set_find(&f, src->name);
+        const lrc_tensor *t = lrc_tensor_set_find(f, src->name);
         lrc_tensor *copy = src->op == LRC_OP_INPUT ? lrc_tensor_new(src->name, t->dtype, &t->shape, &err) : NULL;
         if (copy) memcpy(copy->data, t->data, t->nbytes);
         if (copy && lrc_tensor_set_add(&in, copy, &err)) rc = LRC_EUSER;
@@ -122,7 +117,93 @@ static void run_fixture(const char *path, const char *arch)
     lrc_graph_free(g);
     lrc_tensor_set_clear(&in);
     lrc_tensor_set_clear(&outs);
+}
+
+static void run_fixture(const char *path, const char *arch)
+{
+    lrc_err err;
+    lrc_tensor_set f;
+    char opname[64] = "?";
+    const char *file = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    lrc_graph *g;
+    const lrc_tensor *want;
+    int id = op_fixture_open(path, &f, &g, opname, sizeof opname, &want, &err);
+    if (!g) {
+        printf("FAIL %s: %s\n", file, err.msg);
+        failed++;
+        return;
+    }
+    run_set(file, &f, g, id, want, opname, err, arch);
     lrc_tensor_set_clear(&f);
+}
+
+/* a copy of t named name, added to set */
+static void add_copy(lrc_tensor_set *set, const char *name, const lrc_tensor *t, lrc_err *err)
+{
+    lrc_tensor *copy = lrc_tensor_new(name, t->dtype, &t->shape, err);
+    if (copy) memcpy(copy->data, t->data, t->nbytes);
+    if (copy) lrc_tensor_set_add(set, copy, err);
+}
+
+/* Every elementwise op on random shapes with broadcasting, against its
+ * expression in double (op_fixture_random_ew, as test_ops runs them one
+ * graph each on ref and cpu): case c of every op in one graph, an output
+ * each, so that the emulator compiles one module a case. */
+static void run_random_ew(const char *arch)
+{
+    for (int c = 0; c < OP_FIXTURE_RANDOM_CASES; c++) {
+        lrc_err err;
+        lrc_graph *g = lrc_graph_new();
+        lrc_tensor_set in, wants, outs;
+        lrc_tensor_set_init(&in);
+        lrc_tensor_set_init(&wants);
+        lrc_tensor_set_init(&outs);
+        int rc = LRC_OK;
+        for (int op = 0; op < LRC_OP_COUNT && !rc; op++) {
+            if (!lrc_ew_is((lrc_op)op)) continue;
+            lrc_tensor_set f;
+            lrc_tensor_set_init(&f);
+            op_fixture_random_ew((lrc_op)op, c, &f, &err);
+            lrc_node proto = {0};
+            char opname[64] = "?", name[80];
+            op_fixture_read(f.metadata_json, &proto, opname, sizeof opname); /* counted for the walk */
+            proto.n_in = lrc_op_table[op].n_in;
+            for (int k = 0; k < proto.n_in && !rc; k++) {
+                snprintf(name, sizeof name, "%s.in%d", opname, k);
+                add_copy(&in, name, f.items[k], &err);
+                rc = (proto.in[k] = lrc_graph_add_input(g, name, LRC_F32, &f.items[k]->shape, NULL, &err)) < 0;
+            }
+            if (!rc) rc = lrc_graph_add_output(g, opname, lrc_graph_add(g, &proto, &err), &err) < 0;
+            add_copy(&wants, opname, lrc_tensor_set_find(&f, "out"), &err);
+            lrc_tensor_set_clear(&f);
+        }
+        lrc_compiled cc;
+        memset(&cc, 0, sizeof cc);
+        lrc_cuda_exec *x = NULL;
+        if (!rc) rc = lrc_compile_graph_cuda(g, NULL, arch, true, &cc, &err); /* takes g */
+        else lrc_graph_free(g);
+        if (!rc) rc = lrc_cuda_exec_new(&cc.plan, &cc.cuda.table, cc.cubin, &x, &err);
+        if (!rc) rc = lrc_cuda_exec_run(x, &in, &outs, &err);
+        for (int i = 0; i < wants.n; i++) {
+            const lrc_tensor *want = wants.items[i], *got = rc ? NULL : lrc_tensor_set_find(&outs, want->name);
+            double rel = got && lrc_shape_eq(&got->shape, &want->shape) ? op_fixture_error(got->data, want) : INFINITY;
+            char label[96];
+            snprintf(label, sizeof label, "random %s %d", want->name, c);
+            if (rel <= 1e-5) {
+                printf("ok   %-28s relative error %.3e\n", label, rel);
+                passed++;
+            } else {
+                printf("FAIL %-28s %s relative error %.3e\n", label, rc ? err.msg : "", rel);
+                failed++;
+            }
+        }
+        if (rc && !wants.n) printf("FAIL random elementwise ops %d: %s\n", c, err.msg), failed++;
+        lrc_cuda_exec_free(x);
+        if (cc.g) lrc_compiled_free(&cc);
+        lrc_tensor_set_clear(&in);
+        lrc_tensor_set_clear(&wants);
+        lrc_tensor_set_clear(&outs);
+    }
 }
 
 /* ---- GQA attention with a window and the soft-cap, in kernels of more than one op ---- */
@@ -478,6 +559,7 @@ int main(int argc, char **argv)
     char arch[16];
     cuda_test_device(arch, sizeof arch);
     for (int i = 1; i < argc; i++) run_fixture(argv[i], arch);
+    run_random_ew(arch);
     const attn_case cases[] = {{37, 8, 1, 3, 1.5}, {77, 16, 1, 0, 0}, {50, 96, 0, 0, 0}, {45, 40, 1, 19, 1.5}, {20, 200, 1, 0, 0}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_attention_graph(arch, cases[i]);
     run_attention_grad_bf16(arch, 77, 64, 1, 2, 2);

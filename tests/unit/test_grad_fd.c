@@ -10,6 +10,7 @@
  * Usage: test_grad_fd MODEL.lua FIXTURE_DIR... */
 #include "check.h"
 #include "frontend/lua/lrc_lua.h"
+#include "ir/lrc_ew.h"
 #include "ir/passes/lrc_passes.h"
 #include "runtime/lrc_runtime.h"
 
@@ -215,53 +216,93 @@ out:
     lrc_model_free(&m);
 }
 
-/* The elementwise ops' rules (ir/grad.c, ir/ref_grad.c) one at a time:
- * loss = cross_entropy(op(3 p), labels) for a parameter p [4, 9] of values
- * in [-1.5, 1.5), so op sees [-4.5, 4.5) (tanh and sigmoid near saturation),
- * differentiated by autodiff and by central differences. */
-static void elementwise_rules(double *worst)
+/* Input k of elementwise op `op` in the graph of elementwise_rules: 3 p_k
+ * (values in [-4.5, 4.5): tanh and sigmoid near saturation), or e^p_k
+ * where the op needs positive values; where's condition a run-time input
+ * of ones and zeros */
+static bool positive_input(lrc_op op, int k)
 {
-    static const lrc_op ops[] = {LRC_OP_SILU, LRC_OP_GELU, LRC_OP_EXP, LRC_OP_SOFTPLUS, LRC_OP_TANH, LRC_OP_SIGMOID,
-                                 LRC_OP_GELU_TANH};
-    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
-        lrc_err err;
-        lrc_graph *g = lrc_graph_new();
-        lrc_shape ps = {2, {4, 9}}, ls = {1, {4}};
-        int p = lrc_graph_add_param(g, "p", &ps, (lrc_init){LRC_INIT_ZEROS, 0}, NULL, NULL, &err);
-        int labels = lrc_graph_add_input(g, "labels", LRC_I32, &ls, NULL, &err);
-        lrc_node sc = {.op = LRC_OP_SCALE, .n_in = 1, .in = {p}, .fattr = {3.0}};
-        int x = lrc_graph_add(g, &sc, &err);
-        lrc_node f = {.op = ops[k], .n_in = 1, .in = {x}};
-        int y = x < 0 ? -1 : lrc_graph_add(g, &f, &err);
-        lrc_node ce = {.op = LRC_OP_CROSS_ENTROPY, .n_in = 2, .in = {y, labels}};
-        int loss = y < 0 ? -1 : lrc_graph_add(g, &ce, &err);
-        int rc = loss < 0 ? LRC_EUSER : lrc_pass_autodiff(g, loss, &err);
-        CHECK(!rc, "%s: %s", lrc_op_name(ops[k]), err.msg);
-        if (rc) {
-            lrc_graph_free(g);
-            continue;
+    return (k == 0 && (op == LRC_OP_SQRT || op == LRC_OP_RSQRT || op == LRC_OP_LOG || op == LRC_OP_LOG1P ||
+                       op == LRC_OP_RECIPROCAL || op == LRC_OP_POW)) ||
+           (k == 1 && op == LRC_OP_DIV);
+}
+
+static int rule_input(lrc_graph *g, lrc_op op, int k, lrc_err *err)
+{
+    static const lrc_shape shapes[3] = {{2, {4, 9}}, {1, {9}}, {2, {4, 1}}}; /* broadcast on both sides */
+    char name[16];
+    snprintf(name, sizeof name, "p%d", k);
+    if (op == LRC_OP_WHERE && k == 0) return lrc_graph_add_input(g, "c", LRC_F32, &shapes[0], NULL, err);
+    int p = lrc_graph_add_param(g, name, &shapes[k], (lrc_init){LRC_INIT_ZEROS, 0}, NULL, NULL, err);
+    bool pos = positive_input(op, k);
+    lrc_node f = {.op = pos ? LRC_OP_EXP : LRC_OP_SCALE, .n_in = 1, .in = {p}, .fattr = {3.0}};
+    return p < 0 ? -1 : lrc_graph_add(g, &f, err);
+}
+
+/* The ops whose gradient is zero wherever it exists: no gradient flows */
+static bool zero_gradient(lrc_op op)
+{
+    static const lrc_op ops[] = {LRC_OP_FLOOR, LRC_OP_SIGN, LRC_OP_LT, LRC_OP_LE, LRC_OP_EQ, LRC_OP_NE, LRC_OP_GT, LRC_OP_GE};
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
+        if (op == ops[k]) return true;
+    return false;
+}
+
+/* One elementwise op's rule (ir/ew.c) against finite differences, op on
+ * inputs of rule_input, loss = cross_entropy(op(...), labels); the run's
+ * inputs and parameters seeded. */
+static void elementwise_rule(lrc_op op, int seed, double *worst)
+{
+    lrc_err err;
+    lrc_graph *g = lrc_graph_new();
+    lrc_shape ls = {1, {4}};
+    int labels = lrc_graph_add_input(g, "labels", LRC_I32, &ls, NULL, &err);
+    lrc_node f = {.op = op, .n_in = lrc_op_table[op].n_in, .fattr = {-0.5}}; /* scale's s */
+    int y = 0;
+    for (int k = 0; k < f.n_in && y >= 0; k++) y = f.in[k] = rule_input(g, op, k, &err);
+    if (y >= 0) y = lrc_graph_add(g, &f, &err);
+    lrc_node ce = {.op = LRC_OP_CROSS_ENTROPY, .n_in = 2, .in = {y, labels}};
+    int loss = y < 0 ? -1 : lrc_graph_add(g, &ce, &err);
+    int rc = loss < 0 ? LRC_EUSER : lrc_pass_autodiff(g, loss, &err);
+    CHECK(!rc, "%s: %s", lrc_op_name(op), err.msg);
+    lrc_tensor_set in, params;
+    lrc_tensor_set_init(&in);
+    lrc_tensor_set_init(&params);
+    lrc_rng rng;
+    lrc_rng_seed(&rng, (uint64_t)seed);
+    for (int id = 0; id < g->n_nodes && !rc; id++) {
+        const lrc_node *n = &g->nodes[id];
+        if (n->op != LRC_OP_PARAM && n->op != LRC_OP_INPUT) continue;
+        lrc_tensor *t = lrc_tensor_new(n->name, n->dtype, &n->shape, &err);
+        for (int64_t i = 0; i < lrc_shape_numel(&n->shape); i++) {
+            if (n->dtype == LRC_I32) ((int32_t *)t->data)[i] = (int32_t)(lrc_rng_next(&rng) % 9);
+            else if (n->op == LRC_OP_INPUT) ((float *)t->data)[i] = lrc_rng_uniform(&rng) < 0.5 ? 0.0f : 1.0f; /* where's condition */
+            else ((float *)t->data)[i] = (float)(3 * lrc_rng_uniform(&rng) - 1.5);
         }
-        lrc_tensor_set in, params;
-        lrc_tensor_set_init(&in);
-        lrc_tensor_set_init(&params);
-        lrc_tensor *pt = lrc_tensor_new("p", LRC_F32, &ps, &err), *lt = lrc_tensor_new("labels", LRC_I32, &ls, &err);
-        lrc_rng rng;
-        lrc_rng_seed(&rng, 7 + k);
-        for (int i = 0; i < 36; i++) ((float *)pt->data)[i] = (float)(3 * lrc_rng_uniform(&rng) - 1.5);
-        for (int i = 0; i < 4; i++) ((int32_t *)lt->data)[i] = (int32_t)(lrc_rng_next(&rng) % 9);
-        lrc_tensor_set_add(&params, pt, &err);
-        lrc_tensor_set_add(&in, lt, &err);
+        lrc_tensor_set_add(n->op == LRC_OP_PARAM ? &params : &in, t, &err);
+    }
+    if (!rc) {
         lrc_run64 r;
         lrc_run64_init(&r, g, &in, &params);
-        CHECK(!lrc_run64_exec(&r, 0, g->n_nodes, &err), "%s: %s", lrc_op_name(ops[k]), err.msg);
+        CHECK(!lrc_run64_exec(&r, 0, g->n_nodes, &err), "%s: %s", lrc_op_name(op), err.msg);
+        CHECK(g->n_outputs > 1, "%s: no gradient flows to its inputs", lrc_op_name(op));
         char label[64];
-        snprintf(label, sizeof label, "cross_entropy(%s(3 p))", lrc_op_name(ops[k]));
+        snprintf(label, sizeof label, "cross_entropy(%s(...))", lrc_op_name(op));
         fd_check(g, &r, label, worst);
         lrc_run64_free(&r);
-        lrc_tensor_set_clear(&in);
-        lrc_tensor_set_clear(&params);
-        lrc_graph_free(g);
     }
+    lrc_tensor_set_clear(&in);
+    lrc_tensor_set_clear(&params);
+    lrc_graph_free(g);
+}
+
+/* Every elementwise op's rule one at a time (but the gradient ops', full's
+ * and those of a zero gradient), against finite differences. */
+static void elementwise_rules(double *worst)
+{
+    for (int op = 0; op < LRC_OP_COUNT; op++)
+        if (lrc_ew_is((lrc_op)op) && lrc_op_table[op].grad && lrc_op_table[op].n_in > 0 && !zero_gradient((lrc_op)op))
+            elementwise_rule((lrc_op)op, 7 + op, worst);
 }
 
 /* The ops along one axis (ir/reduce.c): loss = cross_entropy of the rows

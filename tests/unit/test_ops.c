@@ -7,7 +7,9 @@
  *   cpu: the graph compiled through the passes and LLVM (lrc_compile_graph)
  *        and run by the plan executor on guarded host tensors.
  * Then each elementwise op on inputs generated where its constants decide
- * its value, against its definition in double (run_generated).
+ * its value, against its definition in double (run_generated), and every
+ * elementwise op on random shapes with broadcasting against its expression
+ * in double (run_random_ew: an op of LRC_EW_OPS needs no fixture file).
  * Then the op table is walked with the target's supports_op (ref: the
  * backend's; cpu: the LLVM renderer's table): every op it supports must
  * have been tested by a fixture (op_fixture_walk).
@@ -285,6 +287,28 @@ static void run_generated(const char *target, lrc_backend *be)
     }
 }
 
+/* Every elementwise op (its expression, ir/ew.c) on random shapes with
+ * broadcasting on every side (op_fixture_random_ew), against its
+ * expression evaluated in double here: an op added to LRC_EW_OPS is run on
+ * each target with guard bytes without a fixture of its own. */
+static void run_random_ew(const char *target, lrc_backend *be)
+{
+    for (int op = 0; op < LRC_OP_COUNT; op++)
+        for (int c = 0; lrc_ew_is((lrc_op)op) && c < OP_FIXTURE_RANDOM_CASES; c++) {
+            lrc_err err;
+            lrc_tensor_set f;
+            lrc_tensor_set_init(&f);
+            op_fixture_random_ew((lrc_op)op, c, &f, &err);
+            char label[64], opname[64] = "?";
+            snprintf(label, sizeof label, "random %s %d", lrc_op_name((lrc_op)op), c);
+            lrc_graph *g = lrc_graph_new();
+            const lrc_tensor *want;
+            int id = op_fixture_graph(&f, g, opname, sizeof opname, &want, &err);
+            run_graph(target, be, label, &f, g, id, want, opname, err);
+            lrc_tensor_set_clear(&f);
+        }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3 || (strcmp(argv[1], "ref") && strcmp(argv[1], "cpu"))) {
@@ -299,6 +323,7 @@ int main(int argc, char **argv)
     }
     for (int i = 2; i < argc; i++) run_fixture(argv[1], be, argv[i]);
     run_generated(argv[1], be);
+    run_random_ew(argv[1], be);
     ref_backend = be;
     failed += op_fixture_walk(argv[1], be ? ref_supports : lrc_llvm_supports_op);
     lrc_backend_close(be);
