@@ -304,6 +304,20 @@ static double op_fixture_rel_error(const float *got, const float *want, int64_t 
     return sqrt(num) / (den > 0 ? sqrt(den) : 1);
 }
 
+/* The random elementwise cases' error: relative where the outputs are of
+ * the inputs' size (about 1, op_fixture_value), absolute where they are
+ * smaller, since f32 rounds the op's intermediate terms, not its result: a
+ * gradient near its zero (gelu_tanh_grad at x = -0.75) has a relative
+ * error of f32's rounding divided by its own smallness. */
+static double op_fixture_random_error(const float *got, const lrc_tensor *want)
+{
+    int64_t n = lrc_shape_numel(&want->shape);
+    double den = 0;
+    for (int64_t i = 0; i < n; i++) den += (double)((const float *)want->data)[i] * ((const float *)want->data)[i];
+    double rel = op_fixture_rel_error(got, want->data, n);
+    return den < (double)n ? rel * sqrt(den) / sqrt((double)n) : rel;
+}
+
 /* What a fixture's result is judged by: the relative error for floats; for
  * integer results (topk's ids) exactness, 0 where every element is equal
  * and 1 where one is not. */

@@ -186,7 +186,7 @@ static void run_random_ew(const char *arch)
         if (!rc) rc = lrc_cuda_exec_run(x, &in, &outs, &err);
         for (int i = 0; i < wants.n; i++) {
             const lrc_tensor *want = wants.items[i], *got = rc ? NULL : lrc_tensor_set_find(&outs, want->name);
-            double rel = got && lrc_shape_eq(&got->shape, &want->shape) ? op_fixture_error(got->data, want) : INFINITY;
+            double rel = got && lrc_shape_eq(&got->shape, &want->shape) ? op_fixture_random_error(got->data, want) : INFINITY;
             char label[96];
             snprintf(label, sizeof label, "random %s %d", want->name, c);
             if (rel <= 1e-5) {

@@ -153,9 +153,9 @@ static int run_cpu(lrc_graph *g, int id, const lrc_tensor_set *f, const lrc_tens
 
 /* Node id of g (taken), the one-op graph of fixture f (a file's, or one
  * generated below; id < 0: it failed to build, with err), on target (be:
- * ref), judged within 1e-5; file names it in the lines. */
+ * ref), judged within 1e-5 (the random cases by op_fixture_random_error); file names it in the lines. */
 static void run_graph(const char *target, lrc_backend *be, const char *file, const lrc_tensor_set *f, lrc_graph *g, int id,
-                      const lrc_tensor *want, const char *opname, lrc_err err)
+                      const lrc_tensor *want, const char *opname, bool random, lrc_err err)
 {
     int rc = id < 0 ? LRC_EUSER : LRC_OK;
     float *got = NULL;
@@ -165,7 +165,7 @@ static void run_graph(const char *target, lrc_backend *be, const char *file, con
         rc = run_cpu(g, id, f, want, &got, &guards, &err); /* takes g */
         g = NULL;
     }
-    double rel = rc ? 0 : op_fixture_error(got, want);
+    double rel = rc ? 0 : random ? op_fixture_random_error(got, want) : op_fixture_error(got, want);
     bool ok = !rc && guards && rel <= 1e-5;
     const op_fixture_exception *ex = op_fixture_excepted(target, opname);
     if (ex && rc && strstr(err.msg, ex->error)) {
@@ -201,7 +201,7 @@ static void run_fixture(const char *target, lrc_backend *be, const char *path)
         failed++;
         return;
     }
-    run_graph(target, be, file, &f, g, id, want, opname, err);
+    run_graph(target, be, file, &f, g, id, want, opname, false, err);
     lrc_tensor_set_clear(&f);
 }
 
@@ -282,7 +282,7 @@ static void run_generated(const char *target, lrc_backend *be)
         lrc_graph *g = lrc_graph_new();
         const lrc_tensor *want;
         int id = op_fixture_graph(&f, g, opname, sizeof opname, &want, &err);
-        run_graph(target, be, label, &f, g, id, want, opname, err);
+        run_graph(target, be, label, &f, g, id, want, opname, false, err);
         lrc_tensor_set_clear(&f);
     }
 }
@@ -304,7 +304,7 @@ static void run_random_ew(const char *target, lrc_backend *be)
             lrc_graph *g = lrc_graph_new();
             const lrc_tensor *want;
             int id = op_fixture_graph(&f, g, opname, sizeof opname, &want, &err);
-            run_graph(target, be, label, &f, g, id, want, opname, err);
+            run_graph(target, be, label, &f, g, id, want, opname, true, err);
             lrc_tensor_set_clear(&f);
         }
 }
