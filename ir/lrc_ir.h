@@ -212,6 +212,9 @@ int lrc_tensor_set_dequantize_q8(lrc_tensor_set *s, const char *what, lrc_err *e
     X(CUMSUM, cumsum)              /* x -> its inclusive running sum along `axis`; `reverse`: from the end */ \
     X(CONCAT, concat)              /* 1 to LRC_MAX_INPUTS inputs, equal but along `axis` -> joined there */   \
     X(EXPAND, expand)              /* x -> shape (a list): x broadcast as numpy broadcasts (torch's expand) */\
+    X(SCAN, scan)                  /* a, b[, init] -> h, a's shape: h_t = a_t h_{t-1} + b_t along `axis`,  \
+                                      h_{-1} = init (a's shape without the axis) or 0; `reverse`: from the  \
+                                      end (ir/scan.c) */                                                   \
     /* gradients (reverse mode, ir/passes/autodiff.c) */                                                    \
     X(MATMUL_NN, matmul_nn)        /* dy[..., N], W[N, K] -> [..., K] = dy W */                             \
     X(MATMUL_TN, matmul_tn)        /* dy[..., N], x[..., K] -> [N, K] = sum over rows of dy^T x */          \
@@ -320,9 +323,10 @@ typedef enum lrc_axes_rule {
     LRC_AXES_SLICE,     /* along the tracked axis only from earlier positions (start <= 0), whole length */
     LRC_AXES_LOOP,      /* loop_next: state and body result as LOCAL, the counts per row of axis 0 */
     LRC_AXES_ROUTED,    /* expert_matmul: x[..., S|1, K] and ids[..., S] lead the output alike; the weight has none */
-    LRC_AXES_ALONG,     /* reductions, cumsum, concat along iattr[0] (`axis`), expand: the other
-                         * axes stay (shifted where a reduction drops its axis); along `axis`,
-                         * a reduction or concat mixes, cumsum reads earlier positions only */
+    LRC_AXES_ALONG,     /* reductions, cumsum, scan, concat along iattr[0] (`axis`), expand: the
+                         * other axes stay (shifted where a reduction drops its axis); along
+                         * `axis`, a reduction or concat mixes, cumsum and scan read earlier
+                         * positions only */
     LRC_AXES_MIXED,     /* reduces or mixes every axis (a loss, a gradient, a KV cache) */
 } lrc_axes_rule;
 
@@ -390,7 +394,7 @@ int lrc_graph_track_axis(const lrc_graph *g, const int *input_axis, const char *
 /* Whether each position of a graph (inputs of two or more axes carry the
  * sequence at axis 1) can be computed one a step, as a KV-cache decoder
  * does: lrc_graph_track_axis's rules, and no slice shifting along the
- * sequence nor cumsum over it, which would see no earlier position (causal
+ * sequence nor cumsum or scan over it, which would see no earlier position (causal
  * attention is what the decoder caches). Fails naming the node. */
 int lrc_graph_check_stepwise(const lrc_graph *g, lrc_err *err);
 
