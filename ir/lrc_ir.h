@@ -340,6 +340,7 @@ typedef enum lrc_rows_rule {
     LRC_ROWS_RESHAPE, /* input 0 row by row, where the batch and sequence axes stay */
     LRC_ROWS_SLICE,   /* input 0 row by row, where the slice (or an op along one axis, iattr[0]) is along an axis past the sequence's */
     LRC_ROWS_ROUTED,  /* x and ids (inputs 0 and 2) row by row, the weight whole (expert_matmul) */
+    LRC_ROWS_SCAN,    /* every input row by row (a, b, and init of one axis fewer), where the scan is along an axis past the sequence's */
 } lrc_rows_rule;
 
 /* Row of the op table. Attribute names are how the Lua API and the printer

@@ -258,8 +258,9 @@ static void axes_rule(void)
 }
 
 /* The rows rule (the last_rows pass): logits = x * sum(x, axis 2, keepdim)
- * + cumsum(x, axis 2) is cut to the last row through both ops, and that
- * row is the full graph's; along the sequence (axis 1) both read every row. */
+ * + cumsum(x, axis 2) + scan(x, x, axis 2, init) is cut to the last row
+ * through the three ops, and that row is the full graph's; along the
+ * sequence (axis 1) each reads every row. */
 static void rows_rule(void)
 {
     for (int over_seq = 0; over_seq < 2; over_seq++) {
@@ -270,16 +271,22 @@ static void rows_rule(void)
         int r = along(g, LRC_OP_SUM, x, over_seq ? 1 : 2, 1);
         int y = add(g, (lrc_node){.op = LRC_OP_ADD, .n_in = 2,
                                   .in = {add(g, (lrc_node){.op = LRC_OP_MUL, .n_in = 2, .in = {x, r}}), along(g, LRC_OP_CUMSUM, x, over_seq ? 1 : 2, 0)}});
+        /* + scan(x, x, init = x's first feature or position along the scan's axis) */
+        int ax = over_seq ? 1 : 2;
+        int first = add(g, (lrc_node){.op = LRC_OP_SLICE, .n_in = 1, .in = {x}, .iattr = {ax, 0, 1}});
+        int init = add(g, (lrc_node){.op = LRC_OP_RESHAPE, .n_in = 1, .in = {first}, .n_iattr = 2, .iattr = {2, over_seq ? 7 : 5}});
+        y = add(g, (lrc_node){.op = LRC_OP_ADD, .n_in = 2, .in = {y, add(g, (lrc_node){.op = LRC_OP_SCAN, .n_in = 3, .in = {x, x, init}, .iattr = {ax}})}});
         out(g, "logits", y);
         lrc_graph *cut = lrc_graph_new();
         int rc = build_copy(g, cut, &err) || lrc_pass_last_rows(&cut, &err);
         CHECK(!rc, "last_rows: %s", rc ? err.msg : "");
-        int64_t rows_read[2] = {-1, -1}; /* the sum's and the cumsum's input rows in the cut graph */
+        int64_t rows_read[3] = {-1, -1, -1}; /* the sum's, the cumsum's and the scan's input rows in the cut graph */
         for (int i = 0; !rc && i < cut->n_nodes; i++)
-            if (cut->nodes[i].op == LRC_OP_SUM || cut->nodes[i].op == LRC_OP_CUMSUM)
-                rows_read[cut->nodes[i].op == LRC_OP_CUMSUM] = cut->nodes[cut->nodes[i].in[0]].shape.dim[1];
-        CHECK(rc || (rows_read[0] == (over_seq ? 5 : 1) && rows_read[1] == rows_read[0]), "last_rows along axis %d: the sum reads %lld rows, cumsum %lld",
-              over_seq ? 1 : 2, (long long)rows_read[0], (long long)rows_read[1]);
+            if (cut->nodes[i].op == LRC_OP_SUM || cut->nodes[i].op == LRC_OP_CUMSUM || cut->nodes[i].op == LRC_OP_SCAN)
+                rows_read[cut->nodes[i].op == LRC_OP_SUM ? 0 : cut->nodes[i].op == LRC_OP_CUMSUM ? 1 : 2] = cut->nodes[cut->nodes[i].in[0]].shape.dim[1];
+        CHECK(rc || (rows_read[0] == (over_seq ? 5 : 1) && rows_read[1] == rows_read[0] && rows_read[2] == rows_read[0]),
+              "last_rows along axis %d: the sum reads %lld rows, cumsum %lld, scan %lld", over_seq ? 1 : 2, (long long)rows_read[0],
+              (long long)rows_read[1], (long long)rows_read[2]);
         lrc_tensor_set in, params, full, last;
         lrc_tensor_set_init(&in), lrc_tensor_set_init(&params), lrc_tensor_set_init(&full), lrc_tensor_set_init(&last);
         lrc_tensor *t = lrc_tensor_new("x", LRC_F32, &s, &err);
