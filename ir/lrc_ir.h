@@ -348,7 +348,7 @@ typedef enum lrc_rows_rule {
  * iattr[0..n_iattr) under that name. */
 typedef struct lrc_op_info {
     const char *name;
-    int n_in; /* -1: 1 to LRC_MAX_INPUTS (concat) */
+    int n_in; /* -1: 1 to LRC_MAX_INPUTS (concat; scan, whose shape rule takes 2 or 3) */
     lrc_fusion fusion;
     const char *iattr[LRC_MAX_IATTR]; /* names of integer attributes */
     const char *fattr[LRC_MAX_FATTR]; /* names of float attributes */
