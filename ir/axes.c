@@ -119,16 +119,19 @@ static int axes_along(const lrc_graph *g, const lrc_node *n, const int *axis, co
     for (int k = 0; k < n->n_in; k++) {
         int a = axis[n->in[k]], m = a;
         if (a < 0) continue;
-        if (n->op == LRC_OP_EXPAND) {
+        bool runs = n->op == LRC_OP_CUMSUM || n->op == LRC_OP_SCAN; /* along the axis, earlier positions only */
+        if (n->op == LRC_OP_SCAN && k == 2) { /* init lacks the axis */
+            m = a + (a >= n->iattr[0]);
+        } else if (n->op == LRC_OP_EXPAND) {
             m = a + n->shape.ndim - IN(0)->shape.ndim;
             if (IN(0)->shape.dim[a] != n->shape.dim[m]) return mixes(g, n, what, "broadcasts across the", err);
         } else if (a == n->iattr[0] && n->op == LRC_OP_CONCAT) {
             return mixes(g, n, what, "joins its inputs along the", err);
-        } else if (a == n->iattr[0] && n->op == LRC_OP_CUMSUM) { /* forwards: earlier positions only */
-            if (n->iattr[1]) return mixes(g, n, what, "sums from the end of the", err);
+        } else if (a == n->iattr[0] && runs) { /* forwards: earlier positions only */
+            if (n->iattr[1]) return mixes(g, n, what, n->op == LRC_OP_SCAN ? "scans from the end of the" : "sums from the end of the", err);
         } else if (a == n->iattr[0]) {
             return mixes(g, n, what, "reduces over the", err);
-        } else if (a > n->iattr[0] && n->op != LRC_OP_CUMSUM && n->op != LRC_OP_CONCAT && !n->iattr[1]) {
+        } else if (a > n->iattr[0] && !runs && n->op != LRC_OP_CONCAT && !n->iattr[1]) {
             m = a - 1; /* a reduction without keepdim drops its axis */
         }
         if (*out >= 0 && *out != m) return mixes(g, n, what, "joins inputs that hold it at other axes, the", err);
@@ -139,14 +142,17 @@ static int axes_along(const lrc_graph *g, const lrc_node *n, const int *axis, co
 
 /* In a decoding step each position is computed alone: attention reads the
  * earlier ones from its cache, but a slice shifting along the sequence (a
- * token shift, a causal convolution) or a cumsum over it would see none. */
+ * token shift, a causal convolution) or a cumsum or scan over it would
+ * see none. */
 static int reads_other_positions(const lrc_graph *g, const lrc_node *n, const int *axis, const char *what, lrc_err *err)
 {
     int a = n->n_in ? axis[n->in[0]] : -1;
+    if (n->op == LRC_OP_SCAN && a < 0) a = axis[n->in[1]]; /* b alone may carry it */
     if (a < 0 || n->iattr[0] != a) return LRC_OK;
     if (n->op == LRC_OP_SLICE && !n->iattr[3] && (n->iattr[1] != 0 || n->iattr[2] != IN(0)->shape.dim[a]))
         return mixes(g, n, what, "reads other positions (one a step when decoding) of the", err);
     if (n->op == LRC_OP_CUMSUM) return mixes(g, n, what, "sums (one position a step when decoding) along the", err);
+    if (n->op == LRC_OP_SCAN) return mixes(g, n, what, "scans (one position a step when decoding) along the", err);
     return LRC_OK;
 }
 

@@ -202,6 +202,9 @@ int lrc_tensor_set_dequantize_q8(lrc_tensor_set *s, const char *what, lrc_err *e
     X(CUMSUM, cumsum)              /* x -> its inclusive running sum along `axis`; `reverse`: from the end */ \
     X(CONCAT, concat)              /* 1 to LRC_MAX_INPUTS inputs, equal but along `axis` -> joined there */   \
     X(EXPAND, expand)              /* x -> shape (a list): x broadcast as numpy broadcasts (torch's expand) */\
+    X(SCAN, scan)                  /* a, b[, init] -> h, a's shape: h_t = a_t h_{t-1} + b_t along `axis`,  \
+                                      h_{-1} = init (a's shape without the axis) or 0; `reverse`: from the  \
+                                      end (ir/scan.c) */                                                   \
     /* gradients (reverse mode, ir/passes/autodiff.c) */                                                    \
     X(MATMUL_NN, matmul_nn)        /* dy[..., N], W[N, K] -> [..., K] = dy W */                             \
     X(MATMUL_TN, matmul_tn)        /* dy[..., N], x[..., K] -> [N, K] = sum over rows of dy^T x */          \
@@ -373,9 +376,10 @@ typedef enum lrc_axes_rule {
     LRC_AXES_SLICE,     /* along the tracked axis only from earlier positions (start <= 0), whole length */
     LRC_AXES_LOOP,      /* loop_next: state and body result as LOCAL, the counts per row of axis 0 */
     LRC_AXES_ROUTED,    /* expert_matmul: x[..., S|1, K] and ids[..., S] lead the output alike; the weight has none */
-    LRC_AXES_ALONG,     /* reductions, cumsum, concat along iattr[0] (`axis`), expand: the other
-                         * axes stay (shifted where a reduction drops its axis); along `axis`,
-                         * a reduction or concat mixes, cumsum reads earlier positions only */
+    LRC_AXES_ALONG,     /* reductions, cumsum, scan, concat along iattr[0] (`axis`), expand: the
+                         * other axes stay (shifted where a reduction drops its axis); along
+                         * `axis`, a reduction or concat mixes, cumsum and scan read earlier
+                         * positions only */
     LRC_AXES_MIXED,     /* reduces or mixes every axis (a loss, a gradient, a KV cache) */
 } lrc_axes_rule;
 
@@ -389,6 +393,7 @@ typedef enum lrc_rows_rule {
     LRC_ROWS_RESHAPE, /* input 0 row by row, where the batch and sequence axes stay */
     LRC_ROWS_SLICE,   /* input 0 row by row, where the slice (or an op along one axis, iattr[0]) is along an axis past the sequence's */
     LRC_ROWS_ROUTED,  /* x and ids (inputs 0 and 2) row by row, the weight whole (expert_matmul) */
+    LRC_ROWS_SCAN,    /* every input row by row (a, b, and init of one axis fewer), where the scan is along an axis past the sequence's */
 } lrc_rows_rule;
 
 /* Row of the op table. Attribute names are how the Lua API and the printer
@@ -396,7 +401,7 @@ typedef enum lrc_rows_rule {
  * iattr[0..n_iattr) under that name. */
 typedef struct lrc_op_info {
     const char *name;
-    int n_in; /* -1: 1 to LRC_MAX_INPUTS (concat) */
+    int n_in; /* -1: 1 to LRC_MAX_INPUTS (concat; scan, whose shape rule takes 2 or 3) */
     lrc_fusion fusion;
     const char *iattr[LRC_MAX_IATTR]; /* names of integer attributes */
     const char *fattr[LRC_MAX_FATTR]; /* names of float attributes */
@@ -446,7 +451,7 @@ int lrc_graph_track_axis(const lrc_graph *g, const int *input_axis, const char *
 /* Whether each position of a graph (inputs of two or more axes carry the
  * sequence at axis 1) can be computed one a step, as a KV-cache decoder
  * does: lrc_graph_track_axis's rules, and no slice shifting along the
- * sequence nor cumsum over it, which would see no earlier position (causal
+ * sequence nor cumsum or scan over it, which would see no earlier position (causal
  * attention is what the decoder caches). Fails naming the node. */
 int lrc_graph_check_stepwise(const lrc_graph *g, lrc_err *err);
 

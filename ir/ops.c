@@ -670,6 +670,8 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2, ROWS_UNIT = 4 };
 #define ROW_concat OP(-1, OPAQUE, ATTRS("axis"), NONE, NULL, lrc_infer_concat, lrc_flops_along, 0, REFS(concat), lrc_grad_concat, ALL, ALONG, 0)
 #define ROW_expand OP(1, OPAQUE, NONE, NONE, "shape", lrc_infer_expand, lrc_flops_along, 1, REFS(expand), lrc_grad_expand, ALL, ALONG, 0)
 #define ROW_amax_grad OP(3, OPAQUE, ATTRS("axis"), NONE, NULL, lrc_infer_amax_grad, flops_1, 0, REFS(amax_grad), NO_GRAD, ALL, MIXED, 0)
+/* 2 inputs, or 3 with init (n_in -1, checked by its shape rule) */
+#define ROW_scan OP(-1, OPAQUE, ATTRS("axis", "reverse"), NONE, NULL, lrc_infer_scan, lrc_flops_scan, 2, REFS(scan), lrc_grad_scan, ALL, ALONG, ROWS(SCAN))
 
 /* The elementwise ops' rows, from their LRC_EW_OPS entries: computed by
  * their expression (ir/ew.c) in ref's lrc_ref_ew, differentiated by their

@@ -43,7 +43,8 @@
     X(cumsum) \
     X(concat) \
     X(expand) \
-    X(amax_grad)
+    X(amax_grad) \
+    X(scan)
 #define LRC_REF_DECLARE(name) int lrc_ref_##name(LRC_REF_ARGS); int lrc_ref64_##name(LRC_REF_ARGS);
 LRC_REF_KERNELS(LRC_REF_DECLARE)
 
@@ -88,6 +89,11 @@ int lrc_grad_logsumexp(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_cumsum(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_concat(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_expand(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
+
+/* scan, the linear recurrence (ir/scan.c) */
+int lrc_infer_scan(const lrc_graph *g, lrc_node *n, lrc_err *err);
+double lrc_flops_scan(const lrc_graph *g, const lrc_node *n);
+int lrc_grad_scan(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 
 int lrc_ref_rotate(const lrc_node *n, const float *x, float *out, int sign);
 int lrc_ref64_rotate(const lrc_node *n, const double *x, double *out, int sign);

@@ -1,5 +1,6 @@
 /* ref_reduce.c — reference kernels of the ops along one axis (reduce.c):
- * sum, mean, amax, logsumexp, cumsum, concat, expand and amax's gradient.
+ * sum, mean, amax, logsumexp, cumsum, scan, concat, expand and amax's
+ * gradient.
  * Each walks its input as [outer, len, inner] about the axis, in f64;
  * compiled at both storage precisions like ref_ops.c (ref_reduce64.c). */
 #include "ref_template.h"
@@ -44,6 +45,26 @@ int REF(cumsum)(const lrc_graph *g, const lrc_node *n, void *const *in, void *ou
                 int64_t at = (o * len + (rev ? len - 1 - j : j)) * inner + i;
                 s += F(0)[at];
                 ((real *)out)[at] = (real)s;
+            }
+        }
+    return LRC_OK;
+}
+
+/* h_t = a_t h_{t-1} + b_t, each step in f64 from h as stored (so every
+ * target, which keeps h in its output, rounds where this does) */
+int REF(scan)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    int64_t outer, len, inner;
+    lrc_axis_split(SHAPE(0), (int)n->iattr[0], &outer, &len, &inner);
+    bool rev = n->iattr[1] != 0;
+    real *h = out;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            real prev = n->n_in == 3 ? F(2)[o * inner + i] : 0;
+            for (int64_t j = 0; j < len; j++) {
+                int64_t at = (o * len + (rev ? len - 1 - j : j)) * inner + i;
+                prev = h[at] = (real)((double)F(0)[at] * (double)prev + (double)F(1)[at]);
             }
         }
     return LRC_OK;

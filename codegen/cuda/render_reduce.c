@@ -1,6 +1,6 @@
 /* render_reduce.c — the cuda kernels of the ops along one axis
- * (ir/reduce.c): the reductions sum, mean, amax and logsumexp, cumsum and
- * amax's gradient run a thread per (outer, inner) pair that walks the axis
+ * (ir/reduce.c): the reductions sum, mean, amax and logsumexp, cumsum, scan
+ * (ir/scan.c) and amax's gradient run a thread per (outer, inner) pair that walks the axis
  * with a stride of inner (no transposed copy), in f32; concat and expand a
  * thread per output element. */
 #include "cugen.h"
@@ -55,6 +55,24 @@ static void op_cumsum(cu_gen *c, const lrc_node *n)
     if (n->iattr[1]) cu_printf(c->t, "        const long at = base + (%lldL - j) * %lldL;\n", L(len - 1), L(inner));
     else cu_printf(c->t, "        const long at = base + j * %lldL;\n", L(inner));
     cu_printf(c->t, "        s += ld(%s, at);\n        st(%s, at, s);\n    }\n}\n\n", IN(0, x), OUT(o));
+}
+
+/* one thread per (outer, inner) lane, sequential along the axis, each step
+ * in double from h as stored, as ref does (a chunked, associative kernel
+ * that splits the axis over threads is later work) */
+static void op_scan(cu_gen *c, const lrc_node *n)
+{
+    char o[16], a[16], b[16], h0[16];
+    int64_t outer, len, inner;
+    lrc_axis_split(&n->shape, (int)n->iattr[0], &outer, &len, &inner);
+    begin_pairs(c, outer, len, inner);
+    if (n->n_in == 3) cu_printf(c->t, "    float h = ld(%s, t);\n", IN(2, h0));
+    else cu_printf(c->t, "    float h = 0.f;\n");
+    cu_printf(c->t, "    for (long j = 0; j < %lldL; j++) {\n", L(len));
+    if (n->iattr[1]) cu_printf(c->t, "        const long at = base + (%lldL - j) * %lldL;\n", L(len - 1), L(inner));
+    else cu_printf(c->t, "        const long at = base + j * %lldL;\n", L(inner));
+    cu_printf(c->t, "        h = (float)((double)ld(%s, at) * (double)h + (double)ld(%s, at));\n        st(%s, at, h);\n    }\n}\n\n", IN(0, a),
+              IN(1, b), OUT(o));
 }
 
 static void op_amax_grad(cu_gen *c, const lrc_node *n)
@@ -118,6 +136,7 @@ bool cu_render_along(cu_gen *c, const lrc_node *n)
     case LRC_OP_AMAX:
     case LRC_OP_LOGSUMEXP: op_reduce(c, n); return true;
     case LRC_OP_CUMSUM: op_cumsum(c, n); return true;
+    case LRC_OP_SCAN: op_scan(c, n); return true;
     case LRC_OP_AMAX_GRAD: op_amax_grad(c, n); return true;
     case LRC_OP_CONCAT: op_concat(c, n); return true;
     case LRC_OP_EXPAND: op_expand(c, n); return true;

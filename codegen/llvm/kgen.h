@@ -66,6 +66,7 @@ LLVMValueRef kg_topk_order_fn(em_t *e);
  * concat, expand, amax_grad */
 void kg_reduce(kgen *k, const lrc_node *n);
 void kg_cumsum(kgen *k, const lrc_node *n);
+void kg_scan(kgen *k, const lrc_node *n);
 void kg_concat(kgen *k, const lrc_node *n);
 void kg_expand(kgen *k, const lrc_node *n);
 void kg_amax_grad(kgen *k, const lrc_node *n);

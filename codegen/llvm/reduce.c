@@ -1,5 +1,5 @@
 /* reduce.c — the cpu kernels of the ops along one axis (ir/reduce.c): the
- * reductions sum, mean, amax and logsumexp, cumsum, concat, expand and
+ * reductions sum, mean, amax and logsumexp, cumsum, scan, concat, expand and
  * amax's gradient. Each walks its input as [outer, len, inner] about the
  * axis with strided loads (no transposed copy) and sums in f64 as the
  * reference does; a work item is an outer index (codegen/program.c's
@@ -71,6 +71,43 @@ void kg_cumsum(kgen *k, const lrc_node *n)
     em_store(e, O, at, em_to_f32(e, v), 1);
     em_for_end(e, &lr, C(1));
     em_for_end(e, &li, C(1));
+    em_for_end(e, &lo, C(1));
+}
+
+/* one row r of a scan: h[r, i] = a[r, i] * prev[i] + b[r, i] over the inner
+ * indices, prev the row before (at `from`) or init (P) or 0 (P NULL) */
+static void scan_row(kgen *k, const lrc_node *n, LLVMValueRef o, LLVMValueRef r, LLVMValueRef P, LLVMValueRef from, int64_t len, int64_t inner)
+{
+    em_t *e = k->e;
+    LLVMValueRef A = kg_ptr(k, n->in[0]), B = kg_ptr(k, n->in[1]), O = kg_ptr(k, k->gr->anchor);
+    em_loop li;
+    LLVMValueRef i = em_for_begin(e, &li, C(0), C(inner));
+    LLVMValueRef at = em_iadd(e, em_imul(e, em_iadd(e, em_imul(e, o, C(len)), r), C(inner)), i);
+    LLVMValueRef prev = em_d64(e, 0);
+    if (P) prev = load_f64(e, P, from ? em_iadd(e, from, i) : em_iadd(e, em_imul(e, o, C(inner)), i));
+    LLVMValueRef h = LLVMBuildFAdd(e->b, LLVMBuildFMul(e->b, load_f64(e, A, at), prev, ""), load_f64(e, B, at), "");
+    em_store(e, O, at, em_to_f32(e, h), 1);
+    em_for_end(e, &li, C(1));
+}
+
+/* h_t = a_t h_{t-1} + b_t: per outer index, the rows in order along the axis
+ * and within a row the contiguous inner indices (a loop the vectoriser
+ * takes), each step in f64 from h as stored, as the reference does */
+void kg_scan(kgen *k, const lrc_node *n)
+{
+    em_t *e = k->e;
+    int64_t outer, len, inner;
+    lrc_axis_split(&n->shape, (int)n->iattr[0], &outer, &len, &inner);
+    bool rev = n->iattr[1] != 0;
+    LLVMValueRef O = kg_ptr(k, k->gr->anchor);
+    em_loop lo, lr;
+    LLVMValueRef o = em_for_begin(e, &lo, e->begin, e->end);
+    scan_row(k, n, o, C(rev ? len - 1 : 0), n->n_in == 3 ? kg_ptr(k, n->in[2]) : NULL, NULL, len, inner);
+    LLVMValueRef j = em_for_begin(e, &lr, C(1), C(len));
+    LLVMValueRef r = rev ? LLVMBuildSub(e->b, C(len - 1), j, "") : j;
+    LLVMValueRef from = em_imul(e, em_iadd(e, em_imul(e, o, C(len)), rev ? em_iadd(e, r, C(1)) : LLVMBuildSub(e->b, r, C(1), "")), C(inner));
+    scan_row(k, n, o, r, O, from, len, inner);
+    em_for_end(e, &lr, C(1));
     em_for_end(e, &lo, C(1));
 }
 

@@ -1,6 +1,7 @@
 /* lua_along.c — the `lrc` functions of the ops along one axis whose Lua
  * form is not the op table's generic one: sum, mean, amax and logsumexp
  * over an axis or every element, cumsum with the last axis by default;
+ * scan (a linear recurrence) with an optional init tensor;
  * softmax over any axis; concat of a
  * list of any length and stack. They replace the generic builders in the
  * `lrc` table (lrc_lua_open_along). Every error names the user's line. */
@@ -198,6 +199,37 @@ static int l_stack(lua_State *L)
     return 1;
 }
 
+/* lrc.scan(a, b, {axis = 1, init = nil, reverse = false}): the linear
+ * recurrence h_t = a_t h_{t-1} + b_t along axis (1: the sequence of
+ * [B, T, ...]), h_{-1} = init (a's shape without the axis) or zeros */
+static int l_scan(lua_State *L)
+{
+    lrc_node p = {.op = LRC_OP_SCAN, .n_in = 2, .iattr = {1, 0}};
+    p.in[0] = tensor_at(L, 1, "scan", "a");
+    p.in[1] = tensor_at(L, 2, "scan", "b");
+    if (lua_istable(L, 3)) { /* init is a tensor: taken out before the integer options */
+        lua_getfield(L, 3, "init");
+        if (!lua_isnil(L, -1)) p.in[p.n_in++] = tensor_at(L, lua_gettop(L), "scan", "option init");
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushnil(L);
+        while (lua_next(L, 3)) {
+            bool init = lua_type(L, -2) == LUA_TSTRING && !strcmp(lua_tostring(L, -2), "init");
+            if (init) lua_pop(L, 1);
+            else {
+                lua_pushvalue(L, -2);
+                lua_insert(L, -2);
+                lua_settable(L, -4);
+            }
+        }
+        lua_replace(L, 3);
+    }
+    static const char *const opts[] = {"axis", "reverse"};
+    options(L, 3, "scan", opts, 2, p.iattr);
+    lrc_lua_push_tensor(L, add(L, &p));
+    return 1;
+}
+
 void lrc_lua_open_along(lua_State *L)
 {
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
@@ -208,7 +240,7 @@ void lrc_lua_open_along(lua_State *L)
         lua_pushcclosure(L, l_along, 1);
         lua_setfield(L, -2, lrc_op_name(ops[i]));
     }
-    static const luaL_Reg fns[] = {{"softmax", l_softmax}, {"concat", l_concat}, {"stack", l_stack}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"softmax", l_softmax}, {"concat", l_concat}, {"stack", l_stack}, {"scan", l_scan}, {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);
     lua_pop(L, 2);
 }

@@ -40,6 +40,9 @@ static bool rowwise(const lrc_graph *g, const lrc_node *n, int64_t T)
         const lrc_shape *ids = &g->nodes[n->in[2]].shape;
         return same_rank_seq(g, n, 0, T) && ids->ndim == n->shape.ndim - 1 && ids->dim[0] == n->shape.dim[0] && ids->dim[1] == T;
     }
+    case LRC_ROWS_SCAN: /* init [B, T, ...] too, as the axis is past the sequence */
+        return n->iattr[0] >= 2 && same_rank_seq(g, n, 0, T) && same_rank_seq(g, n, 1, T) &&
+               (n->n_in < 3 || carries_seq(&g->nodes[n->in[2]], T));
     case LRC_ROWS_EACH:
         for (int k = 0; k < n->n_in; k++) {
             const lrc_shape *s = &g->nodes[n->in[k]].shape;
@@ -58,6 +61,7 @@ static bool seq_operand(const lrc_graph *g, const lrc_node *n, int k, int64_t T)
     switch (lrc_op_table[n->op].rows) {
     case LRC_ROWS_EACH: return same_rank_seq(g, n, k, T);
     case LRC_ROWS_ROUTED: return k == 0 || k == 2;
+    case LRC_ROWS_SCAN: return true;
     default: return k == 0;
     }
 }

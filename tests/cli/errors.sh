@@ -385,7 +385,8 @@ t "an error message with a newline" 1 'multiline\.lua:4: ' 'must be.even' -- ini
 
 # the ops along one axis: an axis that does not exist, a concat of shapes
 # that differ off its axis (naming the axis and both sizes), an expand to a
-# shape that x does not broadcast to
+# shape that x does not broadcast to, a scan of a and b of two shapes
+# or with an init of the wrong shape
 along_model() { # along_model FILE EXPRESSION: a model whose line 6 returns EXPRESSION of x [1, 1, 8]
   model "$1" <<EOF
 local lrc = require "lrc"
@@ -408,6 +409,10 @@ along_model catshape.lua 'lrc.concat({ x, lrc.reshape(x, { 1, 2, 4 }) }, { axis 
 t "concat of mismatched shapes" 1 'catshape\.lua:6: ' 'concat: input 2 \[1,2,4\] has size 4 at axis 2, input 1 \[1,1,8\] has 8' -- init catshape.lua -o out.safetensors
 along_model expshape.lua 'lrc.expand(x, { 3, 1, 5 })'
 t "expand to a shape x does not broadcast to" 1 'expshape\.lua:6: ' 'expand: x \[1,1,8\] cannot expand to \[3,1,5\]: axis 2 has size 8' -- init expshape.lua -o out.safetensors
+along_model scanshape.lua 'lrc.scan(x, lrc.reshape(x, { 1, 2, 4 }))'
+t "scan of a and b of other shapes" 1 'scanshape\.lua:6: ' 'scan: a \[1,1,8\] and b \[1,2,4\] must have one shape' -- init scanshape.lua -o out.safetensors
+along_model scaninit.lua 'x:scan(x, { init = x })'
+t "scan with an init of a's shape" 1 'scaninit\.lua:6: ' 'scan: init \[1,1,8\] must be a \[1,1,8\] without axis 1, \[1,8\]' -- init scaninit.lua -o out.safetensors
 
 t "model file that does not exist" 1 'nothere\.lua' 'llama' -- init nothere.lua -o out.safetensors
 mkdir adir.lua
@@ -645,7 +650,7 @@ t "generate: negative temperature" 2 '--temperature' -- generate pkg_dec --promp
 t "generate: -n abc" 2 '-n abc' -- generate pkg_dec --prompt "In" -n abc
 t "generate without --prompt" 2 '--prompt' -- generate pkg_dec
 # a model mixing positions other than by causal attention has no one-token
-# decoding step: a cumsum over the sequence
+# decoding step: a cumsum or a scan over the sequence
 model cumsum.lua <<'EOF'
 local lrc = require "lrc"
 local nn = require "lrc.nn"
@@ -661,6 +666,9 @@ return M
 EOF
 ok "init the cumsum model" init cumsum.lua -o cumsum_w.safetensors
 t "generate: cumsum over the sequence" 1 'cumsum\.lua:8: ' 'cumsum sums .*decoding.* sequence' -- generate cumsum.lua --weights cumsum_w.safetensors --prompt "In" -n 2
+sed 's/lrc\.cumsum(a, /lrc.scan(a, a, /' cumsum.lua >scan.lua
+ok "init the scan model" init scan.lua -o scan_w.safetensors
+t "generate: scan over the sequence" 1 'scan\.lua:8: ' 'scan scans .*decoding.* sequence' -- generate scan.lua --weights scan_w.safetensors --prompt "In" -n 2
 t "-n on another command" 2 '-n' -- inspect llama -n 3
 t "inspect: unknown target" 2 "unknown target 'gpu'" 'ref, cpu or cuda' -- inspect llama --target gpu
 ok "backward on a fixture" backward "$MODEL" "${SETS[@]}" --weights "$W" --input "$IN" -o grads_ok.safetensors

@@ -418,6 +418,18 @@ def along(save, gen, randn):
         x = randn(g, *shape)
         out = f64(x).flip(axis).cumsum(axis).flip(axis) if rev else f64(x).cumsum(axis)
         save("cumsum_%d" % k, "cumsum", [x], out, {"axis": str(axis), "reverse": str(rev)})
+    # scan: h_t = a_t h_{t-1} + b_t, a python loop in f64, without and with init, both ways
+    for k, (shape, axis, rev, init) in enumerate([((3, 4, 5), 1, 0, 0), ((2, 7), -1, 1, 1), ((4, 3, 2), 0, 0, 1)]):
+        g = gen("ops/scan_%d" % k)
+        a, b = randn(g, *shape, scale=0.5), randn(g, *shape)
+        rest = [n for i, n in enumerate(shape) if i != axis % len(shape)]
+        h0 = randn(g, *rest) if init else torch.zeros(rest)
+        T, hs, h = shape[axis], [], f64(h0)
+        for t in (reversed(range(T)) if rev else range(T)):
+            h = f64(a.select(axis, t)) * h + f64(b.select(axis, t))
+            hs.append(h)
+        out = torch.stack(hs[::-1] if rev else hs, dim=axis)
+        save("scan_%d" % k, "scan", [a, b] + ([h0] if init else []), out, {"axis": str(axis), "reverse": str(rev)})
     # concat: one, three and six inputs of different lengths along the axis
     for k, (shapes, axis) in enumerate([([(2, 3, 4)], 1), ([(2, 1, 4), (2, 3, 4), (2, 2, 4)], 1),
                                         ([(3, n) for n in (1, 2, 3, 1, 2, 5)], -1)]):

@@ -305,10 +305,36 @@ static void elementwise_rules(double *worst)
             elementwise_rule((lrc_op)op, 7 + op, worst);
 }
 
+/* scan(a, p, {axis, reverse, init}) for parameters a (p's shape) and init
+ * (p's shape without the axis): case 0 without init, 1..3 with it along
+ * each axis, both ways; 4 and 5 along an axis of length 1 (p's and a's
+ * first row along axis 1), with and without init */
+static int scan_case(lrc_graph *g, int p, int k, lrc_err *err)
+{
+    static const int64_t axis[] = {1, 1, 0, -1, 1, 1}, rev[] = {0, 1, 0, 1, 0, 1}, has_init[] = {0, 1, 1, 1, 1, 0};
+    lrc_shape ps = g->nodes[p].shape;
+    int a = lrc_graph_add_param(g, "a", &ps, (lrc_init){LRC_INIT_NORMAL, 1.0}, NULL, NULL, err);
+    if (k >= 4) {
+        lrc_node sp = {.op = LRC_OP_SLICE, .n_in = 1, .in = {p}, .iattr = {1, 0, 1}}, sa = sp;
+        sa.in[0] = a;
+        p = lrc_graph_add(g, &sp, err), a = lrc_graph_add(g, &sa, err);
+        ps.dim[1] = 1;
+    }
+    lrc_node n = {.op = LRC_OP_SCAN, .n_in = 2, .in = {a, p}, .iattr = {axis[k], rev[k]}};
+    if (has_init[k]) {
+        int ax = (int)(axis[k] < 0 ? axis[k] + ps.ndim : axis[k]);
+        lrc_shape is = {ps.ndim - 1, {0}};
+        for (int d = 0, j = 0; d < ps.ndim; d++)
+            if (d != ax) is.dim[j++] = ps.dim[d];
+        n.in[n.n_in++] = lrc_graph_add_param(g, "init", &is, (lrc_init){LRC_INIT_NORMAL, 1.0}, NULL, NULL, err);
+    }
+    return lrc_graph_add(g, &n, err);
+}
+
 /* The ops along one axis (ir/reduce.c): loss = cross_entropy of the rows
  * of op(p) for a parameter p [3, 4, 5], each op along a middle, first or
- * last axis, and softmax over a middle axis as lrc.softmax writes it
- * (exp(x - logsumexp(x, keepdim))). */
+ * last axis, softmax over a middle axis as lrc.softmax writes it
+ * (exp(x - logsumexp(x, keepdim))), and scan (scan_case). */
 static int along_case(lrc_graph *g, int p, int k, lrc_err *err)
 {
     lrc_node a = {.n_in = 1, .in = {p}};
@@ -330,6 +356,7 @@ static int along_case(lrc_graph *g, int p, int k, lrc_err *err)
         a = (lrc_node){.op = LRC_OP_EXPAND, .n_in = 1, .in = {lrc_graph_add(g, &s, err)}, .n_iattr = 4, .iattr = {2, 3, 4, 5}};
         break;
     }
+    case 10: case 11: case 12: case 13: case 14: case 15: return scan_case(g, p, k - 10, err);
     default: { /* softmax over axis 1 */
         lrc_node l = {.op = LRC_OP_LOGSUMEXP, .n_in = 1, .in = {p}, .iattr = {1, 1}};
         lrc_node s = {.op = LRC_OP_SCALE, .n_in = 1, .in = {lrc_graph_add(g, &l, err)}, .fattr = {-1.0}};
@@ -342,7 +369,7 @@ static int along_case(lrc_graph *g, int p, int k, lrc_err *err)
 
 static void along_rules(double *worst)
 {
-    for (int k = 0; k < 10; k++) {
+    for (int k = 0; k < 16; k++) {
         lrc_err err;
         lrc_graph *g = lrc_graph_new();
         lrc_shape ps = {3, {3, 4, 5}};

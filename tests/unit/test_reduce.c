@@ -1,10 +1,11 @@
 /* test_reduce — the ops along one axis (ir/reduce.c: sum, mean, amax,
- * logsumexp, cumsum, concat, expand, amax_grad) on a target against the
- * reference executor, on random shapes of one to four axes: every axis
- * (counted from the front and from the back), keepdim both ways, cumsum
- * both ways, concat of three inputs along each axis, expand of every axis
- * of 1, amax with ties. Each output within 1e-5 of ref (relative); on cpu
- * with guard bytes after every buffer, on cuda with LRC_CUDA_CHECK's guard
+ * logsumexp, cumsum, concat, expand, amax_grad; scan, ir/scan.c) on a
+ * target against the reference executor, on random shapes of one to four
+ * axes: every axis (counted from the front and from the back), keepdim
+ * both ways, cumsum both ways, scan both ways without and with init,
+ * concat of three inputs along each axis, expand of every axis of 1, amax
+ * with ties. Each output within 1e-5 of ref (relative); on cpu with guard
+ * bytes after every buffer, on cuda with LRC_CUDA_CHECK's guard
  * regions (exit 77 without a device; CI runs the emulator, tests/cuemu).
  * Then the shape rules' errors, the axes rule and the rows rule.
  * Usage: test_reduce cpu|cuda */
@@ -52,6 +53,17 @@ static int build(lrc_graph *g, const lrc_shape *s, uint64_t seed)
         for (int rev = 0; rev < 2; rev++) {
             snprintf(name, sizeof name, "cumsum_%d_%d", a, rev);
             rc = rc || out(g, name, along(g, LRC_OP_CUMSUM, x, ax, rev));
+        }
+        /* scan(x, q) both ways, without and with init: x's first row along a */
+        lrc_node iv = {.op = LRC_OP_RESHAPE, .n_in = 1, .n_iattr = s->ndim - 1};
+        for (int d = 0, j = 0; d < s->ndim; d++)
+            if (d != a) iv.iattr[j++] = s->dim[d];
+        iv.in[0] = add(g, (lrc_node){.op = LRC_OP_SLICE, .n_in = 1, .in = {x}, .iattr = {a, 0, 1}});
+        int init = iv.in[0] < 0 ? -1 : add(g, iv);
+        for (int k = 0; k < 4; k++) {
+            snprintf(name, sizeof name, "scan_%d_%d_%d", a, k & 1, k >> 1);
+            lrc_node sc = {.op = LRC_OP_SCAN, .n_in = 2 + (k >> 1), .in = {x, q, init}, .iattr = {ax, k & 1}};
+            rc = rc || init < 0 || out(g, name, add(g, sc));
         }
         /* amax's gradient where ties split dy */
         int y = along(g, LRC_OP_AMAX, q, a, 1);
@@ -208,6 +220,13 @@ static void shape_errors(void)
     char want[32];
     snprintf(want, sizeof want, "1 to %d inputs", LRC_MAX_INPUTS);
     CHECK(lrc_graph_add(g, &c, &err) < 0 && strstr(err.msg, want), "concat of none: %s", err.msg);
+    lrc_node sc = {.op = LRC_OP_SCAN, .n_in = 2, .in = {x, z}, .iattr = {1}};
+    CHECK(lrc_graph_add(g, &sc, &err) < 0 && strstr(err.msg, "scan: a [2,3,4] and b [2,3,5] must have one shape"), "scan a/b: %s", err.msg);
+    lrc_shape is = {2, {2, 5}};
+    sc.in[1] = x, sc.in[2] = lrc_graph_add_input(g, "init", LRC_F32, &is, NULL, &err), sc.n_in = 3;
+    CHECK(lrc_graph_add(g, &sc, &err) < 0 && strstr(err.msg, "init [2,5] must be a [2,3,4] without axis 1, [2,4]"), "scan init: %s", err.msg);
+    sc.n_in = 1;
+    CHECK(lrc_graph_add(g, &sc, &err) < 0 && strstr(err.msg, "2 or 3 inputs"), "scan of one: %s", err.msg);
     lrc_node e = {.op = LRC_OP_EXPAND, .n_in = 1, .in = {x}, .n_iattr = 3, .iattr = {2, 6, 4}};
     CHECK(lrc_graph_add(g, &e, &err) < 0 && strstr(err.msg, "axis 1 has size 3, which must be 1 or 6"), "expand: %s", err.msg);
     lrc_graph_free(g);
@@ -215,7 +234,7 @@ static void shape_errors(void)
 
 /* the batch axis (0) through the ops: a reduction over it mixes it, over
  * another axis keeps it (moved where keepdim drops an axis before it);
- * cumsum over it reads earlier rows only, reversed later ones */
+ * cumsum or scan over it reads earlier rows only, reversed later ones */
 static void axes_rule(void)
 {
     static const struct {
@@ -223,13 +242,15 @@ static void axes_rule(void)
         int tracked, axis, flag, want; /* want -1: mixes */
     } cases[] = {{LRC_OP_SUM, 0, 0, 0, -1},    {LRC_OP_SUM, 1, 0, 0, 0},     {LRC_OP_SUM, 1, 0, 1, 1},
                  {LRC_OP_AMAX, 2, 1, 0, 1},    {LRC_OP_MEAN, 0, 2, 0, 0},    {LRC_OP_CUMSUM, 1, 1, 0, 1},
-                 {LRC_OP_CUMSUM, 1, 1, 1, -1}, {LRC_OP_LOGSUMEXP, 1, 1, 1, -1}};
+                 {LRC_OP_CUMSUM, 1, 1, 1, -1}, {LRC_OP_LOGSUMEXP, 1, 1, 1, -1}, {LRC_OP_SCAN, 1, 1, 0, 1},
+                 {LRC_OP_SCAN, 1, 1, 1, -1},   {LRC_OP_SCAN, 2, 1, 0, 2}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         lrc_err err;
         lrc_graph *g = lrc_graph_new();
         lrc_shape s = {3, {2, 3, 4}};
         int x = lrc_graph_add_input(g, "x", LRC_F32, &s, NULL, &err);
-        along(g, cases[i].op, x, cases[i].axis, cases[i].flag);
+        if (cases[i].op == LRC_OP_SCAN) add(g, (lrc_node){.op = LRC_OP_SCAN, .n_in = 2, .in = {x, x}, .iattr = {cases[i].axis, cases[i].flag}});
+        else along(g, cases[i].op, x, cases[i].axis, cases[i].flag);
         int in_axis[2] = {cases[i].tracked, -1}, axis[2];
         int rc = lrc_graph_track_axis(g, in_axis, "sequence", axis, &err);
         CHECK(cases[i].want < 0 ? rc != 0 : !rc && axis[1] == cases[i].want, "%s over %d tracking %d: rc %d axis %d", lrc_op_name(cases[i].op),
@@ -239,8 +260,9 @@ static void axes_rule(void)
 }
 
 /* The rows rule (the last_rows pass): logits = x * sum(x, axis 2, keepdim)
- * + cumsum(x, axis 2) is cut to the last row through both ops, and that
- * row is the full graph's; along the sequence (axis 1) both read every row. */
+ * + cumsum(x, axis 2) + scan(x, x, axis 2, init) is cut to the last row
+ * through the three ops, and that row is the full graph's; along the
+ * sequence (axis 1) each reads every row. */
 static void rows_rule(void)
 {
     for (int over_seq = 0; over_seq < 2; over_seq++) {
@@ -251,16 +273,22 @@ static void rows_rule(void)
         int r = along(g, LRC_OP_SUM, x, over_seq ? 1 : 2, 1);
         int y = add(g, (lrc_node){.op = LRC_OP_ADD, .n_in = 2,
                                   .in = {add(g, (lrc_node){.op = LRC_OP_MUL, .n_in = 2, .in = {x, r}}), along(g, LRC_OP_CUMSUM, x, over_seq ? 1 : 2, 0)}});
+        /* + scan(x, x, init = x's first feature or position along the scan's axis) */
+        int ax = over_seq ? 1 : 2;
+        int first = add(g, (lrc_node){.op = LRC_OP_SLICE, .n_in = 1, .in = {x}, .iattr = {ax, 0, 1}});
+        int init = add(g, (lrc_node){.op = LRC_OP_RESHAPE, .n_in = 1, .in = {first}, .n_iattr = 2, .iattr = {2, over_seq ? 7 : 5}});
+        y = add(g, (lrc_node){.op = LRC_OP_ADD, .n_in = 2, .in = {y, add(g, (lrc_node){.op = LRC_OP_SCAN, .n_in = 3, .in = {x, x, init}, .iattr = {ax}})}});
         out(g, "logits", y);
         lrc_graph *cut = lrc_graph_new();
         int rc = build_copy(g, cut, &err) || lrc_pass_last_rows(&cut, &err);
         CHECK(!rc, "last_rows: %s", rc ? err.msg : "");
-        int64_t rows_read[2] = {-1, -1}; /* the sum's and the cumsum's input rows in the cut graph */
+        int64_t rows_read[3] = {-1, -1, -1}; /* the sum's, the cumsum's and the scan's input rows in the cut graph */
         for (int i = 0; !rc && i < cut->n_nodes; i++)
-            if (cut->nodes[i].op == LRC_OP_SUM || cut->nodes[i].op == LRC_OP_CUMSUM)
-                rows_read[cut->nodes[i].op == LRC_OP_CUMSUM] = cut->nodes[cut->nodes[i].in[0]].shape.dim[1];
-        CHECK(rc || (rows_read[0] == (over_seq ? 5 : 1) && rows_read[1] == rows_read[0]), "last_rows along axis %d: the sum reads %lld rows, cumsum %lld",
-              over_seq ? 1 : 2, (long long)rows_read[0], (long long)rows_read[1]);
+            if (cut->nodes[i].op == LRC_OP_SUM || cut->nodes[i].op == LRC_OP_CUMSUM || cut->nodes[i].op == LRC_OP_SCAN)
+                rows_read[cut->nodes[i].op == LRC_OP_SUM ? 0 : cut->nodes[i].op == LRC_OP_CUMSUM ? 1 : 2] = cut->nodes[cut->nodes[i].in[0]].shape.dim[1];
+        CHECK(rc || (rows_read[0] == (over_seq ? 5 : 1) && rows_read[1] == rows_read[0] && rows_read[2] == rows_read[0]),
+              "last_rows along axis %d: the sum reads %lld rows, cumsum %lld, scan %lld", over_seq ? 1 : 2, (long long)rows_read[0],
+              (long long)rows_read[1], (long long)rows_read[2]);
         lrc_tensor_set in, params, full, last;
         lrc_tensor_set_init(&in), lrc_tensor_set_init(&params), lrc_tensor_set_init(&full), lrc_tensor_set_init(&last);
         lrc_tensor *t = lrc_tensor_new("x", LRC_F32, &s, &err);
