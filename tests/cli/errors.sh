@@ -322,17 +322,17 @@ return M
 EOF
 t "negative size in a parameter shape" 1 'negsize\.lua:4: ' "embed\.weight" -- init negsize.lua -o out.safetensors
 
-model addnum.lua <<'EOF'
+model addstr.lua <<'EOF'
 local lrc = require "lrc"
 local nn = require "lrc.nn"
 local M = { defaults = { d_model = 8, vocab = 16 }, presets = {} }
 function M.build(cfg, tokens)
   local x = nn.embedding("embed", cfg.vocab, cfg.d_model)(tokens)
-  return nn.linear("head", cfg.d_model, cfg.vocab)(x + 1)
+  return nn.linear("head", cfg.d_model, cfg.vocab)(x + "one")
 end
 return M
 EOF
-t "tensor plus a number" 1 'addnum\.lua:6: ' '\+' -- init addnum.lua -o out.safetensors
+t "tensor plus a string" 1 'addstr\.lua:6: ' '\+ needs tensors or a number, got string' -- init addstr.lua -o out.safetensors
 
 model requires.lua <<'EOF'
 local lrc = require "lrc"
