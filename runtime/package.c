@@ -196,6 +196,16 @@ static int check_memory(const lrc_plan *p, const char *path, lrc_err *err)
                        path, total, what, most, 1e-9 * machine);
 }
 
+/* Whether two buffers share arena bytes: the rows a back edge copies from
+ * h_next into the state must not overlap (memcpy), as no plan lrc writes
+ * has them, both being live across the loop. */
+static bool same_bytes_of(const lrc_plan_buf *a, const lrc_plan_buf *b)
+{
+    if (a == b) return true;
+    if (a->kind != LRC_BUF_ARENA || b->kind != LRC_BUF_ARENA) return false;
+    return a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
+}
+
 static int parse_plan(const cJSON *root, const char *path, lrc_plan *p, lrc_err *err)
 {
     double v;
@@ -278,7 +288,7 @@ static int parse_plan(const cJSON *root, const char *path, lrc_plan *p, lrc_err 
         if (l->loop_to >= 0) { /* a back edge copies rows of h_next into the state: same f32 shape, i32 counts per row */
             const lrc_plan_buf *st = &p->bufs[l->args[0]], *nx = &p->bufs[l->args[1]], *ct = &p->bufs[l->args[2]];
             if (st->dtype != LRC_F32 || nx->dtype != LRC_F32 || !lrc_shape_eq(&st->shape, &nx->shape) || st->shape.ndim < 1 ||
-                ct->dtype != LRC_I32 || ct->shape.ndim != 1 || ct->shape.dim[0] != st->shape.dim[0])
+                ct->dtype != LRC_I32 || ct->shape.ndim != 1 || ct->shape.dim[0] != st->shape.dim[0] || same_bytes_of(st, nx))
                 return bad(err, path, "launch", i);
         }
     }
