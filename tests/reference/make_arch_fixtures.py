@@ -29,7 +29,10 @@ Needs transformers 4.44.2 over Debian's torch 1.13 (tests/reference/README.md); 
 not run this and fixtures_regen does not regenerate arch/: the fixtures are committed.
 Seeded; a rerun writes the same bytes.
 
-    /work/hfvenv/bin/python tests/reference/make_arch_fixtures.py [--out DIR] [--only CASE,CASE]
+    VENV/bin/python tests/reference/make_arch_fixtures.py [--out DIR] [--only CASE,CASE]
+
+where VENV is a venv with transformers over Debian's torch, made as
+tests/reference/README.md says for make_hf_fixtures.py.
 """
 
 import json
