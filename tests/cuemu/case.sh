@@ -12,6 +12,8 @@ lrc=$1 model=$2 dir=$3 compare=$4 precision=$5 fwd_tol=$6 grad_tol=$7 floor=${8:
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 sets=() weights=(--weights "$dir/weights.safetensors")
+# fixtures/arch hold save_pretrained's model.safetensors
+[ -f "$dir/weights.safetensors" ] || weights=(--weights "$dir/model.safetensors")
 if [ "$model" = - ]; then
   model=$dir weights=()
 else

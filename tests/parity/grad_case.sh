@@ -11,9 +11,13 @@ trap 'rm -rf "$out"' EXIT
 input=$dir/input.safetensors
 [ -f "$dir/batch.safetensors" ] && input=$dir/batch.safetensors # images and their labels
 sets=()
+# a PyTorch fixture names its weights weights.safetensors; a transformers
+# save_pretrained one (fixtures/arch) model.safetensors
+weights=$dir/weights.safetensors
+[ -f "$weights" ] || weights=$dir/model.safetensors
 while IFS= read -r line; do sets+=(--set "$line"); done < "$dir/config.txt"
 backward() {
-  "$lrc" backward "$model" "${sets[@]}" --weights "$dir/weights.safetensors" \
+  "$lrc" backward "$model" "${sets[@]}" --weights "$weights" \
     --input "$input" -o "$out/$1.safetensors" --target "$1"
 }
 backward "$target"
