@@ -140,6 +140,23 @@ static int axes_along(const lrc_graph *g, const lrc_node *n, const int *axis, co
     return LRC_OK;
 }
 
+/* a [..., M, K] x b [..., K, N]: the batch axes aligned right as
+ * broadcasting aligns them, a's rows and b's columns stay; K mixes */
+static int axes_bmm(const lrc_graph *g, const lrc_node *n, const int *axis, const char *what, int *out, lrc_err *err)
+{
+    int r = n->shape.ndim, at = -1;
+    for (int k = 0; k < 2; k++) {
+        int a = axis[n->in[k]], rk = IN(k)->shape.ndim, m = a + r - rk;
+        if (a < 0) continue;
+        if (a == rk - 1 - k) return mixes(g, n, what, "sums over K, which is the", err);
+        if (a < rk - 2 && IN(k)->shape.dim[a] != n->shape.dim[m]) return mixes(g, n, what, "broadcasts across the", err);
+        if (at >= 0 && at != m) return mixes(g, n, what, "joins inputs that hold it at other axes, the", err);
+        at = m;
+    }
+    *out = at;
+    return LRC_OK;
+}
+
 /* In a decoding step each position is computed alone: attention reads the
  * earlier ones from its cache, but a slice shifting along the sequence (a
  * token shift, a causal convolution) or a cumsum or scan over it would
@@ -174,6 +191,7 @@ static int track(const lrc_graph *g, const int *input_axis, const char *what, bo
         case LRC_AXES_LOOP: rc = axes_loop(g, n, axis, what, &axis[i], err); break;
         case LRC_AXES_ROUTED: rc = axes_routed(g, n, axis, what, &axis[i], err); break;
         case LRC_AXES_ALONG: rc = axes_along(g, n, axis, what, &axis[i], err); break;
+        case LRC_AXES_BMM: rc = axes_bmm(g, n, axis, what, &axis[i], err); break;
         case LRC_AXES_MIXED:
             for (int k = 0; k < n->n_in && !rc; k++)
                 if (axis[n->in[k]] >= 0) rc = mixes(g, n, what, "mixes the whole", err);

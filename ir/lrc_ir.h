@@ -205,6 +205,8 @@ int lrc_tensor_set_dequantize_q8(lrc_tensor_set *s, const char *what, lrc_err *e
     X(SCAN, scan)                  /* a, b[, init] -> h, a's shape: h_t = a_t h_{t-1} + b_t along `axis`,  \
                                       h_{-1} = init (a's shape without the axis) or 0; `reverse`: from the  \
                                       end (ir/scan.c) */                                                   \
+    X(BMM, bmm)                    /* a [..., M, K], b [..., K, N] -> [..., M, N], the batch axes broadcast \
+                                      (ir/bmm.c): a product of two activations */                          \
     /* gradients (reverse mode, ir/passes/autodiff.c) */                                                    \
     X(MATMUL_NN, matmul_nn)        /* dy[..., N], W[N, K] -> [..., K] = dy W */                             \
     X(MATMUL_TN, matmul_tn)        /* dy[..., N], x[..., K] -> [N, K] = sum over rows of dy^T x */          \
@@ -380,6 +382,7 @@ typedef enum lrc_axes_rule {
                          * other axes stay (shifted where a reduction drops its axis); along
                          * `axis`, a reduction or concat mixes, cumsum and scan read earlier
                          * positions only */
+    LRC_AXES_BMM,       /* a [..., M, K] x b [..., K, N]: batch axes as LOCAL, a's M and b's N stay, K mixes */
     LRC_AXES_MIXED,     /* reduces or mixes every axis (a loss, a gradient, a KV cache) */
 } lrc_axes_rule;
 
@@ -534,6 +537,10 @@ double lrc_graph_flops(const lrc_graph *g, double *bwd_flops);
 /* s as [outer, len, inner] about axis: the sizes before it multiplied, its
  * own, and those after it (the ops along one axis, ir/reduce.c). */
 void lrc_axis_split(const lrc_shape *s, int axis, int64_t *outer, int64_t *len, int64_t *inner);
+/* bmm's batch strides, in matrices: for each batch axis d of out (all but
+ * its last two), how far a's and b's matrix index moves per step of d (0
+ * where that operand broadcasts; ir/bmm.c). */
+void lrc_bmm_strides(const lrc_shape *a, const lrc_shape *b, const lrc_shape *out, int64_t *sa, int64_t *sb);
 /* Whether environment variable name is set to value (a developer's switch,
  * such as LRC_PAD_HIDDEN=0). */
 bool lrc_env_is(const char *name, const char *value);

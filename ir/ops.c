@@ -672,6 +672,8 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2, ROWS_UNIT = 4 };
 #define ROW_amax_grad OP(3, OPAQUE, ATTRS("axis"), NONE, NULL, lrc_infer_amax_grad, flops_1, 0, REFS(amax_grad), NO_GRAD, ALL, MIXED, 0)
 /* 2 inputs, or 3 with init (n_in -1, checked by its shape rule) */
 #define ROW_scan OP(-1, OPAQUE, ATTRS("axis", "reverse"), NONE, NULL, lrc_infer_scan, lrc_flops_scan, 2, REFS(scan), lrc_grad_scan, ALL, ALONG, ROWS(SCAN))
+/* the batched product of two activations (bmm.c) */
+#define ROW_bmm OP(2, OPAQUE, NONE, NONE, NULL, lrc_infer_bmm, lrc_flops_bmm, 2, REFS(bmm), lrc_grad_bmm, ALL, BMM, 0)
 
 /* The elementwise ops' rows, from their LRC_EW_OPS entries: computed by
  * their expression (ir/ew.c) in ref's lrc_ref_ew, differentiated by their

@@ -59,6 +59,33 @@ int REF(matmul)(const lrc_graph *g, const lrc_node *n, void *const *in, void *ou
     return LRC_OK;
 }
 
+/* a [..., M, K] x b [..., K, N], each batch index's matrices found by
+ * lrc_bmm_strides (0 where an operand broadcasts) */
+int REF(bmm)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)err;
+    const lrc_shape *o = &n->shape;
+    int nb = o->ndim - 2;
+    int64_t M = o->dim[nb], N = o->dim[nb + 1], K = last_dim(SHAPE(0)), sa[LRC_MAX_DIMS], sb[LRC_MAX_DIMS];
+    lrc_bmm_strides(SHAPE(0), SHAPE(1), o, sa, sb);
+    int64_t batch = lrc_shape_numel(o) / (M * N);
+    for (int64_t i = 0; i < batch; i++) {
+        int64_t ia = 0, ib = 0, rest = i;
+        for (int d = nb - 1; d >= 0; d--) {
+            ia += rest % o->dim[d] * sa[d], ib += rest % o->dim[d] * sb[d];
+            rest /= o->dim[d];
+        }
+        const real *a = F(0) + ia * M * K, *b = F(1) + ib * K * N;
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t j = 0; j < N; j++) {
+                double acc = 0;
+                for (int64_t k = 0; k < K; k++) acc += (double)a[m * K + k] * b[k * N + j];
+                ((real *)out)[(i * M + m) * N + j] = (real)acc;
+            }
+    }
+    return LRC_OK;
+}
+
 int REF(rmsnorm)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
 {
     (void)err;

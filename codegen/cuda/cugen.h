@@ -119,6 +119,8 @@ bool cu_render_route(cu_gen *c, const lrc_node *n);
 /* the ops along one axis (render_reduce.c): sum, mean, amax, logsumexp,
  * cumsum, concat, expand, amax_grad; false for any other op */
 bool cu_render_along(cu_gen *c, const lrc_node *n);
+/* bmm, the batched product of two activations (render_reduce.c) */
+bool cu_render_bmm(cu_gen *c, const lrc_node *n);
 
 /* RoPE's inverse frequencies lrc_rope_inv_freq(rope, i, D), i < D/2, as a __device__ table
  * named by the returned string (emitted once per source). */

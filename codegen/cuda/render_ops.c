@@ -461,6 +461,7 @@ typedef struct cu_op {
 #define CU_expand KERNEL(cu_render_along)
 #define CU_amax_grad KERNEL(cu_render_along)
 #define CU_scan KERNEL(cu_render_along)
+#define CU_bmm KERNEL(cu_render_bmm)
 
 static const cu_op cu_ops[LRC_OP_COUNT] = {
 #define CU_ENTRY(E, op) [LRC_OP_##E] = CU_##op,

@@ -2,7 +2,7 @@
  * (ir/reduce.c): the reductions sum, mean, amax and logsumexp, cumsum, scan
  * (ir/scan.c) and amax's gradient run a thread per (outer, inner) pair that walks the axis
  * with a stride of inner (no transposed copy), in f32; concat and expand a
- * thread per output element. */
+ * thread per output element; and bmm, a thread per output element. */
 #include "cugen.h"
 
 #define BLOCK 256
@@ -126,6 +126,31 @@ static void op_expand(cu_gen *c, const lrc_node *n)
         cu_printf(c->t, "    at += (rest %% %lldL) * %lldL; rest /= %lldL;\n", L(os->dim[d]), L(stride[d]), L(os->dim[d]));
     cu_printf(c->t, "    st(%s, i, ld(%s, at));\n}\n\n", OUT(o), IN(0, x));
     launch(c, count);
+}
+
+/* bmm (ir/bmm.c): a thread per output element, its dot product summed in
+ * f32 in the order of k; each batch index's matrices found by
+ * lrc_bmm_strides (0 where an operand broadcasts) */
+bool cu_render_bmm(cu_gen *c, const lrc_node *n)
+{
+    char o[16], a[16], b[16];
+    const lrc_shape *os = &n->shape;
+    int nb = os->ndim - 2;
+    int64_t M = os->dim[nb], N = os->dim[nb + 1], K = c->g->nodes[n->in[0]].shape.dim[c->g->nodes[n->in[0]].shape.ndim - 1];
+    int64_t sa[LRC_MAX_DIMS], sb[LRC_MAX_DIMS], count = lrc_shape_numel(os);
+    lrc_bmm_strides(&c->g->nodes[n->in[0]].shape, &c->g->nodes[n->in[1]].shape, os, sa, sb);
+    cu_kernel_begin(c, BLOCK);
+    cu_printf(c->t, "    const long t = (long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (t >= %lldL) return;\n", L(count));
+    cu_printf(c->t, "    const long j = t %% %lldL, m = (t / %lldL) %% %lldL;\n    long rest = t / %lldL, ia = 0, ib = 0;\n", L(N), L(N), L(M),
+              L(M * N));
+    for (int d = nb - 1; d >= 0; d--)
+        cu_printf(c->t, "    ia += (rest %% %lldL) * %lldL; ib += (rest %% %lldL) * %lldL; rest /= %lldL;\n", L(os->dim[d]), L(sa[d]),
+                  L(os->dim[d]), L(sb[d]), L(os->dim[d]));
+    cu_printf(c->t, "    const long pa = ia * %lldL + m * %lldL, pb = ib * %lldL + j;\n    float s = 0.f;\n", L(M * K), L(K), L(K * N));
+    cu_printf(c->t, "    for (long q = 0; q < %lldL; q++) s += ld(%s, pa + q) * ld(%s, pb + q * %lldL);\n", L(K), IN(0, a), IN(1, b), L(N));
+    cu_printf(c->t, "    st(%s, t, s);\n}\n\n", OUT(o));
+    launch(c, count);
+    return true;
 }
 
 bool cu_render_along(cu_gen *c, const lrc_node *n)

@@ -444,6 +444,15 @@ def along(save, gen, randn):
         save("expand_%d" % k, "expand", [x], f64(x).expand(*to), {"shape": lst(spec)})
 
 
+def products(save, gen, randn):
+    """bmm: a [..., M, K] x b [..., K, N], torch.matmul in f64: equal batch axes, batch
+    axes of 1 broadcast on both sides, and b of fewer axes (aligned right)."""
+    for k, (sa, sb) in enumerate([((2, 3, 5, 4), (2, 3, 4, 6)), ((3, 1, 2, 7), (1, 4, 7, 5)), ((2, 3, 4, 3), (3, 5))]):
+        g = gen("ops/bmm_%d" % k)
+        a, b = randn(g, *sa), randn(g, *sb)
+        save("bmm_%d" % k, "bmm", [a, b], torch.matmul(f64(a), f64(b)))
+
+
 def primitives(save, gen, randn):
     """The primitives of ir/lrc_ew.h as ops: unary ones on shapes whose last axis is no
     multiple of the cpu's vector (its scalar tail), binary and ternary ones broadcast
@@ -512,4 +521,5 @@ def make_more(save, gen, randn):
     composite_grads(save, gen, randn)
     routing(save, gen, randn)
     along(save, gen, randn)
+    products(save, gen, randn)
     primitives(save, gen, randn)

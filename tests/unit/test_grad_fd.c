@@ -331,10 +331,21 @@ static int scan_case(lrc_graph *g, int p, int k, lrc_err *err)
     return lrc_graph_add(g, &n, err);
 }
 
+/* bmm (ir/bmm.c) of p [3, 4, 5] and a parameter w: case 0 p x w [1, 5, 6]
+ * (w's batch axis broadcast), case 1 w [2, 1, 6, 4] x p (p has fewer
+ * axes, w's axis 1 broadcast: both gradients summed over a broadcast) */
+static int bmm_case(lrc_graph *g, int p, int k, lrc_err *err)
+{
+    lrc_shape ws = k == 0 ? (lrc_shape){3, {1, 5, 6}} : (lrc_shape){4, {2, 1, 6, 4}};
+    int w = lrc_graph_add_param(g, "w", &ws, (lrc_init){LRC_INIT_NORMAL, 1.0}, NULL, NULL, err);
+    lrc_node n = {.op = LRC_OP_BMM, .n_in = 2, .in = {k == 0 ? p : w, k == 0 ? w : p}};
+    return w < 0 ? -1 : lrc_graph_add(g, &n, err);
+}
+
 /* The ops along one axis (ir/reduce.c): loss = cross_entropy of the rows
  * of op(p) for a parameter p [3, 4, 5], each op along a middle, first or
  * last axis, softmax over a middle axis as lrc.softmax writes it
- * (exp(x - logsumexp(x, keepdim))), and scan (scan_case). */
+ * (exp(x - logsumexp(x, keepdim))), scan (scan_case) and bmm (bmm_case). */
 static int along_case(lrc_graph *g, int p, int k, lrc_err *err)
 {
     lrc_node a = {.n_in = 1, .in = {p}};
@@ -357,6 +368,7 @@ static int along_case(lrc_graph *g, int p, int k, lrc_err *err)
         break;
     }
     case 10: case 11: case 12: case 13: case 14: case 15: return scan_case(g, p, k - 10, err);
+    case 16: case 17: return bmm_case(g, p, k - 16, err);
     default: { /* softmax over axis 1 */
         lrc_node l = {.op = LRC_OP_LOGSUMEXP, .n_in = 1, .in = {p}, .iattr = {1, 1}};
         lrc_node s = {.op = LRC_OP_SCALE, .n_in = 1, .in = {lrc_graph_add(g, &l, err)}, .fattr = {-1.0}};
@@ -369,7 +381,7 @@ static int along_case(lrc_graph *g, int p, int k, lrc_err *err)
 
 static void along_rules(double *worst)
 {
-    for (int k = 0; k < 16; k++) {
+    for (int k = 0; k < 18; k++) {
         lrc_err err;
         lrc_graph *g = lrc_graph_new();
         lrc_shape ps = {3, {3, 4, 5}};

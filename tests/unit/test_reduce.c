@@ -4,7 +4,7 @@
  * axes: every axis (counted from the front and from the back), keepdim
  * both ways, cumsum both ways, scan both ways without and with init,
  * concat of three inputs along each axis, expand of every axis of 1, amax
- * with ties. Each output within 1e-5 of ref (relative); on cpu with guard
+ * with ties; bmm (ir/bmm.c) of equal, broadcast and fewer batch axes. Each output within 1e-5 of ref (relative); on cpu with guard
  * bytes after every buffer, on cuda with LRC_CUDA_CHECK's guard
  * regions (exit 77 without a device; CI runs the emulator, tests/cuemu).
  * Then the shape rules' errors, the axes rule and the rows rule.
@@ -32,6 +32,26 @@ static int add(lrc_graph *g, lrc_node p)
 static int along(lrc_graph *g, lrc_op op, int x, int64_t axis, int64_t flag)
 {
     return add(g, (lrc_node){.op = op, .n_in = 1, .in = {x}, .iattr = {axis, flag}});
+}
+
+/* bmm (ir/bmm.c) of x [..., M, K] and q^T [..., K, M]: with equal batch
+ * axes, with either operand's first axis summed to 1 (broadcast), and with
+ * q^T's first axis dropped (fewer axes, aligned right) */
+static int build_bmm(lrc_graph *g, const lrc_shape *s, int x, int q)
+{
+    int nd = s->ndim, rc = 0;
+    if (nd < 2) return 0;
+    lrc_node t = {.op = LRC_OP_TRANSPOSE, .n_in = 1, .in = {q}, .n_iattr = nd};
+    for (int d = 0; d < nd; d++) t.iattr[d] = d;
+    t.iattr[nd - 2] = nd - 1, t.iattr[nd - 1] = nd - 2;
+    int qt = add(g, t);
+    rc = rc || out(g, "bmm_same", add(g, (lrc_node){.op = LRC_OP_BMM, .n_in = 2, .in = {x, qt}}));
+    if (nd < 3) return rc;
+    int x1 = along(g, LRC_OP_SUM, x, 0, 1), q1 = along(g, LRC_OP_SUM, qt, 0, 1);
+    rc = rc || out(g, "bmm_a_bcast", add(g, (lrc_node){.op = LRC_OP_BMM, .n_in = 2, .in = {x1, qt}}));
+    rc = rc || out(g, "bmm_b_bcast", add(g, (lrc_node){.op = LRC_OP_BMM, .n_in = 2, .in = {x, q1}}));
+    rc = rc || out(g, "bmm_b_fewer", add(g, (lrc_node){.op = LRC_OP_BMM, .n_in = 2, .in = {x, along(g, LRC_OP_SUM, qt, 0, 0)}}));
+    return rc;
 }
 
 /* x of shape s (and q: its values on a grid of 0.5, so amax ties), every
@@ -84,7 +104,7 @@ static int build(lrc_graph *g, const lrc_shape *s, uint64_t seed)
         snprintf(name, sizeof name, "expand_%d", a);
         rc = rc || out(g, name, add(g, e));
     }
-    return rc;
+    return rc || build_bmm(g, s, x, q);
 }
 
 static lrc_tensor *guarded(const char *name, const lrc_shape *s)
@@ -259,6 +279,28 @@ static void axes_rule(void)
     }
 }
 
+/* bmm's axes rule: x [2, 3, 4] tracked, times an untracked y, as a
+ * (x y, y [2, 4, 5]) and as b (y x, y [2, 5, 3]): the batch axis and a's
+ * M or b's N stay, K mixes */
+static void axes_rule_bmm(void)
+{
+    static const struct {
+        int x_is_b, tracked, want; /* want -1: mixes */
+    } cases[] = {{0, 0, 0}, {0, 1, 1}, {0, 2, -1}, {1, 0, 0}, {1, 1, -1}, {1, 2, 2}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lrc_err err;
+        lrc_graph *g = lrc_graph_new();
+        lrc_shape xs = {3, {2, 3, 4}}, ys = cases[i].x_is_b ? (lrc_shape){3, {2, 5, 3}} : (lrc_shape){3, {2, 4, 5}};
+        int x = lrc_graph_add_input(g, "x", LRC_F32, &xs, NULL, &err), y = lrc_graph_add_input(g, "y", LRC_F32, &ys, NULL, &err);
+        add(g, (lrc_node){.op = LRC_OP_BMM, .n_in = 2, .in = {cases[i].x_is_b ? y : x, cases[i].x_is_b ? x : y}});
+        int in_axis[3] = {cases[i].tracked, -1, -1}, axis[3];
+        int rc = lrc_graph_track_axis(g, in_axis, "sequence", axis, &err);
+        CHECK(cases[i].want < 0 ? rc != 0 && strstr(err.msg, "sums over K") : !rc && axis[2] == cases[i].want, "bmm, x as %s tracking %d: rc %d axis %d",
+              cases[i].x_is_b ? "b" : "a", cases[i].tracked, rc, rc ? -9 : axis[2]);
+        lrc_graph_free(g);
+    }
+}
+
 /* The rows rule (the last_rows pass): logits = x * sum(x, axis 2, keepdim)
  * + cumsum(x, axis 2) + scan(x, x, axis 2, init) is cut to the last row
  * through the three ops, and that row is the full graph's; along the
@@ -318,7 +360,7 @@ int main(int argc, char **argv)
     }
     char arch[32] = "";
     if (!strcmp(argv[1], "cuda")) cuda_test_device(arch, sizeof arch);
-    else shape_errors(), axes_rule(), rows_rule();
+    else shape_errors(), axes_rule(), axes_rule_bmm(), rows_rule();
     static const lrc_shape shapes[] = {{1, {7}}, {2, {1, 5}}, {2, {9, 3}}, {3, {2, 1, 6}}, {3, {3, 4, 19}}, {4, {2, 3, 1, 5}}, {4, {1, 2, 4, 3}}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) run_shape(argv[1], arch, &shapes[i], 500 + i);
     return check_summary();
