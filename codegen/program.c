@@ -93,6 +93,8 @@ typedef enum { GROUP, ONE, ROWS, INPUT_ROWS, HEADS, COLUMNS, SUMMED_COLUMNS, OUT
 #define ITEMS_amax_grad OUTER
 #define ITEMS_scan OUTER
 #define ITEMS_bmm ROWS /* an output row of one batch index's product */
+#define ITEMS_cast ONE
+#define ITEMS_arange ONE
 
 static const item_rule items_of[LRC_OP_COUNT] = {
 #define ITEMS_ENTRY(E, op) [LRC_OP_##E] = ITEMS_##op,

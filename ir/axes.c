@@ -20,7 +20,7 @@ static int mixes(const lrc_graph *g, const lrc_node *n, const char *what, const 
  * its last axis (a matmul's K, a norm's or softmax's row). */
 static int axes_local(const lrc_graph *g, const lrc_node *n, const int *axis, const char *what, int *out, lrc_err *err)
 {
-    bool elementwise = lrc_op_table[n->op].fusion == LRC_FUSE_ELEMENTWISE;
+    bool elementwise = lrc_op_table[n->op].fusion == LRC_FUSE_ELEMENTWISE || n->op == LRC_OP_CAST; /* cast: element by element */
     int r = n->shape.ndim, at = -1;
     for (int k = 0; k < n->n_in; k++) {
         int a = axis[n->in[k]], rk = IN(k)->shape.ndim;

@@ -207,6 +207,9 @@ int lrc_tensor_set_dequantize_q8(lrc_tensor_set *s, const char *what, lrc_err *e
                                       end (ir/scan.c) */                                                   \
     X(BMM, bmm)                    /* a [..., M, K], b [..., K, N] -> [..., M, N], the batch axes broadcast \
                                       (ir/bmm.c): a product of two activations */                          \
+    X(CAST, cast)                  /* x -> x as dtype `to` (f32 or i32, from the other): i32 -> f32 exact  \
+                                      below 2^24, f32 -> i32 toward zero (ir/cast.c) */                     \
+    X(ARANGE, arange)              /* no inputs -> i32 [n]: 0, 1, ..., n - 1 */                             \
     /* gradients (reverse mode, ir/passes/autodiff.c) */                                                    \
     X(MATMUL_NN, matmul_nn)        /* dy[..., N], W[N, K] -> [..., K] = dy W */                             \
     X(MATMUL_TN, matmul_tn)        /* dy[..., N], x[..., K] -> [N, K] = sum over rows of dy^T x */          \

@@ -362,10 +362,10 @@ static int infer_layernorm(const lrc_graph *g, lrc_node *n, lrc_err *err)
     return LRC_OK;
 }
 
+/* of any dtype: an i32 slice (of ids, of an arange) pads with 0 as f32 does */
 static int infer_slice(const lrc_graph *g, lrc_node *n, lrc_err *err)
 {
     char b[96];
-    if (want_float(g, n, 0, err)) return LRC_EUSER;
     const lrc_shape *x = &IN(0)->shape;
     int64_t axis = n->iattr[0], start = n->iattr[1], size = n->iattr[2];
     if (axis < 0 || axis >= x->ndim)
@@ -674,6 +674,9 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2, ROWS_UNIT = 4 };
 #define ROW_scan OP(-1, OPAQUE, ATTRS("axis", "reverse"), NONE, NULL, lrc_infer_scan, lrc_flops_scan, 2, REFS(scan), lrc_grad_scan, ALL, ALONG, ROWS(SCAN))
 /* the batched product of two activations (bmm.c) */
 #define ROW_bmm OP(2, OPAQUE, NONE, NONE, NULL, lrc_infer_bmm, lrc_flops_bmm, 2, REFS(bmm), lrc_grad_bmm, ALL, BMM, 0)
+/* between i32 and f32 (cast.c): no gradient flows through an integer */
+#define ROW_cast OP(1, OPAQUE, ATTRS("to"), NONE, NULL, lrc_infer_cast, flops_1, 0, REFS(cast), lrc_grad_stop, ALL, LOCAL, ROWS(FIRST))
+#define ROW_arange OP(0, OPAQUE, ATTRS("n"), NONE, NULL, lrc_infer_arange, flops_zero, 0, REFS(arange), NO_GRAD, ALL, SOURCE, 0)
 
 /* The elementwise ops' rows, from their LRC_EW_OPS entries: computed by
  * their expression (ir/ew.c) in ref's lrc_ref_ew, differentiated by their

@@ -425,14 +425,42 @@ int REF(slice)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out
     int64_t start = n->iattr[1], size = n->shape.dim[axis], len = x->dim[axis], inner = 1, outer = 1;
     for (int d = axis + 1; d < x->ndim; d++) inner *= x->dim[d];
     for (int d = 0; d < axis; d++) outer *= x->dim[d];
-    real *o = out;
+    /* an element of x: real, or i32 (which stays i32 in both precisions) */
+    size_t el = n->dtype == LRC_I32 ? sizeof(int32_t) : sizeof(real);
+    char *o = out;
+    const char *x0 = in[0];
     for (int64_t a = 0; a < outer; a++)
         for (int64_t i = 0; i < size; i++) {
             int64_t j = i + start;
-            real *dst = o + (a * size + i) * inner;
-            if (j < 0 || j >= len) memset(dst, 0, (size_t)inner * sizeof(real));
-            else memcpy(dst, F(0) + (a * len + j) * inner, (size_t)inner * sizeof(real));
+            char *dst = o + (size_t)((a * size + i) * inner) * el;
+            if (j < 0 || j >= len) memset(dst, 0, (size_t)inner * el);
+            else memcpy(dst, x0 + (size_t)((a * len + j) * inner) * el, (size_t)inner * el);
         }
+    return LRC_OK;
+}
+
+/* i32 -> f32 as the nearest float; f32 -> i32 toward zero, and what is
+ * not inside the i32 range (NaN too) INT32_MIN, as x86's cvttss2si gives
+ * it (torch's .to(torch.int32) on the cpu) */
+int REF(cast)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)g, (void)err;
+    int64_t count = lrc_shape_numel(&n->shape);
+    for (int64_t i = 0; i < count; i++) {
+        if (n->dtype == LRC_F32) {
+            ((real *)out)[i] = (real)(float)I(0)[i];
+        } else {
+            double v = (double)F(0)[i];
+            ((int32_t *)out)[i] = v > -2147483649.0 && v < 2147483648.0 ? (int32_t)v : INT32_MIN;
+        }
+    }
+    return LRC_OK;
+}
+
+int REF(arange)(const lrc_graph *g, const lrc_node *n, void *const *in, void *out, lrc_err *err)
+{
+    (void)g, (void)in, (void)err;
+    for (int64_t i = 0; i < n->shape.dim[0]; i++) ((int32_t *)out)[i] = (int32_t)i;
     return LRC_OK;
 }
 

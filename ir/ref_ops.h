@@ -45,7 +45,9 @@
     X(expand) \
     X(amax_grad) \
     X(scan) \
-    X(bmm)
+    X(bmm) \
+    X(cast) \
+    X(arange)
 #define LRC_REF_DECLARE(name) int lrc_ref_##name(LRC_REF_ARGS); int lrc_ref64_##name(LRC_REF_ARGS);
 LRC_REF_KERNELS(LRC_REF_DECLARE)
 
@@ -100,6 +102,10 @@ int lrc_grad_scan(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_infer_bmm(const lrc_graph *g, lrc_node *n, lrc_err *err);
 double lrc_flops_bmm(const lrc_graph *g, const lrc_node *n);
 int lrc_grad_bmm(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
+
+/* cast between i32 and f32, arange (ir/cast.c) */
+int lrc_infer_cast(const lrc_graph *g, lrc_node *n, lrc_err *err);
+int lrc_infer_arange(const lrc_graph *g, lrc_node *n, lrc_err *err);
 
 int lrc_ref_rotate(const lrc_node *n, const float *x, float *out, int sign);
 int lrc_ref64_rotate(const lrc_node *n, const double *x, double *out, int sign);

@@ -133,9 +133,37 @@ static void op_slice(cu_gen *c, const lrc_node *n)
     cu_printf(c->t, "    const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= %lldL) return;\n", (long long)count);
     cu_printf(c->t, "    const long in = i %% %lldL, pos = (i / %lldL) %% %lldL, outer = i / (%lldL * %lldL), j = pos + %lldL;\n",
               (long long)inner, (long long)inner, (long long)size, (long long)inner, (long long)size, (long long)n->iattr[1]);
-    cu_printf(c->t, "    st(%s, i, j >= 0 && j < %lldL ? ld(%s, (outer * %lldL + j) * %lldL + in) : 0.f);\n}\n\n", OUT(o),
-              (long long)len, IN(0, x), (long long)len, (long long)inner);
+    if (n->dtype == LRC_I32) /* ids: copied as integers */
+        cu_printf(c->t, "    %s[i] = j >= 0 && j < %lldL ? %s[(outer * %lldL + j) * %lldL + in] : 0;\n}\n\n", OUT(o), (long long)len, IN(0, x),
+                  (long long)len, (long long)inner);
+    else
+        cu_printf(c->t, "    st(%s, i, j >= 0 && j < %lldL ? ld(%s, (outer * %lldL + j) * %lldL + in) : 0.f);\n}\n\n", OUT(o),
+                  (long long)len, IN(0, x), (long long)len, (long long)inner);
     elementwise_launch(c, count);
+}
+
+/* i32 -> f32 (in the output's storage); f32 -> i32 toward zero where it
+ * fits, else INT32_MIN (NaN too), as the reference computes it */
+static void op_cast(cu_gen *c, const lrc_node *n)
+{
+    char o[16], x[16];
+    int64_t count = lrc_shape_numel(&n->shape);
+    cu_kernel_begin(c, BLOCK);
+    cu_printf(c->t, "    const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= %lldL) return;\n", (long long)count);
+    if (n->dtype == LRC_F32) cu_printf(c->t, "    st(%s, i, (float)%s[i]);\n}\n\n", OUT(o), IN(0, x));
+    else
+        cu_printf(c->t, "    const float v = ld(%s, i);\n    %s[i] = v >= -2147483648.f && v < 2147483648.f ? (int)v : (int)0x80000000u;\n}\n\n",
+                  IN(0, x), OUT(o));
+    elementwise_launch(c, count);
+}
+
+static void op_arange(cu_gen *c, const lrc_node *n)
+{
+    char o[16];
+    cu_kernel_begin(c, BLOCK);
+    cu_printf(c->t, "    const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < %lldL) %s[i] = (int)i;\n}\n\n",
+              (long long)n->shape.dim[0], OUT(o));
+    elementwise_launch(c, n->shape.dim[0]);
 }
 
 /* a loop's entry: the state starts as the initial value (in its storage) */
@@ -384,6 +412,8 @@ KERNEL_FN(k_rope, op_rope(c, n, false))
 KERNEL_FN(k_rope_grad, op_rope(c, n, true))
 KERNEL_FN(k_transpose, op_transpose(c, n))
 KERNEL_FN(k_slice, op_slice(c, n))
+KERNEL_FN(k_cast, op_cast(c, n))
+KERNEL_FN(k_arange, op_arange(c, n))
 KERNEL_FN(k_loop_state, op_copy(c, n))
 KERNEL_FN(k_depth_gain, op_depth_gain(c, n))
 KERNEL_FN(k_depth_gain_grad, op_depth_gain_grad(c, n))
@@ -462,6 +492,8 @@ typedef struct cu_op {
 #define CU_amax_grad KERNEL(cu_render_along)
 #define CU_scan KERNEL(cu_render_along)
 #define CU_bmm KERNEL(cu_render_bmm)
+#define CU_cast KERNEL(k_cast)
+#define CU_arange KERNEL(k_arange)
 
 static const cu_op cu_ops[LRC_OP_COUNT] = {
 #define CU_ENTRY(E, op) [LRC_OP_##E] = CU_##op,

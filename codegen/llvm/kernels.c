@@ -531,6 +531,8 @@ static void kg_rope_grad_kernel(kgen *k, const lrc_node *n) { kg_rope(k, n, -1.0
 #define KG_amax_grad KERNEL(kg_amax_grad)
 #define KG_scan KERNEL(kg_scan)
 #define KG_bmm KERNEL(kg_bmm)
+#define KG_cast KERNEL(kg_cast)
+#define KG_arange KERNEL(kg_arange)
 
 static const kg_op kg_ops[LRC_OP_COUNT] = {
 #define KG_ENTRY(E, op) [LRC_OP_##E] = KG_##op,

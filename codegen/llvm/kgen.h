@@ -72,6 +72,9 @@ void kg_expand(kgen *k, const lrc_node *n);
 void kg_amax_grad(kgen *k, const lrc_node *n);
 /* bmm, the batched product of two activations (bmm.c) */
 void kg_bmm(kgen *k, const lrc_node *n);
+/* cast between i32 and f32, arange (cast.c) */
+void kg_cast(kgen *k, const lrc_node *n);
+void kg_arange(kgen *k, const lrc_node *n);
 /* The module's launch table, what kernels.so tells a package loader each
  * launch was compiled for (ir/lrc_launch_table.h; launch_table.c). */
 void kg_emit_launch_table(em_t *e, const lrc_graph *g, const lrc_program *p);

@@ -482,6 +482,30 @@ static int l_full(lua_State *L)
     return add_node(L, &proto);
 }
 
+/* lrc.cast(x, "f32" | "i32"): x itself where it has that dtype already */
+static int l_cast(lua_State *L)
+{
+    int x = check_tensor(L, 1, "cast", 1);
+    const char *to = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : NULL;
+    lrc_node proto = {.op = LRC_OP_CAST, .n_in = 1, .in = {x}};
+    if (!to || (strcmp(to, "f32") && strcmp(to, "i32")))
+        raise_at(L, "cast: the dtype must be \"f32\" or \"i32\", got %s", to ? to : luaL_typename(L, 2));
+    proto.iattr[0] = to[0] == 'f' ? LRC_F32 : LRC_I32;
+    if (graph_of(L)->nodes[x].dtype == (lrc_dtype)proto.iattr[0]) {
+        lua_settop(L, 1);
+        return 1;
+    }
+    return add_node(L, &proto);
+}
+
+/* lrc.arange(n): i32 [n], 0 .. n-1 */
+static int l_arange(lua_State *L)
+{
+    lrc_node proto = {.op = LRC_OP_ARANGE};
+    if (!to_int(L, 1, &proto.iattr[0])) raise_at(L, "arange: n must be an integer, got %s", luaL_tolstring(L, 1, NULL));
+    return add_node(L, &proto);
+}
+
 /* lrc.fail(fmt, ...): an error at the user's line, for library code. */
 static int l_fail(lua_State *L)
 {
@@ -506,6 +530,10 @@ static int open_lrc(lua_State *L)
     }
     lua_pushcfunction(L, l_full); /* full(shape, v), not the op table's attribute form */
     lua_setfield(L, -2, "full");
+    lua_pushcfunction(L, l_cast); /* cast(x, "f32"), arange(n): likewise */
+    lua_setfield(L, -2, "cast");
+    lua_pushcfunction(L, l_arange);
+    lua_setfield(L, -2, "arange");
     /* JSON's null, as lrc.hf reads config.json and a to_hf writes it */
     lua_pushlightuserdata(L, NULL);
     lua_setfield(L, -2, "null");

@@ -453,6 +453,24 @@ def products(save, gen, randn):
         save("bmm_%d" % k, "bmm", [a, b], torch.matmul(f64(a), f64(b)))
 
 
+def integers(save, gen, randn):
+    """cast between f32 and i32 (torch's .to: toward zero; on the cpu a value outside the
+    i32 range, NaN too, becomes INT32_MIN), arange, and a slice of i32 ids that pads with 0.
+    `to` is lrc's dtype number (ir/lrc_ir.h: f32 0, i32 3)."""
+    g = gen("ops/cast_0")
+    x = randn(g, 3, 7, scale=4.0)
+    x.view(-1)[:8] = torch.tensor([-2.5, 2.5, -0.5, 0.0, 3e9, -3e9, float("nan"), 2147483520.0])
+    save("cast_0", "cast", [x], x.to(torch.int32), {"to": "3"})
+    g = gen("ops/cast_1")
+    ids = torch.randint(-1000, 1000, (2, 3, 5), generator=g, dtype=torch.int64).to(torch.int32)
+    ids.view(-1)[:3] = torch.tensor([16777217, -2147483648, 2147483647], dtype=torch.int32)  # rounded to the nearest float
+    save("cast_1", "cast", [ids], f64(ids.to(torch.float32)), {"to": "0"})
+    save("arange_0", "arange", [], torch.arange(13, dtype=torch.int32), {"n": "13"})
+    g = gen("ops/slice_3")
+    ids = torch.randint(0, 100, (3, 5), generator=g, dtype=torch.int64).to(torch.int32)
+    save("slice_3", "slice", [ids], F.pad(ids, (1, 0))[:, :4], {"axis": "1", "start": "-1", "size": "4"})
+
+
 def primitives(save, gen, randn):
     """The primitives of ir/lrc_ew.h as ops: unary ones on shapes whose last axis is no
     multiple of the cpu's vector (its scalar tail), binary and ternary ones broadcast
@@ -522,4 +540,5 @@ def make_more(save, gen, randn):
     routing(save, gen, randn)
     along(save, gen, randn)
     products(save, gen, randn)
+    integers(save, gen, randn)
     primitives(save, gen, randn)

@@ -4,7 +4,8 @@
  * axes: every axis (counted from the front and from the back), keepdim
  * both ways, cumsum both ways, scan both ways without and with init,
  * concat of three inputs along each axis, expand of every axis of 1, amax
- * with ties; bmm (ir/bmm.c) of equal, broadcast and fewer batch axes. Each output within 1e-5 of ref (relative); on cpu with guard
+ * with ties; bmm (ir/bmm.c) of equal, broadcast and fewer batch axes;
+ * cast both ways, arange and a slice of i32 (ir/cast.c). Each output within 1e-5 of ref (relative); on cpu with guard
  * bytes after every buffer, on cuda with LRC_CUDA_CHECK's guard
  * regions (exit 77 without a device; CI runs the emulator, tests/cuemu).
  * Then the shape rules' errors, the axes rule and the rows rule.
@@ -52,6 +53,21 @@ static int build_bmm(lrc_graph *g, const lrc_shape *s, int x, int q)
     rc = rc || out(g, "bmm_b_bcast", add(g, (lrc_node){.op = LRC_OP_BMM, .n_in = 2, .in = {x, q1}}));
     rc = rc || out(g, "bmm_b_fewer", add(g, (lrc_node){.op = LRC_OP_BMM, .n_in = 2, .in = {x, along(g, LRC_OP_SUM, qt, 0, 0)}}));
     return rc;
+}
+
+/* cast and arange (ir/cast.c), and a slice of i32: 10 x to i32 (toward
+ * zero) and back; arange over the last axis as f32 added to x; 10 x as i32
+ * with a zero row before it along axis 0, back to f32 */
+static int build_cast(lrc_graph *g, const lrc_shape *s, int x)
+{
+    int x10 = add(g, (lrc_node){.op = LRC_OP_SCALE, .n_in = 1, .in = {x}, .fattr = {10.0}});
+    int xi = add(g, (lrc_node){.op = LRC_OP_CAST, .n_in = 1, .in = {x10}, .iattr = {LRC_I32}});
+    int rc = out(g, "cast_trip", add(g, (lrc_node){.op = LRC_OP_CAST, .n_in = 1, .in = {xi}, .iattr = {LRC_F32}}));
+    int ar = add(g, (lrc_node){.op = LRC_OP_ARANGE, .iattr = {s->dim[s->ndim - 1]}});
+    int af = add(g, (lrc_node){.op = LRC_OP_CAST, .n_in = 1, .in = {ar}, .iattr = {LRC_F32}});
+    rc = rc || out(g, "arange_plus_x", add(g, (lrc_node){.op = LRC_OP_ADD, .n_in = 2, .in = {x, af}}));
+    int sl = add(g, (lrc_node){.op = LRC_OP_SLICE, .n_in = 1, .in = {xi}, .iattr = {0, -1, s->dim[0] + 1}});
+    return rc || out(g, "slice_i32", add(g, (lrc_node){.op = LRC_OP_CAST, .n_in = 1, .in = {sl}, .iattr = {LRC_F32}}));
 }
 
 /* x of shape s (and q: its values on a grid of 0.5, so amax ties), every
@@ -104,7 +120,7 @@ static int build(lrc_graph *g, const lrc_shape *s, uint64_t seed)
         snprintf(name, sizeof name, "expand_%d", a);
         rc = rc || out(g, name, add(g, e));
     }
-    return rc || build_bmm(g, s, x, q);
+    return rc || build_bmm(g, s, x, q) || build_cast(g, s, x);
 }
 
 static lrc_tensor *guarded(const char *name, const lrc_shape *s)
@@ -240,6 +256,12 @@ static void shape_errors(void)
     char want[32];
     snprintf(want, sizeof want, "1 to %d inputs", LRC_MAX_INPUTS);
     CHECK(lrc_graph_add(g, &c, &err) < 0 && strstr(err.msg, want), "concat of none: %s", err.msg);
+    lrc_node ca = {.op = LRC_OP_CAST, .n_in = 1, .in = {x}, .iattr = {LRC_F32}};
+    CHECK(lrc_graph_add(g, &ca, &err) < 0 && strstr(err.msg, "cast: x is f32 already"), "cast to its dtype: %s", err.msg);
+    ca.iattr[0] = LRC_BF16;
+    CHECK(lrc_graph_add(g, &ca, &err) < 0 && strstr(err.msg, "cast: to must be 0 (f32) or 3 (i32), got 1"), "cast to bf16: %s", err.msg);
+    lrc_node ar = {.op = LRC_OP_ARANGE, .iattr = {0}};
+    CHECK(lrc_graph_add(g, &ar, &err) < 0 && strstr(err.msg, "arange: n must be from 1"), "arange(0): %s", err.msg);
     lrc_node sc = {.op = LRC_OP_SCAN, .n_in = 2, .in = {x, z}, .iattr = {1}};
     CHECK(lrc_graph_add(g, &sc, &err) < 0 && strstr(err.msg, "scan: a [2,3,4] and b [2,3,5] must have one shape"), "scan a/b: %s", err.msg);
     lrc_shape is = {2, {2, 5}};
