@@ -162,3 +162,11 @@ int lrc_grad_stop(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
     return LRC_OK;
 }
 
+int lrc_grad_loop_next(lrc_graph *g, int id, int dy, int *dx, lrc_err *err)
+{
+    (void)dy, (void)dx;
+    if (g->nodes[id].iattr[0])
+        return lrc_err_set(err, "nn.scan: no gradient flows through nn.scan yet (its forward runs; backward and train need lrc.scan or an unrolled loop)");
+    return LRC_OK;
+}
+

@@ -626,7 +626,7 @@ enum { SHARES_KERNEL = 1, KEEPS_ZERO = 2, ROWS_UNIT = 4 };
     OP(1, OPAQUE, ATTRS("axis", "start", "size", "positions"), NONE, NULL, infer_slice, flops_zero, 0, REFS(slice), lrc_grad_slice, \
        ALL, SLICE, ROWS(SLICE))
 #define ROW_loop_state OP(1, OPAQUE, NONE, NONE, NULL, infer_same, flops_zero, 0, REFS(loop_state), lrc_grad_stop, ALL, LOCAL, 0)
-#define ROW_loop_next OP(3, OPAQUE, NONE, NONE, NULL, infer_loop_next, flops_zero, 0, NO_REF, lrc_grad_stop, ALL, LOOP, 0)
+#define ROW_loop_next OP(3, OPAQUE, ATTRS("scan"), NONE, NULL, infer_loop_next, flops_zero, 0, NO_REF, lrc_grad_loop_next, ALL, LOOP, 0)
 #define ROW_matmul_nn OP(2, GEMM, NONE, NONE, NULL, infer_matmul_nn, flops_matmul_nn, 0, REFS(matmul_nn), NO_GRAD, ALL, MIXED, 0)
 #define ROW_matmul_tn OP(2, GEMM, NONE, NONE, NULL, infer_matmul_tn, flops_matmul_tn, 0, REFS(matmul_tn), NO_GRAD, ALL, MIXED, 0)
 #define ROW_embedding_grad                                                                                               \

@@ -65,6 +65,10 @@ int lrc_grad_cross_entropy(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_layernorm(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_slice(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_stop(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
+/* a loop's back edge: none flows through (lrc_grad_stop), and an
+ * nn.scan's (attribute scan 1) is refused, as its body's parameters would
+ * otherwise get no gradient without a word */
+int lrc_grad_loop_next(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_gather(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 int lrc_grad_expert_matmul(lrc_graph *g, int id, int dy, int *dx, lrc_err *err);
 

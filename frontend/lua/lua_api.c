@@ -506,6 +506,42 @@ static int l_arange(lua_State *L)
     return add_node(L, &proto);
 }
 
+/* g rebuilt node by node (the same ids, names and attributes) */
+static lrc_graph *clone_graph(const lrc_graph *g, lrc_err *err)
+{
+    lrc_graph *c = lrc_graph_new();
+    int rc = 0;
+    for (int i = 0; i < g->n_nodes && rc >= 0; i++) {
+        const lrc_node *n = &g->nodes[i];
+        if (n->op == LRC_OP_INPUT) rc = lrc_graph_add_input(c, n->name, n->dtype, &n->shape, n->loc, err);
+        else if (n->op == LRC_OP_PARAM) rc = lrc_graph_add_param(c, n->name, &n->shape, n->init, n->group, n->loc, err);
+        else if (n->op == LRC_OP_STATE) rc = lrc_graph_add_state(c, n->name, &n->shape, n->loc, err);
+        else rc = lrc_graph_add(c, n, err);
+    }
+    if (rc < 0) lrc_graph_free(c);
+    return rc < 0 ? NULL : c;
+}
+
+/* lrc.trace_apart(fn): fn() run against a copy of the model's graph, which
+ * is then dropped: what it returns (plain values, not tensors) tells the
+ * caller shapes that only tracing finds (nn.scan's per-step output), and
+ * the graph keeps none of its nodes. fn's error is raised as it is. */
+static int l_trace_apart(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    lrc_graph *g = graph_of(L);
+    lrc_err err;
+    lrc_graph *c = clone_graph(g, &err);
+    if (!c) return raise_at(L, "%s", err.msg);
+    lrc_lua_set_graph(L, c);
+    lua_settop(L, 1);
+    int status = lua_pcall(L, 0, LUA_MULTRET, 0);
+    lrc_lua_set_graph(L, g);
+    lrc_graph_free(c);
+    if (status != LUA_OK) return lua_error(L);
+    return lua_gettop(L);
+}
+
 /* lrc.fail(fmt, ...): an error at the user's line, for library code. */
 static int l_fail(lua_State *L)
 {
@@ -520,7 +556,7 @@ static int l_fail(lua_State *L)
 static int open_lrc(lua_State *L)
 {
     lua_newtable(L);
-    static const luaL_Reg fns[] = {{"param", l_param}, {"get_param", l_get_param}, {"input", l_input}, {"fail", l_fail}, {"tap", l_tap}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"param", l_param}, {"get_param", l_get_param}, {"input", l_input}, {"fail", l_fail}, {"tap", l_tap}, {"trace_apart", l_trace_apart}, {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);
     for (int op = 0; op < LRC_OP_COUNT; op++) {
         if (lrc_op_table[op].fusion == LRC_FUSE_SOURCE) continue;

@@ -244,4 +244,76 @@ function nn.loop(init, counts, body)
   return lrc.loop_next(state, nxt, counts)
 end
 
+local function numel(shape, from)
+  local n = 1
+  for i = from or 1, #shape do n = n * shape[i] end
+  return n
+end
+
+local function shape_str(shape) return "[" .. table.concat(shape, ",") .. "]" end
+
+-- "model.lua:42" of nn.scan's caller; where it was a tail call (`return
+-- nn.scan(...)`, which leaves no frame of the caller), the line that defines
+-- the body
+local function scan_site(body)
+  for level = 3, 64 do
+    local i = debug.getinfo(level, "Sl")
+    if not i then break end
+    if i.source:sub(1, 1) == "@" and i.currentline > 0 then return i.short_src .. ":" .. i.currentline end
+  end
+  local i = debug.getinfo(body, "S")
+  return i.source:sub(1, 1) == "@" and (i.short_src .. ":" .. i.linedefined) or "?"
+end
+
+-- nn.scan(body, init, xs): JAX's lax.scan along the sequence. xs [B, T, ...],
+-- init (the carry) [B, ...]; for t = 0 .. T-1, carry, y_t = body(carry, xs[:, t]),
+-- with y_t [B, ...]; returns the last carry and ys [B, T, ...] (the y_t in order).
+-- The body is traced once (and once more, apart, to learn y_t's shape): a loop
+-- region (nn.loop) of T iterations whose state packs the carry, the ys so far
+-- and the xs still to come, each step shifting the last two by one step, so the
+-- graph's size does not grow with T (the bytes each step moves do). No gradient
+-- flows through it yet: backward and train refuse it in one line.
+function nn.scan(body, init, xs)
+  local site = scan_site(body)
+  local fail = function(fmt, ...) error(site .. ": " .. string.format(fmt, ...), 0) end
+  local B, T = xs.shape[1], xs.shape[2]
+  if xs.ndim < 2 or init.shape[1] ~= B then
+    fail("nn.scan: xs %s must be [B, T, ...] and init %s [B, ...]", shape_str(xs.shape), shape_str(init.shape))
+  end
+  local xstep = { B }
+  for i = 3, xs.ndim do xstep[#xstep + 1] = xs.shape[i] end
+  local nh, nx = numel(init.shape, 2), numel(xstep, 2)
+  local function step(carry, x)
+    local nxt, y = body(carry, x)
+    if not nxt or not y then fail("nn.scan: the body must return the next carry and a per-step output") end
+    local same = nxt.ndim == init.ndim
+    for i = 1, init.ndim do same = same and nxt.shape[i] == init.shape[i] end
+    if not same then
+      fail("nn.scan: the body returned a carry of shape %s for one of %s", shape_str(nxt.shape), shape_str(init.shape))
+    end
+    if y.ndim < 1 or y.shape[1] ~= B then fail("nn.scan: the body's per-step output %s must be [B, ...], B = %d", shape_str(y.shape), B) end
+    return nxt, y
+  end
+  local yshape = lrc.trace_apart(function()
+    local _, y = step(init, lrc.reshape(lrc.slice(xs, { axis = 1, start = 0, size = 1 }), xstep))
+    return y.shape
+  end)
+  local ny = numel(yshape, 2)
+  -- the state [B, nh + T ny + T nx]: carry, ys so far (the newest last), xs to come (the next first)
+  local flat = function(v, n) return lrc.reshape(v, { B, n }) end
+  local part = function(v, start, size) return lrc.slice(v, { axis = 1, start = start, size = size }) end
+  local state = lrc.loop_state(lrc.concat({ flat(init, nh), lrc.full({ B, T * ny }, 0), flat(xs, T * nx) }, { axis = 1 }))
+  local carry = lrc.reshape(part(state, 0, nh), init.shape)
+  local nxt, y = step(carry, lrc.reshape(part(state, nh + T * ny, nx), xstep))
+  local ys = flat(y, ny)
+  if T > 1 then ys = lrc.concat({ part(state, nh + ny, (T - 1) * ny), ys }, { axis = 1 }) end
+  -- the xs shifted one step: the slice runs past the state's end, which pads zeros
+  local rest = T > 1 and part(state, nh + T * ny + nx, T * nx) or lrc.full({ B, nx }, 0)
+  local counts = lrc.cast(lrc.full({ B }, T), "i32")
+  local final = lrc.loop_next(state, lrc.concat({ flat(nxt, nh), ys, rest }, { axis = 1 }), counts, { scan = 1 })
+  local out = { B, T }
+  for i = 2, #yshape do out[#out + 1] = yshape[i] end
+  return lrc.reshape(part(final, 0, nh), init.shape), lrc.reshape(part(final, nh, T * ny), out)
+end
+
 return nn

@@ -387,7 +387,8 @@ t "an error message with a newline" 1 'multiline\.lua:4: ' 'must be.even' -- ini
 # that differ off its axis (naming the axis and both sizes), an expand to a
 # shape that x does not broadcast to, a scan of a and b of two shapes
 # or with an init of the wrong shape, a bmm whose K or batch axes differ,
-# a cast to another dtype, a division of i32 tensors
+# a cast to another dtype, a division of i32 tensors, an nn.scan whose body
+# changes the carry's shape
 along_model() { # along_model FILE EXPRESSION: a model whose line 6 returns EXPRESSION of x [1, 1, 8]
   model "$1" <<EOF
 local lrc = require "lrc"
@@ -418,6 +419,8 @@ along_model castto.lua 'lrc.cast(x, "f16")'
 t "cast to a dtype other than f32 and i32" 1 'castto\.lua:6: ' 'cast: the dtype must be "f32" or "i32", got f16' -- init castto.lua -o out.safetensors
 along_model divi32.lua 'x + lrc.cast(lrc.arange(8) / lrc.arange(8), "f32")'
 t "a division of i32 tensors" 1 'divi32\.lua:6: ' 'div: input 1 must be a floating-point tensor, got i32' -- init divi32.lua -o out.safetensors
+along_model scancarry.lua 'nn.scan(function(h, xt) return lrc.reshape(h, { 1, 2, 4 }), xt end, lrc.reshape(x, { 1, 8 }), x)'
+t "nn.scan whose body changes the carry's shape" 1 'scancarry\.lua:6: ' 'nn\.scan: the body returned a carry of shape \[1,2,4\] for one of \[1,8\]' -- init scancarry.lua -o out.safetensors
 along_model bmmk.lua 'x:bmm(x)'
 t "bmm whose K differs from b's rows" 1 'bmmk\.lua:6: ' 'bmm: a \[1,1,8\] has K = 8 but b \[1,1,8\] has 1 rows' -- init bmmk.lua -o out.safetensors
 along_model bmmbatch.lua 'lrc.bmm(lrc.expand(x, { 2, 3, 8 }), lrc.expand(lrc.transpose(x, { 0, 2, 1 }), { 3, 8, 1 }))'
