@@ -212,7 +212,14 @@ int lrc_graph_check_stepwise(const lrc_graph *g, lrc_err *err)
     int *in = lrc_reallocarray(NULL, (size_t)g->n_nodes * 2, sizeof(int));
     if (!in) return lrc_err_nomem(err, "checking the graph for decoding");
     for (int i = 0; i < g->n_nodes; i++) in[i] = g->nodes[i].op == LRC_OP_INPUT && g->nodes[i].shape.ndim >= 2 ? 1 : -1;
-    int rc = track(g, in, "sequence", true, in + g->n_nodes, err);
+    int rc = LRC_OK;
+    /* an arange as long as the sequence counts its positions, from 0 in
+     * every decoding step, whatever the step's position */
+    for (int i = 0; i < g->n_nodes && !rc; i++)
+        for (int j = 0; j < g->n_nodes && !rc && g->nodes[i].op == LRC_OP_ARANGE; j++)
+            if (in[j] > 0 && g->nodes[j].shape.dim[1] == g->nodes[i].iattr[0])
+                rc = mixes(g, &g->nodes[i], "sequence", "counts positions from 0 in every decoding step (one a step) of the", err);
+    if (!rc) rc = track(g, in, "sequence", true, in + g->n_nodes, err);
     free(in);
     return rc;
 }

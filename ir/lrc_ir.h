@@ -457,7 +457,8 @@ int lrc_graph_track_axis(const lrc_graph *g, const int *input_axis, const char *
 /* Whether each position of a graph (inputs of two or more axes carry the
  * sequence at axis 1) can be computed one a step, as a KV-cache decoder
  * does: lrc_graph_track_axis's rules, and no slice shifting along the
- * sequence nor cumsum or scan over it, which would see no earlier position (causal
+ * sequence nor cumsum or scan over it, which would see no earlier position, nor
+ * an arange as long as it, which counts from 0 in every step (causal
  * attention is what the decoder caches). Fails naming the node. */
 int lrc_graph_check_stepwise(const lrc_graph *g, lrc_err *err);
 

@@ -662,7 +662,7 @@ t "generate: negative temperature" 2 '--temperature' -- generate pkg_dec --promp
 t "generate: -n abc" 2 '-n abc' -- generate pkg_dec --prompt "In" -n abc
 t "generate without --prompt" 2 '--prompt' -- generate pkg_dec
 # a model mixing positions other than by causal attention has no one-token
-# decoding step: a cumsum or a scan over the sequence
+# decoding step: a cumsum or a scan over the sequence, an arange as long as it
 model cumsum.lua <<'EOF'
 local lrc = require "lrc"
 local nn = require "lrc.nn"
@@ -681,6 +681,9 @@ t "generate: cumsum over the sequence" 1 'cumsum\.lua:8: ' 'cumsum sums .*decodi
 sed 's/lrc\.cumsum(a, /lrc.scan(a, a, /' cumsum.lua >scan.lua
 ok "init the scan model" init scan.lua -o scan_w.safetensors
 t "generate: scan over the sequence" 1 'scan\.lua:8: ' 'scan scans .*decoding.* sequence' -- generate scan.lua --weights scan_w.safetensors --prompt "In" -n 2
+sed 's/lrc\.cumsum(a, { axis = 1 })/a * lrc.reshape(lrc.cast(lrc.arange(x.shape[2]), "f32"), { x.shape[2], 1 })/' cumsum.lua >arange.lua
+ok "init the arange model" init arange.lua -o arange_w.safetensors
+t "generate: arange over the sequence" 1 'arange\.lua:8: ' 'arange counts positions .*decoding.* sequence' -- generate arange.lua --weights arange_w.safetensors --prompt "In" -n 2
 t "-n on another command" 2 '-n' -- inspect llama -n 3
 t "inspect: unknown target" 2 "unknown target 'gpu'" 'ref, cpu or cuda' -- inspect llama --target gpu
 ok "backward on a fixture" backward "$MODEL" "${SETS[@]}" --weights "$W" --input "$IN" -o grads_ok.safetensors
