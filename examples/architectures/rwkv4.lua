@@ -5,7 +5,8 @@
 -- a_t = e^w a_{t-1} + e^{k_t} v_t and the denominator b_t = e^w b_{t-1} +
 -- e^{k_t}, read one step late beside the bonus e^{u + k_t} of the current
 -- token. The scans hold the plain sums, without the reference kernel's
--- running maximum: exact in f32 while the keys stay small.
+-- running maximum of the exponents: e^k overflows f32 for keys past 88, so
+-- this form is for models whose keys stay well below that.
 local lrc = require "lrc"
 local nn = require "lrc.nn"
 
