@@ -143,17 +143,17 @@ bool kg_attention_grad_is_general(const lrc_graph *g, const lrc_node *a)
 void kg_attention_grad_general(kgen *k)
 {
     em_t *e = k->e;
-    const lrc_graph *G_ = k->g;
-    const lrc_node *a = &G_->nodes[k->gr->anchor];
-    const lrc_shape *qs = &G_->nodes[a->in[0]].shape, *vs = &G_->nodes[a->in[2]].shape;
-    const lrc_shape *bs = a->n_in > 6 ? &G_->nodes[a->in[6]].shape : NULL;
+    const lrc_graph *graph = k->g;
+    const lrc_node *a = &graph->nodes[k->gr->anchor];
+    const lrc_shape *qs = &graph->nodes[a->in[0]].shape, *vs = &graph->nodes[a->in[2]].shape;
+    const lrc_shape *bs = a->n_in > 6 ? &graph->nodes[a->in[6]].shape : NULL;
     gen_head g = {.Tq = qs->dim[1], .Tk = vs->dim[1], .H = qs->dim[2], .Hkv = vs->dim[2], .D = qs->dim[3], .Dv = vs->dim[3],
                   .W = a->iattr[2], .causal = a->iattr[0] != 0, .scale = a->fattr[0], .cap = a->fattr[1]};
     int64_t B = qs->dim[0], Gq = g.H / g.Hkv;
     if (bs) g.bh = bs->dim[1], g.bias_b = bs->dim[0] > 1, g.bias_h = bs->dim[1] > 1;
     LLVMValueRef out_of[4] = {NULL, NULL, NULL, NULL};
     for (int j = 0; j < k->gr->n_nodes; j++) {
-        const lrc_node *m = &G_->nodes[k->gr->nodes[j]];
+        const lrc_node *m = &graph->nodes[k->gr->nodes[j]];
         if (m->op == LRC_OP_ATTENTION_GRAD) out_of[m->iattr[1]] = kg_ptr(k, k->gr->nodes[j]);
     }
     bool need_ds = out_of[0] || out_of[1] || out_of[3];
