@@ -464,6 +464,16 @@ static void choose_storage(const lrc_graph *g, const lrc_schedule *s, lrc_cuda_s
         else if (n->op == LRC_OP_ATTENTION_LSE) st[id] = LRC_CUDA_F32;
         else st[id] = bulk;
     }
+    /* a run-time input a GEMM reads (Whisper's encoder states) stores as the
+       activations beside it do: cuBLAS takes operands of one type, and the
+       upload rounds the caller's f32 */
+    for (int id = 0; id < g->n_nodes; id++) {
+        const lrc_node *n = &g->nodes[id];
+        for (int k = 0; k < 2 && lrc_is_gemm_op(n->op) && k < n->n_in; k++) {
+            const int b = s->buffer_of[n->in[k]];
+            if (b >= 0 && g->nodes[b].op == LRC_OP_INPUT && g->nodes[b].dtype == LRC_F32) st[b] = bulk;
+        }
+    }
     for (int i = 0; i < g->n_outputs; i++) /* outputs in f32, ids (topk's) as they are */
         if (g->nodes[g->outputs[i]].dtype != LRC_I32) st[s->buffer_of[g->outputs[i]]] = LRC_CUDA_F32;
     for (int id = 0; id < g->n_nodes; id++) { /* the loss reads f32 logits */
