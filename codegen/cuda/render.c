@@ -456,9 +456,10 @@ static void choose_storage(const lrc_graph *g, const lrc_schedule *s, lrc_cuda_s
         else if (n->op == LRC_OP_PARAM) st[id] = n->shape.ndim >= 2 || bias[id] ? bulk : LRC_CUDA_F32;
         /* vectors, not single rows: a decoder's [1, 1, d] activation is a
            GEMM operand beside bf16 weights */
-        else if (n->shape.ndim <= 1 || n->op == LRC_OP_DEPTH_GAIN ||
-                 n->op == LRC_OP_DEPTH_GAIN_GRAD || n->op == LRC_OP_SUM_TO)
-            st[id] = LRC_CUDA_F32; /* gains, scalars and their gradients */
+        else if (n->shape.ndim <= 1 || n->op == LRC_OP_DEPTH_GAIN || n->op == LRC_OP_DEPTH_GAIN_GRAD ||
+                 (n->op == LRC_OP_SUM_TO && lrc_shape_numel(&n->shape) == n->shape.dim[n->shape.ndim - 1]))
+            st[id] = LRC_CUDA_F32; /* gains, scalars and their gradients (a [1, 1, d] gain's too);
+                                      an expand's gradient [B, T, 1, d] is an activation, a GEMM operand */
         /* a log-sum-exp in bf16 would move every probability the backward
            takes from it by up to 2^-9 of its value times the exponent */
         else if (n->op == LRC_OP_ATTENTION_LSE) st[id] = LRC_CUDA_F32;
