@@ -124,6 +124,22 @@ static int64_t opaque_items(const lrc_graph *g, const lrc_node *a)
     }
 }
 
+/* (batch, key-value head) pairs, or one item where the group has the gradient
+ * of a bias broadcast along batch or heads: the pairs add into the same
+ * rows of it, in a fixed order (codegen/llvm/attention_grad_general.c) */
+static int64_t attention_grad_items(const lrc_graph *g, const lrc_group *gr)
+{
+    const lrc_node *a = &g->nodes[gr->anchor];
+    const lrc_shape *qs = &g->nodes[a->in[0]].shape;
+    for (int j = 0; j < gr->n_nodes; j++) {
+        const lrc_node *m = &g->nodes[gr->nodes[j]];
+        if (m->op != LRC_OP_ATTENTION_GRAD || m->iattr[1] != 3) continue;
+        const lrc_shape *bs = &m->shape;
+        if ((bs->dim[0] == 1 && qs->dim[0] > 1) || (bs->dim[1] == 1 && qs->dim[2] > 1)) return 1;
+    }
+    return opaque_items(g, a);
+}
+
 static lrc_kernel_desc *new_kernel(lrc_program *p)
 {
     p->kernels = lrc_xrealloc(p->kernels, (size_t)(p->n_kernels + 1) * sizeof *p->kernels);
@@ -256,13 +272,6 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
                 return n->loc ? lrc_err_prefix(err, "%s", n->loc) : LRC_EUSER;
             }
         }
-        if (a->op == LRC_OP_ATTENTION_GRAD && (a->n_in > 6 || g->nodes[a->in[1]].shape.dim[1] != g->nodes[a->in[0]].shape.dim[1] ||
-                                               g->nodes[a->in[2]].shape.dim[3] != g->nodes[a->in[0]].shape.dim[3])) {
-            lrc_program_free(p);
-            free(kernel_of);
-            lrc_err_set(err, "attention: the gradient of the general form (a bias, Tq != Tk or Dv != Dqk) runs on the ref target only");
-            return a->loc ? lrc_err_prefix(err, "%s", a->loc) : LRC_EUSER;
-        }
         int64_t head_dim = g->nodes[a->in[0]].shape.dim[3], vdim = a->n_in > 2 ? g->nodes[a->in[2]].shape.dim[3] : 0; /* Dqk, Dv */
         if (vdim > head_dim) head_dim = vdim;
         if ((gr->kind == LRC_GROUP_ATTENTION || (a->op == LRC_OP_ATTENTION_GRAD && t.vec > 0)) && head_dim > 1024) {
@@ -349,7 +358,7 @@ int lrc_program_build(const lrc_graph *g, const lrc_schedule *s, lrc_gemm_tiling
             k->any_split = true; /* an item's rows of the output (and cache) its own */
             break;
         case LRC_GROUP_OPAQUE:
-            k->n_items = opaque_items(g, a);
+            k->n_items = a->op == LRC_OP_ATTENTION_GRAD ? attention_grad_items(g, gr) : opaque_items(g, a);
             k->any_split = items_of[a->op] == HEADS; /* an item owns its heads' rows of every output */
             if (a->op == LRC_OP_CROSS_ENTROPY && t.vec > 0) add_scratch(p, k, g, gr->anchor, 8 * LRC_CE_STATS * k->n_items + 64);
             break;

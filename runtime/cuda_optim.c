@@ -7,7 +7,11 @@
  * per-block sums of squares, for the global norm and the non-finite check,
  * and the state itself when a checkpoint is written. The kernels' settings
  * sit on the device, one slot each: those that never change written once,
- * AdamW's (the step's rate, clipping and bias corrections) once a step. */
+ * AdamW's (the step's rate, clipping and bias corrections) once a step.
+ * Over MPI ranks (lrc_cuda_optim_use_dist) the summed gradients go through
+ * the host once a step: read back, summed over the ranks as the cpu's are
+ * (lrc_dist_sum_tensors), averaged and written back, so that every rank's
+ * AdamW takes the same average. */
 #include "cuda_internal.h"
 
 #include <math.h>
@@ -35,7 +39,9 @@ struct lrc_cuda_optim {
     lrc_cuda_exec *x;
     lrc_adamw_cfg cfg;
     int n;
-    int64_t accum;
+    int64_t accum, local; /* the step's micro-batches, over all ranks and on this one */
+    lrc_dist *dist;
+    lrc_tensor **host; /* over ranks: the summed gradients on their way through the host */
     lrc_tensor *const *params, *const *m, *const *v; /* the host's copies, the caller's */
     opt_tensor *tab;
     int *grad_buf; /* per tensor: the plan buffer of its gradient */
@@ -77,7 +83,7 @@ int lrc_cuda_optim_new(lrc_cuda_exec *x, lrc_tensor *const *params, lrc_tensor *
 {
     lrc_cuda_optim *o = lrc_calloc(1, sizeof *o);
     if (!o) return lrc_err_nomem(err, "cuda: for the optimizer");
-    o->x = x, o->cfg = *cfg, o->n = n, o->accum = accum > 1 ? accum : 1, o->params = params, o->m = m, o->v = v;
+    o->x = x, o->cfg = *cfg, o->n = n, o->accum = o->local = accum > 1 ? accum : 1, o->params = params, o->m = m, o->v = v;
     o->tab = lrc_calloc((size_t)n + 1, sizeof *o->tab);
     o->grad_buf = lrc_calloc((size_t)n + 1, sizeof *o->grad_buf);
     o->owned = lrc_calloc((size_t)(5 * n + 4), sizeof *o->owned);
@@ -152,7 +158,42 @@ void lrc_cuda_optim_free(lrc_cuda_optim *o)
     free(o->tab);
     free(o->grad_buf);
     free(o->sq);
+    for (int i = 0; o->host && i < o->n; i++) lrc_tensor_free(o->host[i]);
+    free(o->host);
     free(o);
+}
+
+int lrc_cuda_optim_use_dist(lrc_cuda_optim *o, lrc_dist *d, lrc_err *err)
+{
+    int64_t size = lrc_dist_size(d);
+    if (o->accum % size)
+        return lrc_err_set(err, "%lld micro-batches a step cannot be shared by %lld ranks", (long long)o->accum, (long long)size);
+    if (size == 1) return LRC_OK;
+    o->dist = d, o->local = o->accum / size;
+    if (!(o->host = lrc_calloc((size_t)o->n + 1, sizeof *o->host))) return lrc_err_nomem(err, "cuda: for the gradients' host copies");
+    for (int i = 0; i < o->n; i++)
+        if (!(o->host[i] = lrc_tensor_new(o->params[i]->name, LRC_F32, &o->params[i]->shape, err))) return LRC_EUSER;
+    /* the last micro-batch only sums: the host divides, after the ranks' sum */
+    const opt_hp last = {.div = 1.f, .n_tensors = o->n};
+    int r = o->x->api.htod(o->d_hp + HP_ACC_LAST * HP_STRIDE, &last, sizeof last);
+    return r ? lrc_cuda_fail(o->x, r, "copying the optimizer's settings", err) : LRC_OK;
+}
+
+/* The ranks' summed gradients through the host: read back, summed over the
+ * ranks, divided by the step's micro-batches, written back. */
+static int opt_sum_ranks(lrc_cuda_optim *o, lrc_err *err)
+{
+    cuda_api *a = &o->x->api;
+    int r = 0;
+    for (int i = 0; i < o->n && !r; i++) r = a->dtoh(o->host[i]->data, o->tab[i].acc, o->host[i]->nbytes);
+    if (r) return lrc_cuda_fail(o->x, r, "reading the gradients back for the ranks' sum", err);
+    if (lrc_dist_sum_tensors(o->dist, o->host, o->n, err)) return LRC_EUSER;
+    for (int i = 0; i < o->n && !r; i++) {
+        float *g = o->host[i]->data;
+        for (int64_t k = 0; k < o->tab[i].n; k++) g[k] /= (float)o->accum;
+        r = a->htod(o->tab[i].acc, g, o->host[i]->nbytes);
+    }
+    return r ? lrc_cuda_fail(o->x, r, "writing the ranks' average gradients", err) : LRC_OK;
 }
 
 /* One of the kernels over every parameter, with the settings in slot `slot`. */
@@ -200,8 +241,10 @@ int lrc_cuda_optim_grads(lrc_cuda_optim *o, int64_t micro, double *norm, int *ba
 {
     int rc = opt_norm(o, false, norm, bad, err);
     if (rc || o->accum == 1 || *bad >= 0) return rc;
-    bool last = micro == o->accum - 1;
+    bool last = micro == o->local - 1;
+    /* one micro-batch a rank: the first's copy, which the host then sums */
     rc = opt_launch(o, o->f_accum, "lrc_opt_accum", micro == 0 ? HP_ACC_FIRST : last ? HP_ACC_LAST : HP_ACC_MID, err);
+    if (!rc && last && o->dist) rc = opt_sum_ranks(o, err);
     if (!rc && last) { /* the norm of the average, not of the last micro-batch */
         int ignored;
         rc = opt_norm(o, true, norm, &ignored, err);
@@ -281,11 +324,12 @@ static const lrc_train_device_ops cuda_ops = {cuda_run, cuda_grads, cuda_update,
 
 int lrc_trainer_use_cuda(lrc_trainer *t, lrc_cuda_exec *x, lrc_err *err)
 {
-    if (t->dist) return lrc_err_set(err, "cuda: training over MPI ranks runs on the cpu and ref targets only");
+    if (t->zero) return lrc_err_set(err, "--zero 1 shards the cpu's AdamW: on --target cuda it has no effect, leave it out");
     cuda_device *d = lrc_calloc(1, sizeof *d);
     if (!d) return lrc_err_nomem(err, "cuda: for the trainer's device");
     d->x = x;
     t->ops = &cuda_ops;
     t->dev = d;
-    return lrc_cuda_optim_new(x, t->st.params.items, t->st.m, t->st.v, t->st.params.n, &t->adam, t->accum, &d->opt, err);
+    int rc = lrc_cuda_optim_new(x, t->st.params.items, t->st.m, t->st.v, t->st.params.n, &t->adam, t->accum, &d->opt, err);
+    return rc ? rc : lrc_cuda_optim_use_dist(d->opt, t->dist, err);
 }

@@ -624,6 +624,11 @@ int lrc_cuda_optim_new(lrc_cuda_exec *x, lrc_tensor *const *params, lrc_tensor *
  * global norm (with the last micro-batch, that of their average) and *bad,
  * the first tensor holding inf or nan, else -1 (lrc_grads_check's). */
 int lrc_cuda_optim_grads(lrc_cuda_optim *o, int64_t micro, double *norm, int *bad, lrc_err *err);
+/* Over the ranks of d (a data-parallel lrc train; d NULL: one process): the
+ * accum micro-batches shared by them, each rank's sum summed over all
+ * through the host at its last one. */
+typedef struct lrc_dist lrc_dist;
+int lrc_cuda_optim_use_dist(lrc_cuda_optim *o, lrc_dist *d, lrc_err *err);
 /* One AdamW step (0-based), as lrc_adamw_step computes it. */
 int lrc_cuda_optim_step(lrc_cuda_optim *o, int64_t step, double lr, double grad_norm, lrc_err *err);
 /* The device's weights and moments into the host tensors (for a checkpoint). */

@@ -107,6 +107,10 @@ bool cu_render_attention_grad(cu_gen *c, const lrc_node *n);
  * no window or soft-cap); false, having rendered nothing, otherwise.
  * out_of: the group's node for dq, dk, dv, or -1 */
 bool cu_render_attention_grad_tc(cu_gen *c, const lrc_node *n, const int out_of[3]);
+/* the general form's gradient (a bias, Tq != Tk or Dv != Dqk; out_of[3]
+ * the bias's gradient or -1; render_attention_grad_general.c); false for
+ * the forms the tiled kernels take */
+bool cu_render_attention_grad_general(cu_gen *c, const lrc_node *n, const int out_of[4]);
 /* what both gradient kernels end with: the macros naming their outputs
  * (HAS_DQ ...) and arguments (QA ... DVA), body, then every macro in names
  * #undef'd */

@@ -77,8 +77,25 @@ bool lrc_nvrtc_available(char *why, size_t n)
 
 const char *lrc_nvrtc_version(void) { return load() ? api.version_str : "none"; }
 
-/* One compilation for one target: "sm_90" gives a cubin, "compute_90" PTX. */
-static int compile_one(const char *source, const char *name, const char *arch, bool want_ptx, char **out, size_t *size,
+/* One result of a compiled program into *out (NUL-terminated), *size its bytes. */
+static int take_output(nvrtc_program prog, const char *arch, bool want_ptx, char **out, size_t *size, lrc_err *err)
+{
+    int r = want_ptx ? api.ptx_size(prog, size) : api.cubin_size(prog, size);
+    if (!r) {
+        *out = lrc_xcalloc(*size + 1, 1);
+        r = want_ptx ? api.ptx(prog, *out) : api.cubin(prog, *out);
+    }
+    if (!r) return LRC_OK;
+    free(*out);
+    *out = NULL;
+    return lrc_err_set(err, "nvrtc: cannot read the %s for %s: %s", want_ptx ? "PTX" : "cubin", arch, api.error_string(r));
+}
+
+/* One compilation for a real architecture ("sm_90"): its cubin, and with
+ * ptx its PTX, which NVRTC keeps from the same compilation (the bytes a
+ * compilation for "compute_90" gives, the driver's to compile for newer
+ * GPUs): one front end and optimizer run, not two. */
+static int compile_one(const char *source, const char *name, const char *arch, char **cubin, size_t *cubin_size, char **ptx,
                        lrc_err *err)
 {
     nvrtc_program prog = NULL;
@@ -103,18 +120,14 @@ static int compile_one(const char *source, const char *name, const char *arch, b
         api.destroy(&prog);
         return LRC_EUSER;
     }
-    r = want_ptx ? api.ptx_size(prog, size) : api.cubin_size(prog, size);
-    if (!r) {
-        *out = lrc_xmalloc(*size + 1);
-        r = want_ptx ? api.ptx(prog, *out) : api.cubin(prog, *out);
+    size_t n;
+    int rc = take_output(prog, arch, false, cubin, cubin_size, err);
+    if (!rc && ptx && (rc = take_output(prog, arch, true, ptx, &n, err))) {
+        free(*cubin);
+        *cubin = NULL;
     }
     api.destroy(&prog);
-    if (r) {
-        free(*out);
-        *out = NULL;
-        return lrc_err_set(err, "nvrtc: cannot read the %s for %s: %s", want_ptx ? "PTX" : "cubin", arch, api.error_string(r));
-    }
-    return LRC_OK;
+    return rc;
 }
 
 /* ---- the on-disk cache (codegen/kcache.c) ------------------------------------------------
@@ -179,19 +192,7 @@ static int compile_uncached(const char *source, const char *name, const char *ar
     if (sscanf(arch, "sm_%d", &sm) != 1 || sm < 50)
         return lrc_err_set(err, "--arch %s: expected sm_XX with XX >= 50 (sm_80, sm_90, ...)", arch);
     char *bin = NULL;
-    int rc = compile_one(source, name, arch, false, &bin, cubin_size, err);
-    if (rc) return rc;
-    *cubin = bin;
-    if (ptx) {
-        char virt[32];
-        size_t n;
-        snprintf(virt, sizeof virt, "compute_%d", sm);
-        if ((rc = compile_one(source, name, virt, true, ptx, &n, err))) {
-            free(bin);
-            *cubin = NULL;
-            return rc;
-        }
-        (*ptx)[n] = 0;
-    }
-    return LRC_OK;
+    int rc = compile_one(source, name, arch, &bin, cubin_size, ptx, err);
+    if (!rc) *cubin = bin;
+    return rc;
 }

@@ -456,13 +456,24 @@ static void choose_storage(const lrc_graph *g, const lrc_schedule *s, lrc_cuda_s
         else if (n->op == LRC_OP_PARAM) st[id] = n->shape.ndim >= 2 || bias[id] ? bulk : LRC_CUDA_F32;
         /* vectors, not single rows: a decoder's [1, 1, d] activation is a
            GEMM operand beside bf16 weights */
-        else if (n->shape.ndim <= 1 || n->op == LRC_OP_DEPTH_GAIN ||
-                 n->op == LRC_OP_DEPTH_GAIN_GRAD || n->op == LRC_OP_SUM_TO)
-            st[id] = LRC_CUDA_F32; /* gains, scalars and their gradients */
+        else if (n->shape.ndim <= 1 || n->op == LRC_OP_DEPTH_GAIN || n->op == LRC_OP_DEPTH_GAIN_GRAD ||
+                 (n->op == LRC_OP_SUM_TO && lrc_shape_numel(&n->shape) == n->shape.dim[n->shape.ndim - 1]))
+            st[id] = LRC_CUDA_F32; /* gains, scalars and their gradients (a [1, 1, d] gain's too);
+                                      an expand's gradient [B, T, 1, d] is an activation, a GEMM operand */
         /* a log-sum-exp in bf16 would move every probability the backward
            takes from it by up to 2^-9 of its value times the exponent */
         else if (n->op == LRC_OP_ATTENTION_LSE) st[id] = LRC_CUDA_F32;
         else st[id] = bulk;
+    }
+    /* a run-time input a GEMM reads (Whisper's encoder states) stores as the
+       activations beside it do: cuBLAS takes operands of one type, and the
+       upload rounds the caller's f32 */
+    for (int id = 0; id < g->n_nodes; id++) {
+        const lrc_node *n = &g->nodes[id];
+        for (int k = 0; k < 2 && lrc_is_gemm_op(n->op) && k < n->n_in; k++) {
+            const int b = s->buffer_of[n->in[k]];
+            if (b >= 0 && g->nodes[b].op == LRC_OP_INPUT && g->nodes[b].dtype == LRC_F32) st[b] = bulk;
+        }
     }
     for (int i = 0; i < g->n_outputs; i++) /* outputs in f32, ids (topk's) as they are */
         if (g->nodes[g->outputs[i]].dtype != LRC_I32) st[s->buffer_of[g->outputs[i]]] = LRC_CUDA_F32;

@@ -224,17 +224,18 @@ void cu_attention_grad_body(cu_gen *c, const lrc_node *n, const int out_of[3], c
     cu_printf(c->t, "\n");
 }
 
-/* the group holds the gradient of q, k and/or v (fuse rule 6) */
+/* the group holds the gradient of q, k and/or v (and the bias) (fuse rule 6) */
 bool cu_render_attention_grad(cu_gen *c, const lrc_node *n)
 {
     const lrc_shape *qs = &c->g->nodes[n->in[0]].shape;
     int64_t B = qs->dim[0], T = qs->dim[1], H = qs->dim[2], D = qs->dim[3], Hkv = c->g->nodes[n->in[1]].shape.dim[2];
-    int out_of[3] = {-1, -1, -1};
+    int out_of[4] = {-1, -1, -1, -1}; /* dq, dk, dv, and the bias's gradient (the general form's) */
     for (int j = 0; j < c->gr->n_nodes; j++) {
         const lrc_node *m = &c->g->nodes[c->gr->nodes[j]];
         if (m->op != LRC_OP_ATTENTION_GRAD) return false;
         out_of[m->iattr[1]] = c->gr->nodes[j];
     }
+    if (cu_render_attention_grad_general(c, n, out_of)) return true; /* a bias, Tq != Tk or Dv != Dqk */
     if (cu_render_attention_grad_tc(c, n, out_of)) return true; /* bf16 storage: the tensor cores */
     int bt = tile_rows(D);
     if (!bt) return false; /* a head too wide for a tile in shared memory: reported by the caller */

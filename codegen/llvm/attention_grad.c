@@ -327,6 +327,10 @@ static void head_rows(kgen *k, const attn_rows *a, double scale, double cap, boo
 
 void kg_attention_grad(kgen *k)
 {
+    if (kg_attention_grad_is_general(k->g, &k->g->nodes[k->gr->anchor])) {
+        kg_attention_grad_general(k);
+        return;
+    }
     em_t *e = k->e;
     /* The GEMM tiling's vectors (16 floats with AVX-512), where the other
      * kernels take 8: steps 1 and 3 are mostly FMAs, and on a Xeon (family

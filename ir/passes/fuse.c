@@ -319,7 +319,7 @@ static void rule6_share_gradients(fuse *fu)
 }
 
 /* Rule 7: an attention_lse runs in the attention over the same q, k and v
- * with the same attributes, as that kernel's second output (the row
+ * (and bias) with the same attributes, as that kernel's second output (the row
  * statistics it has anyway); the backward reads it. */
 static void rule7_lse_into_attention(fuse *fu)
 {
@@ -331,8 +331,9 @@ static void rule7_lse_into_attention(fuse *fu)
         if (l->op != LRC_OP_ATTENTION_LSE || pg[s->group_of[id]].size != 1) continue;
         for (int a = 0; a < g->n_nodes; a++) {
             const lrc_node *n = &g->nodes[a];
-            if (n->op != LRC_OP_ATTENTION || memcmp(n->in, l->in, 3 * sizeof *n->in) || n->iattr[0] != l->iattr[0] ||
-                n->iattr[1] != l->iattr[1] || memcmp(n->fattr, l->fattr, 2 * sizeof *n->fattr))
+            /* the same bias too: two attentions over one q, k, v may differ only by their masks */
+            if (n->op != LRC_OP_ATTENTION || n->n_in != l->n_in || memcmp(n->in, l->in, (size_t)n->n_in * sizeof *n->in) ||
+                n->iattr[0] != l->iattr[0] || n->iattr[1] != l->iattr[1] || memcmp(n->fattr, l->fattr, 2 * sizeof *n->fattr))
                 continue;
             pg[s->group_of[id]].dead = true;
             pg[s->group_of[id]].size = 0;

@@ -132,6 +132,20 @@ static lrc_tensor *evaluate(const lrc_graph *ng, int id, lrc_pass_ctx *ctx, lrc_
     return t;
 }
 
+/* A broadcast (an expand, or an elementwise op whose result is larger than
+ * each input) of constants stays computed at run time: folded, it would
+ * store copies, and a shape that follows the batch and the sequence (a
+ * per-channel decay expanded to [B, T, d] for a scan) would bind the
+ * constant to one shape, which a package compiled at several cannot take. */
+static bool is_broadcast(const lrc_graph *g, const lrc_node *n, const int *map)
+{
+    if (n->op != LRC_OP_EXPAND && lrc_op_table[n->op].fusion != LRC_FUSE_ELEMENTWISE) return false;
+    int64_t out = lrc_shape_numel(&n->shape);
+    for (int k = 0; k < n->n_in; k++)
+        if (lrc_shape_numel(&g->nodes[map[n->in[k]]].shape) >= out) return false;
+    return true;
+}
+
 /* Consumers of every node: CSR arrays. */
 typedef struct {
     int *start, *list;
@@ -192,7 +206,8 @@ int lrc_pass_fold_gains(lrc_graph **gp, lrc_pass_ctx *ctx, lrc_err *err)
         if (lrc_op_table[n->op].fusion != LRC_FUSE_SOURCE) {
             bool all_const = n->n_in > 0;
             for (int k = 0; k < n->n_in; k++) all_const = all_const && lrc_node_is_const(ng, map[n->in[k]], ctx);
-            if (all_const && lrc_shape_numel(&n->shape) <= MAX_FOLD_ELEMENTS && lrc_op_table[n->op].ref) {
+            if (all_const && lrc_shape_numel(&n->shape) <= MAX_FOLD_ELEMENTS && lrc_op_table[n->op].ref &&
+                !is_broadcast(ng, n, map)) {
                 /* 1. constant subgraphs (LayerRoPE's depth_gain) become constants */
                 int tmp = copy_node(ng, n, map, err);
                 lrc_tensor *t = tmp < 0 ? NULL : evaluate(ng, tmp, ctx, err);

@@ -7,6 +7,8 @@
 # default, one line naming the input and how to give it. lrc train fills it
 # from the default and says so in one line; with no default it stops in
 # one line naming it. lrc.input's options are checked at the model's line.
+# forward of a model or a package ignores a file's labels (backward's)
+# and refuses any other tensor the model has no input for.
 set -u
 lrc=$1 compare=$2
 here=$(cd "$(dirname "$0")" && pwd)
@@ -69,6 +71,15 @@ for t in ref cpu; do
 done
 ok "backward without a default, the mask given" backward "$model" "${nodef[@]}" "${w[@]}" --input "$dir/labmask.st" -o "$dir/b_nodef.st"
 check "backward: the mask given, with or without a default, the same bytes" "cmp -s '$dir/b_nodef.st' '$dir/b_mask_ref.st'"
+# a file with backward's labels serves forward too: they are ignored there
+ok "forward, a file with labels" forward "$model" "${w[@]}" --input "$dir/lab.st" -o "$dir/f_lab.st"
+check "forward: labels change nothing (the same bytes as without them)" "cmp -s '$dir/f_lab.st' '$dir/f_def_ref.st'"
+check "compile a package" "'$lrc' compile '$model' --weights '$dir/w.st' --target cpu --batch 2 --seq 12 -o '$dir/pkg' >/dev/null 2>&1"
+ok "forward of the package, a file with labels" forward "$dir/pkg" --input "$dir/labmask.st" -o "$dir/p_lab.st"
+ok "forward of the package, the same without them" forward "$dir/pkg" --input "$dir/mask.st" -o "$dir/p_tok.st"
+check "forward of a package: labels change nothing (the same bytes)" "cmp -s '$dir/p_lab.st' '$dir/p_tok.st'"
+refused "forward, a tensor the model has no input for" "bogus.st: unexpected tensor 'bogus'" \
+  forward "$model" "${w[@]}" --input "$dir/bogus.st" -o "$dir/x.st"
 refused "backward, a tensor the model has no input for" "bogus.st: unexpected tensor 'bogus' (the model's inputs: tokens, attention_mask, labels)" \
   backward "$model" "${w[@]}" --input "$dir/bogus.st" -o "$dir/x.st"
 # lrc train: the default fills the mask, said once

@@ -277,6 +277,47 @@ static int b_attention_grad(lrc_graph *g, const int64_t *d)
     return rc;
 }
 
+/* dq, dk, dv and (where dbias) the bias's gradient of the general form as
+ * autodiff builds them (bias -1: none), y an output too (not lse: a row
+ * that sees no key has -inf, which a relative error cannot compare) */
+static int attn_grads_general(lrc_graph *g, const char *tag, int q, int k, int v, int dy, int bias, bool dbias, int64_t causal,
+                              int64_t window, double scale, double cap)
+{
+    lrc_err err;
+    char name[48];
+    int y = attn_bias(g, q, k, v, bias, causal, window, scale, cap);
+    lrc_node l = {.op = LRC_OP_ATTENTION_LSE, .n_in = bias >= 0 ? 4 : 3, .in = {q, k, v, bias}, .iattr = {causal, window}, .fattr = {scale, cap}};
+    int lse = lrc_graph_add(g, &l, &err);
+    snprintf(name, sizeof name, "y_%s", tag);
+    int rc = lse < 0 || out(g, name, y);
+    for (int w = 0; w < (dbias ? 4 : 3) && !rc; w++) {
+        snprintf(name, sizeof name, "d%s_%s", w == 3 ? "bias" : w == 0 ? "q" : w == 1 ? "k" : "v", tag);
+        lrc_node n = {.op = LRC_OP_ATTENTION_GRAD, .n_in = bias >= 0 ? 7 : 6, .in = {q, k, v, dy, y, lse, bias},
+                      .iattr = {causal, w, window}, .fattr = {scale, cap}};
+        rc = out(g, name, lrc_graph_add(g, &n, &err));
+    }
+    return rc;
+}
+
+static int b_attention_grad_general(lrc_graph *g, const int64_t *d)
+{ /* d: B, Tq, Tk, Dqk, Dv; 4 query heads over 2 key-value heads: no bias with Tq != Tk or Dv != Dqk; a
+   * bias [1,1,Tq,Tk] with its gradient (summed over batch and heads: one work item), [B,4,Tq,Tk] with its
+   * gradient (each item's own rows), causal with the soft-cap and a window; a padding mask (-inf
+   * entries, a whole row of them) with no gradient of its own, full and causal */
+    int64_t B = d[0], Tq = d[1], Tk = d[2], qs[4] = {B, Tq, 4, d[3]}, ks[4] = {B, Tk, 2, d[3]}, vs[4] = {B, Tk, 2, d[4]};
+    int64_t ys[4] = {B, Tq, 4, d[4]}, b11[4] = {1, 1, Tq, Tk}, bb1[4] = {B, 1, Tq, Tk}, bbh[4] = {B, 4, Tq, Tk};
+    int q = input(g, "q", 4, qs, LRC_F32), k = input(g, "k", 4, ks, LRC_F32), v = input(g, "v", 4, vs, LRC_F32);
+    int dy = input(g, "dy", 4, ys, LRC_F32);
+    int x11 = input(g, "b11", 4, b11, LRC_F32), xbh = input(g, "bbh", 4, bbh, LRC_F32), mask = input(g, "mask", 4, bb1, LRC_F32);
+    double sc = 1.0 / sqrt((double)d[3]);
+    return attn_grads_general(g, "plain", q, k, v, dy, -1, false, 0, 0, sc, 0) ||
+           attn_grads_general(g, "plain_causal", q, k, v, dy, -1, false, 1, 0, sc, 0) ||
+           attn_grads_general(g, "b11", q, k, v, dy, x11, true, 0, 0, 0.4, 0) ||
+           attn_grads_general(g, "bbh_causal_cap_window", q, k, v, dy, xbh, true, 1, 3, sc, 1.5) ||
+           attn_grads_general(g, "mask", q, k, v, dy, mask, false, 0, 0, sc, 0) ||
+           attn_grads_general(g, "mask_causal", q, k, v, dy, mask, false, 1, 0, sc, 0);
+}
+
 /* ---- the harness ------------------------------------------------------- */
 
 /* A tensor whose storage has GUARD pattern bytes after its data. */
@@ -433,22 +474,7 @@ static void unsupported_is_an_error(void)
     CHECK(rc != 0 && strstr(err.msg, "attention") && strstr(err.msg, "head dimension 1026"), "unsupported: rc %d, '%s'", rc,
           rc ? err.msg : "");
     lrc_compiled_free(&c);
-    /* the gradient of attention's general form: the ref target's only, for now */
-    for (int with_bias = 0; with_bias < 2; with_bias++) {
-        lrc_graph *h = lrc_graph_new();
-        int64_t qs[4] = {1, 3, 2, 4}, ks[4] = {1, with_bias ? 3 : 5, 2, 4}, bs[4] = {1, 1, 3, 3};
-        int qi = input(h, "q", 4, qs, LRC_F32), ki = input(h, "k", 4, ks, LRC_F32), b = input(h, "b", 4, bs, LRC_F32);
-        lrc_node l = {.op = LRC_OP_ATTENTION_LSE, .n_in = 3 + with_bias, .in = {qi, ki, ki, b}, .fattr = {0.5}};
-        int lse = lrc_graph_add(h, &l, &err);
-        lrc_node d = {.op = LRC_OP_ATTENTION_GRAD, .n_in = 6 + with_bias, .in = {qi, ki, ki, qi, qi, lse, b}, .fattr = {0.5}};
-        out(h, "dq", lrc_graph_add(h, &d, &err));
-        rc = lrc_compile_graph(h, NULL, &c, &err);
-        CHECK(rc != 0 && strstr(err.msg, "the gradient of the general form") && strstr(err.msg, "ref target only"),
-              "general attention_grad (%s): rc %d, '%s'", with_bias ? "a bias" : "Tk != Tq", rc, rc ? err.msg : "");
-        lrc_compiled_free(&c);
-    }
 }
-
 
 /* ---- the cpu tanh and sigmoid against libm (emit.h states these bounds) -- */
 
@@ -657,6 +683,11 @@ int main(void)
         {"attention_general", b_attention_general, {2, 33, 17, 8, 34}},
         {"attention_general", b_attention_general, {1, 1, 3, 2, 1}},
         {"attention_general", b_attention_general, {1, 12, 12, 16, 24}},
+        /* its gradient: Tq below and above Tk, Dv below and above Dqk, Tq == Tk with a bias, one query row */
+        {"attention_grad_general", b_attention_grad_general, {2, 5, 9, 6, 10}},
+        {"attention_grad_general", b_attention_grad_general, {2, 19, 7, 18, 5}},
+        {"attention_grad_general", b_attention_grad_general, {1, 12, 12, 16, 16}},
+        {"attention_grad_general", b_attention_grad_general, {2, 1, 3, 2, 1}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(cases[i].name, cases[i].fn, cases[i].d, 1000 + i);
     printf("%d passed, %d failed\n", passed, failed);

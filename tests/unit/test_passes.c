@@ -7,7 +7,8 @@
  * pad_hidden widens LLaMA's d_ff = 91 and a ViT's biased d_ff = 30 to
  * multiples of 8 with the logits unchanged, and refuses a width one of
  * whose uses cannot take zero columns. Outputs that share a value (each
- * other's, a parameter's, an input's) get buffers of their own.
+ * other's, a parameter's, an input's) get buffers of their own. A
+ * broadcast of constants is not folded into a larger constant.
  * Usage: test_passes MODEL.lua FIXTURE_DIR... */
 #include "check.h"
 #include "frontend/compile/lrc_compile.h"
@@ -292,6 +293,41 @@ static void pad_shared_vector(void)
     lrc_graph_free(g);
 }
 
+/* fold_gains evaluates constant subgraphs, but not a broadcast of one:
+ * exp(w) [16] folds, its expansion to x's [3, 16] (RWKV's decay, made the
+ * shape of a scan's input) and exp(-w) * 1 [3, 16] stay computed, else a
+ * package compiled at several batch sizes failed on a constant of one. */
+static void fold_broadcast(void)
+{
+    const char *dir = "fold_gains broadcast";
+    lrc_err err;
+    lrc_graph *g = lrc_graph_new();
+    int x = add_x(g, &err), w = lrc_graph_add_param(g, "w", &(lrc_shape){1, {16}}, normal_init, NULL, NULL, &err);
+    int one = lrc_graph_add_param(g, "one", &(lrc_shape){2, {3, 1}}, normal_init, NULL, NULL, &err);
+    int e = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_EXP, .n_in = 1, .in = {w}}, &err);
+    int a = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_EXPAND, .n_in = 1, .in = {e}, .n_iattr = 2, .iattr = {3, 16}}, &err);
+    int m = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_MUL, .n_in = 2, .in = {e, one}}, &err);
+    int y = lrc_graph_add(g, &(lrc_node){.op = LRC_OP_FMA, .n_in = 3, .in = {x, a, m}}, &err);
+    lrc_tensor_set params;
+    lrc_tensor_set_init(&params);
+    lrc_pass_ctx ctx = {.consts = &params};
+    int rc = y < 0 || lrc_graph_add_output(g, "y", y, &err) || lrc_params_init(g, 1, NULL, &params, &err);
+    CHECK_IN(!rc, "setup: %s", err.msg);
+    rc = rc || lrc_pass_fold_gains(&g, &ctx, &err);
+    CHECK_IN(!rc, "fold_gains: %s", err.msg);
+    int n_exp = 0, n_expand = 0, n_mul = 0, big_const = 0;
+    for (int i = 0; !rc && i < g->n_nodes; i++) {
+        const lrc_node *n = &g->nodes[i];
+        n_exp += n->op == LRC_OP_EXP, n_expand += n->op == LRC_OP_EXPAND, n_mul += n->op == LRC_OP_MUL;
+        big_const += n->op == LRC_OP_PARAM && lrc_shape_numel(&n->shape) == 48;
+    }
+    CHECK_IN(!rc && n_exp == 0 && n_expand == 1 && n_mul == 1 && big_const == 0,
+             "want exp folded, expand and mul left, no [3, 16] constant: %d exp, %d expand, %d mul, %d such constants", n_exp,
+             n_expand, n_mul, big_const);
+    lrc_tensor_set_clear(&params);
+    lrc_graph_free(g);
+}
+
 /* x [3, 16] and w [16] with outputs that share a value: silu(x) twice
  * (cse merges the two) and once more under another name, w itself, and
  * reshape(x) (a view of the input). */
@@ -389,6 +425,7 @@ int main(int argc, char **argv)
     pad_refused();
     pad_shared_vector();
     own_outputs();
+    fold_broadcast();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
