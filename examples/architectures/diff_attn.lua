@@ -39,10 +39,6 @@ local function lambda_init(l)
   return 0.8 - 0.6 * math.exp(-0.3 * l)
 end
 
-local function rmsnorm(name, x, n, eps)
-  return lrc.rmsnorm(x, { eps = eps }) * lrc.param(name .. ".weight", { n }, "ones", "norm")
-end
-
 -- DiffAttn of x [B, T, d] for layer l (parameters PREFIX.*).
 local function diff_attention(prefix, x, l, cfg)
   local B, T = x.shape[1], x.shape[2]
@@ -65,7 +61,7 @@ local function diff_attention(prefix, x, l, cfg)
   end
   local li = lambda_init(l)
   local lambda = lrc.exp(lrc.sum(vec("q1") * vec("k1"))) - lrc.exp(lrc.sum(vec("q2") * vec("k2"))) + li
-  local o = rmsnorm(prefix .. ".subln", map(0) - map(1) * lambda, 2 * hd, cfg.eps) * (1 - li)
+  local o = nn.rmsnorm(prefix .. ".subln", 2 * hd, cfg.eps)(map(0) - map(1) * lambda) * (1 - li)
   return nn.linear(prefix .. ".o_proj", 2 * H * hd, d, { group = "attention" })(lrc.reshape(o, { B, T, 2 * H * hd }))
 end
 
@@ -75,10 +71,10 @@ function M.build(cfg, tokens)
   local h = nn.embedding("model.embed_tokens", cfg.vocab, d)(tokens)
   for l = 0, cfg.n_layers - 1 do
     local p = "model.layers." .. l
-    h = h + diff_attention(p .. ".self_attn", rmsnorm(p .. ".input_layernorm", h, d, cfg.eps), l, cfg)
-    h = h + nn.swiglu(p .. ".mlp", d, cfg.d_ff)(rmsnorm(p .. ".post_attention_layernorm", h, d, cfg.eps))
+    h = h + diff_attention(p .. ".self_attn", nn.rmsnorm(p .. ".input_layernorm", d, cfg.eps)(h), l, cfg)
+    h = h + nn.swiglu(p .. ".mlp", d, cfg.d_ff)(nn.rmsnorm(p .. ".post_attention_layernorm", d, cfg.eps)(h))
   end
-  h = rmsnorm("model.norm", h, d, cfg.eps)
+  h = nn.rmsnorm("model.norm", d, cfg.eps)(h)
   return nn.linear("lm_head", d, cfg.vocab)(h)
 end
 

@@ -42,10 +42,6 @@ local function validate(cfg)
   end
 end
 
-local function rmsnorm(name, x, n, eps)
-  return lrc.rmsnorm(x, { eps = eps }) * lrc.param(name .. ".weight", { n }, "ones", "norm")
-end
-
 local function lin(name, d_in, d_out) return nn.linear(name, d_in, d_out, { group = "attention" }) end
 
 local function part(x, start, size) return lrc.slice(x, { axis = x.ndim - 1, start = start, size = size }) end
@@ -67,13 +63,13 @@ local function mla(prefix, x, cfg)
   if cfg.q_lora_rank > 0 then
     local qa = lin(prefix .. ".q_a_proj", d, cfg.q_lora_rank)(x)
     q = lin(prefix .. ".q_b_proj", cfg.q_lora_rank, H * (n + r))(
-      rmsnorm(prefix .. ".q_a_layernorm", qa, cfg.q_lora_rank, cfg.eps))
+      nn.rmsnorm(prefix .. ".q_a_layernorm", cfg.q_lora_rank, cfg.eps)(qa))
   else
     q = lin(prefix .. ".q_proj", d, H * (n + r))(x)
   end
   q = lrc.reshape(q, { B, T, H, n + r })
   local kva = lin(prefix .. ".kv_a_proj_with_mqa", d, R + r)(x)
-  local c = rmsnorm(prefix .. ".kv_a_layernorm", part(kva, 0, R), R, cfg.eps)
+  local c = nn.rmsnorm(prefix .. ".kv_a_layernorm", R, cfg.eps)(part(kva, 0, R))
   local kv = lrc.reshape(lin(prefix .. ".kv_b_proj", R, H * (n + dv))(c), { B, T, H, n + dv })
   -- one rotary key per position, the same for every head
   local k_pe = rope_interleaved(lrc.reshape(part(kva, R, r), { B, T, 1, r }), cfg.rope_base)
@@ -89,10 +85,10 @@ function M.build(cfg, tokens)
   local h = nn.embedding("model.embed_tokens", cfg.vocab, d)(tokens)
   for l = 0, cfg.n_layers - 1 do
     local p = "model.layers." .. l
-    h = h + mla(p .. ".self_attn", rmsnorm(p .. ".input_layernorm", h, d, cfg.eps), cfg)
-    h = h + nn.swiglu(p .. ".mlp", d, cfg.d_ff)(rmsnorm(p .. ".post_attention_layernorm", h, d, cfg.eps))
+    h = h + mla(p .. ".self_attn", nn.rmsnorm(p .. ".input_layernorm", d, cfg.eps)(h), cfg)
+    h = h + nn.swiglu(p .. ".mlp", d, cfg.d_ff)(nn.rmsnorm(p .. ".post_attention_layernorm", d, cfg.eps)(h))
   end
-  h = rmsnorm("model.norm", h, d, cfg.eps)
+  h = nn.rmsnorm("model.norm", d, cfg.eps)(h)
   return nn.linear("lm_head", d, cfg.vocab)(h)
 end
 
