@@ -13,6 +13,9 @@ typedef struct lua_State lua_State;
 void lrc_lua_open(lua_State *L);
 /* While g is set, lrc.* calls in L add nodes to g; NULL ends building. */
 void lrc_lua_set_graph(lua_State *L, lrc_graph *g);
+/* The registry key of whether the graph being built is a training graph
+ * (lrc.training() reads it; model.c's build sets it). */
+#define LRC_LUA_TRAINING_KEY "lrc.training"
 /* "model.lua:42", the innermost line of a user's model file on L's stack
  * (skipping lrc's own Lua library), or "?" */
 const char *lrc_lua_where(lua_State *L, char *buf, size_t n);

@@ -542,6 +542,16 @@ static int l_trace_apart(lua_State *L)
     return lua_gettop(L);
 }
 
+/* lrc.training(): whether the graph being built is a training graph (the
+ * ctx.training M.build receives), for library code that builds otherwise
+ * there (nn.scan unrolls). */
+static int l_training(lua_State *L)
+{
+    lua_getfield(L, LUA_REGISTRYINDEX, LRC_LUA_TRAINING_KEY);
+    lua_pushboolean(L, lua_toboolean(L, -1));
+    return 1;
+}
+
 /* lrc.fail(fmt, ...): an error at the user's line, for library code. */
 static int l_fail(lua_State *L)
 {
@@ -556,7 +566,8 @@ static int l_fail(lua_State *L)
 static int open_lrc(lua_State *L)
 {
     lua_newtable(L);
-    static const luaL_Reg fns[] = {{"param", l_param}, {"get_param", l_get_param}, {"input", l_input}, {"fail", l_fail}, {"tap", l_tap}, {"trace_apart", l_trace_apart}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"param", l_param}, {"get_param", l_get_param}, {"input", l_input}, {"fail", l_fail}, {"tap", l_tap}, {"trace_apart", l_trace_apart},
+                                    {"training", l_training}, {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);
     for (int op = 0; op < LRC_OP_COUNT; op++) {
         if (lrc_op_table[op].fusion == LRC_FUSE_SOURCE) continue;

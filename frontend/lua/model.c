@@ -433,7 +433,11 @@ static int build(lrc_model *m, int64_t B, int64_t T, bool training, lrc_graph *g
     lua_createtable(L, 0, 1);
     lua_pushboolean(L, training);
     lua_setfield(L, -2, "training");
+    lua_pushboolean(L, training); /* and for library code, lrc.training() */
+    lua_setfield(L, LUA_REGISTRYINDEX, LRC_LUA_TRAINING_KEY);
     int rc = pcall_err(L, 3, 1, err);
+    lua_pushboolean(L, false);
+    lua_setfield(L, LUA_REGISTRYINDEX, LRC_LUA_TRAINING_KEY);
     if (!rc) {
         int out = lrc_lua_tensor_id(L, -1);
         if (out < 0) rc = lrc_err_set(err, "%s: build must return the logits tensor, got %s", where, luaL_typename(L, -1));

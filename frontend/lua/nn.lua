@@ -265,14 +265,49 @@ local function scan_site(body)
   return i.source:sub(1, 1) == "@" and (i.short_src .. ":" .. i.linedefined) or "?"
 end
 
+-- tensors joined along axis 1, at most 64 in each lrc.concat (its limit),
+-- in blocks of blocks for longer lists
+local function concat_steps(parts)
+  if #parts <= 64 then return lrc.concat(parts, { axis = 1 }) end
+  local out = {}
+  for i = 1, #parts, 64 do
+    out[#out + 1] = lrc.concat(table.move(parts, i, math.min(i + 63, #parts), 1, {}), { axis = 1 })
+  end
+  return concat_steps(out)
+end
+
+-- ys of T steps stacked along a new axis 1 (lrc.stack joins up to 64)
+local function stack_steps(ys)
+  if #ys <= 64 then return lrc.stack(ys, { axis = 1 }) end
+  local blocks = {}
+  for i = 1, #ys, 64 do
+    blocks[#blocks + 1] = lrc.stack(table.move(ys, i, math.min(i + 63, #ys), 1, {}), { axis = 1 })
+  end
+  return concat_steps(blocks)
+end
+
+-- nn.scan in a training graph: body applied to each step's slice of xs in
+-- turn, every carry a node of its own, which autodiff differentiates as any
+-- other chain (the graph grows with T here)
+local function unroll_scan(step, init, xs, xstep)
+  local carry, ys = init, {}
+  for t = 0, xs.shape[2] - 1 do
+    local y
+    carry, y = step(carry, lrc.reshape(lrc.slice(xs, { axis = 1, start = t, size = 1 }), xstep))
+    ys[#ys + 1] = y
+  end
+  return carry, stack_steps(ys)
+end
+
 -- nn.scan(body, init, xs): JAX's lax.scan along the sequence. xs [B, T, ...],
 -- init (the carry) [B, ...]; for t = 0 .. T-1, carry, y_t = body(carry, xs[:, t]),
 -- with y_t [B, ...]; returns the last carry and ys [B, T, ...] (the y_t in order).
 -- The body is traced once (and once more, apart, to learn y_t's shape): a loop
 -- region (nn.loop) of T iterations whose state packs the carry, the ys so far
 -- and the xs still to come, each step shifting the last two by one step, so the
--- graph's size does not grow with T (the bytes each step moves do). No gradient
--- flows through it yet: backward and train refuse it in one line.
+-- graph's size does not grow with T (the bytes each step moves do). A training
+-- graph (lrc.training()) unrolls the T steps instead, so that the gradient
+-- backpropagates through time from each step's saved carry (unroll_scan).
 function nn.scan(body, init, xs)
   local site = scan_site(body)
   local fail = function(fmt, ...) error(site .. ": " .. string.format(fmt, ...), 0) end
@@ -294,6 +329,7 @@ function nn.scan(body, init, xs)
     if y.ndim < 1 or y.shape[1] ~= B then fail("nn.scan: the body's per-step output %s must be [B, ...], B = %d", shape_str(y.shape), B) end
     return nxt, y
   end
+  if lrc.training() then return unroll_scan(step, init, xs, xstep) end
   local yshape = lrc.trace_apart(function()
     local _, y = step(init, lrc.reshape(lrc.slice(xs, { axis = 1, start = 0, size = 1 }), xstep))
     return y.shape
