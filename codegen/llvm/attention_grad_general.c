@@ -23,6 +23,10 @@
 
 #include <math.h>
 
+/* query rows whose P and dS are in the scratch at once: 16 rows of 4096
+ * keys are 256 KiB each, in a core's L2 */
+#define ROWS_A_BLOCK 16
+
 /* sum over i < n of A[ao + i] B[bo + i]: w lanes of partial sums over the
  * first n - n % w entries (up to 16 vectors of products added as a tree,
  * else a vector FMA a step: not a chain of scalar FMAs each waiting for the
@@ -66,15 +70,17 @@ typedef struct {
     double scale, cap;
     int w; /* floats per vector */
     LLVMValueRef Q, K, V, DY, Y, LSE, Bias, P, S, U, acc, vacc;
-    LLVMValueRef row; /* scratch: one output row's sums */
+    LLVMValueRef row;    /* scratch: a dq row's sums */
+    LLVMValueRef dk, dv; /* scratch: every key's sums of dk and dv over the blocks so far */
     LLVMValueRef b, h, kv; /* batch, query head, key-value head */
 } gen_head;
 
 #define QOFF(g, t, w) em_imul(e, em_iadd(e, em_imul(e, em_iadd(e, em_imul(e, (g)->b, em_i64(e, (g)->Tq)), (t)), em_i64(e, (g)->H)), (g)->h), em_i64(e, (w)))
 #define KOFF(g, j, w) em_imul(e, em_iadd(e, em_imul(e, em_iadd(e, em_imul(e, (g)->b, em_i64(e, (g)->Tk)), (j)), em_i64(e, (g)->Hkv)), (g)->kv), em_i64(e, (w)))
 
-/* Step 1 for row t: P[t, j] and dS[t, j] (and U) over every key j. */
-static void entries_row(em_t *e, const gen_head *g, LLVMValueRef t, bool need_ds)
+/* Step 1 for row t: P[t, j] and dS[t, j] (and U) over every key j, in the
+ * block's scratch rows from t0. */
+static void entries_row(em_t *e, const gen_head *g, LLVMValueRef t, LLVMValueRef t0, bool need_ds)
 {
     LLVMValueRef lo = kg_first_key(e, t, g->W), hi = em_i64(e, g->Tk);
     if (g->causal) { /* keys j <= t, as the forward (top-left aligned where Tq != Tk) */
@@ -89,7 +95,7 @@ static void entries_row(em_t *e, const gen_head *g, LLVMValueRef t, bool need_ds
         LLVMValueRef bb = g->bias_b ? g->b : em_i64(e, 0), bh = g->bias_h ? g->h : em_i64(e, 0);
         brow = em_imul(e, em_iadd(e, em_imul(e, em_iadd(e, em_imul(e, bb, em_i64(e, g->bh)), bh), em_i64(e, g->Tq)), t), em_i64(e, g->Tk));
     }
-    LLVMValueRef row = em_imul(e, t, em_i64(e, g->Tk));
+    LLVMValueRef row = em_imul(e, LLVMBuildSub(e->b, t, t0, ""), em_i64(e, g->Tk));
     em_loop lj;
     LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, g->Tk));
     LLVMValueRef s = em_mul(e, dot(e, g->w, g->acc, g->vacc, g->Q, qo, g->K, KOFF(g, j, g->D), g->D), em_f32(e, g->scale)), u = NULL;
@@ -113,59 +119,84 @@ static void entries_row(em_t *e, const gen_head *g, LLVMValueRef t, bool need_ds
     em_for_end(e, &lj, em_i64(e, 1));
 }
 
-/* over i < n, vectors of w then one at a time: row[i] = fma(m, R[ro + i], row[i]) */
-static void axpy_row(em_t *e, int w, LLVMValueRef row, LLVMValueRef m, LLVMValueRef R, LLVMValueRef ro, int64_t n)
+/* over i < n, vectors of w then one at a time:
+ * sums[so + i] = fma(m, R[ro + i], sums[so + i]) (so NULL: 0) */
+static void axpy_at(em_t *e, int w, LLVMValueRef sums, LLVMValueRef m, LLVMValueRef R, LLVMValueRef ro, int64_t n, LLVMValueRef so)
 {
     int64_t body = w > 1 ? n - n % w : 0;
     em_loop l;
+    if (!so) so = em_i64(e, 0);
     if (body) {
-        LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, body));
-        em_store(e, row, i, em_fma(e, em_splat(e, m, w), em_load(e, R, em_iadd(e, ro, i), w), em_load(e, row, i, w)), w);
+        LLVMValueRef i = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, body)), at = em_iadd(e, so, i);
+        em_store(e, sums, at, em_fma(e, em_splat(e, m, w), em_load(e, R, em_iadd(e, ro, i), w), em_load(e, sums, at, w)), w);
         em_for_end(e, &l, em_i64(e, w));
     }
     if (body == n) return;
-    LLVMValueRef i = em_for_begin(e, &l, em_i64(e, body), em_i64(e, n));
-    em_store(e, row, i, em_fma(e, m, em_load(e, R, em_iadd(e, ro, i), 1), em_load(e, row, i, 1)), 1);
+    LLVMValueRef i = em_for_begin(e, &l, em_i64(e, body), em_i64(e, n)), at = em_iadd(e, so, i);
+    em_store(e, sums, at, em_fma(e, m, em_load(e, R, em_iadd(e, ro, i), 1), em_load(e, sums, at, 1)), 1);
     em_for_end(e, &l, em_i64(e, 1));
 }
 
-/* Step 2 for one gradient (which 0, 1, 2): output row r over `rows`, its
- * `width` entries each a sum over `inner` rows of M's entry times R's row,
- * in that order (the row's entries side by side in the scratch row, a
- * vector at a time); added into O where G heads share it (add). */
-static void grad_out(em_t *e, const gen_head *g, int which, LLVMValueRef O, bool add)
+/* Step 2 for the rows t of a block (from t0, n of them), each row's P and
+ * dS in the scratch: dq_t = scale sum_j dS[t, j] k_j into O; and into the
+ * sums over every key j, sum_t dS[t, j] q_t (dk) and sum_t P[t, j] dy_t
+ * (dv), block after block, so each entry still adds its t in order: the
+ * block's P and dS stay in cache where the whole Tq x Tk of them did not. */
+static void grad_block(em_t *e, const gen_head *g, LLVMValueRef t0, LLVMValueRef n, LLVMValueRef *out_of)
 {
-    int64_t rows = which ? g->Tk : g->Tq, inner = which ? g->Tq : g->Tk, width = which == 2 ? g->Dv : g->D;
-    LLVMValueRef M = which == 2 ? g->P : g->S, R = which == 0 ? g->K : which == 1 ? g->Q : g->DY;
-    double f = which == 2 ? 1.0 : g->scale;
-    em_loop lr, li, lx;
-    LLVMValueRef r = em_for_begin(e, &lr, em_i64(e, 0), em_i64(e, rows));
-    LLVMValueRef oo = which ? KOFF(g, r, width) : QOFF(g, r, width);
-    LLVMValueRef i = em_for_begin(e, &li, em_i64(e, 0), em_i64(e, width));
-    em_store(e, g->row, i, em_f32(e, 0), 1);
-    em_for_end(e, &li, em_i64(e, 1));
-    LLVMValueRef x = em_for_begin(e, &lx, em_i64(e, 0), em_i64(e, inner));
-    /* M[t, j]: t the query row, j the key */
-    LLVMValueRef at = which ? em_iadd(e, em_imul(e, x, em_i64(e, g->Tk)), r) : em_iadd(e, em_imul(e, r, em_i64(e, g->Tk)), x);
-    LLVMValueRef m = em_load(e, M, at, 1);
-    if (which != 2 && g->U) m = em_mul(e, m, em_load(e, g->U, at, 1));
-    axpy_row(e, g->w, g->row, m, R, which == 0 ? KOFF(g, x, width) : QOFF(g, x, width), width);
-    em_for_end(e, &lx, em_i64(e, 1));
-    i = em_for_begin(e, &li, em_i64(e, 0), em_i64(e, width));
-    LLVMValueRef v = em_mul(e, em_load(e, g->row, i, 1), em_f32(e, f)), oat = em_iadd(e, oo, i);
-    em_store(e, O, oat, add ? em_add(e, em_load(e, O, oat, 1), v) : v, 1);
-    em_for_end(e, &li, em_i64(e, 1));
-    em_for_end(e, &lr, em_i64(e, 1));
+    em_loop lt, lj, li;
+    LLVMValueRef r = em_for_begin(e, &lt, em_i64(e, 0), n);
+    LLVMValueRef t = em_iadd(e, t0, r), rowat = em_imul(e, r, em_i64(e, g->Tk));
+    if (out_of[0]) { /* dq_t: its own row of sums, scaled and stored once */
+        LLVMValueRef i = em_for_begin(e, &li, em_i64(e, 0), em_i64(e, g->D));
+        em_store(e, g->row, i, em_f32(e, 0), 1);
+        em_for_end(e, &li, em_i64(e, 1));
+    }
+    LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, g->Tk));
+    LLVMValueRef at = em_iadd(e, rowat, j);
+    if (out_of[0] || out_of[1]) {
+        LLVMValueRef m = em_load(e, g->S, at, 1);
+        if (g->U) m = em_mul(e, m, em_load(e, g->U, at, 1));
+        if (out_of[0]) axpy_at(e, g->w, g->row, m, g->K, KOFF(g, j, g->D), g->D, NULL);
+        if (out_of[1]) axpy_at(e, g->w, g->dk, m, g->Q, QOFF(g, t, g->D), g->D, em_imul(e, j, em_i64(e, g->D)));
+    }
+    if (out_of[2]) axpy_at(e, g->w, g->dv, em_load(e, g->P, at, 1), g->DY, QOFF(g, t, g->Dv), g->Dv, em_imul(e, j, em_i64(e, g->Dv)));
+    em_for_end(e, &lj, em_i64(e, 1));
+    if (out_of[0]) {
+        LLVMValueRef i = em_for_begin(e, &li, em_i64(e, 0), em_i64(e, g->D)), oat = em_iadd(e, QOFF(g, t, g->D), i);
+        em_store(e, out_of[0], oat, em_mul(e, em_load(e, g->row, i, 1), em_f32(e, g->scale)), 1);
+        em_for_end(e, &li, em_i64(e, 1));
+    }
+    em_for_end(e, &lt, em_i64(e, 1));
 }
 
-/* The bias's gradient for one (batch, query head): dS before the soft-cap's
- * factor, added where the bias is broadcast (the buffer zeroed first). */
-static void grad_bias(em_t *e, const gen_head *g, LLVMValueRef O, bool add)
+/* After the last block: dk (times scale) and dv from their sums into O,
+ * added where G heads share them (add). */
+static void grad_keys_out(em_t *e, const gen_head *g, int which, LLVMValueRef O, bool add)
+{
+    int64_t width = which == 2 ? g->Dv : g->D;
+    LLVMValueRef sums = which == 2 ? g->dv : g->dk;
+    double f = which == 2 ? 1.0 : g->scale;
+    em_loop lj, li;
+    LLVMValueRef j = em_for_begin(e, &lj, em_i64(e, 0), em_i64(e, g->Tk));
+    LLVMValueRef i = em_for_begin(e, &li, em_i64(e, 0), em_i64(e, width));
+    LLVMValueRef v = em_mul(e, em_load(e, sums, em_iadd(e, em_imul(e, j, em_i64(e, width)), i), 1), em_f32(e, f));
+    LLVMValueRef oat = em_iadd(e, KOFF(g, j, width), i);
+    em_store(e, O, oat, add ? em_add(e, em_load(e, O, oat, 1), v) : v, 1);
+    em_for_end(e, &li, em_i64(e, 1));
+    em_for_end(e, &lj, em_i64(e, 1));
+}
+
+/* The bias's gradient for the block's rows of one (batch, query head): dS
+ * before the soft-cap's factor, added where the bias is broadcast (the
+ * buffer zeroed first). */
+static void grad_bias(em_t *e, const gen_head *g, LLVMValueRef O, bool add, LLVMValueRef t0, LLVMValueRef n)
 {
     LLVMValueRef bb = g->bias_b ? g->b : em_i64(e, 0), bh = g->bias_h ? g->h : em_i64(e, 0);
-    LLVMValueRef base = em_imul(e, em_iadd(e, em_imul(e, bb, em_i64(e, g->bh)), bh), em_i64(e, g->Tq * g->Tk));
+    LLVMValueRef base = em_iadd(e, em_imul(e, em_iadd(e, em_imul(e, bb, em_i64(e, g->bh)), bh), em_i64(e, g->Tq * g->Tk)),
+                                em_imul(e, t0, em_i64(e, g->Tk)));
     em_loop l;
-    LLVMValueRef x = em_for_begin(e, &l, em_i64(e, 0), em_i64(e, g->Tq * g->Tk));
+    LLVMValueRef x = em_for_begin(e, &l, em_i64(e, 0), em_imul(e, n, em_i64(e, g->Tk)));
     LLVMValueRef v = em_load(e, g->S, x, 1), at = em_iadd(e, base, x);
     em_store(e, O, at, add ? em_add(e, em_load(e, O, at, 1), v) : v, 1);
     em_for_end(e, &l, em_i64(e, 1));
@@ -209,9 +240,12 @@ void kg_attention_grad_general(kgen *k)
     g.Y = kg_ptr(k, a->in[4]), g.LSE = kg_ptr(k, a->in[5]), g.Bias = bs ? kg_ptr(k, a->in[6]) : NULL;
     g.w = k->vec;
     g.acc = em_alloca(e, e->f32, "acc"), g.vacc = em_alloca(e, em_vty(e, g.w), "vacc");
-    LLVMValueRef rows_bytes = em_i64(e, g.Tq * g.Tk * 4);
+    int64_t TB = g.Tq < ROWS_A_BLOCK ? g.Tq : ROWS_A_BLOCK;
+    LLVMValueRef rows_bytes = em_i64(e, TB * g.Tk * 4);
     g.P = em_malloc(e, rows_bytes), g.S = em_malloc(e, rows_bytes), g.U = g.cap > 0 ? em_malloc(e, rows_bytes) : NULL;
-    g.row = em_malloc(e, em_i64(e, (g.D > g.Dv ? g.D : g.Dv) * 4));
+    g.row = em_malloc(e, em_i64(e, g.D * 4));
+    g.dk = out_of[1] ? em_malloc(e, em_i64(e, g.Tk * g.D * 4)) : NULL;
+    g.dv = out_of[2] ? em_malloc(e, em_i64(e, g.Tk * g.Dv * 4)) : NULL;
     if (bias_sum) zero(e, out_of[3], em_i64(e, 0), lrc_shape_numel(bs));
     em_loop li, lg;
     LLVMValueRef item = em_for_begin(e, &li, e->begin, e->end);
@@ -230,17 +264,27 @@ void kg_attention_grad_general(kgen *k)
             }
     LLVMValueRef gi = em_for_begin(e, &lg, em_i64(e, 0), em_i64(e, Gq));
     g.h = em_iadd(e, em_imul(e, g.kv, em_i64(e, Gq)), gi);
-    LLVMValueRef t = em_for_begin(e, &lt, em_i64(e, 0), em_i64(e, g.Tq));
-    entries_row(e, &g, t, need_ds);
+    if (g.dk) zero(e, g.dk, em_i64(e, 0), g.Tk * g.D);
+    if (g.dv) zero(e, g.dv, em_i64(e, 0), g.Tk * g.Dv);
+    em_loop lb;
+    LLVMValueRef t0 = em_for_begin(e, &lb, em_i64(e, 0), em_i64(e, g.Tq)), end = em_iadd(e, t0, em_i64(e, TB));
+    LLVMValueRef n = LLVMBuildSub(e->b, LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, end, em_i64(e, g.Tq), ""), end,
+                                                        em_i64(e, g.Tq), ""), t0, "");
+    LLVMValueRef t = em_for_begin(e, &lt, t0, em_iadd(e, t0, n));
+    entries_row(e, &g, t, t0, need_ds);
     em_for_end(e, &lt, em_i64(e, 1));
-    for (int which = 0; which < 3; which++)
-        if (out_of[which]) grad_out(e, &g, which, out_of[which], which > 0 && Gq > 1);
-    if (out_of[3]) grad_bias(e, &g, out_of[3], bias_sum);
+    grad_block(e, &g, t0, n, out_of);
+    if (out_of[3]) grad_bias(e, &g, out_of[3], bias_sum, t0, n);
+    em_for_end(e, &lb, em_i64(e, TB));
+    for (int which = 1; which < 3; which++)
+        if (out_of[which]) grad_keys_out(e, &g, which, out_of[which], Gq > 1);
     em_for_end(e, &lg, em_i64(e, 1));
     em_for_end(e, &lp, em_i64(e, 1));
     em_for_end(e, &li, em_i64(e, 1));
     em_free(e, g.P);
     em_free(e, g.S);
     em_free(e, g.row);
+    if (g.dk) em_free(e, g.dk);
+    if (g.dv) em_free(e, g.dv);
     if (g.U) em_free(e, g.U);
 }
