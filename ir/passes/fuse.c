@@ -34,7 +34,7 @@
  *     read only by a sum_to over whole rows (a gain's gradient, the sum
  *     over rows of dy times the gain's input), runs in the sum's kernel:
  *     the product is never written out.
- * 11. Where the target asks (cpu): an elementwise group (or one elementwise
+ * 11. Where the target asks (cpu, cuda): an elementwise group (or one elementwise
  *     op alone for its broadcast) of f32 values of the shape a sum, mean,
  *     amax or logsumexp reads, read by nothing but that reduction, runs in
  *     the reduction's kernel as its prologue: each element of the

@@ -5,7 +5,7 @@
  * both ways, cumsum both ways, scan both ways without and with init,
  * concat of three inputs along each axis, expand of every axis of 1, amax
  * with ties, and each reduction of an elementwise chain along every axis
- * (fused into its kernel on cpu, within 1e-6). Each other output within
+ * (fused into its kernel, within 1e-6). Each other output within
  * 1e-5 of ref (relative); on cpu with guard
  * bytes after every buffer, on cuda with LRC_CUDA_CHECK's guard
  * regions (exit 77 without a device; CI runs the emulator, tests/cuemu).
@@ -38,8 +38,8 @@ static int along(lrc_graph *g, lrc_op op, int x, int64_t axis, int64_t flag)
 
 /* pro_<op>_<a>: op along axis a of exp(x * b) * x + b, b an input of its
  * own (x's shape with axes 0 and a of 1): an elementwise prologue that
- * the cpu runs in the reduction's kernel (fuse rule 11), broadcast along
- * the reduced axis and another. */
+ * both targets run in the reduction's kernel (fuse rule 11), broadcast
+ * along the reduced axis and another. */
 static int prologue(lrc_graph *g, const lrc_shape *s, int x, lrc_op op, int a, int64_t ax)
 {
     char name[64];
