@@ -169,9 +169,11 @@ static bool renderable(const lrc_graph *g, const lrc_group *gr, const lrc_node *
                (!anchor && (n->op == LRC_OP_CROSS_ENTROPY || n->op == LRC_OP_CROSS_ENTROPY_GRAD) && lrc_group_is_loss_head(g, gr));
     case LRC_GROUP_ATTENTION: /* RoPE of q or k (fuse rule 4), the row statistics (rule 7) */
         return anchor ? f == LRC_FUSE_ATTENTION : n->op == LRC_OP_ROPE || n->op == LRC_OP_ATTENTION_LSE;
-    case LRC_GROUP_OPAQUE: /* one op (or its nodes for each input, fuse rule 6; a loss's gradient, rule 9; a summed product, rule 10); the renderer says whether it can */
+    case LRC_GROUP_OPAQUE: /* one op (or its nodes for each input, fuse rule 6; a loss's gradient, rule 9; a summed product, rule 10;
+                            * a reduction's prologue, rule 11); the renderer says whether it can */
         return anchor || (n->op == g->nodes[gr->anchor].op && lrc_op_table[n->op].share_by_which) ||
-               lrc_group_loss_pair_grad(g, gr) == (int)(n - g->nodes) || lrc_group_sum_product(g, gr) == (int)(n - g->nodes);
+               lrc_group_loss_pair_grad(g, gr) == (int)(n - g->nodes) || lrc_group_sum_product(g, gr) == (int)(n - g->nodes) ||
+               (lrc_group_is_reduce_prologue(g, gr) && f == LRC_FUSE_ELEMENTWISE);
     default: return false;
     }
 }

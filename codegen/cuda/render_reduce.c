@@ -2,8 +2,12 @@
  * (ir/reduce.c): the reductions sum, mean, amax and logsumexp, cumsum, scan
  * (ir/scan.c) and amax's gradient run a thread per (outer, inner) pair that walks the axis
  * with a stride of inner (no transposed copy), in f32; concat and expand a
- * thread per output element; and bmm, a thread per output element. */
+ * thread per output element; and bmm, a thread per output element. A
+ * reduction with an elementwise prologue (fuse rule 11) computes each
+ * input element where it would load it. */
 #include "cugen.h"
+
+#include <stdlib.h>
 
 #define BLOCK 256
 #define OUT(buf) cu_arg(c, c->gr->anchor, buf, sizeof buf)
@@ -25,24 +29,104 @@ static void begin_pairs(cu_gen *c, int64_t outer, int64_t len, int64_t inner)
     launch(c, outer * inner);
 }
 
+/* Fuse rule 11's prologue: each element of the reduction's input computed
+ * where it is loaded (p<id> for member id), the other values loaded at
+ * their broadcast strides: lo<id>, their offset at (o, 0, i), once per
+ * thread, and astride[id] along the axis. */
+static void pro_offsets(cu_gen *c, int axis, int64_t inner, int64_t *astride)
+{
+    const lrc_graph *g = c->g;
+    const lrc_shape *xs = &g->nodes[g->nodes[c->gr->anchor].in[0]].shape;
+    bool *seen = lrc_xcalloc((size_t)g->n_nodes, 1);
+    cu_printf(c->t, "    const long po = t / %lldL, pi = t %% %lldL;\n", L(inner), L(inner));
+    for (int j = 0; j < c->gr->n_nodes; j++) {
+        const lrc_node *m = &g->nodes[c->gr->nodes[j]];
+        for (int q = 0; q < m->n_in && c->gr->nodes[j] != c->gr->anchor; q++) {
+            int x = m->in[q];
+            if (c->member[x] || seen[x]) continue;
+            seen[x] = true;
+            const lrc_shape *s = &g->nodes[x].shape;
+            int64_t st[LRC_MAX_DIMS], run = 1;
+            for (int d = xs->ndim - 1; d >= 0; d--) {
+                int sd = s->ndim - xs->ndim + d;
+                int64_t size = sd >= 0 ? s->dim[sd] : 1;
+                st[d] = size == 1 ? 0 : run;
+                run *= size;
+            }
+            astride[x] = st[axis];
+            cu_printf(c->t, "    long lo%d = 0;\n", x);
+            for (int half = 0; half < 2; half++) { /* the dims before the axis from po, after it from pi */
+                int lo = half ? axis + 1 : 0, hi = half ? xs->ndim : axis;
+                cu_printf(c->t, "    { long q = %s;", half ? "pi" : "po");
+                for (int d = hi - 1; d >= lo; d--) {
+                    if (st[d]) cu_printf(c->t, " lo%d += (q %% %lldL) * %lldL;", x, L(xs->dim[d]), L(st[d]));
+                    cu_printf(c->t, " q /= %lldL;", L(xs->dim[d]));
+                }
+                cu_printf(c->t, " }\n");
+            }
+        }
+    }
+    free(seen);
+}
+
+/* `float v` = the reduction's input at r (an expression), loaded, or its
+ * prologue computed (inside a scope of its own: the p<id> are per element) */
+static void x_at(cu_gen *c, const lrc_node *n, const int64_t *astride, const char *r, int64_t inner, const char *indent)
+{
+    char x[16];
+    if (!astride) {
+        cu_printf(c->t, "%sconst float v = ld(%s, base + %s * %lldL);\n", indent, IN(0, x), r, L(inner));
+        return;
+    }
+    for (int j = 0; j < c->gr->n_nodes; j++) {
+        int id = c->gr->nodes[j];
+        const lrc_node *m = &c->g->nodes[id];
+        if (id == c->gr->anchor) continue;
+        char ops[LRC_MAX_INPUTS][96], e[64], prefix[24];
+        const char *xs[LRC_MAX_INPUTS];
+        for (int q = 0; q < m->n_in; q++) {
+            int in = m->in[q];
+            if (c->member[in]) snprintf(ops[q], sizeof ops[q], "p%d", in);
+            else snprintf(ops[q], sizeof ops[q], "ld(%s, lo%d + %s * %lldL)", cu_arg(c, in, x, sizeof x), in, r, L(astride[in]));
+            xs[q] = ops[q];
+        }
+        snprintf(prefix, sizeof prefix, "e%d", id);
+        cu_elementwise_emit(c, m, xs, indent, prefix, e, sizeof e); /* fuse rule 11 takes elementwise members only */
+        cu_printf(c->t, "%sconst float p%d = %s;\n", indent, id, e);
+    }
+    cu_printf(c->t, "%sconst float v = p%d;\n", indent, n->in[0]);
+}
+
 static void op_reduce(cu_gen *c, const lrc_node *n)
 {
-    char o[16], x[16];
+    char o[16];
     int64_t outer, len, inner;
     lrc_axis_split(&c->g->nodes[n->in[0]].shape, (int)n->iattr[0], &outer, &len, &inner);
     begin_pairs(c, outer, len, inner);
-    IN(0, x);
-    cu_printf(c->t, "    float m = ld(%s, base), s = 0.f;\n", x);
-    if (n->op == LRC_OP_AMAX || n->op == LRC_OP_LOGSUMEXP)
-        cu_printf(c->t, "    for (long r = 1; r < %lldL; r++) { const float v = ld(%s, base + r * %lldL); if (v > m) m = v; }\n", L(len), x,
-                  L(inner));
-    if (n->op == LRC_OP_LOGSUMEXP)
-        cu_printf(c->t, "    for (long r = 0; r < %lldL; r++) s += expf(ld(%s, base + r * %lldL) - m);\n    s = m + logf(s);\n", L(len), x,
-                  L(inner));
+    int64_t *astride = NULL;
+    if (lrc_group_is_reduce_prologue(c->g, c->gr)) {
+        astride = lrc_xcalloc((size_t)c->g->n_nodes, sizeof *astride);
+        pro_offsets(c, (int)n->iattr[0], inner, astride);
+    }
+    const char *in = "        ";
+    cu_printf(c->t, "    float m, s = 0.f;\n    {\n");
+    x_at(c, n, astride, "0L", inner, in);
+    cu_printf(c->t, "%sm = v;\n    }\n", in);
+    if (n->op == LRC_OP_AMAX || n->op == LRC_OP_LOGSUMEXP) {
+        cu_printf(c->t, "    for (long r = 1; r < %lldL; r++) {\n", L(len));
+        x_at(c, n, astride, "r", inner, in);
+        cu_printf(c->t, "%sif (v > m) m = v;\n    }\n", in);
+    }
+    if (n->op != LRC_OP_AMAX) {
+        cu_printf(c->t, "    for (long r = 0; r < %lldL; r++) {\n", L(len));
+        x_at(c, n, astride, "r", inner, in);
+        cu_printf(c->t, "%ss += %s;\n    }\n", in, n->op == LRC_OP_LOGSUMEXP ? "expf(v - m)" : "v");
+    }
+    if (n->op == LRC_OP_LOGSUMEXP) cu_printf(c->t, "    s = m + logf(s);\n");
     else if (n->op == LRC_OP_AMAX) cu_printf(c->t, "    s = m;\n");
-    else cu_printf(c->t, "    for (long r = 0; r < %lldL; r++) s += ld(%s, base + r * %lldL);\n", L(len), x, L(inner));
     if (n->op == LRC_OP_MEAN) cu_printf(c->t, "    s /= %lld.f;\n", L(len));
     cu_printf(c->t, "    st(%s, t, s);\n}\n\n", OUT(o));
+    free(astride);
 }
 
 static void op_cumsum(cu_gen *c, const lrc_node *n)

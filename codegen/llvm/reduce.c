@@ -3,8 +3,13 @@
  * amax's gradient. Each walks its input as [outer, len, inner] about the
  * axis with strided loads (no transposed copy) and sums in f64 as the
  * reference does; a work item is an outer index (codegen/program.c's
- * OUTER), expand's one item the whole output. */
+ * OUTER), expand's one item the whole output. A reduction with an
+ * elementwise prologue (fuse rule 11) computes each input element where it
+ * would load it. */
+#include "ew_llvm.h"
 #include "kgen.h"
+
+#include <stdlib.h>
 
 #define C(v) em_i64(e, v)
 
@@ -14,6 +19,81 @@ static LLVMValueRef get(em_t *e, LLVMValueRef slot, LLVMTypeRef t) { return LLVM
 /* x[o, r, i] for the loops' o and i: base + r * inner */
 static LLVMValueRef at_r(em_t *e, LLVMValueRef base, LLVMValueRef r, int64_t inner) { return em_iadd(e, base, em_imul(e, r, C(inner))); }
 
+/* Fuse rule 11's prologue: the reduction's input computed at each element
+ * it is loaded from its members, the other values loaded at their
+ * broadcast strides (0 along an axis where they have 1). */
+typedef struct prologue {
+    int64_t *astride;  /* node id -> a loaded value's stride along the axis */
+    LLVMValueRef *at0; /* node id -> its offset at (o, 0, i) */
+} prologue;
+
+/* x's strides over the dims of xs it broadcasts to (aligned at the right) */
+static void bstrides(const lrc_shape *x, const lrc_shape *xs, int64_t *st)
+{
+    int64_t run = 1;
+    for (int d = xs->ndim - 1; d >= 0; d--) {
+        int xd = x->ndim - xs->ndim + d;
+        int64_t size = xd >= 0 ? x->dim[xd] : 1;
+        st[d] = size == 1 ? 0 : run;
+        run *= size;
+    }
+}
+
+/* the offset of v's digits over dims [lo, hi) of xs, strides st */
+static LLVMValueRef digits_off(em_t *e, LLVMValueRef v, const lrc_shape *xs, int lo, int hi, const int64_t *st)
+{
+    LLVMValueRef off = C(0), rest = v;
+    for (int d = hi - 1; d >= lo; d--) {
+        if (st[d]) off = em_iadd(e, off, em_imul(e, LLVMBuildSRem(e->b, rest, C(xs->dim[d]), ""), C(st[d])));
+        rest = LLVMBuildSDiv(e->b, rest, C(xs->dim[d]), "");
+    }
+    return off;
+}
+
+/* every loaded value's offset at (o, 0, i), inside the loop over i */
+static void prologue_offsets(kgen *k, prologue *pr, int axis, LLVMValueRef o, LLVMValueRef i)
+{
+    const lrc_graph *g = k->g;
+    const lrc_shape *xs = &g->nodes[g->nodes[k->gr->anchor].in[0]].shape;
+    for (int j = 0; j < k->gr->n_nodes; j++) {
+        const lrc_node *m = &g->nodes[k->gr->nodes[j]];
+        if (k->gr->nodes[j] == k->gr->anchor) continue;
+        for (int q = 0; q < m->n_in; q++) {
+            int x = m->in[q];
+            if (k->member[x] || pr->at0[x]) continue;
+            int64_t st[LRC_MAX_DIMS];
+            bstrides(&g->nodes[x].shape, xs, st);
+            pr->astride[x] = st[axis];
+            pr->at0[x] = em_iadd(k->e, digits_off(k->e, o, xs, 0, axis, st), digits_off(k->e, i, xs, axis + 1, xs->ndim, st));
+        }
+    }
+}
+
+static LLVMValueRef prologue_value(kgen *k, const prologue *pr, int id, LLVMValueRef r)
+{
+    if (k->memo[id]) return k->memo[id];
+    em_t *e = k->e;
+    const lrc_node *n = &k->g->nodes[id];
+    LLVMValueRef v;
+    if (k->member[id]) {
+        LLVMValueRef x[LRC_MAX_INPUTS];
+        for (int q = 0; q < n->n_in; q++) x[q] = prologue_value(k, pr, n->in[q], r);
+        v = lrc_ew_llvm_eval(e, n, x, 1, false);
+    } else {
+        v = em_load(e, kg_ptr(k, id), em_iadd(e, pr->at0[id], em_imul(e, r, C(pr->astride[id]))), 1);
+    }
+    k->memo[id] = v;
+    return v;
+}
+
+/* the reduction's input at (o, r, i): loaded at base + r * inner, or its prologue's value */
+static LLVMValueRef x_at(kgen *k, const prologue *pr, const lrc_node *n, LLVMValueRef base, LLVMValueRef r, int64_t inner)
+{
+    if (!pr) return load_f64(k->e, kg_ptr(k, n->in[0]), at_r(k->e, base, r, inner));
+    kg_reset(k);
+    return em_to_f64(k->e, prologue_value(k, pr, n->in[0], r));
+}
+
 /* sum, mean, amax, logsumexp: an output element per (o, i), its max first
  * where the op needs it */
 void kg_reduce(kgen *k, const lrc_node *n)
@@ -21,24 +101,32 @@ void kg_reduce(kgen *k, const lrc_node *n)
     em_t *e = k->e;
     int64_t outer, len, inner;
     lrc_axis_split(&k->g->nodes[n->in[0]].shape, (int)n->iattr[0], &outer, &len, &inner);
-    LLVMValueRef X = kg_ptr(k, n->in[0]), O = kg_ptr(k, k->gr->anchor);
+    int N = k->g->n_nodes;
+    prologue pro = {0}, *pr = NULL;
+    if (lrc_group_is_reduce_prologue(k->g, k->gr)) {
+        pro.astride = lrc_xcalloc((size_t)N, sizeof *pro.astride);
+        pro.at0 = lrc_xcalloc((size_t)N, sizeof *pro.at0);
+        pr = &pro;
+    }
+    LLVMValueRef O = kg_ptr(k, k->gr->anchor);
     LLVMValueRef m = em_alloca(e, e->f64, "max"), s = em_alloca(e, e->f64, "sum");
     bool wants_max = n->op == LRC_OP_AMAX || n->op == LRC_OP_LOGSUMEXP;
     em_loop lo, li, lr;
     LLVMValueRef o = em_for_begin(e, &lo, e->begin, e->end);
     LLVMValueRef i = em_for_begin(e, &li, C(0), C(inner));
     LLVMValueRef base = em_iadd(e, em_imul(e, o, C(len * inner)), i);
-    LLVMBuildStore(e->b, load_f64(e, X, base), m);
+    if (pr) prologue_offsets(k, pr, (int)n->iattr[0], o, i);
+    LLVMBuildStore(e->b, x_at(k, pr, n, base, C(0), inner), m);
     LLVMBuildStore(e->b, em_d64(e, 0), s);
     if (wants_max) {
         LLVMValueRef r = em_for_begin(e, &lr, C(1), C(len));
-        LLVMValueRef v = load_f64(e, X, at_r(e, base, r, inner)), cur = get(e, m, e->f64);
+        LLVMValueRef v = x_at(k, pr, n, base, r, inner), cur = get(e, m, e->f64);
         LLVMBuildStore(e->b, LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealOGT, v, cur, ""), v, cur, ""), m);
         em_for_end(e, &lr, C(1));
     }
     if (n->op != LRC_OP_AMAX) {
         LLVMValueRef r = em_for_begin(e, &lr, C(0), C(len));
-        LLVMValueRef v = load_f64(e, X, at_r(e, base, r, inner));
+        LLVMValueRef v = x_at(k, pr, n, base, r, inner);
         if (n->op == LRC_OP_LOGSUMEXP) v = em_libm(e, "exp", LLVMBuildFSub(e->b, v, get(e, m, e->f64), ""), NULL);
         LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, get(e, s, e->f64), v, ""), s);
         em_for_end(e, &lr, C(1));
@@ -50,6 +138,8 @@ void kg_reduce(kgen *k, const lrc_node *n)
     em_store(e, O, em_iadd(e, em_imul(e, o, C(inner)), i), em_to_f32(e, y), 1);
     em_for_end(e, &li, C(1));
     em_for_end(e, &lo, C(1));
+    free(pro.astride);
+    free(pro.at0);
 }
 
 /* the running sum along the axis, from its end with `reverse` */

@@ -177,9 +177,14 @@ void lrc_cpu_pass_rules(lrc_pass_ctx *ctx)
     ctx->loss_head = lrc_env_is("LRC_CPU_LOSS_HEAD", "1");
     ctx->loss_pair = true;
     ctx->sum_product = true;
+    ctx->reduce_prologue = true;
 }
 
-void lrc_cuda_pass_rules(lrc_pass_ctx *ctx) { ctx->pad_multiple = lrc_env_is("LRC_PAD_HIDDEN", "0") ? 0 : LRC_CUDA_PAD_MULTIPLE; }
+void lrc_cuda_pass_rules(lrc_pass_ctx *ctx)
+{
+    ctx->pad_multiple = lrc_env_is("LRC_PAD_HIDDEN", "0") ? 0 : LRC_CUDA_PAD_MULTIPLE;
+    ctx->reduce_prologue = true;
+}
 
 int lrc_compile_graph_cuda(lrc_graph *g, lrc_tensor_set *consts, const char *arch, bool f32, lrc_compiled *c, lrc_err *err)
 {

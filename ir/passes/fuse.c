@@ -34,9 +34,15 @@
  *     read only by a sum_to over whole rows (a gain's gradient, the sum
  *     over rows of dy times the gain's input), runs in the sum's kernel:
  *     the product is never written out.
+ * 11. Where the target asks (cpu, cuda): an elementwise group (or one elementwise
+ *     op alone for its broadcast) of f32 values of the shape a sum, mean,
+ *     amax or logsumexp reads, read by nothing but that reduction, runs in
+ *     the reduction's kernel as its prologue: each element of the
+ *     reduction's input is computed where it is loaded, never stored. Its
+ *     inputs may broadcast along any axis (stride 0 where they have 1).
  *
- * Each rule is one function below (rule1_anchor ... rule10_product_into_sum),
- * run in the order 1 and 2 (one walk), 3, 5, 4, 6, 7, 8, 9, 10.
+ * Each rule is one function below (rule1_anchor ... rule11_prologue_into_reduce),
+ * run in the order 1 and 2 (one walk), 3, 5, 4, 6, 7, 8, 9, 10, 11.
  *
  * A loop region (docs/architecture.md, rule 5) is loop_state's group, the body, then
  * loop_next's group, the back edge, whose value aliases the state's buffer:
@@ -44,7 +50,9 @@
  *
  * Views (reshape) alias their input and belong to no group. Every input of
  * an elementwise member must have the member's shape, be a vector along the
- * last axis, or be a scalar — the indexing every renderer implements. */
+ * last axis, or be a scalar — the indexing every renderer implements
+ * (rule 11's prologue, which the reduction kernels index, excepted). */
+#include "../lrc_ew.h"
 #include "lrc_passes.h"
 
 #include <stdlib.h>
@@ -422,6 +430,88 @@ static void rule10_product_into_sum(fuse *fu)
     }
 }
 
+bool lrc_op_is_reduce(lrc_op op)
+{
+    return op == LRC_OP_SUM || op == LRC_OP_MEAN || op == LRC_OP_AMAX || op == LRC_OP_LOGSUMEXP;
+}
+
+bool lrc_broadcasts_to(const lrc_shape *x, const lrc_shape *to)
+{
+    if (x->ndim > to->ndim) return false;
+    for (int d = 0; d < x->ndim; d++) {
+        int64_t a = x->dim[x->ndim - 1 - d], b = to->dim[to->ndim - 1 - d];
+        if (a != 1 && a != b) return false;
+    }
+    return true;
+}
+
+/* Whether member id of group gi may run in the prologue of reduction
+ * group gc: an f32 elementwise op the renderers fuse, of the reduction's
+ * input shape xs, read by nothing outside gi and gc, its inputs f32 and
+ * broadcast to that shape. */
+static bool prologue_member(const fuse *fu, int id, int gi, int gc, const lrc_shape *xs)
+{
+    const lrc_graph *g = fu->g;
+    const lrc_node *n = &g->nodes[id];
+    if (lrc_op_table[n->op].fusion != LRC_FUSE_ELEMENTWISE || (lrc_ew_flags(n->op) & (LRC_EW_ALONE | LRC_EW_F64)) ||
+        n->dtype != LRC_F32 || fu->is_out[id] || !lrc_shape_eq(&n->shape, xs) || n->n_in < 1)
+        return false;
+    for (int k = 0; k < n->n_in; k++) {
+        const lrc_node *in = &g->nodes[n->in[k]];
+        if (in->dtype != LRC_F32 || !lrc_broadcasts_to(&in->shape, xs)) return false;
+    }
+    for (int j = 0; j < g->n_nodes; j++) /* its users: members of gi or of the reduction's group */
+        for (int k = 0; k < g->nodes[j].n_in; k++)
+            if (g->nodes[j].in[k] == id && fu->s->group_of[j] != gi && fu->s->group_of[j] != gc) return false;
+    return true;
+}
+
+/* Group gi (an elementwise group, or one elementwise op alone for its
+ * broadcast) moves into reduction group gc when all its members may. */
+static bool try_prologue(fuse *fu, int gi, int gc, const lrc_shape *xs)
+{
+    const lrc_graph *g = fu->g;
+    lrc_schedule *s = fu->s;
+    if (gi < 0 || gi == gc || fu->pg[gi].dead) return false;
+    const proto_group *p = &fu->pg[gi];
+    if (p->kind != LRC_GROUP_ELEMENTWISE &&
+        !(p->kind == LRC_GROUP_OPAQUE && p->size == 1 && lrc_op_table[g->nodes[p->anchor].op].fusion == LRC_FUSE_ELEMENTWISE))
+        return false;
+    for (int id = 0; id < g->n_nodes; id++)
+        if (s->group_of[id] == gi && !prologue_member(fu, id, gi, gc, xs)) return false;
+    for (int id = 0; id < g->n_nodes; id++)
+        if (s->group_of[id] == gi) s->group_of[id] = gc, fu->pg[gc].size++;
+    fu->pg[gi].size = 0;
+    fu->pg[gi].dead = true;
+    return true;
+}
+
+/* Rule 11 (see the header comment): the group feeding the reduction, then
+ * the groups feeding that one's members, until none more moves in. */
+static void rule11_prologue_into_reduce(fuse *fu)
+{
+    const lrc_graph *g = fu->g;
+    lrc_schedule *s = fu->s;
+    for (int c = 0; c < g->n_nodes; c++) {
+        const lrc_node *cn = &g->nodes[c];
+        if (!lrc_op_is_reduce(cn->op) || cn->dtype != LRC_F32 || !alone(fu, c)) continue;
+        int gc = s->group_of[c];
+        const lrc_shape *xs = &g->nodes[cn->in[0]].shape;
+        for (bool moved = try_prologue(fu, s->group_of[cn->in[0]], gc, xs); moved;) {
+            moved = false;
+            for (int id = c - 1; id >= 0 && !moved; id--)
+                if (s->group_of[id] == gc)
+                    for (int k = 0; k < g->nodes[id].n_in && !moved; k++)
+                        moved = try_prologue(fu, s->group_of[g->nodes[id].in[k]], gc, xs);
+        }
+    }
+}
+
+bool lrc_group_is_reduce_prologue(const lrc_graph *g, const lrc_group *gr)
+{
+    return gr->kind == LRC_GROUP_OPAQUE && lrc_op_is_reduce(g->nodes[gr->anchor].op) && gr->n_nodes > 1;
+}
+
 int lrc_group_sum_product(const lrc_graph *g, const lrc_group *gr)
 {
     if (gr->kind != LRC_GROUP_OPAQUE || g->nodes[gr->anchor].op != LRC_OP_SUM_TO) return -1;
@@ -446,7 +536,8 @@ bool lrc_group_is_loss_head(const lrc_graph *g, const lrc_group *gr)
     return false;
 }
 
-int lrc_schedule_build(const lrc_graph *g, bool loss_head, bool loss_pair, bool sum_product, lrc_schedule *s, lrc_err *err)
+int lrc_schedule_build(const lrc_graph *g, bool loss_head, bool loss_pair, bool sum_product, bool reduce_prologue, lrc_schedule *s,
+                       lrc_err *err)
 {
     int N = g->n_nodes;
     memset(s, 0, sizeof *s);
@@ -477,6 +568,7 @@ int lrc_schedule_build(const lrc_graph *g, bool loss_head, bool loss_pair, bool 
     if (loss_head) rule8_loss_head(&fu);
     if (loss_pair) rule9_loss_pair(&fu);
     if (sum_product) rule10_product_into_sum(&fu);
+    if (reduce_prologue) rule11_prologue_into_reduce(&fu);
     int n_pg = fu.n_pg;
 
     /* Renumber the live groups in an order that respects their dependencies

@@ -42,6 +42,8 @@ typedef struct lrc_pass_ctx {
     bool loss_pair;
     /* fuse: a gain gradient's product inside its row sum (fuse rule 10) */
     bool sum_product;
+    /* fuse: an elementwise prologue inside a reduction's kernel (fuse rule 11) */
+    bool reduce_prologue;
     /* fuse and plan_memory build this schedule when it is not NULL;
      * `scheduled` says it was built (the caller frees it then) */
     lrc_schedule *schedule;
@@ -148,8 +150,10 @@ struct lrc_schedule {
  * loss_head: rule 8 too, an LM head's matmul with its loss and the loss's
  * gradient in one kernel; loss_pair: rule 9, a loss and its gradient in one
  * kernel; sum_product: rule 10, a product summed over rows in the sum's
- * kernel (a target that renders them asks). */
-int lrc_schedule_build(const lrc_graph *g, bool loss_head, bool loss_pair, bool sum_product, lrc_schedule *s, lrc_err *err);
+ * kernel; reduce_prologue: rule 11, an elementwise chain computed in the
+ * kernel of the one reduction that reads it (a target that renders them asks). */
+int lrc_schedule_build(const lrc_graph *g, bool loss_head, bool loss_pair, bool sum_product, bool reduce_prologue, lrc_schedule *s,
+                       lrc_err *err);
 /* Whether group gr is rule 8's: a matmul, a cross_entropy and its gradient. */
 bool lrc_group_is_loss_head(const lrc_graph *g, const lrc_group *gr);
 /* The cross_entropy_grad of rule 9's group gr (a cross_entropy and its
@@ -161,6 +165,12 @@ int64_t lrc_sum_to_columns(const lrc_graph *g, const lrc_node *n);
 /* The mul of rule 10's group gr (a sum_to over rows of a product), or -1
  * when gr is not one. */
 int lrc_group_sum_product(const lrc_graph *g, const lrc_group *gr);
+/* sum, mean, amax, logsumexp: the reductions along one axis (ir/reduce.c). */
+bool lrc_op_is_reduce(lrc_op op);
+/* Whether shape x broadcasts to `to` (aligned at the right, each dim 1 or equal). */
+bool lrc_broadcasts_to(const lrc_shape *x, const lrc_shape *to);
+/* Whether group gr is rule 11's: a reduction with an elementwise prologue. */
+bool lrc_group_is_reduce_prologue(const lrc_graph *g, const lrc_group *gr);
 /* Places every intermediate in one arena by liveness (ir/passes/plan.c). */
 void lrc_schedule_plan_memory(const lrc_graph *g, lrc_schedule *s);
 void lrc_schedule_free(lrc_schedule *s);

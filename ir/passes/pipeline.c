@@ -36,7 +36,7 @@ static int step_fuse(lrc_graph **g, lrc_pass_ctx *ctx, lrc_err *err)
     if (!ctx->schedule || ctx->scheduled) return LRC_OK;
     int rc = lrc_pass_own_outputs(*g, err);
     if (rc) return rc;
-    rc = lrc_schedule_build(*g, ctx->loss_head, ctx->loss_pair, ctx->sum_product, ctx->schedule, err);
+    rc = lrc_schedule_build(*g, ctx->loss_head, ctx->loss_pair, ctx->sum_product, ctx->reduce_prologue, ctx->schedule, err);
     ctx->scheduled = rc == LRC_OK;
     return rc;
 }

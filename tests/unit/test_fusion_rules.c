@@ -1,17 +1,18 @@
 /* test_fusion_rules — each rule of the fuse pass (ir/passes/fuse.c, rules 1
- * to 10) seen in the kernels it makes: for every rule a small graph where it
+ * to 11) seen in the kernels it makes: for every rule a small graph where it
  * applies, run through the whole pipeline with the pass rules of the target
  * (frontend/compile/compile.c: lrc_cpu_pass_rules, lrc_cuda_pass_rules), and the
  * schedule it must give: how many kernels, which nodes share one, of which
  * kind and anchor. Rules 1 to 7 hold on both targets; 8 to 10 where the cpu
- * target asks for them (8 with LRC_CPU_LOSS_HEAD=1) and not on cuda. Every
+ * target asks for them (8 with LRC_CPU_LOSS_HEAD=1) and not on cuda; 11
+ * where each target asks (both do). Every
  * message names its rule. Each rule was switched off alone in a copy of
  * fuse.c (1: its opaque fallback for inputs no kernel indexes; 2: no
- * producer joined; 3 to 7: the call left out; 8 to 10: the target's flag
+ * producer joined; 3 to 7: the call left out; 8 to 11: the target's flag
  * ignored) and failed the checks named for it: 1 the broadcast add's kind;
  * 2 both epilogues (and rule 3's GEMM case and rule 5, which build on it);
  * 3 both prologues; 4 the two ropes; 5 gate and up together; 6 the
- * attention's and the gain's gradients; 7 the lse; 8, 9, 10 the cpu's
+ * attention's and the gain's gradients; 7 the lse; 8 to 11 the cpu's
  * fused kernel. */
 #include "check.h"
 #include "cpu_graph.h"
@@ -413,6 +414,33 @@ static void rule10(target t)
     end_schedule(g, &s, ok);
 }
 
+/* Rule 11: exp(x) * b, b broadcast along two axes, inside the sum over
+ * axis 1 that alone reads it (both targets ask); x * x, also an output,
+ * stays apart from its amax. */
+static void rule11(target t)
+{
+    cur_rule = "rule 11 (elementwise prologue into a reduction)";
+    lrc_graph *g = lrc_graph_new();
+    int x = in(g, "x", (lrc_shape){3, {2, 3, 5}}), b = in(g, "b", (lrc_shape){2, {3, 1}});
+    int e = node(g, (lrc_node){.op = LRC_OP_EXP, .n_in = 1, .in = {x}});
+    int p = node(g, (lrc_node){.op = LRC_OP_MUL, .n_in = 2, .in = {e, b}});
+    out(g, "sum", node(g, (lrc_node){.op = LRC_OP_SUM, .n_in = 1, .in = {p}, .iattr = {1, 1}}));
+    int q = node(g, (lrc_node){.op = LRC_OP_MUL, .n_in = 2, .in = {x, x}});
+    out(g, "sq", q);
+    out(g, "amax", node(g, (lrc_node){.op = LRC_OP_AMAX, .n_in = 1, .in = {q}, .iattr = {-1, 1}}));
+    lrc_schedule s;
+    bool ok = schedule(&g, t, &s);
+    if (ok) {
+        int ex = find(g, LRC_OP_EXP, 0), m = find(g, LRC_OP_MUL, 0), sum = find(g, LRC_OP_SUM, 0);
+        int sq = find(g, LRC_OP_MUL, 1), amax = find(g, LRC_OP_AMAX, 0);
+        bool in_sum = same_group(&s, ex, sum) && same_group(&s, m, sum) && anchors(&s, sum);
+        EXPECT(s.n_groups == 3 && in_sum && lrc_group_is_reduce_prologue(g, &s.groups[s.group_of[sum]]) && !same_group(&s, sq, amax),
+               "exp -> mul -> sum is one kernel anchored by the sum, x*x apart from its amax: got %d kernels, the chain %s", s.n_groups,
+               in_sum ? "inside" : "apart");
+    }
+    end_schedule(g, &s, ok);
+}
+
 int main(void)
 {
     for (int t = CPU; t <= CUDA; t++) {
@@ -427,6 +455,7 @@ int main(void)
         rule8((target)t, false);
         rule9((target)t);
         rule10((target)t);
+        rule11((target)t);
     }
     return check_summary();
 }
