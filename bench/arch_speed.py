@@ -273,8 +273,9 @@ def bench_arch(name, a, lrc, work, text):
             tps = [json.loads(line)["tokens_per_s"] for line in f if '"tokens_per_s"' in line]
         shutil.rmtree(rd, ignore_errors=True)
         rounds["lrc step"].append(common.median([a.batch * a.seq / x for x in tps[1:]]))
+        # a side timed in the first round alone (slow) is printed there alone
         print("  round %d/%d: %s" % (r + 1, a.rounds, "; ".join("%s %.1f ms" % (k, v[-1] * 1e3)
-                                                               for k, v in rounds.items() if v)))
+                                                               for k, v in rounds.items() if len(v) == r + 1)))
         sys.stdout.flush()
     return rounds, inp, w
 
