@@ -157,7 +157,8 @@ int cmd_inspect(int argc, char **argv)
     } else {
         bool all = !a.params && !a.flops && !a.ir && !a.after && !a.kernels;
         if (all) {
-            if (m.hf_dir) printf("model %s (Hugging Face config.json onto %s)\n", m.hf_dir, m.path);
+            if (m.hf_dir) printf("model %s (Hugging Face config.json)\nfamily: %s (model_type %s)\n", m.hf_dir, m.path,
+                                 m.hf_type);
             else printf("model %s%s%s\n", m.path, a.m.preset ? " preset " : "", a.m.preset ? a.m.preset : "");
             lrc_model_print_config(&m, stdout);
         }

@@ -1,18 +1,17 @@
 -- lrc.hf — a Hugging Face config.json as a model's config.
 --
 -- lrc reads a model directory's config.json into a table (frontend/lua/hf.c),
--- hf.family picks the built-in model for its model_type, and hf.map calls
--- that model's from_hf[model_type](r) with a reader r over the config. The
+-- hf.family picks the model file for its model_type (hf.find_families: the
+-- files whose from_hf names it), and hf.map calls that model's
+-- from_hf[model_type](r) with a reader r over the config. The
 -- reader is strict: every key of config.json must be read by the family or
 -- be one of the keys that do not change what the model computes; a key or
 -- a value lrc does not implement ends in one line naming it.
 local hf = {}
 
--- model_type -> the built-in model (models/NAME.lua) that implements it
-hf.families = {
-  llama = "llama", mistral = "llama", qwen2 = "llama", phi3 = "llama", olmo = "llama", mixtral = "llama",
-  gemma = "gemma", gemma2 = "gemma", gpt2 = "gpt2",
-}
+-- model_type -> { file = "models/llama.lua" or a path, builtin = BOOL }:
+-- the model file whose from_hf names it, set by hf.find_families.
+hf.families = {}
 
 -- Keys that say nothing about the function the model computes.
 local metadata = {
@@ -158,7 +157,39 @@ function Reader:finish()
   end
 end
 
--- The built-in model for config c (read from where).
+-- hf.families from the model files: levels is a list, searched in order
+-- (each folder of LRC_MODEL_PATH, then the built-in models), of lists of
+-- { name = FILE, builtin = BOOL }; load(name, builtin) runs a file and gives
+-- what it returned. A model_type goes to the first level that claims it,
+-- so a user's file overrides a built-in family; two files of one level
+-- claiming it is an error, as lrc could not tell which was meant.
+function hf.find_families(levels, load)
+  local families = {}
+  for _, level in ipairs(levels) do
+    local here = {}
+    for _, f in ipairs(level) do
+      local M = load(f.name, f.builtin)
+      local types = {}
+      if type(M) == "table" and type(M.from_hf) == "table" then
+        for t in pairs(M.from_hf) do if type(t) == "string" then types[#types + 1] = t end end
+      end
+      table.sort(types)
+      for _, t in ipairs(types) do
+        if here[t] then
+          error(string.format("%s and %s both claim model_type %s (from_hf.%s): keep one in that folder",
+            here[t], f.name, t, t), 0)
+        end
+        here[t] = f.name
+        families[t] = families[t] or { file = f.name, builtin = f.builtin }
+      end
+    end
+  end
+  hf.families = families
+  return families
+end
+
+-- The model file for config c (read from where): its name and whether it
+-- is built in.
 function hf.family(c, where)
   local t = c.model_type
   if is_null(t) then t = nil end
@@ -166,10 +197,10 @@ function hf.family(c, where)
     error(string.format("%s: model_type is missing (a Hugging Face config names its family)", where), 0)
   end
   if type(t) ~= "string" or not hf.families[t] then
-    error(string.format("%s: model_type = %s is not supported (lrc runs %s)", where, show(t),
-      table.concat(sorted_keys(hf.families), ", ")), 0)
+    error(string.format("%s: model_type = %s is not supported (lrc runs %s; a model file on LRC_MODEL_PATH "
+      .. "adds one)", where, show(t), table.concat(sorted_keys(hf.families), ", ")), 0)
   end
-  return hf.families[t]
+  return hf.families[t].file, hf.families[t].builtin
 end
 
 -- The config keys of model M for config c: M.from_hf[model_type](reader).

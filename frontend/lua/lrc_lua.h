@@ -67,6 +67,7 @@ typedef struct lrc_model {
     char *hf_dir;   /* a Hugging Face directory's path, else NULL */
     int hf_ref;     /* registry refs: lrc.hf and the directory's config.json */
     int hf_cfg_ref;
+    char *hf_type;  /* its config.json's model_type, else NULL */
 } lrc_model;
 
 /* A directory holding config.json: a Hugging Face model (frontend/lua/hf.c). */
@@ -74,6 +75,15 @@ bool lrc_hf_is_dir(const char *path);
 /* Pushes DIR/config.json as a Lua table (objects and arrays as tables, an
  * array's marked __array = true; null as lrc.null, a light userdata). */
 int lrc_hf_push_config(struct lua_State *L, const char *dir, lrc_err *err);
+/* The model files lrc.hf searches for a model_type (frontend/lua/hf_families.c):
+ * pushes a list of levels, searched in order, each a list of
+ * {name = FILE, builtin = BOOL}: one per folder of $LRC_MODEL_PATH, then the
+ * built-in models. An unreadable folder is an error. */
+int lrc_hf_push_family_files(struct lua_State *L, lrc_err *err);
+/* Pushes load(name, builtin), which runs a model file and returns its table. */
+void lrc_hf_push_family_loader(struct lua_State *L);
+/* The built-in model embedded as FILE ("models/llama.lua"), or NULL. */
+const lrc_embedded *lrc_embedded_model(const char *file);
 
 /* Loads MODEL (a path, a Hugging Face directory, or the name of an embedded model such as "llama"),
  * applies the preset (may be NULL) and then each "KEY=VALUE" in sets.

@@ -591,7 +591,9 @@ static int load_embedded(lua_State *L)
 {
     const lrc_embedded *e = lua_touserdata(L, lua_upvalueindex(1));
     char chunk[128];
-    snprintf(chunk, sizeof chunk, "=%s", e->name);
+    /* a model's errors name its file (models/llama.lua:42), as a user's do */
+    bool model = !strncmp(e->name, "models/", 7);
+    snprintf(chunk, sizeof chunk, "%c%s", model ? '@' : '=', e->name);
     if (luaL_loadbufferx(L, e->source, e->len, chunk, "t")) return lua_error(L);
     lua_call(L, 0, 1);
     return 1;
@@ -608,14 +610,22 @@ void lrc_lua_open(lua_State *L)
 
     luaL_requiref(L, "lrc", open_lrc, 1);
     lua_pop(L, 1);
-    /* Embedded libraries load on require, under their module names. */
+    /* Embedded libraries load on require, under their module names; a
+     * built-in model as "models.llama", so that a family file can build on
+     * one (require "models.llama") without a copy of it. */
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
     for (int i = 0; i < lrc_embedded_count; i++) {
         const lrc_embedded *e = &lrc_embedded_files[i];
-        if (!strncmp(e->name, "models/", 7)) continue;
+        char name[128];
+        size_t n = strlen(e->name);
+        if (!strncmp(e->name, "models/", 7) && n > 4 && n - 4 < sizeof name) {
+            snprintf(name, sizeof name, "models.%.*s", (int)(n - 4 - 7), e->name + 7);
+        } else {
+            snprintf(name, sizeof name, "%s", e->name);
+        }
         lua_pushlightuserdata(L, (void *)e);
         lua_pushcclosure(L, load_embedded, 1);
-        lua_setfield(L, -2, e->name);
+        lua_setfield(L, -2, name);
     }
     lua_pop(L, 1);
 }

@@ -256,32 +256,42 @@ static int apply_config(lrc_model *m, const char *preset, int over, char *const 
     return LRC_OK;
 }
 
-/* For a Hugging Face directory: lrc.hf's family for its config.json, whose
- * built-in model is then loaded; pushes the config table (below the chunk
- * the caller loads) and returns the model's name, or NULL with err set. */
-static const lrc_embedded *hf_family(lrc_model *m, const char *dir, lrc_err *err)
+/* For a Hugging Face directory: lrc.hf's family for its config.json, found
+ * among the model files of $LRC_MODEL_PATH and the built-in ones (hf_ref and hf_cfg_ref
+ * keep lrc.hf and the config for hf_map); sets *e to the built-in model,
+ * or *file to the user's model file, or returns with err set. */
+static int hf_family(lrc_model *m, const char *dir, const lrc_embedded **e, char **file, lrc_err *err)
 {
     lua_State *L = m->L;
     char where[4200];
     snprintf(where, sizeof where, "%s/config.json", dir);
     lua_getglobal(L, "require");
     lua_pushstring(L, "lrc.hf");
-    if (pcall_err(L, 1, 1, err)) return NULL;
+    if (pcall_err(L, 1, 1, err)) return LRC_EUSER;
     lua_pushvalue(L, -1);
     m->hf_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_getfield(L, -1, "find_families");
+    if (lrc_hf_push_family_files(L, err)) return LRC_EUSER;
+    lrc_hf_push_family_loader(L);
+    if (pcall_err(L, 2, 0, err)) return LRC_EUSER;
     lua_getfield(L, -1, "family");
-    if (lrc_hf_push_config(L, dir, err)) return NULL;
+    if (lrc_hf_push_config(L, dir, err)) return LRC_EUSER;
     lua_pushvalue(L, -1);
     m->hf_cfg_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_getfield(L, -1, "model_type");
+    m->hf_type = lrc_xstrdup(lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?");
+    lua_pop(L, 1);
     lua_pushstring(L, where);
-    if (pcall_err(L, 2, 1, err)) return NULL;
-    const lrc_embedded *e = find_embedded_model(lua_tostring(L, -1));
-    if (!e) {
-        lrc_err_set(err, "%s: lrc.hf names model '%s', which is not built in", where, lua_tostring(L, -1));
-        return NULL;
+    if (pcall_err(L, 2, 2, err)) return LRC_EUSER;
+    const char *name = lua_tostring(L, -2);
+    if (lua_toboolean(L, -1)) {
+        if (!(*e = lrc_embedded_model(name)))
+            return lrc_err_set(err, "%s: lrc.hf names model '%s', which is not built in", where, name);
+    } else {
+        *file = lrc_xstrdup(name);
     }
-    lua_pop(L, 2);
-    return e;
+    lua_pop(L, 3);
+    return LRC_OK;
 }
 
 /* The config keys M.from_hf gives for the directory's config.json, pushed. */
@@ -327,6 +337,7 @@ int lrc_model_load(lrc_model *m, const char *model, const char *preset, char *co
     lua_sethook(L, count_hook, LUA_MASKCOUNT, 1000000);
 
     const lrc_embedded *e = NULL;
+    char *family_file = NULL; /* a Hugging Face directory's model file on LRC_MODEL_PATH */
     struct stat st;
     bool exists = stat(model, &st) == 0;
     if (lrc_hf_is_dir(model)) {
@@ -334,7 +345,7 @@ int lrc_model_load(lrc_model *m, const char *model, const char *preset, char *co
             return lrc_err_set(err, "%s: --preset does not apply to a Hugging Face directory (its config.json sets the model)",
                                model);
         m->hf_dir = lrc_xstrdup(model);
-        if (!(e = hf_family(m, model, err))) return LRC_EUSER;
+        if (hf_family(m, model, &e, &family_file, err)) return LRC_EUSER;
     } else if (exists && !S_ISDIR(st.st_mode)) {
         e = NULL; /* a model file */
     } else if ((e = find_embedded_model(model)) == NULL) {
@@ -345,7 +356,8 @@ int lrc_model_load(lrc_model *m, const char *model, const char *preset, char *co
                                     "(built-in models: %s)", model, list);
         return lrc_err_set(err, "%s: no such file (built-in models: %s)", model, list);
     }
-    int rc = load_chunk(m, model, e);
+    int rc = load_chunk(m, family_file ? family_file : model, e);
+    free(family_file);
     if (rc) { /* syntax errors are one line; some load errors lack the file name */
         const char *msg = lua_tostring(L, -1);
         if (strstr(msg, m->path)) return lrc_err_set(err, "%s", msg);
@@ -385,6 +397,7 @@ void lrc_model_free(lrc_model *m)
     if (m->L) lua_close(m->L);
     free(m->path);
     free(m->hf_dir);
+    free(m->hf_type);
     memset(m, 0, sizeof *m);
 }
 
