@@ -618,7 +618,7 @@ void lrc_lua_open(lua_State *L)
         const lrc_embedded *e = &lrc_embedded_files[i];
         char name[128];
         size_t n = strlen(e->name);
-        if (!strncmp(e->name, "models/", 7) && n > 4 && n - 4 < sizeof name) {
+        if (!strncmp(e->name, "models/", 7) && n > 11 && n - 4 < sizeof name) { /* "models/" NAME ".lua" */
             snprintf(name, sizeof name, "models.%.*s", (int)(n - 4 - 7), e->name + 7);
         } else {
             snprintf(name, sizeof name, "%s", e->name);
